@@ -1,0 +1,3 @@
+"""screens."""
+
+__all__: list[str] = []

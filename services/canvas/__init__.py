@@ -1,0 +1,3 @@
+"""services/canvas."""
+
+__all__: list[str] = []

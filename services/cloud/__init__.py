@@ -1,0 +1,3 @@
+"""services/cloud."""
+
+__all__: list[str] = []

@@ -1,0 +1,210 @@
+"""Safe file-system primitives every store uses: atomic writes, guarded paths, locks, JSON reads.
+
+- ``atomic_write_bytes`` / ``atomic_write_text`` / ``atomic_write_json``: a temp file in the same
+  folder, written, fsynced, renamed over the target, then the folder fsynced. A crash leaves the
+  old file or the new one, never half of either. The target's mode is kept when it existed.
+- ``contained_path``: resolves a relative name under a base and refuses anything that escapes it
+  (``..``, absolute names, NUL, symlinks anywhere on the way, hard-linked files).
+- ``FileLock``: an exclusive ``flock`` on a lock file, across processes.
+- ``read_json``: parses a JSON file and names the file in the error when it is not valid JSON.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import stat
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from .errors import ServiceError
+
+__all__ = [
+    "PathError",
+    "CorruptFileError",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "atomic_write_json",
+    "contained_path",
+    "read_json",
+    "FileLock",
+    "fsync_dir",
+]
+
+
+class PathError(ServiceError):
+    """A path that is not allowed: it escapes its base, is a link, or is not a regular file."""
+
+
+class CorruptFileError(ServiceError):
+    """A file exists but its content cannot be read as the format it must have."""
+
+
+def fsync_dir(folder: Path) -> None:
+    """Flush a folder's entry table to disk (after a rename into it)."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> None:
+    """Replace ``path`` with ``data`` atomically (temp file, fsync, rename, folder fsync)."""
+    path = Path(path)
+    folder = path.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    if mode is None:
+        try:
+            mode = stat.S_IMODE(os.lstat(path).st_mode)
+        except FileNotFoundError:
+            mode = 0o644
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(folder)
+
+
+def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None:
+    """``atomic_write_bytes`` for UTF-8 text."""
+    atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
+
+
+def atomic_write_json(path: Path, value: Any, *, mode: int | None = None) -> None:
+    """``atomic_write_bytes`` for a JSON document (two-space indent, trailing newline)."""
+    atomic_write_text(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n", mode=mode)
+
+
+def read_json(path: Path) -> Any:
+    """Parse the JSON file at ``path``; a file that is not valid JSON raises ``CorruptFileError``."""
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CorruptFileError(f"{path}: not valid JSON ({exc})") from exc
+
+
+def contained_path(base: Path, name: str, *, must_exist: bool = False) -> Path:
+    """Return ``base/name`` after proving it stays inside ``base`` with no link on the way.
+
+    Refuses: an empty name, NUL, absolute names, any ``..`` component, a symlink at any
+    component (the base itself may be reached through links), and an existing file with more
+    than one hard link. ``must_exist`` also refuses a missing target and anything that is not a
+    regular file or folder (FIFOs, devices).
+    """
+    if not name or "\x00" in name:
+        raise PathError(f"invalid path {name!r}")
+    rel = Path(name)
+    if rel.is_absolute():
+        raise PathError(f"absolute path not allowed: {name!r}")
+    parts = rel.parts
+    if not parts or any(part in ("..", "") for part in parts):
+        raise PathError(f"path escapes its base: {name!r}")
+    base = Path(base).resolve()
+    current = base
+    for index, part in enumerate(parts):
+        if part == ".":
+            continue
+        current = current / part
+        try:
+            info = os.lstat(current)
+        except FileNotFoundError:
+            if must_exist:
+                raise PathError(f"no such file: {name!r}") from None
+            break
+        except OSError as exc:
+            if exc.errno == errno.ENAMETOOLONG:
+                raise PathError(f"name too long: {name[:80]!r}...") from None
+            raise
+        if stat.S_ISLNK(info.st_mode):
+            raise PathError(f"symlink not allowed: {name!r}")
+        last = index == len(parts) - 1
+        if last:
+            if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                raise PathError(f"hard-linked file not allowed: {name!r}")
+            if must_exist and not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+                raise PathError(f"not a regular file: {name!r}")
+        elif not stat.S_ISDIR(info.st_mode):
+            raise PathError(f"not a folder: {'/'.join(parts[: index + 1])!r}")
+    return base.joinpath(*[p for p in parts if p != "."])
+
+
+class FileLock:
+    """An exclusive lock across processes (``flock`` on ``path``) and threads of this process.
+
+    ``with FileLock(path):`` blocks until the lock is held; ``try_acquire()`` does not block.
+    """
+
+    _thread_locks: dict[str, threading.RLock] = {}
+    _guard = threading.Lock()
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        key = str(self.path.resolve()) if self.path.exists() else os.path.abspath(self.path)
+        with FileLock._guard:
+            self._thread_lock = FileLock._thread_locks.setdefault(key, threading.RLock())
+        self._fd: int | None = None
+        self._depth = 0
+
+    def acquire(self, blocking: bool = True) -> bool:
+        """Take the lock; with ``blocking=False`` return False at once when another holder has it."""
+        if not self._thread_lock.acquire(blocking):
+            return False
+        if self._depth:
+            self._depth += 1
+            return True
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(fd)
+            self._thread_lock.release()
+            return False
+        self._fd = fd
+        self._depth = 1
+        return True
+
+    def try_acquire(self) -> bool:
+        """Take the lock only if it is free now."""
+        return self.acquire(blocking=False)
+
+    def release(self) -> None:
+        """Give the lock back."""
+        self._depth -= 1
+        if self._depth == 0 and self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+        self._thread_lock.release()
+
+    def __enter__(self) -> "FileLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """The lock as a context manager (same as ``with lock:``)."""
+        with self:
+            yield

@@ -1,0 +1,3 @@
+"""services/knowledge/insights."""
+
+__all__: list[str] = []

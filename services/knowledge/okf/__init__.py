@@ -1,0 +1,3 @@
+"""services/knowledge/okf."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""services/knowledge/outbox."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""services/sdk."""
+
+__all__: list[str] = []

@@ -1,0 +1,249 @@
+"""The crouter wire as this project speaks it: every invented detail the SDK and FakeCloud share.
+
+The seed names operations, fields, codes and event types; it does not give paths, DTO layouts
+or the token exchange. Those choices live here, in one place, so the SDK (``services.sdk``) and
+the fake (``services.cloud``) cannot drift apart. Wire names (operation names, event types,
+error codes, JSON fields) are exactly the seed's.
+
+Directory (``issuer``, default ``https://directory.test``)
+    ``GET  /.well-known/openid-configuration``  op ``directory.discovery``:
+        ``{issuer, token_endpoint, jwks_uri, authorization_endpoint, grant_types_supported,
+        token_endpoint_auth_methods_supported: ["private_key_jwt"]}``
+    ``POST /oauth/token``  op ``directory.token``: form body ``grant_type=refresh_token``,
+        ``refresh_token``, ``client_id``, ``client_assertion_type`` (``CLIENT_ASSERTION_TYPE``),
+        ``client_assertion`` (a JWT the app signs with its ``private_key``: ``iss`` = ``sub`` =
+        client id, ``aud`` = the token endpoint, ``iat``, ``exp``, ``jti``; the header carries
+        the public ``jwk``; RS256 for an RSA key, ES256 for an EC P-256 key). The directory
+        learns the client's key from its first valid assertion and holds the client to it.
+        Answer: ``{access_token, token_type: "Bearer", expires_in, refresh_token, scope,
+        user_id, runtime_url, runtime_id}``. A refusal is 400 with the envelope below,
+        ``origin: "directory"`` and ``code`` one of ``REFUSAL_CODES``.
+    ``GET  /.well-known/jwks.json``  op ``directory.jwks``: ``{keys: [JWK]}`` (RS256, with ``kid``).
+
+Access tokens are RS256 JWTs from the directory key: ``iss`` issuer, ``sub`` the person,
+``aud`` the runtime id, ``client_id``, ``scope`` (space separated), ``iat``, ``exp``, ``jti``;
+header ``typ: at+jwt``.
+
+Runtime (``runtime_url``, default ``https://runtime.test``), bearer access token on every call:
+    see ``ROUTES``. Keyed sends (``run.start``, ``run.message``) carry ``Idempotency-Key``.
+    Every request carries ``MIN_RUNTIME_HEADER`` (the SDK's minimum runtime version); a runtime
+    older than that answers 426 ``runtime_version_unsupported``. Every answer carries
+    ``RUNTIME_VERSION_HEADER``.
+
+Error envelope (every non-2xx JSON answer, directory and runtime):
+    ``{"error": {"status", "code", "message", "origin", "retryable", "details", "param",
+    "retry_after_s"}}`` (``retry_after_s`` only when set; the others always present, null when
+    unknown). ``origin`` is ``runtime``, ``directory`` or ``provider``.
+
+Run DTO (``run.start``, ``run.get``, items of ``run.list``):
+    ``{id, user_id, name, status, activity, params, outcome, result, last_turn_error, question,
+    pending, messages, created_at, updated_at, last_event_id}`` where ``status`` is one of
+    ``RUN_STATUSES``, ``activity`` is null unless running, ``outcome`` is null or one of
+    ``OUTCOMES``, ``result`` is the settled result text, ``last_turn_error`` is
+    ``{code, message}`` or null, ``question`` is the open question DTO or null, ``pending`` and
+    ``messages`` are lists of message DTOs ``{id, text, at, delivered}``.
+
+Run events (``run.events``, a text/event-stream):
+    Each event is ``id: <seq>`` / ``event: <type>`` / ``data: <json>`` and a blank line, the JSON
+    being ``{id, seq, run_id, node_id, type, at, ...fields}``. ``seq`` counts from 1 per run and
+    is the cursor: reconnect with ``?after=<seq>`` or ``Last-Event-ID``. The root node's id is
+    the run id; any other ``node_id`` is a child node. Event types and their fields:
+
+    - ``node.turn.started``: ``input: {text, message_ids}``, ``entry_id``
+    - ``node.output_text.delta``: ``delta``, ``entry_id``
+    - ``node.output_text.done``: ``text``, ``entry_id``
+    - ``node.turn.completed``: ``stop_reason`` (``end_turn`` | ``error``), ``error``
+      (``{code, message}`` or null), ``entry_id``
+    - ``node.activity``: ``activity`` (fake-only, from ``set_activity``; ``tool`` when a tool call)
+    - ``node.idle``: nothing (stopped without submitting)
+    - ``node.question.opened``: ``question`` (the question DTO); ``node.question.answered``:
+      ``question_id``, ``answers``
+    - ``node.message.received``: ``message`` (a message DTO), ``start_turn``
+    - ``node.settled``: ``outcome`` plus the outcome's own fields: ``result`` for ``result``;
+      ``declined: {reason, code, retryable}``; ``failure`` for ``canceled`` /
+      ``deadline_exceeded``; ``runtime_error`` (the reason) for ``runtime_error``
+    - ``node.reopened``: nothing (a message reopened a settled run)
+    - ``run.renamed``: ``name``; ``run.interrupted``: nothing
+
+    Control frames (``event:`` name, JSON ``data``), never counted as events:
+    ``stream_gap`` ``{requested_after, first_available}`` (then the stream goes on from the
+    first available event); ``stream_error`` ``{error: envelope}`` (ends the stream, e.g. the
+    grant was revoked); ``stream_dropped`` ``{reason}`` (the run was deleted); ``stream_idle``
+    ``{idle_ms}`` (idle close after ``stream_idle_ms``; the client may reconnect).
+
+Grant DTO (``grant.get``):
+    ``{version, rev, state, client_id, user_id, resolved_scopes, dependencies:
+    [{provider, state, message}], spend_cap, revoked_code, account_app_uri}``; ``state`` is
+    ``active`` or ``revoked``. ``?wait=<seconds>&since=<version>`` holds the read until the
+    version differs from ``since`` or the wait ends (then the same version is answered).
+
+Question DTO: ``{id, run_id, title, slots, status (open|answered), answers, created_at}``.
+Memory list item: ``{name, owner, kind, privacy, preview, summary, rules, revision,
+    updated_at, bytes}``; ``memory.get`` adds ``body``.
+Provider tools: ``{providers: [{name, status, error, tools: [{name, group, scope}]}]}``;
+    ``provider.call`` body ``{arguments}`` answers ``{result}``.
+Profiles: ``{profiles: [{name, description}]}``. Trace: ``{run_id, spans: [...]}``.
+
+Run notices: ``POST <run_notice.url>`` with ``Authorization: Bearer <token>`` and JSON
+    ``{run_id, seq}``. The token is an RS256 JWT from the directory key with header
+    ``typ: NOTICE_TOKEN_TYPE`` and claims ``iss``, ``aud`` (the notice URL), ``sub`` (the person),
+    ``grantee`` (``app:<client_id>``), ``run_id``, ``runtime_id``, ``seq``, ``iat``, ``exp``, ``jti``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = [
+    "Route",
+    "ROUTES",
+    "match_route",
+    "route_path",
+    "DIRECTORY_DISCOVERY_PATH",
+    "DIRECTORY_TOKEN_PATH",
+    "DIRECTORY_JWKS_PATH",
+    "CLIENT_ASSERTION_TYPE",
+    "IDEMPOTENCY_KEY",
+    "LAST_EVENT_ID",
+    "MIN_RUNTIME_HEADER",
+    "RUNTIME_VERSION_HEADER",
+    "SDK_MIN_RUNTIME_VERSION",
+    "NOTICE_TOKEN_TYPE",
+    "ACCESS_TOKEN_TYPE",
+    "REFUSAL_CODES",
+    "RUN_STATUSES",
+    "OUTCOMES",
+    "RETRYABLE_READS",
+    "KEYED_SENDS",
+    "CONTROL_FRAMES",
+    "version_tuple",
+]
+
+DIRECTORY_DISCOVERY_PATH = "/.well-known/openid-configuration"
+DIRECTORY_TOKEN_PATH = "/oauth/token"
+DIRECTORY_JWKS_PATH = "/.well-known/jwks.json"
+CLIENT_ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+
+IDEMPOTENCY_KEY = "Idempotency-Key"
+LAST_EVENT_ID = "Last-Event-ID"
+MIN_RUNTIME_HEADER = "Crouter-Min-Runtime-Version"
+RUNTIME_VERSION_HEADER = "Crouter-Runtime-Version"
+SDK_MIN_RUNTIME_VERSION = "1.2.0"
+"""The oldest runtime this SDK talks to; FakeCloud's default ``runtime_version`` is newer."""
+
+ACCESS_TOKEN_TYPE = "at+jwt"
+NOTICE_TOKEN_TYPE = "run-notice+jwt"
+
+REFUSAL_CODES = (
+    "grant_removed",
+    "grant_suspended",
+    "refresh_token_expired",
+    "refresh_token_reused",
+    "grant_revoked",
+)
+RUN_STATUSES = ("running", "idle", "waiting_on_user", "settled")
+OUTCOMES = ("result", "declined", "canceled", "deadline_exceeded", "runtime_error")
+CONTROL_FRAMES = ("stream_gap", "stream_error", "stream_dropped", "stream_idle")
+
+RETRYABLE_READS = frozenset(
+    {
+        "grant.get",
+        "run.get",
+        "run.list",
+        "run.delete",
+        "trace.get",
+        "question.get",
+        "memory.list",
+        "memory.get",
+        "provider.tools",
+        "profile.list",
+    }
+)
+"""GET and DELETE operations: a 5xx, 429 or unreachable answer is retried with backoff."""
+KEYED_SENDS = frozenset({"run.start", "run.message"})
+"""POSTs sent with an ``Idempotency-Key``: retried with the same key when the error is retryable."""
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One runtime operation: its name, HTTP method and path template (``{name}`` segments)."""
+
+    op: str
+    method: str
+    template: str
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        return _compiled(self.template)
+
+
+def _compiled(template: str, _cache: dict[str, re.Pattern[str]] = {}) -> re.Pattern[str]:
+    pattern = _cache.get(template)
+    if pattern is None:
+        regex = re.sub(
+            r"\{(\w+)(:path)?\}",
+            lambda m: f"(?P<{m.group(1)}>{'.+' if m.group(2) else '[^/]+'})",
+            template,
+        )
+        pattern = _cache[template] = re.compile(f"^{regex}$")
+    return pattern
+
+
+ROUTES: tuple[Route, ...] = (
+    Route("grant.get", "GET", "/v1/grant"),
+    Route("run.start", "POST", "/v1/runs"),
+    Route("run.list", "GET", "/v1/runs"),
+    Route("run.get", "GET", "/v1/runs/{run_id}"),
+    Route("run.delete", "DELETE", "/v1/runs/{run_id}"),
+    Route("run.message", "POST", "/v1/runs/{run_id}/messages"),
+    Route("run.events", "GET", "/v1/runs/{run_id}/events"),
+    Route("run.interrupt", "POST", "/v1/runs/{run_id}/interrupt"),
+    Route("run.cancel", "POST", "/v1/runs/{run_id}/cancel"),
+    Route("run.rename", "POST", "/v1/runs/{run_id}/rename"),
+    Route("trace.get", "GET", "/v1/runs/{run_id}/trace"),
+    Route("question.get", "GET", "/v1/questions/{question_id}"),
+    Route("question.answer", "POST", "/v1/questions/{question_id}/answer"),
+    Route("memory.list", "GET", "/v1/memory"),
+    Route("memory.get", "GET", "/v1/memory/{name:path}"),
+    Route("provider.tools", "GET", "/v1/providers"),
+    Route("provider.call", "POST", "/v1/providers/{provider}/tools/{tool}/call"),
+    Route("profile.list", "GET", "/v1/profiles"),
+)
+"""Every runtime operation. Query parameters: ``run.list`` ``?status=&limit=``;
+``grant.get`` ``?wait=&since=``; ``run.events`` ``?after=``; ``memory.list`` ``?kind=``.
+Bodies: ``run.start`` ``{prompt, isolated?, cwd?, worktree?, name?, profile?, ...}``;
+``run.message`` ``{text, start_turn = true}``; ``run.rename`` ``{name}``;
+``question.answer`` ``{answers}``; ``provider.call`` ``{arguments}``."""
+
+_BY_OP = {route.op: route for route in ROUTES}
+
+
+def match_route(method: str, path: str) -> tuple[Route, dict[str, str]] | None:
+    """The route a request addresses and its path parameters, or None."""
+    for route in ROUTES:
+        if route.method != method:
+            continue
+        found = route.pattern.match(path)
+        if found:
+            return route, found.groupdict()
+    return None
+
+
+def route_path(op: str, **params: str) -> tuple[str, str]:
+    """``(method, path)`` of ``op`` with its path parameters filled in (URL-quoted)."""
+    from urllib.parse import quote
+
+    route = _BY_OP[op]
+    path = route.template
+    for key, value in params.items():
+        safe = "/" if f"{{{key}:path}}" in path else ""
+        path = path.replace(f"{{{key}:path}}", quote(value, safe=safe)).replace(
+            f"{{{key}}}", quote(value, safe="")
+        )
+    return route.method, path
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """``"1.10.2"`` as ``(1, 10, 2)`` for comparisons; non-numeric parts count as 0."""
+    return tuple(int(part) if part.isdigit() else 0 for part in version.split("."))

@@ -1,0 +1,3 @@
+"""workbench."""
+
+__all__: list[str] = []
