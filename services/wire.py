@@ -77,6 +77,14 @@ Grant DTO (``grant.get``):
     ``active`` or ``revoked``. ``?wait=<seconds>&since=<version>`` holds the read until the
     version differs from ``since`` or the wait ends (then the same version is answered).
 
+Answers by operation: ``run.start`` 201 run DTO; ``run.get`` / ``run.interrupt`` /
+    ``run.cancel`` / ``run.rename`` run DTO; ``run.list`` ``{runs: [run DTO]}`` (start order);
+    ``run.delete`` ``{id, deleted: true}``; ``run.message`` 201 ``{message, run, cursor}`` where
+    ``cursor`` is the event id just before the message's ``node.message.received`` event (stream
+    ``after=cursor`` to follow the turn it starts); ``question.get`` / ``question.answer`` question
+    DTO; ``memory.list`` ``{documents: [item]}``; ``memory.get`` item plus ``body``.
+    ``run.start`` may carry a client-chosen ``id`` (``run_<letters, digits, - or _>``) so an isolated
+    run's ``cwd`` can name its root folder ``/apps/<client_id>/nodes/<run id>``.
 Question DTO: ``{id, run_id, title, slots, status (open|answered), answers, created_at}``.
 Memory list item: ``{name, owner, kind, privacy, preview, summary, rules, revision,
     updated_at, bytes}``; ``memory.get`` adds ``body``.

@@ -1,0 +1,217 @@
+"""The fake directory: discovery, token refresh with rotating refresh tokens, JWKS.
+
+Client authentication is a signed client assertion (``private_key_jwt``). The directory learns
+the client's public key from the ``jwk`` header of its first valid assertion and holds the client
+to that key afterwards, as app registration would.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs
+
+import httpx
+import jwt
+from jwt.algorithms import ECAlgorithm, RSAAlgorithm
+
+from ..wire import (
+    CLIENT_ASSERTION_TYPE,
+    DIRECTORY_DISCOVERY_PATH,
+    DIRECTORY_JWKS_PATH,
+    DIRECTORY_TOKEN_PATH,
+)
+from .errors import CloudError
+from .failures import InterceptContext
+
+if TYPE_CHECKING:
+    from .cloud import FakeCloud
+    from .users import FakeUser
+
+__all__ = ["DirectoryCall", "Directory"]
+
+
+@dataclass
+class DirectoryCall:
+    """One directory request: the op, who it was for (token calls), and its ``answer``."""
+
+    op: str
+    method: str
+    path: str
+    user_id: str | None
+    answer: str
+    """``ok``, a refusal code, a status number as text, or ``unreachable``."""
+    status: int | None
+    at: float
+
+
+_PATHS = {
+    ("GET", DIRECTORY_DISCOVERY_PATH): "directory.discovery",
+    ("POST", DIRECTORY_TOKEN_PATH): "directory.token",
+    ("GET", DIRECTORY_JWKS_PATH): "directory.jwks",
+}
+
+
+def _directory_error(status: int, code: str, message: str) -> CloudError:
+    return CloudError(status, code, message, origin="directory", retryable=False)
+
+
+class Directory:
+    """Answers the directory's three operations for one cloud."""
+
+    def __init__(self, cloud: "FakeCloud") -> None:
+        self.cloud = cloud
+        self.client_jwk: dict[str, Any] | None = None
+
+    def discovery(self) -> dict[str, Any]:
+        issuer = self.cloud.issuer
+        return {
+            "issuer": issuer,
+            "authorization_endpoint": issuer + "/oauth/authorize",
+            "token_endpoint": issuer + DIRECTORY_TOKEN_PATH,
+            "jwks_uri": issuer + DIRECTORY_JWKS_PATH,
+            "grant_types_supported": ["authorization_code", "refresh_token"],
+            "token_endpoint_auth_methods_supported": ["private_key_jwt"],
+        }
+
+    async def handle(self, request: httpx.Request, raw: bytes) -> httpx.Response:
+        cloud = self.cloud
+        op = _PATHS.get((request.method, request.url.path))
+        if op is None:
+            return _directory_error(404, "not_found", f"no directory route {request.method} {request.url.path}").response()
+        form = _form(raw) if op == "directory.token" else {}
+        user = self._user_for(form.get("refresh_token")) if op == "directory.token" else None
+        record = DirectoryCall(op, request.method, request.url.path, user.id if user else None, "", None, cloud.clock.time())
+        cloud.directory_calls.append(record)
+        if op == "directory.token":
+            cloud.refreshes.append(record)
+        ctx = InterceptContext(op, record.user_id, request.method, request.url.path, dict(request.url.params), form, None)
+        answer = await cloud._failures.run(ctx)
+        if answer == "unreachable":
+            record.answer = "unreachable"
+            raise httpx.ConnectError(f"{cloud.issuer} is unreachable", request=request)
+        if isinstance(answer, CloudError):
+            answer.origin = "directory"
+            record.answer, record.status = str(answer.status), answer.status
+            return answer.response()
+        try:
+            if op == "directory.discovery":
+                response = httpx.Response(200, json=self.discovery())
+            elif op == "directory.jwks":
+                response = httpx.Response(200, json={"keys": [cloud._key.jwk()]})
+            else:
+                response = self._token(form, user, record)
+        except CloudError as exc:
+            response = exc.response()
+            if record.answer == "":
+                record.answer = exc.code if exc.status == 400 else str(exc.status)
+        record.status = response.status_code
+        if record.answer == "":
+            record.answer = "ok"
+        return response
+
+    # -- token ---------------------------------------------------------------------------------
+
+    def _user_for(self, refresh_token: str | None) -> "FakeUser | None":
+        if not refresh_token:
+            return None
+        user_id = self.cloud._refresh_tokens.get(refresh_token)
+        return self.cloud._users.get(user_id) if user_id else None
+
+    def _token(self, form: dict[str, str], user: "FakeUser | None", record: DirectoryCall) -> httpx.Response:
+        cloud = self.cloud
+        if form.get("grant_type") != "refresh_token":
+            raise _directory_error(400, "unsupported_grant_type", "only grant_type=refresh_token is supported")
+        self._check_client(form)
+        token = form.get("refresh_token", "")
+        if user is None:
+            raise _directory_error(400, "invalid_grant", "unknown refresh token")
+        refusal = self._refusal(user, token)
+        if refusal is not None:
+            record.answer = refusal
+            raise _directory_error(400, refusal, f"refresh refused: {refusal}")
+        user.superseded.add(token)
+        new_refresh = "rt_" + secrets.token_urlsafe(24)
+        user.refresh_token = new_refresh
+        cloud._refresh_tokens[new_refresh] = user.id
+        access, ttl = cloud._mint_access(user)
+        return httpx.Response(
+            200,
+            json={
+                "access_token": access,
+                "token_type": "Bearer",
+                "expires_in": ttl,
+                "refresh_token": new_refresh,
+                "scope": " ".join(user.grant.scopes),
+                "user_id": user.id,
+                "runtime_url": cloud.runtime_url_for(user.id),
+                "runtime_id": cloud.runtime_id,
+            },
+        )
+
+    @staticmethod
+    def _refusal(user: "FakeUser", token: str) -> str | None:
+        if user.family_revoked:
+            return "refresh_token_reused"
+        if token in user.superseded:
+            user.family_revoked = True  # reuse detection revokes the whole family
+            return "refresh_token_reused"
+        if user.refusal is not None:
+            return user.refusal
+        if not user.grant.active:
+            state = user.grant.state
+            return (state or {}).get("revoked_code") or "grant_removed"
+        return None
+
+    def _check_client(self, form: dict[str, str]) -> None:
+        client_id = self.cloud.client_id
+        if form.get("client_id") != client_id:
+            raise _directory_error(401, "invalid_client", f"unknown client {form.get('client_id')!r}")
+        if form.get("client_assertion_type") != CLIENT_ASSERTION_TYPE:
+            raise _directory_error(401, "invalid_client", "a signed client assertion is required")
+        assertion = form.get("client_assertion", "")
+        try:
+            header = jwt.get_unverified_header(assertion)
+        except jwt.PyJWTError as exc:
+            raise _directory_error(401, "invalid_client", f"malformed client assertion: {exc}") from None
+        jwk = header.get("jwk")
+        alg = header.get("alg")
+        if not isinstance(jwk, dict) or alg not in ("RS256", "ES256"):
+            raise _directory_error(401, "invalid_client", "the assertion must be RS256/ES256 with a jwk header")
+        pinned = self.client_jwk
+        public = {k: v for k, v in jwk.items() if k in ("kty", "n", "e", "crv", "x", "y")}
+        if pinned is not None and public != pinned:
+            raise _directory_error(401, "invalid_client", "the assertion is signed with a key this client does not hold")
+        try:
+            algorithm = RSAAlgorithm if alg == "RS256" else ECAlgorithm
+            key = algorithm.from_jwk(json.dumps(public))
+            claims = jwt.decode(
+                assertion,
+                key,  # type: ignore[arg-type]
+                algorithms=[alg],
+                audience=self.cloud.issuer + DIRECTORY_TOKEN_PATH,
+                issuer=client_id,
+                options={
+                    "require": ["exp", "iat", "iss", "sub", "aud", "jti"],
+                    "verify_exp": False,  # checked below against the cloud's clock
+                    "verify_iat": False,
+                },
+            )
+        except (jwt.PyJWTError, ValueError, TypeError) as exc:
+            raise _directory_error(401, "invalid_client", f"client assertion refused: {exc}") from None
+        if claims.get("sub") != client_id:
+            raise _directory_error(401, "invalid_client", "client assertion sub must be the client id")
+        if float(claims["exp"]) < self.cloud.clock.time() - 30:
+            raise _directory_error(401, "invalid_client", "client assertion expired")
+        if pinned is None:
+            self.client_jwk = public
+
+
+def _form(raw: bytes) -> dict[str, str]:
+    try:
+        parsed = parse_qs(raw.decode("utf-8"), keep_blank_values=True)
+    except UnicodeDecodeError:
+        return {}
+    return {k: v[-1] for k, v in parsed.items()}

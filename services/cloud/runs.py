@@ -1,0 +1,326 @@
+"""``FakeRun``: one run on the fake runtime, driven by a test, a responder or the operator.
+
+A run is an append-only event log. Status and activity re-derive from the log as each event is
+appended (``_reduce``); open event streams are fed from the same append. Nothing here runs a
+model: every turn's text comes from whoever calls ``reply``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..clock import iso
+from .errors import CloudError
+
+if TYPE_CHECKING:
+    from .cloud import FakeCloud
+
+__all__ = ["FakeRun", "RunStreamFeed", "ResponderContext", "TURN_ERROR_CODES", "SETTLE_KINDS"]
+
+TURN_ERROR_CODES = ("model_error", "content_refused")
+SETTLE_KINDS = ("result", "declined", "failure", "runtime_error")
+_entry_ids = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class ResponderContext:
+    """What a responder receives: the run, why it was called, and the messages that woke it."""
+
+    run: "FakeRun"
+    kind: str
+    """``start`` or ``message``."""
+    messages: list[dict[str, Any]]
+
+
+class RunStreamFeed:
+    """One open ``run.events`` stream: a queue of SSE frames the transport drains."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
+        self.last_seq = 0
+        self.closed = False
+
+    def push(self, kind: str, data: dict[str, Any]) -> None:
+        if not self.closed:
+            self.queue.put_nowait((kind, data))
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.queue.put_nowait(None)
+
+
+@dataclass
+class FakeRun:
+    """A run: read-only members mirror the seed (``id``, ``user_id``, ``params``, ``status``...)."""
+
+    cloud: "FakeCloud"
+    id: str
+    user_id: str
+    params: dict[str, Any]
+    idempotency_key: str | None = None
+    name: str | None = None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    status: str = "running"
+    activity: str | None = "thinking"
+    outcome: dict[str, Any] | None = None
+    result: str | None = None
+    last_turn_error: dict[str, Any] | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    deleted: bool = False
+    question: dict[str, Any] | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    turns: int = 0
+    seq: int = 0
+    first_seq: int = 1
+    streams: list[RunStreamFeed] = field(default_factory=list)
+
+    # -- read-only views -------------------------------------------------------------------
+
+    @property
+    def pending(self) -> list[dict[str, Any]]:
+        """Messages recorded but not yet delivered to a turn."""
+        return [m for m in self.messages if not m["delivered"]]
+
+    @property
+    def settled(self) -> bool:
+        return self.status == "settled"
+
+    def to_dto(self) -> dict[str, Any]:
+        """The run as ``run.get`` answers it."""
+        return {
+            "id": self.id,
+            "user_id": self.user_id,
+            "name": self.name,
+            "status": self.status,
+            "activity": self.activity,
+            "params": copy.deepcopy(self.params),
+            "outcome": copy.deepcopy(self.outcome),
+            "result": self.result,
+            "last_turn_error": copy.deepcopy(self.last_turn_error),
+            "question": copy.deepcopy(self.question),
+            "pending": copy.deepcopy(self.pending),
+            "messages": copy.deepcopy(self.messages),
+            "created_at": iso(self.created_at),
+            "updated_at": iso(self.updated_at),
+            "last_event_id": self.seq,
+        }
+
+    # -- driving a run -------------------------------------------------------------------------
+
+    def reply(self, text: str, *, chunks: int = 2, message_ids: list[str] | None = None) -> None:
+        """One root turn: started, ``chunks`` text deltas, text done, completed; the run goes idle."""
+        entry_id = self._start_turn(message_ids)
+        for delta in _split(text, max(1, chunks)):
+            self.emit("node.output_text.delta", {"delta": delta, "entry_id": entry_id})
+        self.emit("node.output_text.done", {"text": text, "entry_id": entry_id})
+        self.emit(
+            "node.turn.completed", {"stop_reason": "end_turn", "error": None, "entry_id": entry_id}
+        )
+
+    def fail_turn(
+        self, *, code: str = "model_error", message: str = "the model failed", message_ids: list[str] | None = None
+    ) -> None:
+        """The same turn ending ``stop_reason: 'error'`` with ``{code, message}``."""
+        if code not in TURN_ERROR_CODES:
+            raise ValueError(f"fail_turn code must be one of {TURN_ERROR_CODES}, not {code!r}")
+        entry_id = self._start_turn(message_ids)
+        self.emit(
+            "node.turn.completed",
+            {"stop_reason": "error", "error": {"code": code, "message": message}, "entry_id": entry_id},
+        )
+
+    def set_activity(self, activity: str, *, at: str | None = None) -> None:
+        """Fake-only: status ``running`` with this activity until the next event."""
+        fields: dict[str, Any] = {"activity": activity}
+        if at is not None:
+            fields["activity_at"] = at
+        self.emit("node.activity", fields)
+
+    def settle(self, ending: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        """Settle the run: ``{result}``, ``{declined: {...}}``, ``{failure: ...}`` or ``{runtime_error: ...}``."""
+        ending = {**(ending or {}), **kwargs}
+        if "runtimeError" in ending:
+            ending["runtime_error"] = ending.pop("runtimeError")
+        kinds = [k for k in SETTLE_KINDS if k in ending]
+        if len(kinds) != 1:
+            raise ValueError(f"settle takes exactly one of {SETTLE_KINDS}, got {sorted(ending)}")
+        kind = kinds[0]
+        value = ending[kind]
+        if kind == "result":
+            fields = {"outcome": "result", "result": "" if value is None else str(value)}
+        elif kind == "declined":
+            declined = dict(value or {})
+            fields = {
+                "outcome": "declined",
+                "declined": {
+                    "reason": declined.get("reason", ""),
+                    "code": declined.get("code", "declined"),
+                    "retryable": bool(declined.get("retryable", False)),
+                },
+            }
+        elif kind == "failure":
+            if value not in ("canceled", "deadline_exceeded"):
+                raise ValueError("failure must be 'canceled' or 'deadline_exceeded'")
+            fields = {"outcome": value, "failure": value}
+        else:
+            fields = {"outcome": "runtime_error", "runtime_error": str(value)}
+        self.emit("node.settled", fields)
+
+    def idle(self) -> None:
+        """Go idle without a new turn (stopped without submitting)."""
+        self.emit("node.idle", {})
+
+    def ask(self, *, title: str, slots: list[dict[str, Any]] | None = None) -> str:
+        """Open a question (``waiting_on_user``); returns its id."""
+        question_id = self.cloud._new_id("q")
+        question = {
+            "id": question_id,
+            "run_id": self.id,
+            "title": title,
+            "slots": copy.deepcopy(slots or []),
+            "status": "open",
+            "answers": None,
+            "created_at": iso(self.cloud.clock.time()),
+        }
+        self.cloud._questions[question_id] = self
+        self.emit("node.question.opened", {"question": question})
+        return question_id
+
+    def delete(self) -> None:
+        """As if the runtime deleted it: reads 404, streams close, idempotency keys dropped."""
+        if self.deleted:
+            return
+        self.deleted = True
+        self.cloud._forget_run_keys(self)
+        for stream in list(self.streams):
+            stream.push("stream_dropped", {"reason": "run_deleted"})
+            stream.close()
+        self.streams.clear()
+        self.cloud._run_changed(self, None)
+
+    def emit(self, type: str, fields: dict[str, Any] | None = None, *, node_id: str | None = None) -> dict[str, Any]:
+        """Append any event; another ``node_id`` is a child node's event."""
+        if self.deleted:
+            raise CloudError(404, "run_not_found", f"run {self.id} was deleted")
+        self.seq += 1
+        now = self.cloud.clock.time()
+        event = {
+            "id": str(self.seq),
+            "seq": self.seq,
+            "run_id": self.id,
+            "node_id": node_id or self.id,
+            "type": type,
+            "at": iso(now),
+            **copy.deepcopy(fields or {}),
+        }
+        self.events.append(event)
+        self.updated_at = now
+        self._reduce(event)
+        for stream in self.streams:
+            stream.push("event", event)
+        self.cloud._run_changed(self, event)
+        return event
+
+    def close_idle(self) -> None:
+        """Idle-close every open stream now."""
+        for stream in list(self.streams):
+            stream.push("stream_idle", {"idle_ms": 0})
+            stream.close()
+
+    def expire_events(self, up_to: int) -> None:
+        """Drop events with ``seq <= up_to`` so a cursor before them answers ``stream_gap``."""
+        self.events = [e for e in self.events if e["seq"] > up_to]
+        self.first_seq = max(self.first_seq, up_to + 1)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _start_turn(self, message_ids: list[str] | None) -> str:
+        if self.deleted:
+            raise CloudError(404, "run_not_found", f"run {self.id} was deleted")
+        if message_ids is None:
+            delivered = self.pending
+        else:
+            by_id = {m["id"]: m for m in self.messages}
+            unknown = [i for i in message_ids if i not in by_id]
+            if unknown:
+                raise ValueError(f"unknown message ids: {unknown}")
+            delivered = [by_id[i] for i in message_ids]
+        for message in delivered:
+            message["delivered"] = True
+        if delivered:
+            text = "\n\n".join(m["text"] for m in delivered)
+        elif self.turns == 0:
+            text = str(self.params.get("prompt", ""))
+        else:
+            text = ""
+        self.turns += 1
+        entry_id = f"e{next(_entry_ids)}"
+        self.emit(
+            "node.turn.started",
+            {"input": {"text": text, "message_ids": [m["id"] for m in delivered]}, "entry_id": entry_id},
+        )
+        return entry_id
+
+    def _reduce(self, event: dict[str, Any]) -> None:
+        """Re-derive status and activity from one appended event (root events only)."""
+        if event["node_id"] != self.id:
+            return
+        kind = event["type"]
+        if kind == "node.turn.started":
+            self.status, self.activity = "running", "thinking"
+        elif kind == "node.activity":
+            self.status, self.activity = "running", event.get("activity")
+        elif kind == "node.turn.completed":
+            error = event.get("error")
+            self.last_turn_error = copy.deepcopy(error) if event.get("stop_reason") == "error" else None
+            self._rest()
+        elif kind == "node.idle":
+            self._rest()
+        elif kind == "node.question.opened":
+            self.question = copy.deepcopy(event.get("question"))
+            self.status, self.activity = "waiting_on_user", None
+        elif kind == "node.question.answered":
+            if self.question and self.question.get("id") == event.get("question_id"):
+                self.question = None
+            self.status, self.activity = "running", "thinking"
+        elif kind == "node.message.received":
+            if event.get("start_turn"):
+                self.status, self.activity = "running", "thinking"
+        elif kind == "node.reopened":
+            self.outcome, self.result = None, None
+            self._rest()
+        elif kind == "node.settled":
+            outcome = {k: copy.deepcopy(v) for k, v in event.items() if k not in _ENVELOPE_KEYS}
+            self.outcome = outcome
+            self.result = outcome.get("result")
+            self.question = None
+            self.status, self.activity = "settled", None
+        elif kind == "run.renamed":
+            self.name = event.get("name")
+        elif self.status == "running" and self.activity not in (None, "thinking"):
+            self.activity = "thinking"
+
+    def _rest(self) -> None:
+        self.activity = None
+        self.status = "waiting_on_user" if self.question else "idle"
+
+
+_ENVELOPE_KEYS = frozenset({"id", "seq", "run_id", "node_id", "type", "at"})
+
+
+def _split(text: str, chunks: int) -> list[str]:
+    """``text`` in ``chunks`` nearly equal pieces (fewer when the text is shorter)."""
+    if not text:
+        return [""]
+    size = -(-len(text) // chunks)
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+Responder = Callable[[ResponderContext], Any]

@@ -1,0 +1,104 @@
+"""``run.events`` as a server-sent-event body that really streams.
+
+The body is an ``httpx.AsyncByteStream``: the transport returns the response at once and the
+client reads frames as the run appends events. Frames already queued are sent together, so a
+burst costs one chunk. The stream ends on idle (``stream_idle_ms`` with no event), on
+``close_idle``, on delete (``stream_dropped``), on revoke (``stream_error``), or when the client
+closes it; closing with events unread owes the app a run notice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from .runs import RunStreamFeed
+
+if TYPE_CHECKING:
+    from .cloud import FakeCloud
+    from .runs import FakeRun
+
+__all__ = ["EventStream", "encode_frame"]
+
+_TERMINAL = frozenset({"stream_error", "stream_dropped", "stream_idle"})
+_BATCH = 512
+
+
+def encode_frame(kind: str, data: dict[str, Any]) -> bytes:
+    """One SSE frame: events carry ``id`` and their type; control frames only their name."""
+    payload = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    if kind == "event":
+        return f"id: {data['seq']}\nevent: {data['type']}\ndata: {payload}\n\n".encode()
+    return f"event: {kind}\ndata: {payload}\n\n".encode()
+
+
+class EventStream(httpx.AsyncByteStream):
+    """The body of one ``run.events`` answer."""
+
+    def __init__(self, cloud: "FakeCloud", run: "FakeRun", after: int) -> None:
+        self.cloud = cloud
+        self.run = run
+        self.feed = RunStreamFeed()
+        self.feed.last_seq = after
+        self._initial: list[bytes] = []
+        if after < run.first_seq - 1:
+            self._initial.append(
+                encode_frame("stream_gap", {"requested_after": after, "first_available": run.first_seq})
+            )
+            self.feed.last_seq = run.first_seq - 1
+        for event in run.events:
+            if event["seq"] > self.feed.last_seq:
+                self._initial.append(encode_frame("event", event))
+                self.feed.last_seq = event["seq"]
+        run.streams.append(self.feed)
+        self._closed = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self._initial:
+            chunk = b"".join(self._initial)
+            self._initial = []
+            yield chunk
+        idle_s = self.cloud.stream_idle_ms / 1000
+        queue = self.feed.queue
+        while not self._closed:
+            try:
+                item = await asyncio.wait_for(queue.get(), idle_s)
+            except asyncio.TimeoutError:
+                yield encode_frame("stream_idle", {"idle_ms": self.cloud.stream_idle_ms})
+                break
+            frames: list[bytes] = []
+            done = False
+            while True:
+                if item is None:
+                    done = True
+                    break
+                kind, data = item
+                frames.append(encode_frame(kind, data))
+                if kind == "event":
+                    self.feed.last_seq = data["seq"]
+                if kind in _TERMINAL:
+                    done = True
+                    break
+                if len(frames) >= _BATCH or queue.empty():
+                    break
+                item = queue.get_nowait()
+            if frames:
+                yield b"".join(frames)
+            if done:
+                break
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.feed.closed = True
+        run = self.run
+        if self.feed in run.streams:
+            run.streams.remove(self.feed)
+        if not run.streams and run.seq > self.feed.last_seq and not run.deleted:
+            self.cloud._owe_notice(run)

@@ -1,0 +1,171 @@
+"""``CloudTransport``: the httpx transport through which every SDK request reaches the fake.
+
+It reads the request, sends directory hosts to the directory and everything else to the
+runtime, records each runtime call in ``cloud.calls``, runs scripted failures and gates,
+checks the runtime version and the bearer token, then dispatches on ``services.wire.ROUTES``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from ..wire import IDEMPOTENCY_KEY, MIN_RUNTIME_HEADER, RUNTIME_VERSION_HEADER, match_route, version_tuple
+from .errors import CloudError
+from .failures import InterceptContext
+from .keys import SigningKey
+from .runtime import Request
+
+if TYPE_CHECKING:
+    from .cloud import FakeCloud
+    from .users import FakeUser
+
+__all__ = ["CallRecord", "CloudTransport"]
+
+_RUN_OPS = frozenset(
+    {"run.get", "run.message", "run.events", "run.interrupt", "run.cancel", "run.delete", "run.rename", "trace.get"}
+)
+
+
+@dataclass
+class CallRecord:
+    """One runtime request as the seed's ``cloud.calls`` lists it."""
+
+    user_id: str | None
+    op: str | None
+    run_id: str | None
+    question_id: str | None
+    method: str
+    path: str
+    query: dict[str, str]
+    body: Any
+    idempotency_key: str | None
+    status: int | None
+    at: float
+
+
+class _BadBody(Exception):
+    pass
+
+
+class CloudTransport(httpx.AsyncBaseTransport):
+    """Answers directory and runtime requests for one ``FakeCloud``."""
+
+    def __init__(self, cloud: "FakeCloud") -> None:
+        self.cloud = cloud
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        raw = await request.aread()
+        cloud = self.cloud
+        if request.url.host == cloud._issuer_host:
+            return await cloud._directory.handle(request, raw)
+        return await self._runtime(request, raw)
+
+    async def _runtime(self, request: httpx.Request, raw: bytes) -> httpx.Response:
+        cloud = self.cloud
+        path = request.url.path
+        prefix = cloud._runtime_path_prefix
+        if prefix and path.startswith(prefix):
+            path = path[len(prefix) :] or "/"
+        token = _bearer(request)
+        claims = SigningKey.unverified_claims(token) if token else None
+        sub = claims.get("sub") if claims else None
+        user_id = sub if isinstance(sub, str) and sub in cloud._users else None
+        query = dict(request.url.params)
+        try:
+            body: Any = json.loads(raw) if raw else None
+            bad_body = None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            body, bad_body = None, str(exc)
+        matched = match_route(request.method, path)
+        op = matched[0].op if matched else None
+        params = matched[1] if matched else {}
+        run_id = params.get("run_id") if op in _RUN_OPS else None
+        question_id = params.get("question_id") if op in ("question.get", "question.answer") else None
+        if question_id is not None:
+            holder = cloud._questions.get(question_id)
+            run_id = holder.id if holder is not None and holder.user_id == user_id else None
+        record = CallRecord(
+            user_id,
+            op,
+            run_id,
+            question_id,
+            request.method,
+            path,
+            query,
+            json.loads(json.dumps(body)) if body is not None else None,
+            request.headers.get(IDEMPOTENCY_KEY),
+            None,
+            cloud.clock.time(),
+        )
+        cloud.calls.append(record)
+        try:
+            response = await self._dispatch(request, record, token, params, body, bad_body)
+        except CloudError as exc:
+            response = exc.response()
+        record.status = response.status_code
+        response.headers[RUNTIME_VERSION_HEADER] = cloud.runtime_version
+        return response
+
+    async def _dispatch(
+        self,
+        request: httpx.Request,
+        record: CallRecord,
+        token: str | None,
+        params: dict[str, str],
+        body: Any,
+        bad_body: str | None,
+    ) -> httpx.Response:
+        cloud = self.cloud
+        if record.op is None:
+            raise CloudError(404, "not_found", f"no runtime route {request.method} {record.path}")
+        ctx = InterceptContext(record.op, record.user_id, request.method, record.path, record.query, record.body, record.run_id)
+        answer = await cloud._failures.run(ctx)
+        if answer == "unreachable":
+            raise httpx.ConnectError(f"{request.url.host} is unreachable", request=request)
+        if isinstance(answer, CloudError):
+            return answer.response()
+        minimum = request.headers.get(MIN_RUNTIME_HEADER)
+        if minimum and version_tuple(cloud.runtime_version) < version_tuple(minimum):
+            raise CloudError(
+                426,
+                "runtime_version_unsupported",
+                f"runtime {cloud.runtime_version} is older than the client's minimum {minimum}",
+                details={"runtime_version": cloud.runtime_version, "minimum": minimum},
+            )
+        user = self._authenticate(token)
+        if bad_body is not None:
+            raise CloudError(400, "invalid_request", f"malformed JSON body: {bad_body}", param="body")
+        req = Request(record.op, user, params, record.query, body, record.idempotency_key, request, record)
+        result = await cloud._ops.handler(record.op)(req)
+        if isinstance(result, httpx.Response):
+            return result
+        return httpx.Response(200, json=result)
+
+    def _authenticate(self, token: str | None) -> "FakeUser":
+        cloud = self.cloud
+        if not token:
+            raise CloudError(401, "unauthorized", "missing bearer token")
+        claims = cloud._key.claims_of(token)
+        if claims is None or claims.get("iss") != cloud.issuer or claims.get("aud") != cloud.runtime_id:
+            raise CloudError(401, "invalid_token", "the bearer token is not one this directory issued")
+        user = cloud._users.get(claims.get("sub", ""))
+        if user is None:
+            raise CloudError(401, "invalid_token", "the bearer token names no known person")
+        if float(claims.get("exp", 0)) <= cloud.clock.time():
+            raise CloudError(401, "token_expired", "the access token has expired")
+        if int(claims.get("n", 0)) < user.tokens_valid_from:
+            raise CloudError(401, "token_expired", "the access token was invalidated")
+        if not user.grant.active:
+            raise CloudError(401, "grant_revoked", "the grant is not active")
+        return user
+
+
+def _bearer(request: httpx.Request) -> str | None:
+    value = request.headers.get("authorization", "")
+    if value[:7].lower() == "bearer ":
+        return value[7:].strip() or None
+    return None
