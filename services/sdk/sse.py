@@ -1,0 +1,116 @@
+"""An incremental server-sent-events parser that follows the WHATWG HTML rules exactly.
+
+Feed it byte chunks split anywhere (even inside a UTF-8 sequence or between CR and LF); it returns
+the events completed so far. Rules implemented (HTML "Server-sent events", 9.2.6):
+
+- lines end with CRLF, LF or CR; one leading BOM is dropped;
+- a line starting with ``:`` is a comment; ``field: value`` drops one space after the colon; a
+  line without a colon is a field with an empty value;
+- ``data`` lines are joined with LF; ``event`` sets the type (default ``message``);
+- ``id`` sets the last event id unless the value contains NUL (an empty id resets it);
+- ``retry`` is honoured only when it is all ASCII digits;
+- an event is dispatched at a blank line, only when it has data; an event still open at the end of
+  the stream is dropped.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from dataclasses import dataclass
+
+__all__ = ["SSEEvent", "SSEParser"]
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+@dataclass(frozen=True, slots=True)
+class SSEEvent:
+    """One dispatched event."""
+
+    type: str
+    data: str
+    last_event_id: str
+
+
+class SSEParser:
+    """Turns a byte stream into ``SSEEvent``s; keeps ``last_event_id`` and ``retry_ms``."""
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._buffer = ""
+        self._started = False
+        self._skip_lf = False
+        self._data: list[str] = []
+        self._type = ""
+        self.last_event_id = ""
+        """The id the next dispatched event carries (kept across events, as the spec says)."""
+        self.retry_ms: int | None = None
+        """The last valid ``retry`` value, in milliseconds."""
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        """Parse ``chunk``; the events it completed, in order."""
+        text = self._decoder.decode(chunk)
+        if not self._started:
+            if not text:
+                return []
+            self._started = True
+            if text[0] == "\ufeff":
+                text = text[1:]
+        return self._feed_text(text)
+
+    def feed_text(self, text: str) -> list[SSEEvent]:
+        """Parse already-decoded text (a BOM is honoured only at the very start)."""
+        if not self._started and text:
+            self._started = True
+            if text[0] == "\ufeff":
+                text = text[1:]
+        return self._feed_text(text)
+
+    def close(self) -> list[SSEEvent]:
+        """End of stream: whatever is still pending (a partial line or event) is dropped."""
+        self._buffer = ""
+        self._data = []
+        self._type = ""
+        self._skip_lf = False
+        return []
+
+    def _feed_text(self, text: str) -> list[SSEEvent]:
+        if self._skip_lf and text:
+            # the previous chunk ended with CR: an LF right after it belongs to that line break
+            self._skip_lf = False
+            if text[0] == "\n":
+                text = text[1:]
+        buffer = self._buffer + text
+        if not buffer:
+            return []
+        parts = _LINE_BREAK.split(buffer)
+        self._buffer = parts.pop()
+        self._skip_lf = buffer[-1] == "\r"
+        return self._lines(parts) if parts else []
+
+    def _lines(self, lines: list[str]) -> list[SSEEvent]:
+        events: list[SSEEvent] = []
+        for line in lines:
+            if not line:
+                if self._data:
+                    events.append(SSEEvent(self._type or "message", "\n".join(self._data), self.last_event_id))
+                self._data = []
+                self._type = ""
+                continue
+            if line[0] == ":":
+                continue
+            name, colon, value = line.partition(":")
+            if colon and value[:1] == " ":
+                value = value[1:]
+            if name == "data":
+                self._data.append(value)
+            elif name == "event":
+                self._type = value
+            elif name == "id":
+                if "\0" not in value:
+                    self.last_event_id = value
+            elif name == "retry":
+                if value and value.isascii() and value.isdigit():
+                    self.retry_ms = int(value)
+        return events
