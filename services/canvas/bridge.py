@@ -1,0 +1,224 @@
+"""``RunBridge``: keeps one node object per run (and per child node) in step with the fake cloud.
+
+The cloud calls ``apply_run(run_dto)`` for every run it creates or changes and
+``apply_event(event)`` for every event it appends (shapes as in ``services.wire``). The run's
+root node is named by the run id and owned by the run's person (``user_id``); an event whose
+``node_id`` differs from the run id creates or updates a child node with a ``spawned`` edge from
+the root. Statuses follow the run, pending messages become inbox entries (each message once),
+and every event is recorded on its node with a level, so watchers' inboxes hear of it. Events
+carry their per-run ``seq``; one already applied to a node is skipped, so replays are harmless.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import select
+
+from services.text import clip
+
+from .errors import CanvasError
+from .events import publish_event
+from .models import InboxRow, NodeRow, ObjectRow
+from .names import NODE_STATUSES, check_node_kind
+from .nodes import configure_node, node_view, spawn_node
+from .objects import Tx, ensure_owner, get_row
+from .service import Canvas
+from .views import NodeView
+
+__all__ = ["RunBridge", "BridgeInputError", "EVENT_LEVELS", "status_of"]
+
+EVENT_LEVELS: dict[str, int] = {
+    "node.turn.started": 2,
+    "node.output_text.done": 2,
+    "node.turn.completed": 3,
+    "node.activity": 1,
+    "node.idle": 3,
+    "node.question.opened": 8,
+    "node.question.answered": 4,
+    "node.message.received": 5,
+    "node.settled": 6,
+    "node.reopened": 5,
+    "run.renamed": 2,
+    "run.interrupted": 6,
+}
+"""The level each run event is recorded at (a failed turn or a failed settle is raised to 8)."""
+_QUIET = {"node.output_text.delta"}
+"""Event types not recorded (text deltas): only their ``seq`` is taken."""
+_OUTCOME_STATUS = {"result": "done", "declined": "done", "canceled": "canceled",
+                   "deadline_exceeded": "dead", "runtime_error": "dead"}
+
+
+class BridgeInputError(CanvasError):
+    """A run DTO or event dict that lacks a field the bridge needs, or has the wrong type."""
+
+
+def status_of(run_status: str | None, outcome: str | None) -> str:
+    """The node status for a run status (``running`` -> ``active``, ``settled`` -> by outcome)."""
+    if run_status == "settled":
+        return _OUTCOME_STATUS.get(outcome or "", "done")
+    return {"running": "active", "idle": "idle", "waiting_on_user": "waiting_on_user"}.get(run_status or "", "active")
+
+
+def _field(data: Mapping[str, Any], key: str, kind: type, what: str) -> Any:
+    if not isinstance(data, Mapping):
+        raise BridgeInputError(f"the {what} must be an object, got {type(data).__name__}")
+    value = data.get(key)
+    if not isinstance(value, kind) or isinstance(value, bool) or (isinstance(value, str) and not value):
+        raise BridgeInputError(f"the {what} has no valid {key!r} (got {value!r})")
+    return value
+
+
+def _person(tx: Tx, user_id: str) -> ObjectRow:
+    handle = user_id.split(":", 1)[1] if user_id.startswith("user:") else user_id
+    return ensure_owner(tx, "user", handle)
+
+
+def _file_message(tx: Tx, node: ObjectRow, message: Mapping[str, Any], turn_active: bool) -> bool:
+    """File one message DTO in the node's inbox unless it is there; whether it was new."""
+    ref = message.get("id")
+    ref = str(ref) if ref is not None else None
+    if ref is not None and tx.session.execute(select(InboxRow.id).where(
+            InboxRow.owner_id == node.id, InboxRow.ref == ref)).first():
+        return False
+    text = str(message.get("text") or "")
+    tx.session.add(InboxRow(owner_id=node.id, kind="message", object_name="user", event_type="message", level=5,
+                            at=tx.now, summary=clip(text.strip().splitlines()[0] if text.strip() else "", 80),
+                            body=text, ref=ref))
+    row = tx.session.execute(select(NodeRow).where(NodeRow.object_id == node.id)).scalar_one()
+    if turn_active:
+        row.wake_pending = True
+    tx.session.flush()
+    tx.change("inbox.added", node.id, ref=ref, coalesced=turn_active)
+    return True
+
+
+class RunBridge:
+    """Follows runs into the canvas: ``apply_run`` for run DTOs, ``apply_event`` for run events."""
+
+    def __init__(self, canvas: Canvas, *, kind: str = "general") -> None:
+        self.canvas = canvas
+        """The canvas the run nodes live in."""
+        self.kind = check_node_kind(kind)
+        """The node kind given to run nodes when the run's params name none."""
+
+    async def apply_run(self, run: Mapping[str, Any]) -> NodeView:
+        """Create or update the run's root node from a run DTO; file its pending messages."""
+        run_id = _field(run, "id", str, "run")
+        user_id = _field(run, "user_id", str, f"run {run_id!r}")
+        status = run.get("status")
+        pending = run.get("pending") or []
+        if not isinstance(pending, list) or not all(isinstance(m, Mapping) for m in pending):
+            raise BridgeInputError(f"the run {run_id!r} has a 'pending' that is not a list of message objects")
+
+        def apply(tx: Tx) -> NodeView:
+            person = _person(tx, user_id)
+            node = self._root(tx, run_id, owner_id=person.id, run=run)
+            if node.owner_id is None:
+                node.owner_id = person.id
+            fields: dict[str, Any] = {"status": status_of(status, run.get("outcome")),
+                                      "activity": run.get("activity"), "outcome": run.get("outcome")}
+            if run.get("name"):
+                fields["name"] = str(run["name"])
+            configure_node(tx, node, **fields)
+            row = tx.session.execute(select(NodeRow).where(NodeRow.object_id == node.id)).scalar_one()
+            for message in pending:
+                _file_message(tx, node, message, row.turn_active)
+            return node_view(tx.session, node)
+        return await self.canvas._write(apply)
+
+    def _root(self, tx: Tx, run_id: str, *, owner_id: str | None, run: Mapping[str, Any] | None = None) -> ObjectRow:
+        node = get_row(tx.session, run_id)
+        if node is not None:
+            if node.type != "node":
+                raise BridgeInputError(f"the run id {run_id!r} names a {node.type}, not a node")
+            return node
+        params = (run or {}).get("params") or {}
+        kind = params.get("kind") if isinstance(params, Mapping) and isinstance(params.get("kind"), str) else self.kind
+        name = (run or {}).get("name") or run_id
+        return spawn_node(tx, node_id=run_id, name=str(name), owner_id=owner_id, kind=kind,
+                          status=status_of((run or {}).get("status"), (run or {}).get("outcome")))
+
+    async def apply_event(self, event: Mapping[str, Any]) -> NodeView:
+        """Apply one run event to its node (the root, or a child spawned from the root)."""
+        run_id = _field(event, "run_id", str, "event")
+        node_id = _field(event, "node_id", str, f"event of run {run_id!r}")
+        type_ = _field(event, "type", str, f"event of run {run_id!r}")
+        seq = _field(event, "seq", int, f"event {type_!r} of run {run_id!r}")
+
+        def apply(tx: Tx) -> NodeView:
+            root = self._root(tx, run_id, owner_id=None)
+            node = root
+            if node_id != run_id:
+                node = get_row(tx.session, node_id) or spawn_node(
+                    tx, node_id=node_id, name=node_id, owner_id=root.owner_id, kind=self.kind, parent=root)
+                if node.type != "node":
+                    raise BridgeInputError(f"the node id {node_id!r} names a {node.type}, not a node")
+            row = tx.session.execute(select(NodeRow).where(NodeRow.object_id == node.id)).scalar_one()
+            if seq <= row.last_seq:
+                return node_view(tx.session, node)
+            row.last_seq = seq
+            if type_ not in _QUIET:
+                self._apply(tx, node, row, type_, event)
+            tx.session.flush()
+            return node_view(tx.session, node)
+        return await self.canvas._write(apply)
+
+    def _apply(self, tx: Tx, node: ObjectRow, row: NodeRow, type_: str, event: Mapping[str, Any]) -> None:
+        level = EVENT_LEVELS.get(type_, 3)
+        summary = f"{node.name}: {type_}"
+        data: dict[str, Any] = {"seq": event.get("seq"), "event_id": event.get("id")}
+        status: str | None = None
+        if type_ == "node.turn.started":
+            row.turn_active, row.wake_pending, status = True, False, "active"
+            text = ((event.get("input") or {}).get("text") or "") if isinstance(event.get("input"), Mapping) else ""
+            summary = f"{node.name}: turn started" + (f": {clip(str(text), 60)}" if text else "")
+        elif type_ == "node.output_text.done":
+            data["text"] = clip(str(event.get("text") or ""), 2000)
+            summary = f"{node.name}: {clip(str(event.get('text') or ''), 60)}"
+        elif type_ == "node.turn.completed":
+            row.turn_active = False
+            error = event.get("error") if isinstance(event.get("error"), Mapping) else None
+            data["stop_reason"] = event.get("stop_reason")
+            if event.get("stop_reason") == "error":
+                level, data["error"] = 8, dict(error or {})
+                summary = f"{node.name}: turn failed: {(error or {}).get('code', 'error')}"
+        elif type_ == "node.activity":
+            row.activity = event.get("activity") if isinstance(event.get("activity"), str) else None
+            data["activity"] = row.activity
+        elif type_ == "node.idle":
+            row.turn_active, status = False, "idle"
+        elif type_ == "node.question.opened":
+            status = "waiting_on_user"
+            question = event.get("question") if isinstance(event.get("question"), Mapping) else {}
+            data["question"] = question.get("id")
+            summary = f"{node.name}: asks: {clip(str(question.get('title') or ''), 60)}"
+        elif type_ == "node.question.answered":
+            status, data["question"] = "active", event.get("question_id")
+        elif type_ == "node.message.received":
+            message = event.get("message")
+            if not isinstance(message, Mapping):
+                raise BridgeInputError(f"the event node.message.received (seq {event.get('seq')}) has no message object")
+            _file_message(tx, node, message, row.turn_active)
+            data["message"] = message.get("id")
+            summary = f"{node.name}: message: {clip(str(message.get('text') or ''), 60)}"
+        elif type_ == "node.settled":
+            outcome = event.get("outcome") if isinstance(event.get("outcome"), str) else None
+            row.outcome, row.turn_active, status = outcome, False, status_of("settled", outcome)
+            data["outcome"] = outcome
+            level = 6 if outcome == "result" else 7 if outcome == "declined" else 8
+            summary = f"{node.name}: settled ({outcome})"
+        elif type_ == "node.reopened":
+            row.outcome, status = None, "active"
+        elif type_ == "run.renamed" and isinstance(event.get("name"), str) and event["name"]:
+            node.name = event["name"]
+            data["name"] = event["name"]
+        elif type_ == "run.interrupted":
+            row.turn_active, status = False, "idle"
+        if status is not None and status in NODE_STATUSES:
+            node.status = status
+        node.updated_at = tx.now
+        tx.session.flush()
+        publish_event(tx.session, node, type_, tx.now, level=level, data=data, summary=summary)
+        tx.change("node.updated", node.id, status=node.status, event=type_, seq=event.get("seq"))

@@ -1,0 +1,304 @@
+"""Documents: write, edit (revision-checked in the UPDATE's WHERE), move, history, delete, reports.
+
+A document is an object of type ``document`` plus a ``documents`` row holding its current
+revision; every revision is also kept in ``revisions``. Each ``[[link]]`` in a body is stored in
+``links`` and, when it resolves, becomes a ``links-to`` edge; a link to nothing stays stored
+(dangling, reported by lint) and is attached when a document of that name appears.
+"""
+
+from __future__ import annotations
+
+import json
+import time as _time
+from typing import Any
+
+from sqlalchemy import delete, select, update
+from sqlmodel import Session
+
+from .errors import DocumentInvalidError, NameRefusedError, NameTakenError, ObjectNotFoundError, StaleRevisionError
+from .events import add_edge, ensure_watch, publish_event
+from .models import DocumentRow, EdgeRow, LinkRow, ObjectRow, RevisionRow, WatchRow
+from .names import DOCUMENT_KINDS, PRIVACY_LEVELS, ReaderView, check_path, link_targets
+from .objects import Tx, create_object, find_object, get_row, owner_handle, summary_of
+from .search import index_object, unindex_object
+from .views import DocumentView, RevisionView
+
+__all__ = [
+    "RULE_EVENTS",
+    "DELIVER_LEVELS",
+    "check_rules",
+    "check_preview",
+    "write_document",
+    "edit_document",
+    "move_document",
+    "delete_document",
+    "push_report",
+    "document_view",
+    "history",
+    "view_of_owner",
+]
+
+RULE_EVENTS = ("boot", "file-read", "command", "workspace-open", "spawn")
+DELIVER_LEVELS = ("content", "preview", "name")
+_RULE_KEYS = {"on", "at", "deliver", "if", "match"}
+
+
+def check_preview(preview: Any, name: str) -> str:
+    """The preview, stripped, if present and one line; else ``DocumentInvalidError``."""
+    if not isinstance(preview, str) or not preview.strip():
+        raise DocumentInvalidError(f"the document {name!r} needs a one-line preview (\"When ..., read this because ...\")")
+    if "\n" in preview.strip() or "\r" in preview:
+        raise DocumentInvalidError(f"the preview of {name!r} must be one line")
+    return preview.strip()
+
+
+def check_rules(rules: Any, name: str) -> list[dict[str, Any]]:
+    """Delivery rules as a list of dicts ``{on, at|deliver, if?, match?}``; else ``DocumentInvalidError``."""
+    if rules is None:
+        return []
+    if isinstance(rules, dict):
+        rules = [rules]
+    if not isinstance(rules, (list, tuple)):
+        raise DocumentInvalidError(f"the rules of {name!r} must be a list of rule objects")
+    out: list[dict[str, Any]] = []
+    for i, rule in enumerate(rules):
+        if not isinstance(rule, dict):
+            raise DocumentInvalidError(f"rule {i + 1} of {name!r} is not an object")
+        unknown = set(rule) - _RULE_KEYS
+        if unknown:
+            raise DocumentInvalidError(f"rule {i + 1} of {name!r} has unknown keys: {', '.join(sorted(unknown))}")
+        if rule.get("on") not in RULE_EVENTS:
+            raise DocumentInvalidError(f"rule {i + 1} of {name!r}: 'on' must be one of {', '.join(RULE_EVENTS)}")
+        level = rule.get("deliver", rule.get("at", "preview"))
+        if level not in DELIVER_LEVELS:
+            raise DocumentInvalidError(f"rule {i + 1} of {name!r}: the delivery level must be one of {', '.join(DELIVER_LEVELS)}")
+        cond = rule.get("if")
+        if cond is not None and (not isinstance(cond, dict) or not all(isinstance(k, str) for k in cond)):
+            raise DocumentInvalidError(f"rule {i + 1} of {name!r}: 'if' must map fields to values")
+        out.append(dict(rule))
+    return out
+
+
+def _check_common(name: str, owner: ObjectRow, kind: str, privacy: str) -> None:
+    if kind not in DOCUMENT_KINDS:
+        raise DocumentInvalidError(f"the kind of {name!r} must be one of {', '.join(DOCUMENT_KINDS)}")
+    if privacy not in PRIVACY_LEVELS:
+        raise DocumentInvalidError(f"the privacy of {name!r} must be one of {', '.join(PRIVACY_LEVELS)}")
+    if owner.type == "repo" and privacy != "public":
+        raise DocumentInvalidError(f"{name!r}: a repo owns only public documents (asked for {privacy!r})")
+    if owner.type in ("document", "job"):
+        raise DocumentInvalidError(f"{name!r}: a {owner.type} cannot own documents")
+
+
+def view_of_owner(owner: ObjectRow | None) -> ReaderView:
+    """The reader's view a document's links resolve in: its owner's own position."""
+    if owner is None:
+        return ReaderView()
+    handle = owner.handle or owner.id
+    return {
+        "node": ReaderView(node=owner.id),
+        "repo": ReaderView(repos=(handle,)),
+        "profile": ReaderView(profile=handle),
+        "app": ReaderView(app=handle),
+        "user": ReaderView(person=handle),
+    }.get(owner.type, ReaderView(node=owner.id))
+
+
+def _resolve(session: Session, target: str, owner: ObjectRow | None) -> str | None:
+    try:
+        return find_object(session, target, view_of_owner(owner)).id
+    except (ObjectNotFoundError, NameRefusedError):
+        return None
+
+
+def _store_links(tx: Tx, doc: ObjectRow, owner: ObjectRow | None, body: str) -> None:
+    s = tx.session
+    s.execute(delete(LinkRow).where(LinkRow.document_id == doc.id))
+    s.execute(delete(EdgeRow).where(EdgeRow.src_id == doc.id, EdgeRow.kind == "links-to"))
+    for target in link_targets(body):
+        target_id = _resolve(s, target, owner)
+        s.add(LinkRow(document_id=doc.id, target=target, target_id=target_id))
+        if target_id is not None:
+            add_edge(s, doc.id, target_id, "links-to", tx.now)
+    s.flush()
+
+
+def _heal_links(tx: Tx, doc: ObjectRow, handle: str | None) -> None:
+    s = tx.session
+    names = {doc.name, f"{handle}/{doc.name}"} | ({f"{doc.owner_id}/{doc.name}"} if doc.owner_id else set())
+    dangling = s.execute(select(LinkRow).where(LinkRow.target.in_(names), LinkRow.target_id.is_(None))).scalars().all()
+    for link in dangling:
+        source = get_row(s, link.document_id)
+        owner = get_row(s, source.owner_id) if source and source.owner_id else None
+        if _resolve(s, link.target, owner) == doc.id:
+            link.target_id = doc.id
+            add_edge(s, link.document_id, doc.id, "links-to", tx.now)
+    s.flush()
+
+
+def _actor_touch(tx: Tx, actor_id: str | None, doc: ObjectRow, revision: int) -> None:
+    if actor_id and actor_id != doc.id and get_row(tx.session, actor_id) is not None:
+        ensure_watch(tx.session, actor_id, doc.id, tx.now, read_revision=revision)
+        add_edge(tx.session, actor_id, doc.id, "acted-on", tx.now)
+
+
+def write_document(tx: Tx, *, owner: ObjectRow, path: str, preview: str, body: str, summary: str | None = None,
+                   kind: str = "knowledge", privacy: str = "public", rules: Any = None,
+                   actor_id: str | None = None, allow_report: bool = False) -> ObjectRow:
+    """Create a new document ``<owner>/<path>`` at revision 1."""
+    check_path(path)
+    handle = owner.handle or owner.id
+    full = f"{handle}/{path}"
+    preview = check_preview(preview, full)
+    if kind == "report" and not allow_report:
+        raise DocumentInvalidError(f"{full!r}: report documents are created only by a push")
+    _check_common(full, owner, kind, privacy)
+    rule_list = check_rules(rules, full)
+    body = body if isinstance(body, str) else ""
+    taken = tx.session.execute(select(ObjectRow.id).where(
+        ObjectRow.owner_id == owner.id, ObjectRow.name == path, ObjectRow.type == "document"
+    )).first()
+    if taken is not None:
+        raise NameTakenError(f"{full!r} already exists; edit it instead of writing it again")
+    doc = create_object(tx, type="document", name=path, owner_id=owner.id, kind=kind, privacy=privacy)
+    rules_json = json.dumps(rule_list, sort_keys=True)
+    tx.session.add(DocumentRow(object_id=doc.id, kind=kind, preview=preview, summary=summary, body=body,
+                               rules=rules_json, revision=1, updated_by=actor_id))
+    tx.session.add(RevisionRow(document_id=doc.id, revision=1, name=full, kind=kind, preview=preview,
+                               summary=summary, body=body, rules=rules_json, author=actor_id, at=tx.now))
+    tx.session.flush()
+    _store_links(tx, doc, owner, body)
+    _heal_links(tx, doc, handle)
+    index_object(tx.session, doc.pk or 0, full, preview, body)
+    publish_event(tx.session, doc, "created", tx.now, actor_id=actor_id, data={"revision": 1})
+    _actor_touch(tx, actor_id, doc, 1)
+    tx.change("document.written", doc.id, name=full, revision=1)
+    return doc
+
+
+def edit_document(tx: Tx, doc: ObjectRow, *, actor_id: str | None, base_revision: int | None = None,
+                  body: str | None = None, preview: str | None = None, summary: str | None = None,
+                  rules: Any = None, privacy: str | None = None, kind: str | None = None) -> int:
+    """Save a new revision made from ``base_revision`` (default: the actor's last read); returns it."""
+    s = tx.session
+    owner = get_row(s, doc.owner_id) if doc.owner_id else None
+    full = f"{owner.handle if owner else ''}/{doc.name}"
+    current = s.execute(select(DocumentRow).where(DocumentRow.object_id == doc.id)).scalar_one()
+    if base_revision is None and actor_id:
+        base_revision = s.execute(select(WatchRow.last_read_revision).where(
+            WatchRow.watcher_id == actor_id, WatchRow.object_id == doc.id)).scalar_one_or_none()
+    if base_revision is None:
+        raise StaleRevisionError(
+            f"edit of {full!r} refused: it was not read first; read it, then edit from that revision",
+            name=full, base_revision=0, current_revision=current.revision, body=body)
+    new_kind = kind or current.kind
+    new_privacy = privacy or doc.privacy
+    new_preview = check_preview(preview if preview is not None else current.preview, full)
+    if new_kind == "report" and current.kind != "report":
+        raise DocumentInvalidError(f"{full!r}: report documents are created only by a push")
+    if owner is not None:
+        _check_common(full, owner, new_kind, new_privacy)
+    rules_json = json.dumps(check_rules(rules, full), sort_keys=True) if rules is not None else current.rules
+    new_body = body if body is not None else current.body
+    new_summary = summary if summary is not None else current.summary
+    result = s.execute(
+        update(DocumentRow)
+        .where(DocumentRow.object_id == doc.id, DocumentRow.revision == base_revision)
+        .values(kind=new_kind, preview=new_preview, summary=new_summary, body=new_body, rules=rules_json,
+                revision=DocumentRow.revision + 1, updated_by=actor_id)
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != 1:
+        now_rev = s.execute(select(DocumentRow.revision).where(DocumentRow.object_id == doc.id)).scalar_one()
+        raise StaleRevisionError(
+            f"edit of {full!r} refused: it was made from revision {base_revision} but the document is at "
+            f"revision {now_rev}; read it again and reapply your change",
+            name=full, base_revision=base_revision, current_revision=now_rev, body=body)
+    revision = base_revision + 1
+    s.add(RevisionRow(document_id=doc.id, revision=revision, name=full, kind=new_kind, preview=new_preview,
+                      summary=new_summary, body=new_body, rules=rules_json, author=actor_id, at=tx.now))
+    doc.privacy, doc.kind, doc.updated_at = new_privacy, new_kind, tx.now
+    s.flush()
+    if body is not None:
+        _store_links(tx, doc, owner, new_body)
+    index_object(s, doc.pk or 0, full, new_preview, new_body)
+    publish_event(s, doc, "edited", tx.now, actor_id=actor_id, data={"revision": revision})
+    _actor_touch(tx, actor_id, doc, revision)
+    tx.change("document.edited", doc.id, name=full, revision=revision)
+    return revision
+
+
+def move_document(tx: Tx, doc: ObjectRow, *, to_path: str | None, to_owner: ObjectRow | None,
+                  actor_id: str | None) -> None:
+    """Rename and/or re-own ``doc``; its id, revisions and links stay."""
+    s = tx.session
+    old_owner = get_row(s, doc.owner_id) if doc.owner_id else None
+    owner = to_owner or old_owner
+    path = check_path(to_path or doc.name)
+    assert owner is not None
+    full = f"{owner.handle or owner.id}/{path}"
+    _check_common(full, owner, doc.kind, doc.privacy)
+    clash = s.execute(select(ObjectRow.id).where(
+        ObjectRow.owner_id == owner.id, ObjectRow.name == path, ObjectRow.type == "document", ObjectRow.id != doc.id
+    )).first()
+    if clash is not None:
+        raise NameTakenError(f"cannot move to {full!r}: that name is taken")
+    old_full = f"{(old_owner.handle if old_owner else '')}/{doc.name}"
+    doc.name, doc.owner_id, doc.updated_at = path, owner.id, tx.now
+    s.flush()
+    current = s.execute(select(DocumentRow).where(DocumentRow.object_id == doc.id)).scalar_one()
+    index_object(s, doc.pk or 0, full, current.preview, current.body)
+    _heal_links(tx, doc, owner.handle)
+    publish_event(s, doc, "moved", tx.now, actor_id=actor_id, data={"from": old_full, "to": full})
+    _actor_touch(tx, actor_id, doc, current.revision)
+    tx.change("document.moved", doc.id, name=full, previous=old_full)
+
+
+def delete_document(tx: Tx, doc: ObjectRow, *, actor_id: str | None) -> None:
+    """Tell the watchers, then delete ``doc`` with its revisions, links, edges and index entry."""
+    handle = owner_handle(tx.session, doc)
+    publish_event(tx.session, doc, "deleted", tx.now, actor_id=actor_id)
+    unindex_object(tx.session, doc.pk or 0)
+    tx.session.delete(doc)
+    tx.session.flush()
+    tx.change("object.deleted", doc.id, type="document", name=f"{handle}/{doc.name}")
+
+
+def push_report(tx: Tx, node: ObjectRow, *, label: str, preview: str, body: str) -> ObjectRow:
+    """A ``report`` document ``<node-id>/reports/<ts>-<id>-<label>`` and the node's ``report.update``."""
+    stamp = _time.strftime("%Y%m%dT%H%M%SZ", _time.gmtime(tx.now))
+    short = node.id.rsplit("_", 1)[-1][:8]
+    path = f"reports/{stamp}-{short}-{label}"
+    n = 1
+    while tx.session.execute(select(ObjectRow.id).where(ObjectRow.owner_id == node.id, ObjectRow.name == path)).first():
+        n += 1
+        path = f"reports/{stamp}-{short}-{label}-{n}"
+    doc = write_document(tx, owner=node, path=path, preview=preview, body=body, kind="report",
+                         actor_id=node.id, allow_report=True)
+    publish_event(tx.session, node, "report.update", tx.now, actor_id=node.id,
+                  data={"report": doc.id, "name": f"{node.handle or node.id}/{path}"},
+                  summary=f"{node.name}: report {label}")
+    return doc
+
+
+def _rules(text: str) -> tuple[dict[str, Any], ...]:
+    return tuple(json.loads(text or "[]"))
+
+
+def document_view(session: Session, doc: ObjectRow) -> DocumentView:
+    """The current revision of ``doc`` as a read model."""
+    row = session.execute(select(DocumentRow).where(DocumentRow.object_id == doc.id)
+                          .execution_options(populate_existing=True)).scalar_one()
+    links = session.execute(select(LinkRow.target, LinkRow.target_id).where(LinkRow.document_id == doc.id)
+                            .order_by(LinkRow.id)).all()
+    return DocumentView(object=summary_of(doc, owner_handle(session, doc)), kind=row.kind, preview=row.preview,
+                        summary=row.summary, body=row.body, rules=_rules(row.rules), revision=row.revision,
+                        links=tuple((t, i) for t, i in links))
+
+
+def history(session: Session, doc: ObjectRow, *, limit: int = 100) -> list[RevisionView]:
+    """The document's revisions, newest first."""
+    rows = session.execute(select(RevisionRow).where(RevisionRow.document_id == doc.id)
+                           .order_by(RevisionRow.revision.desc()).limit(limit)).scalars().all()
+    return [RevisionView(revision=r.revision, name=r.name, kind=r.kind, preview=r.preview, summary=r.summary,
+                         body=r.body, rules=_rules(r.rules), author=r.author, at=r.at) for r in rows]

@@ -1,0 +1,153 @@
+"""Events, watches and inboxes: publishing an event delivers it to every matching watcher.
+
+A watch pattern is a comma-separated list of event-type globs (``*``, ``edited``, ``report.*``,
+``exited,killed``); a watch also carries a minimum level (1-10). Delivery skips the actor of the
+event (nobody is told about their own act) and writes one inbox entry per matching watcher.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlmodel import Session
+
+from .errors import WatchPatternError
+from .models import EdgeRow, EventRow, InboxRow, ObjectRow, WatchRow
+
+__all__ = [
+    "COMMON_LEVELS",
+    "EDGE_KINDS",
+    "parse_pattern",
+    "pattern_matches",
+    "check_level",
+    "publish_event",
+    "add_edge",
+    "ensure_watch",
+    "remove_watch",
+]
+
+COMMON_LEVELS = {
+    "created": 3,
+    "read": 1,
+    "watched": 2,
+    "deleted": 6,
+    "configured": 4,
+    "edited": 5,
+    "moved": 4,
+    "report.update": 6,
+    "exited": 5,
+    "killed": 7,
+    "message.received": 5,
+    "woken": 4,
+    "spawned": 3,
+}
+"""Default level of each builtin event type (an ``exited`` with a non-zero code is raised to 7)."""
+EDGE_KINDS = ("acted-on", "links-to", "watches", "spawned")
+
+_GLOB = re.compile(r"^[a-z*?][a-z0-9_.*?-]*$")
+
+
+def parse_pattern(pattern: str) -> tuple[str, ...]:
+    """The globs of ``pattern``, or ``WatchPatternError`` saying what does not parse."""
+    if not isinstance(pattern, str) or not pattern.strip():
+        raise WatchPatternError("a watch pattern is required ('*' watches every event)")
+    parts = tuple(p.strip() for p in pattern.split(","))
+    for part in parts:
+        if not part or not _GLOB.match(part):
+            raise WatchPatternError(
+                f"the watch pattern {pattern!r} does not parse: {part!r} is not an event-type glob "
+                "(lower-case letters, digits, . _ - and * ?, comma separated)"
+            )
+    return parts
+
+
+def pattern_matches(pattern: str, event_type: str) -> bool:
+    """Whether ``event_type`` matches any glob of ``pattern``."""
+    return any(fnmatch.fnmatchcase(event_type, glob) for glob in parse_pattern(pattern))
+
+
+def check_level(level: Any, what: str = "level") -> int:
+    """``level`` if it is an int 1..10, else ``WatchPatternError``."""
+    if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= 10:
+        raise WatchPatternError(f"the {what} {level!r} is not a level from 1 to 10")
+    return level
+
+
+def add_edge(session: Session, src_id: str, dst_id: str, kind: str, at: float) -> None:
+    """Add ``src --kind--> dst`` unless it exists."""
+    stmt = sqlite_insert(EdgeRow).values(src_id=src_id, dst_id=dst_id, kind=kind, created_at=at)
+    if session.get_bind().dialect.name == "sqlite":
+        session.execute(stmt.on_conflict_do_nothing())
+        return
+    exists = session.execute(
+        select(EdgeRow.id).where(EdgeRow.src_id == src_id, EdgeRow.dst_id == dst_id, EdgeRow.kind == kind)
+    ).first()
+    if exists is None:
+        session.add(EdgeRow(src_id=src_id, dst_id=dst_id, kind=kind, created_at=at))
+        session.flush()
+
+
+def ensure_watch(session: Session, watcher_id: str, object_id: str, at: float, *, pattern: str | None = None,
+                 min_level: int | None = None, read_revision: int | None = None) -> tuple[WatchRow, bool]:
+    """Make ``watcher`` a watcher of ``object`` (or update the watch); returns ``(watch, created)``."""
+    if pattern is not None:
+        parse_pattern(pattern)
+    if min_level is not None:
+        check_level(min_level, "minimum level")
+    watch = session.execute(
+        select(WatchRow).where(WatchRow.watcher_id == watcher_id, WatchRow.object_id == object_id)
+    ).scalar_one_or_none()
+    created = watch is None
+    if watch is None:
+        watch = WatchRow(watcher_id=watcher_id, object_id=object_id, created_at=at)
+        session.add(watch)
+    if pattern is not None:
+        watch.pattern = pattern
+    if min_level is not None:
+        watch.min_level = min_level
+    if read_revision is not None:
+        watch.last_read_revision = read_revision
+    session.flush()
+    add_edge(session, watcher_id, object_id, "watches", at)
+    return watch, created
+
+
+def remove_watch(session: Session, watcher_id: str, object_id: str) -> bool:
+    """End ``watcher``'s watch on ``object``; whether there was one."""
+    gone = session.execute(
+        delete(WatchRow).where(WatchRow.watcher_id == watcher_id, WatchRow.object_id == object_id)
+    ).rowcount
+    session.execute(delete(EdgeRow).where(
+        EdgeRow.src_id == watcher_id, EdgeRow.dst_id == object_id, EdgeRow.kind == "watches"
+    ))
+    return bool(gone)
+
+
+def publish_event(session: Session, obj: ObjectRow, type_: str, at: float, *, level: int | None = None,
+                  actor_id: str | None = None, data: dict[str, Any] | None = None,
+                  summary: str | None = None) -> tuple[EventRow, list[str]]:
+    """Record an event on ``obj`` and deliver it to matching watchers; returns the event and inbox owners."""
+    level = check_level(level if level is not None else COMMON_LEVELS.get(type_, 3))
+    event = EventRow(object_id=obj.id, type=type_, level=level, actor_id=actor_id, at=at,
+                     data=json.dumps(data or {}, sort_keys=True, default=str))
+    session.add(event)
+    session.flush()
+    delivered: list[str] = []
+    watches = session.execute(select(WatchRow).where(WatchRow.object_id == obj.id)).scalars().all()
+    text = summary if summary is not None else f"{obj.name}: {type_}"
+    for watch in watches:
+        if watch.watcher_id == actor_id or level < watch.min_level:
+            continue
+        if not pattern_matches(watch.pattern, type_):
+            continue
+        session.add(InboxRow(owner_id=watch.watcher_id, kind="event", event_id=event.id, object_id=obj.id,
+                             object_name=obj.name, event_type=type_, level=level, actor_id=actor_id,
+                             at=at, summary=text))
+        delivered.append(watch.watcher_id)
+    session.flush()
+    return event, delivered

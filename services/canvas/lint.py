@@ -1,0 +1,86 @@
+"""Document lint: the rules the seed states, as findings (never a refusal).
+
+Rules: ``preview-missing``, ``preview-multiline``, ``preview-shape`` (a preview says "When ...,
+... because ..."), ``dangling-link`` (a ``[[link]]`` that resolves to nothing), ``repo-private``
+(a repo owns only public documents), ``report-outside-push`` (a report not under ``reports/``
+of a node), ``listener-owner`` (a node never owns an ongoing ``insights/`` listener),
+``listener-shape`` (a listener is a preference delivered at boot, linking ``insights/capture``
+and holding an ``Approved insights`` section), and ``empty-body``.
+"""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import select
+from sqlmodel import Session
+
+from .models import DocumentRow, LinkRow, ObjectRow
+from .views import LintFinding
+
+__all__ = ["lint_documents", "LINT_RULES"]
+
+LINT_RULES = (
+    "preview-missing",
+    "preview-multiline",
+    "preview-shape",
+    "dangling-link",
+    "repo-private",
+    "report-outside-push",
+    "listener-owner",
+    "listener-shape",
+    "empty-body",
+)
+
+
+def _findings(doc: ObjectRow, row: DocumentRow, owner: ObjectRow | None, dangling: list[str]) -> list[LintFinding]:
+    full = f"{owner.handle if owner else '?'}/{doc.name}"
+    out: list[LintFinding] = []
+
+    def add(rule: str, message: str) -> None:
+        out.append(LintFinding(name=full, rule=rule, message=message))
+
+    preview = (row.preview or "").strip()
+    if not preview:
+        add("preview-missing", "the document has no preview; add one line: \"When ..., read this because ...\"")
+    elif "\n" in preview:
+        add("preview-multiline", "the preview spans several lines; keep it to one")
+    elif not preview.lower().startswith("when") or "because" not in preview.lower():
+        add("preview-shape", "the preview should say when to read it and why (\"When ..., read this because ...\")")
+    for target in dangling:
+        add("dangling-link", f"[[{target}]] links to nothing")
+    if owner is not None and owner.type == "repo" and doc.privacy != "public":
+        add("repo-private", f"a repo owns only public documents; this one is {doc.privacy}")
+    if row.kind == "report" and (owner is None or owner.type != "node" or not doc.name.startswith("reports/")):
+        add("report-outside-push", "report documents are created only by a push, under <node-id>/reports/")
+    if doc.name.startswith("insights/") and doc.name != "insights/capture" and row.kind == "preference":
+        if owner is not None and owner.type == "node":
+            add("listener-owner", "a node never owns an ongoing insight listener; use repo, profile or user")
+        rules = json.loads(row.rules or "[]")
+        boot = any(r.get("on") == "boot" for r in rules)
+        if not boot or "[[insights/capture]]" not in row.body or "Approved insights" not in row.body:
+            add("listener-shape", "a listener is delivered on boot, links [[insights/capture]] and has an "
+                "'Approved insights' section")
+    if not row.body.strip():
+        add("empty-body", "the body is empty")
+    return out
+
+
+def lint_documents(session: Session, *, ids: list[str] | None = None, owner_id: str | None = None,
+                   limit: int = 10_000) -> list[LintFinding]:
+    """Findings for the given documents (by id), an owner's documents, or all of them."""
+    stmt = select(ObjectRow, DocumentRow).join(DocumentRow, DocumentRow.object_id == ObjectRow.id)
+    if ids is not None:
+        stmt = stmt.where(ObjectRow.id.in_(ids))
+    if owner_id is not None:
+        stmt = stmt.where(ObjectRow.owner_id == owner_id)
+    rows = session.execute(stmt.order_by(ObjectRow.name).limit(limit)).all()
+    findings: list[LintFinding] = []
+    owners: dict[str, ObjectRow | None] = {}
+    for doc, row in rows:
+        if doc.owner_id and doc.owner_id not in owners:
+            owners[doc.owner_id] = session.execute(select(ObjectRow).where(ObjectRow.id == doc.owner_id)).scalar_one_or_none()
+        dangling = list(session.execute(select(LinkRow.target).where(
+            LinkRow.document_id == doc.id, LinkRow.target_id.is_(None)).order_by(LinkRow.id)).scalars())
+        findings += _findings(doc, row, owners.get(doc.owner_id or ""), dangling)
+    return findings

@@ -1,0 +1,211 @@
+"""Repository functions shared by every object type: create, find by id or name, list, count, edges.
+
+Each function takes a ``Tx`` (a session, the time and the changes to publish after commit) or a
+plain session for reads, and returns rows for the caller's unit of work or frozen read models.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Select, func, select
+from sqlalchemy.orm import aliased
+from sqlmodel import Session
+
+from services.changes import Change
+
+from .errors import ObjectNotFoundError
+from .models import EdgeRow, ObjectRow
+from .names import OWNER_TYPES, ReaderView, check_handle, owner_id, split_owner_ref
+from .views import EdgeView, Neighbourhood, ObjectPage, ObjectSummary
+
+__all__ = [
+    "Tx",
+    "new_id",
+    "summary_of",
+    "summaries",
+    "get_row",
+    "find_object",
+    "ensure_owner",
+    "create_object",
+    "list_objects",
+    "count_objects",
+    "neighbourhood",
+    "owner_handle",
+    "with_owner",
+]
+
+_Owner = aliased(ObjectRow, name="owner")
+_RESOLVE_TYPES = ("node", "repo", "profile", "app", "user")
+_PREFIX = {"document": "doc", "node": "node", "job": "job", "custom": "obj"}
+
+
+@dataclass
+class Tx:
+    """One unit of work: its session, its time, and the changes to publish once it commits."""
+
+    session: Session
+    now: float
+    changes: list[Change] = field(default_factory=list)
+
+    def change(self, kind: str, id: str, **data: Any) -> None:
+        """Queue a ``Change`` from source ``canvas`` for after the commit."""
+        self.changes.append(Change("canvas", kind, id, data))
+
+
+def new_id(prefix: str) -> str:
+    """A fresh object id such as ``doc_3f9a1c2b7d4e``."""
+    return f"{prefix}_{secrets.token_hex(6)}"
+
+
+def summary_of(row: ObjectRow, owner_handle: str | None) -> ObjectSummary:
+    """The read model of ``row``; documents get ``<owner-handle>/<name>`` as full name."""
+    full = f"{owner_handle}/{row.name}" if row.type == "document" and owner_handle else row.name
+    return ObjectSummary(id=row.id, type=row.type, kind=row.kind, name=row.name, full_name=full,
+                         owner_id=row.owner_id, privacy=row.privacy, status=row.status,
+                         created_at=row.created_at, updated_at=row.updated_at)
+
+
+def with_owner(stmt_where: Any = None) -> Select[Any]:
+    stmt = select(ObjectRow, _Owner.handle).outerjoin(_Owner, _Owner.id == ObjectRow.owner_id)
+    return stmt if stmt_where is None else stmt.where(stmt_where)
+
+
+def summaries(session: Session, stmt: Select[Any]) -> list[ObjectSummary]:
+    """Run a statement selecting ``(ObjectRow, owner handle)`` and build summaries."""
+    return [summary_of(row, handle) for row, handle in session.execute(stmt).all()]
+
+
+def get_row(session: Session, object_id: str) -> ObjectRow | None:
+    """The object with id ``object_id``, or None."""
+    return session.execute(select(ObjectRow).where(ObjectRow.id == object_id)).scalar_one_or_none()
+
+
+def owner_handle(session: Session, row: ObjectRow) -> str | None:
+    """The handle of ``row``'s owner."""
+    if row.owner_id is None:
+        return None
+    return session.execute(select(ObjectRow.handle).where(ObjectRow.id == row.owner_id)).scalar_one_or_none()
+
+
+def _owner_by_ref(session: Session, ref: str) -> ObjectRow | None:
+    type_, handle = split_owner_ref(ref)
+    if type_ is not None:
+        return get_row(session, owner_id(type_, handle))
+    rows = session.execute(
+        select(ObjectRow).where(ObjectRow.handle == handle, ObjectRow.type.in_(_RESOLVE_TYPES))
+    ).scalars().all()
+    if not rows:
+        return None
+    return sorted(rows, key=lambda r: _RESOLVE_TYPES.index(r.type))[0]
+
+
+def find_object(session: Session, ref: str, view: ReaderView | None = None) -> ObjectRow:
+    """The object ``ref`` names: an id, a full name ``<owner>/<path>``, or a bare name in ``view``."""
+    if not isinstance(ref, str) or not ref:
+        raise ObjectNotFoundError("an object id or name is required")
+    row = get_row(session, ref)
+    if row is not None:
+        return row
+    head, sep, rest = ref.partition("/")
+    if sep:
+        owner = _owner_by_ref(session, head)
+        if owner is not None:
+            found = session.execute(select(ObjectRow).where(
+                ObjectRow.owner_id == owner.id, ObjectRow.name == rest, ObjectRow.type == "document"
+            )).scalar_one_or_none()
+            if found is not None:
+                return found
+    order = (view or ReaderView()).owner_ids()
+    docs = session.execute(select(ObjectRow).where(
+        ObjectRow.type == "document", ObjectRow.name == ref, ObjectRow.owner_id.in_(order)
+    )).scalars().all()
+    if docs:
+        return sorted(docs, key=lambda r: order.index(r.owner_id or ""))[0]
+    others = session.execute(
+        select(ObjectRow).where(ObjectRow.name == ref, ObjectRow.type != "document").limit(2)
+    ).scalars().all()
+    if len(others) == 1:
+        return others[0]
+    owner = _owner_by_ref(session, ref)
+    if owner is not None:
+        return owner
+    raise ObjectNotFoundError(f"no object is named {ref!r}")
+
+
+def create_object(tx: Tx, *, type: str, name: str, owner_id: str | None, id: str | None = None,
+                  kind: str = "", privacy: str = "public", status: str = "", handle: str | None = None) -> ObjectRow:
+    """Insert a new object row and queue an ``object.created`` change."""
+    row = ObjectRow(id=id or new_id(_PREFIX.get(type, "obj")), type=type, kind=kind, name=name, handle=handle,
+                    owner_id=owner_id, privacy=privacy, status=status, created_at=tx.now, updated_at=tx.now)
+    tx.session.add(row)
+    tx.session.flush()
+    tx.change("object.created", row.id, type=type, name=name)
+    return row
+
+
+def ensure_owner(tx: Tx, type_: str, handle: str, *, name: str | None = None) -> ObjectRow:
+    """The owner object ``<type>:<handle>``, created if missing."""
+    if type_ not in OWNER_TYPES:
+        raise ObjectNotFoundError(f"{type_!r} is not an owner type (one of {', '.join(OWNER_TYPES)})")
+    check_handle(handle, f"{type_} handle")
+    row = get_row(tx.session, owner_id(type_, handle))
+    if row is None:
+        row = create_object(tx, type=type_, name=name or handle, owner_id=None,
+                            id=owner_id(type_, handle), handle=handle)
+    return row
+
+
+def _filters(type: str | None, owner: str | None, name_filter: str | None) -> list[Any]:
+    where: list[Any] = []
+    if type:
+        where.append(ObjectRow.type == type)
+    if owner:
+        where.append(ObjectRow.owner_id == owner)
+    if name_filter:
+        where.append(ObjectRow.name.contains(name_filter, autoescape=True))
+    return where
+
+
+def list_objects(session: Session, *, type: str | None = None, owner: str | None = None,
+                 name_filter: str | None = None, offset: int = 0, limit: int = 50) -> ObjectPage:
+    """One page of objects ordered by name, filtered by type, owner id and a name substring."""
+    limit = max(1, min(int(limit), 1000))
+    offset = max(0, int(offset))
+    stmt = with_owner().where(*_filters(type, owner, name_filter)).order_by(ObjectRow.name, ObjectRow.id)
+    items = summaries(session, stmt.offset(offset).limit(limit + 1))
+    return ObjectPage(items=tuple(items[:limit]), offset=offset, limit=limit, has_more=len(items) > limit)
+
+
+def count_objects(session: Session, *, type: str | None = None, owner: str | None = None,
+                  name_filter: str | None = None) -> int:
+    """How many objects the same filters match."""
+    stmt = select(func.count()).select_from(ObjectRow).where(*_filters(type, owner, name_filter))
+    return int(session.execute(stmt).scalar_one())
+
+
+def neighbourhood(session: Session, row: ObjectRow, *, kind: str | None = None, limit: int = 50) -> Neighbourhood:
+    """``row``'s edges both ways grouped by kind: counts of all, and up to ``limit`` per group."""
+    counts: dict[str, int] = {}
+    groups: dict[str, dict[str, tuple[EdgeView, ...]]] = {"out": {}, "in": {}}
+    for direction, here, there in (("out", EdgeRow.src_id, EdgeRow.dst_id), ("in", EdgeRow.dst_id, EdgeRow.src_id)):
+        count_stmt = select(EdgeRow.kind, func.count()).where(here == row.id)
+        if kind:
+            count_stmt = count_stmt.where(EdgeRow.kind == kind)
+        for edge_kind, n in session.execute(count_stmt.group_by(EdgeRow.kind)).all():
+            counts[f"{direction}:{edge_kind}"] = int(n)
+            page = session.execute(
+                select(EdgeRow.created_at, ObjectRow, _Owner.handle)
+                .join(ObjectRow, ObjectRow.id == there)
+                .outerjoin(_Owner, _Owner.id == ObjectRow.owner_id)
+                .where(here == row.id, EdgeRow.kind == edge_kind)
+                .order_by(there).limit(limit)
+            ).all()
+            groups[direction][edge_kind] = tuple(
+                EdgeView(kind=edge_kind, direction=direction, other=summary_of(other, handle), created_at=at)
+                for at, other, handle in page
+            )
+    return Neighbourhood(object=summary_of(row, owner_handle(session, row)), outgoing=groups["out"],
+                         incoming=groups["in"], counts=counts)

@@ -1,0 +1,468 @@
+"""``Canvas``: the async service the Workspace and the UI use; every method returns read models.
+
+Each call is one unit of work in a worker thread (``asyncio.to_thread``) with its own Session:
+reads in a plain transaction, writes in ``BEGIN IMMEDIATE``. Changes are published on the
+``ChangeFeed`` (source ``canvas``) only after the write committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+from services.changes import ChangeFeed
+from services.clock import Clock
+
+from . import custom as _custom
+from . import documents as _docs
+from . import nodes as _nodes
+from .engine import create_schema, database_url, make_engine, read_session, write_session
+from .errors import CanvasError, DocumentInvalidError, ObjectNotFoundError, OwnerInUseError
+from .events import ensure_watch, publish_event, remove_watch
+from .insights import LISTENER_OWNER_TYPES, LISTENER_RULES, append_approved_link, listener_body, listener_path, listener_preview
+from .lint import lint_documents
+from .models import EventRow, ObjectRow, WatchRow
+from .names import CRTR_APP, OWNER_TYPES, ReaderView, split_owner_ref
+from .objects import (Tx, count_objects, ensure_owner, find_object, get_row, list_objects, neighbourhood, owner_handle,
+                      summaries, summary_of, with_owner)
+from .search import search_ids
+from .views import (CustomObjectView, DocumentView, EventView, InboxEntryView, InboxPage, JobView, LintFinding,
+                    MessageReceipt, Neighbourhood, NodeView, ObjectDetail, ObjectPage, ObjectSummary, RevisionView,
+                    SearchHit, WatchView)
+
+__all__ = ["Canvas"]
+
+T = TypeVar("T")
+
+
+def _event_view(row: EventRow) -> EventView:
+    return EventView(id=row.id or 0, object_id=row.object_id, type=row.type, level=row.level, actor_id=row.actor_id,
+                     at=row.at, data=json.loads(row.data or "{}"))
+
+
+def _watch_view(row: WatchRow) -> WatchView:
+    return WatchView(watcher_id=row.watcher_id, object_id=row.object_id, pattern=row.pattern,
+                     min_level=row.min_level, last_read_revision=row.last_read_revision)
+
+
+class Canvas:
+    """The canvas object graph over one database (``Canvas.open(path_or_url)``)."""
+
+    def __init__(self, engine: Engine, *, changes: ChangeFeed | None = None, clock: Clock | None = None) -> None:
+        self.engine = engine
+        """The SQLAlchemy engine (one per Canvas)."""
+        self.changes = changes if changes is not None else ChangeFeed()
+        """Where every committed write is published (source ``canvas``)."""
+        self.clock = clock or Clock()
+        """The clock stamping objects, events and inbox entries."""
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    @classmethod
+    async def open(cls, path_or_url: str | Path, *, changes: ChangeFeed | None = None,
+                   clock: Clock | None = None) -> Canvas:
+        """Open (creating if needed) the canvas at a file path or engine URL."""
+        url = database_url(path_or_url)
+        if url.startswith("sqlite:///") and ":memory:" not in url:
+            Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        canvas = cls(make_engine(url), changes=changes, clock=clock)
+        await asyncio.to_thread(canvas._setup)
+        return canvas
+
+    def _setup(self) -> None:
+        create_schema(self.engine)
+        with write_session(self.engine) as session:
+            ensure_owner(Tx(session, self.clock.time()), "app", "crtr", name="crtr")
+
+    async def close(self) -> None:
+        """Release the engine's connections."""
+        await asyncio.to_thread(self.engine.dispose)
+
+    # -- units of work -----------------------------------------------------------------------------
+
+    async def _read(self, fn: Callable[[Session], T]) -> T:
+        def run() -> T:
+            with read_session(self.engine) as session:
+                return fn(session)
+        return await asyncio.to_thread(run)
+
+    async def _write(self, fn: Callable[[Tx], T]) -> T:
+        def run() -> tuple[T, list[Any]]:
+            with write_session(self.engine) as session:
+                tx = Tx(session, self.clock.time())
+                result = fn(tx)
+            return result, tx.changes
+        result, changes = await asyncio.to_thread(run)
+        for change in changes:
+            self.changes.publish(change)
+        return result
+
+    @staticmethod
+    def _owner(tx: Tx, ref: str) -> ObjectRow:
+        type_, handle = split_owner_ref(ref)
+        if type_ in OWNER_TYPES and ":" in ref:
+            return ensure_owner(tx, type_, handle)
+        row = find_object(tx.session, ref)
+        if row.type not in (*OWNER_TYPES, "node"):
+            raise DocumentInvalidError(f"{ref!r} is a {row.type}; owners are nodes, people, apps, repos and profiles")
+        return row
+
+    @staticmethod
+    def _actor(session: Session, ref: str | None) -> str | None:
+        if ref is None:
+            return None
+        return find_object(session, ref).id
+
+    # -- owners and generic verbs ------------------------------------------------------------------
+
+    async def ensure_owner(self, type: str, handle: str, *, name: str | None = None) -> ObjectSummary:
+        """The owner object ``<type>:<handle>`` (``user``, ``app``, ``repo``, ``profile``), created if missing."""
+        return await self._write(lambda tx: summary_of(ensure_owner(tx, type, handle, name=name), None))
+
+    async def list_objects(self, *, type: str | None = None, owner: str | None = None, name_filter: str | None = None,
+                           offset: int = 0, limit: int = 50) -> ObjectPage:
+        """One page of objects by name; filters: type, owner id, a name substring. Records nothing."""
+        return await self._read(lambda s: list_objects(s, type=type, owner=owner, name_filter=name_filter,
+                                                       offset=offset, limit=limit))
+
+    async def count_objects(self, *, type: str | None = None, owner: str | None = None,
+                            name_filter: str | None = None) -> int:
+        """How many objects match the same filters as ``list_objects``."""
+        return await self._read(lambda s: count_objects(s, type=type, owner=owner, name_filter=name_filter))
+
+    async def get(self, ref: str, *, view: ReaderView | None = None) -> ObjectSummary:
+        """The object ``ref`` names (id, full name, or bare name in ``view``); records nothing."""
+        def run(s: Session) -> ObjectSummary:
+            row = find_object(s, ref, view)
+            return summary_of(row, _owner_handle(s, row))
+        return await self._read(run)
+
+    def _detail(self, s: Session, row: ObjectRow, events_limit: int) -> ObjectDetail:
+        events = s.execute(select(EventRow).where(EventRow.object_id == row.id).order_by(EventRow.id.desc())
+                           .limit(events_limit)).scalars().all()
+        watchers = s.execute(select(WatchRow).where(WatchRow.object_id == row.id).order_by(WatchRow.id)
+                             .limit(200)).scalars().all()
+        parts: dict[str, Any] = {}
+        if row.type == "document":
+            parts["document"] = _docs.document_view(s, row)
+            parts["revisions"] = tuple(_docs.history(s, row, limit=20))
+        elif row.type == "node":
+            parts["node"] = _nodes.node_view(s, row)
+        elif row.type == "job":
+            parts["job"] = _nodes.job_view(s, row)
+        elif row.type == "custom":
+            parts["custom"] = _custom.custom_view(s, row)
+        return ObjectDetail(object=summary_of(row, _owner_handle(s, row)), events=tuple(map(_event_view, events)),
+                            watchers=tuple(map(_watch_view, watchers)), **parts)
+
+    async def read(self, ref: str, *, reader: str | None = None, view: ReaderView | None = None,
+                   events_limit: int = 20) -> ObjectDetail:
+        """One object with its detail. A ``reader`` is recorded: a ``read`` event, and it becomes a watcher."""
+        if reader is None:
+            return await self._read(lambda s: self._detail(s, find_object(s, ref, view), events_limit))
+
+        def run(tx: Tx) -> ObjectDetail:
+            row = find_object(tx.session, ref, view)
+            reader_id = self._actor(tx.session, reader)
+            assert reader_id is not None
+            revision = _docs.document_view(tx.session, row).revision if row.type == "document" else None
+            publish_event(tx.session, row, "read", tx.now, actor_id=reader_id, data={"revision": revision})
+            _, created = ensure_watch(tx.session, reader_id, row.id, tx.now, read_revision=revision)
+            if created:
+                publish_event(tx.session, row, "watched", tx.now, actor_id=reader_id)
+                tx.change("watch.added", row.id, watcher=reader_id)
+            return self._detail(tx.session, row, events_limit)
+        return await self._write(run)
+
+    async def search(self, query: str, *, type: str | None = None, limit: int = 20) -> list[SearchHit]:
+        """Full-text search over names, previews and bodies, best first. Records nothing."""
+        def run(s: Session) -> list[SearchHit]:
+            hits = search_ids(s, query, type=type, limit=limit)
+            if not hits:
+                return []
+            rows = {o.id: o for o in summaries(s, with_owner(ObjectRow.pk.in_([pk for pk, _ in hits])))}
+            by_pk = dict(s.execute(select(ObjectRow.pk, ObjectRow.id).where(ObjectRow.pk.in_([pk for pk, _ in hits]))).all())
+            return [SearchHit(object=rows[by_pk[pk]], snippet=snip) for pk, snip in hits if pk in by_pk]
+        return await self._read(run)
+
+    async def watch(self, ref: str, *, watcher: str, pattern: str = "*", min_level: int = 1) -> WatchView:
+        """``watcher`` watches ``ref`` for events matching ``pattern`` at ``min_level`` or above."""
+        def run(tx: Tx) -> WatchView:
+            row = find_object(tx.session, ref)
+            watcher_id = self._actor(tx.session, watcher)
+            assert watcher_id is not None
+            watch, created = ensure_watch(tx.session, watcher_id, row.id, tx.now, pattern=pattern, min_level=min_level)
+            if created:
+                publish_event(tx.session, row, "watched", tx.now, actor_id=watcher_id)
+            tx.change("watch.added", row.id, watcher=watcher_id, pattern=pattern, min_level=min_level)
+            return _watch_view(watch)
+        return await self._write(run)
+
+    async def unwatch(self, ref: str, *, watcher: str) -> bool:
+        """End ``watcher``'s watch on ``ref``; whether there was one."""
+        def run(tx: Tx) -> bool:
+            row = find_object(tx.session, ref)
+            watcher_id = self._actor(tx.session, watcher)
+            gone = remove_watch(tx.session, watcher_id or "", row.id)
+            if gone:
+                tx.change("watch.removed", row.id, watcher=watcher_id)
+            return gone
+        return await self._write(run)
+
+    async def edges(self, ref: str, *, kind: str | None = None, limit: int = 50) -> Neighbourhood:
+        """``ref``'s edges both ways grouped by kind (up to ``limit`` per group). Records nothing."""
+        return await self._read(lambda s: neighbourhood(s, find_object(s, ref), kind=kind, limit=limit))
+
+    async def events(self, ref: str, *, limit: int = 50, before: int | None = None) -> list[EventView]:
+        """``ref``'s events, newest first, optionally before an event id."""
+        def run(s: Session) -> list[EventView]:
+            row = find_object(s, ref)
+            stmt = select(EventRow).where(EventRow.object_id == row.id)
+            if before is not None:
+                stmt = stmt.where(EventRow.id < before)
+            return [_event_view(e) for e in s.execute(stmt.order_by(EventRow.id.desc()).limit(limit)).scalars()]
+        return await self._read(run)
+
+    async def record_event(self, ref: str, type: str, *, level: int | None = None, data: Mapping[str, Any] | None = None,
+                           actor: str | None = None, summary: str | None = None) -> EventView:
+        """Publish an event of a builtin kind on any object (delivered to its matching watchers)."""
+        def run(tx: Tx) -> EventView:
+            row = find_object(tx.session, ref)
+            event, _ = publish_event(tx.session, row, type, tx.now, level=level, actor_id=self._actor(tx.session, actor),
+                                     data=dict(data or {}), summary=summary)
+            tx.change("event.published", row.id, type=type, level=event.level)
+            return _event_view(event)
+        return await self._write(run)
+
+    async def delete(self, ref: str, *, actor: str | None = None) -> None:
+        """Delete an object; its watchers hear ``deleted``. An owner still owning objects is refused."""
+        def run(tx: Tx) -> None:
+            row = find_object(tx.session, ref)
+            if row.id == CRTR_APP:
+                raise OwnerInUseError("the app crtr is built in and cannot be deleted")
+            if row.type == "document":
+                _docs.delete_document(tx, row, actor_id=self._actor(tx.session, actor))
+                return
+            owned = tx.session.execute(select(ObjectRow.id).where(ObjectRow.owner_id == row.id).limit(1)).first()
+            if owned is not None:
+                raise OwnerInUseError(f"{row.name!r} still owns objects; delete or move them first")
+            publish_event(tx.session, row, "deleted", tx.now, actor_id=self._actor(tx.session, actor))
+            tx.session.delete(row)
+            tx.session.flush()
+            tx.change("object.deleted", row.id, type=row.type, name=row.name)
+        await self._write(run)
+
+    # -- documents -------------------------------------------------------------------------------
+
+    async def write(self, name: str, *, preview: str, body: str = "", owner: str | None = None,
+                    summary: str | None = None, kind: str = "knowledge", privacy: str = "public",
+                    rules: Sequence[Mapping[str, Any]] | None = None, actor: str | None = None) -> DocumentView:
+        """Create document ``<owner>/<name>`` (owner defaults to the writing node); the writer watches it."""
+        def run(tx: Tx) -> DocumentView:
+            actor_id = self._actor(tx.session, actor)
+            if owner is None and actor_id is None:
+                raise DocumentInvalidError(f"{name!r}: say which owner holds it (no writing node to default to)")
+            owner_row = self._owner(tx, owner) if owner is not None else get_row(tx.session, actor_id or "")
+            assert owner_row is not None
+            doc = _docs.write_document(tx, owner=owner_row, path=name, preview=preview, body=body, summary=summary,
+                                       kind=kind, privacy=privacy, rules=rules, actor_id=actor_id)
+            return _docs.document_view(tx.session, doc)
+        return await self._write(run)
+
+    async def edit(self, ref: str, *, actor: str | None = None, base_revision: int | None = None,
+                   body: str | None = None, preview: str | None = None, summary: str | None = None,
+                   rules: Sequence[Mapping[str, Any]] | None = None, privacy: str | None = None,
+                   kind: str | None = None) -> DocumentView:
+        """A new revision made from ``base_revision`` (default: the revision ``actor`` last read).
+
+        Refused with ``StaleRevisionError`` (carrying the refused body) when the document moved on.
+        """
+        def run(tx: Tx) -> DocumentView:
+            doc = _document(tx.session, ref)
+            _docs.edit_document(tx, doc, actor_id=self._actor(tx.session, actor), base_revision=base_revision,
+                                body=body, preview=preview, summary=summary, rules=rules, privacy=privacy, kind=kind)
+            return _docs.document_view(tx.session, doc)
+        return await self._write(run)
+
+    async def move(self, ref: str, *, to: str | None = None, owner: str | None = None,
+                   actor: str | None = None) -> DocumentView:
+        """Rename and/or re-own a document; its id and links stay."""
+        def run(tx: Tx) -> DocumentView:
+            doc = _document(tx.session, ref)
+            _docs.move_document(tx, doc, to_path=to, to_owner=self._owner(tx, owner) if owner else None,
+                                actor_id=self._actor(tx.session, actor))
+            return _docs.document_view(tx.session, doc)
+        return await self._write(run)
+
+    async def history(self, ref: str, *, limit: int = 100) -> list[RevisionView]:
+        """A document's revisions, newest first."""
+        return await self._read(lambda s: _docs.history(s, _document(s, ref), limit=limit))
+
+    async def push_report(self, node: str, *, label: str, preview: str, body: str) -> DocumentView:
+        """A node's report document (``<node-id>/reports/<ts>-<id>-<label>``) and its ``report.update`` event."""
+        def run(tx: Tx) -> DocumentView:
+            row = _typed(tx.session, node, "node")
+            return _docs.document_view(tx.session, _docs.push_report(tx, row, label=label, preview=preview, body=body))
+        return await self._write(run)
+
+    async def lint(self, ref: str | None = None, *, owner: str | None = None) -> list[LintFinding]:
+        """Lint findings for one document, an owner's documents, or every document."""
+        def run(s: Session) -> list[LintFinding]:
+            ids = [_document(s, ref).id] if ref else None
+            owner_id = find_object(s, owner).id if owner else None
+            return lint_documents(s, ids=ids, owner_id=owner_id)
+        return await self._read(run)
+
+    # -- nodes, inboxes, jobs --------------------------------------------------------------------
+
+    async def spawn_node(self, *, node_id: str | None = None, name: str | None = None, kind: str = "general",
+                         mode: str = "base", lifecycle: str = "terminal", profile: str | None = None,
+                         parent: str | None = None, owner: str | None = None, status: str = "active") -> NodeView:
+        """A new node; with a ``parent``, a ``spawned`` edge and the parent's watch."""
+        def run(tx: Tx) -> NodeView:
+            parent_row = _typed(tx.session, parent, "node") if parent else None
+            owner_id = self._owner(tx, owner).id if owner else None
+            row = _nodes.spawn_node(tx, node_id=node_id, name=name, owner_id=owner_id, kind=kind, mode=mode,
+                                    lifecycle=lifecycle, profile=profile, parent=parent_row, status=status)
+            return _nodes.node_view(tx.session, row)
+        return await self._write(run)
+
+    async def configure_node(self, ref: str, *, actor: str | None = None, **fields: Any) -> NodeView:
+        """Change kind, mode, lifecycle, profile, status, activity, outcome or name; publishes ``configured``."""
+        def run(tx: Tx) -> NodeView:
+            row = _typed(tx.session, ref, "node")
+            _nodes.configure_node(tx, row, actor_id=self._actor(tx.session, actor), **fields)
+            return _nodes.node_view(tx.session, row)
+        return await self._write(run)
+
+    async def begin_turn(self, ref: str) -> NodeView:
+        """The node starts a turn; messages until ``end_turn`` coalesce."""
+        def run(tx: Tx) -> NodeView:
+            row = _typed(tx.session, ref, "node")
+            _nodes.begin_turn(tx, row)
+            return _nodes.node_view(tx.session, row)
+        return await self._write(run)
+
+    async def end_turn(self, ref: str, *, status: str = "idle") -> bool:
+        """The node's turn ends; True when coalesced messages start one new turn."""
+        return await self._write(lambda tx: _nodes.end_turn(tx, _typed(tx.session, ref, "node"), status=status))
+
+    async def message_send(self, body: str, *, to: str, sender: str | None = None) -> MessageReceipt:
+        """Append a message to node ``to``'s inbox; wakes it, or coalesces while it is mid-turn."""
+        def run(tx: Tx) -> MessageReceipt:
+            row = _typed(tx.session, to, "node")
+            entry, woke, coalesced = _nodes.message_send(tx, row, body, sender_id=self._actor(tx.session, sender))
+            return MessageReceipt(entry=_nodes.entry_view(entry), woke=woke, coalesced=coalesced)
+        return await self._write(run)
+
+    async def inbox(self, owner: str, *, offset: int = 0, limit: int = 50, unread_only: bool = False) -> InboxPage:
+        """One page of an object's inbox, newest first, with unread and total counts."""
+        return await self._read(lambda s: _nodes.inbox_page(s, find_object(s, owner).id, offset=offset, limit=limit,
+                                                            unread_only=unread_only))
+
+    async def mark_read(self, owner: str, entry_ids: Sequence[int] | None = None, *, up_to: int | None = None) -> int:
+        """Mark inbox entries read (the ids, all up to ``up_to``, or all); returns how many changed."""
+        return await self._write(lambda tx: _nodes.mark_read(tx, find_object(tx.session, owner).id,
+                                                             list(entry_ids) if entry_ids is not None else None,
+                                                             up_to=up_to))
+
+    async def start_job(self, command: str, *, actor: str, log_path: str = "", name: str | None = None) -> JobView:
+        """A running job started (and watched) by ``actor``."""
+        def run(tx: Tx) -> JobView:
+            row = _nodes.start_job(tx, command=command, actor=find_object(tx.session, actor), log_path=log_path,
+                                   name=name)
+            return _nodes.job_view(tx.session, row)
+        return await self._write(run)
+
+    async def job_exited(self, ref: str, exit_code: int) -> JobView:
+        """The job exited with ``exit_code``; watchers get ``exited``."""
+        def run(tx: Tx) -> JobView:
+            row = _typed(tx.session, ref, "job")
+            _nodes.finish_job(tx, row, exit_code=exit_code)
+            return _nodes.job_view(tx.session, row)
+        return await self._write(run)
+
+    async def job_killed(self, ref: str) -> JobView:
+        """The job was killed; watchers get ``killed``."""
+        def run(tx: Tx) -> JobView:
+            row = _typed(tx.session, ref, "job")
+            _nodes.finish_job(tx, row, exit_code=None, killed=True)
+            return _nodes.job_view(tx.session, row)
+        return await self._write(run)
+
+    # -- custom objects --------------------------------------------------------------------------
+
+    async def register_custom_object(self, kind: str, *, name: str, events: Mapping[str, int],
+                                     owner: str | None = None, receiver: str | None = None) -> CustomObjectView:
+        """Register a custom object with a dotted kind and a catalog ``{event: level}``."""
+        def run(tx: Tx) -> CustomObjectView:
+            owner_id = self._owner(tx, owner).id if owner else None
+            row = _custom.register_custom(tx, kind=kind, name=name, owner_id=owner_id, events=events, receiver=receiver)
+            return _custom.custom_view(tx.session, row)
+        return await self._write(run)
+
+    async def publish(self, ref: str, event: str, *, data: Mapping[str, Any] | None = None,
+                      actor: str | None = None) -> int:
+        """Publish a declared event of a custom object; returns the event id."""
+        return await self._write(lambda tx: _custom.publish_custom(
+            tx, _typed(tx.session, ref, "custom"), event, data=dict(data or {}), actor_id=self._actor(tx.session, actor)))
+
+    async def receive(self, ref: str, *, limit: int = 10) -> list[InboxEntryView]:
+        """Unacknowledged entries of a custom object's queue, oldest first."""
+        return await self._read(lambda s: [_nodes.entry_view(r) for r in
+                                           _custom.receive_queue(s, _typed(s, ref, "custom"), limit=limit)])
+
+    async def ack(self, ref: str, entry_ids: Sequence[int]) -> int:
+        """Acknowledge queue entries; returns how many were still open."""
+        return await self._write(lambda tx: _nodes.mark_read(tx, _typed(tx.session, ref, "custom").id, list(entry_ids)))
+
+    # -- insight listeners -----------------------------------------------------------------------
+
+    async def create_listener(self, topic: str, *, owner: str, domain: str, exclusions: Sequence[str] = (),
+                              actor: str | None = None) -> DocumentView:
+        """Create the ``insights/<topic>`` listener preference under a repo, profile or user owner."""
+        def run(tx: Tx) -> DocumentView:
+            owner_row = self._owner(tx, owner)
+            if owner_row.type not in LISTENER_OWNER_TYPES:
+                raise DocumentInvalidError(f"a listener's owner must be a repo, profile or user, not a {owner_row.type}")
+            doc = _docs.write_document(tx, owner=owner_row, path=listener_path(topic), preview=listener_preview(domain),
+                                       body=listener_body(topic, domain, exclusions), kind="preference",
+                                       rules=list(LISTENER_RULES), actor_id=self._actor(tx.session, actor))
+            return _docs.document_view(tx.session, doc)
+        return await self._write(run)
+
+    async def approve_insight(self, listener: str, principle: str, *, actor: str | None = None) -> DocumentView:
+        """Append ``[[principle]]`` under the listener's ``Approved insights`` (one transaction, no lost update)."""
+        def run(tx: Tx) -> DocumentView:
+            doc = _document(tx.session, listener)
+            current = _docs.document_view(tx.session, doc)
+            body = append_approved_link(current.body, principle)
+            if body != current.body:
+                _docs.edit_document(tx, doc, actor_id=self._actor(tx.session, actor), base_revision=current.revision,
+                                    body=body)
+            return _docs.document_view(tx.session, doc)
+        return await self._write(run)
+
+
+def _owner_handle(session: Session, row: ObjectRow) -> str | None:
+    return owner_handle(session, row)
+
+
+def _typed(session: Session, ref: str | None, type_: str) -> ObjectRow:
+    if ref is None:
+        raise ObjectNotFoundError(f"a {type_} is required")
+    row = find_object(session, ref)
+    if row.type != type_:
+        raise CanvasError(f"{ref!r} is a {row.type}, not a {type_}")
+    return row
+
+
+def _document(session: Session, ref: str) -> ObjectRow:
+    return _typed(session, ref, "document")

@@ -1,0 +1,239 @@
+"""Plain frozen read models the canvas hands out: never attached ORM objects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "ObjectSummary",
+    "ObjectPage",
+    "RevisionView",
+    "DocumentView",
+    "NodeView",
+    "JobView",
+    "CustomObjectView",
+    "EventView",
+    "WatchView",
+    "EdgeView",
+    "Neighbourhood",
+    "InboxEntryView",
+    "InboxPage",
+    "MessageReceipt",
+    "SearchHit",
+    "LintFinding",
+    "ObjectDetail",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectSummary:
+    """One object as a list row: id, type, kind, full name, owner, privacy, status, times."""
+
+    id: str
+    type: str
+    kind: str
+    name: str
+    full_name: str
+    owner_id: str | None
+    privacy: str
+    status: str
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectPage:
+    """One page of a listing; ``has_more`` says whether a next page exists."""
+
+    items: tuple[ObjectSummary, ...]
+    offset: int
+    limit: int
+    has_more: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RevisionView:
+    """One stored revision of a document."""
+
+    revision: int
+    name: str
+    kind: str
+    preview: str
+    summary: str | None
+    body: str
+    rules: tuple[dict[str, Any], ...]
+    author: str | None
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentView:
+    """A document at its current revision."""
+
+    object: ObjectSummary
+    kind: str
+    preview: str
+    summary: str | None
+    body: str
+    rules: tuple[dict[str, Any], ...]
+    revision: int
+    links: tuple[tuple[str, str | None], ...] = ()
+    """Each ``[[link]]`` as ``(text, target id or None when it resolves to nothing)``."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """A node: shape (kind, mode, lifecycle, profile), parent and turn state."""
+
+    object: ObjectSummary
+    kind: str
+    mode: str
+    lifecycle: str
+    profile: str | None
+    parent_id: str | None
+    status: str
+    activity: str | None
+    outcome: str | None
+    turn_active: bool
+    wake_pending: bool
+    wakes: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """A job: command, status, exit code and log path."""
+
+    object: ObjectSummary
+    command: str
+    status: str
+    exit_code: int | None
+    log_path: str
+    started_by: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CustomObjectView:
+    """A custom object: dotted kind, declared events with their levels, receiver."""
+
+    object: ObjectSummary
+    kind: str
+    catalog: dict[str, int]
+    receiver: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class EventView:
+    """One event an object published."""
+
+    id: int
+    object_id: str
+    type: str
+    level: int
+    actor_id: str | None
+    at: float
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class WatchView:
+    """One watch: who watches what, with which pattern and minimum level."""
+
+    watcher_id: str
+    object_id: str
+    pattern: str
+    min_level: int
+    last_read_revision: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeView:
+    """One edge seen from an object: its kind, direction and the object at the other end."""
+
+    kind: str
+    direction: str
+    """``out`` (this object is the source) or ``in``."""
+    other: ObjectSummary
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Neighbourhood:
+    """An object's edges both ways, grouped by kind, with how many there are in all."""
+
+    object: ObjectSummary
+    outgoing: dict[str, tuple[EdgeView, ...]]
+    incoming: dict[str, tuple[EdgeView, ...]]
+    counts: dict[str, int]
+    """``"out:<kind>"`` / ``"in:<kind>"`` -> number of edges (the pages above may be shorter)."""
+
+
+@dataclass(frozen=True, slots=True)
+class InboxEntryView:
+    """One inbox entry: a delivered event or a message."""
+
+    id: int
+    owner_id: str
+    kind: str
+    object_id: str | None
+    object_name: str
+    event_type: str
+    level: int
+    actor_id: str | None
+    at: float
+    summary: str
+    body: str | None
+    read: bool
+
+
+@dataclass(frozen=True, slots=True)
+class InboxPage:
+    """One page of an inbox, newest first, with the unread and total counts."""
+
+    owner_id: str
+    items: tuple[InboxEntryView, ...]
+    unread: int
+    total: int
+    offset: int
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class MessageReceipt:
+    """What ``message_send`` did: the inbox entry, and whether it woke the node or coalesced."""
+
+    entry: InboxEntryView
+    woke: bool
+    coalesced: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One full-text match and a short snippet around it."""
+
+    object: ObjectSummary
+    snippet: str
+
+
+@dataclass(frozen=True, slots=True)
+class LintFinding:
+    """One lint finding on a document: which rule, and what is wrong, in words."""
+
+    name: str
+    rule: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectDetail:
+    """One object with everything a detail pane shows."""
+
+    object: ObjectSummary
+    document: DocumentView | None = None
+    node: NodeView | None = None
+    job: JobView | None = None
+    custom: CustomObjectView | None = None
+    revisions: tuple[RevisionView, ...] = ()
+    events: tuple[EventView, ...] = ()
+    watchers: tuple[WatchView, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
