@@ -108,6 +108,7 @@ class MiniWire:
         self.refuse_code: str | None = None
         self.token_gate: asyncio.Event | None = None
         self.assertions: list[str] = []
+        self.jwks: dict[str, Any] = {"keys": []}
         self.transport = httpx.MockTransport(self.handle)
 
     def script(self, op: str, *answers: Answer) -> None:
@@ -192,6 +193,8 @@ class MiniWire:
             )
         if op == "directory.token":
             return await self._token(request)
+        if op == "directory.jwks":
+            return httpx.Response(200, json=self.jwks)
         return httpx.Response(404, json={"error": envelope(404, "not_found", origin="directory")})
 
     async def _token(self, request: httpx.Request) -> httpx.Response:
@@ -219,6 +222,9 @@ class MiniWire:
                 "runtime_id": "runtime:test",
             },
         )
+
+    def jwks_fetches(self) -> int:
+        return sum(1 for op, _ in self.directory_calls if op == "directory.jwks")
 
     def token_refreshes(self) -> int:
         return sum(1 for op, _ in self.directory_calls if op == "directory.token")
