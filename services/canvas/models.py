@@ -41,6 +41,7 @@ class ObjectRow(SQLModel, table=True):
     __tablename__ = "objects"
     __table_args__ = (
         Index("ix_objects_type_owner_name", "type", "owner_id", "name"),
+        Index("ix_objects_type_name", "type", "name"),
         Index("ix_objects_owner_name", "owner_id", "name"),
         Index("ix_objects_name", "name"),
         Index("ux_objects_owner_doc_name", "owner_id", "name", unique=True,
@@ -155,7 +156,7 @@ class EdgeRow(SQLModel, table=True):
 
     __tablename__ = "edges"
     __table_args__ = (
-        UniqueConstraint("src_id", "kind", "dst_id", name="ux_edges_src_kind_dst"),
+        Index("ux_edges_src_kind_dst", "src_id", "kind", "dst_id", unique=True),
         Index("ix_edges_dst_kind_src", "dst_id", "kind", "src_id"),
     )
 
@@ -186,7 +187,7 @@ class WatchRow(SQLModel, table=True):
 
     __tablename__ = "watches"
     __table_args__ = (
-        UniqueConstraint("watcher_id", "object_id", name="ux_watches_watcher_object"),
+        Index("ux_watches_watcher_object", "watcher_id", "object_id", unique=True),
         Index("ix_watches_object", "object_id"),
     )
 

@@ -174,7 +174,7 @@ def list_objects(session: Session, *, type: str | None = None, owner: str | None
     """One page of objects ordered by name, filtered by type, owner id and a name substring."""
     limit = max(1, min(int(limit), 1000))
     offset = max(0, int(offset))
-    stmt = with_owner().where(*_filters(type, owner, name_filter)).order_by(ObjectRow.name, ObjectRow.id)
+    stmt = with_owner().where(*_filters(type, owner, name_filter)).order_by(ObjectRow.name, ObjectRow.pk)
     items = summaries(session, stmt.offset(offset).limit(limit + 1))
     return ObjectPage(items=tuple(items[:limit]), offset=offset, limit=limit, has_more=len(items) > limit)
 

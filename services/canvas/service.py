@@ -23,7 +23,7 @@ from services.clock import Clock
 from . import custom as _custom
 from . import documents as _docs
 from . import nodes as _nodes
-from .engine import create_schema, database_url, make_engine, read_session, write_session
+from .engine import BUSY_TIMEOUT_MS, create_schema, database_url, make_engine, read_session, write_session
 from .errors import CanvasError, DocumentInvalidError, ObjectNotFoundError, OwnerInUseError
 from .events import ensure_watch, publish_event, remove_watch
 from .insights import LISTENER_OWNER_TYPES, LISTENER_RULES, append_approved_link, listener_body, listener_path, listener_preview
@@ -67,12 +67,12 @@ class Canvas:
 
     @classmethod
     async def open(cls, path_or_url: str | Path, *, changes: ChangeFeed | None = None,
-                   clock: Clock | None = None) -> Canvas:
+                   clock: Clock | None = None, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> Canvas:
         """Open (creating if needed) the canvas at a file path or engine URL."""
         url = database_url(path_or_url)
         if url.startswith("sqlite:///") and ":memory:" not in url:
             Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
-        canvas = cls(make_engine(url), changes=changes, clock=clock)
+        canvas = cls(make_engine(url, busy_timeout_ms=busy_timeout_ms), changes=changes, clock=clock)
         await asyncio.to_thread(canvas._setup)
         return canvas
 
