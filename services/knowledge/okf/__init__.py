@@ -1,3 +1,36 @@
-"""services/knowledge/okf."""
+"""OKF knowledge: accepted directory bases, instance homes, the durable state dir, capture, judging, the approval queue and delivery.
 
-__all__: list[str] = []
+``Harvest`` is the service the Workspace opens on its ``knowledge/`` folder; the other names are
+the pieces it is built from (usable alone: the bundle validator, the judgment validator, the
+deterministic judge, the directory provider, the notes watcher, inspection).
+"""
+
+from .bases import DirectoryBase, init_directory_base
+from .bundle import Finding, validate_bundle, validate_tree
+from .capture import CaptureReport, capture_notes, capture_record
+from .delivery import DeliveryProvider, DirectoryProvider, RecoveryOutcome
+from .descriptors import BaseDescriptor, Bindings, DirectoryBinding, GitBinding, NodeDecl, SoulDecl, load_bindings, load_soul, parse_base_descriptor, parse_bindings, parse_soul
+from .errors import (BaselineError, CaptureError, ConfirmError, JudgmentError, OkfConfigError, OkfError, OkfPathError,
+                     OkfValidationError, RecoveryError, RunStateError, SourceError, ViewError)
+from .harvest import Harvest
+from .home import InstanceHome
+from .inspect import PREVIEW_CAP, inspect_source, preview_file
+from .judge import FixedReplyJudgeClient, JudgeClient, LocalJudgeClient, build_prompt, deterministic_judge_reply, judge_documents, parse_prompt
+from .judgment import JudgmentCheck, check_judgment
+from .models import QUEUE_STATES, JudgmentDetail, JudgmentItem, OutcomeView, ReadResult, SourceInfo
+from .proposal import FileChange
+from .state import StateDir
+from .watcher import Debouncer, NotesWatcher
+
+__all__ = [
+    "Harvest", "JudgeClient", "LocalJudgeClient", "FixedReplyJudgeClient", "deterministic_judge_reply",
+    "judge_documents", "build_prompt", "parse_prompt", "check_judgment", "JudgmentCheck",
+    "QUEUE_STATES", "JudgmentItem", "JudgmentDetail", "OutcomeView", "FileChange", "SourceInfo", "ReadResult",
+    "DirectoryBase", "init_directory_base", "Finding", "validate_bundle", "validate_tree",
+    "CaptureReport", "capture_notes", "capture_record", "DeliveryProvider", "DirectoryProvider", "RecoveryOutcome",
+    "Bindings", "DirectoryBinding", "GitBinding", "BaseDescriptor", "NodeDecl", "SoulDecl", "load_bindings",
+    "load_soul", "parse_bindings", "parse_soul", "parse_base_descriptor", "InstanceHome", "StateDir",
+    "PREVIEW_CAP", "inspect_source", "preview_file", "Debouncer", "NotesWatcher",
+    "OkfError", "OkfConfigError", "OkfPathError", "OkfValidationError", "JudgmentError", "BaselineError",
+    "ConfirmError", "RecoveryError", "ViewError", "CaptureError", "RunStateError", "SourceError",
+]

@@ -1,0 +1,169 @@
+"""Accepted directory bases: ``okf init``, the descriptor, the cooperative lock, locked snapshots.
+
+A directory base is a plain folder (no Git) holding ``okf-base.json``, the root ``index.md`` and
+append-only ``log.md``, and one folder per node with its own ``index.md`` and ``log.md``. Its
+publication lock is the folder ``<base>.okf-lock`` (an ``flock`` on ``<base>.okf-lock/lock``, which
+a dead process releases by dying; the folder also holds publication temp files) and its journal is
+``<base>.okf-publication.json``. While a journal exists no fresh snapshot is taken
+(``RecoveryError: publication pending``); readers wait up to 10 s for the lock.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ...files import FileLock, atomic_write_text, fsync_dir
+from .bundle import validate_tree
+from .descriptors import BaseDescriptor, DirectoryBinding, NodeDecl, load_json_file, parse_base_descriptor
+from .errors import OkfConfigError, OkfPathError, OkfValidationError, RecoveryError
+from .tree import Tree, inside_git_worktree, read_tree, tree_digest
+
+__all__ = ["DirectoryBase", "init_directory_base", "log_heading", "LOCK_WAIT_S"]
+
+LOCK_WAIT_S = 10.0
+"""How long a reader waits for a base's publication lock."""
+
+
+def log_heading(at: float) -> str:
+    """The ``## YYYY-MM-DD`` heading a log entry made at ``at`` goes under."""
+    return "## " + datetime.fromtimestamp(at, tz=timezone.utc).strftime("%Y-%m-%d")
+
+
+def init_directory_base(path: Path, base_id: str, nodes: dict[str, NodeDecl] | dict[str, dict[str, str]],
+                        *, at: float | None = None) -> BaseDescriptor:
+    """``okf init`` for a directory base: build it beside ``path`` and move it into place.
+
+    Refuses an existing destination, a destination inside a Git working tree and a node map
+    that is invalid or overlapping. The new bundle is validated (strict) before it appears.
+    """
+    path = Path(os.path.abspath(path))
+    if os.path.lexists(path):
+        raise OkfPathError(f"destination {path} already exists; okf init never overwrites a base")
+    git = inside_git_worktree(path)
+    if git is not None:
+        raise OkfPathError(f"destination {path} is inside the Git working tree {git}")
+    raw_nodes = {n: (d if isinstance(d, dict) else {"path": d.path, "owner": d.owner}) for n, d in nodes.items()}
+    descriptor = parse_base_descriptor({"version": 1, "id": base_id, "nodes": raw_nodes}, f"nodes for {base_id}")
+    at = time.time() if at is None else at
+    heading = log_heading(at)
+    tree: Tree = {
+        "okf-base.json": _json_bytes(descriptor.to_json()),
+        "index.md": (f'---\nokf_version: "0.1"\n---\n# {base_id}\n\n'
+                     + "".join(f"* [{n}]({d.path}/index.md) - Knowledge node owned by {d.owner}.\n"
+                               for n, d in descriptor.nodes.items())).encode(),
+        "log.md": f"# Log\n\n{heading}\n\n* **Creation**: base {base_id} created.\n".encode(),
+    }
+    for name, node in descriptor.nodes.items():
+        tree[f"{node.path}/index.md"] = f"# {name}\n\n".encode()
+        tree[f"{node.path}/log.md"] = f"# Log\n\n{heading}\n\n* **Creation**: node {name} created.\n".encode()
+    findings = validate_tree(tree)
+    if findings:
+        raise OkfValidationError(f"new base {base_id} does not validate", findings)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.parent / f".{path.name}.okf-init-{uuid.uuid4().hex}"
+    try:
+        for rel, data in tree.items():
+            target = staging / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            fd = os.open(target, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        if os.path.lexists(path):
+            raise OkfPathError(f"destination {path} already exists; okf init never overwrites a base")
+        os.rename(staging, path)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    fsync_dir(path.parent)
+    return descriptor
+
+
+def _json_bytes(value: object) -> bytes:
+    import json
+
+    return (json.dumps(value, indent=2) + "\n").encode()
+
+
+class DirectoryBase:
+    """One bound directory base: its paths, descriptor, lock and locked reads."""
+
+    def __init__(self, binding: DirectoryBinding) -> None:
+        self.binding = binding
+        self.alias = binding.alias
+        self.path = binding.path
+        self.lock_dir = Path(f"{binding.path}.okf-lock")
+        self.journal_path = Path(f"{binding.path}.okf-publication.json")
+
+    def descriptor(self) -> BaseDescriptor:
+        """The base's ``okf-base.json``; its id must equal the binding's."""
+        self.check_plain()
+        descriptor = parse_base_descriptor(load_json_file(self.path / "okf-base.json", "base descriptor"),
+                                           str(self.path / "okf-base.json"))
+        if descriptor.id != self.binding.id:
+            raise OkfConfigError(f"base {self.alias!r}: okf-base.json id {descriptor.id!r} != bound id {self.binding.id!r}")
+        return descriptor
+
+    def check_plain(self) -> None:
+        """Refuse a base folder that is missing, a symlink, or inside Git."""
+        if not os.path.lexists(self.path):
+            raise OkfConfigError(f"base {self.alias!r}: {self.path} does not exist")
+        if os.path.islink(self.path) or not self.path.is_dir():
+            raise OkfPathError(f"base {self.alias!r}: {self.path} is not a plain folder")
+        git = inside_git_worktree(self.path)
+        if git is not None:
+            raise OkfPathError(f"base {self.alias!r}: {self.path} is inside the Git working tree {git}")
+
+    def lock(self) -> FileLock:
+        """The cooperative publication lock (a fresh handle each call)."""
+        self.lock_dir.mkdir(exist_ok=True)
+        if os.path.islink(self.lock_dir):
+            raise OkfPathError(f"{self.lock_dir} is a symlink")
+        if os.stat(self.lock_dir).st_dev != os.stat(self.path).st_dev:
+            raise OkfPathError(f"{self.lock_dir} is on another device than {self.path}")
+        return FileLock(self.lock_dir / "lock")
+
+    @contextmanager
+    def locked(self, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
+        """Hold the lock, waiting at most ``wait_s`` (then ``RecoveryError``)."""
+        lock = self.lock()
+        deadline = time.monotonic() + wait_s
+        while not lock.try_acquire():
+            if time.monotonic() >= deadline:
+                raise RecoveryError(f"base {self.alias!r} is locked by another publication")
+            time.sleep(0.02)
+        try:
+            yield
+        finally:
+            lock.release()
+
+    def journal_pending(self) -> bool:
+        """True while a publication journal exists."""
+        return os.path.lexists(self.journal_path)
+
+    def read_unlocked(self) -> Tree:
+        """The base's files (the caller holds the lock)."""
+        self.check_plain()
+        return read_tree(self.path)
+
+    def snapshot(self) -> tuple[Tree, str]:
+        """``(tree, digest)`` read under the lock; refused while a journal is pending."""
+        self.descriptor()
+        with self.locked():
+            if self.journal_pending():
+                raise RecoveryError(f"base {self.alias!r}: publication pending; it must recover first")
+            tree = self.read_unlocked()
+        return tree, tree_digest(tree)
+
+    def write_nav(self, rel: str, text: str) -> None:
+        """Replace one navigation file atomically (used only by provisioning)."""
+        atomic_write_text(self.path / rel, text)

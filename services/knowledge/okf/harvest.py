@@ -1,0 +1,391 @@
+"""``Harvest``: the OKF service the Workspace opens on its ``knowledge/`` folder.
+
+Layout of ``root`` (created on first open)::
+
+    okf-bindings.json     the bindings file (stateDir "state", bases under "bases/")
+    state/                the durable state dir
+    bases/<alias>/        directory bases made with ``init_base`` (``okf init``)
+
+Flow: notes (watched) and run records are captured into inputs -> outstanding inputs are judged
+by a run through the ``JudgeClient`` -> a valid judgment waits as *pending* -> the operator
+approves it (whole or outcome by outcome) and it is delivered through the directory provider,
+or rejects it with a reason. Every queue change publishes a ``Change(source="okf")``. Blocking
+work runs in ``asyncio.to_thread``; journals left by a crash are recovered on ``open``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ...changes import ChangeFeed
+from ...clock import Clock
+from ...files import atomic_write_json, contained_path
+from .bases import DirectoryBase, init_directory_base
+from .capture import CaptureReport, capture_notes, capture_record
+from .delivery import RecoveryOutcome
+from .descriptors import BaseDescriptor, Bindings, DirectoryBinding, NodeDecl, SoulDecl, check_id, load_bindings, load_soul
+from .errors import OkfConfigError, OkfError, SourceError
+from .home import InstanceHome, publish_view
+from .inspect import inspect_source
+from .judge import JudgeClient
+from .models import JudgmentDetail, JudgmentItem, ReadResult, SourceInfo
+from .review import detail_of, item_of
+from .runs import RunBook
+from .state import StateDir
+from .watcher import NotesWatcher
+
+__all__ = ["Harvest", "BINDINGS_NAME"]
+
+BINDINGS_NAME = "okf-bindings.json"
+"""The bindings file's name inside the knowledge root."""
+
+
+class Harvest:
+    """OKF knowledge for one workspace: bases, sources, capture, judging, the approval queue."""
+
+    def __init__(self, root: Path, changes: ChangeFeed, judge: JudgeClient, bindings: Bindings,
+                 *, clock: Clock, watch_window: float) -> None:
+        self.root = root
+        self.changes = changes
+        self.judge = judge
+        self.clock = clock
+        self.bindings = bindings
+        self.state = StateDir(bindings.state_dir)
+        self.runs = RunBook(self.state, bindings)
+        self.watcher = NotesWatcher(window=watch_window, clock=clock)
+        """The notes watcher (``start_watcher``/``stop_watcher``)."""
+        self.recovered: list[RecoveryOutcome] = []
+        """What the last ``open``/``recover`` did with pending journals."""
+        self.recovery_errors: list[str] = []
+        """Journals that could not recover (their bases stay blocked)."""
+        self._capture_locks: dict[str, asyncio.Lock] = {}
+        self.watcher.subscribe(self._on_notes_changed)
+
+    @classmethod
+    async def open(cls, root: Path, changes: ChangeFeed, judge: JudgeClient, *, clock: Clock | None = None,
+                   watch_window: float = 0.2) -> "Harvest":
+        """Open (or create) the knowledge root and recover any interrupted publication."""
+        root = Path(os.path.abspath(root))
+
+        def prepare() -> Bindings:
+            root.mkdir(parents=True, exist_ok=True)
+            file = root / BINDINGS_NAME
+            if not file.exists():
+                atomic_write_json(file, {"version": 1, "stateDir": "state", "cron": "*/15 * * * *", "tz": "UTC", "bases": {}})
+            bindings = load_bindings(file)
+            bindings.state_dir.mkdir(parents=True, exist_ok=True)
+            return bindings
+
+        bindings = await asyncio.to_thread(prepare)
+        harvest = cls(root, changes, judge, bindings, clock=clock or Clock(), watch_window=watch_window)
+        await harvest.recover()
+        for source_id in harvest.state.source_ids():
+            home = InstanceHome(Path(harvest.state.source(source_id)["home"]))
+            harvest.watcher.add(source_id, home.notes_dir)
+        return harvest
+
+    def _emit(self, kind: str, id: str = "", **data: Any) -> None:
+        self.changes.emit("okf", kind, id, **data)
+
+    async def recover(self) -> list[RecoveryOutcome]:
+        """Recover every base with a pending publication journal (roll forward or back, never a mix)."""
+        def work() -> tuple[list[RecoveryOutcome], list[str]]:
+            done, errors = [], []
+            for alias in self.runs.directory_aliases():
+                try:
+                    done.extend(RunBook(self.state, self._only(alias)).recover(at=self.clock.time()))
+                except OkfError as exc:
+                    errors.append(str(exc))
+            return done, errors
+
+        self.recovered, self.recovery_errors = await asyncio.to_thread(work)
+        for outcome in self.recovered:
+            self._emit("judgment.recovered", outcome.run or "", base=outcome.alias, status=outcome.status)
+        return self.recovered
+
+    def _only(self, alias: str) -> Bindings:
+        return Bindings(self.bindings.file, self.bindings.state_dir, {alias: self.bindings.bases[alias]},
+                        self.bindings.cron, self.bindings.tz)
+
+    # -- provisioning --------------------------------------------------------------------------
+
+    async def init_base(self, alias: str, nodes: dict[str, NodeDecl] | dict[str, dict[str, str]], *,
+                        base_id: str | None = None, path: Path | None = None) -> BaseDescriptor:
+        """``okf init``: create a new directory base (refusing an existing one) and bind it."""
+        check_id(alias, "base alias")
+        if alias in self.bindings.bases:
+            raise OkfConfigError(f"base alias {alias!r} is already bound")
+        target = Path(os.path.abspath(path)) if path is not None else self.root / "bases" / alias
+
+        def work() -> BaseDescriptor:
+            descriptor = init_directory_base(target, base_id or alias, nodes, at=self.clock.time())
+            bases = {**self.bindings.bases, alias: DirectoryBinding(alias, descriptor.id, target)}
+            updated = Bindings(self.bindings.file, self.bindings.state_dir, bases, self.bindings.cron, self.bindings.tz)
+            from .descriptors import check_binding_paths
+
+            check_binding_paths(updated)
+            atomic_write_json(self.bindings.file, updated.to_json())
+            self._rebind(updated)
+            return descriptor
+
+        descriptor = await asyncio.to_thread(work)
+        self._emit("base.created", alias, path=str(target))
+        return descriptor
+
+    def _rebind(self, bindings: Bindings) -> None:
+        self.bindings = bindings
+        self.runs = RunBook(self.state, bindings)
+
+    async def register_home(self, home: Path, soul: SoulDecl | Path, *, agent: str, soul_name: str | None = None,
+                            role: str = "") -> str:
+        """Scaffold an instance home, register its durable source and publish its first view."""
+        def work() -> str:
+            decl = soul if isinstance(soul, SoulDecl) else load_soul(Path(soul))
+            for ref in decl.owns + decl.reads:
+                alias, node = ref.split("/", 1)
+                base = DirectoryBase(self.bindings.directory(alias))
+                if node not in base.descriptor().nodes:
+                    raise OkfConfigError(f"{ref}: base {alias!r} has no node {node!r}")
+            instance = InstanceHome(home)
+            instance.scaffold()
+            view = self._publish_view(instance.new_view_dir(), decl)
+            source = self.state.register_source(home=instance.path, soul=soul_name or decl.owner, decl=decl,
+                                                bindings=self.bindings, agent=agent, role=role,
+                                                accepted_view=view, at=self.clock.time())
+            instance.write_marker(source["id"], self.state.source_dir(source["id"]) / "source.json")
+            return str(source["id"])
+
+        source_id = await asyncio.to_thread(work)
+        self.watcher.add(source_id, InstanceHome(home).notes_dir)
+        self._emit("source.registered", source_id, agent=agent)
+        return source_id
+
+    def _publish_view(self, target: Path, decl: SoulDecl) -> dict[str, Any]:
+        snapshots = {}
+        for alias in self.runs.directory_aliases():
+            base = DirectoryBase(self.bindings.directory(alias))
+            tree, digest = base.snapshot()
+            snapshots[alias] = (base, tree, digest)
+        view = publish_view(target, snapshots, decl, at=self.clock.time())
+        return {"path": str(target), **view}
+
+    async def sources(self) -> list[SourceInfo]:
+        """Every registered source."""
+        def work() -> list[SourceInfo]:
+            found = []
+            for source_id in self.state.source_ids():
+                s = self.state.source(source_id)
+                found.append(SourceInfo(source_id, s["agent"], s["home"], s["owner"], tuple(s["decl"]["owns"]),
+                                        tuple(s["decl"]["reads"])))
+            return found
+
+        return await asyncio.to_thread(work)
+
+    # -- capture and judging -------------------------------------------------------------------
+
+    def _lock_for(self, source_id: str) -> asyncio.Lock:
+        return self._capture_locks.setdefault(source_id, asyncio.Lock())
+
+    async def capture_now(self, source_id: str | None = None, *, judge: bool = True) -> list[CaptureReport]:
+        """Capture new notes of one source (or all), then judge what is outstanding."""
+        ids = [source_id] if source_id is not None else self.state.source_ids()
+        reports = []
+        for sid in ids:
+            async with self._lock_for(sid):
+                home = InstanceHome(Path((await asyncio.to_thread(self.state.source, sid))["home"]))
+                try:
+                    report = await asyncio.to_thread(capture_notes, self.state, sid, home, at=self.clock.time())
+                except OkfError as exc:
+                    self._emit("capture.failed", sid, error=str(exc))
+                    raise
+                reports.append(report)
+                self._emit("capture.completed", sid, captured=len(report.captured), unchanged=report.unchanged)
+                if judge and report.captured:
+                    await self._judge_outstanding(sid)
+        return reports
+
+    async def capture_record(self, source_id: str, record: dict[str, Any], *, judge: bool = True) -> CaptureReport:
+        """Capture a run record (``{thread, turns}``), then judge what is outstanding."""
+        async with self._lock_for(source_id):
+            try:
+                report = await asyncio.to_thread(capture_record, self.state, source_id, record, at=self.clock.time())
+            except OkfError as exc:
+                self._emit("capture.failed", source_id, error=str(exc))
+                raise
+            self._emit("capture.completed", source_id, captured=len(report.captured), unchanged=0)
+            if judge and report.captured:
+                await self._judge_outstanding(source_id)
+        return report
+
+    async def harvest(self, source_id: str) -> list[str]:
+        """Judge every outstanding input of a source now; returns the new judgment ids."""
+        async with self._lock_for(source_id):
+            return await self._judge_outstanding(source_id)
+
+    async def _judge_outstanding(self, source_id: str) -> list[str]:
+        def plan() -> list[list[str]]:
+            with self.state.worker_lock(source_id):
+                return self.runs.batches(source_id, self.runs.outstanding(source_id))
+
+        run_ids = []
+        for batch in await asyncio.to_thread(plan):
+            run = await asyncio.to_thread(self.runs.create_run, source_id, batch, at=self.clock.time())
+            self._emit("judgment.judging", run["id"], source_id=source_id, inputs=len(batch))
+            await self._judge_run(source_id, run["id"])
+            run_ids.append(run["id"])
+        return run_ids
+
+    async def _judge_run(self, source_id: str, run_id: str) -> None:
+        prompt = await asyncio.to_thread(self.runs.prompt, source_id, run_id)
+        cwd = str(self.runs.work_dir(source_id, run_id))
+        reply: str | None = None
+        failure: str | None = None
+        try:
+            reply = await self.judge.judge(prompt, cwd=cwd)
+        except Exception as exc:  # the judge run is remote; any failure is kept on the run
+            failure = f"{type(exc).__name__}: {exc}"
+        run = await asyncio.to_thread(self.runs.record_judgment, source_id, run_id, reply, failure=failure,
+                                      at=self.clock.time())
+        state = run["review"]["state"]
+        self._emit(f"judgment.{state}", run_id, source_id=source_id, state=state)
+
+    # -- the queue ---------------------------------------------------------------------------------
+
+    async def queue(self, states: Sequence[str] | None = None) -> list[JudgmentItem]:
+        """Every judgment (optionally only those in ``states``), oldest first."""
+        def work() -> list[JudgmentItem]:
+            items = []
+            for source_id in self.state.source_ids():
+                agent = self.state.source(source_id)["agent"]
+                for run_id in self.state.run_ids(source_id):
+                    item = item_of(self.state.load_run(source_id, run_id), agent)
+                    if states is None or item.state in states:
+                        items.append(item)
+            return sorted(items, key=lambda i: (i.created, i.id))
+
+        return await asyncio.to_thread(work)
+
+    async def detail(self, judgment_id: str) -> JudgmentDetail:
+        """One judgment with its outcomes, input texts, per-file before/after and diff."""
+        def work() -> JudgmentDetail:
+            source_id = self.state.find_run(judgment_id)
+            return detail_of(self.state, self.runs, source_id, judgment_id)
+
+        return await asyncio.to_thread(work)
+
+    async def approve(self, judgment_id: str, outcomes: Sequence[str] | None = None) -> JudgmentItem:
+        """Approve the whole judgment (or only the outcomes for the input ids given) and deliver it."""
+        source_id = await asyncio.to_thread(self.state.find_run, judgment_id)
+        run = await asyncio.to_thread(self.runs.claim_approval, source_id, judgment_id, outcomes, at=self.clock.time())
+        self._emit("judgment.delivering", judgment_id, source_id=source_id, whole=run["review"]["whole"])
+        try:
+            run = await asyncio.to_thread(self.runs.deliver, source_id, judgment_id, at=self.clock.time())
+        except OkfError as exc:
+            run = await asyncio.to_thread(self.state.load_run, source_id, judgment_id)
+            self._emit(f"judgment.{run['review']['state']}", judgment_id, source_id=source_id, error=str(exc))
+            raise
+        return self._announce(run, source_id)
+
+    def _announce(self, run: dict[str, Any], source_id: str) -> JudgmentItem:
+        item = item_of(run, self.state.source(source_id)["agent"])
+        self._emit(f"judgment.{item.state}", item.id, source_id=source_id, state=item.state)
+        return item
+
+    async def reject(self, judgment_id: str, reason: str) -> JudgmentItem:
+        """Reject a judgment with a reason; its inputs stay for ``rejudge``."""
+        source_id = await asyncio.to_thread(self.state.find_run, judgment_id)
+        run = await asyncio.to_thread(self.runs.reject, source_id, judgment_id, reason, at=self.clock.time())
+        return self._announce(run, source_id)
+
+    async def rejudge(self, judgment_id: str) -> JudgmentItem:
+        """Judge a rejected, invalid, failed or partly approved judgment's unprocessed inputs again."""
+        source_id = await asyncio.to_thread(self.state.find_run, judgment_id)
+        async with self._lock_for(source_id):
+            await asyncio.to_thread(self.runs.begin_rejudge, source_id, judgment_id, at=self.clock.time())
+            self._emit("judgment.judging", judgment_id, source_id=source_id, rejudge=True)
+            await self._judge_run(source_id, judgment_id)
+        return item_of(await asyncio.to_thread(self.state.load_run, source_id, judgment_id),
+                       self.state.source(source_id)["agent"])
+
+    async def retry(self, judgment_id: str) -> JudgmentItem:
+        """Finish an approved delivery left uncertain (recover journals, then publish what is left)."""
+        source_id = await asyncio.to_thread(self.state.find_run, judgment_id)
+        await self.recover()
+        run = await asyncio.to_thread(self.state.load_run, source_id, judgment_id)
+        if run["review"]["state"] != "delivering":
+            raise OkfError(f"judgment {judgment_id} is {run['review']['state']}; only an uncertain delivery is retried",
+                           code="E_RUN")
+        try:
+            run = await asyncio.to_thread(self.runs.deliver, source_id, judgment_id, at=self.clock.time())
+        except OkfError as exc:
+            self._emit("judgment.failed", judgment_id, source_id=source_id, error=str(exc))
+            raise
+        return self._announce(run, source_id)
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    async def inspect(self, source_id: str) -> dict[str, Any]:
+        """OKF's inspection report for a source (read-only)."""
+        return await asyncio.to_thread(inspect_source, self.state, source_id, at=self.clock.time())
+
+    async def refresh(self, source_id: str, *, durable: bool = False) -> dict[str, Any]:
+        """A fresh immutable view: in the home, or (``durable``) under the source's ``views/``."""
+        def work() -> dict[str, Any]:
+            source = self.state.source(source_id)
+            decl = SoulDecl(source["decl"]["owner"], tuple(source["decl"]["owns"]), tuple(source["decl"]["reads"]))
+            if durable:
+                import uuid
+
+                target = self.state.source_dir(source_id) / "views" / f"knowledge-view-{uuid.uuid4()}"
+            else:
+                home = InstanceHome(Path(source["home"]))
+                marker = home.marker()
+                if marker is None or marker.get("id") != source_id:
+                    raise SourceError(f"home {home.path} is not source {source_id}'s live home; refresh with durable=True")
+                target = home.new_view_dir()
+            return self._publish_view(target, decl)
+
+        view = await asyncio.to_thread(work)
+        self._emit("view.published", source_id, path=view["path"])
+        return view
+
+    async def read(self, source_id: str, base: str, path: str, *, durable: bool = False) -> ReadResult:
+        """The full text of ``base``/``path`` as currently accepted (through a fresh view; no cap)."""
+        view = await self.refresh(source_id, durable=durable)
+
+        def work() -> ReadResult:
+            if base not in view["bases"]:
+                raise OkfConfigError(f"no base {base!r}")
+            file = contained_path(Path(view["path"]) / "bases" / base, path, must_exist=True)
+            data = file.read_bytes()
+            return ReadResult(view["path"], base, path, view["bases"][base]["digest"], data.decode("utf-8", "replace"))
+
+        return await asyncio.to_thread(work)
+
+    # -- watcher --------------------------------------------------------------------------------
+
+    async def _on_notes_changed(self, source_id: str) -> None:
+        await self.capture_now(source_id)
+
+    async def start_watcher(self) -> None:
+        """Watch every home's ``notes/`` and capture (then judge) within the debounce window."""
+        await self.watcher.start()
+        self._emit("watcher.started", "", mode=self.watcher.mode, problem=self.watcher.problem)
+
+    async def stop_watcher(self) -> None:
+        """Stop watching."""
+        await self.watcher.stop()
+        self._emit("watcher.stopped")
+
+    async def close(self) -> None:
+        """Stop the watcher; nothing else holds resources."""
+        await self.stop_watcher()
+
+    def bindings_json(self) -> str:
+        """The current bindings file text (for display)."""
+        return json.dumps(self.bindings.to_json(), indent=2)

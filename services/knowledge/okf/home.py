@@ -1,0 +1,168 @@
+"""An instance home: ``STATE.md``, ``log.md``, ``notes/``, the source marker and knowledge views.
+
+The home is the working instance's rewritable memory. It holds only a pointer to its durable
+source (``.okf-source.json`` = ``{version: 1, id, source}``). Knowledge views are immutable
+reader snapshots: ``knowledge/`` (the first) or ``knowledge-view-<uuid>/`` (every refresh), each
+with ``view.json`` and ``bases/<alias>/``; a view is built beside its target and renamed into
+place, and an existing target is never overwritten (``ViewError``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ...clock import iso
+from ...files import atomic_write_json, atomic_write_text, fsync_dir, read_json
+from .bases import DirectoryBase
+from .descriptors import SoulDecl
+from .errors import CaptureError, OkfPathError, ViewError
+from .tree import Tree
+
+__all__ = ["InstanceHome", "Note", "STATE_SCAFFOLD", "LOG_SCAFFOLD", "is_note_name", "publish_view"]
+
+STATE_SCAFFOLD = "# Working state\n\n# Task\n\n# Next\n"
+"""A new home's ``STATE.md``."""
+LOG_SCAFFOLD = "# Instance log\n"
+"""A new home's ``log.md``."""
+
+
+def is_note_name(name: str) -> bool:
+    """True for a Markdown note; editor swap, backup and temp files are not notes."""
+    base = os.path.basename(name)
+    return (base.endswith(".md") and not base.startswith((".", "#", "~"))
+            and not base.endswith(("~", ".swp", ".tmp")))
+
+
+@dataclass(frozen=True)
+class Note:
+    """One note: its name relative to ``notes/`` and its text."""
+
+    name: str
+    text: str
+
+
+class InstanceHome:
+    """One instance home folder."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(os.path.abspath(path))
+        self.notes_dir = self.path / "notes"
+        self.marker_path = self.path / ".okf-source.json"
+
+    def scaffold(self) -> None:
+        """Create ``STATE.md``, ``log.md`` and ``notes/`` where missing (existing files are kept)."""
+        self.notes_dir.mkdir(parents=True, exist_ok=True)
+        if not (self.path / "STATE.md").exists():
+            atomic_write_text(self.path / "STATE.md", STATE_SCAFFOLD)
+        if not (self.path / "log.md").exists():
+            atomic_write_text(self.path / "log.md", LOG_SCAFFOLD)
+
+    def write_marker(self, source_id: str, source_file: Path) -> None:
+        """Point the home at its durable source."""
+        atomic_write_json(self.marker_path, {"version": 1, "id": source_id, "source": str(source_file)})
+
+    def marker(self) -> dict[str, Any] | None:
+        """The source pointer, or None when the home has none (or it is unreadable)."""
+        try:
+            info = os.lstat(self.marker_path)
+        except FileNotFoundError:
+            return None
+        if not stat.S_ISREG(info.st_mode):
+            raise OkfPathError(f"{self.marker_path} is not a regular file")
+        try:
+            value = read_json(self.marker_path)
+        except Exception:
+            return None
+        return value if isinstance(value, dict) else None
+
+    def notes(self) -> list[Note]:
+        """Every note under ``notes/`` (nested allowed), sorted by name.
+
+        Fails closed with ``CaptureError`` on a symlink, a hard link, a special file or a note
+        that is not UTF-8, naming the note; nothing is skipped silently.
+        """
+        if not self.notes_dir.exists():
+            return []
+        if os.path.islink(self.notes_dir) or not self.notes_dir.is_dir():
+            raise CaptureError(f"{self.notes_dir} is not a plain folder")
+        found: list[Note] = []
+        stack = [""]
+        while stack:
+            rel = stack.pop()
+            with os.scandir(self.notes_dir / rel if rel else self.notes_dir) as entries:
+                for entry in entries:
+                    name = f"{rel}/{entry.name}" if rel else entry.name
+                    st = entry.stat(follow_symlinks=False)
+                    if stat.S_ISDIR(st.st_mode):
+                        if not entry.name.startswith("."):
+                            stack.append(name)
+                        continue
+                    if not is_note_name(entry.name):
+                        continue
+                    if stat.S_ISLNK(st.st_mode):
+                        raise CaptureError(f"note {name} is a symlink; notes must be plain files")
+                    if not stat.S_ISREG(st.st_mode):
+                        raise CaptureError(f"note {name} is not a regular file")
+                    if st.st_nlink > 1:
+                        raise CaptureError(f"note {name} is hard-linked; notes must be plain files")
+                    found.append(Note(name, self._read_note(name)))
+        return sorted(found, key=lambda n: n.name)
+
+    def _read_note(self, name: str) -> str:
+        fd = os.open(self.notes_dir / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        try:
+            with os.fdopen(fd, "rb", closefd=False) as handle:
+                raw = handle.read()
+        finally:
+            os.close(fd)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CaptureError(f"note {name} is not UTF-8 (byte {exc.start})") from None
+
+    def new_view_dir(self) -> Path:
+        """Where the next view goes: ``knowledge/`` first, then ``knowledge-view-<uuid>/``."""
+        first = self.path / "knowledge"
+        return first if not os.path.lexists(first) else self.path / f"knowledge-view-{uuid.uuid4()}"
+
+
+def publish_view(target: Path, snapshots: dict[str, tuple[DirectoryBase, Tree, str]], decl: SoulDecl,
+                 *, at: float) -> dict[str, Any]:
+    """Write an immutable view at ``target`` from locked base snapshots; returns ``view.json``.
+
+    ``snapshots`` maps alias -> (base, tree, digest). The view is assembled in a sibling temp
+    folder and renamed into place; an existing ``target`` raises ``ViewError``.
+    """
+    target = Path(target)
+    if os.path.lexists(target):
+        raise ViewError(f"view {target} already exists; views are immutable")
+    view = {
+        "version": 1, "at": iso(at),
+        "bases": {alias: {"path": f"bases/{alias}", "id": base.binding.id, "digest": digest, "head": None,
+                          "nodes": {n: {"path": d.path, "owner": d.owner} for n, d in base.descriptor().nodes.items()}}
+                  for alias, (base, tree, digest) in snapshots.items()},
+        "owns": list(decl.owns), "reads": list(decl.reads),
+    }
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temp = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
+    try:
+        for alias, (_, tree, _) in snapshots.items():
+            for rel, data in tree.items():
+                path = temp / "bases" / alias / rel
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+        atomic_write_json(temp / "view.json", view)
+        if os.path.lexists(target):
+            raise ViewError(f"view {target} already exists; views are immutable")
+        os.rename(temp, target)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    fsync_dir(target.parent)
+    return view

@@ -1,0 +1,105 @@
+"""Frozen read models the UI gets from ``Harvest``: queue items, judgment details, sources, reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .proposal import FileChange
+
+__all__ = ["QUEUE_STATES", "JudgmentItem", "OutcomeView", "JudgmentDetail", "SourceInfo", "ReadResult"]
+
+QUEUE_STATES = ("judging", "pending", "invalid", "delivering", "approved", "rejected", "failed")
+"""Where a judgment is: being judged, awaiting the operator, refused by a rule, being delivered,
+delivered, rejected by the operator, or refused at delivery (e.g. the base changed)."""
+
+
+@dataclass(frozen=True)
+class JudgmentItem:
+    """One judgment in the approval queue."""
+
+    id: str
+    """The run id (the judgment's id)."""
+    source_id: str
+    """The source whose inputs were judged."""
+    agent: str
+    """The source's agent name."""
+    state: str
+    """One of ``QUEUE_STATES``."""
+    run_status: str
+    """The run's OKF status (``delivering``, ``processed``, ``rejected`` ...)."""
+    attempt: int
+    """1 for the first judgment, +1 for each rejudgment."""
+    created: str
+    """When the run was created (ISO UTC)."""
+    inputs: int
+    """How many inputs the run judges."""
+    promote: int
+    """Outcomes judged promote."""
+    merge: int
+    """Outcomes judged merge."""
+    drop: int
+    """Outcomes judged drop."""
+    problems: tuple[str, ...]
+    """Broken rules (invalid judgments) or the delivery error."""
+    reason: str | None
+    """The operator's rejection reason."""
+    receipts: tuple[tuple[str, str], ...]
+    """``(alias, receipt status)`` per base."""
+
+
+@dataclass(frozen=True)
+class OutcomeView:
+    """One outcome of a judgment with the input it judges."""
+
+    input: str
+    verdict: str
+    reason: str
+    input_kind: str
+    """``note`` or ``record``."""
+    input_name: str
+    """The note name or the run (thread) id."""
+    input_text: str
+    concepts: tuple[str, ...]
+    """``<base>/<path>`` of each concept written."""
+    decision: str | None
+    """``approved``/``declined`` once the operator decided, else None."""
+
+
+@dataclass(frozen=True)
+class JudgmentDetail:
+    """Everything the operator needs to decide on one judgment."""
+
+    item: JudgmentItem
+    outcomes: tuple[OutcomeView, ...]
+    files: tuple[FileChange, ...]
+    """Per changed file: before, after and its unified diff."""
+    diff: str
+    """The whole proposal as one unified diff."""
+    removals: tuple[tuple[str, str, str], ...]
+    """``(base, path, reason)`` per removal."""
+    reply: str | None
+    """The judge's raw reply (kept for invalid judgments)."""
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """A registered source."""
+
+    id: str
+    agent: str
+    home: str
+    owner: str
+    owns: tuple[str, ...]
+    reads: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    """The full text of one accepted file, read through a fresh view."""
+
+    view: str
+    """The view folder the text was read from."""
+    base: str
+    path: str
+    digest: str
+    text: str

@@ -1,0 +1,86 @@
+"""Read models of runs for the approval queue: ``item_of`` (queue row) and ``detail_of`` (one judgment)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .models import JudgmentDetail, JudgmentItem, OutcomeView
+from .proposal import FileChange, file_changes
+from .runs import RunBook
+from .state import StateDir
+from .tree import decode_tree
+
+__all__ = ["item_of", "detail_of"]
+
+
+def item_of(run: dict[str, Any], agent: str) -> JudgmentItem:
+    """The queue row of one run."""
+    judgment = run.get("judgment") if isinstance(run.get("judgment"), dict) else {}
+    outcomes = judgment.get("outcomes") if isinstance(judgment.get("outcomes"), list) else []
+    counts = {"promote": 0, "merge": 0, "drop": 0}
+    for outcome in outcomes:
+        if isinstance(outcome, dict) and outcome.get("verdict") in counts:
+            counts[outcome["verdict"]] += 1
+    error = run.get("error") or {}
+    review = run.get("review") or {}
+    return JudgmentItem(
+        id=run["id"], source_id=run["source"], agent=agent, state=review.get("state", "judging"),
+        run_status=run["status"], attempt=int(run.get("attempt", 1)), created=run["created"],
+        inputs=len(run["inputs"]), promote=counts["promote"], merge=counts["merge"], drop=counts["drop"],
+        problems=tuple(error.get("problems", [])), reason=review.get("reason"),
+        receipts=tuple(sorted((alias, r.get("status", "")) for alias, r in run.get("receipts", {}).items())),
+    )
+
+
+def _input_view(state: StateDir, source_id: str, input_id: str) -> tuple[str, str, str]:
+    try:
+        payload = state.read_input(source_id, input_id)
+    except Exception as exc:
+        return "missing", input_id, str(exc)
+    if payload.get("kind") == "note":
+        return "note", str(payload.get("name")), str(payload.get("text"))
+    lines = [f"[{t.get('id')}] {p.get('role')}: {p.get('text')}" for t in payload.get("turns", []) for p in t.get("text", [])]
+    return "record", str(payload.get("thread")), "\n".join(lines)
+
+
+def detail_of(state: StateDir, runs: RunBook, source_id: str, run_id: str) -> JudgmentDetail:
+    """Outcomes, inputs, files and diff of one judgment (whatever part of it is readable)."""
+    run = state.load_run(source_id, run_id)
+    item = item_of(run, state.source(source_id)["agent"])
+    judgment = run.get("judgment") if isinstance(run.get("judgment"), dict) else {}
+    review = run.get("review") or {}
+    approved, declined = set(review.get("approved", [])), set(review.get("declined", []))
+    outcomes = []
+    raw_outcomes = judgment.get("outcomes") if isinstance(judgment.get("outcomes"), list) else []
+    for outcome in raw_outcomes:
+        if not isinstance(outcome, dict):
+            continue
+        input_id = str(outcome.get("input"))
+        kind, name, text = _input_view(state, source_id, input_id) if input_id in run["inputs"] else ("unknown", input_id, "")
+        concepts = outcome.get("concepts") if isinstance(outcome.get("concepts"), list) else []
+        outcomes.append(OutcomeView(
+            input=input_id, verdict=str(outcome.get("verdict")), reason=str(outcome.get("reason", "")),
+            input_kind=kind, input_name=name, input_text=text,
+            concepts=tuple(f"{c.get('base')}/{c.get('path')}" for c in concepts if isinstance(c, dict)),
+            decision="approved" if input_id in approved else "declined" if input_id in declined else None))
+    files: list[FileChange] = []
+    for alias, receipt in sorted(run.get("receipts", {}).items()):
+        proposal_file = receipt.get("proposal")
+        if not proposal_file:
+            continue
+        try:
+            proposal = json.loads(Path(proposal_file).read_bytes())
+        except (OSError, json.JSONDecodeError):
+            continue
+        files.extend(file_changes(alias, decode_tree(proposal["before"]), decode_tree(proposal["after"])))
+    removals = judgment.get("removals") if isinstance(judgment.get("removals"), list) else []
+    reply = None
+    reply_file = runs.work_dir(source_id, run_id) / "judgment.json"
+    if item.state == "invalid" and reply_file.exists():
+        reply = reply_file.read_text("utf-8", errors="replace")
+    return JudgmentDetail(
+        item=item, outcomes=tuple(outcomes), files=tuple(files), diff="".join(f.diff for f in files),
+        removals=tuple((str(r.get("base")), str(r.get("path")), str(r.get("reason"))) for r in removals if isinstance(r, dict)),
+        reply=reply)

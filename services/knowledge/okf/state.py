@@ -1,0 +1,240 @@
+"""The durable state dir: owners, frozen source descriptors, status receipts, inputs and runs.
+
+Layout (OKF's)::
+
+    <stateDir>/owners.json                    {ownerId: soulId}
+    <stateDir>/owners.lock
+    <stateDir>/sources/<uuid>/source.json     frozen descriptor
+    <stateDir>/sources/<uuid>/status.json     processing receipts
+    <stateDir>/sources/<uuid>/{worker,status,capture}.lock
+    <stateDir>/sources/<uuid>/inputs/<sha256>.json   content-addressed evidence
+    <stateDir>/sources/<uuid>/runs/<uuid>/run.json   (+ work/, <alias>-proposal.json, rejudgments/)
+    <stateDir>/sources/<uuid>/views/          views made from the durable descriptor
+
+Every write is atomic (temp, fsync, rename, folder fsync); every read-modify-write of
+``status.json`` or ``run.json`` holds the source's ``status.lock``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ...clock import iso
+from ...files import CorruptFileError, FileLock, atomic_write_bytes, atomic_write_json, read_json
+from .descriptors import Bindings, SoulDecl, check_id
+from .errors import OkfError, SourceError
+from .tree import canonical_json, sha256_hex
+
+__all__ = ["StateDir", "initial_status"]
+
+
+def initial_status() -> dict[str, Any]:
+    """``status.json`` as a new source starts it."""
+    return {"version": 1, "captured": {"notes": [], "threads": {}, "inputs": []}, "processed": [],
+            "delivered": {}, "accepted": {}, "retired": False, "auto": True, "activeRun": None}
+
+
+class StateDir:
+    """One durable state dir (outside every base and home)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    # -- owners and sources ------------------------------------------------------------------
+
+    @property
+    def sources_dir(self) -> Path:
+        """``<stateDir>/sources``."""
+        return self.path / "sources"
+
+    def owners(self) -> dict[str, Any]:
+        """``owners.json`` (empty when absent)."""
+        try:
+            return dict(read_json(self.path / "owners.json"))
+        except FileNotFoundError:
+            return {}
+
+    def claim_owner(self, owner: str, soul: str) -> None:
+        """Record that ``owner`` names ``soul``; refuses an owner id already naming another soul."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        with FileLock(self.path / "owners.lock"):
+            owners = self.owners()
+            current = owners.get(owner)
+            if current is not None and current != soul:
+                raise OkfError(f"owner id {owner!r} already names soul {current!r}, not {soul!r}", code="E_OWNER")
+            if current is None:
+                owners[owner] = soul
+                atomic_write_json(self.path / "owners.json", owners)
+
+    def register_source(self, *, home: Path, soul: str, decl: SoulDecl, bindings: Bindings, agent: str,
+                        role: str, accepted_view: dict[str, Any] | None, at: float) -> dict[str, Any]:
+        """Create ``sources/<uuid>/`` with a frozen ``source.json`` and an initial ``status.json``."""
+        self.claim_owner(decl.owner, soul)
+        source_id = str(uuid.uuid4())
+        folder = self.sources_dir / source_id
+        (folder / "inputs").mkdir(parents=True)
+        (folder / "runs").mkdir()
+        bindings_doc = {"file": str(bindings.file), **bindings.to_json()}
+        role_bytes = role.encode("utf-8")
+        if len(role_bytes) > 128 * 1024:
+            raise SourceError(f"role text is {len(role_bytes)} bytes; the limit is 128 KiB")
+        source = {
+            "version": 1, "id": source_id, "home": str(home), "work": str(folder / "runs"),
+            "context": str(bindings.file.parent), "agent": agent, "instance": agent, "owner": decl.owner,
+            "decl": decl.to_json(), "role": role, "bindings": bindings_doc,
+            "bindingFingerprint": "sha256-" + sha256_hex(canonical_json(bindings.to_json())),
+            "execution": {"runtime": "crouter", "model": None}, "created": iso(at),
+            "acceptedView": accepted_view, "acceptedNodes": list(decl.owns) + list(decl.reads),
+        }
+        atomic_write_json(folder / "status.json", initial_status())
+        atomic_write_json(folder / "source.json", source)
+        return source
+
+    def source_ids(self) -> list[str]:
+        """Every registered source id, sorted."""
+        if not self.sources_dir.is_dir():
+            return []
+        return sorted(p.name for p in self.sources_dir.iterdir() if (p / "source.json").is_file())
+
+    def source_dir(self, source_id: str) -> Path:
+        """``sources/<id>``; refuses an id that is not a registered source."""
+        try:
+            uuid.UUID(source_id)
+        except (ValueError, TypeError):
+            raise SourceError(f"{source_id!r} is not a source id") from None
+        folder = self.sources_dir / source_id
+        if not (folder / "source.json").is_file():
+            raise SourceError(f"no source {source_id}")
+        return folder
+
+    def source(self, source_id: str) -> dict[str, Any]:
+        """The frozen ``source.json``."""
+        return dict(read_json(self.source_dir(source_id) / "source.json"))
+
+    def set_accepted_view(self, source_id: str, view: dict[str, Any]) -> None:
+        """Record the source's registered accepted view (the only change ever made to source.json)."""
+        with self.status_lock(source_id):
+            source = self.source(source_id)
+            source["acceptedView"] = view
+            atomic_write_json(self.source_dir(source_id) / "source.json", source)
+
+    # -- locks and status --------------------------------------------------------------------
+
+    def status_lock(self, source_id: str) -> FileLock:
+        """The lock around every read-modify-write of ``status.json`` and the source's runs."""
+        return FileLock(self.source_dir(source_id) / "status.lock")
+
+    def worker_lock(self, source_id: str) -> FileLock:
+        """The lock a judge run holds while staging and judging."""
+        return FileLock(self.source_dir(source_id) / "worker.lock")
+
+    def capture_lock(self, source_id: str) -> FileLock:
+        """The lock a capture holds."""
+        return FileLock(self.source_dir(source_id) / "capture.lock")
+
+    def status(self, source_id: str) -> dict[str, Any]:
+        """``status.json``."""
+        return dict(read_json(self.source_dir(source_id) / "status.json"))
+
+    def update_status(self, source_id: str, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        """Apply ``change`` to ``status.json`` under the status lock and write it atomically."""
+        with self.status_lock(source_id):
+            status = self.status(source_id)
+            change(status)
+            atomic_write_json(self.source_dir(source_id) / "status.json", status)
+            return status
+
+    # -- inputs ------------------------------------------------------------------------------
+
+    def write_input(self, source_id: str, payload: dict[str, Any]) -> str:
+        """Store ``payload`` as ``inputs/<sha256>.json`` (the id is the sha256 of its JSON); returns the id."""
+        data = canonical_json(payload)
+        input_id = sha256_hex(data)
+        target = self.source_dir(source_id) / "inputs" / f"{input_id}.json"
+        if not target.exists():
+            atomic_write_bytes(target, data + b"\n")
+        return input_id
+
+    def read_input(self, source_id: str, input_id: str) -> dict[str, Any]:
+        """One input payload; its content must still hash to its id."""
+        if len(input_id) != 64 or any(c not in "0123456789abcdef" for c in input_id):
+            raise OkfError(f"{input_id!r} is not an input id", code="E_INPUT")
+        path = self.source_dir(source_id) / "inputs" / f"{input_id}.json"
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            raise OkfError(f"input {input_id} is missing from {path.parent}", code="E_INPUT") from None
+        try:
+            payload = json.loads(raw)
+        except json.JSONDecodeError:
+            raise OkfError(f"input {path} is not valid JSON", code="E_INPUT") from None
+        if sha256_hex(canonical_json(payload)) != input_id:
+            raise OkfError(f"input {path} does not match its hash", code="E_INPUT")
+        return dict(payload)
+
+    # -- runs --------------------------------------------------------------------------------
+
+    def runs_dir(self, source_id: str) -> Path:
+        """``sources/<id>/runs``."""
+        return self.source_dir(source_id) / "runs"
+
+    def run_dir(self, source_id: str, run_id: str) -> Path:
+        """``runs/<run>``; refuses a malformed or unknown run id."""
+        try:
+            uuid.UUID(run_id)
+        except (ValueError, TypeError):
+            raise OkfError(f"{run_id!r} is not a run id", code="E_RUN") from None
+        folder = self.runs_dir(source_id) / run_id
+        if not (folder / "run.json").is_file():
+            raise OkfError(f"no run {run_id} in source {source_id}", code="E_RUN")
+        return folder
+
+    def run_ids(self, source_id: str) -> list[str]:
+        """Every run of a source."""
+        folder = self.runs_dir(source_id)
+        if not folder.is_dir():
+            return []
+        return sorted(p.name for p in folder.iterdir() if (p / "run.json").is_file())
+
+    def load_run(self, source_id: str, run_id: str) -> dict[str, Any]:
+        """``run.json``."""
+        path = self.run_dir(source_id, run_id) / "run.json"
+        try:
+            return dict(read_json(path))
+        except CorruptFileError as exc:
+            raise OkfError(str(exc), code="E_RUN") from None
+
+    def save_run(self, source_id: str, run: dict[str, Any]) -> None:
+        """Write ``run.json`` atomically (create the run folder on first save)."""
+        folder = self.runs_dir(source_id) / run["id"]
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(folder / "run.json", run)
+
+    @contextmanager
+    def editing_run(self, source_id: str, run_id: str) -> Iterator[dict[str, Any]]:
+        """Hold the status lock, yield ``run.json`` for editing, write it back when the block ends."""
+        with self.status_lock(source_id):
+            run = self.load_run(source_id, run_id)
+            yield run
+            self.save_run(source_id, run)
+
+    def find_run(self, run_id: str) -> str:
+        """The source id owning ``run_id``."""
+        for source_id in self.source_ids():
+            if (self.runs_dir(source_id) / run_id / "run.json").is_file():
+                return source_id
+        raise OkfError(f"no judgment {run_id}", code="E_RUN")
+
+    def exists(self) -> bool:
+        """True when the state dir is there."""
+        return os.path.isdir(self.path)
+
+    def check_id(self, value: str) -> str:
+        """An OKF id check, exposed for callers naming things in the state dir."""
+        return check_id(value, "id")
