@@ -1,3 +1,57 @@
-"""services/knowledge/outbox."""
+"""The memory outbox: run conversations captured durably and delivered to a Honcho-compatible memory service.
 
-__all__: list[str] = []
+``MemoryOutbox`` is the service the Workspace opens on ``memory/`` (``data``, ``state``,
+``cache``). Captured turns go into the JSONL outbox; the delivery engine establishes a memory
+session per conversation and delivers pending records; the sweep (timer and on demand)
+establishes, delivers and compacts; the recall tools search, chat and remember; forks clone a
+conversation's memory session at a turn. ``FakeHonchoService`` is the embedded memory service,
+``HonchoClient`` speaks Honcho's v3 HTTP API to it or to a real server.
+"""
+
+from .delivery import DeliveryEngine, DeliveryResult, chunk_text
+from .honcho_client import HonchoClient
+from .honcho_fake import FakeHonchoService, FakeHonchoTransport
+from .models import (
+    CaptureError,
+    CorruptLedgerError,
+    ForkError,
+    HonchoError,
+    HonchoRequestError,
+    HonchoUnavailableError,
+    OutboxError,
+    OutboxSettings,
+    RecallToolError,
+)
+from .service import MemoryOutbox, StartChild
+from .status import ConversationStatus, OutboxStatus
+from .stores import OutboxSnapshot, OutboxStores
+from .sweep import SWEEP_TASK_NAME, SweepResult, run_sweep
+from .tools import RecallTools
+
+__all__ = [
+    "MemoryOutbox",
+    "StartChild",
+    "OutboxSettings",
+    "OutboxStores",
+    "OutboxSnapshot",
+    "DeliveryEngine",
+    "DeliveryResult",
+    "chunk_text",
+    "run_sweep",
+    "SweepResult",
+    "SWEEP_TASK_NAME",
+    "RecallTools",
+    "OutboxStatus",
+    "ConversationStatus",
+    "HonchoClient",
+    "FakeHonchoService",
+    "FakeHonchoTransport",
+    "OutboxError",
+    "CaptureError",
+    "CorruptLedgerError",
+    "ForkError",
+    "HonchoError",
+    "HonchoUnavailableError",
+    "HonchoRequestError",
+    "RecallToolError",
+]

@@ -1,0 +1,343 @@
+"""The delivery engine: establish a conversation's memory session, deliver its pending records.
+
+``establish(conversation, owner)`` is idempotent: when the ledger exists it is one ledger read
+and no network. Otherwise it get-or-creates the owner's and the assistant's peers and the
+conversation's session, or, for a conversation with an unresolved pending fork, clones the
+parent's session at the fork's anchor message and stamps the fork resolved (kept on disk, so a
+late duplicate establish never clones again).
+
+``deliver_pending(conversation, owner)`` sends the conversation's pending records in file order,
+in message-create calls of at most 100 messages, texts longer than ``chunk_chars`` cut into
+``[Part i/n]`` parts. Crash safety, step by step:
+
+1. before each call the ledger names the batches whose messages are in flight (``inflight``);
+2. after the calls the ledger adds every completed batch id to its delivered window, counts the
+   turns and keeps an anchor (the batch's last Honcho message id) per turn;
+3. in the same critical section the records flip to delivered (an appended mark) and the
+   last-delivery marker is written.
+
+A crash between 2 and 3 leaves records whose batch id is already in the window: the next run
+flips them without sending (and the sweep drops them silently). A crash between the call and 2
+leaves ``inflight`` set: the next run asks Honcho which of those messages landed (their metadata
+carries the batch id and position) and sends only the rest. No message is delivered twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from services.changes import ChangeFeed
+from services.clock import Clock
+
+from .honcho_client import HonchoClient
+from .models import ForkError, OutboxSettings, check_conversation_id, honcho_id
+from .stores import OutboxStores
+
+__all__ = ["DeliveryEngine", "DeliveryResult", "chunk_text", "StepHook"]
+
+log = logging.getLogger("services.knowledge.outbox")
+
+StepHook = Callable[[str, str], None]
+"""Called with ``(step, conversation_id)`` at ``sent`` and ``ledger-written`` (crash tests)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryResult:
+    """What one ``deliver_pending`` call did."""
+
+    conversation_id: str
+    delivered_records: int = 0
+    """Records sent and flipped by this call."""
+    delivered_messages: int = 0
+    """Honcho messages created by this call."""
+    flipped_without_send: int = 0
+    """Records already in the ledger window (a crash before their flip), flipped without sending."""
+
+
+def chunk_text(text: str, size: int) -> list[str]:
+    """``text`` as one part, or as ``[Part i/n] ...`` parts of at most ``size`` characters of text."""
+    if len(text) <= size:
+        return [text]
+    parts = [text[i: i + size] for i in range(0, len(text), size)]
+    return [f"[Part {i}/{len(parts)}] {part}" for i, part in enumerate(parts, start=1)]
+
+
+def _now_ms(clock: Clock) -> int:
+    return int(clock.time() * 1000)
+
+
+class DeliveryEngine:
+    """Establishes sessions and delivers pending outbox records to the memory service."""
+
+    def __init__(self, stores: OutboxStores, client: HonchoClient, settings: OutboxSettings,
+                 changes: ChangeFeed, clock: Clock, *, step_hook: StepHook | None = None) -> None:
+        self.stores = stores
+        self.client = client
+        self.settings = settings
+        self.changes = changes
+        self.clock = clock
+        self.step_hook = step_hook
+        """Test seam: called between the delivery steps; raising there models a crash."""
+        self._establishing: dict[str, asyncio.Lock] = {}
+        self._delivering = asyncio.Lock()
+        self._lock_fd = os.open(stores.state / "delivery.lock", os.O_RDWR | os.O_CREAT, 0o644)
+
+    def close(self) -> None:
+        """Release the cross-process delivery lock file."""
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    def _step(self, step: str, conversation_id: str) -> None:
+        if self.step_hook is not None:
+            self.step_hook(step, conversation_id)
+
+    # -- establish -----------------------------------------------------------------------
+
+    async def establish(self, conversation_id: str, owner: str = "user") -> dict[str, Any]:
+        """The conversation's ledger, creating the memory session (or fork clone) when needed."""
+        conv = check_conversation_id(conversation_id)
+        ledger = await self.stores.locked(lambda: self.stores.read_ledger(conv))
+        if ledger is not None and ledger.get("sessionId"):
+            return ledger
+        lock = self._establishing.setdefault(conv, asyncio.Lock())
+        async with lock:
+            ledger, fork = await self.stores.locked(
+                lambda: (self.stores.read_ledger(conv), self.stores.read_pending_fork(conv)))
+            if ledger is not None and ledger.get("sessionId"):
+                return ledger
+            if fork is not None and not fork.get("resolvedAt"):
+                return await self._establish_fork(conv, owner, fork)
+            return await self._establish_fresh(conv, owner, ledger)
+
+    def _peers(self, owner: str) -> dict[str, str]:
+        return {"user": self.settings.peer_for_owner(owner), "assistant": self.settings.assistant_peer_id}
+
+    async def _establish_fresh(self, conv: str, owner: str, base: dict[str, Any] | None,
+                               fork: dict[str, Any] | None = None) -> dict[str, Any]:
+        peers = self._peers(owner)
+        session_id = honcho_id("conv-", conv)
+        await self.client.get_or_create_peer(peers["user"])
+        await self.client.get_or_create_peer(peers["assistant"])
+        await self.client.get_or_create_session(session_id, {
+            peers["user"]: {"observe_me": True, "observe_others": False},
+            peers["assistant"]: {"observe_me": False, "observe_others": True},
+        })
+        ledger = {**(base or {}), "conversationId": conv, "owner": owner, "sessionId": session_id,
+                  "peerIds": peers}
+        for key, empty in (("deliveredBatchIds", []), ("anchors", []), ("inflight", []),
+                           ("turnCount", 0), ("deliveredTotal", 0)):
+            ledger.setdefault(key, empty)
+        if fork is not None:
+            ledger["turnCount"] = max(ledger["turnCount"], int(fork["atTurn"]))
+        return await self._commit_established(conv, ledger, fork)
+
+    async def _commit_established(self, conv: str, ledger: dict[str, Any],
+                                  fork: dict[str, Any] | None) -> dict[str, Any]:
+        def commit() -> dict[str, Any]:
+            current = self.stores.read_ledger(conv)
+            if current is not None and current.get("sessionId"):
+                return current
+            self.stores.write_ledger(ledger)
+            if fork is not None:
+                self.stores.write_pending_fork({**fork, "resolvedAt": _now_ms(self.clock),
+                                                "sessionId": ledger["sessionId"]})
+            return ledger
+
+        result = await self.stores.locked(commit)
+        self.changes.emit("outbox", "session.established", conv, session_id=result["sessionId"],
+                          forked=fork is not None)
+        if fork is not None:
+            self.changes.emit("outbox", "fork.resolved", conv, parent_id=fork["parentId"],
+                              at_turn=fork["atTurn"], fallback=fork.get("fallback"))
+        return result
+
+    async def _establish_fork(self, conv: str, owner: str, fork: dict[str, Any]) -> dict[str, Any]:
+        parent_id, at_turn = str(fork["parentId"]), int(fork["atTurn"])
+        source, anchor = await self._anchor_for(parent_id, at_turn)
+        if anchor is None:
+            fallback = (f"anchor for turn {at_turn} of {parent_id} left the ledger window; "
+                        "the child starts a fresh memory session")
+            log.warning("memory-honcho: fork %s: %s", conv, fallback)
+            return await self._establish_fresh(conv, owner, None, {**fork, "fallback": fallback})
+        clone = await self.client.clone_session(source["sessionId"], anchor["messageId"])
+        ledger = {"conversationId": conv, "owner": owner, "sessionId": clone["id"], "peerIds": self._peers(owner),
+                  "deliveredBatchIds": [], "anchors": [], "inflight": [], "turnCount": at_turn,
+                  "deliveredTotal": 0,
+                  "forkedFrom": {"parentId": parent_id, "atTurn": at_turn, "messageId": anchor["messageId"]}}
+        await self.client.get_or_create_session(clone["id"], {
+            ledger["peerIds"]["user"]: {"observe_me": True, "observe_others": False}})
+        return await self._commit_established(conv, ledger, fork)
+
+    async def _anchor_for(self, parent_id: str, at_turn: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """The ledger and anchor holding turn ``at_turn`` of ``parent_id``, following fork ancestry."""
+        current = parent_id
+        for _ in range(64):
+            ledger = await self.stores.locked(lambda c=current: self.stores.read_ledger(c))
+            if ledger is None or int(ledger.get("turnCount", 0)) < at_turn:
+                raise ForkError(f"fork waits: turn {at_turn} of conversation {parent_id} is not delivered yet")
+            origin = ledger.get("forkedFrom")
+            if origin and at_turn <= int(origin["atTurn"]):
+                current = str(origin["parentId"])
+                continue
+            for anchor in ledger.get("anchors", []):
+                if anchor["turn"] == at_turn and anchor.get("messageId"):
+                    return ledger, anchor
+            return ledger, None
+        raise ForkError(f"fork ancestry of {parent_id} is deeper than 64 levels")
+
+    # -- deliver -------------------------------------------------------------------------
+
+    async def deliver_pending(self, conversation_id: str, owner: str = "user", *,
+                              candidates: list[dict[str, Any]] | None = None) -> DeliveryResult:
+        """Send every pending record of the conversation (or of ``candidates``, a planned subset)."""
+        conv = check_conversation_id(conversation_id)
+        await self.establish(conv, owner)
+        async with self._delivering:
+            await asyncio.to_thread(fcntl.flock, self._lock_fd, fcntl.LOCK_EX)
+            try:
+                return await self._deliver(conv, candidates)
+            finally:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+
+    async def _deliver(self, conv: str, candidates: list[dict[str, Any]] | None) -> DeliveryResult:
+        def plan() -> tuple[dict[str, Any], list[dict[str, Any]], int]:
+            ledger = self.stores.read_ledger(conv)
+            assert ledger is not None
+            if candidates is None:
+                records = [r for r in self.stores.read_outbox().records if r["conversationId"] == conv]
+            else:
+                records = candidates
+            window = set(ledger.get("deliveredBatchIds", []))
+            pending = [r for r in records if r.get("status") != "delivered"]
+            lingering = [r["batchId"] for r in pending if r["batchId"] in window]
+            if lingering:
+                self.stores.append_lines([{"op": "delivered", "batchIds": lingering, "at": _now_ms(self.clock)}])
+            return ledger, [r for r in pending if r["batchId"] not in window], len(lingering)
+
+        ledger, todo, lingering = await self.stores.locked(plan)
+        if not todo:
+            return DeliveryResult(conv, flipped_without_send=lingering)
+        landed = await self._landed(ledger)
+        session_id = ledger["sessionId"]
+        # (record index, key, honcho message) for every message still to send, in order.
+        queue: list[tuple[int, tuple[int, int], dict[str, Any]]] = []
+        last_key: dict[int, tuple[int, int]] = {}
+        last_id: dict[int, str] = {}
+        for i, record in enumerate(todo):
+            turn = int(ledger.get("turnCount", 0)) + i + 1
+            for key, message in self._expand(record, conv, turn):
+                last_key[i] = key
+                if (record["batchId"], key) in landed:
+                    last_id[i] = landed[(record["batchId"], key)]
+                else:
+                    queue.append((i, key, message))
+        queued = {q[0] for q in queue}
+        done: set[int] = {i for i in range(len(todo)) if i not in queued}
+        sent = 0
+        error: Exception | None = None
+        limit = self.settings.batch_limit
+        for start in range(0, len(queue), limit):
+            post = queue[start: start + limit]
+            ledger = self._advance(ledger, todo, done, last_id)
+            started = {q[0] for q in queue[:start + len(post)]} - done
+            ledger["inflight"] = [todo[i]["batchId"] for i in sorted(started)]
+            snapshot = dict(ledger)
+            await self.stores.locked(lambda: self.stores.write_ledger(snapshot))
+            try:
+                created = await self.client.add_messages(session_id, [q[2] for q in post])
+            except Exception as exc:  # noqa: BLE001 - recorded below, re-raised after committing progress
+                error = exc
+                break
+            self._step("sent", conv)
+            sent += len(post)
+            for (i, key, _), message in zip(post, created):
+                if key == last_key[i]:
+                    last_id[i] = message["id"]
+                    done.add(i)
+        ledger = self._advance(ledger, todo, done, last_id)
+        if error is None:
+            ledger["inflight"] = []
+        completed = [todo[i]["batchId"] for i in sorted(done)]
+        now = _now_ms(self.clock)
+
+        def commit() -> None:
+            self.stores.write_ledger(ledger)
+            self._step("ledger-written", conv)
+            if completed:
+                self.stores.append_lines([{"op": "delivered", "batchIds": completed, "at": now}])
+                self.stores.write_last_delivery({"lastDeliveryAt": now, "batchId": completed[-1],
+                                                 "conversationId": conv})
+
+        await self.stores.locked(commit)
+        if completed:
+            self.changes.emit("outbox", "delivery.delivered", conv, records=len(completed), messages=sent,
+                              at=now)
+            await self._refresh_representation(conv, ledger)
+        if error is not None:
+            self.changes.emit("outbox", "delivery.failed", conv, error=str(error))
+            raise error
+        return DeliveryResult(conv, len(completed), sent, lingering)
+
+    def _advance(self, ledger: dict[str, Any], todo: list[dict[str, Any]], done: set[int],
+                 last_id: dict[int, str]) -> dict[str, Any]:
+        """The ledger with every finished record (in order, not yet counted) added to its windows."""
+        ledger = dict(ledger)
+        window = list(ledger.get("deliveredBatchIds", []))
+        counted = set(window)
+        anchors = list(ledger.get("anchors", []))
+        turn = int(ledger.get("turnCount", 0))
+        total = int(ledger.get("deliveredTotal", 0))
+        for i, record in enumerate(todo):
+            if i not in done or record["batchId"] in counted:
+                continue
+            turn += 1
+            total += 1
+            window.append(record["batchId"])
+            counted.add(record["batchId"])
+            anchors.append({"batchId": record["batchId"], "turn": turn, "messageId": last_id.get(i)})
+        ledger.update(deliveredBatchIds=window[-self.settings.delivered_batch_window:],
+                      anchors=anchors[-self.settings.anchor_window:], turnCount=turn, deliveredTotal=total)
+        return ledger
+
+    def _expand(self, record: dict[str, Any], conv: str, turn: int) -> list[tuple[tuple[int, int], dict[str, Any]]]:
+        """A record's messages as Honcho message-create bodies keyed by (message index, part)."""
+        out = []
+        for index, message in enumerate(record["messages"]):
+            parts = chunk_text(message["content"], self.settings.chunk_chars)
+            for part, content in enumerate(parts, start=1):
+                meta = {"conversation": conv, "batch_id": record["batchId"], "turn": turn, "index": index,
+                        "part": part, "parts": len(parts), "role": message.get("role", "user")}
+                out.append(((index, part), {"content": content, "peer_id": message["peerId"], "metadata": meta}))
+        return out
+
+    async def _landed(self, ledger: dict[str, Any]) -> dict[tuple[str, tuple[int, int]], str]:
+        """Messages of in-flight batches that reached Honcho before a crash: key -> message id."""
+        inflight = ledger.get("inflight") or []
+        if not inflight:
+            return {}
+        found = await self.client.list_messages(ledger["sessionId"], {"metadata": {"batch_id": {"in": inflight}}})
+        landed = {}
+        for message in found:
+            meta = message.get("metadata") or {}
+            landed[(meta.get("batch_id"), (int(meta.get("index", 0)), int(meta.get("part", 1))))] = message["id"]
+        return landed
+
+    async def _refresh_representation(self, conv: str, ledger: dict[str, Any]) -> None:
+        if not self.settings.representation_cache:
+            return
+        peer = ledger["peerIds"]["user"]
+        try:
+            text = await self.client.peer_representation(peer, session_id=ledger["sessionId"])
+        except Exception as exc:  # noqa: BLE001 - the cache is best effort; delivery already succeeded
+            log.warning("memory-honcho: representation refresh failed for conversation %s: %s", conv, exc)
+            return
+        snapshot = {"conversationId": conv, "peerId": peer, "representation": text,
+                    "fetchedAt": _now_ms(self.clock)}
+        await asyncio.to_thread(self.stores.write_representation, conv, snapshot)

@@ -1,0 +1,160 @@
+"""An httpx client for the subset of Honcho's v3 HTTP API the outbox uses.
+
+It speaks Honcho's own routes and shapes (``/v3/workspaces/{w}/...``), so the same client works
+against the in-process fake (``transport=FakeHonchoService().transport``) and a real Honcho
+server (``base_url="https://api.honcho.dev"``, ``api_key=...``). Failures become
+``HonchoUnavailableError`` (unreachable, timeout, 5xx) or ``HonchoRequestError`` (4xx), each
+with a message naming the call and Honcho's own ``detail``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from .models import HonchoRequestError, HonchoUnavailableError
+
+__all__ = ["HonchoClient"]
+
+_API = "/v3"
+
+
+class HonchoClient:
+    """Async calls to one Honcho workspace."""
+
+    def __init__(
+        self,
+        workspace_id: str,
+        *,
+        base_url: str = "https://honcho.fake",
+        api_key: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout: float = 15.0,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.workspace_id = workspace_id
+        """The workspace every call is scoped to."""
+        self._http = httpx.AsyncClient(base_url=base_url, transport=transport, headers=headers, timeout=timeout)
+        self._workspace_ready = False
+
+    async def aclose(self) -> None:
+        """Close the underlying HTTP client."""
+        await self._http.aclose()
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    def _ws(self, *parts: str) -> str:
+        tail = "".join("/" + quote(p, safe="") for p in parts)
+        return f"{_API}/workspaces/{quote(self.workspace_id, safe='')}{tail}"
+
+    async def _call(self, what: str, method: str, url: str, *, json: Any = None,
+                    params: dict[str, Any] | None = None) -> Any:
+        try:
+            response = await self._http.request(method, url, json=json, params=params)
+        except httpx.TimeoutException as exc:
+            raise HonchoUnavailableError(f"{what}: timed out ({exc.__class__.__name__})") from exc
+        except httpx.TransportError as exc:
+            raise HonchoUnavailableError(f"{what}: cannot reach Honcho ({exc})") from exc
+        if response.status_code >= 500:
+            raise HonchoUnavailableError(f"{what}: HTTP {response.status_code} {_detail(response)}",
+                                         status=response.status_code)
+        if response.status_code >= 400:
+            raise HonchoRequestError(f"{what}: HTTP {response.status_code} {_detail(response)}",
+                                     status=response.status_code)
+        if response.status_code == 204 or not response.content:
+            return None
+        return response.json()
+
+    # -- workspace, peers, sessions --------------------------------------------------------
+
+    async def ensure_workspace(self) -> None:
+        """Get-or-create the workspace (once per client)."""
+        if self._workspace_ready:
+            return
+        await self._call("workspace get-or-create", "POST", f"{_API}/workspaces", json={"id": self.workspace_id})
+        self._workspace_ready = True
+
+    async def get_or_create_peer(self, peer_id: str) -> dict[str, Any]:
+        """Get-or-create a peer."""
+        await self.ensure_workspace()
+        return await self._call(f"peer {peer_id} get-or-create", "POST", self._ws("peers"), json={"id": peer_id})
+
+    async def get_or_create_session(self, session_id: str, peers: dict[str, dict[str, bool]]) -> dict[str, Any]:
+        """Get-or-create a session, then add ``peers`` (``{peer_id: SessionPeerConfig}``) to it."""
+        await self.ensure_workspace()
+        session = await self._call(f"session {session_id} get-or-create", "POST", self._ws("sessions"),
+                                   json={"id": session_id, "peers": peers})
+        await self._call(f"session {session_id} add peers", "POST", self._ws("sessions", session_id, "peers"),
+                         json=peers)
+        return session
+
+    async def clone_session(self, session_id: str, message_id: str | None) -> dict[str, Any]:
+        """Clone a session up to and including ``message_id`` (the whole session when None)."""
+        params = {"message_id": message_id} if message_id else None
+        return await self._call(f"session {session_id} clone", "POST", self._ws("sessions", session_id, "clone"),
+                                params=params)
+
+    # -- messages ------------------------------------------------------------------------
+
+    async def add_messages(self, session_id: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Create up to 100 messages in a session; Honcho's message objects come back in order."""
+        if not 1 <= len(messages) <= 100:
+            raise HonchoRequestError(f"add messages: a batch holds 1..100 messages, got {len(messages)}")
+        return await self._call(f"session {session_id} add {len(messages)} messages", "POST",
+                                self._ws("sessions", session_id, "messages"), json={"messages": messages})
+
+    async def list_messages(self, session_id: str, filters: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Every message of a session (oldest first), following Honcho's pages."""
+        items: list[dict[str, Any]] = []
+        page = 1
+        while True:
+            body = {"filters": filters} if filters else {}
+            answer = await self._call(f"session {session_id} list messages", "POST",
+                                      self._ws("sessions", session_id, "messages", "list"),
+                                      json=body, params={"page": page, "size": 100})
+            items.extend(answer.get("items", []))
+            if page >= int(answer.get("pages") or 1):
+                return items
+            page += 1
+
+    # -- recall --------------------------------------------------------------------------
+
+    async def peer_search(self, peer_id: str, query: str, limit: int = 10) -> list[dict[str, Any]]:
+        """Messages of a peer that match ``query``."""
+        return await self._call(f"peer {peer_id} search", "POST", self._ws("peers", peer_id, "search"),
+                                json={"query": query, "limit": limit})
+
+    async def peer_chat(self, peer_id: str, query: str, *, session_id: str | None = None) -> str:
+        """Ask Honcho's dialectic endpoint about a peer; the answer text (empty when none)."""
+        body: dict[str, Any] = {"query": query, "stream": False, "reasoning_level": "low"}
+        if session_id:
+            body["session_id"] = session_id
+        answer = await self._call(f"peer {peer_id} chat", "POST", self._ws("peers", peer_id, "chat"), json=body)
+        return str((answer or {}).get("content") or "")
+
+    async def peer_representation(self, peer_id: str, *, session_id: str | None = None) -> str:
+        """A peer's representation text, optionally scoped to a session."""
+        body = {"session_id": session_id} if session_id else {}
+        answer = await self._call(f"peer {peer_id} representation", "POST",
+                                  self._ws("peers", peer_id, "representation"), json=body)
+        return str((answer or {}).get("representation") or "")
+
+    async def create_conclusions(self, conclusions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Create conclusions (``{content, observer_id, observed_id, session_id?}``)."""
+        await self.ensure_workspace()
+        return await self._call("create conclusions", "POST", self._ws("conclusions"),
+                                json={"conclusions": conclusions})
+
+
+def _detail(response: httpx.Response) -> str:
+    """Honcho's ``detail`` (a string, or FastAPI's list of validation errors) in a few words."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:200]
+    detail = body.get("detail") if isinstance(body, dict) else body
+    if isinstance(detail, list):
+        return "; ".join(str(d.get("msg", d)) if isinstance(d, dict) else str(d) for d in detail)[:300]
+    return str(detail)[:300]

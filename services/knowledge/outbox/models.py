@@ -1,0 +1,158 @@
+"""Settings, errors and the on-disk shapes of the memory outbox.
+
+The JSON field names on disk are the seed's (``batchId``, ``conversationId``, ``createdAt``,
+``deliveredBatchIds``, ``anchors``, ``childId``, ``resolvedAt``, ``lastDeliveryAt``); times on
+disk are epoch milliseconds, as in the seed.
+
+Shapes (all plain JSON objects):
+
+- outbox record (one ``capture.jsonl`` line): ``{batchId, conversationId, owner, status:
+  "pending", createdAt, messages: [{role, peerId, content, createdAt}]}``.
+- delivered mark (one ``capture.jsonl`` line, appended when records flip): ``{op: "delivered",
+  batchIds: [...], at}``. Reading the outbox folds every mark into the records it names, so a
+  record reads as ``status: "delivered"``; compaction drops both. Appending the mark instead of
+  rewriting the whole file keeps the flip O(1) and inside the same critical section as the
+  last-delivery marker.
+- ledger (``state/ledger/<conversationId>.json``): ``{conversationId, owner, sessionId,
+  peerIds: {user, assistant}, deliveredBatchIds, anchors: [{batchId, turn, messageId}],
+  turnCount, deliveredTotal, inflight: [batchId], forkedFrom?: {parentId, atTurn, messageId}}``.
+- pending fork (``state/forks/pending/<childId>.json``): ``{childId, parentId, atTurn,
+  createdAt, resolvedAt?, sessionId?, fallback?}``.
+- last-delivery marker (``state/last-delivery.json``): ``{lastDeliveryAt, batchId,
+  conversationId}``.
+- representation snapshot (``cache/representations/<conversationId>.json``):
+  ``{conversationId, peerId, representation, fetchedAt}``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from services.errors import ServiceError
+
+__all__ = [
+    "OutboxSettings",
+    "OutboxError",
+    "CaptureError",
+    "CorruptLedgerError",
+    "ForkError",
+    "HonchoError",
+    "HonchoUnavailableError",
+    "HonchoRequestError",
+    "RecallToolError",
+    "check_conversation_id",
+    "honcho_id",
+    "DAY_MS",
+]
+
+DAY_MS = 86_400_000
+"""One day in milliseconds (the retention cutoff unit)."""
+
+_CONVERSATION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,199}$")
+_HONCHO_ID = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxSettings:
+    """Every knob of the outbox; the Workspace builds one and passes it in."""
+
+    workspace_id: str = "workbench"
+    """The Honcho workspace every session, peer and conclusion lives in."""
+    assistant_peer_id: str = "assistant"
+    """The Honcho peer that speaks the assistant's turns."""
+    anchor_window: int = 200
+    """How many fork anchors a ledger keeps (oldest dropped first on write)."""
+    delivered_batch_window: int = 1000
+    """How many delivered batch ids a ledger keeps (oldest dropped first on write)."""
+    outbox_retention_days: float = 30.0
+    """Pending records older than this are dropped by the sweep, with a warning each."""
+    sweep_interval_s: float = 900.0
+    """The sweep timer's period (15 minutes)."""
+    batch_limit: int = 100
+    """Most messages in one Honcho message-create call (Honcho's own limit)."""
+    chunk_chars: int = 24_000
+    """Longer texts are cut into parts of this size, each prefixed ``[Part i/n]``."""
+    representation_cache: bool = True
+    """Refresh ``cache/representations/<id>.json`` after each delivery."""
+
+    def __post_init__(self) -> None:
+        if not _HONCHO_ID.match(self.workspace_id):
+            raise OutboxError(f"workspace_id {self.workspace_id!r}: only letters, digits, '_' and '-'")
+        if not 1 <= self.batch_limit <= 100:
+            raise OutboxError(f"batch_limit {self.batch_limit}: must be 1..100 (Honcho's batch limit)")
+        if self.chunk_chars < 100:
+            raise OutboxError(f"chunk_chars {self.chunk_chars}: must be at least 100")
+        if self.anchor_window < 1 or self.delivered_batch_window < 1:
+            raise OutboxError("anchor_window and delivered_batch_window must be at least 1")
+        if self.sweep_interval_s <= 0:
+            raise OutboxError(f"sweep_interval_s {self.sweep_interval_s}: must be positive")
+
+    def peer_for_owner(self, owner: str) -> str:
+        """The Honcho peer id that stands for a conversation owner."""
+        return honcho_id("", owner)
+
+
+class OutboxError(ServiceError):
+    """A memory-outbox failure explained in words."""
+
+
+class CaptureError(OutboxError):
+    """A captured turn that cannot be accepted (bad id, owner or message); nothing is written."""
+
+
+class CorruptLedgerError(OutboxError):
+    """A ledger file exists but is not a valid ledger; the file is named in the message."""
+
+
+class ForkError(OutboxError):
+    """A fork that cannot be made or resolved yet (unknown turn, parent not delivered)."""
+
+
+class HonchoError(OutboxError):
+    """The memory service refused or failed a call."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        """The HTTP status, or None when the service could not be reached."""
+
+
+class HonchoUnavailableError(HonchoError):
+    """The memory service is down, unreachable or answered 5xx; the work is retried later."""
+
+
+class HonchoRequestError(HonchoError):
+    """The memory service answered 4xx: the request itself is wrong."""
+
+
+class RecallToolError(OutboxError):
+    """A recall tool failed: ``memory-honcho: Honcho unavailable (<message>)``."""
+
+
+def check_conversation_id(value: Any) -> str:
+    """``value`` as a conversation id safe to use as a file name, or ``CaptureError``."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise CaptureError(f"conversation id must be a string, got {type(value).__name__}")
+    text = str(value)
+    if not _CONVERSATION_ID.match(text) or ".." in text:
+        raise CaptureError(
+            f"conversation id {text[:80]!r}: use 1-200 letters, digits and _ . : @ - (no leading dot, no '..')"
+        )
+    return text
+
+
+def honcho_id(prefix: str, raw: str) -> str:
+    """A Honcho-legal id (letters, digits, ``_``, ``-``; at most 100) derived from ``raw``.
+
+    Ids that are already legal pass through; others get their illegal characters replaced and a
+    short hash of the original appended, so two different raw ids never meet.
+    """
+    candidate = prefix + raw
+    if _HONCHO_ID.match(candidate) and len(candidate) <= 100:
+        return candidate
+    cleaned = re.sub(r"[^A-Za-z0-9_-]", "_", raw)[:80]
+    digest = hashlib.sha256(raw.encode("utf-8")).hexdigest()[:10]
+    return f"{prefix}{cleaned}-{digest}"

@@ -1,0 +1,95 @@
+"""The status view for the UI: plain read models built from the stores (inside the mutex)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .models import OutboxError
+from .stores import OutboxStores
+from .sweep import SweepResult
+
+__all__ = ["ConversationStatus", "OutboxStatus", "build_status"]
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationStatus:
+    """One conversation's line in the status view."""
+
+    conversation_id: str
+    owner: str
+    pending: int
+    """Records waiting in the outbox."""
+    delivered: int
+    """Records delivered over the conversation's life (from its ledger)."""
+    session_id: str | None
+    """The Honcho session, None before the first establish."""
+    turns: int
+    """Turns counted by the ledger (a fork child starts at its fork turn)."""
+    forked_from: str | None = None
+    """The parent conversation when this one is a fork."""
+    error: str | None = None
+    """Why the ledger could not be read, if so."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxStatus:
+    """Everything the outbox pane shows."""
+
+    conversations: list[ConversationStatus] = field(default_factory=list)
+    pending_total: int = 0
+    """Pending records across all conversations."""
+    last_delivery_at: float | None = None
+    """Newest delivery (seconds since the epoch), from ``state/last-delivery.json``."""
+    pending_forks: list[dict[str, Any]] = field(default_factory=list)
+    """Fork records not resolved yet."""
+    resolved_forks: int = 0
+    corrupt_lines: int = 0
+    """Lines in ``capture.jsonl`` that the next sweep will quarantine."""
+    quarantined: int = 0
+    """Lines already set aside in ``quarantine.jsonl``."""
+    last_sweep: SweepResult | None = None
+    errors: list[str] = field(default_factory=list)
+    """Recent errors, newest last."""
+
+
+def build_status(stores: OutboxStores, last_sweep: SweepResult | None, errors: list[str]) -> OutboxStatus:
+    """Read the stores into an ``OutboxStatus`` (call inside the outbox mutex)."""
+    snapshot = stores.read_outbox()
+    pending: dict[str, list[str]] = {}
+    owners: dict[str, str] = {}
+    for record in snapshot.records:
+        conv = record["conversationId"]
+        owners.setdefault(conv, record.get("owner") or "user")
+        pending.setdefault(conv, [])
+        if record.get("status") != "delivered":
+            pending[conv].append(record["batchId"])
+    ledgers: dict[str, dict[str, Any]] = {}
+    problems: dict[str, str] = {}
+    names = {p.stem for p in (stores.state / "ledger").glob("*.json")} | set(pending)
+    for conv in sorted(names):
+        try:
+            ledger = stores.read_ledger(conv)
+        except OutboxError as exc:
+            problems[conv] = str(exc)
+            continue
+        if ledger is not None:
+            ledgers[conv] = ledger
+    rows = []
+    for conv in sorted(names):
+        ledger = ledgers.get(conv, {})
+        window = set(ledger.get("deliveredBatchIds", []))
+        waiting = sum(1 for batch in pending.get(conv, []) if batch not in window)
+        rows.append(ConversationStatus(
+            conversation_id=conv, owner=ledger.get("owner") or owners.get(conv, "user"), pending=waiting,
+            delivered=int(ledger.get("deliveredTotal", 0)), session_id=ledger.get("sessionId"),
+            turns=int(ledger.get("turnCount", 0)), forked_from=(ledger.get("forkedFrom") or {}).get("parentId"),
+            error=problems.get(conv)))
+    marker = stores.read_last_delivery()
+    forks = stores.read_pending_forks()
+    return OutboxStatus(
+        conversations=rows, pending_total=sum(r.pending for r in rows),
+        last_delivery_at=(marker["lastDeliveryAt"] / 1000) if marker and "lastDeliveryAt" in marker else None,
+        pending_forks=[f for f in forks if not f.get("resolvedAt")],
+        resolved_forks=sum(1 for f in forks if f.get("resolvedAt")), corrupt_lines=len(snapshot.corrupt),
+        quarantined=stores.quarantined_count(), last_sweep=last_sweep, errors=errors)

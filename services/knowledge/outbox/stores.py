@@ -1,0 +1,324 @@
+"""The outbox's file stores under one ``memory/`` root, laid out exactly as the seed's:
+
+- ``data/outbox/capture.jsonl``: the durable outbox, one JSON line per record, append order;
+  delivered marks are appended lines too (see ``models``). ``data/outbox/quarantine.jsonl``
+  keeps every line that could not be parsed, with the reason.
+- ``state/last-delivery.json``, ``state/ledger/<conversationId>.json``,
+  ``state/forks/pending/<childId>.json``, ``cache/representations/<conversationId>.json``.
+
+Every whole-file write is atomic (``services.files``: temp file in the same folder, fsync, rename,
+folder fsync). Appends are fsynced, start on a fresh line when a crash left a partial one, and
+happen only inside the outbox mutex.
+
+The mutex (``OutboxStores.locked``) is one module-level lock serialising every outbox
+read-modify-write across all conversations and all store instances of the process, plus an
+``flock`` on ``data/outbox/capture.lock`` that extends it across processes: a sweep's rewrite can
+never lose a concurrent append from this process or another one. The locked work is a plain
+function run in a worker thread; it is not re-entrant, and no network call ever happens inside.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from services.files import CorruptFileError, FileLock, atomic_write_json, atomic_write_text, contained_path, read_json
+
+from .models import CorruptLedgerError, OutboxError, OutboxSettings, check_conversation_id
+
+__all__ = ["OutboxStores", "OutboxSnapshot", "CorruptLine"]
+
+log = logging.getLogger("services.knowledge.outbox")
+
+T = TypeVar("T")
+
+_OUTBOX_MUTEX = threading.Lock()
+"""The module-level outbox mutex: every store instance of the process queues on it."""
+
+
+@dataclass(slots=True)
+class CorruptLine:
+    """A ``capture.jsonl`` line that is not a valid record or mark."""
+
+    number: int
+    """1-based line number in the file as read."""
+    raw: str
+    """The line's text (undecodable bytes replaced)."""
+    reason: str
+    """Why it was refused."""
+
+
+@dataclass(slots=True)
+class OutboxSnapshot:
+    """The outbox as read: records in file order with delivered marks folded in."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    """Every record, ``status`` set to ``delivered`` when a mark names it."""
+    corrupt: list[CorruptLine] = field(default_factory=list)
+    """Lines that could not be parsed (quarantined by the next compaction)."""
+    marks: int = 0
+    """How many delivered-mark lines the file holds."""
+
+    def pending(self) -> list[dict[str, Any]]:
+        """The records still waiting for delivery."""
+        return [r for r in self.records if r.get("status") != "delivered"]
+
+
+class OutboxStores:
+    """Reads and writes of every outbox file; the ``locked`` mutex around read-modify-writes."""
+
+    def __init__(self, root: Path, settings: OutboxSettings | None = None) -> None:
+        self.root = Path(root)
+        """The ``memory/`` folder holding ``data``, ``state`` and ``cache``."""
+        self.settings = settings or OutboxSettings()
+        """Window sizes used when writing ledgers."""
+        self.data = self.root / "data"
+        self.state = self.root / "state"
+        self.cache = self.root / "cache"
+        for folder in (self.data / "outbox", self.state / "ledger", self.state / "forks" / "pending",
+                       self.cache / "representations"):
+            folder.mkdir(parents=True, exist_ok=True)
+        lock_path = self.data / "outbox" / "capture.lock"
+        lock_path.touch(exist_ok=True)
+        self._file_lock = FileLock(lock_path)
+
+    # -- the mutex ---------------------------------------------------------------------------
+
+    def run_locked(self, work: Callable[[], T]) -> T:
+        """Run ``work`` (blocking) holding the module mutex and the cross-process file lock."""
+        with _OUTBOX_MUTEX, self._file_lock:
+            return work()
+
+    async def locked(self, work: Callable[[], T]) -> T:
+        """Run ``work`` in a worker thread holding the outbox mutex; its result or error is returned."""
+        return await asyncio.to_thread(self.run_locked, work)
+
+    # -- paths -------------------------------------------------------------------------------
+
+    @property
+    def outbox_path(self) -> Path:
+        """``data/outbox/capture.jsonl``."""
+        return self.data / "outbox" / "capture.jsonl"
+
+    @property
+    def quarantine_path(self) -> Path:
+        """``data/outbox/quarantine.jsonl``: lines set aside, never deleted."""
+        return self.data / "outbox" / "quarantine.jsonl"
+
+    @property
+    def last_delivery_path(self) -> Path:
+        """``state/last-delivery.json``."""
+        return self.state / "last-delivery.json"
+
+    def ledger_path(self, conversation_id: str) -> Path:
+        """``state/ledger/<conversationId>.json`` (the id is checked first)."""
+        return contained_path(self.state / "ledger", f"{check_conversation_id(conversation_id)}.json")
+
+    def fork_path(self, child_id: str) -> Path:
+        """``state/forks/pending/<childId>.json``."""
+        return contained_path(self.state / "forks" / "pending", f"{check_conversation_id(child_id)}.json")
+
+    def representation_path(self, conversation_id: str) -> Path:
+        """``cache/representations/<conversationId>.json``."""
+        return contained_path(self.cache / "representations", f"{check_conversation_id(conversation_id)}.json")
+
+    # -- outbox (call inside the mutex) -------------------------------------------------------
+
+    def read_outbox(self) -> OutboxSnapshot:
+        """Every record in file order, delivered marks folded in, bad lines listed."""
+        snapshot = OutboxSnapshot()
+        try:
+            raw = self.outbox_path.read_bytes()
+        except FileNotFoundError:
+            return snapshot
+        delivered: set[str] = set()
+        for number, line in enumerate(raw.split(b"\n"), start=1):
+            if not line.strip():
+                continue
+            text = line.decode("utf-8", errors="replace")
+            try:
+                value = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                snapshot.corrupt.append(CorruptLine(number, text, f"not valid JSON ({exc.msg})"))
+                continue
+            reason = _record_problem(value)
+            if reason is not None:
+                snapshot.corrupt.append(CorruptLine(number, text, reason))
+                continue
+            if "op" in value:
+                delivered.update(value["batchIds"])
+                snapshot.marks += 1
+            else:
+                snapshot.records.append(value)
+        for record in snapshot.records:
+            if record["batchId"] in delivered:
+                record["status"] = "delivered"
+        return snapshot
+
+    def append_lines(self, values: list[dict[str, Any]]) -> None:
+        """Append records or marks as JSON lines (fsynced); a partial last line is closed first."""
+        if not values:
+            return
+        payload = "".join(json.dumps(v, ensure_ascii=False, separators=(",", ":")) + "\n" for v in values)
+        data = payload.encode("utf-8")
+        fd = os.open(self.outbox_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            if size:
+                with open(self.outbox_path, "rb") as handle:
+                    handle.seek(size - 1)
+                    if handle.read(1) != b"\n":
+                        data = b"\n" + data
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def rewrite_outbox(self, records: list[dict[str, Any]]) -> None:
+        """Replace the outbox with ``records`` (atomic)."""
+        text = "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records)
+        atomic_write_text(self.outbox_path, text)
+
+    def quarantine(self, lines: list[CorruptLine], at_ms: int) -> None:
+        """Append bad lines to the quarantine file (fsynced) before they leave the outbox."""
+        if not lines:
+            return
+        entries = "".join(
+            json.dumps({"quarantinedAt": at_ms, "line": c.number, "reason": c.reason, "raw": c.raw},
+                       ensure_ascii=False) + "\n"
+            for c in lines
+        )
+        with open(self.quarantine_path, "ab") as handle:
+            handle.write(entries.encode("utf-8"))
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def quarantined_count(self) -> int:
+        """How many lines the quarantine file holds."""
+        try:
+            with open(self.quarantine_path, "rb") as handle:
+                return sum(1 for line in handle if line.strip())
+        except FileNotFoundError:
+            return 0
+
+    # -- ledgers ---------------------------------------------------------------------------
+
+    def read_ledger(self, conversation_id: str) -> dict[str, Any] | None:
+        """The conversation's ledger, None when none exists; ``CorruptLedgerError`` when unreadable."""
+        path = self.ledger_path(conversation_id)
+        try:
+            value = read_json(path)
+        except FileNotFoundError:
+            return None
+        except CorruptFileError as exc:
+            raise CorruptLedgerError(f"corrupt ledger {path}: {exc}") from exc
+        problem = _ledger_problem(value)
+        if problem:
+            raise CorruptLedgerError(f"corrupt ledger {path}: {problem}")
+        return value
+
+    def read_ledgers(self) -> list[dict[str, Any]]:
+        """Every readable ledger (status reads); unreadable ones are skipped with a warning."""
+        ledgers = []
+        for path in sorted((self.state / "ledger").glob("*.json")):
+            try:
+                ledgers.append(self.read_ledger(path.stem))
+            except OutboxError as exc:
+                log.warning("%s", exc)
+        return [x for x in ledgers if x is not None]
+
+    def write_ledger(self, ledger: dict[str, Any]) -> None:
+        """Write a ledger (atomic), its windows folded oldest-first to the configured bounds."""
+        bounded = dict(ledger)
+        bounded["deliveredBatchIds"] = list(ledger.get("deliveredBatchIds", []))[-self.settings.delivered_batch_window:]
+        bounded["anchors"] = list(ledger.get("anchors", []))[-self.settings.anchor_window:]
+        atomic_write_json(self.ledger_path(ledger["conversationId"]), bounded)
+
+    # -- pending forks ---------------------------------------------------------------------
+
+    def read_pending_fork(self, child_id: str) -> dict[str, Any] | None:
+        """The fork record for ``child_id``, resolved or not; None when none exists."""
+        try:
+            return read_json(self.fork_path(child_id))
+        except FileNotFoundError:
+            return None
+
+    def read_pending_forks(self) -> list[dict[str, Any]]:
+        """Every fork record on disk, resolved ones included (filter on ``resolvedAt``)."""
+        forks = []
+        for path in sorted((self.state / "forks" / "pending").glob("*.json")):
+            try:
+                forks.append(read_json(path))
+            except CorruptFileError as exc:
+                log.warning("%s", exc)
+        return forks
+
+    def write_pending_fork(self, record: dict[str, Any]) -> None:
+        """Write a fork record (atomic)."""
+        atomic_write_json(self.fork_path(record["childId"]), record)
+
+    # -- representations and the last-delivery marker --------------------------------------
+
+    def read_representation(self, conversation_id: str) -> dict[str, Any] | None:
+        """The cached representation snapshot, None when none was fetched yet."""
+        try:
+            return read_json(self.representation_path(conversation_id))
+        except (FileNotFoundError, CorruptFileError):
+            return None
+
+    def write_representation(self, conversation_id: str, snapshot: dict[str, Any]) -> None:
+        """Write a representation snapshot (atomic)."""
+        atomic_write_json(self.representation_path(conversation_id), snapshot)
+
+    def read_last_delivery(self) -> dict[str, Any] | None:
+        """The newest-delivery marker, None before the first delivery."""
+        try:
+            return read_json(self.last_delivery_path)
+        except (FileNotFoundError, CorruptFileError):
+            return None
+
+    def write_last_delivery(self, marker: dict[str, Any]) -> None:
+        """Write the newest-delivery marker (atomic)."""
+        atomic_write_json(self.last_delivery_path, marker)
+
+
+def _record_problem(value: Any) -> str | None:
+    """Why a parsed line is not a record or a delivered mark, or None when it is fine."""
+    if not isinstance(value, dict):
+        return "not a JSON object"
+    if "op" in value:
+        if value.get("op") != "delivered" or not isinstance(value.get("batchIds"), list):
+            return "unknown mark"
+        return None
+    for key, kind in (("batchId", str), ("conversationId", str), ("owner", str), ("messages", list)):
+        if not isinstance(value.get(key), kind):
+            return f"field {key!r} missing or not a {kind.__name__}"
+    if not isinstance(value.get("createdAt"), (int, float)):
+        return "field 'createdAt' missing or not a number"
+    for message in value["messages"]:
+        if not isinstance(message, dict) or not isinstance(message.get("content"), str):
+            return "a message without text content"
+    return None
+
+
+def _ledger_problem(value: Any) -> str | None:
+    if not isinstance(value, dict):
+        return "not a JSON object"
+    if not isinstance(value.get("conversationId"), str):
+        return "field 'conversationId' missing"
+    for key in ("deliveredBatchIds", "anchors"):
+        if not isinstance(value.get(key, []), list):
+            return f"field {key!r} is not a list"
+    if not isinstance(value.get("turnCount", 0), int):
+        return "field 'turnCount' is not a number"
+    return None

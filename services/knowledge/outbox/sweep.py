@@ -1,0 +1,193 @@
+"""The outbox sweep (``honcho-outbox-sweep``), run by the timer every 15 minutes and on demand.
+
+Body, exactly as the seed's:
+
+1. plan inside the outbox mutex (a read-only hold): the conversations with outbox records in
+   file order, each one's owner, and which of them have an unresolved pending fork;
+2. establish every planned conversation, unresolved forks first (idempotent: one ledger read
+   when the ledger exists, no network; the get-or-create for a conversation that never got one);
+3. deliver each conversation's pending records;
+4. compact inside its own hold, re-reading the file so records appended since the plan are
+   re-examined, never clobbered: drop delivered records, drop records whose batch id already
+   sits in the ledger's delivered window (silently: the ledger counts them), drop pending
+   records older than the retention setting (a warning each), set corrupt lines aside into the
+   quarantine file (a warning each); rewrite only when something was dropped.
+
+One failing conversation is logged and skipped; it never stops the rest or the compaction. A
+sweep over a fully delivered outbox makes no network call and writes nothing but its rewrite.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.changes import ChangeFeed
+from services.clock import Clock, iso
+
+from .delivery import DeliveryEngine
+from .models import DAY_MS, OutboxError, OutboxSettings
+from .stores import OutboxStores
+
+__all__ = ["SWEEP_TASK_NAME", "SweepResult", "run_sweep", "compact"]
+
+SWEEP_TASK_NAME = "honcho-outbox-sweep"
+"""The sweep's task name, as the seed registers it."""
+
+log = logging.getLogger("services.knowledge.outbox")
+
+
+@dataclass(slots=True)
+class SweepResult:
+    """What one sweep did; the status view shows the last one."""
+
+    started_at: float
+    """Clock time the sweep began (seconds)."""
+    finished_at: float = 0.0
+    """Clock time it ended (seconds)."""
+    conversations: int = 0
+    """Conversations planned."""
+    delivered_records: int = 0
+    """Records delivered by this sweep."""
+    delivered_messages: int = 0
+    """Honcho messages created by this sweep."""
+    dropped_delivered: int = 0
+    """Delivered (or already-windowed) records compacted away."""
+    dropped_expired: int = 0
+    """Pending records dropped for being older than the retention setting."""
+    quarantined: int = 0
+    """Corrupt lines set aside into the quarantine file."""
+    rewrote: bool = False
+    """Whether compaction rewrote the outbox."""
+    skipped: str | None = None
+    """Why the sweep did nothing (another sweep holds the sweep lock), else None."""
+    errors: list[str] = field(default_factory=list)
+    """One line per failed conversation or warning."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready copy (for ``Change`` payloads)."""
+        return {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
+
+
+async def _plan(stores: OutboxStores) -> tuple[list[str], dict[str, str], list[str], dict[str, list[dict[str, Any]]]]:
+    def work() -> tuple[list[str], dict[str, str], list[str], dict[str, list[dict[str, Any]]]]:
+        snapshot = stores.read_outbox()
+        order: list[str] = []
+        owners: dict[str, str] = {}
+        pending: dict[str, list[dict[str, Any]]] = {}
+        for record in snapshot.records:
+            conv = record["conversationId"]
+            if conv not in owners:
+                order.append(conv)
+                owners[conv] = record.get("owner") or "user"
+                pending[conv] = []
+            if record.get("status") != "delivered":
+                pending[conv].append(record)
+        forks = []
+        for conv in order:
+            try:
+                fork = stores.read_pending_fork(conv)
+            except (OutboxError, OSError):
+                continue
+            if fork is not None and not fork.get("resolvedAt"):
+                forks.append(conv)
+        return order, owners, forks, pending
+
+    return await stores.locked(work)
+
+
+async def compact(stores: OutboxStores, retention_days: float, clock: Clock, changes: ChangeFeed,
+                  result: SweepResult) -> None:
+    """Drop delivered, already-windowed and over-retention records; quarantine corrupt lines."""
+    now_ms = int(clock.time() * 1000)
+    cutoff = now_ms - retention_days * DAY_MS
+    warnings: list[str] = []
+
+    def work() -> tuple[int, int, int, bool]:
+        snapshot = stores.read_outbox()
+        windows: dict[str, set[str] | None] = {}
+        kept: list[dict[str, Any]] = []
+        delivered = expired = 0
+        for record in snapshot.records:
+            if record.get("status") == "delivered":
+                delivered += 1
+                continue
+            conv = record["conversationId"]
+            if conv not in windows:
+                try:
+                    ledger = stores.read_ledger(conv)
+                    windows[conv] = set((ledger or {}).get("deliveredBatchIds", []))
+                except (OutboxError, OSError):
+                    windows[conv] = None  # unreadable ledger: keep the records, decide nothing
+            window = windows[conv]
+            if window is not None and record["batchId"] in window:
+                delivered += 1  # skipped-but-lingering: the ledger already counts the batch
+                continue
+            if record["createdAt"] < cutoff:
+                expired += 1
+                warnings.append(
+                    f"memory-honcho: dropping over-retention outbox record {record['batchId']} "
+                    f"(conversation {conv}, created {iso(record['createdAt'] / 1000)}, "
+                    f"older than {retention_days:g}d retention)")
+                continue
+            record = {k: v for k, v in record.items()}
+            record["status"] = "pending"
+            kept.append(record)
+        for bad in snapshot.corrupt:
+            warnings.append(f"memory-honcho: quarantined corrupt outbox line {bad.number} ({bad.reason}) "
+                            f"into {stores.quarantine_path}")
+        dropped = delivered + expired + len(snapshot.corrupt) + snapshot.marks
+        rewrote = dropped > 0
+        if rewrote:
+            stores.quarantine(snapshot.corrupt, now_ms)
+            stores.rewrite_outbox(kept)
+        return delivered, expired, len(snapshot.corrupt), rewrote
+
+    delivered, expired, quarantined, rewrote = await stores.locked(work)
+    for warning in warnings:
+        log.warning("%s", warning)
+        result.errors.append(warning)
+        changes.emit("outbox", "outbox.warning", "", message=warning)
+    result.dropped_delivered += delivered
+    result.dropped_expired += expired
+    result.quarantined += quarantined
+    result.rewrote = result.rewrote or rewrote
+    if delivered + expired > 0:
+        log.info("memory-honcho: outbox compaction dropped %d delivered, %d expired", delivered, expired)
+    if rewrote:
+        changes.emit("outbox", "outbox.compacted", "", delivered=delivered, expired=expired,
+                     quarantined=quarantined)
+
+
+async def run_sweep(stores: OutboxStores, engine: DeliveryEngine, settings: OutboxSettings, clock: Clock,
+                    changes: ChangeFeed) -> SweepResult:
+    """One sweep: plan, establish (forks first), deliver, compact. Never raises for one conversation."""
+    result = SweepResult(started_at=clock.time())
+    order, owners, forks, pending = await _plan(stores)
+    result.conversations = len(order)
+    fork_set = set(forks)
+    establish_order = forks + [c for c in order if c not in fork_set]
+    for conv in establish_order:
+        try:
+            await engine.establish(conv, owners.get(conv, "user"))
+        except Exception as exc:  # noqa: BLE001 - one poisoned conversation never stops the sweep
+            message = f"memory-honcho: sweep establish failed for conversation {conv}: {exc}"
+            log.error("%s", message)
+            result.errors.append(message)
+    for conv in order:
+        if not pending.get(conv):
+            continue
+        try:
+            # deliver_pending establishes again first (a fork whose parent this sweep just
+            # delivered resolves now); with a ledger that is one read and no network.
+            delivered = await engine.deliver_pending(conv, owners.get(conv, "user"), candidates=pending[conv])
+            result.delivered_records += delivered.delivered_records
+            result.delivered_messages += delivered.delivered_messages
+        except Exception as exc:  # noqa: BLE001 - one poisoned conversation never stops the sweep
+            message = f"memory-honcho: sweep delivery failed for conversation {conv}: {exc}"
+            log.error("%s", message)
+            result.errors.append(message)
+    await compact(stores, settings.outbox_retention_days, clock, changes, result)
+    result.finished_at = clock.time()
+    return result
