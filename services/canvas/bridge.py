@@ -27,7 +27,7 @@ from .objects import Tx, ensure_owner, get_row
 from .service import Canvas
 from .views import NodeView
 
-__all__ = ["RunBridge", "BridgeInputError", "EVENT_LEVELS", "status_of"]
+__all__ = ["RunBridge", "BridgeInputError", "EVENT_LEVELS", "status_of", "outcome_name"]
 
 EVENT_LEVELS: dict[str, int] = {
     "node.turn.started": 2,
@@ -59,6 +59,13 @@ def status_of(run_status: str | None, outcome: str | None) -> str:
     if run_status == "settled":
         return _OUTCOME_STATUS.get(outcome or "", "done")
     return {"running": "active", "idle": "idle", "waiting_on_user": "waiting_on_user"}.get(run_status or "", "active")
+
+
+def outcome_name(value: Any) -> str | None:
+    """A run's outcome as its name: the DTO carries ``{outcome, ...fields}`` (or, older, the bare name)."""
+    if isinstance(value, Mapping):
+        value = value.get("outcome")
+    return value if isinstance(value, str) and value else None
 
 
 def _field(data: Mapping[str, Any], key: str, kind: type, what: str) -> Any:
@@ -117,8 +124,10 @@ class RunBridge:
             node = self._root(tx, run_id, owner_id=person.id, run=run)
             if node.owner_id is None:
                 node.owner_id = person.id
-            fields: dict[str, Any] = {"status": status_of(status, run.get("outcome")),
-                                      "activity": run.get("activity"), "outcome": run.get("outcome")}
+            outcome = outcome_name(run.get("outcome"))
+            activity = run.get("activity") if isinstance(run.get("activity"), str) else None
+            fields: dict[str, Any] = {"status": status_of(status, outcome), "activity": activity,
+                                      "outcome": outcome}
             if run.get("name"):
                 fields["name"] = str(run["name"])
             configure_node(tx, node, **fields)
@@ -138,7 +147,7 @@ class RunBridge:
         kind = params.get("kind") if isinstance(params, Mapping) and isinstance(params.get("kind"), str) else self.kind
         name = (run or {}).get("name") or run_id
         return spawn_node(tx, node_id=run_id, name=str(name), owner_id=owner_id, kind=kind,
-                          status=status_of((run or {}).get("status"), (run or {}).get("outcome")))
+                          status=status_of((run or {}).get("status"), outcome_name((run or {}).get("outcome"))))
 
     async def apply_event(self, event: Mapping[str, Any]) -> NodeView:
         """Apply one run event to its node (the root, or a child spawned from the root)."""
@@ -201,10 +210,12 @@ class RunBridge:
             if not isinstance(message, Mapping):
                 raise BridgeInputError(f"the event node.message.received (seq {event.get('seq')}) has no message object")
             _file_message(tx, node, message, row.turn_active)
+            if event.get("start_turn") and not row.turn_active:
+                status = "active"
             data["message"] = message.get("id")
             summary = f"{node.name}: message: {clip(str(message.get('text') or ''), 60)}"
         elif type_ == "node.settled":
-            outcome = event.get("outcome") if isinstance(event.get("outcome"), str) else None
+            outcome = outcome_name(event.get("outcome"))
             row.outcome, row.turn_active, status = outcome, False, status_of("settled", outcome)
             data["outcome"] = outcome
             level = 6 if outcome == "result" else 7 if outcome == "declined" else 8
