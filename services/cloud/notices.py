@@ -56,7 +56,6 @@ class NoticeAttempt:
 @dataclass
 class _RunNoticeState:
     task: asyncio.Task[None] | None = None
-    dirty: bool = False
     next_allowed: float = 0.0
 
 
@@ -75,14 +74,11 @@ class NoticeSender:
             return
         state = self._state.setdefault(run.id, _RunNoticeState())
         if state.task is not None and not state.task.done():
-            state.dirty = True
-            return
+            return  # coalesced: the send in flight goes on while newer events remain unsent
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            state.dirty = True
-            return
-        state.dirty = False
+            return  # no loop to send from; the next event appended from a loop owes it again
         state.task = loop.create_task(self._send(run, state))
 
     def mint(self, run: "FakeRun") -> tuple[str, dict[str, Any]]:
@@ -108,13 +104,13 @@ class NoticeSender:
             wait = state.next_allowed - clock.time()
             if wait > 0:
                 await clock.sleep(wait)
+            await asyncio.sleep(0)  # let a synchronous burst finish appending
+            sent_seq = run.seq
             ok = await self._attempts(run)
             gap = self.config.ack_gap_ms if ok else self.config.fail_gap_ms
             state.next_allowed = clock.time() + gap / 1000
-            if not state.dirty or run.streams or run.deleted:
-                state.dirty = False
+            if run.seq <= sent_seq or run.streams or run.deleted:
                 return
-            state.dirty = False
 
     async def _attempts(self, run: "FakeRun") -> bool:
         token, claims = self.mint(run)

@@ -1,0 +1,81 @@
+"""The sample world a new workspace starts with, read from ``assets/sample/world.json``.
+
+It gives every pane something to show on first launch: people with grants in different states,
+providers (one failed to install), and runs at different points of their life (idle after a
+reply, waiting on a question, a failed turn with a pending message, a child node's turn).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .cloud import FakeCloud
+from .errors import ServiceError
+
+__all__ = ["WorldError", "load_world", "seed_cloud"]
+
+
+class WorldError(ServiceError):
+    """The sample world file is missing a field or has one of the wrong shape."""
+
+
+def load_world(path: Path) -> dict[str, Any]:
+    """The world description, with a clear error when it is not valid JSON."""
+    try:
+        world = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise WorldError(f"{path}: cannot read the sample world ({exc})") from None
+    if not isinstance(world, dict) or not isinstance(world.get("users"), list):
+        raise WorldError(f"{path}: the sample world needs a list of users")
+    return world
+
+
+async def seed_cloud(cloud: FakeCloud, world: dict[str, Any], store: Any) -> None:
+    """Create the world's people, providers and runs on ``cloud``; connections go to ``store``."""
+    for spec in world.get("providers", []):
+        cloud.providers.define(
+            spec["name"],
+            tools={name: {"group": tool.get("group", name)} for name, tool in spec.get("tools", {}).items()},
+            status=spec.get("status", "ready"),
+            error=spec.get("error"),
+        )
+    for spec in world["users"]:
+        try:
+            user_id = spec["id"]
+        except KeyError:
+            raise WorldError("every sample user needs an id") from None
+        await cloud.connect(store, user_id, scopes=spec.get("scopes"), dependencies=spec.get("dependencies"))
+        user = cloud.user(user_id)
+        if spec.get("spend_cap"):
+            user.grant.set(spend_cap=spec["spend_cap"])
+        for doc in spec.get("memory", []):
+            user.memory.put(doc["name"], doc["body"], kind=doc.get("kind", "knowledge"), privacy=doc.get("privacy", "public"))
+    for spec in world.get("runs", []):
+        await _seed_run(cloud, spec)
+
+
+async def _seed_run(cloud: FakeCloud, spec: dict[str, Any]) -> None:
+    client = cloud.crouter(spec["user"])
+    try:
+        run = await client.runs.start(prompt=spec["prompt"], name=spec.get("name"))
+        fake = cloud.runs.get(run.id)
+        for step in spec.get("script", []):
+            if "reply" in step:
+                fake.reply(step["reply"])
+            elif "message" in step:
+                await client.runs.message(run.id, step["message"], start_turn=step.get("start_turn", False))
+            elif "ask" in step:
+                fake.ask(title=step["ask"])
+            elif "fail_turn" in step:
+                fake.fail_turn(**step["fail_turn"])
+            elif "settle" in step:
+                fake.settle(step["settle"])
+            elif "emit" in step:
+                emit = step["emit"]
+                fake.emit(emit["type"], emit.get("fields", {}), node_id=emit.get("node_id"))
+            else:
+                raise WorldError(f"unknown sample run step {sorted(step)}")
+    finally:
+        await client.aclose()
