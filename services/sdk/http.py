@@ -253,7 +253,11 @@ class RuntimeHttp:
                 ) from exc
             try:
                 if response.status_code >= 300:
-                    error = decode_error(response, await response.aread())
+                    try:
+                        body = await response.aread()
+                    except httpx.TransportError:
+                        body = b""
+                    error = decode_error(response, body)
                     if isinstance(error, AuthenticationError) and round_ == 0 and self.auth.refreshable:
                         token = await self.auth.refresh(token)
                         continue

@@ -280,3 +280,33 @@ async def test_watch_runs_yields_new_and_changed_runs(oauth, mini, sleeps) -> No
             break
     assert seen == [("run_1", "running"), ("run_1", "idle"), ("run_2", "running")]
     assert sleeps.waits == [2.0, 2.0]
+
+
+class DictStore:
+    """A store without ``lock``: only the three required methods."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, Any] = {}
+
+    async def get(self, user_id: str) -> Any:
+        return self.items.get(user_id)
+
+    async def save(self, conn: Any) -> None:
+        self.items[conn.user_id] = conn
+
+    async def delete(self, user_id: str) -> None:
+        self.items.pop(user_id, None)
+
+
+async def test_a_store_without_lock_still_refreshes_single_flight(mini, rsa_pem) -> None:
+    store = DictStore()
+    await store.save(expired_connection())
+    oauth = make_oauth(mini, store, rsa_pem)
+    mini.token_gate = asyncio.Event()
+    tasks = [asyncio.ensure_future(oauth.client("user:o1")) for _ in range(5)]
+    for _ in range(20):
+        await asyncio.sleep(0)
+    mini.token_gate.set()
+    await asyncio.gather(*tasks)
+    assert mini.token_refreshes() == 1 and store.items["user:o1"].refresh_token == "rt_1"
+    await oauth.aclose()
