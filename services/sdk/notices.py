@@ -53,11 +53,17 @@ _DEFAULT_TRANSPORT = _NoTransport()
 _CACHE: "weakref.WeakKeyDictionary[Any, dict[str, _KeySet]]" = weakref.WeakKeyDictionary()
 
 
+_STRONG_CACHE: dict[Any, dict[str, _KeySet]] = {}
+"""For transports that cannot be weakly referenced (kept for the life of the process)."""
+
+
 def _key_set(issuer: str, transport: Any) -> _KeySet:
-    per_transport = _CACHE.get(transport)
-    if per_transport is None:
-        per_transport = {}
-        _CACHE[transport] = per_transport
+    try:
+        per_transport = _CACHE.get(transport)
+        if per_transport is None:
+            per_transport = _CACHE[transport] = {}
+    except TypeError:
+        per_transport = _STRONG_CACHE.setdefault(transport, {})
     return per_transport.setdefault(issuer, _KeySet())
 
 
