@@ -34,6 +34,7 @@ __all__ = [
     "contained_path",
     "read_json",
     "FileLock",
+    "AsyncFileLock",
     "fsync_dir",
 ]
 
@@ -208,3 +209,49 @@ class FileLock:
         """The lock as a context manager (same as ``with lock:``)."""
         with self:
             yield
+
+
+class AsyncFileLock:
+    """An exclusive lock for async code: an ``asyncio.Lock`` within the process, ``flock`` across processes.
+
+    Waiting for the ``flock`` happens in a worker thread, so the event loop keeps running; the
+    lock is released from the loop (``flock`` is not bound to a thread).
+    ``async with AsyncFileLock(path):``.
+    """
+
+    _locks: dict[str, "asyncio.Lock"] = {}
+
+    def __init__(self, path: Path) -> None:
+        import asyncio
+
+        self.path = Path(path)
+        key = os.path.abspath(self.path)
+        self._inner = AsyncFileLock._locks.setdefault(key, asyncio.Lock())
+        self._fd: int | None = None
+
+    async def __aenter__(self) -> "AsyncFileLock":
+        import asyncio
+
+        await self._inner.acquire()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
+            except BaseException:
+                os.close(fd)
+                raise
+            self._fd = fd
+        except BaseException:
+            self._inner.release()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        fd, self._fd = self._fd, None
+        try:
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+        finally:
+            self._inner.release()
