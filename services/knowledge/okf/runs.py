@@ -86,6 +86,7 @@ class RunBook:
     def create_run(self, source_id: str, inputs: list[str], *, at: float) -> dict[str, Any]:
         """A new run for ``inputs``, staged and ``ready`` to judge."""
         source = self.state.source(source_id)
+        snapshots = self.snapshots()
         run_id = str(uuid.uuid4())
         run: dict[str, Any] = {
             "version": 1, "id": run_id, "source": source_id, "created": iso(at), "inputs": list(inputs),
@@ -95,17 +96,22 @@ class RunBook:
             "history": [], "error": None, "review": {"state": "judging"},
         }
         self.state.save_run(source_id, run)
-        return self.stage(source_id, run_id, at=at)
+        return self.stage(source_id, run_id, at=at, snapshots=snapshots)
 
     def work_dir(self, source_id: str, run_id: str) -> Path:
         """The run's working folder (the judge's ``cwd``)."""
         return self.state.runs_dir(source_id) / run_id / "work"
 
-    def stage(self, source_id: str, run_id: str, *, at: float) -> dict[str, Any]:
-        """Snapshot every base, write ``work/`` (input.json, staging.json, bases/) and mark ``ready``."""
+    def snapshots(self) -> dict[str, tuple[Any, str]]:
+        """A locked snapshot of every base (refused while a journal is pending or a file is linked)."""
+        return {alias: self.provider(alias).snapshot() for alias in self.directory_aliases()}
+
+    def stage(self, source_id: str, run_id: str, *, at: float,
+              snapshots: dict[str, tuple[Any, str]] | None = None) -> dict[str, Any]:
+        """Write ``work/`` (input.json, staging.json, bases/) from base snapshots and mark ``ready``."""
         source = self.state.source(source_id)
         owns = source["decl"]["owns"]
-        snapshots = {alias: self.provider(alias).snapshot() for alias in self.directory_aliases()}
+        snapshots = self.snapshots() if snapshots is None else snapshots
         work = self.work_dir(source_id, run_id)
         if work.exists():
             shutil.rmtree(work)
@@ -288,6 +294,7 @@ class RunBook:
     def begin_rejudge(self, source_id: str, run_id: str, *, at: float) -> dict[str, Any]:
         """Archive the attempt under ``rejudgments/<attempt>/`` and restage the unprocessed inputs."""
         processed = set(self.state.status(source_id)["processed"])
+        snapshots = self.snapshots()
         with self.state.editing_run(source_id, run_id) as run:
             state = run["review"]["state"]
             remaining = [i for i in run["inputs"] if i not in processed]
@@ -304,7 +311,7 @@ class RunBook:
                                                           "attempt": run["attempt"], "review": run["review"], "error": run["error"]})
             run.update(inputs=remaining, attempt=run["attempt"] + 1, attemptDir=str(archive), status="spawn-intent")
             run["history"].append({"status": "rejudge", "at": iso(at), "attempt": run["attempt"]})
-        return self.stage(source_id, run_id, at=at)
+        return self.stage(source_id, run_id, at=at, snapshots=snapshots)
 
     # -- recovery ----------------------------------------------------------------------------------
 

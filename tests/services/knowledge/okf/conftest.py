@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from services.changes import Change, ChangeFeed
-from services.clock import FakeClock
+from services.clock import Clock, FakeClock
 from services.knowledge.okf import Harvest, JudgeClient, LocalJudgeClient, SoulDecl
 
 NODES = {"expert": {"path": "expert", "owner": "expert-id"}, "ops": {"path": "ops", "owner": "ops-id"}}
@@ -41,11 +41,12 @@ class World:
         return [c.kind for c in self.seen]
 
 
-async def make_world(tmp_path: Path, judge: JudgeClient | None = None) -> World:
-    feed = ChangeFeed()
+async def make_world(tmp_path: Path, judge: JudgeClient | None = None, *, clock: Clock | None = None,
+                     feed: ChangeFeed | None = None) -> World:
+    feed = feed or ChangeFeed()
     seen: list[Change] = []
     feed.subscribe(seen.append)
-    harvest = await Harvest.open(tmp_path / "knowledge", feed, judge or LocalJudgeClient(), clock=FakeClock())
+    harvest = await Harvest.open(tmp_path / "knowledge", feed, judge or LocalJudgeClient(), clock=clock or FakeClock())
     await harvest.init_base("team", NODES, base_id="team-knowledge")
     home = tmp_path / "homes" / "expert"
     source_id = await harvest.register_home(home, SOUL, agent="expert")
