@@ -203,10 +203,11 @@ class ProvidersResource:
         return await self._http.call("provider.tools", max_retries=max_retries)
 
     async def call(self, provider: str, tool: str, arguments: Any = None) -> Any:
-        """``provider.call`` (never retried): the answer ``{result}``."""
-        return await self._http.call(
+        """``provider.call`` (never retried): what the tool returned (the answer's ``result``)."""
+        answer = await self._http.call(
             "provider.call", path={"provider": provider, "tool": tool}, body={"arguments": arguments or {}}
         )
+        return answer.get("result") if isinstance(answer, dict) and "result" in answer else answer
 
 
 class ProfilesResource:

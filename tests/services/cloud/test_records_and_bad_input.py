@@ -77,9 +77,9 @@ async def test_bearer_token_faults(cloud: FakeCloud, client) -> None:
     answer = await _raw(cloud, "GET", "/v1/runs", forged)
     assert (answer.status_code, answer.json()["error"]["code"]) == (401, "invalid_token")
     assert cloud.calls[-1].user_id == USER
-    hmac = jwt.encode({"iss": cloud.issuer, "sub": USER, "aud": cloud.runtime_id, "exp": 4_000_000_000}, "secret", algorithm="HS256")
+    hmac = jwt.encode({"iss": cloud.issuer, "sub": USER, "aud": cloud.runtime_id, "exp": 4_000_000_000}, "s" * 32, algorithm="HS256")
     assert (await _raw(cloud, "GET", "/v1/runs", hmac)).status_code == 401
-    stranger = jwt.encode({"sub": "user:nobody"}, "k", algorithm="HS256")
+    stranger = jwt.encode({"sub": "user:nobody"}, "k" * 32, algorithm="HS256")
     await _raw(cloud, "GET", "/v1/runs", stranger)
     assert cloud.calls[-1].user_id is None
 
