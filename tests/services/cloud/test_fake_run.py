@@ -223,3 +223,17 @@ async def test_message_idempotency_replays(cloud: FakeCloud, client) -> None:
     one = await client.runs.message(run.id, "x", idempotency_key="m1")
     two = await client.runs.message(run.id, "x", idempotency_key="m1")
     assert one["message"]["id"] == two["message"]["id"] and len(fake.messages) == 1
+
+
+async def test_concurrent_starts_with_one_key_make_one_run(cloud: FakeCloud, client) -> None:
+    runs = await asyncio.gather(*(client.runs.start(prompt="same", idempotency_key="burst") for _ in range(10)))
+    assert len({r.id for r in runs}) == 1 and len(cloud.runs.all) == 1
+
+
+async def test_a_refused_start_does_not_store_its_key(cloud: FakeCloud, client) -> None:
+    from services.sdk import BadRequestError
+
+    with pytest.raises(BadRequestError):
+        await client.runs.start(prompt="x", worktree="main", idempotency_key="fixme")
+    run = await client.runs.start(prompt="x", idempotency_key="fixme")
+    assert cloud.runs.all == [cloud.runs.get(run.id)]

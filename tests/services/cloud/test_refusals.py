@@ -77,6 +77,7 @@ async def test_two_processes_with_separate_stores_reuse_is_refused(cloud: FakeCl
         await app_b.client("user:two")
     assert refusal_of(info.value).code == "refresh_token_reused"
     assert [r.code for r in refusals] == ["refresh_token_reused"]
+    assert await second_store.get("user:two") is None  # the refused app's stored connection is removed
     await app_a.aclose()
     await app_b.aclose()
 
