@@ -15,7 +15,8 @@ from typing import Any
 from sqlalchemy import delete, select, update
 from sqlmodel import Session
 
-from .errors import DocumentInvalidError, NameRefusedError, NameTakenError, ObjectNotFoundError, StaleRevisionError
+from .errors import (DocumentInvalidError, NameRefusedError, NameTakenError, ObjectNotFoundError, OwnerInUseError,
+                     StaleRevisionError)
 from .events import add_edge, ensure_watch, publish_event
 from .models import DocumentRow, EdgeRow, LinkRow, ObjectRow, RevisionRow, WatchRow
 from .names import DOCUMENT_KINDS, PRIVACY_LEVELS, ReaderView, check_path, link_targets
@@ -33,6 +34,7 @@ __all__ = [
     "move_document",
     "delete_document",
     "push_report",
+    "release_node_documents",
     "document_view",
     "history",
     "view_of_owner",
@@ -262,6 +264,28 @@ def delete_document(tx: Tx, doc: ObjectRow, *, actor_id: str | None) -> None:
     tx.session.delete(doc)
     tx.session.flush()
     tx.change("object.deleted", doc.id, type="document", name=f"{handle}/{doc.name}")
+
+
+def release_node_documents(tx: Tx, node: ObjectRow, *, actor_id: str | None) -> tuple[int, int]:
+    """Before a node goes: delete its documents, except those a document it does not own links to.
+
+    Kept documents move to the node's own owner (keeping id and links); returns ``(deleted, kept)``.
+    """
+    s = tx.session
+    docs = s.execute(select(ObjectRow).where(ObjectRow.owner_id == node.id, ObjectRow.type == "document")).scalars().all()
+    ids = [d.id for d in docs]
+    kept_ids = set(s.execute(select(LinkRow.target_id).join(ObjectRow, ObjectRow.id == LinkRow.document_id).where(
+        LinkRow.target_id.in_(ids), ObjectRow.owner_id != node.id)).scalars()) if ids else set()
+    heir = get_row(s, node.owner_id) if node.owner_id else None
+    if kept_ids and heir is None:
+        raise OwnerInUseError(f"{node.name!r} owns documents other documents link to, and has no owner to keep them")
+    for doc in docs:
+        if doc.id in kept_ids:
+            assert heir is not None
+            move_document(tx, doc, to_path=doc.name, to_owner=heir, actor_id=actor_id)
+        else:
+            delete_document(tx, doc, actor_id=actor_id)
+    return len(docs) - len(kept_ids), len(kept_ids)
 
 
 def push_report(tx: Tx, node: ObjectRow, *, label: str, preview: str, body: str) -> ObjectRow:

@@ -242,7 +242,11 @@ class Canvas:
         return await self._write(run)
 
     async def delete(self, ref: str, *, actor: str | None = None) -> None:
-        """Delete an object; its watchers hear ``deleted``. An owner still owning objects is refused."""
+        """Delete an object; its watchers hear ``deleted``.
+
+        A node takes its jobs and its documents with it, except documents another owner's document
+        links to: those move to the node's owner. Any other owner still owning objects is refused.
+        """
         def run(tx: Tx) -> None:
             row = find_object(tx.session, ref)
             if row.id == CRTR_APP:
@@ -250,10 +254,19 @@ class Canvas:
             if row.type == "document":
                 _docs.delete_document(tx, row, actor_id=self._actor(tx.session, actor))
                 return
+            actor_id = self._actor(tx.session, actor)
+            if row.type == "node":
+                _docs.release_node_documents(tx, row, actor_id=actor_id)
+                for job in tx.session.execute(select(ObjectRow).where(ObjectRow.owner_id == row.id,
+                                                                      ObjectRow.type == "job")).scalars().all():
+                    publish_event(tx.session, job, "deleted", tx.now, actor_id=actor_id)
+                    tx.session.delete(job)
+                    tx.change("object.deleted", job.id, type="job", name=job.name)
+                tx.session.flush()
             owned = tx.session.execute(select(ObjectRow.id).where(ObjectRow.owner_id == row.id).limit(1)).first()
             if owned is not None:
                 raise OwnerInUseError(f"{row.name!r} still owns objects; delete or move them first")
-            publish_event(tx.session, row, "deleted", tx.now, actor_id=self._actor(tx.session, actor))
+            publish_event(tx.session, row, "deleted", tx.now, actor_id=actor_id)
             tx.session.delete(row)
             tx.session.flush()
             tx.change("object.deleted", row.id, type=row.type, name=row.name)

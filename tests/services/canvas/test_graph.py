@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.canvas import (Canvas, CanvasError, DocumentInvalidError, NameRefusedError, OwnerInUseError,
+from services.canvas import (Canvas, CanvasError, DocumentInvalidError, NameRefusedError, ObjectNotFoundError,
+                             OwnerInUseError,
                              UndeclaredEventError, WatchPatternError)
 
 from .conftest import PREVIEW
@@ -125,8 +126,11 @@ async def test_jobs_exit_or_are_killed_and_watchers_hear(canvas: Canvas) -> None
     await canvas.job_killed(other.object.id)
     inbox = await canvas.inbox("n")
     assert [(e.event_type, e.level) for e in inbox.items][:2] == [("killed", 7), ("exited", 7)]
-    with pytest.raises(OwnerInUseError):
-        await canvas.delete("n")
+    await canvas.ensure_owner("user", "o1")
+    await canvas.write("kept", owner="user:o1", preview=PREVIEW, body="b")
+    with pytest.raises(OwnerInUseError, match="still owns"):
+        await canvas.delete("user:o1")
+    assert await canvas.count_objects(type="document") == 1
 
 
 async def test_custom_objects_publish_declared_events_only(canvas: Canvas) -> None:
@@ -182,3 +186,24 @@ async def test_list_count_and_filters_page_by_name(canvas: Canvas) -> None:
     assert await canvas.count_objects(type="document", owner="user:o1", name_filter="0") == 7
     assert [o.name for o in (await canvas.list_objects(name_filter="0_")).items] == ["v0_1"]  # LIKE escaped
     assert await canvas.count_objects(type="user") == 2
+
+
+async def test_a_node_takes_its_documents_unless_a_kept_document_links_to_them(canvas: Canvas) -> None:
+    await canvas.ensure_owner("user", "o1")
+    await canvas.spawn_node(node_id="n", owner="user:o1")
+    await canvas.spawn_node(node_id="w")
+    scratch = await canvas.write("scratch", preview=PREVIEW, body="tmp", actor="n")
+    finding = await canvas.write("finding", preview=PREVIEW, body="keep me", actor="n")
+    await canvas.write("index", owner="user:o1", preview=PREVIEW, body="[[n/finding]]")
+    await canvas.start_job("make", actor="n")
+    await canvas.watch("n", watcher="w")
+    await canvas.delete("n")
+    kept = await canvas.get(finding.object.id)
+    assert kept.owner_id == "user:o1" and kept.full_name == "o1/finding"
+    assert await canvas.lint("o1/index") == []  # the link still resolves to the same id
+    assert await canvas.count_objects(type="job") == 0
+    with pytest.raises(ObjectNotFoundError):
+        await canvas.get(scratch.object.id)
+    with pytest.raises(ObjectNotFoundError):
+        await canvas.get("n")
+    assert (await canvas.inbox("w")).items[0].event_type == "deleted"
