@@ -10,7 +10,7 @@ from .bundle import Finding, validate_bundle, validate_tree
 from .capture import CaptureReport, capture_notes, capture_record
 from .delivery import DeliveryProvider, DirectoryProvider, RecoveryOutcome
 from .descriptors import BaseDescriptor, Bindings, DirectoryBinding, GitBinding, NodeDecl, SoulDecl, load_bindings, load_soul, parse_base_descriptor, parse_bindings, parse_soul
-from .errors import (BaselineError, CaptureError, ConfirmError, JudgmentError, OkfConfigError, OkfError, OkfPathError,
+from .errors import (BaselineError, CaptureError, ConfirmError, OkfConfigError, OkfError, OkfPathError,
                      OkfValidationError, RecoveryError, RunStateError, SourceError, ViewError)
 from .harvest import Harvest
 from .home import InstanceHome
@@ -31,6 +31,6 @@ __all__ = [
     "Bindings", "DirectoryBinding", "GitBinding", "BaseDescriptor", "NodeDecl", "SoulDecl", "load_bindings",
     "load_soul", "parse_bindings", "parse_soul", "parse_base_descriptor", "InstanceHome", "StateDir",
     "PREVIEW_CAP", "inspect_source", "preview_file", "Debouncer", "NotesWatcher",
-    "OkfError", "OkfConfigError", "OkfPathError", "OkfValidationError", "JudgmentError", "BaselineError",
+    "OkfError", "OkfConfigError", "OkfPathError", "OkfValidationError", "BaselineError",
     "ConfirmError", "RecoveryError", "ViewError", "CaptureError", "RunStateError", "SourceError",
 ]

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ...files import FileLock, atomic_write_text, fsync_dir
+from ...files import FileLock, fsync_dir
 from .bundle import validate_tree
 from .descriptors import BaseDescriptor, DirectoryBinding, NodeDecl, load_json_file, parse_base_descriptor
 from .errors import OkfConfigError, OkfPathError, OkfValidationError, RecoveryError
@@ -133,10 +133,10 @@ class DirectoryBase:
         return FileLock(self.lock_dir / "lock")
 
     @contextmanager
-    def locked(self, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
-        """Hold the lock, waiting at most ``wait_s`` (then ``RecoveryError``)."""
+    def locked(self, wait_s: float | None = None) -> Iterator[None]:
+        """Hold the lock, waiting at most ``wait_s`` (default ``LOCK_WAIT_S``; then ``RecoveryError``)."""
         lock = self.lock()
-        deadline = time.monotonic() + wait_s
+        deadline = time.monotonic() + (LOCK_WAIT_S if wait_s is None else wait_s)
         while not lock.try_acquire():
             if time.monotonic() >= deadline:
                 raise RecoveryError(f"base {self.alias!r} is locked by another publication")
@@ -163,7 +163,3 @@ class DirectoryBase:
                 raise RecoveryError(f"base {self.alias!r}: publication pending; it must recover first")
             tree = self.read_unlocked()
         return tree, tree_digest(tree)
-
-    def write_nav(self, rel: str, text: str) -> None:
-        """Replace one navigation file atomically (used only by provisioning)."""
-        atomic_write_text(self.path / rel, text)

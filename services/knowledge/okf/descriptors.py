@@ -41,6 +41,7 @@ __all__ = [
     "load_soul",
     "parse_base_descriptor",
     "check_node_path",
+    "check_binding_paths",
 ]
 
 ID_PATTERN = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,95}$")

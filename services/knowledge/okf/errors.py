@@ -15,7 +15,6 @@ __all__ = [
     "OkfConfigError",
     "OkfPathError",
     "OkfValidationError",
-    "JudgmentError",
     "BaselineError",
     "ConfirmError",
     "RecoveryError",
@@ -59,16 +58,6 @@ class OkfValidationError(OkfError):
     def __init__(self, message: str, findings: list[object] | None = None) -> None:
         self.findings = list(findings or [])
         super().__init__(message)
-
-
-class JudgmentError(OkfError):
-    """A judgment that breaks a rule; ``problems`` lists every broken rule."""
-
-    code = "E_JUDGMENT"
-
-    def __init__(self, message: str, problems: list[str] | None = None, *, code: str | None = None) -> None:
-        self.problems = list(problems or [])
-        super().__init__(message, code=code)
 
 
 class BaselineError(OkfError):

@@ -16,8 +16,8 @@ work runs in ``asyncio.to_thread``; journals left by a crash are recovered on ``
 from __future__ import annotations
 
 import asyncio
-import json
 import os
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,8 @@ from ...files import atomic_write_json, contained_path
 from .bases import DirectoryBase, init_directory_base
 from .capture import CaptureReport, capture_notes, capture_record
 from .delivery import RecoveryOutcome
-from .descriptors import BaseDescriptor, Bindings, DirectoryBinding, NodeDecl, SoulDecl, check_id, load_bindings, load_soul
+from .descriptors import (BaseDescriptor, Bindings, DirectoryBinding, NodeDecl, SoulDecl, check_binding_paths, check_id,
+                          load_bindings, load_soul)
 from .errors import OkfConfigError, OkfError, SourceError
 from .home import InstanceHome, publish_view
 from .inspect import inspect_source
@@ -126,8 +127,6 @@ class Harvest:
             descriptor = init_directory_base(target, base_id or alias, nodes, at=self.clock.time())
             bases = {**self.bindings.bases, alias: DirectoryBinding(alias, descriptor.id, target)}
             updated = Bindings(self.bindings.file, self.bindings.state_dir, bases, self.bindings.cron, self.bindings.tz)
-            from .descriptors import check_binding_paths
-
             check_binding_paths(updated)
             atomic_write_json(self.bindings.file, updated.to_json())
             self._rebind(updated)
@@ -151,6 +150,7 @@ class Harvest:
                 base = DirectoryBase(self.bindings.directory(alias))
                 if node not in base.descriptor().nodes:
                     raise OkfConfigError(f"{ref}: base {alias!r} has no node {node!r}")
+            self.state.claim_owner(decl.owner, soul_name or decl.owner)
             instance = InstanceHome(home)
             instance.scaffold()
             view = self._publish_view(instance.new_view_dir(), decl)
@@ -339,8 +339,6 @@ class Harvest:
             source = self.state.source(source_id)
             decl = SoulDecl(source["decl"]["owner"], tuple(source["decl"]["owns"]), tuple(source["decl"]["reads"]))
             if durable:
-                import uuid
-
                 target = self.state.source_dir(source_id) / "views" / f"knowledge-view-{uuid.uuid4()}"
             else:
                 home = InstanceHome(Path(source["home"]))
@@ -385,7 +383,3 @@ class Harvest:
     async def close(self) -> None:
         """Stop the watcher; nothing else holds resources."""
         await self.stop_watcher()
-
-    def bindings_json(self) -> str:
-        """The current bindings file text (for display)."""
-        return json.dumps(self.bindings.to_json(), indent=2)

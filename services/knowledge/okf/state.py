@@ -18,7 +18,6 @@ Every write is atomic (temp, fsync, rename, folder fsync); every read-modify-wri
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,7 +26,7 @@ from typing import Any
 
 from ...clock import iso
 from ...files import CorruptFileError, FileLock, atomic_write_bytes, atomic_write_json, read_json
-from .descriptors import Bindings, SoulDecl, check_id
+from .descriptors import Bindings, SoulDecl
 from .errors import OkfError, SourceError
 from .tree import canonical_json, sha256_hex
 
@@ -116,13 +115,6 @@ class StateDir:
     def source(self, source_id: str) -> dict[str, Any]:
         """The frozen ``source.json``."""
         return dict(read_json(self.source_dir(source_id) / "source.json"))
-
-    def set_accepted_view(self, source_id: str, view: dict[str, Any]) -> None:
-        """Record the source's registered accepted view (the only change ever made to source.json)."""
-        with self.status_lock(source_id):
-            source = self.source(source_id)
-            source["acceptedView"] = view
-            atomic_write_json(self.source_dir(source_id) / "source.json", source)
 
     # -- locks and status --------------------------------------------------------------------
 
@@ -230,11 +222,3 @@ class StateDir:
             if (self.runs_dir(source_id) / run_id / "run.json").is_file():
                 return source_id
         raise OkfError(f"no judgment {run_id}", code="E_RUN")
-
-    def exists(self) -> bool:
-        """True when the state dir is there."""
-        return os.path.isdir(self.path)
-
-    def check_id(self, value: str) -> str:
-        """An OKF id check, exposed for callers naming things in the state dir."""
-        return check_id(value, "id")

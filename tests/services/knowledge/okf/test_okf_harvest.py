@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from services.knowledge.okf import (
-    BaselineError, FixedReplyJudgeClient, LocalJudgeClient, OkfPathError, RecoveryError, RunStateError,
+    BaselineError, FixedReplyJudgeClient, OkfPathError, RecoveryError, RunStateError,
     deterministic_judge_reply,
 )
 from services.knowledge.okf.tree import read_tree
@@ -210,3 +210,43 @@ async def test_views_are_immutable_and_pending_journal_blocks_fresh_ones(world: 
         await world.harvest.refresh(world.source_id)
     assert (first / "view.json").is_file()  # existing snapshots stay readable
     assert (Path(result.view) / "bases" / "team" / "expert" / "decisions" / "retries.md").read_text().startswith("---")
+
+
+async def test_base_locked_by_another_publisher_fails_fast(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.knowledge.okf import bases
+
+    judgment_id = await pending(world, ("retries.md", DECISION))
+    monkeypatch.setattr(bases, "LOCK_WAIT_S", 0.1)
+    base_before = read_tree(world.base)
+    held = world.harvest.runs.provider("team").base.lock()
+    assert held.try_acquire()
+    try:
+        with pytest.raises(RecoveryError, match="locked by another publication"):
+            await world.harvest.approve(judgment_id)
+    finally:
+        held.release()
+    assert read_tree(world.base) == base_before
+    [item] = await world.harvest.queue()
+    assert item.state == "delivering" and item.receipts == (("team", "validated"),)
+    assert (await world.harvest.retry(judgment_id)).state == "approved"
+
+
+async def test_owner_id_cannot_name_two_souls(world: World) -> None:
+    from services.knowledge.okf import OkfError, SoulDecl
+
+    with pytest.raises(OkfError, match="E_OWNER: owner id 'expert-id' already names soul"):
+        await world.harvest.register_home(world.root / "homes" / "other", SoulDecl("expert-id", (), ()), agent="other",
+                                          soul_name="another-soul")
+    assert len(await world.harvest.sources()) == 1
+    assert not (world.root / "homes" / "other").exists()
+    assert world.harvest.state.owners() == {"expert-id": "expert-id"}
+
+
+async def test_missing_node_fails_registration(world: World) -> None:
+    from services.knowledge.okf import OkfConfigError, SoulDecl
+
+    with pytest.raises(OkfConfigError, match="has no node 'missing'"):
+        await world.harvest.register_home(world.root / "homes" / "x", SoulDecl("x-id", ("team/missing",), ()), agent="x")
+    with pytest.raises(OkfConfigError, match="no base 'nowhere'"):
+        await world.harvest.register_home(world.root / "homes" / "x", SoulDecl("x-id", ("nowhere/n",), ()), agent="x")
+    assert not (world.root / "homes" / "x").exists()

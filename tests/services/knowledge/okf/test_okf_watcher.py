@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from services.changes import ChangeFeed
 from services.clock import Clock, FakeClock
 from services.knowledge.okf import Debouncer
 from services.knowledge.okf import watcher as watcher_module
