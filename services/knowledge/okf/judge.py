@@ -18,7 +18,8 @@ which rule decided in every reason:
 
 Each promote/merge concept carries its full after-text in ``text`` (the judge run cannot edit
 staged files here, so the concept text travels in the judgment); the text cites the input hash
-and, for records, the turn ids.
+and, for records, the turn ids. A note's local Markdown links point into its home, not into the
+base, so they are kept as plain text (``label (target)``) and the base stays valid.
 """
 
 from __future__ import annotations
@@ -111,6 +112,14 @@ def classify(text: str) -> tuple[str, str]:
     return "no-durable-judgment", ""
 
 
+_LOCAL_LINK_RE = re.compile(r"(?<!!)\[([^\]\n]*)\]\((?![a-zA-Z][a-zA-Z0-9+.-]*:|#)([^)\s]+)\)")
+
+
+def _unlink(body: str) -> str:
+    """Local links of a note point into its home, not the base: keep them as text (``label (target)``)."""
+    return _LOCAL_LINK_RE.sub(lambda m: f"{m.group(1)} ({m.group(2)})", body)
+
+
 def _strip_frontmatter(text: str) -> tuple[dict[str, str], str]:
     if text.startswith("---\n"):
         end = text.find("\n---", 3)
@@ -164,6 +173,7 @@ def judge_documents(input_doc: dict[str, Any], staging_doc: dict[str, Any],
             continue
         alias, node_path = destination  # type: ignore[misc]
         fields, body = _strip_frontmatter(text)
+        body = _unlink(body)
         if item.get("kind") == "note":
             name_title = item.get("name", "concept").rsplit("/", 1)[-1].removesuffix(".md").replace("-", " ").replace("_", " ")
             title = _clean(fields.get("title") or name_title, 80).title() or "Concept"

@@ -215,22 +215,38 @@ class RunBook:
             return run
 
     def _narrow(self, source_id: str, run: dict[str, Any], chosen: Sequence[str], *, at: float) -> None:
-        """Rebuild the proposals from the chosen outcomes only (removals need a whole approval)."""
+        """Rebuild the proposals from the chosen outcomes only (removals need a whole approval).
+
+        Everything is computed and validated before any file is written, and outcomes that
+        share a concept must be approved together (its text carries all of them).
+        """
         outcomes = [o for o in run["judgment"]["outcomes"] if o["input"] in chosen]
+        writers: dict[tuple[str, str], set[str]] = {}
+        for outcome in run["judgment"]["outcomes"]:
+            for concept in outcome["concepts"]:
+                writers.setdefault((concept["base"], concept["path"]), set()).add(outcome["input"])
+        for (base, path), inputs in sorted(writers.items()):
+            if inputs & set(chosen) and not inputs <= set(chosen):
+                raise RunStateError(f"outcomes for {', '.join(sorted(i[:12] for i in inputs))} all write {base}/{path}; "
+                                    "approve them together")
         staging = json.loads((self.work_dir(source_id, run["id"]) / "staging.json").read_text("utf-8"))
-        for alias, receipt in run["receipts"].items():
+        planned: dict[str, dict[str, Any] | None] = {}
+        for alias in run["receipts"]:
             before = decode_tree(run["stages"][alias]["baseline"])
             after = apply_judgment(before, alias, outcomes, [], owned_node_paths(staging[alias]), at=at)
             findings = validate_tree(after, strict=True)
             if findings:
                 raise OkfValidationError(f"the selected outcomes do not validate for {alias}", findings)
             file = self.state.runs_dir(source_id) / run["id"] / f"{alias}-proposal.json"
+            planned[alias] = (proposal_document(run["id"], run["attempt"], str(file), before, after, at=at)
+                              if changed_paths(before, after) else None)
+        for alias, proposal in planned.items():
+            file = self.state.runs_dir(source_id) / run["id"] / f"{alias}-proposal.json"
             if file.exists():
                 os.replace(file, file.with_name(f"{alias}-proposal.judged.json"))
-            if not changed_paths(before, after):
+            if proposal is None:
                 run["receipts"][alias] = {"status": "no-change"}
                 continue
-            proposal = proposal_document(run["id"], run["attempt"], str(file), before, after, at=at)
             atomic_write_json(file, proposal)
             run["receipts"][alias] = {"status": "validated", "proposal": str(file), "proposalHash": proposal_hash(proposal)}
 

@@ -250,3 +250,30 @@ async def test_missing_node_fails_registration(world: World) -> None:
     with pytest.raises(OkfConfigError, match="no base 'nowhere'"):
         await world.harvest.register_home(world.root / "homes" / "x", SoulDecl("x-id", ("nowhere/n",), ()), agent="x")
     assert not (world.root / "homes" / "x").exists()
+
+
+async def test_outcomes_sharing_a_concept_are_approved_together(world: World) -> None:
+    (world.notes / "a").mkdir()
+    (world.notes / "b").mkdir()
+    judgment_id = await pending(world, ("a/retries.md", DECISION), ("b/retries.md", "We decided never to retry a 400.\n"))
+    detail = await world.harvest.detail(judgment_id)
+    assert sorted(o.verdict for o in detail.outcomes) == ["merge", "promote"]
+    assert {o.concepts for o in detail.outcomes} == {("team/expert/decisions/retries.md",)}
+    with pytest.raises(RunStateError, match="approve them together"):
+        await world.harvest.approve(judgment_id, [detail.outcomes[0].input])
+    [item] = await world.harvest.queue()
+    assert item.state == "pending"
+    assert (await world.harvest.approve(judgment_id)).state == "approved"
+    text = (world.base / "expert" / "decisions" / "retries.md").read_text()
+    assert all(o.input in text for o in detail.outcomes)
+
+
+async def test_all_drop_judgment_settles_without_changes(world: World) -> None:
+    base_before = read_tree(world.base)
+    judgment_id = await pending(world, ("todo.md", RESIDUE))
+    item = await world.harvest.approve(judgment_id)
+    assert item.state == "approved" and item.receipts == (("team", "no-change"),) and item.drop == 1
+    assert read_tree(world.base) == base_before
+    assert (await world.harvest.detail(judgment_id)).files == ()
+    assert world.harvest.state.status(world.source_id)["processed"] == world.harvest.state.load_run(
+        world.source_id, judgment_id)["inputs"]

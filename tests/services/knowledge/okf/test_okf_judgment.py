@@ -143,3 +143,13 @@ def test_removal_with_reason_unlists_the_concept(baseline) -> None:
     assert "expert/decisions/t.md" not in after
     assert b"decisions/t.md" not in after["expert/index.md"]
     assert b"**Removal**" in after["expert/log.md"] and b"Superseded by the new policy" in after["expert/log.md"]
+
+
+def test_local_links_in_notes_do_not_break_the_base(baseline) -> None:
+    note = "We decided on SQS because of [the incident](../incidents/q.md); see [docs](https://example.test/sqs).\n"
+    doc = input_doc((H1, "queues.md", note))
+    judgment = judge_documents(doc, staging_for(baseline), {})
+    text = judgment["outcomes"][0]["concepts"][0]["text"]
+    assert "the incident (../incidents/q.md)" in text and "[docs](https://example.test/sqs)" in text
+    check = check_judgment(json.dumps(judgment), inputs=[H1], staging=staging_for(baseline), baselines={"team": baseline}, at=0)
+    assert check.valid, check.problems

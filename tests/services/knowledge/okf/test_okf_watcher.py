@@ -108,3 +108,18 @@ async def test_a_failing_capture_does_not_stop_the_watcher(tmp_path: Path) -> No
         assert "bad.md" in (world.harvest.watcher.last_error or "")
     finally:
         await world.harvest.close()
+
+
+async def test_a_burst_of_notes_is_captured_in_a_few_batches(tmp_path: Path) -> None:
+    world = await make_world(tmp_path, clock=Clock())
+    try:
+        await world.harvest.start_watcher()
+        for n in range(300):
+            (world.notes / f"burst-{n:03d}.md").write_text(f"Note {n}: the sky was blue.\n")
+        await wait_for(lambda: len(world.harvest.state.status(world.source_id)["captured"]["inputs"]) == 300)
+        await wait_for(lambda: not world.harvest.watcher._debouncer.pending())
+        assert world.kinds().count("capture.completed") < 30  # coalesced, not one capture per file
+        [report] = await world.harvest.capture_now(world.source_id)  # a full rescan finds nothing missed
+        assert report.captured == () and report.unchanged == 300
+    finally:
+        await world.harvest.close()
