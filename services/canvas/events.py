@@ -22,6 +22,7 @@ from .models import EdgeRow, EventRow, InboxRow, ObjectRow, WatchRow
 __all__ = [
     "COMMON_LEVELS",
     "EDGE_KINDS",
+    "IMPLICIT_MIN_LEVEL",
     "parse_pattern",
     "pattern_matches",
     "check_level",
@@ -48,6 +49,9 @@ COMMON_LEVELS = {
 }
 """Default level of each builtin event type (an ``exited`` with a non-zero code is raised to 7)."""
 EDGE_KINDS = ("acted-on", "links-to", "watches", "spawned")
+IMPLICIT_MIN_LEVEL = 2
+"""The minimum level of a watch made by reading, writing, messaging, spawning or starting a job:
+level-1 chatter (``read``, activity changes) stays out of those inboxes; ``watch`` can lower it."""
 
 _GLOB = re.compile(r"^[a-z*?][a-z0-9_.*?-]*$")
 
@@ -80,8 +84,8 @@ def check_level(level: Any, what: str = "level") -> int:
 
 def add_edge(session: Session, src_id: str, dst_id: str, kind: str, at: float) -> None:
     """Add ``src --kind--> dst`` unless it exists."""
-    stmt = sqlite_insert(EdgeRow).values(src_id=src_id, dst_id=dst_id, kind=kind, created_at=at)
     if session.get_bind().dialect.name == "sqlite":
+        stmt = sqlite_insert(EdgeRow).values(src_id=src_id, dst_id=dst_id, kind=kind, created_at=at)
         session.execute(stmt.on_conflict_do_nothing())
         return
     exists = session.execute(
@@ -104,7 +108,8 @@ def ensure_watch(session: Session, watcher_id: str, object_id: str, at: float, *
     ).scalar_one_or_none()
     created = watch is None
     if watch is None:
-        watch = WatchRow(watcher_id=watcher_id, object_id=object_id, created_at=at)
+        watch = WatchRow(watcher_id=watcher_id, object_id=object_id, created_at=at,
+                         min_level=IMPLICIT_MIN_LEVEL if min_level is None else min_level)
         session.add(watch)
     if pattern is not None:
         watch.pattern = pattern

@@ -207,3 +207,14 @@ async def test_a_node_takes_its_documents_unless_a_kept_document_links_to_them(c
     with pytest.raises(ObjectNotFoundError):
         await canvas.get("n")
     assert (await canvas.inbox("w")).items[0].event_type == "deleted"
+
+
+async def test_implicit_watches_skip_level_one_chatter_explicit_ones_can_take_it(canvas: Canvas) -> None:
+    await canvas.spawn_node(node_id="writer")
+    await canvas.spawn_node(node_id="reader")
+    await canvas.spawn_node(node_id="auditor")
+    await canvas.write("doc", owner="writer", preview=PREVIEW, body="b", actor="writer")
+    await canvas.watch("writer/doc", watcher="auditor", min_level=1)
+    await canvas.read("writer/doc", reader="reader")
+    assert [e.event_type for e in (await canvas.inbox("writer")).items] == ["watched", "watched"]  # no "read"
+    assert [e.event_type for e in (await canvas.inbox("auditor")).items] == ["watched", "read"]
