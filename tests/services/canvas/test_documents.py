@@ -170,3 +170,17 @@ async def test_a_push_creates_a_report_under_the_node(world: Canvas) -> None:
     assert report.object.full_name.endswith("-final")
     inbox = await world.inbox("n2")
     assert any(e.event_type == "report.update" and e.level == 6 for e in inbox.items)
+
+
+async def test_read_models_are_frozen_plain_data_safe_after_the_session(world: Canvas) -> None:
+    import dataclasses
+
+    from sqlmodel import SQLModel
+
+    doc = await world.write("a", owner="user:o1", preview=PREVIEW, body="b", actor="n1")
+    detail = await world.read("o1/a", reader="n2")
+    for model in (doc, detail, detail.object, detail.document, detail.revisions[0], detail.events[0],
+                  detail.watchers[0], await world.inbox("n1"), await world.edges("o1/a")):
+        assert dataclasses.is_dataclass(model) and not isinstance(model, SQLModel)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        doc.body = "changed"  # type: ignore[misc]
