@@ -200,7 +200,13 @@ class DeliveryEngine:
         conv = check_conversation_id(conversation_id)
         await self.establish(conv, owner)
         async with self._delivering:
-            await asyncio.to_thread(fcntl.flock, self._lock_fd, fcntl.LOCK_EX)
+            # Polled rather than blocking in a thread, so a cancelled caller never leaves it held.
+            while True:
+                try:
+                    fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    await asyncio.sleep(0.02)
             try:
                 return await self._deliver(conv, candidates)
             finally:

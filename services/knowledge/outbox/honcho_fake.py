@@ -255,8 +255,9 @@ class FakeHonchoService:
         ws.messages[new_id] = [{**m, "id": f"msg_{next(self._ids):08d}", "session_id": new_id} for m in messages]
         return 201, ws.sessions[new_id]
 
-    def _peer_messages(self, ws: _Workspace, peer_id: str) -> list[dict[str, Any]]:
-        return [m for msgs in ws.messages.values() for m in msgs if m["peer_id"] == peer_id]
+    def _peer_messages(self, ws: _Workspace, peer_id: str, session_id: str | None = None) -> list[dict[str, Any]]:
+        sessions = [ws.messages.get(session_id, [])] if session_id else ws.messages.values()
+        return [m for msgs in sessions for m in msgs if m["peer_id"] == peer_id]
 
     def _peer_search(self, workspace_id: str, peer_id: str, *, body: Any, params: Any) -> tuple[int, Any]:
         ws = self._ws(workspace_id)
@@ -278,7 +279,7 @@ class FakeHonchoService:
     def _representation(self, workspace_id: str, peer_id: str, *, body: Any, params: Any) -> tuple[int, Any]:
         ws = self._ws(workspace_id)
         session_id = (body or {}).get("session_id")
-        messages = [m for m in self._peer_messages(ws, peer_id) if not session_id or m["session_id"] == session_id]
+        messages = self._peer_messages(ws, peer_id, session_id)
         conclusions = [c["content"] for c in ws.conclusions if c["observed_id"] == peer_id]
         recent = " | ".join(m["content"][:80] for m in messages[-3:])
         text = (f"[fake Honcho representation] {peer_id}: {len(messages)} messages"

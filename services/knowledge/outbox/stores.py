@@ -162,6 +162,18 @@ class OutboxStores:
                 record["status"] = "delivered"
         return snapshot
 
+    def outbox_key(self) -> tuple[int, int, int] | None:
+        """The outbox file's identity and version (inode, size, mtime); None when it does not exist.
+
+        Every append changes the size and every rewrite the inode, so an equal key (read inside
+        the mutex) means the content a snapshot was read from is unchanged.
+        """
+        try:
+            info = os.stat(self.outbox_path)
+        except FileNotFoundError:
+            return None
+        return (info.st_ino, info.st_size, info.st_mtime_ns)
+
     def append_lines(self, values: list[dict[str, Any]]) -> None:
         """Append records or marks as JSON lines (fsynced); a partial last line is closed first."""
         if not values:

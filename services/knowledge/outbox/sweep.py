@@ -28,7 +28,7 @@ from services.clock import Clock, iso
 
 from .delivery import DeliveryEngine
 from .models import DAY_MS, OutboxError, OutboxSettings
-from .stores import OutboxStores
+from .stores import OutboxSnapshot, OutboxStores
 
 __all__ = ["SWEEP_TASK_NAME", "SweepResult", "run_sweep", "compact"]
 
@@ -70,8 +70,19 @@ class SweepResult:
         return {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
 
 
-async def _plan(stores: OutboxStores) -> tuple[list[str], dict[str, str], list[str], dict[str, list[dict[str, Any]]]]:
-    def work() -> tuple[list[str], dict[str, str], list[str], dict[str, list[dict[str, Any]]]]:
+@dataclass(slots=True)
+class _Plan:
+    order: list[str]
+    owners: dict[str, str]
+    forks: list[str]
+    pending: dict[str, list[dict[str, Any]]]
+    key: tuple[int, int, int] | None
+    snapshot: OutboxSnapshot
+
+
+async def _plan(stores: OutboxStores) -> _Plan:
+    def work() -> _Plan:
+        key = stores.outbox_key()
         snapshot = stores.read_outbox()
         order: list[str] = []
         owners: dict[str, str] = {}
@@ -92,20 +103,28 @@ async def _plan(stores: OutboxStores) -> tuple[list[str], dict[str, str], list[s
                 continue
             if fork is not None and not fork.get("resolvedAt"):
                 forks.append(conv)
-        return order, owners, forks, pending
+        return _Plan(order, owners, forks, pending, key, snapshot)
 
     return await stores.locked(work)
 
 
 async def compact(stores: OutboxStores, retention_days: float, clock: Clock, changes: ChangeFeed,
-                  result: SweepResult) -> None:
-    """Drop delivered, already-windowed and over-retention records; quarantine corrupt lines."""
+                  result: SweepResult, planned: tuple[tuple[int, int, int] | None, OutboxSnapshot] | None = None
+                  ) -> None:
+    """Drop delivered, already-windowed and over-retention records; quarantine corrupt lines.
+
+    The file is re-read inside the mutex, unless ``planned`` holds a snapshot whose file key is
+    still the current one (nothing was appended or rewritten since): then that read is reused.
+    """
     now_ms = int(clock.time() * 1000)
     cutoff = now_ms - retention_days * DAY_MS
     warnings: list[str] = []
 
     def work() -> tuple[int, int, int, bool]:
-        snapshot = stores.read_outbox()
+        if planned is not None and planned[0] is not None and planned[0] == stores.outbox_key():
+            snapshot = planned[1]
+        else:
+            snapshot = stores.read_outbox()
         windows: dict[str, set[str] | None] = {}
         kept: list[dict[str, Any]] = []
         delivered = expired = 0
@@ -164,7 +183,8 @@ async def run_sweep(stores: OutboxStores, engine: DeliveryEngine, settings: Outb
                     changes: ChangeFeed) -> SweepResult:
     """One sweep: plan, establish (forks first), deliver, compact. Never raises for one conversation."""
     result = SweepResult(started_at=clock.time())
-    order, owners, forks, pending = await _plan(stores)
+    plan = await _plan(stores)
+    order, owners, forks, pending = plan.order, plan.owners, plan.forks, plan.pending
     result.conversations = len(order)
     fork_set = set(forks)
     establish_order = forks + [c for c in order if c not in fork_set]
@@ -188,6 +208,6 @@ async def run_sweep(stores: OutboxStores, engine: DeliveryEngine, settings: Outb
             message = f"memory-honcho: sweep delivery failed for conversation {conv}: {exc}"
             log.error("%s", message)
             result.errors.append(message)
-    await compact(stores, settings.outbox_retention_days, clock, changes, result)
+    await compact(stores, settings.outbox_retention_days, clock, changes, result, (plan.key, plan.snapshot))
     result.finished_at = clock.time()
     return result

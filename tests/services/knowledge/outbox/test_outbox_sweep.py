@@ -180,3 +180,16 @@ async def test_unresolved_forks_are_established_first(outbox: MemoryOutbox, fake
     clone_id = outbox.stores.read_ledger(child)["sessionId"]
     assert contents(fake, clone_id) == ["p1", "r1", "c1", "cr1"]
     assert outbox.stores.read_pending_fork(child)["resolvedAt"]
+
+
+async def test_compaction_rereads_when_the_file_changed_after_the_plan(outbox: MemoryOutbox, clock, feed) -> None:
+    from services.knowledge.outbox.sweep import SweepResult, compact
+
+    first = await outbox.capture_turn("run_a", "u", turn("q", "a"))
+    planned = (outbox.stores.outbox_key(), outbox.stores.read_outbox())
+    outbox.stores.append_lines([{"op": "delivered", "batchIds": [first], "at": 1}])
+    late = await outbox.capture_turn("run_a", "u", turn("late", "b"))  # appended after the plan
+    result = SweepResult(started_at=clock.time())
+    await compact(outbox.stores, 30, clock, feed, result, planned)
+    assert [r["batchId"] for r in outbox.stores.read_outbox().records] == [late]
+    assert result.dropped_delivered == 1
