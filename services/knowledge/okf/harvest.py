@@ -85,6 +85,8 @@ class Harvest:
         bindings = await asyncio.to_thread(prepare)
         harvest = cls(root, changes, judge, bindings, clock=clock or Clock(), watch_window=watch_window)
         await harvest.recover()
+        for run_id in await asyncio.to_thread(harvest.runs.mark_interrupted, at=harvest.clock.time()):
+            harvest._emit("judgment.invalid", run_id, interrupted=True)
         for source_id in harvest.state.source_ids():
             home = InstanceHome(Path(harvest.state.source(source_id)["home"]))
             harvest.watcher.add(source_id, home.notes_dir)
@@ -245,6 +247,7 @@ class Harvest:
         cwd = str(self.runs.work_dir(source_id, run_id))
         reply: str | None = None
         failure: str | None = None
+        await asyncio.to_thread(self.runs.mark_running, source_id, run_id, at=self.clock.time())
         try:
             reply = await self.judge.judge(prompt, cwd=cwd)
         except Exception as exc:  # the judge run is remote; any failure is kept on the run

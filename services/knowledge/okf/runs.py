@@ -152,9 +152,31 @@ class RunBook:
             concepts[alias] = {p: tree[p].decode("utf-8", "replace") for p in concept_paths(tree)
                                if any(p.startswith(n + "/") for n in nodes.values())}
         with self.state.editing_run(source_id, run_id) as run:
-            run["status"] = "running"
+            run["status"] = "launch-intent"
             run["launch"] = {"kind": "judge", "cwd": str(work)}
         return build_prompt(input_doc, staging, concepts)
+
+    def mark_running(self, source_id: str, run_id: str, *, at: float) -> None:
+        """The judge has been asked: ``launch-intent`` -> ``running``."""
+        with self.state.editing_run(source_id, run_id) as run:
+            run["status"] = "running"
+            run["history"].append({"status": "running", "at": iso(at)})
+
+    def mark_interrupted(self, *, at: float) -> list[str]:
+        """Runs left mid-judging by a crash: their outcome is unknown, so they become invalid (rejudge them)."""
+        marked = []
+        for source_id in self.state.source_ids():
+            for run_id in self.state.run_ids(source_id):
+                if self.state.load_run(source_id, run_id)["review"]["state"] != "judging":
+                    continue
+                with self.state.editing_run(source_id, run_id) as run:
+                    unknown = "launch-unknown" if run["status"] in ("launch-intent", "running") else "scaffold-unknown"
+                    problem = f"E_RUN: judging was interrupted at {run['status']}; its outcome is unknown, rejudge it"
+                    run.update(status=unknown, error={"code": "E_RUN", "message": problem, "problems": [problem]},
+                               review={"state": "invalid"})
+                    run["history"].append({"status": unknown, "at": iso(at)})
+                    marked.append(run_id)
+        return marked
 
     # -- recording a judgment ------------------------------------------------------------------
 

@@ -139,3 +139,15 @@ async def test_unvalidatable_after_state_rolls_back(world: World) -> None:
     assert read_tree(world.base) == before
     [item] = await reopened.queue()
     assert item.receipts == (("team", "validated"),)
+
+
+async def test_judging_interrupted_by_a_crash_becomes_invalid_and_can_be_rejudged(world: World) -> None:
+    (world.notes / "retries.md").write_text(DECISION)
+    await world.harvest.capture_now(world.source_id, judge=False)
+    inputs = world.harvest.runs.outstanding(world.source_id)
+    run = world.harvest.runs.create_run(world.source_id, inputs, at=0)
+    world.harvest.runs.prompt(world.source_id, run["id"])  # the process dies while the judge runs
+    reopened = await reopen(world)
+    [item] = await reopened.queue()
+    assert item.state == "invalid" and item.run_status == "launch-unknown" and "interrupted" in item.problems[0]
+    assert (await reopened.rejudge(item.id)).state == "pending"
