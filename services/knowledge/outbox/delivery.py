@@ -328,7 +328,9 @@ class DeliveryEngine:
         inflight = ledger.get("inflight") or []
         if not inflight:
             return {}
-        found = await self.client.list_messages(ledger["sessionId"], {"metadata": {"batch_id": {"in": inflight}}})
+        # Plain metadata equality joined by OR: the filter form Honcho documents.
+        found = await self.client.list_messages(
+            ledger["sessionId"], {"OR": [{"metadata": {"batch_id": batch}} for batch in inflight]})
         landed = {}
         for message in found:
             meta = message.get("metadata") or {}

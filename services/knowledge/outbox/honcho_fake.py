@@ -334,8 +334,15 @@ def _require_text(body: Any, key: str) -> str:
 
 
 def _matches(message: dict[str, Any], filters: dict[str, Any]) -> bool:
+    """Honcho's filter subset: equality on fields and metadata keys, ``in``, ``AND``, ``OR``."""
     for key, want in filters.items():
-        if key == "metadata":
+        if key == "OR":
+            if not any(_matches(message, branch) for branch in want):
+                return False
+        elif key == "AND":
+            if not all(_matches(message, branch) for branch in want):
+                return False
+        elif key == "metadata":
             meta = message.get("metadata") or {}
             for mkey, mwant in want.items():
                 have = meta.get(mkey)

@@ -315,11 +315,17 @@ def _record_problem(value: Any) -> str | None:
     for key, kind in (("batchId", str), ("conversationId", str), ("owner", str), ("messages", list)):
         if not isinstance(value.get(key), kind):
             return f"field {key!r} missing or not a {kind.__name__}"
+    try:
+        check_conversation_id(value["conversationId"])
+    except OutboxError as exc:
+        return str(exc)
     if not isinstance(value.get("createdAt"), (int, float)):
         return "field 'createdAt' missing or not a number"
     for message in value["messages"]:
         if not isinstance(message, dict) or not isinstance(message.get("content"), str):
             return "a message without text content"
+        if not isinstance(message.get("peerId"), str):
+            return "a message without a peerId"
     return None
 
 

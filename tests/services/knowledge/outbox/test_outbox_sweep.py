@@ -85,20 +85,23 @@ async def test_corrupt_and_truncated_lines_are_quarantined_and_the_rest_delivere
     with open(outbox.stores.outbox_path, "ab") as handle:
         handle.write(b'{"batchId": 12, "garbage": true}\n')
         handle.write(b'\xff\xfe not json at all\n')
+        handle.write(b'{"batchId": "evil", "conversationId": "../../etc", "owner": "u", "createdAt": 1, '
+                     b'"messages": []}\n')
         handle.write(b'{"batchId": "torn", "conversationId": "run_a", "messa')  # crash mid-append
     await outbox.capture_turn("run_a", "u", turn("after", "c"))
     status = await outbox.status()
-    assert status.corrupt_lines == 3
+    assert status.corrupt_lines == 4
     result = await outbox.sweep()
-    assert result.quarantined == 3 and result.delivered_records == 2
+    assert result.quarantined == 4 and result.delivered_records == 2
     assert contents(fake, "conv-run_a") == ["before", "b", "after", "c"]
-    assert sum("quarantined corrupt outbox line" in e for e in result.errors) == 3
+    assert sum("quarantined corrupt outbox line" in e for e in result.errors) == 4
     lines = [json.loads(x) for x in outbox.stores.quarantine_path.read_text().splitlines()]
-    assert [q["line"] for q in lines] == [2, 3, 4]
-    assert lines[2]["raw"].startswith('{"batchId": "torn"')
+    assert [q["line"] for q in lines] == [2, 3, 4, 5]
+    assert "conversation id" in lines[2]["reason"]
+    assert lines[3]["raw"].startswith('{"batchId": "torn"')
     assert all(q["reason"] for q in lines)
     assert outbox.stores.read_outbox().corrupt == []
-    assert (await outbox.status()).quarantined == 3
+    assert (await outbox.status()).quarantined == 4
     assert any(c.kind == "outbox.warning" for c in seen)
 
 
