@@ -357,6 +357,8 @@ class Harvest:
 
     async def read(self, source_id: str, base: str, path: str, *, durable: bool = False) -> ReadResult:
         """The full text of ``base``/``path`` as currently accepted (through a fresh view; no cap)."""
+        binding = self.bindings.directory(base)
+        await asyncio.to_thread(contained_path, binding.path, path)  # refuse a bad path before making a view
         view = await self.refresh(source_id, durable=durable)
 
         def work() -> ReadResult:

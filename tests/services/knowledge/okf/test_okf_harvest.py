@@ -277,3 +277,21 @@ async def test_all_drop_judgment_settles_without_changes(world: World) -> None:
     assert (await world.harvest.detail(judgment_id)).files == ()
     assert world.harvest.state.status(world.source_id)["processed"] == world.harvest.state.load_run(
         world.source_id, judgment_id)["inputs"]
+
+
+async def test_read_refuses_paths_outside_the_base_and_works_without_the_home(world: World) -> None:
+    from services.files import PathError
+
+    for bad in ("../okf-bindings.json", "/etc/passwd", "expert/../../x"):
+        with pytest.raises(PathError):
+            await world.harvest.read(world.source_id, "team", bad)
+    assert not list(world.home.glob("knowledge-view-*"))  # no view was made for a refused path
+    import shutil
+
+    shutil.rmtree(world.home)
+    from services.knowledge.okf import SourceError
+
+    with pytest.raises(SourceError, match="durable=True"):
+        await world.harvest.refresh(world.source_id)
+    result = await world.harvest.read(world.source_id, "team", "expert/index.md", durable=True)
+    assert result.text.startswith("# expert") and not world.home.exists()

@@ -87,3 +87,11 @@ def test_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "pipe.md")
     with pytest.raises(Exception, match="not a plain regular file"):
         preview_file(tmp_path / "pipe.md")
+
+
+async def test_large_note_is_previewed_with_its_size(world: World) -> None:
+    (world.notes / "big.md").write_bytes(b"x" * (PREVIEW_CAP + 10))
+    report = await world.harvest.inspect(world.source_id)
+    [doc] = [d for d in report["documents"] if d["label"] == "Pending note: big.md"]
+    assert doc["truncated"] is True and doc["bytes"] == PREVIEW_CAP + 10 and len(doc["text"]) == PREVIEW_CAP
+    assert (world.notes / "big.md").stat().st_size == PREVIEW_CAP + 10  # inspection is read-only
