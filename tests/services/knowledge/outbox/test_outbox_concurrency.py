@@ -89,3 +89,46 @@ async def _race_two_processes(outbox: MemoryOutbox, fake, root: Path) -> None:
     assert set(delivered) == expected
     assert max(delivered.values()) == 1
     assert outbox.stores.read_outbox().records == []
+
+
+KILLED_WRITER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from pathlib import Path
+    from services.changes import ChangeFeed
+    from services.knowledge.outbox import MemoryOutbox
+
+    async def main(root):
+        box = await MemoryOutbox.open(Path(root), ChangeFeed())
+        i = 0
+        while True:
+            batch = await box.capture_turn("run_k", "u", [{"role": "user", "text": "x" * 20000 + str(i)}])
+            print(batch, flush=True)
+            i += 1
+
+    asyncio.run(main(sys.argv[1]))
+    """
+)
+
+
+async def test_acknowledged_captures_survive_a_sigkill(outbox: MemoryOutbox, fake, root: Path) -> None:
+    """A writer killed at a random point: every capture it acknowledged is there and gets delivered."""
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(root)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    acked: list[str] = []
+    assert proc.stdout is not None
+    while len(acked) < 60:
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read().decode() if proc.stderr else "writer died"
+        acked.append(line.decode().strip())
+    proc.kill()
+    rest, _ = proc.communicate()
+    acked.extend(x for x in rest.decode().split() if x)
+    snapshot = outbox.stores.read_outbox()
+    present = {r["batchId"] for r in snapshot.records}
+    assert set(acked) <= present
+    assert len(snapshot.corrupt) <= 1  # at most the one line the kill cut short
+    result = await outbox.sweep()
+    assert result.delivered_records == len(present)
+    assert result.quarantined == len(snapshot.corrupt)
+    assert len(fake.all_messages()) == len(present)
