@@ -118,6 +118,9 @@ async def bench_latency(samples: int) -> None:
                 if not new:
                     raise SystemExit(f"note {n} never reached the queue")
                 delays.append(arrived[new.pop()] - written)
+            started = time.perf_counter()
+            items = await harvest.queue()
+            listed = time.perf_counter() - started
         finally:
             await harvest.close()
         delays.sort()
@@ -125,6 +128,7 @@ async def bench_latency(samples: int) -> None:
         print(f"note written -> judgment pending, watcher on ({samples} notes, debounce "
               f"{harvest.watcher._debouncer.window * 1000:.0f} ms): p50 {statistics.median(delays) * 1000:.0f} ms, "
               f"p95 {p95 * 1000:.0f} ms, max {delays[-1] * 1000:.0f} ms (aim p95 < 1000 ms)")
+        print(f"queue listing with {len(items)} judgments: {listed * 1000:.0f} ms")
 
 
 async def main() -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from ...files import FileLock, fsync_dir
 from .bundle import validate_tree
 from .descriptors import BaseDescriptor, DirectoryBinding, NodeDecl, load_json_file, parse_base_descriptor
-from .errors import OkfConfigError, OkfPathError, OkfValidationError, RecoveryError
+from .errors import OkfConfigError, OkfError, OkfPathError, OkfValidationError, RecoveryError
 from .tree import Tree, inside_git_worktree, read_tree, tree_digest
 
 __all__ = ["DirectoryBase", "init_directory_base", "log_heading", "LOCK_WAIT_S"]
@@ -156,10 +156,15 @@ class DirectoryBase:
         return read_tree(self.path)
 
     def snapshot(self) -> tuple[Tree, str]:
-        """``(tree, digest)`` read under the lock; refused while a journal is pending."""
-        self.descriptor()
+        """``(tree, digest)`` read under the lock; refused while a journal is pending or an index is missing."""
+        descriptor = self.descriptor()
         with self.locked():
             if self.journal_pending():
                 raise RecoveryError(f"base {self.alias!r}: publication pending; it must recover first")
             tree = self.read_unlocked()
+        needed = ["index.md", "log.md"] + [f"{n.path}/{f}" for n in descriptor.nodes.values() for f in ("index.md", "log.md")]
+        missing = [rel for rel in needed if rel not in tree]
+        if missing:
+            raise OkfError(f"base {self.alias!r} is missing {', '.join(missing)}; bases are never bootstrapped silently",
+                           code="E_INDEX")
         return tree, tree_digest(tree)

@@ -218,6 +218,10 @@ class StateDir:
 
     def find_run(self, run_id: str) -> str:
         """The source id owning ``run_id``."""
+        try:
+            uuid.UUID(run_id)
+        except (ValueError, TypeError):
+            raise OkfError(f"{run_id!r} is not a judgment id", code="E_RUN") from None
         for source_id in self.source_ids():
             if (self.runs_dir(source_id) / run_id / "run.json").is_file():
                 return source_id

@@ -295,3 +295,14 @@ async def test_read_refuses_paths_outside_the_base_and_works_without_the_home(wo
         await world.harvest.refresh(world.source_id)
     result = await world.harvest.read(world.source_id, "team", "expert/index.md", durable=True)
     assert result.text.startswith("# expert") and not world.home.exists()
+
+
+async def test_missing_node_index_is_refused_not_bootstrapped(world: World) -> None:
+    from services.knowledge.okf import OkfError
+
+    (world.base / "ops" / "index.md").unlink()
+    (world.notes / "retries.md").write_text(DECISION)
+    with pytest.raises(OkfError, match="E_INDEX: base 'team' is missing ops/index.md"):
+        await world.harvest.capture_now(world.source_id)
+    assert not (world.base / "ops" / "index.md").exists()
+    assert await world.harvest.queue() == []
