@@ -67,9 +67,10 @@ def create_schema(engine: Engine) -> None:
     from . import models  # noqa: F401  (registers the tables)
     from .search import install_search
 
-    with _busy_guard():
-        SQLModel.metadata.create_all(engine, tables=models.TABLES)
-        install_search(engine)
+    bind = engine.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"}) if engine.dialect.name == "sqlite" else engine
+    with _busy_guard(), bind.begin() as conn:  # one writer creates; a second opener waits, then finds it all
+        SQLModel.metadata.create_all(conn, tables=models.TABLES)
+        install_search(conn)
 
 
 @contextmanager

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from sqlalchemy import text
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session
 
 __all__ = ["install_search", "index_object", "unindex_object", "search_ids", "fts_query"]
@@ -24,16 +24,14 @@ def _is_sqlite(bind: Engine | Session) -> bool:
     return engine.dialect.name == "sqlite"
 
 
-def install_search(engine: Engine) -> None:
-    """Create the search index if the server supports it (idempotent)."""
-    if not _is_sqlite(engine):
+def install_search(conn: Connection) -> None:
+    """Create the search index in ``conn``'s transaction if the server supports it (idempotent)."""
+    if conn.dialect.name != "sqlite":
         return
-    with engine.connect() as conn:
-        conn.execute(text(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS object_fts USING fts5("
-            "name, preview, body, tokenize='unicode61 remove_diacritics 2')"
-        ))
-        conn.commit()
+    conn.execute(text(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS object_fts USING fts5("
+        "name, preview, body, tokenize='unicode61 remove_diacritics 2')"
+    ))
 
 
 def index_object(session: Session, pk: int, name: str, preview: str = "", body: str = "") -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
@@ -236,4 +236,3 @@ class ObjectDetail:
     revisions: tuple[RevisionView, ...] = ()
     events: tuple[EventView, ...] = ()
     watchers: tuple[WatchView, ...] = ()
-    extra: dict[str, Any] = field(default_factory=dict)

@@ -100,3 +100,12 @@ async def test_a_second_process_writing_at_the_same_time_loses_nothing(tmp_path,
         revisions = session.execute(text("SELECT count(*) FROM revisions")).scalar()
     assert revisions == 80
     await canvas.close()
+
+
+async def test_two_canvases_opening_a_new_file_at_once_both_work(tmp_path, clock) -> None:
+    path = tmp_path / "fresh" / "canvas.db"
+    a, b = await asyncio.gather(Canvas.open(path, clock=clock), Canvas.open(path, clock=clock))
+    await a.write("x", owner="user:o1", preview=PREVIEW, body="from a")
+    assert (await b.read("o1/x")).document.body == "from a"  # type: ignore[union-attr]
+    await a.close()
+    await b.close()
