@@ -1,0 +1,300 @@
+"""``CanvasPane`` (``#canvas``): the object graph as a lazy tree by type and owner, the selected
+object's neighbourhood as a small graph (``enter`` follows an edge), and its detail.
+
+Nothing off-screen is built: tree groups load one page (``PAGE`` objects) when expanded, with a
+"more" node for the next page; a filter asks the canvas for matching names, one page at a time.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import Label, Markdown, OptionList, Static, Tree
+from textual.widgets.option_list import Option
+from textual.widgets.tree import TreeNode
+
+from services.clock import iso
+from services.errors import ServiceError
+
+from .text import DETAIL_CAP, highlight, safe, safe_text
+from .widgets.pane import Pane, PaletteAction
+
+__all__ = ["CanvasPane", "PAGE", "EDGE_ARROWS"]
+
+PAGE = 50
+"""Objects loaded per tree page."""
+TYPES = ("document", "node", "job", "custom", "user", "app", "repo", "profile")
+OWNER_TYPES = ("user", "app", "repo", "profile", "node")
+EDGE_ARROWS = {"links-to": "──links-to──▶", "watches": "──watches───▶", "acted-on": "──acted-on──▶", "spawned": "──spawned───▶"}
+"""How each edge kind is drawn (outgoing; incoming edges are drawn reversed)."""
+LEVELS = {1: "info", 2: "notice", 3: "warning", 4: "alert"}
+
+
+def _label(summary: Any, needle: str = "") -> Text:
+    text = highlight(safe_text(summary.name or summary.full_name, 120), needle)
+    text.append(f"  {summary.type}", style="dim")
+    return text
+
+
+class CanvasPane(Pane):
+    """The canvas graph browser."""
+
+    title = "canvas"
+    number = 1
+    sources = frozenset({"canvas"})
+
+    BINDINGS = [
+        Binding("enter", "follow_edge", "Follow edge", show=False, id="workbench.canvas.follow_edge"),
+        Binding("backspace", "go_back", "Back", id="workbench.canvas.go_back"),
+        Binding("escape", "clear_filter", "Clear filter", show=False, id="workbench.canvas.clear_filter"),
+    ]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(id="canvas", **kwargs)
+        self.selected: str | None = None
+        """The id of the object whose neighbourhood and detail are shown."""
+        self.history: list[str] = []
+        """Objects visited before, for ``backspace``."""
+        self.detail: Any = None
+        """The selected object's ``ObjectDetail``."""
+        self.neighbourhood: Any = None
+        """The selected object's ``Neighbourhood``."""
+
+    def compose(self) -> ComposeResult:
+        yield self.heading()
+        yield self.filter_bar()
+        with Horizontal(id="canvas-top"):
+            tree: Tree[Any] = Tree(Text("canvas"), id="canvas-tree")
+            tree.show_root = False
+            yield tree
+            with Vertical(id="canvas-graph"):
+                yield Label("", id="graph-centre", classes="graph-centre")
+                yield OptionList(id="canvas-edges")
+        with VerticalScroll(id="canvas-detail"):
+            yield Static("", id="canvas-meta", markup=False)
+            yield Markdown("", id="canvas-body")
+            yield Static("", id="canvas-more", markup=False)
+
+    @property
+    def canvas(self) -> Any:
+        """The workspace's canvas service (None when this workspace has none)."""
+        return getattr(self.workspace, "canvas", None)
+
+    # -- the tree --------------------------------------------------------------------------------
+
+    def reload(self) -> None:
+        if self.canvas is None:
+            self.query_one("#canvas-meta", Static).update(Text("This workspace has no canvas service.", style="dim"))
+            self.count_label = "—"
+            return
+        self.load_roots(self.filter_text.strip())
+        if self.selected:
+            self.load_object(self.selected, remember=False)
+
+    @work(group="canvas-tree", exclusive=True, exit_on_error=False)
+    async def load_roots(self, needle: str) -> None:
+        """Rebuild the tree's top: counts by type and owner groups, or the filter's first page."""
+        canvas = self.canvas
+        tree = self.query_one("#canvas-tree", Tree)
+        total = await canvas.count_objects(name_filter=needle or None)
+        self.count_label = f"{total} objects" + (" match" if needle else "")
+        if needle:
+            page = await canvas.list_objects(name_filter=needle, limit=PAGE)
+            tree.clear()
+            group = tree.root.add(Text(f"{total} matching “{safe(needle, 80)}”"), expand=True,
+                                  data={"kind": "list", "args": {"name_filter": needle}})
+            self._add_page(group, page, {"name_filter": needle}, needle)
+            return
+        counts = {t: await canvas.count_objects(type=t) for t in TYPES}
+        if getattr(self, "_root_counts", None) == counts and tree.root.children:
+            return
+        self._root_counts = counts
+        tree.clear()
+        by_type = tree.root.add(Text("by type", style="bold"), expand=True, data={"kind": "heading"})
+        for type_ in TYPES:
+            if counts[type_]:
+                by_type.add(Text(f"{type_} ({counts[type_]})"), data={"kind": "list", "args": {"type": type_}},
+                            allow_expand=True)
+        by_owner = tree.root.add(Text("by owner", style="bold"), expand=False, data={"kind": "heading"})
+        for type_ in OWNER_TYPES:
+            if counts.get(type_):
+                by_owner.add(Text(f"{type_}s ({counts[type_]})"),
+                             data={"kind": "list", "args": {"type": type_}, "owners": True}, allow_expand=True)
+
+    def _add_page(self, node: TreeNode[Any], page: Any, args: dict[str, Any], needle: str = "",
+                  owners: bool = False) -> None:
+        for summary in page.items:
+            if owners:
+                node.add(_label(summary, needle), data={"kind": "list", "args": {"owner": summary.id},
+                                                        "object": summary.id}, allow_expand=True)
+            else:
+                node.add_leaf(_label(summary, needle), data={"kind": "object", "object": summary.id})
+        if page.has_more:
+            node.add_leaf(Text("… more", style="italic"),
+                          data={"kind": "more", "args": args, "offset": page.offset + page.limit, "owners": owners})
+
+    @on(Tree.NodeExpanded, "#canvas-tree")
+    def _expanded(self, event: Tree.NodeExpanded[Any]) -> None:
+        data = event.node.data or {}
+        if data.get("kind") == "list" and not data.get("loaded") and not event.node.children:
+            data["loaded"] = True
+            self.load_page(event.node, data["args"], 0, bool(data.get("owners")))
+
+    @work(group="canvas-page", exit_on_error=False)
+    async def load_page(self, node: TreeNode[Any], args: dict[str, Any], offset: int, owners: bool) -> None:
+        """Add one page of objects under ``node``."""
+        page = await self.canvas.list_objects(offset=offset, limit=PAGE, **args)
+        self._add_page(node, page, args, str(args.get("name_filter") or ""), owners)
+
+    @on(Tree.NodeSelected, "#canvas-tree")
+    def _tree_selected(self, event: Tree.NodeSelected[Any]) -> None:
+        data = event.node.data or {}
+        if data.get("kind") == "more":
+            parent = event.node.parent
+            event.node.remove()
+            if parent is not None:
+                self.load_page(parent, data["args"], data["offset"], bool(data.get("owners")))
+
+    @on(Tree.NodeHighlighted, "#canvas-tree")
+    def _tree_highlighted(self, event: Tree.NodeHighlighted[Any]) -> None:
+        object_id = (event.node.data or {}).get("object")
+        if object_id and object_id != self.selected:
+            self.load_object(object_id)
+
+    # -- the selected object -------------------------------------------------------------------
+
+    @work(group="canvas-object", exclusive=True, exit_on_error=False)
+    async def load_object(self, object_id: str, remember: bool = True) -> None:
+        """Load an object's detail and neighbourhood and show them."""
+        detail = await self.canvas.read(object_id, events_limit=20)
+        edges = await self.canvas.edges(object_id, limit=20)
+        if remember and self.selected and self.selected != object_id:
+            self.history.append(self.selected)
+        self.selected, self.detail, self.neighbourhood = object_id, detail, edges
+        self._show_graph()
+        self._show_detail()
+
+    def _show_graph(self) -> None:
+        hood = self.neighbourhood
+        centre = Text("● ", style="bold")
+        centre.append(safe(hood.object.full_name, 120))
+        centre.append(f"  {hood.object.type}", style="dim")
+        self.query_one("#graph-centre", Label).update(centre)
+        edges = self.query_one("#canvas-edges", OptionList)
+        edges.clear_options()
+        options: list[Option] = []
+        for direction, groups in (("out", hood.outgoing), ("in", hood.incoming)):
+            for kind, group in sorted(groups.items()):
+                arrow = EDGE_ARROWS.get(kind, f"──{kind}──▶")
+                if direction == "in":
+                    arrow = "◀" + arrow[:-1].replace("▶", "")
+                for edge in group:
+                    prompt = Text(f" {arrow} ")
+                    prompt.append(safe(edge.other.full_name, 100))
+                    prompt.append(f" ({edge.other.type})", style="dim")
+                    options.append(Option(prompt, id=f"{direction}|{kind}|{edge.other.id}"))
+                more = hood.counts.get(f"{direction}:{kind}", 0) - len(group)
+                if more > 0:
+                    options.append(Option(Text(f"   … {more} more {kind} ({direction})", style="dim"), disabled=True))
+        if not options:
+            options.append(Option(Text("   no edges", style="dim"), disabled=True))
+        edges.add_options(options)
+
+    def _show_detail(self) -> None:
+        d = self.detail
+        o = d.object
+        meta = Text()
+        meta.append(safe(o.full_name, 200), style="bold")
+        meta.append(f"\n{o.type} · {safe(o.kind, 40)} · {o.privacy} · {o.status} · updated {iso(o.updated_at)[:19]}\n")
+        if d.document is not None:
+            doc = d.document
+            meta.append("preview: ", style="bold")
+            meta.append(safe(doc.preview, 1000) + "\n")
+            if doc.rules:
+                meta.append("rules: ", style="bold")
+                meta.append(safe("; ".join(json.dumps(r, ensure_ascii=False) for r in doc.rules), 1000) + "\n")
+            meta.append(f"revision {doc.revision}\n")
+        if d.node is not None:
+            n = d.node
+            meta.append(f"node: {n.kind}/{n.mode}/{n.lifecycle} · {n.status}"
+                        f"{' · ' + safe(n.activity, 40) if n.activity else ''} · wakes {n.wakes}\n")
+        if d.job is not None:
+            meta.append(f"job: {safe(d.job.command, 200)} · {d.job.status} · exit {d.job.exit_code}\n")
+        self.query_one("#canvas-meta", Static).update(meta)
+        body = self.query_one("#canvas-body", Markdown)
+        if d.document is not None and d.document.body:
+            body.display = True
+            body.update(safe(d.document.body, DETAIL_CAP))
+        else:
+            body.display = False
+            body.update("")
+        more = Text()
+        if d.revisions:
+            more.append("revisions\n", style="bold underline")
+            for r in d.revisions[:10]:
+                more.append(f"  r{r.revision} {iso(r.at)[:19]} {safe(r.author or '—', 60)} {safe(r.summary or '', 200)}\n")
+        more.append("events\n", style="bold underline")
+        for e in d.events:
+            level = LEVELS.get(e.level, str(e.level))
+            style = "red" if e.level >= 3 else "yellow" if e.level == 2 else ""
+            more.append(f"  {iso(e.at)[11:19]} {level:<7} {safe(e.type, 60)} {safe(e.actor_id or '', 60)}\n", style=style)
+        if not d.events:
+            more.append("  none\n", style="dim")
+        more.append("watchers\n", style="bold underline")
+        for w in d.watchers:
+            more.append(f"  {safe(w.watcher_id, 80)} pattern {safe(w.pattern, 60)} ≥ {w.min_level}\n")
+        if not d.watchers:
+            more.append("  none\n", style="dim")
+        self.query_one("#canvas-more", Static).update(more)
+
+    # -- keys --------------------------------------------------------------------------------
+
+    @on(OptionList.OptionSelected, "#canvas-edges")
+    def _edge_selected(self, event: OptionList.OptionSelected) -> None:
+        if event.option.id:
+            self.load_object(event.option.id.split("|", 2)[2])
+
+    def action_follow_edge(self) -> None:
+        edges = self.query_one("#canvas-edges", OptionList)
+        if edges.highlighted is not None:
+            option = edges.get_option_at_index(edges.highlighted)
+            if option.id:
+                self.load_object(option.id.split("|", 2)[2])
+
+    def action_go_back(self) -> None:
+        if self.history:
+            self.load_object(self.history.pop(), remember=False)
+
+    def action_clear_filter(self) -> None:
+        self.clear_filter()
+
+    def focus_main(self) -> None:
+        self.query_one("#canvas-tree", Tree).focus()
+
+    def palette_actions(self) -> list[PaletteAction]:
+        actions: list[PaletteAction] = []
+        if self.history:
+            actions.append(("Back to the previous object", "backspace", "go_back"))
+        return actions
+
+    async def palette_search(self, query: str) -> list[tuple[str, str]]:
+        """Objects whose name contains ``query`` (one page; nothing when the query is empty)."""
+        if self.canvas is None or not query.strip():
+            return []
+        page = await self.canvas.list_objects(name_filter=query.strip(), limit=20)
+        items = [(f"object {o.full_name} ({o.type}) · {o.id}", o.id) for o in page.items]
+        try:
+            found = await self.canvas.get(query.strip())
+            items.insert(0, (f"object {found.full_name} ({found.type}) · {found.id}", found.id))
+        except ServiceError:  # not an id or full name: the name matches above are the answer
+            pass
+        return items
+
+    def select_key(self, key: str) -> None:
+        self.load_object(key)

@@ -1,0 +1,7 @@
+"""Typed modal dialogs: forms, confirmations and paged details."""
+
+from .confirm import ConfirmDialog
+from .detail import DetailDialog
+from .form import Field, FormDialog
+
+__all__ = ["ConfirmDialog", "DetailDialog", "Field", "FormDialog"]

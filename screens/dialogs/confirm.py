@@ -1,0 +1,44 @@
+"""``ConfirmDialog``: a yes/no question as a typed modal (``True`` when confirmed)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Label
+
+__all__ = ["ConfirmDialog"]
+
+
+class ConfirmDialog(ModalScreen[bool]):
+    """``y``/``enter`` confirms, ``n``/``esc`` declines."""
+
+    BINDINGS = [
+        Binding("y", "answer(True)", "Yes", id="dialog.yes"),
+        Binding("n,escape", "answer(False)", "No", id="dialog.no"),
+    ]
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+        """The question, plain text (sanitised by the caller)."""
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(Text(self.question), classes="dialog-title")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Yes (y)", variant="error", id="yes")
+                yield Button("No (n)", id="no")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, value: bool) -> None:
+        self.dismiss(value)

@@ -1,0 +1,88 @@
+"""``FormDialog``: a typed modal that asks for a few fields and returns them (or None when cancelled)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Select, TextArea
+
+__all__ = ["Field", "FormDialog"]
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a form: a line of text, a choice, or a multi-line text."""
+
+    name: str
+    label: str
+    default: str = ""
+    choices: tuple[str, ...] = ()
+    multiline: bool = False
+    placeholder: str = ""
+
+
+class FormDialog(ModalScreen[dict[str, str] | None]):
+    """Ask for ``fields``; ``enter`` (or ctrl+s in a multi-line field) submits, ``esc`` cancels."""
+
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", id="dialog.cancel"),
+        Binding("ctrl+s", "submit", "Submit", id="dialog.submit"),
+    ]
+
+    def __init__(self, title: str, fields: list[Field], *, submit: str = "OK") -> None:
+        super().__init__()
+        self.form_title = title
+        """The dialog's heading (already plain text)."""
+        self.fields = fields
+        """The fields asked for, in order."""
+        self.submit_label = submit
+        """The submit button's label."""
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(Text(self.form_title), classes="dialog-title")
+            for field in self.fields:
+                yield Label(Text(field.label), classes="dialog-label")
+                if field.choices:
+                    value = field.default if field.default in field.choices else field.choices[0]
+                    yield Select([(Text(c), c) for c in field.choices], value=value, allow_blank=False,
+                                 id=f"field-{field.name}")
+                elif field.multiline:
+                    yield TextArea(field.default, id=f"field-{field.name}", soft_wrap=True, classes="dialog-area")
+                else:
+                    yield Input(field.default, placeholder=field.placeholder, id=f"field-{field.name}")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button(self.submit_label, variant="primary", id="submit")
+                yield Button("Cancel", id="cancel")
+
+    def values(self) -> dict[str, str]:
+        """The current value of every field."""
+        out: dict[str, str] = {}
+        for field in self.fields:
+            widget = self.query_one(f"#field-{field.name}")
+            if isinstance(widget, Select):
+                out[field.name] = str(widget.value)
+            elif isinstance(widget, TextArea):
+                out[field.name] = widget.text
+            else:
+                assert isinstance(widget, Input)
+                out[field.name] = widget.value
+        return out
+
+    @on(Input.Submitted)
+    def _submitted(self) -> None:
+        self.action_submit()
+
+    @on(Button.Pressed, "#submit")
+    def action_submit(self) -> None:
+        self.dismiss(self.values())
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,220 @@
+"""``GrantsPane`` (``#grants``): each person's grant, and the keys that change it.
+
+Shows state, ``rev``, scopes, dependencies with their setup state, spend cap, the current
+refusal, held reads, and the refusals the app met. Keys: ``k`` revoke, ``u`` restore, ``f``
+refuse with a code, ``t`` expire tokens, ``e`` edit scopes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import DataTable, Static
+
+from services.clock import iso
+
+from .dialogs import Field, FormDialog
+from .text import highlight, safe, safe_text
+from .widgets.pane import Pane, PaletteAction
+
+__all__ = ["GrantsPane", "REFUSAL_CODES"]
+
+REFUSAL_CODES = ("grant_removed", "grant_suspended", "refresh_token_expired", "invalid_grant", "consent_required")
+
+
+class GrantsPane(Pane):
+    """Grants per person."""
+
+    title = "grants"
+    number = 4
+    sources = frozenset({"cloud", "workspace"})
+
+    BINDINGS = [
+        Binding("k", "revoke", "Revoke", id="workbench.grants.revoke"),
+        Binding("u", "restore", "Restore", id="workbench.grants.restore"),
+        Binding("f", "refuse", "Refuse", id="workbench.grants.refuse"),
+        Binding("t", "expire_tokens", "Expire tokens", id="workbench.grants.expire_tokens"),
+        Binding("e", "edit_scopes", "Scopes", id="workbench.grants.edit_scopes"),
+        Binding("escape", "clear_filter", "Clear filter", show=False, id="workbench.grants.clear_filter"),
+    ]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(id="grants", **kwargs)
+        self.selected: str | None = None
+        """The person whose grant is shown."""
+        self._views: dict[str, Any] = {}
+        self._shown: list[tuple[Any, ...]] = []
+
+    def compose(self) -> ComposeResult:
+        yield self.heading()
+        yield self.filter_bar()
+        table: DataTable[Any] = DataTable(id="grants-table", cursor_type="row", zebra_stripes=True)
+        table.add_columns("person", "state", "rev", "scopes", "deps", "cap", "refusal", "held")
+        yield table
+        yield Static("", id="grant-detail", markup=False)
+
+    def reload(self) -> None:
+        desk = self.workspace.desk
+        views = desk.grants()
+        self._refusal_cache = list(desk.refusals)
+        needle = self.filter_text.strip()
+        if needle:
+            views = [v for v in views if needle.lower() in f"{v.user_id} {' '.join(v.scopes)} {v.state}".lower()]
+        self._views = {v.user_id: v for v in views}
+        rows = [(v.user_id, self._row(v, needle)) for v in views]
+        if rows != self._shown:
+            table = self.query_one("#grants-table", DataTable)
+            keep = self.selected
+            table.clear()
+            for key, cells in rows:
+                table.add_row(*cells, key=key)
+            keys = [k for k, _ in rows]
+            if keep in keys:
+                table.move_cursor(row=keys.index(keep))
+            elif keys:
+                self.selected = keys[0]
+            self._shown = rows
+        revoked = sum(1 for v in views if v.state != "active")
+        self.count_label = f"{len(views)} grants" + (f", {revoked} revoked" if revoked else "")
+        self._show_detail()
+
+    def _row(self, v: Any, needle: str) -> tuple[Any, ...]:
+        deps = ", ".join(f"{p}:{s}" for p, s, _ in v.dependencies) or "—"
+        return (
+            highlight(safe_text(v.user_id, 60), needle),
+            Text(v.state, style="green" if v.state == "active" else "bold red"),
+            Text(str(v.rev)),
+            highlight(safe_text(" ".join(v.scopes), 60), needle),
+            safe_text(deps, 40),
+            safe_text(v.spend_cap, 30),
+            safe_text(v.refusal or v.revoked_code or "—", 30),
+            Text(f"{v.holding}/{v.reads}"),
+        )
+
+    @on(DataTable.RowHighlighted, "#grants-table")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key.value is not None:
+            self.selected = str(event.row_key.value)
+            self._show_detail()
+
+    def _show_detail(self) -> None:
+        detail = self.query_one("#grant-detail", Static)
+        view = self._views.get(self.selected or "")
+        if view is None:
+            detail.update(Text("no grant selected" if self.workspace else "opening the workspace…", style="dim"))
+            return
+        text = Text()
+        text.append(safe(view.user_id, 80) + " ", style="bold")
+        text.append(f"  {view.state}", style="green" if view.state == "active" else "bold red")
+        text.append(f"  rev {view.rev} · version {view.version} · {view.runs} runs\n")
+        text.append("scopes: ", style="bold")
+        text.append(safe(" ".join(view.scopes) or "none", 400) + "\n")
+        text.append("dependencies: ", style="bold")
+        if not view.dependencies:
+            text.append("none\n")
+        for provider, state, message in view.dependencies:
+            text.append(f"\n  {safe(provider, 60)}: ")
+            text.append(safe(state, 40), style="green" if state == "ready" else "yellow")
+            if message:
+                text.append(f" — {safe(message, 200)}")
+        if view.dependencies:
+            text.append("\n")
+        text.append("spend cap: ", style="bold")
+        text.append(safe(view.spend_cap, 80) + "\n")
+        text.append("current refusal: ", style="bold")
+        text.append(safe(view.refusal or "none", 80), style="red" if view.refusal else "")
+        if view.revoked_code:
+            text.append(f" · revoked with {safe(view.revoked_code, 80)}", style="red")
+        text.append(f"\nheld reads: {view.holding} waiting · {view.reads} made\n")
+        refusals = [r for r in getattr(self, "_refusal_cache", []) if r.user_id == view.user_id][-5:]
+        if refusals:
+            text.append("refusals the app met:\n", style="bold")
+            for r in refusals:
+                text.append(f"  {iso(r.at)[11:19]} {safe(r.code, 60)} at rev {r.rev}: {safe(r.message, 200)}\n", style="red")
+        detail.update(text)
+
+    # -- key actions ---------------------------------------------------------------------------
+
+    def _need(self) -> str | None:
+        if self.selected is None:
+            self.app.notify("Select a person first.", severity="warning")
+        return self.selected
+
+    def _form(self, title: str, fields: list[Field], then: Any) -> None:
+        def done(values: dict[str, str] | None) -> None:
+            if values is not None:
+                then(values)
+        self.app.push_screen(FormDialog(title, fields), done)
+
+    def action_revoke(self) -> None:
+        user = self._need()
+        if user:
+            desk = self.workspace.desk
+            self._form(f"Revoke the grant of {safe(user, 80)}", [Field("code", "Code", "grant_revoked")],
+                       lambda v: self.act(f"Grant of {user} revoked.", lambda: desk.revoke(user, v["code"] or "grant_revoked")))
+
+    def action_restore(self) -> None:
+        user = self._need()
+        if user:
+            desk = self.workspace.desk
+            self.act(f"Grant of {user} restored.", lambda: desk.restore(user))
+
+    def action_refuse(self) -> None:
+        user = self._need()
+        if user:
+            desk = self.workspace.desk
+            self._form(f"Refuse refreshes for {safe(user, 80)}", [Field("code", "Refusal code", choices=REFUSAL_CODES)],
+                       lambda v: self.act(f"Refreshes for {user} refused.", lambda: desk.refuse(user, v["code"])))
+
+    def action_expire_tokens(self) -> None:
+        user = self._need()
+        if user:
+            desk = self.workspace.desk
+            self.act(f"Tokens of {user} expired.", lambda: desk.expire_tokens(user))
+
+    def action_edit_scopes(self) -> None:
+        user = self._need()
+        if user:
+            desk = self.workspace.desk
+            current = " ".join(self._views[user].scopes) if user in self._views else ""
+            self._form(f"Scopes of {safe(user, 80)} (space separated)", [Field("scopes", "Scopes", current)],
+                       lambda v: self.act(f"Scopes of {user} set.", lambda: desk.set_scopes(user, v["scopes"].split())))
+
+    def action_clear_filter(self) -> None:
+        self.clear_filter()
+
+    def focus_main(self) -> None:
+        self.query_one("#grants-table", DataTable).focus()
+
+    def palette_actions(self) -> list[PaletteAction]:
+        view = self._views.get(self.selected or "")
+        if view is None:
+            return []
+        actions: list[PaletteAction] = []
+        if view.state == "active":
+            actions.append((f"Revoke the grant of {view.user_id}", "k", "revoke"))
+        actions += [(f"Restore the grant of {view.user_id}", "u", "restore")]
+        if view.refusal is None:
+            actions.append((f"Refuse refreshes for {view.user_id}", "f", "refuse"))
+        actions += [(f"Expire the tokens of {view.user_id}", "t", "expire_tokens"),
+                    (f"Edit the scopes of {view.user_id}", "e", "edit_scopes")]
+        return actions
+
+    async def palette_items(self) -> list[tuple[str, str]]:
+        if self.workspace is None:
+            return []
+        return [(f"person {g.user_id} · grant {g.state} rev {g.rev}", g.user_id) for g in self.workspace.desk.grants()]
+
+    def select_key(self, key: str) -> None:
+        if self.filter_text:
+            self.clear_filter()
+        self.reload()
+        keys = [k for k, _ in self._shown]
+        if key in keys:
+            self.query_one("#grants-table", DataTable).move_cursor(row=keys.index(key))
+            self.selected = key
+            self._show_detail()

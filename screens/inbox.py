@@ -1,0 +1,254 @@
+"""``InboxPane`` (``#inbox``): for the selected node, its inbox entries (level, event, actor, object,
+time; unread ones stand out), coalesced bursts shown as one entry with a count, mark read, and
+``m`` to send the node a message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import DataTable, Static
+
+from services.clock import iso
+
+from .dialogs import Field, FormDialog
+from .text import highlight, safe, safe_text
+from .widgets.pane import Pane, PaletteAction
+
+__all__ = ["InboxPane", "InboxGroup", "group_entries"]
+
+LEVELS = {1: "info", 2: "notice", 3: "warning", 4: "alert"}
+NODES_SHOWN = 200
+ENTRIES_SHOWN = 200
+
+
+@dataclass(frozen=True)
+class InboxGroup:
+    """Consecutive entries of one burst (same kind, event, object and actor) shown as one row."""
+
+    entries: tuple[Any, ...]
+
+    @property
+    def first(self) -> Any:
+        """The newest entry of the burst."""
+        return self.entries[0]
+
+    @property
+    def count(self) -> int:
+        """How many entries the burst holds."""
+        return len(self.entries)
+
+    @property
+    def unread(self) -> int:
+        """How many of them are unread."""
+        return sum(1 for e in self.entries if not e.read)
+
+    @property
+    def ids(self) -> list[int]:
+        """Every entry id in the burst."""
+        return [e.id for e in self.entries]
+
+
+def group_entries(entries: list[Any] | tuple[Any, ...]) -> list[InboxGroup]:
+    """Coalesce consecutive entries with the same kind, event type, object and actor (messages never)."""
+    groups: list[list[Any]] = []
+    for entry in entries:
+        if groups and entry.kind != "message":
+            last = groups[-1][-1]
+            if (last.kind, last.event_type, last.object_id, last.actor_id) == \
+                    (entry.kind, entry.event_type, entry.object_id, entry.actor_id):
+                groups[-1].append(entry)
+                continue
+        groups.append([entry])
+    return [InboxGroup(tuple(g)) for g in groups]
+
+
+class InboxPane(Pane):
+    """Node inboxes."""
+
+    title = "inbox"
+    number = 2
+    sources = frozenset({"canvas"})
+
+    BINDINGS = [
+        Binding("m", "message_node", "Message node", id="workbench.inbox.message_node"),
+        Binding("space", "mark_read", "Mark read", id="workbench.inbox.mark_read"),
+        Binding("R", "mark_all_read", "All read", id="workbench.inbox.mark_all_read"),
+        Binding("escape", "clear_filter", "Clear filter", show=False, id="workbench.inbox.clear_filter"),
+    ]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(id="inbox", **kwargs)
+        self.node: str | None = None
+        """The node whose inbox is shown."""
+        self.groups: list[InboxGroup] = []
+        """The shown rows (bursts coalesced)."""
+        self._node_list: list[Any] = []
+        self._unread = 0
+
+    def compose(self) -> ComposeResult:
+        yield self.heading()
+        yield self.filter_bar()
+        nodes: DataTable[Any] = DataTable(id="inbox-nodes", cursor_type="row")
+        nodes.add_columns("node", "status", "unread")
+        yield nodes
+        table: DataTable[Any] = DataTable(id="inbox-table", cursor_type="row", zebra_stripes=True)
+        table.add_columns("", "level", "event", "actor", "object", "time", "×")
+        yield table
+        yield Static("", id="inbox-detail", markup=False)
+
+    @property
+    def canvas(self) -> Any:
+        """The workspace's canvas service (None when this workspace has none)."""
+        return getattr(self.workspace, "canvas", None)
+
+    def reload(self) -> None:
+        if self.canvas is None:
+            self.query_one("#inbox-detail", Static).update(Text("This workspace has no canvas service.", style="dim"))
+            self.count_label = "—"
+            return
+        self.load(self.filter_text.strip())
+
+    @work(group="inbox", exclusive=True, exit_on_error=False)
+    async def load(self, needle: str) -> None:
+        """Load the nodes and the selected node's inbox page."""
+        canvas = self.canvas
+        page = await canvas.list_objects(type="node", limit=NODES_SHOWN)
+        nodes = list(page.items)
+        inboxes = {n.id: await canvas.inbox(n.id, limit=1) for n in nodes[:50]}
+        if self.node not in {n.id for n in nodes}:
+            self.node = nodes[0].id if nodes else None
+        inbox = await canvas.inbox(self.node, limit=ENTRIES_SHOWN) if self.node else None
+        self._show_nodes(nodes, inboxes)
+        self._show_inbox(inbox, needle)
+
+    def _show_nodes(self, nodes: list[Any], inboxes: dict[str, Any]) -> None:
+        table = self.query_one("#inbox-nodes", DataTable)
+        rows = [(n.id, n.name, n.status, inboxes[n.id].unread if n.id in inboxes else None) for n in nodes]
+        if rows == getattr(self, "_node_rows", None):
+            return
+        self._node_rows = rows
+        table.clear()
+        for node_id, name, status, unread in rows:
+            table.add_row(safe_text(name, 80), Text(status), Text("" if unread is None else str(unread),
+                                                                      style="bold" if unread else "dim"), key=node_id)
+        keys = [r[0] for r in rows]
+        if self.node in keys:
+            table.move_cursor(row=keys.index(self.node))
+        self._unread = sum(r[3] or 0 for r in rows)
+        self.count_label = f"{self._unread} unread"
+
+    def _show_inbox(self, inbox: Any, needle: str) -> None:
+        table = self.query_one("#inbox-table", DataTable)
+        cursor = table.cursor_row
+        table.clear()
+        entries = list(inbox.items) if inbox is not None else []
+        if needle:
+            low = needle.lower()
+            entries = [e for e in entries if low in f"{e.event_type} {e.summary} {e.object_name} {e.actor_id}".lower()]
+        self.groups = group_entries(entries)
+        for i, group in enumerate(self.groups):
+            e = group.first
+            unread = group.unread > 0
+            style = "bold" if unread else "dim"
+            table.add_row(
+                Text("●" if unread else " ", style="bold"),
+                Text(LEVELS.get(e.level, str(e.level)), style=style),
+                highlight(safe_text(e.event_type, 40, style), needle),
+                highlight(safe_text(e.actor_id or "—", 40, style), needle),
+                highlight(safe_text(e.object_name or "—", 60, style), needle),
+                Text(iso(e.at)[11:19], style=style),
+                Text(f"×{group.count}" if group.count > 1 else "", style="bold"),
+                key=str(i),
+            )
+        if self.groups:
+            table.move_cursor(row=min(cursor, len(self.groups) - 1))
+        self._show_entry()
+
+    def _show_entry(self) -> None:
+        detail = self.query_one("#inbox-detail", Static)
+        table = self.query_one("#inbox-table", DataTable)
+        if not self.groups:
+            detail.update(Text("no inbox entries" if self.node else "no nodes yet", style="dim"))
+            return
+        group = self.groups[min(table.cursor_row, len(self.groups) - 1)]
+        e = group.first
+        text = Text()
+        text.append(safe(e.summary, 400), style="bold")
+        if group.count > 1:
+            text.append(f"  (a burst of {group.count}, {group.unread} unread)")
+        if e.body:
+            text.append("\n" + safe(e.body, 2000))
+        detail.update(text)
+
+    @on(DataTable.RowHighlighted, "#inbox-nodes")
+    def _node_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        key = event.row_key.value
+        if key is not None and key != self.node:
+            self.node = str(key)
+            self.request_reload()
+
+    @on(DataTable.RowHighlighted, "#inbox-table")
+    def _entry_highlighted(self) -> None:
+        self._show_entry()
+
+    # -- keys ---------------------------------------------------------------------------------
+
+    def _group(self) -> InboxGroup | None:
+        table = self.query_one("#inbox-table", DataTable)
+        if not self.groups:
+            return None
+        return self.groups[min(table.cursor_row, len(self.groups) - 1)]
+
+    def action_mark_read(self) -> None:
+        group, node, canvas = self._group(), self.node, self.canvas
+        if group is None or node is None:
+            self.app.notify("No inbox entry selected.", severity="warning")
+            return
+        self.act("", lambda: canvas.mark_read(node, group.ids))
+
+    def action_mark_all_read(self) -> None:
+        node, canvas = self.node, self.canvas
+        if node is not None:
+            self.act("Inbox marked read.", lambda: canvas.mark_read(node))
+
+    def action_message_node(self) -> None:
+        node, canvas = self.node, self.canvas
+        if node is None:
+            self.app.notify("No node selected.", severity="warning")
+            return
+
+        def done(values: dict[str, str] | None) -> None:
+            if values is not None:
+                self.act("Message sent to the node.", lambda: canvas.message_send(values["body"], to=node))
+        self.app.push_screen(FormDialog("Send the node a message", [Field("body", "Message", multiline=True)],
+                                        submit="Send"), done)
+
+    def action_clear_filter(self) -> None:
+        self.clear_filter()
+
+    def focus_main(self) -> None:
+        self.query_one("#inbox-table", DataTable).focus()
+
+    def palette_actions(self) -> list[PaletteAction]:
+        if self.node is None:
+            return []
+        actions: list[PaletteAction] = [("Send the node a message", "m", "message_node")]
+        group = self._group()
+        if group is not None and group.unread:
+            actions.append(("Mark the entry read", "space", "mark_read"))
+        if self._unread:
+            actions.append(("Mark the whole inbox read", "R", "mark_all_read"))
+        return actions
+
+    async def palette_items(self) -> list[tuple[str, str]]:
+        return [(f"node inbox {safe(n[1], 80)} · {n[0]}", n[0]) for n in getattr(self, "_node_rows", [])]
+
+    def select_key(self, key: str) -> None:
+        self.node = key
+        self.request_reload()

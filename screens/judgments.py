@@ -1,0 +1,354 @@
+"""``JudgmentsPane`` (``#judgments``): the approval queue of harvest judgments and insight reviews.
+
+The detail shows each outcome's verdict, reason, input text and the concept diff against the
+base. ``y`` approves (the ticked outcomes only, when some are ticked with ``space``), ``n``
+rejects with a reason. For an insight review ``c`` picks the candidate truth and ``y`` opens it
+for editing before approving. After approval the receipts (status, digest, time) are shown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import DataTable, SelectionList, Static
+
+from services.errors import ServiceError
+
+from .dialogs import Field, FormDialog
+from .text import DETAIL_CAP, highlight, safe, safe_text
+from .widgets.pane import Pane, PaletteAction
+
+__all__ = ["JudgmentsPane"]
+
+VERDICT_STYLE = {"promote": "green", "merge": "cyan", "drop": "red"}
+
+
+class JudgmentsPane(Pane):
+    """Harvest judgments and insight reviews waiting for the operator."""
+
+    title = "judgments"
+    number = 5
+    sources = frozenset({"okf", "insights"})
+
+    BINDINGS = [
+        Binding("y", "approve", "Approve", id="workbench.judgments.approve"),
+        Binding("n", "reject", "Reject", id="workbench.judgments.reject"),
+        Binding("c", "next_candidate", "Candidate", id="workbench.judgments.next_candidate"),
+        Binding("escape", "clear_filter", "Clear filter", show=False, id="workbench.judgments.clear_filter"),
+    ]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(id="judgments", **kwargs)
+        self.selected: str | None = None
+        """``okf:<judgment id>`` or ``insight:<review id>``."""
+        self.items: dict[str, Any] = {}
+        """Every queue row by key."""
+        self.detail: Any = None
+        """The selected judgment's detail or insight review."""
+        self.candidate = 0
+        """The candidate truth picked for the selected insight review."""
+        self.waiting = 0
+        """Judgments and reviews waiting for a decision (the header badge)."""
+        self._receipts: dict[str, dict[str, Any]] = {}
+        self._table_rows: list[Any] = []
+
+    def compose(self) -> ComposeResult:
+        yield self.heading()
+        yield self.filter_bar()
+        table: DataTable[Any] = DataTable(id="judgments-table", cursor_type="row", zebra_stripes=True)
+        table.add_columns("kind", "state", "what", "verdicts", "created")
+        yield table
+        yield SelectionList[str](id="judgment-outcomes")
+        with VerticalScroll(id="judgment-detail"):
+            yield Static("", id="judgment-text", markup=False)
+
+    @property
+    def okf(self) -> Any:
+        """The workspace's OKF harvest service (None when absent)."""
+        return getattr(self.workspace, "okf", None)
+
+    @property
+    def insights(self) -> Any:
+        """The workspace's insight reviews service (None when absent)."""
+        return getattr(self.workspace, "insights", None)
+
+    def reload(self) -> None:
+        if self.okf is None and self.insights is None:
+            self.query_one("#judgment-text", Static).update(
+                Text("This workspace has no knowledge services.", style="dim"))
+            self.count_label = "—"
+            return
+        self.load(self.filter_text.strip())
+
+    @work(group="judgments", exclusive=True, exit_on_error=False)
+    async def load(self, needle: str) -> None:
+        """Load the queue and the selected item's detail."""
+        items: dict[str, Any] = {}
+        if self.okf is not None:
+            for item in await self.okf.queue():
+                items[f"okf:{item.id}"] = item
+        if self.insights is not None:
+            for review in await self.insights.list():
+                items[f"insight:{review.id}"] = review
+        self.waiting = sum(1 for key, i in items.items() if (i.state if key.startswith("okf:") else i.status) == "pending")
+        self.count_label = f"{self.waiting} waiting"
+        self.items = items
+        if needle:
+            low = needle.lower()
+            items = {k: v for k, v in items.items() if low in self._what(k, v).lower() or low in k.lower()}
+        self._show_rows(items, needle)
+        if self.selected in items:
+            await self._load_detail(self.selected)
+        else:
+            self.detail = None
+            self._show_detail()
+        main = self.screen
+        if hasattr(main, "update_badges"):
+            main.update_badges()
+
+    @staticmethod
+    def _what(key: str, item: Any) -> str:
+        if key.startswith("okf:"):
+            return f"{item.agent} · {item.inputs} inputs · {item.source_id}"
+        return f"{item.proposal.title} → {item.proposal.owner}/{item.proposal.name}"
+
+    def _show_rows(self, items: dict[str, Any], needle: str) -> None:
+        table = self.query_one("#judgments-table", DataTable)
+        rows = []
+        for key, item in items.items():
+            if key.startswith("okf:"):
+                state, verdicts, created = item.state, f"+{item.promote} ≈{item.merge} −{item.drop}", item.created[:19]
+                kind = "harvest"
+            else:
+                from services.clock import iso
+
+                state, verdicts, created = item.status, f"{len(item.proposal.candidates)} cand.", iso(item.created_at)[:19]
+                kind = "insight"
+            rows.append((key, (Text(kind), Text(state, style="bold" if state == "pending" else "dim"),
+                               highlight(safe_text(self._what(key, item), 120), needle), Text(verdicts), Text(created))))
+        if rows == self._table_rows:
+            return
+        self._table_rows = rows
+        table.clear()
+        for key, cells in rows:
+            table.add_row(*cells, key=key)
+        keys = [k for k, _ in rows]
+        if self.selected in keys:
+            table.move_cursor(row=keys.index(self.selected))
+        elif keys:
+            pending = [k for k in keys if self.items[k] and (getattr(self.items[k], "state", None) or
+                                                             getattr(self.items[k], "status", None)) == "pending"]
+            self.selected = pending[0] if pending else keys[0]
+            table.move_cursor(row=keys.index(self.selected))
+
+    @on(DataTable.RowHighlighted, "#judgments-table")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        key = event.row_key.value
+        if key is not None and key != self.selected:
+            self.selected = str(key)
+            self.candidate = 0
+            self.load_detail(self.selected)
+
+    @work(group="judgment-detail", exclusive=True, exit_on_error=False)
+    async def load_detail(self, key: str) -> None:
+        """Load and show one item's detail."""
+        await self._load_detail(key)
+
+    async def _load_detail(self, key: str) -> None:
+        kind, _, ident = key.partition(":")
+        if kind == "okf":
+            self.detail = await self.okf.detail(ident)
+            self._receipts = await asyncio.to_thread(self._read_receipts, self.detail.item)
+        else:
+            self.detail = await self.insights.get(ident)
+        self._show_detail()
+
+    def _read_receipts(self, item: Any) -> dict[str, dict[str, Any]]:
+        """Receipt digest and time from the run's state (``JudgmentItem`` carries only the status)."""
+        state = getattr(self.okf, "state", None)
+        if state is None or not hasattr(state, "load_run"):
+            return {}
+        try:
+            run = state.load_run(item.source_id, item.id)
+        except (OSError, ValueError, ServiceError):  # unreadable: the status alone; the queue row says why
+            return {}
+        receipts = run.get("receipts", {}) if isinstance(run, dict) else {}
+        return {alias: dict(r) for alias, r in receipts.items() if isinstance(r, dict)}
+
+    def _show_detail(self) -> None:
+        text_widget = self.query_one("#judgment-text", Static)
+        outcomes = self.query_one("#judgment-outcomes", SelectionList)
+        outcomes.clear_options()
+        d = self.detail
+        if d is None:
+            outcomes.display = False
+            text_widget.update(Text("nothing selected" if self.items else "the queue is empty", style="dim"))
+            return
+        if self.selected and self.selected.startswith("okf:"):
+            text_widget.update(self._okf_text(d))
+            pending = d.item.state == "pending"
+            outcomes.display = pending and bool(d.outcomes)
+            if pending:
+                for o in d.outcomes:
+                    label = Text(f"{o.verdict:<8} ", style=VERDICT_STYLE.get(o.verdict, ""))
+                    label.append(safe(f"{o.input_kind} {o.input_name}", 80))
+                    outcomes.add_option((label, o.input))
+        else:
+            outcomes.display = False
+            text_widget.update(self._insight_text(d))
+
+    def _okf_text(self, d: Any) -> Text:
+        item = d.item
+        text = Text()
+        text.append(f"harvest judgment · {item.state}", style="bold")
+        text.append(f" · attempt {item.attempt} · {safe(item.agent, 60)} · {item.inputs} inputs\n")
+        for problem in item.problems:
+            text.append(f"✗ {safe(problem, 400)}\n", style="red")
+        if item.reason:
+            text.append(f"rejected: {safe(item.reason, 400)}\n", style="yellow")
+        if item.receipts:
+            text.append("receipts\n", style="bold underline")
+            for alias, status in item.receipts:
+                extra = self._receipts.get(alias, {})
+                digest = extra.get("acceptedDigest")
+                at = extra.get("acceptedAt")
+                text.append(f"  {safe(alias, 60)}: {safe(status, 40)}")
+                if digest:
+                    text.append(f" · digest {safe(digest, 80)}")
+                if at:
+                    text.append(f" · at {safe(at, 40)}")
+                text.append("\n")
+        text.append("outcomes\n", style="bold underline")
+        for o in d.outcomes:
+            text.append(f"  {o.verdict}", style="bold " + VERDICT_STYLE.get(o.verdict, ""))
+            if o.decision:
+                text.append(f" ({o.decision})", style="dim")
+            text.append(f" · {safe(o.input_kind, 20)} {safe(o.input_name, 120)}\n")
+            text.append(f"    reason: {safe(o.reason, 1000)}\n")
+            if o.concepts:
+                text.append(f"    concepts: {safe(', '.join(o.concepts), 400)}\n")
+            text.append("    input: ", style="dim")
+            text.append(safe(o.input_text, 4000).replace("\n", "\n      ") + "\n")
+        for base, path, reason in d.removals:
+            text.append(f"  removes {safe(base, 60)}/{safe(path, 200)}: {safe(reason, 400)}\n", style="red")
+        if d.diff:
+            text.append("concept diff against the base\n", style="bold underline")
+            for line in safe(d.diff, DETAIL_CAP).splitlines():
+                style = "green" if line.startswith("+") else "red" if line.startswith("-") else ""
+                text.append(line + "\n", style=style)
+        if d.reply:
+            text.append("judge reply\n", style="bold underline")
+            text.append(safe(d.reply, 8000) + "\n")
+        return text
+
+    def _insight_text(self, r: Any) -> Text:
+        p = r.proposal
+        text = Text()
+        text.append(f"insight review · {r.status}\n", style="bold")
+        text.append(safe(p.title, 200) + "\n", style="bold")
+        text.append(f"destination {safe(p.owner, 80)} / {safe(p.name, 200)} · visibility {safe(p.visibility, 40)}\n")
+        if p.listener:
+            text.append(f"listener {safe(p.listener, 200)}\n")
+        text.append(f"source {safe(p.source, 400)}\n")
+        text.append("candidate truths (c picks, y edits and approves)\n", style="bold underline")
+        for i, candidate in enumerate(p.candidates):
+            chosen = i == self.candidate
+            text.append(f" {'▶' if chosen else ' '} {i + 1}. ", style="bold" if chosen else "")
+            text.append(safe(candidate, 2000) + "\n", style="bold" if chosen else "")
+        if r.status == "approved":
+            text.append(f"approved: {safe(r.text, 2000)}\n", style="green")
+            text.append(f"written to {safe(r.document, 200)} revision {r.revision}\n", style="green")
+        if r.reason:
+            text.append(f"rejected: {safe(r.reason, 400)}\n", style="yellow")
+        for error in r.errors:
+            text.append(f"✗ {safe(error, 400)}\n", style="red")
+        return text
+
+    # -- keys ----------------------------------------------------------------------------------
+
+    def _need_pending(self) -> tuple[str, str] | None:
+        if self.selected is None or self.detail is None:
+            self.app.notify("Select a judgment first.", severity="warning")
+            return None
+        kind, _, ident = self.selected.partition(":")
+        state = self.detail.item.state if kind == "okf" else self.detail.status
+        if state != "pending":
+            self.app.notify(f"This {'judgment' if kind == 'okf' else 'review'} is {state}, not pending.",
+                            severity="warning")
+            return None
+        return kind, ident
+
+    def action_approve(self) -> None:
+        target = self._need_pending()
+        if target is None:
+            return
+        kind, ident = target
+        if kind == "okf":
+            okf = self.okf
+            ticked = list(self.query_one("#judgment-outcomes", SelectionList).selected)
+            what = f"{len(ticked)} outcome(s) approved and delivered." if ticked else "Judgment approved and delivered."
+            self.act(what, lambda: okf.approve(ident, ticked or None))
+            return
+        insights, candidate = self.insights, self.candidate
+        truth = self.detail.proposal.candidates[candidate]
+
+        def done(values: dict[str, str] | None) -> None:
+            if values is not None:
+                self.act("Insight approved into the canvas.",
+                         lambda: insights.approve(ident, candidate=candidate, text=values["truth"]))
+        self.app.push_screen(FormDialog(f"Approve candidate {candidate + 1} (edit it first if needed)",
+                                        [Field("truth", "Durable truth", safe(truth, DETAIL_CAP), multiline=True)],
+                                        submit="Approve"), done)
+
+    def action_reject(self) -> None:
+        target = self._need_pending()
+        if target is None:
+            return
+        kind, ident = target
+        service = self.okf if kind == "okf" else self.insights
+
+        def done(values: dict[str, str] | None) -> None:
+            if values is not None:
+                self.act("Rejected.", lambda: service.reject(ident, values["reason"]))
+        self.app.push_screen(FormDialog("Reject: say why", [Field("reason", "Reason")], submit="Reject"), done)
+
+    def action_next_candidate(self) -> None:
+        if self.selected and self.selected.startswith("insight:") and self.detail is not None:
+            self.candidate = (self.candidate + 1) % max(1, len(self.detail.proposal.candidates))
+            self._show_detail()
+
+    def action_clear_filter(self) -> None:
+        self.clear_filter()
+
+    def focus_main(self) -> None:
+        self.query_one("#judgments-table", DataTable).focus()
+
+    def palette_actions(self) -> list[PaletteAction]:
+        if self.detail is None or self.selected is None:
+            return []
+        insight = self.selected.startswith("insight:")
+        state = self.detail.status if insight else self.detail.item.state
+        if state != "pending":
+            return []
+        actions: list[PaletteAction] = [("Approve" + (" the picked candidate" if insight else " the judgment"), "y", "approve"),
+                                        ("Reject with a reason", "n", "reject")]
+        if insight:
+            actions.append(("Pick the next candidate truth", "c", "next_candidate"))
+        return actions
+
+    async def palette_items(self) -> list[tuple[str, str]]:
+        return [(f"judgment {self._what(k, v)} · {k.split(':', 1)[1]}", k) for k, v in self.items.items()]
+
+    def select_key(self, key: str) -> None:
+        if self.filter_text:
+            self.clear_filter()
+        self.selected = key
+        self.candidate = 0
+        self._table_rows = []
+        self.request_reload()

@@ -1,0 +1,164 @@
+"""``MainScreen``: the five panes as a dashboard (160x48 and up) or one pane plus a strip of counts.
+
+Keys ``1``..``5`` bring a pane forward, ``/`` filters the focused pane, ``?`` opens the key help.
+The screen hands the Workspace to the panes when it opens, fans every batch of service changes
+out to them, keeps the header badges current, and routes palette jumps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Container
+from textual.events import Resize
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from .canvas import CanvasPane
+from .grants import GrantsPane
+from .help import HelpScreen
+from .inbox import InboxPane
+from .judgments import JudgmentsPane
+from .messages import JumpRequested, ServicesChanged, WorkspaceOpened
+from .runs import RunsPane
+from .widgets.badges import BadgeBar, PaneStrip
+from .widgets.pane import Pane
+
+__all__ = ["MainScreen", "PANE_IDS", "DASHBOARD_SIZE"]
+
+PANE_IDS = ("canvas", "inbox", "runs", "grants", "judgments")
+"""The pinned pane ids, in key order (``1``..``5``)."""
+DASHBOARD_SIZE = (160, 48)
+"""At and above this terminal size every pane shows at once."""
+
+
+class MainScreen(Screen[None]):
+    """The workbench's one main screen."""
+
+    BINDINGS = [
+        Binding("1", "show_pane('canvas')", "Canvas", id="workbench.show_canvas"),
+        Binding("2", "show_pane('inbox')", "Inbox", id="workbench.show_inbox"),
+        Binding("3", "show_pane('runs')", "Runs", id="workbench.show_runs"),
+        Binding("4", "show_pane('grants')", "Grants", id="workbench.show_grants"),
+        Binding("5", "show_pane('judgments')", "Judgments", id="workbench.show_judgments"),
+        Binding("slash", "filter_pane", "Filter", id="workbench.filter_pane"),
+        Binding("question_mark", "show_help", "Keys", id="workbench.show_help"),
+    ]
+
+    active: reactive[str] = reactive("runs")
+    """The pane brought forward (and, in the small layout, the one shown)."""
+    compact: reactive[bool] = reactive(True)
+    """One pane plus the strip (small terminals) instead of the dashboard."""
+
+    def __init__(self) -> None:
+        super().__init__(id="main")
+        self.workspace: Any = None
+        """The Workspace once opened."""
+
+    def compose(self) -> ComposeResult:
+        yield BadgeBar(id="badges")
+        with Container(id="body"):
+            yield CanvasPane()
+            yield InboxPane()
+            yield RunsPane()
+            yield GrantsPane()
+            yield JudgmentsPane()
+        yield PaneStrip(id="strip")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._apply_size(self.app.size.width, self.app.size.height)
+        self.watch_active(self.active)
+        self.call_after_refresh(self.action_show_pane, self.active)
+        self.set_interval(1.0, self.update_badges)
+        for pane in self.panes():
+            self.watch(pane, "count_label", lambda _=None: self._update_strip(), init=False)
+
+    def panes(self) -> list[Pane]:
+        """The five panes in key order."""
+        return [self.pane(pane_id) for pane_id in PANE_IDS]
+
+    def pane(self, pane_id: str) -> Pane:
+        """The pane with this id."""
+        return self.query_one(f"#{pane_id}", Pane)
+
+    # -- layout -------------------------------------------------------------------------------
+
+    def on_resize(self, event: Resize) -> None:
+        self._apply_size(event.size.width, event.size.height)
+
+    def _apply_size(self, width: int, height: int) -> None:
+        self.compact = not (width >= DASHBOARD_SIZE[0] and height >= DASHBOARD_SIZE[1])
+
+    def watch_compact(self, compact: bool) -> None:
+        self.set_class(compact, "-compact")
+        self.set_class(not compact, "-dashboard")
+
+    def watch_active(self, active: str) -> None:
+        for pane in self.query(Pane):
+            pane.set_class(pane.id == active, "-active")
+        self._update_strip()
+
+    def _update_strip(self) -> None:
+        if not self.is_mounted:
+            return
+        self.query_one("#strip", PaneStrip).labels = tuple(
+            (p.number, p.title, p.count_label, p.id == self.active) for p in self.panes())
+
+    def on_descendant_focus(self, event: Any) -> None:
+        node = event.widget if hasattr(event, "widget") else None
+        while node is not None and not isinstance(node, Pane):
+            node = node.parent
+        if isinstance(node, Pane) and node.id and node.id != self.active:
+            self.active = node.id
+
+    # -- keys -------------------------------------------------------------------------------
+
+    def action_show_pane(self, pane_id: str) -> None:
+        self.active = pane_id
+        self.pane(pane_id).focus_main()
+
+    def action_filter_pane(self) -> None:
+        self.pane(self.active).open_filter()
+
+    def action_show_help(self) -> None:
+        groups = [("Everywhere", [*self.app.BINDINGS, *self.BINDINGS])]
+        for pane in self.panes():
+            groups.append((f"{pane.number} {pane.title}", list(pane.BINDINGS)))
+        self.app.push_screen(HelpScreen(groups))
+
+    # -- service messages ---------------------------------------------------------------------
+
+    @on(WorkspaceOpened)
+    def _opened(self, event: WorkspaceOpened) -> None:
+        self.workspace = event.workspace
+        self.query_one("#badges", BadgeBar).status = "ready"
+        for pane in self.panes():
+            pane.attach(event.workspace)
+        self.update_badges()
+        self.action_show_pane(self.active)
+
+    @on(ServicesChanged)
+    def _changed(self, event: ServicesChanged) -> None:
+        for pane in self.panes():
+            pane.changed(event.changes)
+        self.update_badges()
+
+    @on(JumpRequested)
+    def _jump(self, event: JumpRequested) -> None:
+        self.action_show_pane(event.pane)
+        self.pane(event.pane).select_key(event.key)
+
+    def update_badges(self) -> None:
+        """Recount the header badges from the services."""
+        if self.workspace is None:
+            return
+        desk = self.workspace.desk
+        badges = self.query_one("#badges", BadgeBar)
+        badges.waiting = desk.waiting_on_user()
+        badges.refusals = len(desk.refusals_since(60))
+        badges.judgments = self.query_one("#judgments", JudgmentsPane).waiting

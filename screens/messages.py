@@ -1,0 +1,41 @@
+"""Messages the services' results arrive as: past tense, posted by workers and the change forwarder."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from textual.message import Message
+
+from services.changes import Change
+
+__all__ = ["WorkspaceOpened", "ServicesChanged", "ActionDone", "JumpRequested"]
+
+
+@dataclass
+class WorkspaceOpened(Message):
+    """The Workspace finished opening; panes may load."""
+
+    workspace: Any
+
+
+@dataclass
+class ServicesChanged(Message):
+    """A batch of changes the services published since the last batch (in order)."""
+
+    changes: tuple[Change, ...]
+
+
+@dataclass
+class ActionDone(Message):
+    """An operator action finished; ``summary`` is a short plain sentence for a toast."""
+
+    summary: str
+
+
+@dataclass
+class JumpRequested(Message):
+    """Bring ``pane`` forward and select ``key`` in it (a run id, person, object id, judgment id)."""
+
+    pane: str
+    key: str

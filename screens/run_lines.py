@@ -1,0 +1,106 @@
+"""How a run's log reads as lines: raw events or the assembled conversation, plus operator actions.
+
+Every line is built from sanitised, clipped text; the stream renders it with markup off.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from services.clock import iso
+
+from .text import LINE_CAP, safe
+
+__all__ = ["STATUS_GLYPHS", "raw_line", "conversation_lines", "action_line", "refusal_line", "event_fields", "merge_lines"]
+
+STATUS_GLYPHS = {"running": "▶", "idle": "◦", "waiting_on_user": "?", "settled": "■", "deleted": "✗"}
+"""One glyph per run status, shown in the runs list."""
+
+_ENVELOPE = ("id", "seq", "run_id", "node_id", "type", "at")
+
+
+def event_fields(event: dict[str, Any]) -> dict[str, Any]:
+    """An event without its envelope (``id, seq, run_id, node_id, type, at``)."""
+    return {k: v for k, v in event.items() if k not in _ENVELOPE}
+
+
+def _node(event: dict[str, Any]) -> str:
+    return "root" if event.get("node_id") == event.get("run_id") else safe(event.get("node_id"), 40)
+
+
+def _hms(at: Any) -> str:
+    text = str(at or "")
+    return text[11:19] if len(text) >= 19 else safe(text, 19)
+
+
+def raw_line(event: dict[str, Any]) -> str:
+    """One event as one raw line: ``seq time node type {fields}``."""
+    fields = json.dumps(event_fields(event), ensure_ascii=False, default=str)
+    return safe(f"{event.get('seq', 0):>5} {_hms(event.get('at'))} {_node(event)} {event.get('type', '')} {fields}", LINE_CAP)
+
+
+def conversation_lines(event: dict[str, Any]) -> list[str]:
+    """The lines one event adds to the assembled conversation (often none)."""
+    kind = event.get("type", "")
+    who = "" if _node(event) == "root" else f"[{_node(event)}] "
+    at = _hms(event.get("at"))
+    if kind == "node.turn.started":
+        text = (event.get("input") or {}).get("text") or ""
+        return [f"{at} {who}» turn: {safe(text)}"] if text else [f"{at} {who}» turn"]
+    if kind == "node.output_text.done":
+        return [f"{at} {who}model: {safe(event.get('text'))}"]
+    if kind == "node.turn.completed":
+        error = event.get("error")
+        if event.get("stop_reason") == "error" and isinstance(error, dict):
+            return [f"{at} {who}✗ turn failed: {safe(error.get('code'), 80)}: {safe(error.get('message'))}"]
+        return []
+    if kind == "node.message.received":
+        message = event.get("message") or {}
+        return [f"{at} {who}app → message: {safe(message.get('text'))}"]
+    if kind == "node.question.opened":
+        return [f"{at} {who}? question: {safe((event.get('question') or {}).get('title'))}"]
+    if kind == "node.question.answered":
+        return [f"{at} {who}! answered: {safe(json.dumps(event.get('answers'), ensure_ascii=False, default=str))}"]
+    if kind == "node.settled":
+        outcome = event.get("outcome")
+        detail = event.get("result") or event.get("runtime_error") or event.get("failure") or \
+            (event.get("declined") or {}).get("reason") or ""
+        return [f"{at} {who}■ settled {safe(outcome, 40)}{': ' + safe(detail) if detail else ''}"]
+    if kind == "node.idle":
+        return [f"{at} {who}· idle"]
+    if kind == "node.reopened":
+        return [f"{at} {who}↺ reopened"]
+    if kind in ("node.output_text.delta", "node.activity"):
+        return []
+    fields = json.dumps(event_fields(event), ensure_ascii=False, default=str)
+    return [f"{at} {who}• {safe(kind, 80)} {safe(fields)}"]
+
+
+def action_line(action: Any) -> str:
+    """An operator (or app) action on the run, attributed: ``⚙ operator · reply: hello``."""
+    detail = f": {safe(action.detail)}" if action.detail else ""
+    return f"{iso(action.at)[11:19]} ⚙ {action.by} · {safe(action.action, 60)}{detail}"
+
+
+def refusal_line(refusal: Any) -> str:
+    """A refusal the app met, linked to the grant revision that caused it (``g`` opens the grant)."""
+    rev = f"rev {refusal.rev}" if refusal.rev is not None else "unknown rev"
+    message = f" ({safe(refusal.message, 200)})" if refusal.message else ""
+    return (f"{iso(refusal.at)[11:19]} ‼ refused {safe(refusal.code, 60)}{message} ← grant of "
+            f"{safe(refusal.user_id, 80)} at {rev}; press g to open it")
+
+
+def merge_lines(events: list[dict[str, Any]], actions: list[Any], refusals: list[Any], *, raw: bool) -> list[str]:
+    """A whole run's lines in time order: events, then the actions and refusals stamped at the same time."""
+    items: list[tuple[str, int, int, list[str]]] = []
+    for i, event in enumerate(events):
+        lines = [raw_line(event)] if raw else conversation_lines(event)
+        if lines:
+            items.append((str(event.get("at", "")), 0, i, lines))
+    for i, action in enumerate(actions):
+        items.append((iso(action.at), 1, i, [action_line(action)]))
+    for i, refusal in enumerate(refusals):
+        items.append((iso(refusal.at), 2, i, [refusal_line(refusal)]))
+    items.sort(key=lambda item: item[:3])
+    return [line for item in items for line in item[3]]

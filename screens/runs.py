@@ -1,0 +1,393 @@
+"""``RunsPane`` (``#runs``): every run, the selected run's live stream, and the keys that drive runs.
+
+Operator keys act as the model or the runtime (reply, fail a turn, settle, ask, idle, emit,
+delete); app keys go through the real SDK (start, message, cancel). Every action shows up in
+the stream, attributed. A refusal in the stream names the grant revision behind it (``g``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import DataTable, Label, Static
+
+from services.changes import Change
+from services.errors import ServiceError
+
+from .dialogs import ConfirmDialog, DetailDialog, Field, FormDialog
+from .messages import JumpRequested
+from .run_lines import STATUS_GLYPHS, conversation_lines, merge_lines, raw_line, refusal_line, action_line
+from .text import DETAIL_CAP, age, highlight, safe, safe_text
+from .widgets.pane import Pane, PaletteAction
+from .widgets.stream import EventStream
+
+__all__ = ["RunsPane"]
+
+TURN_CODES = ("model_error", "content_refused")
+SETTLE_KINDS = ("result", "declined", "canceled", "deadline_exceeded", "runtime_error")
+
+
+class RunsPane(Pane):
+    """Runs: list, live stream, and every run action by key."""
+
+    title = "runs"
+    number = 3
+    sources = frozenset({"cloud", "workspace"})
+
+    BINDINGS = [
+        Binding("r", "reply", "Reply", id="workbench.runs.reply"),
+        Binding("f", "fail_turn", "Fail turn", id="workbench.runs.fail_turn"),
+        Binding("s", "settle", "Settle", id="workbench.runs.settle"),
+        Binding("a", "ask", "Ask", id="workbench.runs.ask"),
+        Binding("i", "go_idle", "Idle", id="workbench.runs.go_idle"),
+        Binding("e", "emit_event", "Emit", id="workbench.runs.emit_event"),
+        Binding("d", "delete_run", "Delete", id="workbench.runs.delete_run"),
+        Binding("n", "start_run", "New run", id="workbench.runs.start_run"),
+        Binding("m", "send_message", "Message", id="workbench.runs.send_message"),
+        Binding("x", "cancel_run", "Cancel", id="workbench.runs.cancel_run"),
+        Binding("p", "toggle_pause", "Pause", id="workbench.runs.toggle_pause"),
+        Binding("v", "toggle_view", "Raw/chat", id="workbench.runs.toggle_view"),
+        Binding("o", "event_detail", "Event", id="workbench.runs.event_detail"),
+        Binding("g", "open_grant", "Grant", id="workbench.runs.open_grant"),
+        Binding("escape", "clear_filter", "Clear filter", show=False, id="workbench.runs.clear_filter"),
+    ]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(id="runs", **kwargs)
+        self.selected: str | None = None
+        """The id of the run whose stream is shown."""
+        self.raw = False
+        """Raw events (True) or the assembled conversation (False)."""
+        self._table_rows: dict[str, tuple[Any, ...]] = {}
+        self._order: list[str] = []
+        self._seq = 0
+        self._actions = 0
+        self._refusals = 0
+
+    def compose(self) -> ComposeResult:
+        yield self.heading()
+        yield self.filter_bar()
+        table: DataTable[Any] = DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
+        table.add_columns("", "status", "activity", "person", "run", "age")
+        yield table
+        yield Static("", id="run-info", markup=False)
+        yield Label("", id="stream-state")
+        yield EventStream(id="runs-stream")
+
+    # -- loading ---------------------------------------------------------------------------
+
+    def reload(self) -> None:
+        desk = self.workspace.desk
+        views = desk.runs()
+        now = self.workspace.cloud.clock.time()
+        needle = self.filter_text.strip()
+        if needle:
+            low = needle.lower()
+            views = [v for v in views if low in f"{v.name} {v.prompt} {v.user_id} {v.id}".lower()]
+        rows = {v.id: self._row(v, now, needle) for v in views}
+        self._show_rows(rows)
+        waiting = sum(1 for v in views if v.status == "waiting_on_user")
+        self.count_label = f"{len(views)} runs" + (f", {waiting} waiting" if waiting else "")
+        if self.selected is not None:
+            self._update_stream()
+        self._show_info()
+
+    def _row(self, v: Any, now: float, needle: str) -> tuple[Any, ...]:
+        label = f"{v.name} — {v.prompt}" if v.name else v.prompt
+        return (
+            Text(STATUS_GLYPHS.get(v.status, "·")),
+            Text(v.status.replace("_", " ")),
+            Text(safe(v.activity or "", 40)),
+            highlight(safe_text(v.user_id, 60), needle),
+            highlight(safe_text(label, 200), needle),
+            Text(age(now, v.updated_at)),
+        )
+
+    def _show_rows(self, rows: dict[str, tuple[Any, ...]]) -> None:
+        table = self.query_one("#runs-table", DataTable)
+        order = list(rows)
+        if order == self._order:
+            for key, cells in rows.items():
+                old = self._table_rows.get(key)
+                for col, (cell, before) in enumerate(zip(cells, old or ())):
+                    if cell != before:
+                        table.update_cell_at((order.index(key), col), cell)
+        else:
+            keep = self.selected
+            table.clear()
+            for key, cells in rows.items():
+                table.add_row(*cells, key=key)
+            if keep in rows:
+                table.move_cursor(row=order.index(keep))
+            elif order:
+                self._select(order[0])
+            else:
+                self._select(None)
+        self._table_rows, self._order = rows, order
+
+    def _select(self, run_id: str | None) -> None:
+        if run_id == self.selected:
+            return
+        self.selected = run_id
+        self._rebuild_stream()
+        self._show_info()
+
+    @on(DataTable.RowHighlighted, "#runs-table")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key.value is not None:
+            self._select(str(event.row_key.value))
+
+    # -- the stream --------------------------------------------------------------------------
+
+    def _run_parts(self) -> tuple[Any, list[Any], list[Any]] | None:
+        if self.selected is None or self.workspace is None:
+            return None
+        desk = self.workspace.desk
+        try:
+            run = desk.run(self.selected)
+        except ServiceError:
+            return None
+        actions = desk.actions.get(run.id, [])
+        refusals = [r for r in desk.refusals if r.user_id == run.user_id and r.at >= run.created_at]
+        return run, actions, refusals
+
+    def _rebuild_stream(self) -> None:
+        stream = self.query_one("#runs-stream", EventStream)
+        parts = self._run_parts()
+        if parts is None:
+            stream.replace([])
+            self._seq = self._actions = self._refusals = 0
+            return
+        run, actions, refusals = parts
+        stream.replace(merge_lines(run.events, actions, refusals, raw=self.raw))
+        self._seq = run.events[-1]["seq"] if run.events else 0
+        self._actions, self._refusals = len(actions), len(refusals)
+
+    def _update_stream(self) -> None:
+        parts = self._run_parts()
+        if parts is None:
+            return
+        run, actions, refusals = parts
+        lines: list[str] = []
+        events = run.events
+        if events and events[-1]["seq"] > self._seq:
+            start = max(0, len(events) - (events[-1]["seq"] - self._seq))
+            for event in events[start:]:
+                if self.raw:
+                    lines.append(raw_line(event))
+                else:
+                    lines.extend(conversation_lines(event))
+            self._seq = events[-1]["seq"]
+        lines.extend(action_line(a) for a in actions[self._actions:])
+        lines.extend(refusal_line(r) for r in refusals[self._refusals:])
+        self._actions, self._refusals = len(actions), len(refusals)
+        if lines:
+            self.query_one("#runs-stream", EventStream).extend(lines)
+
+    def _show_info(self) -> None:
+        info = self.query_one("#run-info", Static)
+        parts = self._run_parts()
+        if parts is None:
+            info.update(Text("no run selected" if self.workspace else "opening the workspace…", style="dim"))
+            return
+        run, _, refusals = parts
+        text = Text()
+        text.append(f"{STATUS_GLYPHS.get('deleted' if run.deleted else run.status, '·')} ", style="bold")
+        text.append(safe(run.name or run.params.get("prompt", ""), 120) + " ", style="bold")
+        text.append(f"  {safe(run.user_id, 60)}  {run.seq} events  {len(run.pending)} pending")
+        if run.question:
+            text.append(f"\n? {safe(run.question.get('title'), 200)}", style="yellow")
+        if run.last_turn_error:
+            text.append(f"\n✗ {safe(run.last_turn_error.get('code'), 60)}: {safe(run.last_turn_error.get('message'), 200)}",
+                        style="red")
+        if run.outcome:
+            text.append(f"\n■ {safe(run.outcome.get('outcome'), 60)}")
+        if refusals:
+            last = refusals[-1]
+            text.append(f"\n‼ {safe(last.code, 60)} from the grant of {safe(last.user_id, 60)} at rev {last.rev} (g)",
+                        style="red")
+        info.update(text)
+
+    @on(EventStream.StateChanged, "#runs-stream")
+    def _stream_state(self, event: EventStream.StateChanged) -> None:
+        self._show_stream_state()
+
+    def _show_stream_state(self) -> None:
+        stream = self.query_one("#runs-stream", EventStream)
+        mode = "raw events" if self.raw else "conversation"
+        state = f"paused · +{stream.held} new" if stream.paused else "following"
+        self.query_one("#stream-state", Label).update(Text(f"{state} · {mode}  (p pause · v view · o event)"))
+
+    def on_mount(self) -> None:
+        self._show_stream_state()
+        self._show_info()
+
+    # -- key actions ---------------------------------------------------------------------------
+
+    def _need_run(self) -> str | None:
+        if self.selected is None:
+            self.app.notify("Select a run first.", severity="warning")
+        return self.selected
+
+    def _ask(self, title: str, fields: list[Field], then: Any, submit: str = "OK") -> None:
+        def done(values: dict[str, str] | None) -> None:
+            if values is not None:
+                then(values)
+        self.app.push_screen(FormDialog(title, fields, submit=submit), done)
+
+    def action_reply(self) -> None:
+        run_id = self._need_run()
+        if run_id:
+            desk = self.workspace.desk
+            self._ask("Reply as the model", [Field("text", "Reply text", multiline=True)],
+                      lambda v: self.act("Replied as the model.", lambda: desk.reply(run_id, v["text"])), "Reply")
+
+    def action_fail_turn(self) -> None:
+        run_id = self._need_run()
+        if run_id:
+            desk = self.workspace.desk
+            self._ask("Fail the turn", [Field("code", "Code", choices=TURN_CODES), Field("message", "Message", "the model failed")],
+                      lambda v: self.act("Turn failed.", lambda: desk.fail_turn(run_id, v["code"], v["message"])), "Fail")
+
+    def action_settle(self) -> None:
+        run_id = self._need_run()
+        if run_id:
+            desk = self.workspace.desk
+            self._ask("Settle the run", [Field("kind", "Outcome", choices=SETTLE_KINDS), Field("value", "Result / reason")],
+                      lambda v: self.act("Run settled.", lambda: desk.settle(run_id, v["kind"], v["value"])), "Settle")
+
+    def action_ask(self) -> None:
+        run_id = self._need_run()
+        if run_id:
+            desk = self.workspace.desk
+            self._ask("Ask the person a question", [Field("title", "Question")],
+                      lambda v: self.act("Question asked.", lambda: desk.ask(run_id, v["title"])), "Ask")
+
+    def action_go_idle(self) -> None:
+        run_id = self._need_run()
+        if run_id:
+            desk = self.workspace.desk
+            self.act("Run went idle.", lambda: desk.go_idle(run_id))
+
+    def action_emit_event(self) -> None:
+        run_id = self._need_run()
+        if run_id:
+            desk = self.workspace.desk
+            self._ask("Emit an event", [Field("type", "Type", placeholder="node.activity"),
+                                        Field("fields", "Fields (JSON object)", "{}"),
+                                        Field("node", "Node id (empty: the root)")],
+                      lambda v: self.act("Event emitted.", lambda: desk.emit(run_id, v["type"], v["fields"], v["node"] or None)),
+                      "Emit")
+
+    def action_delete_run(self) -> None:
+        run_id = self._need_run()
+        if run_id:
+            desk = self.workspace.desk
+
+            def done(yes: bool | None) -> None:
+                if yes:
+                    self.act("Run deleted.", lambda: desk.delete_run(run_id))
+            self.app.push_screen(ConfirmDialog(f"Delete run {safe(run_id, 80)}? Reads will 404 and streams close."), done)
+
+    def action_start_run(self) -> None:
+        desk = self.workspace.desk if self.workspace else None
+        if desk is None:
+            return
+        people = tuple(g.user_id for g in desk.grants()) or ("user:ada",)
+
+        async def start(values: dict[str, str]) -> None:
+            run_id = await desk.start_run(values["person"], values["prompt"])
+            self.selected = None
+            self._select(run_id)
+        self._ask("Start a run as the app (through the SDK)",
+                  [Field("person", "Person", choices=people), Field("prompt", "Prompt")],
+                  lambda v: self.act("Run started.", lambda: start(v)), "Start")
+
+    def action_send_message(self) -> None:
+        run_id = self._need_run()
+        if run_id:
+            desk = self.workspace.desk
+            self._ask("Send a message as the app (through the SDK)", [Field("text", "Message")],
+                      lambda v: self.act("Message sent.", lambda: desk.send_message(run_id, v["text"])), "Send")
+
+    def action_cancel_run(self) -> None:
+        run_id = self._need_run()
+        if run_id:
+            desk = self.workspace.desk
+            self.act("Run canceled.", lambda: desk.cancel_run(run_id))
+
+    def action_toggle_pause(self) -> None:
+        stream = self.query_one("#runs-stream", EventStream)
+        stream.paused = not stream.paused
+
+    def action_toggle_view(self) -> None:
+        self.raw = not self.raw
+        self._rebuild_stream()
+        self._show_stream_state()
+
+    def action_event_detail(self) -> None:
+        parts = self._run_parts()
+        if parts is None or not parts[0].events:
+            self.app.notify("This run has no events yet.", severity="warning")
+            return
+        events = list(parts[0].events)
+
+        def page(i: int) -> tuple[str, str]:
+            import json
+
+            event = events[i]
+            return (safe(f"event {event.get('seq')} · {event.get('type')}", 200),
+                    safe(json.dumps(event, indent=2, ensure_ascii=False, default=str), DETAIL_CAP))
+        self.app.push_screen(DetailDialog(page, len(events), len(events) - 1))
+
+    def action_open_grant(self) -> None:
+        parts = self._run_parts()
+        if parts is not None:
+            self.post_message(JumpRequested("grants", parts[0].user_id))
+
+    def action_clear_filter(self) -> None:
+        self.clear_filter()
+
+    # -- focus, palette, jumps ----------------------------------------------------------------
+
+    def focus_main(self) -> None:
+        self.query_one("#runs-table", DataTable).focus()
+
+    def palette_actions(self) -> list[PaletteAction]:
+        parts = self._run_parts()
+        actions: list[PaletteAction] = [("Start a run as the app", "n", "start_run")]
+        if parts is None:
+            return actions
+        run = parts[0]
+        if run.deleted:
+            return actions
+        actions += [("Reply as the model", "r", "reply"), ("Fail the turn", "f", "fail_turn")]
+        if not run.settled:
+            actions += [("Settle the run", "s", "settle"), ("Cancel the run (SDK)", "x", "cancel_run")]
+        actions += [("Ask the person", "a", "ask"), ("Send a message (SDK)", "m", "send_message"),
+                    ("Go idle", "i", "go_idle"), ("Emit an event", "e", "emit_event"), ("Delete the run", "d", "delete_run"),
+                    ("Open the grant", "g", "open_grant"), ("Event detail", "o", "event_detail")]
+        return actions
+
+    async def palette_items(self) -> list[tuple[str, str]]:
+        if self.workspace is None:
+            return []
+        return [(f"run {v.name or v.prompt} · {v.user_id} · {v.id}", v.id) for v in self.workspace.desk.runs()]
+
+    def select_key(self, key: str) -> None:
+        if self.filter_text:
+            self.clear_filter()
+        self.reload()
+        if key in self._order:
+            self.query_one("#runs-table", DataTable).move_cursor(row=self._order.index(key))
+            self._select(key)
+
+    def changed(self, changes: tuple[Change, ...]) -> None:
+        if self.workspace is None:
+            return
+        if any(c.source in self.sources for c in changes):
+            self.request_reload()

@@ -1,0 +1,49 @@
+"""``BadgeBar``: the header line with the title and the live badges, and ``PaneStrip``: pane counts."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widgets import Static
+
+__all__ = ["BadgeBar", "PaneStrip"]
+
+
+class BadgeBar(Static):
+    """Title plus badges: judgments waiting, runs waiting on the user, refusals in the last minute."""
+
+    judgments: reactive[int] = reactive(0)
+    """Harvest judgments and insight reviews waiting for the operator."""
+    waiting: reactive[int] = reactive(0)
+    """Runs waiting on their person."""
+    refusals: reactive[int] = reactive(0)
+    """Refusals the app met in the last minute."""
+    status: reactive[str] = reactive("opening the workspace…")
+    """A short state word (opening / ready / the workspace error)."""
+
+    def render(self) -> Text:
+        text = Text(" workbench ", style="bold reverse")
+        text.append("  ")
+        text.append(f" ⚖ {self.judgments} judgments waiting ", style="bold" if self.judgments else "dim")
+        text.append(" ")
+        text.append(f" ? {self.waiting} runs waiting on the user ", style="bold" if self.waiting else "dim")
+        text.append(" ")
+        text.append(f" ‼ {self.refusals} refusals/min ", style="bold red" if self.refusals else "dim")
+        text.append(f"  {self.status}", style="dim")
+        return text
+
+
+class PaneStrip(Static):
+    """The other panes with their live counts (shown when one pane fills the body)."""
+
+    labels: reactive[tuple[tuple[int, str, str, bool], ...]] = reactive(())
+    """``(number, title, count, active)`` per pane."""
+
+    def render(self) -> Text:
+        text = Text()
+        for number, title, count, active in self.labels:
+            style = "bold reverse" if active else ""
+            text.append(f" {number} {title}", style=style)
+            text.append(f" {count} " if count else " ", style=style + " dim" if not active else style)
+            text.append("│", style="dim")
+        return text

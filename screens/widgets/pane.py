@@ -1,0 +1,147 @@
+"""``Pane``: the base of the five panes: workspace hand-off, coalesced reloads, the filter bar, actions.
+
+A pane is a controller: it reaches the Workspace only through workers (``act``/``reload``) and
+updates its widgets from their results. Worker errors go to the App's one error handler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.containers import Vertical
+from textual.reactive import reactive
+from textual.widgets import Input, Label
+from textual.worker import Worker, WorkerState
+
+from services.changes import Change
+
+__all__ = ["Pane", "PaletteAction"]
+
+PaletteAction = tuple[str, str, str]
+"""``(label, key, action name)`` of an action that fits the selection."""
+
+
+class Pane(Vertical):
+    """One of the main screen's panes."""
+
+    title: ClassVar[str] = ""
+    """The pane's name in the strip and the help."""
+    number: ClassVar[int] = 0
+    """The key (1..5) that brings it forward."""
+    sources: ClassVar[frozenset[str]] = frozenset()
+    """The change sources this pane listens to."""
+
+    count_label: reactive[str] = reactive("")
+    """A short live count for the strip (``4 runs``)."""
+    filter_text: reactive[str] = reactive("")
+    """The filter typed after ``/`` (empty: no filter)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(classes="pane", **kwargs)
+        self.workspace: Any = None
+        """The Workspace once opened."""
+        self._reload_queued = False
+
+    # -- composition helpers ----------------------------------------------------------------
+
+    def filter_bar(self) -> Input:
+        """The hidden filter input every pane yields once."""
+        return Input(placeholder="filter…  (esc clears)", classes="filter-bar", id=f"{self.id}-filter")
+
+    def heading(self) -> Label:
+        """The pane's heading line."""
+        return Label(Text(f"{self.number} {self.title}"), classes="pane-title")
+
+    # -- workspace and changes --------------------------------------------------------------
+
+    def attach(self, workspace: Any) -> None:
+        """The Workspace opened: remember it and load."""
+        self.workspace = workspace
+        self.request_reload()
+
+    def changed(self, changes: tuple[Change, ...]) -> None:
+        """A batch of service changes arrived; reload when one concerns this pane."""
+        if self.workspace is not None and any(c.source in self.sources for c in changes):
+            self.request_reload()
+
+    def request_reload(self) -> None:
+        """Reload once after the current messages (bursts coalesce into one reload)."""
+        if not self._reload_queued:
+            self._reload_queued = True
+            self.call_later(self._run_reload)
+
+    def _run_reload(self) -> None:
+        self._reload_queued = False
+        if self.workspace is not None:
+            self.reload()
+
+    def reload(self) -> None:
+        """Fetch fresh data (a worker) and show it."""
+
+    # -- actions through workers ------------------------------------------------------------
+
+    @work(group="actions", exit_on_error=False)
+    async def act(self, what: str, call: Callable[[], Awaitable[Any] | Any]) -> Any:
+        """Run one service call; on success say ``what`` in a toast and reload."""
+        result = call()
+        if isinstance(result, Awaitable):
+            result = await result
+        if what:
+            self.app.notify(Text(what).plain, timeout=3)
+        self.request_reload()
+        return result
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state == WorkerState.ERROR and event.worker.error is not None:
+            report = getattr(self.app, "report_error", None)
+            if report is not None:
+                report(event.worker.error)
+
+    # -- filter -----------------------------------------------------------------------------
+
+    def open_filter(self) -> None:
+        """Show the filter bar and focus it."""
+        bar = self.query_one(".filter-bar", Input)
+        bar.add_class("-shown")
+        bar.focus()
+
+    @on(Input.Changed, ".filter-bar")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self.filter_text = event.value
+
+    @on(Input.Submitted, ".filter-bar")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.focus_main()
+
+    def clear_filter(self) -> None:
+        """Clear and hide the filter."""
+        bar = self.query_one(".filter-bar", Input)
+        bar.value = ""
+        bar.remove_class("-shown")
+        self.filter_text = ""
+        self.focus_main()
+
+    def watch_filter_text(self) -> None:
+        if self.workspace is not None:
+            self.request_reload()
+
+    # -- focus, palette, jumps --------------------------------------------------------------
+
+    def focus_main(self) -> None:
+        """Focus the pane's main list."""
+
+    def palette_actions(self) -> list[PaletteAction]:
+        """The actions that fit the selected item's current state."""
+        return []
+
+    async def palette_items(self) -> list[tuple[str, str]]:
+        """``(label, key)`` of the things one can jump to in this pane."""
+        return []
+
+    def select_key(self, key: str) -> None:
+        """Select the item ``key`` (after a palette jump)."""

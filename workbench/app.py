@@ -1,0 +1,135 @@
+"""``WorkbenchApp`` and ``make_app``: the small App that opens the Workspace and hosts the main screen.
+
+The App opens the Workspace in a worker after the first frame (so sqlmodel, jwt and cryptography
+are imported after the first paint), forwards every batch of service changes to the main screen
+as one ``ServicesChanged`` message, and is the one place worker errors become toasts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+
+from assets import ASSETS_DIR
+from screens.main import MainScreen
+from screens.messages import ServicesChanged, WorkspaceOpened
+from screens.text import safe
+from services.changes import Change
+from services.errors import ServiceError
+from services.workspace import Settings
+
+from .commands import WorkbenchCommands
+
+__all__ = ["WorkbenchApp", "make_app", "error_text"]
+
+STYLES = ASSETS_DIR / "styles"
+
+
+def error_text(error: BaseException) -> str:
+    """The toast text for an error: the service's own clear message, sanitised."""
+    if isinstance(error, ServiceError):
+        return safe(str(error), 600)
+    return safe(f"{type(error).__name__}: {error}", 600)
+
+
+class WorkbenchApp(App[None]):
+    """The workbench: five live panes over one Workspace."""
+
+    TITLE = "workbench"
+    CSS_PATH = [STYLES / "base.tcss", STYLES / "main.tcss", STYLES / "dialogs.tcss"]
+    COMMANDS = App.COMMANDS | {WorkbenchCommands}
+    BINDINGS = [
+        Binding("q", "quit", "Quit", id="workbench.quit"),
+    ]
+
+    def __init__(self, workspace: Any = None, *, settings: Settings | None = None) -> None:
+        super().__init__()
+        self.settings = settings or Settings()
+        """What the Workspace is opened with (when none is given)."""
+        self.workspace: Any = workspace
+        """The open Workspace (None until opened)."""
+        self._owns_workspace = workspace is None
+        self._pending_changes: list[Change] = []
+        self._flush_queued = False
+        self._unsubscribe: Any = None
+        self.errors: list[str] = []
+        """Every error shown as a toast, in order (tests and the demo read it)."""
+
+    def on_mount(self) -> None:
+        self.push_screen(MainScreen())
+        if self.workspace is not None:
+            self.call_after_refresh(self._attach, self.workspace)
+        else:
+            self.call_after_refresh(self.open_workspace)
+
+    @property
+    def main(self) -> MainScreen:
+        """The main screen (wherever dialogs are stacked)."""
+        return next(s for s in self.screen_stack if isinstance(s, MainScreen))
+
+    @work(group="workspace", exclusive=True, exit_on_error=False)
+    async def open_workspace(self) -> None:
+        """Open the Workspace (imports the heavy services now, after the first frame)."""
+        from services.workspace import Workspace
+
+        workspace = await Workspace.open(settings=self.settings)
+        self._attach(workspace)
+
+    def _attach(self, workspace: Any) -> None:
+        self.workspace = workspace
+        loop = asyncio.get_running_loop()
+
+        def on_change(change: Change) -> None:  # any thread: hop onto the loop, then batch
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is loop:
+                self._queue_change(change)
+            elif not loop.is_closed():
+                loop.call_soon_threadsafe(self._queue_change, change)
+
+        self._unsubscribe = workspace.feed.subscribe(on_change)
+        self.main.post_message(WorkspaceOpened(workspace))
+
+    def _queue_change(self, change: Change) -> None:
+        self._pending_changes.append(change)
+        if not self._flush_queued:
+            self._flush_queued = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_queued = False
+        batch, self._pending_changes = tuple(self._pending_changes), []
+        if batch and self.is_running:
+            self.main.post_message(ServicesChanged(batch))
+
+    def report_error(self, error: BaseException) -> None:
+        """The one error handler: a toast with the service's clear, sanitised message."""
+        message = error_text(error)
+        self.errors.append(message)
+        self.notify(Text(message).plain, title="Error", severity="error", timeout=8, markup=False)
+
+    def on_worker_state_changed(self, event: Any) -> None:
+        from textual.worker import WorkerState
+
+        if event.state == WorkerState.ERROR and event.worker.error is not None:
+            if event.worker.group == "workspace":
+                self.main.query_one("#badges").status = f"cannot open the workspace: {error_text(event.worker.error)}"
+            self.report_error(event.worker.error)
+
+    async def on_unmount(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        if self._owns_workspace and self.workspace is not None:
+            await self.workspace.close()
+
+
+def make_app(settings: Settings | None = None, workspace: Any = None) -> WorkbenchApp:
+    """The one factory the CLI, the demo and the tests build the App with."""
+    return WorkbenchApp(workspace=workspace, settings=settings)
