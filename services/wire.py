@@ -38,8 +38,8 @@ Error envelope (every non-2xx JSON answer, directory and runtime):
 Run DTO (``run.start``, ``run.get``, items of ``run.list``):
     ``{id, user_id, name, status, activity, params, outcome, result, last_turn_error, question,
     pending, messages, created_at, updated_at, last_event_id}`` where ``status`` is one of
-    ``RUN_STATUSES``, ``activity`` is null unless running, ``outcome`` is null or one of
-    ``OUTCOMES``, ``result`` is the settled result text, ``last_turn_error`` is
+    ``RUN_STATUSES``, ``activity`` is null unless running, ``outcome`` is null or the settled
+    outcome as ``node.settled`` wrote it (``{outcome: <one of OUTCOMES>, ...its fields}``), ``result`` is the settled result text, ``last_turn_error`` is
     ``{code, message}`` or null, ``question`` is the open question DTO or null, ``pending`` and
     ``messages`` are lists of message DTOs ``{id, text, at, delivered}``.
 
