@@ -171,7 +171,7 @@ class DeliveryEngine:
                   "deliveredBatchIds": [], "anchors": [], "inflight": [], "turnCount": at_turn,
                   "deliveredTotal": 0,
                   "forkedFrom": {"parentId": parent_id, "atTurn": at_turn, "messageId": anchor["messageId"]}}
-        await self.client.get_or_create_session(clone["id"], {
+        await self.client.add_peers(clone["id"], {
             ledger["peerIds"]["user"]: {"observe_me": True, "observe_others": False}})
         return await self._commit_established(conv, ledger, fork)
 

@@ -38,6 +38,7 @@ class HonchoClient:
         """The workspace every call is scoped to."""
         self._http = httpx.AsyncClient(base_url=base_url, transport=transport, headers=headers, timeout=timeout)
         self._workspace_ready = False
+        self._known_peers: set[str] = set()
 
     async def aclose(self) -> None:
         """Close the underlying HTTP client."""
@@ -76,19 +77,24 @@ class HonchoClient:
         await self._call("workspace get-or-create", "POST", f"{_API}/workspaces", json={"id": self.workspace_id})
         self._workspace_ready = True
 
-    async def get_or_create_peer(self, peer_id: str) -> dict[str, Any]:
-        """Get-or-create a peer."""
+    async def get_or_create_peer(self, peer_id: str) -> None:
+        """Get-or-create a peer (once per client and peer)."""
+        if peer_id in self._known_peers:
+            return
         await self.ensure_workspace()
-        return await self._call(f"peer {peer_id} get-or-create", "POST", self._ws("peers"), json={"id": peer_id})
+        await self._call(f"peer {peer_id} get-or-create", "POST", self._ws("peers"), json={"id": peer_id})
+        self._known_peers.add(peer_id)
 
     async def get_or_create_session(self, session_id: str, peers: dict[str, dict[str, bool]]) -> dict[str, Any]:
-        """Get-or-create a session, then add ``peers`` (``{peer_id: SessionPeerConfig}``) to it."""
+        """Get-or-create a session with ``peers`` (``{peer_id: SessionPeerConfig}``)."""
         await self.ensure_workspace()
-        session = await self._call(f"session {session_id} get-or-create", "POST", self._ws("sessions"),
-                                   json={"id": session_id, "peers": peers})
-        await self._call(f"session {session_id} add peers", "POST", self._ws("sessions", session_id, "peers"),
-                         json=peers)
-        return session
+        return await self._call(f"session {session_id} get-or-create", "POST", self._ws("sessions"),
+                                json={"id": session_id, "peers": peers})
+
+    async def add_peers(self, session_id: str, peers: dict[str, dict[str, bool]]) -> dict[str, Any]:
+        """Add ``peers`` to an existing session."""
+        return await self._call(f"session {session_id} add peers", "POST", self._ws("sessions", session_id, "peers"),
+                                json=peers)
 
     async def clone_session(self, session_id: str, message_id: str | None) -> dict[str, Any]:
         """Clone a session up to and including ``message_id`` (the whole session when None)."""

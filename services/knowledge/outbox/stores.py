@@ -254,7 +254,8 @@ class OutboxStores:
         bounded = dict(ledger)
         bounded["deliveredBatchIds"] = list(ledger.get("deliveredBatchIds", []))[-self.settings.delivered_batch_window:]
         bounded["anchors"] = list(ledger.get("anchors", []))[-self.settings.anchor_window:]
-        atomic_write_json(self.ledger_path(ledger["conversationId"]), bounded)
+        atomic_write_text(self.ledger_path(ledger["conversationId"]),
+                          json.dumps(bounded, ensure_ascii=False, separators=(",", ":")) + "\n")
 
     # -- pending forks ---------------------------------------------------------------------
 

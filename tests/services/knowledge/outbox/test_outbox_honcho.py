@@ -81,7 +81,6 @@ async def test_client_speaks_to_a_real_server_url_unchanged() -> None:
     assert [str(r.url) for r in seen] == [
         "https://api.honcho.dev/v3/workspaces",
         "https://api.honcho.dev/v3/workspaces/prod-ws/sessions",
-        "https://api.honcho.dev/v3/workspaces/prod-ws/sessions/conv-1/peers",
         "https://api.honcho.dev/v3/workspaces/prod-ws/sessions/conv-1/messages",
     ]
     assert all(r.headers["authorization"] == "Bearer sk-test" for r in seen)
