@@ -1,9 +1,18 @@
 """The Workspace: one folder of state and the services wired over it; the only thing screens talk to.
 
-``await Workspace.open(path)`` creates the folder if needed, starts the embedded fake cloud with
-the sample world, connects the workbench's own app to it through the real SDK, and exposes
-``.cloud``, ``.desk`` (operator and app actions on runs and grants), ``.changes()`` (an async
-iterator of every ``Change`` any service publishes) and ``close()``.
+``await Workspace.open(path)`` creates the folder if needed and starts:
+
+- ``.cloud``: the embedded fake cloud (in memory: it starts afresh each time, with the sample
+  world's people, providers and runs, whose fixed ids replay into the same canvas nodes);
+- ``.desk``: operator and app actions on runs and grants (the app's side goes through the SDK);
+- ``.canvas``: the object graph in ``canvas.db``, followed from the cloud's runs by ``.follower``;
+- ``.outbox``: the memory outbox under ``memory/`` (completed turns are captured into it);
+- ``.insights``: insight reviews under ``knowledge/insights``;
+- ``.okf``: OKF harvest judgments under ``knowledge/``.
+
+A new workspace (no ``workspace.json`` yet) is seeded with the sample world's documents,
+listeners, node messages and proposals. ``.changes()`` iterates every ``Change`` any service
+publishes; ``close()`` stops everything.
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ from typing import Any
 
 from .changes import Change, ChangeFeed
 from .clock import Clock
+from .files import atomic_write_json
 
 __all__ = ["Settings", "Workspace"]
 
@@ -48,6 +58,9 @@ class Workspace:
         self.okf: Any = None
         self.outbox: Any = None
         self.insights: Any = None
+        self.follower: Any = None
+        self.created = False
+        """True when this open created the workspace (and seeded it)."""
 
     @classmethod
     async def open(cls, path: Path | str | None = None, *, settings: Settings | None = None) -> "Workspace":
@@ -69,6 +82,8 @@ class Workspace:
         from .world import load_world, seed_cloud
 
         self.path.mkdir(parents=True, exist_ok=True)
+        marker = self.path / "workspace.json"
+        self.created = not marker.exists()
         settings = self.settings
         self.cloud = FakeCloud(
             client_id=settings.client_id,
@@ -89,9 +104,50 @@ class Workspace:
             clock=settings.clock,
         )
         self.desk = desk_holder["desk"] = OperatorDesk(self.cloud, self.oauth, self.feed)
-        if settings.seed:
-            world = load_world(settings.world or ASSETS_DIR / "sample" / "world.json")
+        world = load_world(settings.world or ASSETS_DIR / "sample" / "world.json") if settings.seed else {}
+        if world:
             await seed_cloud(self.cloud, world, self.store)
+        await self._open_stores(world)
+        if self.created:
+            atomic_write_json(marker, {"version": 1, "client_id": settings.client_id})
+
+    async def _open_stores(self, world: dict[str, Any]) -> None:
+        from .canvas import Canvas, RunBridge
+        from .follower import RunFollower
+        from .knowledge.insights import InsightReviews
+        from .knowledge.outbox import MemoryOutbox
+        from .world import seed_canvas, seed_insights
+
+        settings = self.settings
+        self.canvas = await Canvas.open(self.path / "canvas.db", changes=self.feed, clock=settings.clock)
+        self.outbox = await MemoryOutbox.open(
+            self.path / "memory", self.feed, clock=settings.clock, start_child=self._start_child
+        )
+        self.insights = await InsightReviews.open(self.path / "knowledge", self.canvas, changes=self.feed, clock=settings.clock)
+        self.follower = RunFollower(
+            self.cloud,
+            self.feed,
+            bridge=RunBridge(self.canvas),
+            outbox=self.outbox,
+            state_path=self.path / "follower.json",
+        )
+        await self.follower.start()
+        if self.created and world:
+            await self.follower.idle()  # the run nodes exist before messages are sent to them
+            await seed_canvas(self.canvas, world)
+            await seed_insights(self.insights, world)
+        self.outbox.start()
+
+    async def _start_child(self, parent_id: str, messages: list[dict[str, Any]]) -> str:
+        """Fork a conversation: a new run carrying the parent's messages up to the fork point."""
+        parent = self.cloud.runs.get(parent_id)
+        client = await self.oauth.client(parent.user_id)
+        last_user = next((m.get("text", "") for m in reversed(messages) if m.get("role") == "user"), "")
+        run = await client.runs.start(
+            prompt=last_user, name=f"fork of {parent.name or parent_id}", forked_from=parent_id, history=messages
+        )
+        self.desk._note(run.id, "fork", f"from {parent_id}", by="app")
+        return run.id
 
     def changes(self) -> AsyncIterator[Change]:
         """Every change any service publishes from now on."""
@@ -99,6 +155,14 @@ class Workspace:
 
     async def close(self) -> None:
         """Stop every service and release the folder."""
+        if self.follower is not None:
+            await self.follower.stop()
+        if self.okf is not None:
+            await self.okf.close()
+        if self.outbox is not None:
+            await self.outbox.aclose()
+        if self.canvas is not None:
+            await self.canvas.close()
         if self.oauth is not None:
             await self.oauth.aclose()
         if self.cloud is not None:

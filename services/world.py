@@ -14,7 +14,7 @@ from typing import Any
 from .cloud import FakeCloud
 from .errors import ServiceError
 
-__all__ = ["WorldError", "load_world", "seed_cloud"]
+__all__ = ["WorldError", "load_world", "seed_cloud", "seed_canvas", "seed_insights"]
 
 
 class WorldError(ServiceError):
@@ -59,7 +59,8 @@ async def seed_cloud(cloud: FakeCloud, world: dict[str, Any], store: Any) -> Non
 async def _seed_run(cloud: FakeCloud, spec: dict[str, Any]) -> None:
     client = cloud.crouter(spec["user"])
     try:
-        run = await client.runs.start(prompt=spec["prompt"], name=spec.get("name"))
+        options = {"id": spec["id"]} if spec.get("id") else {}
+        run = await client.runs.start(prompt=spec["prompt"], name=spec.get("name"), **options)
         fake = cloud.runs.get(run.id)
         for step in spec.get("script", []):
             if "reply" in step:
@@ -79,3 +80,25 @@ async def _seed_run(cloud: FakeCloud, spec: dict[str, Any]) -> None:
                 raise WorldError(f"unknown sample run step {sorted(step)}")
     finally:
         await client.aclose()
+
+
+async def seed_canvas(canvas: Any, world: dict[str, Any]) -> None:
+    """Create the world's owners, documents, listeners and node messages on a new canvas."""
+    spec = world.get("canvas", {})
+    for owner in spec.get("owners", []):
+        await canvas.ensure_owner(owner["type"], owner["handle"])
+    for doc in spec.get("documents", []):
+        await canvas.write(
+            doc["name"], preview=doc["preview"], body=doc.get("body", ""), owner=doc["owner"],
+            kind=doc.get("kind", "knowledge"), privacy=doc.get("privacy", "public"),
+        )
+    for listener in spec.get("listeners", []):
+        await canvas.create_listener(listener["topic"], owner=listener["owner"], domain=listener["domain"])
+    for message in spec.get("messages", []):
+        await canvas.message_send(message["body"], to=message["to"], sender=message.get("sender"))
+
+
+async def seed_insights(reviews: Any, world: dict[str, Any]) -> None:
+    """Queue the world's insight proposals for review."""
+    for markdown in world.get("insights", []):
+        await reviews.submit_markdown(markdown, proposer="sample world")

@@ -60,3 +60,44 @@ async def test_revoke_refusal_and_restore(ws: Workspace) -> None:
     await ws.desk.restore("user:grace")
     run_id = await ws.desk.start_run("user:grace", "back again")
     assert ws.desk.run(run_id).user_id == "user:grace"
+
+
+async def test_runs_follow_into_the_canvas_and_the_outbox(ws: Workspace) -> None:
+    await ws.follower.idle()
+    run_id = await ws.desk.start_run("user:linus", "follow me")
+    ws.desk.reply(run_id, "followed")
+    await ws.follower.idle()
+    node = await ws.canvas.read(run_id)
+    assert node.node is not None and node.node.status == "idle"
+    status = await ws.outbox.status()
+    mine = [c for c in status.conversations if c.conversation_id == run_id]
+    assert mine and mine[0].pending == 1 and mine[0].owner == "user:linus"
+    assert list(ws.follower.errors) == []
+
+
+async def test_reopening_captures_no_turn_twice(tmp_path: Path) -> None:
+    first = await Workspace.open(tmp_path / "again")
+    await first.follower.idle()
+    before = (await first.outbox.status()).pending_total
+    assert first.created and before > 0
+    await first.close()
+    second = await Workspace.open(tmp_path / "again")
+    await second.follower.idle()
+    assert not second.created
+    assert (await second.outbox.status()).pending_total == before
+    await second.close()
+
+
+async def test_a_seeded_insight_review_approves_into_the_canvas(ws: Workspace) -> None:
+    (review,) = await ws.insights.list("pending")
+    done = await ws.insights.approve(review.id)
+    detail = await ws.canvas.read(done.document)
+    assert detail.document.body == review.proposal.candidates[0]
+
+
+async def test_fork_starts_a_child_run_with_the_parents_messages(ws: Workspace) -> None:
+    await ws.follower.idle()
+    child = await ws.outbox.fork("run_sample_garden", 1)
+    run = ws.desk.run(child)
+    assert run.params["forked_from"] == "run_sample_garden"
+    assert run.params["history"]

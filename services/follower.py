@@ -1,0 +1,183 @@
+"""The run follower: carries what the fake cloud's runs do into the canvas and the memory outbox.
+
+It listens to the cloud's ``Change`` feed (run started, event appended, run deleted), queues each
+change, and applies them from one background task, in order:
+
+- the canvas ``RunBridge`` keeps one node per run (and per child node) with statuses, inbox entries
+  for pending messages and events with levels; text deltas are skipped (the bridge records none);
+- each completed root turn is captured into the memory outbox (the turn's input as the person's
+  message, its text as the assistant's), and, when a harvest is attached, as an OKF run record.
+
+A failure applying one change is recorded in ``errors`` and published; it never stops the rest.
+The last captured turn of each run is kept in ``state_path`` (atomic writes), so re-opening a
+workspace whose runs replay (the sample world's fixed ids) never captures a turn twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from .changes import Change, ChangeFeed
+from .cloud import FakeCloud
+from .files import CorruptFileError, atomic_write_json, read_json
+
+__all__ = ["RunFollower", "turn_messages"]
+
+_QUIET = frozenset({"node.output_text.delta", "node.activity"})
+_BATCH = 500
+
+
+def turn_messages(events: list[dict[str, Any]], completed: dict[str, Any]) -> list[dict[str, Any]]:
+    """The person's input and the assistant's text of the root turn that ``completed`` ends."""
+    entry = completed.get("entry_id")
+    started = next((e for e in reversed(events) if e["type"] == "node.turn.started" and e.get("entry_id") == entry), None)
+    done = next((e for e in reversed(events) if e["type"] == "node.output_text.done" and e.get("entry_id") == entry), None)
+    messages = []
+    if started is not None:
+        text = str((started.get("input") or {}).get("text") or "")
+        if text:
+            messages.append({"role": "user", "text": text})
+    if done is not None and done.get("text"):
+        messages.append({"role": "assistant", "text": str(done["text"])})
+    elif completed.get("stop_reason") == "error":
+        error = completed.get("error") or {}
+        messages.append({"role": "system", "text": f"turn failed: {error.get('code')}: {error.get('message')}"})
+    return messages
+
+
+class RunFollower:
+    """Applies the cloud's run changes to the canvas and the outbox from one background task."""
+
+    def __init__(
+        self,
+        cloud: FakeCloud,
+        feed: ChangeFeed,
+        *,
+        bridge: Any = None,
+        outbox: Any = None,
+        on_turn: Callable[[Any, dict[str, Any]], Awaitable[None]] | None = None,
+        state_path: Path | None = None,
+    ) -> None:
+        self.cloud = cloud
+        self.feed = feed
+        self.bridge = bridge
+        self.outbox = outbox
+        self.on_turn = on_turn
+        self.errors: deque[str] = deque(maxlen=100)
+        self.state_path = state_path
+        self._captured: dict[str, int] = self._load_state()
+        self._queue: asyncio.Queue[Change] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+        self._busy = False
+
+    async def start(self, *, catch_up: bool = True) -> None:
+        """Start following; with ``catch_up`` the runs that already exist are applied first."""
+        if catch_up:
+            for run in self.cloud.runs.all:
+                self._queue.put_nowait(Change("cloud", "run.started", run.id))
+                for event in run.events:
+                    self._queue.put_nowait(Change("cloud", "run.event", run.id, {"event": event}))
+        self._unsubscribe = self.feed.subscribe(self._on_change)
+        self._task = asyncio.get_running_loop().create_task(self._drain())
+
+    async def stop(self) -> None:
+        """Stop following (changes still queued are dropped)."""
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    async def idle(self) -> None:
+        """Wait until every queued change has been applied."""
+        while not self._queue.empty() or self._busy:
+            await asyncio.sleep(0.005)
+
+    def _on_change(self, change: Change) -> None:
+        if change.source != "cloud" or change.kind not in ("run.started", "run.event", "run.deleted"):
+            return
+        if change.kind == "run.event" and change.data.get("event", {}).get("type") in _QUIET:
+            return
+        self._queue.put_nowait(change)
+
+    async def _drain(self) -> None:
+        while True:
+            first = await self._queue.get()
+            self._busy = True
+            try:
+                batch = [first]
+                while len(batch) < _BATCH and not self._queue.empty():
+                    batch.append(self._queue.get_nowait())
+                touched: dict[str, None] = {}
+                for change in batch:
+                    await self._apply(change, touched)
+                for run_id in touched:
+                    await self._sync_run(run_id)
+            finally:
+                self._busy = False
+
+    async def _apply(self, change: Change, touched: dict[str, None]) -> None:
+        try:
+            if change.kind == "run.started":
+                await self._sync_run(change.id)
+            elif change.kind == "run.deleted":
+                if self.bridge is not None:
+                    await self.bridge.canvas.record_event(change.id, "run.deleted", level=6)
+            else:
+                event = change.data["event"]
+                if self.bridge is not None:
+                    await self.bridge.apply_event(event)
+                touched[change.id] = None
+                if event["type"] == "node.turn.completed" and event["node_id"] == event["run_id"]:
+                    await self._turn_completed(change.id, event)
+        except Exception as exc:  # one bad change never stops the follower
+            message = f"{change.kind} {change.id}: {type(exc).__name__}: {exc}"
+            self.errors.append(message)
+            self.feed.emit("workspace", "follower.error", change.id, error=message)
+
+    async def _sync_run(self, run_id: str) -> None:
+        if self.bridge is None:
+            return
+        run = self.cloud._runs.get(run_id)
+        if run is None or run.deleted:
+            return
+        try:
+            await self.bridge.apply_run(run.to_dto())
+        except Exception as exc:
+            message = f"run {run_id}: {type(exc).__name__}: {exc}"
+            self.errors.append(message)
+            self.feed.emit("workspace", "follower.error", run_id, error=message)
+
+    async def _turn_completed(self, run_id: str, event: dict[str, Any]) -> None:
+        run = self.cloud._runs.get(run_id)
+        if run is None or self._captured.get(run_id, 0) >= event["seq"]:
+            return
+        messages = turn_messages(run.events, event)
+        if messages:
+            if self.outbox is not None:
+                await self.outbox.capture_turn(run_id, run.user_id, messages)
+            if self.on_turn is not None:
+                await self.on_turn(run, {"event": event, "messages": messages})
+        self._captured[run_id] = event["seq"]
+        if self.state_path is not None:
+            await asyncio.to_thread(atomic_write_json, self.state_path, {"captured": self._captured})
+
+    def _load_state(self) -> dict[str, int]:
+        if self.state_path is None or not self.state_path.exists():
+            return {}
+        try:
+            data = read_json(self.state_path)
+            return {str(k): int(v) for k, v in data.get("captured", {}).items()}
+        except (CorruptFileError, AttributeError, TypeError, ValueError) as exc:
+            self.errors.append(f"{self.state_path}: unreadable, starting over ({exc})")
+            return {}
