@@ -8,7 +8,8 @@ Prints:
    a plain unlocked, unsynced ``open/append/close`` of the same line;
 2. the time of one sweep (plan, establish, deliver, compact) over an outbox of ``--records``
    records across ``--conversations`` conversations, delivered to the embedded fake Honcho;
-3. the ratio of a sweep over an already delivered outbox (every record flipped, nothing sent) to
+3. the status view over that outbox, first and after one more capture;
+4. the ratio of a sweep over an already delivered outbox (every record flipped, nothing sent) to
    reading and parsing the same file once, and the ratio of a re-fired sweep (after compaction)
    to that read.
 """
@@ -86,6 +87,17 @@ async def _sweeps(base: Path, records: int, conversations: int) -> None:
     box = await MemoryOutbox.open(base / "sweep", ChangeFeed())
     batch = _fill(box, records, conversations)
     size = box.stores.outbox_path.stat().st_size
+    start = time.perf_counter()
+    await box.status()
+    first_status = time.perf_counter() - start
+    await box.capture_turn("run_0000", "user:o1", [{"role": "user", "text": "one more"}])
+    start = time.perf_counter()
+    status = await box.status()
+    next_status = time.perf_counter() - start
+    assert status.pending_total == records + 1
+    print(f"status view over {records:,} pending records: first {first_status * 1000:.0f} ms, "
+          f"after one more capture {next_status * 1000:.0f} ms (only the appended tail is parsed)")
+    records += 1
     start = time.perf_counter()
     result = await box.sweep()
     elapsed = time.perf_counter() - start

@@ -55,7 +55,7 @@ class OutboxStatus:
 
 def build_status(stores: OutboxStores, last_sweep: SweepResult | None, errors: list[str]) -> OutboxStatus:
     """Read the stores into an ``OutboxStatus`` (call inside the outbox mutex)."""
-    snapshot = stores.read_outbox()
+    snapshot = stores.read_outbox_for_display()
     pending: dict[str, list[str]] = {}
     owners: dict[str, str] = {}
     for record in snapshot.records:

@@ -88,6 +88,7 @@ class OutboxStores:
         lock_path = self.data / "outbox" / "capture.lock"
         lock_path.touch(exist_ok=True)
         self._file_lock = FileLock(lock_path)
+        self._display_cache: _DisplayCache | None = None
 
     # -- the mutex ---------------------------------------------------------------------------
 
@@ -138,28 +139,40 @@ class OutboxStores:
             raw = self.outbox_path.read_bytes()
         except FileNotFoundError:
             return snapshot
-        delivered: set[str] = set()
-        for number, line in enumerate(raw.split(b"\n"), start=1):
-            if not line.strip():
-                continue
-            text = line.decode("utf-8", errors="replace")
-            try:
-                value = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                snapshot.corrupt.append(CorruptLine(number, text, f"not valid JSON ({exc.msg})"))
-                continue
-            reason = _record_problem(value)
-            if reason is not None:
-                snapshot.corrupt.append(CorruptLine(number, text, reason))
-                continue
-            if "op" in value:
-                delivered.update(value["batchIds"])
-                snapshot.marks += 1
-            else:
-                snapshot.records.append(value)
-        for record in snapshot.records:
-            if record["batchId"] in delivered:
-                record["status"] = "delivered"
+        _parse_into(snapshot, {}, raw, 1)
+        return snapshot
+
+    def read_outbox_for_display(self) -> OutboxSnapshot:
+        """The outbox for status views: a cached snapshot advanced by parsing only the appended tail.
+
+        Appends only grow the file; a rewrite replaces its inode. The cache is reused when the
+        inode is the same, the file did not shrink and the bytes just before the cached end are
+        unchanged; anything else is a full read. The snapshot is shared: read it, never change it.
+        """
+        key = self.outbox_key()
+        cache = self._display_cache
+        if key is None:
+            self._display_cache = None
+            return OutboxSnapshot()
+        if cache is not None and cache.key == key:
+            return cache.snapshot
+        if cache is not None and cache.key[0] == key[0] and key[1] >= cache.key[1]:
+            with open(self.outbox_path, "rb") as handle:
+                start = max(0, cache.key[1] - len(cache.guard))
+                handle.seek(start)
+                data = handle.read(key[1] - start)
+            if data[: len(cache.guard)] == cache.guard:
+                tail = data[len(cache.guard):]
+                _parse_into(cache.snapshot, cache.index, tail, cache.newlines + 1)
+                self._display_cache = _DisplayCache(key, cache.snapshot, cache.index,
+                                                    cache.newlines + tail.count(b"\n"), data[-_GUARD:])
+                return cache.snapshot
+        raw = self.outbox_path.read_bytes()
+        snapshot = OutboxSnapshot()
+        index: dict[str, dict[str, Any]] = {}
+        _parse_into(snapshot, index, raw, 1)
+        self._display_cache = _DisplayCache((key[0], len(raw), key[2]), snapshot, index, raw.count(b"\n"),
+                                            raw[-_GUARD:])
         return snapshot
 
     def outbox_key(self) -> tuple[int, int, int] | None:
@@ -303,6 +316,45 @@ class OutboxStores:
     def write_last_delivery(self, marker: dict[str, Any]) -> None:
         """Write the newest-delivery marker (atomic)."""
         atomic_write_json(self.last_delivery_path, marker)
+
+
+_GUARD = 256
+"""Bytes before the cached end that must be unchanged for an incremental display read."""
+
+
+@dataclass(slots=True)
+class _DisplayCache:
+    key: tuple[int, int, int]
+    snapshot: OutboxSnapshot
+    index: dict[str, dict[str, Any]]
+    newlines: int
+    guard: bytes
+
+
+def _parse_into(snapshot: OutboxSnapshot, index: dict[str, dict[str, Any]], raw: bytes, first_line: int) -> None:
+    """Parse JSONL bytes into ``snapshot``: records appended (and indexed), marks folded, bad lines kept."""
+    for number, line in enumerate(raw.split(b"\n"), start=first_line):
+        if not line.strip():
+            continue
+        text = line.decode("utf-8", errors="replace")
+        try:
+            value = json.loads(line)
+        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+            snapshot.corrupt.append(CorruptLine(number, text, f"not valid JSON ({getattr(exc, 'msg', exc)})"))
+            continue
+        reason = _record_problem(value)
+        if reason is not None:
+            snapshot.corrupt.append(CorruptLine(number, text, reason))
+            continue
+        if "op" in value:
+            snapshot.marks += 1
+            for batch in value["batchIds"]:
+                record = index.get(batch)
+                if record is not None:
+                    record["status"] = "delivered"
+        else:
+            snapshot.records.append(value)
+            index[value["batchId"]] = value
 
 
 def _record_problem(value: Any) -> str | None:

@@ -127,3 +127,25 @@ def test_one_mutex_across_store_instances(tmp_path: Path) -> None:
     holder.join(10)
     waiter.join(10)
     assert order == ["first in", "first out", "second in"]
+
+
+def _view(snapshot) -> tuple:
+    return ([(r["batchId"], r.get("status")) for r in snapshot.records],
+            [(c.number, c.raw) for c in snapshot.corrupt], snapshot.marks)
+
+
+def test_display_reads_follow_appends_marks_torn_lines_and_rewrites(tmp_path: Path) -> None:
+    stores = OutboxStores(tmp_path)
+    assert stores.read_outbox_for_display().records == []
+    stores.append_lines([record("b1"), record("b2")])
+    assert _view(stores.read_outbox_for_display()) == _view(stores.read_outbox())
+    stores.append_lines([{"op": "delivered", "batchIds": ["b1"], "at": 1}, record("b3")])
+    with open(stores.outbox_path, "ab") as handle:
+        handle.write(b'{"batchId": "torn"')
+    assert _view(stores.read_outbox_for_display()) == _view(stores.read_outbox())
+    stores.append_lines([record("b4")])
+    shown = stores.read_outbox_for_display()
+    assert _view(shown) == _view(stores.read_outbox())
+    assert [r["batchId"] for r in shown.pending()] == ["b2", "b3", "b4"]
+    stores.rewrite_outbox([record("b9")])
+    assert _view(stores.read_outbox_for_display()) == _view(stores.read_outbox()) == ([("b9", "pending")], [], 0)
