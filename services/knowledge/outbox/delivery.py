@@ -228,17 +228,28 @@ class DeliveryEngine:
             return ledger, [r for r in pending if r["batchId"] not in window], len(lingering)
 
         ledger, todo, lingering = await self.stores.locked(plan)
-        if not todo:
-            return DeliveryResult(conv, flipped_without_send=lingering)
+        # Rounds of at most half the delivered window, each flipped before the next begins, so a
+        # crash can never leave more delivered-but-unflipped batches than the window remembers.
+        size = max(1, self.settings.delivered_batch_window // 2)
+        records = messages = 0
+        for start in range(0, len(todo), size):
+            ledger, flipped, sent = await self._round(conv, ledger, todo[start: start + size])
+            records += flipped
+            messages += sent
+        return DeliveryResult(conv, records, messages, lingering)
+
+    async def _round(self, conv: str, ledger: dict[str, Any],
+                     todo: list[dict[str, Any]]) -> tuple[dict[str, Any], int, int]:
+        """Send ``todo`` (in order), count and flip what completed; re-raise a failure after that."""
         landed = await self._landed(ledger)
         session_id = ledger["sessionId"]
+        base_turn = int(ledger.get("turnCount", 0))
         # (record index, key, honcho message) for every message still to send, in order.
         queue: list[tuple[int, tuple[int, int], dict[str, Any]]] = []
         last_key: dict[int, tuple[int, int]] = {}
         last_id: dict[int, str] = {}
         for i, record in enumerate(todo):
-            turn = int(ledger.get("turnCount", 0)) + i + 1
-            for key, message in self._expand(record, conv, turn):
+            for key, message in self._expand(record, conv, base_turn + i + 1):
                 last_key[i] = key
                 if (record["batchId"], key) in landed:
                     last_id[i] = landed[(record["batchId"], key)]
@@ -246,14 +257,14 @@ class DeliveryEngine:
                     queue.append((i, key, message))
         queued = {q[0] for q in queue}
         done: set[int] = {i for i in range(len(todo)) if i not in queued}
+        counted = 0
         sent = 0
         error: Exception | None = None
         limit = self.settings.batch_limit
         for start in range(0, len(queue), limit):
             post = queue[start: start + limit]
-            ledger = self._advance(ledger, todo, done, last_id)
-            started = {q[0] for q in queue[:start + len(post)]} - done
-            ledger["inflight"] = [todo[i]["batchId"] for i in sorted(started)]
+            ledger, counted = self._advance(ledger, todo, counted, done, last_id)
+            ledger["inflight"] = [todo[i]["batchId"] for i in range(counted, post[-1][0] + 1)]
             snapshot = dict(ledger)
             await self.stores.locked(lambda: self.stores.write_ledger(snapshot))
             try:
@@ -267,14 +278,15 @@ class DeliveryEngine:
                 if key == last_key[i]:
                     last_id[i] = message["id"]
                     done.add(i)
-        ledger = self._advance(ledger, todo, done, last_id)
+        ledger, counted = self._advance(ledger, todo, counted, done, last_id)
         if error is None:
             ledger["inflight"] = []
-        completed = [todo[i]["batchId"] for i in sorted(done)]
+        completed = [record["batchId"] for record in todo[:counted]]
         now = _now_ms(self.clock)
+        final = ledger
 
         def commit() -> None:
-            self.stores.write_ledger(ledger)
+            self.stores.write_ledger(final)
             self._step("ledger-written", conv)
             if completed:
                 self.stores.append_lines([{"op": "delivered", "batchIds": completed, "at": now}])
@@ -289,28 +301,30 @@ class DeliveryEngine:
         if error is not None:
             self.changes.emit("outbox", "delivery.failed", conv, error=str(error))
             raise error
-        return DeliveryResult(conv, len(completed), sent, lingering)
+        return ledger, len(completed), sent
 
-    def _advance(self, ledger: dict[str, Any], todo: list[dict[str, Any]], done: set[int],
-                 last_id: dict[int, str]) -> dict[str, Any]:
-        """The ledger with every finished record (in order, not yet counted) added to its windows."""
+    def _advance(self, ledger: dict[str, Any], todo: list[dict[str, Any]], counted: int, done: set[int],
+                 last_id: dict[int, str]) -> tuple[dict[str, Any], int]:
+        """The ledger with the finished records after the first ``counted`` added, in order; new count.
+
+        Records are counted as a prefix in file order (turn numbers follow that order); a record
+        finished after an unfinished one waits for it.
+        """
         ledger = dict(ledger)
         window = list(ledger.get("deliveredBatchIds", []))
-        counted = set(window)
         anchors = list(ledger.get("anchors", []))
         turn = int(ledger.get("turnCount", 0))
         total = int(ledger.get("deliveredTotal", 0))
-        for i, record in enumerate(todo):
-            if i not in done or record["batchId"] in counted:
-                continue
+        while counted < len(todo) and counted in done:
+            record = todo[counted]
             turn += 1
             total += 1
             window.append(record["batchId"])
-            counted.add(record["batchId"])
-            anchors.append({"batchId": record["batchId"], "turn": turn, "messageId": last_id.get(i)})
+            anchors.append({"batchId": record["batchId"], "turn": turn, "messageId": last_id.get(counted)})
+            counted += 1
         ledger.update(deliveredBatchIds=window[-self.settings.delivered_batch_window:],
                       anchors=anchors[-self.settings.anchor_window:], turnCount=turn, deliveredTotal=total)
-        return ledger
+        return ledger, counted
 
     def _expand(self, record: dict[str, Any], conv: str, turn: int) -> list[tuple[tuple[int, int], dict[str, Any]]]:
         """A record's messages as Honcho message-create bodies keyed by (message index, part)."""

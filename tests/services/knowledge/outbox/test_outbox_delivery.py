@@ -180,3 +180,38 @@ async def test_corrupt_ledger_is_a_clear_error_and_records_stay(outbox: MemoryOu
         await outbox.deliver("run_1")
     assert [r["batchId"] for r in outbox.stores.read_outbox().pending()] == [batch]
     assert contents(fake) == []
+
+
+async def test_a_backlog_larger_than_the_window_is_delivered_in_flipped_rounds(root, feed, fake, clock) -> None:
+    from services.knowledge.outbox import OutboxSettings
+
+    rounds = {"n": 0}
+
+    def crash_in_third_round(name: str, conversation: str) -> None:
+        if name == "ledger-written":
+            rounds["n"] += 1
+            if rounds["n"] == 3:
+                raise Crash(name)
+
+    small = OutboxSettings(delivered_batch_window=4)
+    box = await MemoryOutbox.open(root, feed, honcho_transport=fake.transport, clock=clock, settings=small,
+                                  step_hook=crash_in_third_round)
+    try:
+        for i in range(10):
+            await box.capture_turn("run_1", "u", [{"role": "user", "text": f"t{i}"}])
+        with pytest.raises(Crash):
+            await box.deliver("run_1")
+        flipped = [r["status"] for r in box.stores.read_outbox().records]
+        assert flipped == ["delivered"] * 4 + ["pending"] * 6  # two rounds of two flipped before the crash
+    finally:
+        await box.aclose()
+    again = await MemoryOutbox.open(root, feed, honcho_transport=fake.transport, clock=clock, settings=small)
+    try:
+        result = await again.deliver("run_1")
+        assert (result.delivered_records, result.flipped_without_send) == (4, 2)
+        assert contents(fake, "conv-run_1") == [f"t{i}" for i in range(10)]
+        ledger = again.stores.read_ledger("run_1")
+        assert ledger["turnCount"] == 10 and len(ledger["deliveredBatchIds"]) == 4
+        assert [m["metadata"]["turn"] for m in fake.session_messages("conv-run_1")] == list(range(1, 11))
+    finally:
+        await again.aclose()
