@@ -25,6 +25,7 @@ from typing import Any
 
 from services.changes import ChangeFeed
 from services.clock import Clock, iso
+from services.errors import ServiceError
 
 from .delivery import DeliveryEngine
 from .models import DAY_MS, OutboxError, OutboxSettings
@@ -99,8 +100,8 @@ async def _plan(stores: OutboxStores) -> _Plan:
         for conv in order:
             try:
                 fork = stores.read_pending_fork(conv)
-            except (OutboxError, OSError):
-                continue
+            except (ServiceError, OSError):
+                continue  # establish reports the unreadable fork record for this conversation
             if fork is not None and not fork.get("resolvedAt"):
                 forks.append(conv)
         return _Plan(order, owners, forks, pending, key, snapshot)

@@ -196,3 +196,13 @@ async def test_compaction_rereads_when_the_file_changed_after_the_plan(outbox: M
     await compact(outbox.stores, 30, clock, feed, result, planned)
     assert [r["batchId"] for r in outbox.stores.read_outbox().records] == [late]
     assert result.dropped_delivered == 1
+
+
+async def test_a_corrupt_fork_record_poisons_only_its_conversation(outbox: MemoryOutbox, fake) -> None:
+    await outbox.capture_turn("run_child", "u", turn("c", "c"))
+    await outbox.capture_turn("run_other", "u", turn("o", "o"))
+    outbox.stores.fork_path("run_child").write_text("{broken")
+    result = await outbox.sweep()
+    assert any("run_child" in e and "forks/pending/run_child.json" in e for e in result.errors)
+    assert contents(fake, "conv-run_other") == ["o", "o"]
+    assert [r["conversationId"] for r in outbox.stores.read_outbox().records] == ["run_child"]
