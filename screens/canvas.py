@@ -22,7 +22,7 @@ from textual.widgets.tree import TreeNode
 from services.clock import iso
 from services.errors import ServiceError
 
-from .text import DETAIL_CAP, highlight, safe, safe_text
+from .text import DETAIL_CAP, highlight, level_style, safe, safe_text
 from .widgets.pane import Pane, PaletteAction
 
 __all__ = ["CanvasPane", "PAGE", "EDGE_ARROWS"]
@@ -33,12 +33,11 @@ TYPES = ("document", "node", "job", "custom", "user", "app", "repo", "profile")
 OWNER_TYPES = ("user", "app", "repo", "profile", "node")
 EDGE_ARROWS = {"links-to": "──links-to──▶", "watches": "──watches───▶", "acted-on": "──acted-on──▶", "spawned": "──spawned───▶"}
 """How each edge kind is drawn (outgoing; incoming edges are drawn reversed)."""
-LEVELS = {1: "info", 2: "notice", 3: "warning", 4: "alert"}
 
 
 def _label(summary: Any, needle: str = "") -> Text:
     text = highlight(safe_text(summary.name or summary.full_name, 120), needle)
-    text.append(f"  {summary.type}", style="dim")
+    text.append(f" · {summary.type}", style="dim")
     return text
 
 
@@ -126,6 +125,13 @@ class CanvasPane(Pane):
             if counts.get(type_):
                 by_owner.add(Text(f"{type_}s ({counts[type_]})"),
                              data={"kind": "list", "args": {"type": type_}, "owners": True}, allow_expand=True)
+        first_type = next((t for t in TYPES if counts[t]), None)
+        if first_type is not None:
+            by_type.children[0].expand()
+            if self.selected is None:
+                page = await canvas.list_objects(type=first_type, limit=1)
+                if page.items:
+                    self.load_object(page.items[0].id)
 
     def _add_page(self, node: TreeNode[Any], page: Any, args: dict[str, Any], needle: str = "",
                   owners: bool = False) -> None:
@@ -184,7 +190,7 @@ class CanvasPane(Pane):
         hood = self.neighbourhood
         centre = Text("● ", style="bold")
         centre.append(safe(hood.object.full_name, 120))
-        centre.append(f"  {hood.object.type}", style="dim")
+        centre.append(f" · {hood.object.type}", style="dim")
         self.query_one("#graph-centre", Label).update(centre)
         edges = self.query_one("#canvas-edges", OptionList)
         edges.clear_options()
@@ -211,7 +217,8 @@ class CanvasPane(Pane):
         o = d.object
         meta = Text()
         meta.append(safe(o.full_name, 200), style="bold")
-        meta.append(f"\n{o.type} · {safe(o.kind, 40)} · {o.privacy} · {o.status} · updated {iso(o.updated_at)[:19]}\n")
+        facts = [o.type, safe(o.kind, 40), o.privacy, safe(o.status, 40), f"updated {iso(o.updated_at)[:19]}"]
+        meta.append("\n" + " · ".join(f for f in facts if f) + "\n")
         if d.document is not None:
             doc = d.document
             meta.append("preview: ", style="bold")
@@ -241,9 +248,8 @@ class CanvasPane(Pane):
                 more.append(f"  r{r.revision} {iso(r.at)[:19]} {safe(r.author or '—', 60)} {safe(r.summary or '', 200)}\n")
         more.append("events\n", style="bold underline")
         for e in d.events:
-            level = LEVELS.get(e.level, str(e.level))
-            style = "red" if e.level >= 3 else "yellow" if e.level == 2 else ""
-            more.append(f"  {iso(e.at)[11:19]} {level:<7} {safe(e.type, 60)} {safe(e.actor_id or '', 60)}\n", style=style)
+            more.append(f"  {iso(e.at)[11:19]} L{e.level:<2} {safe(e.type, 60)} {safe(e.actor_id or '', 60)}\n",
+                        style=level_style(e.level))
         if not d.events:
             more.append("  none\n", style="dim")
         more.append("watchers\n", style="bold underline")

@@ -17,12 +17,11 @@ from textual.widgets import DataTable, Static
 from services.clock import iso
 
 from .dialogs import Field, FormDialog
-from .text import highlight, safe, safe_text
+from .text import highlight, level_style, safe, safe_text
 from .widgets.pane import Pane, PaletteAction
 
 __all__ = ["InboxPane", "InboxGroup", "group_entries"]
 
-LEVELS = {1: "info", 2: "notice", 3: "warning", 4: "alert"}
 NODES_SHOWN = 200
 ENTRIES_SHOWN = 200
 
@@ -158,7 +157,7 @@ class InboxPane(Pane):
             style = "bold" if unread else "dim"
             table.add_row(
                 Text("●" if unread else " ", style="bold"),
-                Text(LEVELS.get(e.level, str(e.level)), style=style),
+                Text(f"L{e.level}", style=f"{style} {level_style(e.level)}"),
                 highlight(safe_text(e.event_type, 40, style), needle),
                 highlight(safe_text(e.actor_id or "—", 40, style), needle),
                 highlight(safe_text(e.object_name or "—", 60, style), needle),

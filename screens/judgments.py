@@ -252,7 +252,7 @@ class JudgmentsPane(Pane):
         text = Text()
         text.append(f"insight review · {r.status}\n", style="bold")
         text.append(safe(p.title, 200) + "\n", style="bold")
-        text.append(f"destination {safe(p.owner, 80)} / {safe(p.name, 200)} · visibility {safe(p.visibility, 40)}\n")
+        text.append(f"destination {safe(p.owner, 80)} / {safe(p.name, 200)} · visibility {safe(p.visibility, 400)}\n")
         if p.listener:
             text.append(f"listener {safe(p.listener, 200)}\n")
         text.append(f"source {safe(p.source, 400)}\n")

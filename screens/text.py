@@ -7,7 +7,7 @@ from rich.text import Text
 from services.clock import iso
 from services.text import clip, sanitize
 
-__all__ = ["safe", "safe_text", "highlight", "short_time", "age", "LINE_CAP", "DETAIL_CAP"]
+__all__ = ["safe", "safe_text", "highlight", "short_time", "age", "level_style", "LINE_CAP", "DETAIL_CAP"]
 
 LINE_CAP = 2_000
 """Characters of one untrusted value shown on a list row or stream line."""
@@ -53,3 +53,8 @@ def age(now: float, then: float) -> str:
     if seconds < 86400:
         return f"{seconds // 3600}h"
     return f"{seconds // 86400}d"
+
+
+def level_style(level: int) -> str:
+    """The style of an event level (1..10): 7 and up stand out as alerts, 4 and up as warnings."""
+    return "bold red" if level >= 7 else "yellow" if level >= 4 else ""

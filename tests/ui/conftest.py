@@ -1,0 +1,48 @@
+"""Fixtures for pilot tests: a real Workspace in ``tmp_path`` with a fake clock, and the App over it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.clock import FakeClock
+from services.workspace import Settings
+from workbench.app import WorkbenchApp, make_app
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(path=tmp_path / "ws", clock=FakeClock())
+
+
+@pytest.fixture
+def app(settings: Settings) -> WorkbenchApp:
+    return make_app(settings)
+
+
+async def settle(pilot: Any, rounds: int = 3) -> None:
+    """Let workers finish and queued messages run (no sleeping on wall time beyond Pilot's pauses)."""
+    for _ in range(rounds):
+        await pilot.pause()
+        await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def ready(pilot: Any) -> Any:
+    """Wait until the App opened its Workspace and the panes loaded; returns the Workspace."""
+    app = pilot.app
+    for _ in range(200):
+        await pilot.pause(0.02)
+        if app.workspace is not None and app.main.workspace is not None:
+            break
+    assert app.workspace is not None, app.errors
+    await settle(pilot)
+    return app.workspace
+
+
+async def type_text(pilot: Any, text: str) -> None:
+    """Type ``text`` key by key into the focused widget."""
+    for ch in text:
+        await pilot.press("space" if ch == " " else ch)
