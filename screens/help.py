@@ -41,7 +41,7 @@ class HelpScreen(ModalScreen[None]):
         with Vertical(classes="dialog dialog-wide", id="help"):
             yield Label(Text("Keys"), classes="dialog-title")
             with VerticalScroll():
-                yield Static(key_table(self.groups), markup=False)
+                yield Static(key_table(self.groups), markup=False, id="help-keys")
             yield Label(Text("esc closes", style="dim"))
 
     def action_close(self) -> None:
