@@ -105,6 +105,7 @@ class CanvasPane(Pane):
         self.count_label = f"{total} objects" + (" match" if needle else "")
         if needle:
             page = await canvas.list_objects(name_filter=needle, limit=PAGE)
+            self._root_counts = None
             tree.clear()
             group = tree.root.add(Text(f"{total} matching “{safe(needle, 80)}”"), expand=True,
                                   data={"kind": "list", "args": {"name_filter": needle}})

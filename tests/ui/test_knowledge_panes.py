@@ -1,0 +1,142 @@
+"""Canvas, inbox and judgments keys through the real App, asserting on the real canvas and reviews."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.widgets import DataTable, OptionList
+
+from tests.ui.conftest import ready, settle, type_text
+
+
+async def test_canvas_enter_follows_an_edge_backspace_goes_back_and_filter_narrows(app) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        ws = await ready(pilot)
+        await pilot.press("1")
+        await settle(pilot)
+        pane = app.main.pane("canvas")
+        architecture = await ws.canvas.get("garden-app/architecture")
+        runbook = await ws.canvas.get("garden-app/runbook")
+        pane.select_key(architecture.id)
+        await settle(pilot)
+        assert pane.detail.object.full_name == "garden-app/architecture"
+        assert "scheduler owns every timer" in str(app.main.query_one("#canvas-meta").render())
+        edges = app.main.query_one("#canvas-edges", OptionList)
+        edges.focus()
+        edges.highlighted = 0
+        await pilot.press("enter")
+        await settle(pilot)
+        assert pane.selected == runbook.id
+        assert pane.detail.document.body.startswith("# Runbook")
+        await pilot.press("backspace")
+        await settle(pilot)
+        assert pane.selected == architecture.id
+        pane.focus_main()
+        await pilot.press("slash")
+        await type_text(pilot, "runbook")
+        await settle(pilot)
+        tree = app.main.query_one("#canvas-tree")
+        labels = [str(n.label) for n in tree.root.children[0].children]
+        assert labels and all("runbook" in label for label in labels)
+        assert pane.count_label == "1 objects match"
+        await pilot.press("escape")
+        await settle(pilot)
+        assert str(tree.root.children[0].label) == "by type"
+
+
+async def test_inbox_space_marks_read_R_marks_all_and_m_messages_the_node(app) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        ws = await ready(pilot)
+        await pilot.press("2")
+        await settle(pilot)
+        pane = app.main.pane("inbox")
+        node = next(n for n in (await ws.canvas.list_objects(type="node")).items if n.name == "patch review")
+        pane.select_key(node.id)
+        await settle(pilot)
+        before = await ws.canvas.inbox(node.id)
+        assert before.unread >= 2
+        pane.focus_main()
+        first = pane.groups[0]
+        await pilot.press("space")
+        await settle(pilot)
+        after = await ws.canvas.inbox(node.id)
+        assert after.unread == before.unread - first.unread
+        await pilot.press("R")
+        await settle(pilot)
+        assert (await ws.canvas.inbox(node.id)).unread == 0
+        await pilot.press("m")
+        await settle(pilot)
+        await type_text(pilot, "please rerun the tests")
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        page = await ws.canvas.inbox(node.id)
+        assert any(e.kind == "message" and "please rerun the tests" in (e.body or e.summary) for e in page.items)
+        table = app.main.query_one("#inbox-table", DataTable)
+        assert table.row_count == len(pane.groups) >= 1
+
+
+async def test_bursts_show_as_one_entry_with_a_count(app) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        ws = await ready(pilot)
+        node = (await ws.canvas.spawn_node(name="burst target")).object
+        doc = await ws.canvas.write("notes/burst", preview="When testing bursts, read this because it changes.",
+                                    body="v0", owner="user:ada")
+        await ws.canvas.watch(doc.object.id, watcher=node.id, min_level=1)
+        for i in range(5):
+            await ws.canvas.edit(doc.object.id, body=f"v{i + 1}", base_revision=doc.revision + i)
+        await pilot.press("2")
+        pane = app.main.pane("inbox")
+        pane.select_key(node.id)
+        await settle(pilot)
+        bursts = [g for g in pane.groups if g.count > 1]
+        assert bursts and bursts[0].count == 5
+        table = app.main.query_one("#inbox-table", DataTable)
+        assert "×5" in [str(c) for c in table.get_row_at(pane.groups.index(bursts[0]))]
+
+
+async def test_judgments_c_picks_a_candidate_y_edits_and_approves_into_the_canvas(app) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        ws = await ready(pilot)
+        await pilot.press("5")
+        await settle(pilot)
+        pane = app.main.pane("judgments")
+        review = (await ws.insights.list())[0]
+        assert pane.selected == f"insight:{review.id}"
+        assert app.main.query_one("#badges").judgments >= 1
+        await pilot.press("c")
+        await settle(pilot)
+        assert pane.candidate == 1
+        await pilot.press("y")
+        await settle(pilot)
+        area = app.screen.query_one("TextArea")
+        assert area.text == review.proposal.candidates[1]
+        area.text = "Ada acts on short replies."
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        decided = await ws.insights.get(review.id)
+        assert decided.status == "approved" and decided.text == "Ada acts on short replies." and decided.chosen == 1
+        doc = await ws.canvas.read(decided.document)
+        assert "Ada acts on short replies." in doc.document.body
+        assert "written to" in str(app.main.query_one("#judgment-text").render())
+        assert pane.waiting == 0
+
+
+async def test_judgments_n_rejects_with_a_reason_and_an_empty_reason_is_refused(app) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        ws = await ready(pilot)
+        await pilot.press("5")
+        await settle(pilot)
+        review = (await ws.insights.list())[0]
+        await pilot.press("n")
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert any("say why" in e for e in app.errors)
+        assert (await ws.insights.get(review.id)).status == "pending"
+        await pilot.press("n")
+        await settle(pilot)
+        await type_text(pilot, "too specific")
+        await pilot.press("enter")
+        await settle(pilot)
+        decided = await ws.insights.get(review.id)
+        assert decided.status == "rejected" and decided.reason == "too specific"
