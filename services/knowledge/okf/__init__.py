@@ -7,6 +7,7 @@ deterministic judge, the directory provider, the notes watcher, inspection).
 
 from .bases import DirectoryBase, init_directory_base
 from .bundle import Finding, validate_bundle, validate_tree
+from .cloud_judge import CrouterJudgeClient, JudgeRunError
 from .capture import CaptureReport, capture_notes, capture_record
 from .delivery import DeliveryProvider, DirectoryProvider, RecoveryOutcome
 from .descriptors import BaseDescriptor, Bindings, DirectoryBinding, GitBinding, NodeDecl, SoulDecl, load_bindings, load_soul, parse_base_descriptor, parse_bindings, parse_soul
@@ -23,7 +24,7 @@ from .state import StateDir
 from .watcher import Debouncer, NotesWatcher
 
 __all__ = [
-    "Harvest", "JudgeClient", "LocalJudgeClient", "FixedReplyJudgeClient", "deterministic_judge_reply",
+    "Harvest", "JudgeClient", "LocalJudgeClient", "FixedReplyJudgeClient", "CrouterJudgeClient", "JudgeRunError", "deterministic_judge_reply",
     "judge_documents", "build_prompt", "parse_prompt", "check_judgment", "JudgmentCheck",
     "QUEUE_STATES", "JudgmentItem", "JudgmentDetail", "OutcomeView", "FileChange", "SourceInfo", "ReadResult",
     "DirectoryBase", "init_directory_base", "Finding", "validate_bundle", "validate_tree",
