@@ -104,7 +104,9 @@ class DirectoryProvider:
             folder = folder / part
             if os.path.islink(folder):
                 raise OkfPathError(f"{folder} is a symlink")
-            folder.mkdir(exist_ok=True)
+            if not folder.exists():
+                folder.mkdir()
+                fsync_dir(folder.parent)
         if os.path.islink(target):
             raise OkfPathError(f"{target} is a symlink")
         if data is None:

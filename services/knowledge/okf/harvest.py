@@ -266,7 +266,11 @@ class Harvest:
             for source_id in self.state.source_ids():
                 agent = self.state.source(source_id)["agent"]
                 for run_id in self.state.run_ids(source_id):
-                    item = item_of(self.state.load_run(source_id, run_id), agent)
+                    try:
+                        item = item_of(self.state.load_run(source_id, run_id), agent)
+                    except OkfError as exc:  # a damaged run.json is shown, not hidden, and breaks nothing else
+                        item = JudgmentItem(run_id, source_id, agent, "invalid", "unknown", 0, "", 0, 0, 0, 0,
+                                            (str(exc),), None, ())
                     if states is None or item.state in states:
                         items.append(item)
             return sorted(items, key=lambda i: (i.created, i.id))

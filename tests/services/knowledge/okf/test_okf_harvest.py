@@ -306,3 +306,27 @@ async def test_missing_node_index_is_refused_not_bootstrapped(world: World) -> N
         await world.harvest.capture_now(world.source_id)
     assert not (world.base / "ops" / "index.md").exists()
     assert await world.harvest.queue() == []
+
+
+async def test_damaged_run_file_is_shown_not_hidden(world: World) -> None:
+    good = await pending(world, ("retries.md", DECISION))
+    (world.notes / "export.md").write_text(LIMIT)
+    await world.harvest.capture_now(world.source_id)
+    damaged = next(i.id for i in await world.harvest.queue() if i.id != good)
+    (world.harvest.state.run_dir(world.source_id, damaged) / "run.json").write_text("{not json")
+    items = {i.id: i for i in await world.harvest.queue()}
+    assert items[good].state == "pending"
+    assert items[damaged].state == "invalid" and "not valid JSON" in items[damaged].problems[0]
+    assert (await world.harvest.approve(good)).state == "approved"
+
+
+async def test_corrupt_bindings_file_is_named_and_kept(tmp_path: Path) -> None:
+    from services.changes import ChangeFeed
+    from services.knowledge.okf import Harvest, LocalJudgeClient, OkfConfigError
+
+    root = tmp_path / "knowledge"
+    root.mkdir()
+    (root / "okf-bindings.json").write_text('{"version": 1, "stateDir": ')
+    with pytest.raises(OkfConfigError, match="okf-bindings.json"):
+        await Harvest.open(root, ChangeFeed(), LocalJudgeClient())
+    assert (root / "okf-bindings.json").read_text() == '{"version": 1, "stateDir": '

@@ -153,3 +153,22 @@ def test_local_links_in_notes_do_not_break_the_base(baseline) -> None:
     assert "the incident (../incidents/q.md)" in text and "[docs](https://example.test/sqs)" in text
     check = check_judgment(json.dumps(judgment), inputs=[H1], staging=staging_for(baseline), baselines={"team": baseline}, at=0)
     assert check.valid, check.problems
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+JSONISH = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                       lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+                       max_leaves=20)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(outcomes=st.lists(st.dictionaries(st.sampled_from(["input", "verdict", "reason", "concepts", "x"]), JSONISH,
+                                         max_size=5), max_size=4),
+       removals=JSONISH)
+def test_any_judgment_shape_gives_problems_never_a_crash(baseline, outcomes, removals) -> None:
+    text = json.dumps({"version": 1, "exclusionsReviewed": True, "outcomes": outcomes, "removals": removals})
+    check = check_judgment(text, inputs=[H1], staging=staging_for(baseline), baselines={"team": baseline}, at=0)
+    assert not check.valid  # none of these can cite H1 correctly, so every one breaks a rule
+    assert all(p.split(":", 1)[0] in ("E_JUDGMENT", "E_EXCLUSION", "E_VALIDATION") for p in check.problems)

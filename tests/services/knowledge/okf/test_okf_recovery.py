@@ -151,3 +151,29 @@ async def test_judging_interrupted_by_a_crash_becomes_invalid_and_can_be_rejudge
     [item] = await reopened.queue()
     assert item.state == "invalid" and item.run_status == "launch-unknown" and "interrupted" in item.problems[0]
     assert (await reopened.rejudge(item.id)).state == "pending"
+
+
+async def test_each_replacement_is_fsynced_before_its_folder(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import stat as stat_module
+
+    judgment_id, _, after, count = await pending_with_files(world)
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def spy(fd: int) -> None:
+        synced.append("dir" if stat_module.S_ISDIR(os.fstat(fd).st_mode) else "file")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    steps: list[str] = []
+    world.harvest.runs.step_hook = lambda step: steps.append(f"{step}@{len(synced)}")
+    await world.harvest.approve(judgment_id)
+    replaced = [s for s in steps if s.startswith("replaced:")]
+    assert len(replaced) == count
+    marks = [int(s.split("@")[1]) for s in steps]
+    for previous, current in zip(marks, marks[1:]):
+        window = synced[previous:current]
+        assert window.count("file") <= window.count("dir")  # a file fsync is always followed by its folder's
+    for mark, nxt in zip([int(s.split("@")[1]) for s in replaced], [int(s.split("@")[1]) for s in replaced][1:]):
+        assert synced[mark:nxt][-2:] == ["file", "dir"]
