@@ -96,6 +96,7 @@ class RunBook:
             "history": [], "error": None, "review": {"state": "judging"},
         }
         self.state.save_run(source_id, run)
+        self.state.update_status(source_id, lambda status: status.update(activeRun=run_id))
         return self.stage(source_id, run_id, at=at, snapshots=snapshots)
 
     def work_dir(self, source_id: str, run_id: str) -> Path:
@@ -213,7 +214,13 @@ class RunBook:
                 run.update(error={"code": code, "message": f"{len(check.problems)} rule(s) broken",
                                   "problems": list(check.problems)}, review={"state": "invalid"})
             run["history"].append({"status": run["review"]["state"], "at": iso(at)})
-            return run
+
+        def clear(status: dict[str, Any]) -> None:
+            if status.get("activeRun") == run_id:
+                status["activeRun"] = None
+
+        self.state.update_status(source_id, clear)
+        return run
 
     # -- operator decisions ----------------------------------------------------------------------
 

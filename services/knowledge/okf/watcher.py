@@ -123,7 +123,8 @@ class NotesWatcher:
         return lambda: self._callbacks.remove(callback) if callback in self._callbacks else None
 
     def _schedule(self, key: str, folder: Path) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
+        if not folder.is_dir():
+            return  # a missing home is never recreated by watching it
         assert self._observer is not None
         self._observer.schedule(_Handler(self, key), str(folder), recursive=True)
 

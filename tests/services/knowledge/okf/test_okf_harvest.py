@@ -50,6 +50,7 @@ async def test_pending_judgment_detail_and_whole_approval(world: World) -> None:
     assert f"{judgment_id}/team" in status["accepted"] and f"{judgment_id}/team" in status["delivered"]
     assert not Path(f"{world.base}.okf-publication.json").exists()
     assert world.kinds()[-4:] == ["judgment.judging", "judgment.pending", "judgment.delivering", "judgment.approved"]
+    assert status["activeRun"] is None
     with pytest.raises(RunStateError, match="not pending"):
         await world.harvest.approve(judgment_id)
 

@@ -123,3 +123,16 @@ async def test_a_burst_of_notes_is_captured_in_a_few_batches(tmp_path: Path) -> 
         assert report.captured == () and report.unchanged == 300
     finally:
         await world.harvest.close()
+
+
+async def test_a_missing_home_is_not_recreated_by_the_watcher(tmp_path: Path) -> None:
+    import shutil
+
+    world = await make_world(tmp_path, clock=Clock())
+    shutil.rmtree(world.home)
+    try:
+        await world.harvest.start_watcher()
+        assert world.harvest.watcher.mode == "watching"
+        assert not world.home.exists()
+    finally:
+        await world.harvest.close()
