@@ -45,6 +45,8 @@ class JudgmentItem:
     """The operator's rejection reason."""
     receipts: tuple[tuple[str, str], ...]
     """``(alias, receipt status)`` per base."""
+    accepted: tuple[tuple[str, str, str], ...] = ()
+    """``(alias, acceptedDigest, acceptedAt)`` per base whose delivery was accepted."""
 
 
 @dataclass(frozen=True)

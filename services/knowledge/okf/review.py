@@ -31,6 +31,8 @@ def item_of(run: dict[str, Any], agent: str) -> JudgmentItem:
         inputs=len(run["inputs"]), promote=counts["promote"], merge=counts["merge"], drop=counts["drop"],
         problems=tuple(error.get("problems", [])), reason=review.get("reason"),
         receipts=tuple(sorted((alias, r.get("status", "")) for alias, r in run.get("receipts", {}).items())),
+        accepted=tuple(sorted((alias, str(r["acceptedDigest"]), str(r.get("acceptedAt", "")))
+                              for alias, r in run.get("receipts", {}).items() if r.get("acceptedDigest"))),
     )
 
 

@@ -45,6 +45,7 @@ async def test_pending_judgment_detail_and_whole_approval(world: World) -> None:
     run = world.harvest.state.load_run(world.source_id, judgment_id)
     receipt = run["receipts"]["team"]
     assert receipt["acceptedDigest"].startswith("sha256-") and receipt["acceptedAt"]
+    assert item.accepted == (("team", receipt["acceptedDigest"], receipt["acceptedAt"]),)
     status = world.harvest.state.status(world.source_id)
     assert sorted(status["processed"]) == sorted(run["inputs"])
     assert f"{judgment_id}/team" in status["accepted"] and f"{judgment_id}/team" in status["delivered"]
