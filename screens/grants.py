@@ -19,7 +19,7 @@ from services.clock import iso
 
 from .dialogs import Field, FormDialog
 from .text import highlight, safe, safe_text
-from .widgets.pane import Pane, PaletteAction
+from .widgets.pane import Pane, PaletteAction, is_current
 
 __all__ = ["GrantsPane", "REFUSAL_CODES"]
 
@@ -97,7 +97,7 @@ class GrantsPane(Pane):
 
     @on(DataTable.RowHighlighted, "#grants-table")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.row_key.value is not None:
+        if event.row_key.value is not None and is_current(event):
             self.selected = str(event.row_key.value)
             self._show_detail()
 

@@ -18,7 +18,7 @@ from services.clock import iso
 
 from .dialogs import Field, FormDialog
 from .text import highlight, level_style, safe, safe_text
-from .widgets.pane import Pane, PaletteAction
+from .widgets.pane import Pane, PaletteAction, is_current
 
 __all__ = ["InboxPane", "InboxGroup", "group_entries"]
 
@@ -144,30 +144,36 @@ class InboxPane(Pane):
 
     def _show_inbox(self, inbox: Any, needle: str) -> None:
         table = self.query_one("#inbox-table", DataTable)
-        cursor = table.cursor_row
-        table.clear()
         entries = list(inbox.items) if inbox is not None else []
         if needle:
             low = needle.lower()
             entries = [e for e in entries if low in f"{e.event_type} {e.summary} {e.object_name} {e.actor_id}".lower()]
         self.groups = group_entries(entries)
-        for i, group in enumerate(self.groups):
-            e = group.first
-            unread = group.unread > 0
-            style = "bold" if unread else "dim"
-            table.add_row(
-                Text("●" if unread else " ", style="bold"),
-                Text(f"L{e.level}", style=f"{style} {level_style(e.level)}"),
-                highlight(safe_text(e.event_type, 40, style), needle),
-                highlight(safe_text(e.actor_id or "—", 40, style), needle),
-                highlight(safe_text(e.object_name or "—", 60, style), needle),
-                Text(iso(e.at)[11:19], style=style),
-                Text(f"×{group.count}" if group.count > 1 else "", style="bold"),
-                key=str(i),
-            )
-        if self.groups:
-            table.move_cursor(row=min(cursor, len(self.groups) - 1))
+        rows = [self._entry_row(group, needle) for group in self.groups]
+        if rows != getattr(self, "_entry_rows", None):
+            self._entry_rows = rows
+            cursor = table.cursor_row
+            table.clear()
+            for i, cells in enumerate(rows):
+                table.add_row(*cells, key=str(i))
+            if rows:
+                table.move_cursor(row=min(cursor, len(rows) - 1))
         self._show_entry()
+
+    @staticmethod
+    def _entry_row(group: InboxGroup, needle: str) -> tuple[Any, ...]:
+        e = group.first
+        unread = group.unread > 0
+        style = "bold" if unread else "dim"
+        return (
+            Text("●" if unread else " ", style="bold"),
+            Text(f"L{e.level}", style=f"{style} {level_style(e.level)}"),
+            highlight(safe_text(e.event_type, 40, style), needle),
+            highlight(safe_text(e.actor_id or "—", 40, style), needle),
+            highlight(safe_text(e.object_name or "—", 60, style), needle),
+            Text(iso(e.at)[11:19], style=style),
+            Text(f"×{group.count}" if group.count > 1 else "", style="bold"),
+        )
 
     def _show_entry(self) -> None:
         detail = self.query_one("#inbox-detail", Static)
@@ -188,7 +194,7 @@ class InboxPane(Pane):
     @on(DataTable.RowHighlighted, "#inbox-nodes")
     def _node_highlighted(self, event: DataTable.RowHighlighted) -> None:
         key = event.row_key.value
-        if key is not None and key != self.node:
+        if key is not None and key != self.node and is_current(event):
             self.node = str(key)
             self.request_reload()
 

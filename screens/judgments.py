@@ -22,7 +22,7 @@ from services.errors import ServiceError
 
 from .dialogs import Field, FormDialog
 from .text import DETAIL_CAP, highlight, safe, safe_text
-from .widgets.pane import Pane, PaletteAction
+from .widgets.pane import Pane, PaletteAction, is_current
 
 __all__ = ["JudgmentsPane"]
 
@@ -150,7 +150,7 @@ class JudgmentsPane(Pane):
     @on(DataTable.RowHighlighted, "#judgments-table")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
         key = event.row_key.value
-        if key is not None and key != self.selected:
+        if key is not None and key != self.selected and is_current(event):
             self.selected = str(key)
             self.candidate = 0
             self.load_detail(self.selected)

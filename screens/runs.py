@@ -22,7 +22,7 @@ from .dialogs import ConfirmDialog, DetailDialog, Field, FormDialog
 from .messages import JumpRequested
 from .run_lines import STATUS_GLYPHS, conversation_lines, merge_lines, raw_line, refusal_line, action_line
 from .text import DETAIL_CAP, age, highlight, safe, safe_text
-from .widgets.pane import Pane, PaletteAction
+from .widgets.pane import Pane, PaletteAction, is_current
 from .widgets.stream import EventStream
 
 __all__ = ["RunsPane"]
@@ -138,7 +138,7 @@ class RunsPane(Pane):
 
     @on(DataTable.RowHighlighted, "#runs-table")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.row_key.value is not None:
+        if event.row_key.value is not None and is_current(event):
             self._select(str(event.row_key.value))
 
     # -- the stream --------------------------------------------------------------------------

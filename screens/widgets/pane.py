@@ -12,16 +12,29 @@ from typing import Any, ClassVar
 from rich.text import Text
 from textual import on, work
 from textual.containers import Vertical
+from textual.coordinate import Coordinate
 from textual.reactive import reactive
 from textual.widgets import Input, Label
+from textual.widgets.data_table import CellDoesNotExist
 from textual.worker import Worker, WorkerState
 
 from services.changes import Change
 
-__all__ = ["Pane", "PaletteAction"]
+__all__ = ["Pane", "PaletteAction", "is_current"]
 
 PaletteAction = tuple[str, str, str]
 """``(label, key, action name)`` of an action that fits the selection."""
+
+
+def is_current(event: Any) -> bool:
+    """Whether a ``RowHighlighted`` still describes the table's cursor (not a stale one from a refill)."""
+    table = event.data_table
+    if event.cursor_row != table.cursor_row or not table.row_count:
+        return False
+    try:
+        return table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key == event.row_key
+    except CellDoesNotExist:  # the row went away while the message waited
+        return False
 
 
 class Pane(Vertical):

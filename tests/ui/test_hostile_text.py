@@ -1,0 +1,79 @@
+"""Hostile text through a run, a document and an error: shown verbatim (controls as visible escapes), harmless."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from textual.widgets import Markdown
+
+from screens.widgets.stream import EventStream
+from tests.ui.conftest import ready, settle
+
+HOSTILE = "[bold]x[/] [@click=app.quit]q[/] [link=https://evil]c[/link] $v [$x] [[n]] [x [y] z] a\\ " \
+          "\x1b]0;PWNED\x07 \x1b[2J \x1b]52;c;Zm9v\x07 \x9b31m \x00 \x7f done"
+SHOWN = "[bold]x[/] [@click=app.quit]q[/] [link=https://evil]c[/link] $v [$x] [[n]] [x [y] z] a\\ " \
+        "␛]0;PWNED␇ ␛[2J ␛]52;c;Zm9v␇ \\x9b31m ␀ ␡ done"
+BIG = "A" * (1024 * 1024)
+
+
+def no_controls(text: str) -> bool:
+    return not any(ch in text for ch in ("\x1b", "\x9b", "\x00", "\x7f", "\x07"))
+
+
+async def test_hostile_run_text_and_a_1_mib_line_render_verbatim_and_harmless(app) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        ws = await ready(pilot)
+        run_id = await ws.desk.start_run("user:ada", HOSTILE)
+        ws.desk.reply(run_id, HOSTILE)
+        ws.desk.reply(run_id, BIG)
+        pane = app.main.pane("runs")
+        pane.select_key(run_id)
+        await settle(pilot)
+        stream = app.main.query_one("#runs-stream", EventStream)
+        stream.flush()
+        lines = stream.shown
+        assert any(line.endswith(f"model: {SHOWN}") for line in lines)
+        assert any(f"» turn: {SHOWN}" in line for line in lines)
+        big = [line for line in lines if "AAAA" in line]
+        assert big and all(len(line) < 3_000 and "more characters]" in line for line in big)
+        assert all(no_controls(line) for line in lines)
+        info = str(app.main.query_one("#run-info").render())
+        assert no_controls(info) and "[bold]x[/]" in info
+        svg = app.export_screenshot()
+        assert no_controls(svg)
+        assert "␛]0;PWNED␇" in svg or "&#9243;]0;PWNED" in svg
+        await pilot.press("v")  # still answering keys after the 1 MiB line
+        await settle(pilot)
+        assert pane.raw
+        assert app.is_running and app.return_code is None
+
+
+async def test_hostile_document_preview_and_body_render_verbatim(app) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        ws = await ready(pilot)
+        doc = await ws.canvas.write("notes/hostile", preview="When testing, read this because " + HOSTILE,
+                                    body="# Hostile\n\n" + HOSTILE + "\n\n" + BIG, owner="user:ada")
+        await pilot.press("1")
+        pane = app.main.pane("canvas")
+        pane.select_key(doc.object.id)
+        await settle(pilot)
+        meta = str(app.main.query_one("#canvas-meta").render())
+        assert SHOWN in meta and no_controls(meta)
+        body = app.main.query_one("#canvas-body", Markdown)
+        assert body.source is not None and no_controls(body.source) and "␛]0;PWNED␇" in body.source
+        assert len(body.source) < 70_000
+        assert no_controls(app.export_screenshot())
+        await pilot.press("3")
+        await settle(pilot)
+        assert app.main.active == "runs"
+
+
+async def test_an_error_message_with_markup_and_escapes_is_shown_verbatim(app) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        ws = await ready(pilot)
+        pane: Any = app.main.pane("runs")
+        pane.act("never", lambda: ws.desk.reply(HOSTILE, "x"))
+        await settle(pilot)
+        assert app.errors == [f"no run {SHOWN}"]
+        assert app.is_running
