@@ -25,7 +25,7 @@ from .changes import Change, ChangeFeed
 from .cloud import FakeCloud
 from .files import CorruptFileError, atomic_write_json, read_json
 
-__all__ = ["RunFollower", "turn_messages"]
+__all__ = ["RunFollower", "turn_messages", "run_record"]
 
 _QUIET = frozenset({"node.output_text.delta", "node.activity"})
 _BATCH = 500
@@ -49,6 +49,21 @@ def turn_messages(events: list[dict[str, Any]], completed: dict[str, Any]) -> li
     return messages
 
 
+def run_record(run: Any) -> dict[str, Any]:
+    """A run as an OKF run record: ``{thread, turns: [{id, ts, role, text}]}`` from its root turns."""
+    turns: list[dict[str, Any]] = []
+    for event in run.events:
+        if event["node_id"] != run.id:
+            continue
+        if event["type"] == "node.turn.started":
+            text = str((event.get("input") or {}).get("text") or "")
+            if text:
+                turns.append({"id": f"{run.id}:{event['seq']}", "ts": event["at"], "role": "user", "text": text})
+        elif event["type"] == "node.output_text.done" and event.get("text"):
+            turns.append({"id": f"{run.id}:{event['seq']}", "ts": event["at"], "role": "assistant", "text": str(event["text"])})
+    return {"thread": run.id, "turns": turns}
+
+
 class RunFollower:
     """Applies the cloud's run changes to the canvas and the outbox from one background task."""
 
@@ -60,13 +75,18 @@ class RunFollower:
         bridge: Any = None,
         outbox: Any = None,
         on_turn: Callable[[Any, dict[str, Any]], Awaitable[None]] | None = None,
+        on_settled: Callable[[Any], Awaitable[None]] | None = None,
         state_path: Path | None = None,
+        ignore_users: frozenset[str] = frozenset(),
     ) -> None:
         self.cloud = cloud
         self.feed = feed
         self.bridge = bridge
         self.outbox = outbox
         self.on_turn = on_turn
+        self.on_settled = on_settled
+        self.ignore_users = ignore_users
+        """People whose runs the canvas shows but whose turns are not captured (the harvest judge)."""
         self.errors: deque[str] = deque(maxlen=100)
         self.state_path = state_path
         self._captured: dict[str, int] = self._load_state()
@@ -140,6 +160,8 @@ class RunFollower:
                 touched[change.id] = None
                 if event["type"] == "node.turn.completed" and event["node_id"] == event["run_id"]:
                     await self._turn_completed(change.id, event)
+                elif event["type"] == "node.settled" and event["node_id"] == event["run_id"]:
+                    await self._settled(change.id, event)
         except Exception as exc:  # one bad change never stops the follower
             message = f"{change.kind} {change.id}: {type(exc).__name__}: {exc}"
             self.errors.append(message)
@@ -160,7 +182,7 @@ class RunFollower:
 
     async def _turn_completed(self, run_id: str, event: dict[str, Any]) -> None:
         run = self.cloud._runs.get(run_id)
-        if run is None or self._captured.get(run_id, 0) >= event["seq"]:
+        if run is None or run.user_id in self.ignore_users or self._captured.get(run_id, 0) >= event["seq"]:
             return
         messages = turn_messages(run.events, event)
         if messages:
@@ -169,6 +191,20 @@ class RunFollower:
             if self.on_turn is not None:
                 await self.on_turn(run, {"event": event, "messages": messages})
         self._captured[run_id] = event["seq"]
+        await self._save_state()
+
+    async def _settled(self, run_id: str, event: dict[str, Any]) -> None:
+        run = self.cloud._runs.get(run_id)
+        key = f"settled:{run_id}"
+        if run is None or self.on_settled is None or run.user_id in self.ignore_users:
+            return
+        if self._captured.get(key, 0) >= event["seq"]:
+            return
+        await self.on_settled(run)
+        self._captured[key] = event["seq"]
+        await self._save_state()
+
+    async def _save_state(self) -> None:
         if self.state_path is not None:
             await asyncio.to_thread(atomic_write_json, self.state_path, {"captured": self._captured})
 

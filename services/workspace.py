@@ -22,11 +22,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import hashlib
+import os
+
 from .changes import Change, ChangeFeed
 from .clock import Clock
 from .files import atomic_write_json
+from .follower import run_record
 
-__all__ = ["Settings", "Workspace"]
+__all__ = ["Settings", "Workspace", "JUDGE_USER"]
+
+JUDGE_USER = "user:operator"
+"""The operator's own person on the fake cloud: harvest judge runs are started as them."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +47,10 @@ class Settings:
     stream_idle_ms: int = 60_000
     world: Path | None = None
     """Another world file instead of the bundled sample."""
+    bases_path: Path | None = None
+    """Where new accepted knowledge bases go. Default: ``<workspace>/knowledge/bases``, or, when the
+    workspace sits inside a Git working tree (OKF refuses directory custody there, even ignored),
+    ``$XDG_DATA_HOME/workbench/bases/<workspace hash>``."""
     clock: Clock = field(default_factory=Clock)
 
 
@@ -129,14 +140,58 @@ class Workspace:
             self.feed,
             bridge=RunBridge(self.canvas),
             outbox=self.outbox,
+            on_settled=self.record_run,
             state_path=self.path / "follower.json",
+            ignore_users=frozenset({JUDGE_USER}),
         )
         await self.follower.start()
+        await self._open_harvest(world)
         if self.created and world:
             await self.follower.idle()  # the run nodes exist before messages are sent to them
             await seed_canvas(self.canvas, world)
             await seed_insights(self.insights, world)
         self.outbox.start()
+        await self.okf.start_watcher()
+
+    async def _open_harvest(self, world: dict[str, Any]) -> None:
+        """OKF judgments: judged by runs on the fake cloud, as the operator's own person."""
+        from .knowledge.okf import CrouterJudgeClient, Harvest, deterministic_judge_reply
+        from .world import seed_knowledge
+
+        judge_user = self.cloud.user(JUDGE_USER)
+        await self.cloud.connect(self.store, JUDGE_USER, scopes=["crtr:llm", "crtr:act"])
+        judge_user.runs.respond(lambda ctx: ctx.run.reply(deterministic_judge_reply(ctx.run.params["prompt"])))
+        client = await self.oauth.client(JUDGE_USER)
+        self.okf = await Harvest.open(
+            self.path / "knowledge", self.feed, CrouterJudgeClient(client, app=self.settings.client_id),
+            clock=self.settings.clock,
+        )
+        if self.created and world:
+            await seed_knowledge(self.okf, world, homes=self.path / "knowledge" / "homes", bases=self.bases_path())
+
+    def bases_path(self) -> Path:
+        """Where this workspace puts new accepted bases (see ``Settings.bases_path``)."""
+        if self.settings.bases_path is not None:
+            return Path(self.settings.bases_path)
+        from .knowledge.okf.tree import inside_git_worktree
+
+        local = self.path.resolve() / "knowledge" / "bases"
+        if inside_git_worktree(local) is None:
+            return local
+        data = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+        digest = hashlib.sha256(str(self.path.resolve()).encode()).hexdigest()[:12]
+        return data / "workbench" / "bases" / digest
+
+    async def record_run(self, run: Any) -> None:
+        """When a run settles, its turns become an OKF run record to judge (the judge's own runs excepted)."""
+        if self.okf is None or run.user_id == JUDGE_USER:
+            return
+        sources = await self.okf.sources()
+        if not sources:
+            return
+        record = run_record(run)
+        if record["turns"]:
+            await self.okf.capture_record(sources[0].id, record)
 
     async def _start_child(self, parent_id: str, messages: list[dict[str, Any]]) -> str:
         """Fork a conversation: a new run carrying the parent's messages up to the fork point."""

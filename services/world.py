@@ -14,7 +14,7 @@ from typing import Any
 from .cloud import FakeCloud
 from .errors import ServiceError
 
-__all__ = ["WorldError", "load_world", "seed_cloud", "seed_canvas", "seed_insights"]
+__all__ = ["WorldError", "load_world", "seed_cloud", "seed_canvas", "seed_insights", "seed_knowledge"]
 
 
 class WorldError(ServiceError):
@@ -102,3 +102,24 @@ async def seed_insights(reviews: Any, world: dict[str, Any]) -> None:
     """Queue the world's insight proposals for review."""
     for markdown in world.get("insights", []):
         await reviews.submit_markdown(markdown, proposer="sample world")
+
+
+async def seed_knowledge(harvest: Any, world: dict[str, Any], *, homes: Path, bases: Path) -> str | None:
+    """Create the world's accepted base and agent home, write its notes and capture them; the source id."""
+    from .knowledge.okf import SoulDecl
+
+    spec = world.get("knowledge")
+    if not spec:
+        return None
+    base = spec["base"]
+    await harvest.init_base(base["alias"], base["nodes"], base_id=base.get("id"), path=bases / base["alias"])
+    home_spec = spec["home"]
+    home = homes / home_spec["agent"]
+    soul = SoulDecl(home_spec["owner"], tuple(home_spec["owns"]), tuple(home_spec.get("reads", ())))
+    source_id = await harvest.register_home(home, soul, agent=home_spec["agent"])
+    notes = home / "notes"
+    notes.mkdir(parents=True, exist_ok=True)
+    for name, text in spec.get("notes", {}).items():
+        (notes / name).write_text(text, encoding="utf-8")
+    await harvest.capture_now(source_id)
+    return source_id

@@ -20,7 +20,7 @@ async def ws(tmp_path: Path):
 async def test_a_new_workspace_has_the_sample_world(ws: Workspace) -> None:
     runs = ws.desk.runs()
     assert {r.status for r in runs} >= {"idle", "waiting_on_user", "settled"}
-    assert [g.user_id for g in ws.desk.grants()] == ["user:ada", "user:grace", "user:linus"]
+    assert [g.user_id for g in ws.desk.grants()] == ["user:ada", "user:grace", "user:linus", "user:operator"]
     assert ws.desk.waiting_on_user() == 1
     assert (ws.path).is_dir()
 
@@ -101,3 +101,25 @@ async def test_fork_starts_a_child_run_with_the_parents_messages(ws: Workspace) 
     run = ws.desk.run(child)
     assert run.params["forked_from"] == "run_sample_garden"
     assert run.params["history"]
+
+
+async def test_sample_notes_are_judged_by_cloud_runs_and_approved_into_the_base(ws: Workspace) -> None:
+    queue = await ws.okf.queue(["pending"])
+    notes = [j for j in queue if j.inputs == 3]
+    assert notes and notes[0].promote == 2 and notes[0].drop == 1
+    judge_runs = [r for r in ws.cloud.runs.all if r.user_id == "user:operator"]
+    assert judge_runs and all(r.params["isolated"] for r in judge_runs)
+    approved = await ws.okf.approve(notes[0].id)
+    assert approved.state == "approved"
+    base = ws.bases_path() / "team" / "gardener"
+    assert any("water" in p.read_text() for p in base.rglob("*.md"))
+
+
+async def test_a_settled_run_becomes_a_run_record_judgment(ws: Workspace) -> None:
+    await ws.follower.idle()
+    before = len(await ws.okf.queue())
+    ws.desk.settle("run_sample_review", "result", "reviewed")
+    await ws.follower.idle()
+    await ws.cloud.settle_tasks()
+    assert len(await ws.okf.queue()) == before + 1
+    assert not [c for c in (await ws.outbox.status()).conversations if c.owner == "user:operator"]
