@@ -8,7 +8,6 @@ for editing before approving. After approval the receipts (status, digest, time)
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from rich.text import Text
@@ -17,8 +16,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, SelectionList, Static
-
-from services.errors import ServiceError
 
 from .dialogs import Field, FormDialog
 from .text import DETAIL_CAP, highlight, safe, safe_text
@@ -55,7 +52,6 @@ class JudgmentsPane(Pane):
         """The candidate truth picked for the selected insight review."""
         self.waiting = 0
         """Judgments and reviews waiting for a decision (the header badge)."""
-        self._receipts: dict[str, dict[str, Any]] = {}
         self._table_rows: list[Any] = []
 
     def compose(self) -> ComposeResult:
@@ -115,7 +111,7 @@ class JudgmentsPane(Pane):
     @staticmethod
     def _what(key: str, item: Any) -> str:
         if key.startswith("okf:"):
-            return f"{item.agent} · {item.inputs} inputs · {item.source_id}"
+            return f"{item.agent} · {item.inputs} inputs · attempt {item.attempt}"
         return f"{item.proposal.title} → {item.proposal.owner}/{item.proposal.name}"
 
     def _show_rows(self, items: dict[str, Any], needle: str) -> None:
@@ -164,22 +160,9 @@ class JudgmentsPane(Pane):
         kind, _, ident = key.partition(":")
         if kind == "okf":
             self.detail = await self.okf.detail(ident)
-            self._receipts = await asyncio.to_thread(self._read_receipts, self.detail.item)
         else:
             self.detail = await self.insights.get(ident)
         self._show_detail()
-
-    def _read_receipts(self, item: Any) -> dict[str, dict[str, Any]]:
-        """Receipt digest and time from the run's state (``JudgmentItem`` carries only the status)."""
-        state = getattr(self.okf, "state", None)
-        if state is None or not hasattr(state, "load_run"):
-            return {}
-        try:
-            run = state.load_run(item.source_id, item.id)
-        except (OSError, ValueError, ServiceError):  # unreadable: the status alone; the queue row says why
-            return {}
-        receipts = run.get("receipts", {}) if isinstance(run, dict) else {}
-        return {alias: dict(r) for alias, r in receipts.items() if isinstance(r, dict)}
 
     def _show_detail(self) -> None:
         text_widget = self.query_one("#judgment-text", Static)
@@ -199,6 +182,8 @@ class JudgmentsPane(Pane):
                     label = Text(f"{o.verdict:<8} ", style=VERDICT_STYLE.get(o.verdict, ""))
                     label.append(safe(f"{o.input_kind} {o.input_name}", 80))
                     outcomes.add_option((label, o.input))
+                if d.outcomes:
+                    outcomes.highlighted = 0
         else:
             outcomes.display = False
             text_widget.update(self._insight_text(d))
@@ -208,16 +193,18 @@ class JudgmentsPane(Pane):
         text = Text()
         text.append(f"harvest judgment · {item.state}", style="bold")
         text.append(f" · attempt {item.attempt} · {safe(item.agent, 60)} · {item.inputs} inputs\n")
+        if item.state == "pending":
+            text.append("space ticks outcomes to approve one by one (none ticked: y approves all) · n rejects\n",
+                        style="dim")
         for problem in item.problems:
             text.append(f"✗ {safe(problem, 400)}\n", style="red")
         if item.reason:
             text.append(f"rejected: {safe(item.reason, 400)}\n", style="yellow")
         if item.receipts:
             text.append("receipts\n", style="bold underline")
+            accepted = {alias: (digest, at) for alias, digest, at in getattr(item, "accepted", ())}
             for alias, status in item.receipts:
-                extra = self._receipts.get(alias, {})
-                digest = extra.get("acceptedDigest")
-                at = extra.get("acceptedAt")
+                digest, at = accepted.get(alias, (None, None))
                 text.append(f"  {safe(alias, 60)}: {safe(status, 40)}")
                 if digest:
                     text.append(f" · digest {safe(digest, 80)}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from textual.widgets import DataTable, OptionList
@@ -101,8 +102,12 @@ async def test_judgments_c_picks_a_candidate_y_edits_and_approves_into_the_canva
         await settle(pilot)
         pane = app.main.pane("judgments")
         review = (await ws.insights.list())[0]
+        waiting = pane.waiting
+        assert app.main.query_one("#badges").judgments == waiting >= 1
+        pane.select_key(f"insight:{review.id}")
+        await settle(pilot)
+        pane.focus_main()
         assert pane.selected == f"insight:{review.id}"
-        assert app.main.query_one("#badges").judgments >= 1
         await pilot.press("c")
         await settle(pilot)
         assert pane.candidate == 1
@@ -118,7 +123,7 @@ async def test_judgments_c_picks_a_candidate_y_edits_and_approves_into_the_canva
         doc = await ws.canvas.read(decided.document)
         assert "Ada acts on short replies." in doc.document.body
         assert "written to" in str(app.main.query_one("#judgment-text").render())
-        assert pane.waiting == 0
+        assert pane.waiting == waiting - 1
 
 
 async def test_judgments_n_rejects_with_a_reason_and_an_empty_reason_is_refused(app) -> None:
@@ -127,6 +132,10 @@ async def test_judgments_n_rejects_with_a_reason_and_an_empty_reason_is_refused(
         await pilot.press("5")
         await settle(pilot)
         review = (await ws.insights.list())[0]
+        pane = app.main.pane("judgments")
+        pane.select_key(f"insight:{review.id}")
+        await settle(pilot)
+        pane.focus_main()
         await pilot.press("n")
         await settle(pilot)
         await pilot.press("enter")
@@ -140,3 +149,69 @@ async def test_judgments_n_rejects_with_a_reason_and_an_empty_reason_is_refused(
         await settle(pilot)
         decided = await ws.insights.get(review.id)
         assert decided.status == "rejected" and decided.reason == "too specific"
+
+
+async def harvest_selected(pilot: Any) -> tuple[Any, Any]:
+    ws = pilot.app.workspace
+    await pilot.press("5")
+    await settle(pilot)
+    pane = pilot.app.main.pane("judgments")
+    item = next(i for i in await ws.okf.queue() if i.state == "pending")
+    pane.select_key(f"okf:{item.id}")
+    await settle(pilot)
+    pane.focus_main()
+    assert pane.selected == f"okf:{item.id}" and pane.detail.item.id == item.id
+    return pane, item
+
+
+async def test_y_approves_a_harvest_judgment_and_the_base_file_really_changes(app) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        ws = await ready(pilot)
+        pane, item = await harvest_selected(pilot)
+        files = (await ws.okf.detail(item.id)).files
+        assert files, [(i.id, i.state, i.inputs, i.receipts, i.promote) for i in await ws.okf.queue()]
+        assert "concept diff against the base" in str(app.main.query_one("#judgment-text").render())
+        await pilot.press("y")
+        await settle(pilot, 5)
+        done = next(i for i in await ws.okf.queue() if i.id == item.id)
+        assert done.state == "approved"
+        for change in files:
+            target = ws.bases_path() / change.base / change.path
+            assert (target.read_text("utf-8") if change.after is not None else None) == change.after
+        shown = str(app.main.query_one("#judgment-text").render())
+        assert "accepted" in shown and "digest" in shown
+
+
+async def test_outcomes_are_approved_one_by_one_and_n_rejects_with_a_reason(app) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        ws = await ready(pilot)
+        pane, item = await harvest_selected(pilot)
+        outcomes = app.main.query_one("#judgment-outcomes")
+        outcomes.focus()
+        await pilot.press("space")  # tick the first outcome only
+        await settle(pilot)
+        first = pane.detail.outcomes[0]
+        assert list(outcomes.selected) == [first.input]
+        await pilot.press("y")
+        await settle(pilot, 5)
+        detail = await ws.okf.detail(item.id)
+        decisions = {o.input: o.decision for o in detail.outcomes}
+        assert decisions[first.input] == "approved"
+        assert all(decisions[o.input] != "approved" for o in detail.outcomes[1:])
+        source = (await ws.okf.sources())[0]
+        (Path(source.home) / "notes" / "pump.md").write_text(
+            "We decided to run the pump at night because daytime power is shared.\n", encoding="utf-8")
+        await ws.okf.capture_now(source.id)
+        await settle(pilot)
+        pending = [i for i in await ws.okf.queue() if i.state == "pending"]
+        assert pending
+        pane.select_key(f"okf:{pending[0].id}")
+        await settle(pilot)
+        pane.focus_main()
+        await pilot.press("n")
+        await settle(pilot)
+        await type_text(pilot, "not durable")
+        await pilot.press("enter")
+        await settle(pilot, 5)
+        rejected = next(i for i in await ws.okf.queue() if i.id == pending[0].id)
+        assert rejected.state == "rejected" and rejected.reason == "not durable"
