@@ -63,7 +63,7 @@ class WorkbenchApp(App[None]):
     def on_mount(self) -> None:
         self.push_screen(MainScreen())
         if self.workspace is not None:
-            self.call_after_refresh(self._attach, self.workspace)
+            self.call_after_refresh(self._attach_workspace, self.workspace)
         else:
             self.call_after_refresh(self.open_workspace)
 
@@ -78,9 +78,9 @@ class WorkbenchApp(App[None]):
         from services.workspace import Workspace
 
         workspace = await Workspace.open(settings=self.settings)
-        self._attach(workspace)
+        self._attach_workspace(workspace)
 
-    def _attach(self, workspace: Any) -> None:
+    def _attach_workspace(self, workspace: Any) -> None:
         self.workspace = workspace
         loop = asyncio.get_running_loop()
 
@@ -101,9 +101,9 @@ class WorkbenchApp(App[None]):
         self._pending_changes.append(change)
         if not self._flush_queued:
             self._flush_queued = True
-            asyncio.get_running_loop().call_soon(self._flush)
+            asyncio.get_running_loop().call_soon(self._flush_changes)
 
-    def _flush(self) -> None:
+    def _flush_changes(self) -> None:
         self._flush_queued = False
         batch, self._pending_changes = tuple(self._pending_changes), []
         if batch and self.is_running:

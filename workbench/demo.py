@@ -1,0 +1,291 @@
+"""The demo walkthrough: a narrated tour that drives the real services the way the keys do.
+
+``DemoApp`` is the workbench plus a caption bar and a driver. Captions and timings come from
+``assets/demo/walkthrough.json``; each step id maps to one ``DemoSteps`` method that calls the
+same pane actions a person's keys call. Auto-advance waits ``seconds / speed``; ``space`` pauses,
+``right`` steps. Headless runs write one SVG per step and exit at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from textual import work
+from textual.binding import Binding
+from textual.worker import WorkerState
+
+from assets import ASSETS_DIR
+from screens.widgets.caption import CaptionBar
+from services.errors import ServiceError
+from services.workspace import Settings
+
+from .app import WorkbenchApp
+
+__all__ = ["DemoStep", "DemoError", "DemoApp", "DemoSteps", "load_walkthrough", "run_demo", "WALKTHROUGH"]
+
+WALKTHROUGH = ASSETS_DIR / "demo" / "walkthrough.json"
+"""The bundled walkthrough script."""
+
+
+class DemoError(ServiceError):
+    """A demo step could not do what it narrates (the services answered otherwise)."""
+
+
+@dataclass(frozen=True)
+class DemoStep:
+    """One step: its id (the action), its caption and how long it stays on screen at speed 1."""
+
+    id: str
+    caption: str
+    seconds: float
+
+
+def load_walkthrough(path: Path = WALKTHROUGH) -> list[DemoStep]:
+    """The steps of a walkthrough file, with a clear error for a malformed one."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        steps = [DemoStep(str(s["id"]), str(s["caption"]), float(s.get("seconds", 4))) for s in data["steps"]]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise DemoError(f"{path}: not a walkthrough ({exc})") from None
+    unknown = [s.id for s in steps if not hasattr(DemoSteps, s.id)]
+    if unknown:
+        raise DemoError(f"{path}: unknown step(s) {', '.join(unknown)}")
+    return steps
+
+
+class DemoSteps:
+    """The actions behind each step id, done through the panes' own action paths."""
+
+    def __init__(self, app: "DemoApp") -> None:
+        self.app = app
+        self.ws: Any = app.workspace
+        self.run_id: str | None = None
+        """The run the tour started."""
+        self.results: dict[str, Any] = {}
+        """What each step produced (for the caption and the tests)."""
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def show(self, pane_id: str, key: str | None = None) -> Any:
+        """Bring a pane forward (as its number key does) and select ``key`` in it."""
+        main = self.app.main
+        main.action_show_pane(pane_id)
+        pane = main.pane(pane_id)
+        if key is not None:
+            pane.select_key(key)
+        return pane
+
+    async def act(self, pane: Any, what: str, call: Callable[[], Any]) -> Any:
+        """Run a pane action (the same worker a key's dialog starts) and wait for it."""
+        worker = pane.act(what, call)
+        await _finished(worker)
+        if worker.state == WorkerState.ERROR:
+            raise DemoError(f"{what.rstrip('.')} did not happen: {worker.error}")
+        return worker.result
+
+    async def until(self, check: Callable[[], Awaitable[bool]], what: str, timeout: float = 20.0) -> None:
+        """Wait (real time) until ``check`` holds, or fail clearly."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        while not await check():
+            if loop.time() > end:
+                raise DemoError(f"the tour waited {timeout:.0f} s for {what}")
+            await asyncio.sleep(0.05)
+
+    # -- steps ---------------------------------------------------------------------------------
+
+    async def welcome(self) -> None:
+        self.show("runs")
+
+    async def start_run(self) -> None:
+        pane = self.show("runs")
+        self.run_id = await self.act(pane, "Run started.", lambda: self.ws.desk.start_run("user:ada", "Plan Saturday's watering"))
+        pane.select_key(self.run_id)
+
+    async def reply(self) -> None:
+        pane = self.show("runs", self.run_id)
+        text = "Water the south beds at 7:00, then the herbs by the kitchen door; skip the lawn, rain is due."
+        await self.act(pane, "Replied as the model.", lambda: self.ws.desk.reply(self.run_id, text, chunks=8))
+
+    async def inject_failure(self) -> None:
+        pane = self.show("runs", self.run_id)
+        self.ws.cloud.fail_next("run.message", "unreachable", user="user:ada", times=1)
+        await self.act(pane, "Message sent (after one retry).", lambda: self.ws.desk.send_message(self.run_id, "And the compost?"))
+        await self.act(pane, "Turn failed.", lambda: self.ws.desk.fail_turn(self.run_id, "model_error", "the model timed out"))
+        await self.act(pane, "Retried with a reply.",
+                       lambda: self.ws.desk.reply(self.run_id, "Turn the compost on Sunday; it needs air, not water."))
+
+    async def revoke(self) -> None:
+        grants = self.show("grants", "user:grace")
+        await self.act(grants, "Grant of user:grace revoked.", lambda: self.ws.desk.revoke("user:grace", "grant_removed"))
+        run = next(r for r in self.ws.desk.runs() if r.user_id == "user:grace")
+        runs = self.show("runs", run.id)
+        worker = runs.act("", lambda: self.ws.desk.send_message(run.id, "Are you still there?"))
+        await _finished(worker)  # its refusal is the point of the step; the App showed it
+        refusals = self.ws.desk.refusals_since(60)
+        if not any(r.user_id == "user:grace" for r in refusals):
+            raise DemoError("the app's message was not refused after the revocation")
+        self.results["refusal"] = refusals[-1]
+
+    async def restore(self) -> None:
+        grants = self.show("grants", "user:grace")
+        await self.act(grants, "Grant of user:grace restored.", lambda: self.ws.desk.restore("user:grace"))
+
+    async def write_note(self) -> None:
+        okf = self.ws.okf
+        sources = await okf.sources()
+        if not sources:
+            raise DemoError("the workspace has no knowledge source to write a note for")
+        before = {i.id for i in await okf.queue()}
+        note = Path(sources[0].home) / "notes" / "pump-schedule.md"
+        note.write_text("We decided to run the irrigation pump at night because daytime power is shared "
+                        "with the greenhouse heaters.\n", encoding="utf-8")
+
+        async def pending() -> bool:
+            new = [i for i in await okf.queue() if i.id not in before and i.state == "pending"]
+            if new:
+                self.results["judgment"] = new[0].id
+            return bool(new)
+        await self.until(pending, "the note to become a pending judgment")
+        self.show("judgments", f"okf:{self.results['judgment']}")
+
+    async def approve_judgment(self) -> None:
+        judgment = self.results["judgment"]
+        pane = self.show("judgments", f"okf:{judgment}")
+        item = await self.act(pane, "Judgment approved and delivered.", lambda: self.ws.okf.approve(judgment))
+        self.results["approved"] = item
+        pane.select_key(f"okf:{judgment}")
+
+    async def approve_insight(self) -> None:
+        pending = [r for r in await self.ws.insights.list() if r.status == "pending"]
+        if not pending:
+            raise DemoError("no insight review is waiting")
+        review = pending[0]
+        pane = self.show("judgments", f"insight:{review.id}")
+        decided = await self.act(pane, "Insight approved into the canvas.",
+                                 lambda: self.ws.insights.approve(review.id, candidate=0))
+        self.results["insight"] = decided
+        document = await self.ws.canvas.get(decided.document)
+        self.show("canvas", document.id)
+
+    async def sweep(self) -> None:
+        result = await self.ws.outbox.sweep()
+        self.results["sweep"] = result
+        self.app.notify(f"Outbox swept: {result.conversations} conversations, {result.delivered_records} records "
+                        f"delivered, {result.dropped_delivered} compacted.", timeout=6)
+
+    async def done(self) -> None:
+        self.show("runs", self.run_id)
+
+
+async def _finished(worker: Any) -> None:
+    """Wait for another worker to end (``Worker.wait`` refuses to run inside the demo's own worker)."""
+    while worker.state in (WorkerState.PENDING, WorkerState.RUNNING):
+        await asyncio.sleep(0.01)
+
+
+class DemoApp(WorkbenchApp):
+    """The workbench playing the walkthrough."""
+
+    BINDINGS = [
+        *WorkbenchApp.BINDINGS,
+        Binding("space", "toggle_pause", "Pause tour", priority=True, id="demo.toggle_pause"),
+        Binding("right", "next_step", "Next step", priority=True, id="demo.next_step"),
+    ]
+
+    def __init__(self, settings: Settings, *, steps: list[DemoStep], speed: float = 1.0,
+                 screenshots: Path | None = None, exit_at_end: bool = False) -> None:
+        super().__init__(settings=settings)
+        self.steps = steps
+        """The walkthrough."""
+        self.speed = speed
+        """Auto-advance speed factor."""
+        self.screenshots = screenshots
+        """Where one SVG per step goes (None: nowhere)."""
+        self.exit_at_end = exit_at_end
+        """Leave when the last step was shown (headless runs)."""
+        self.paused = False
+        """The tour waits for space or →."""
+        self.completed: list[str] = []
+        """Ids of the steps done, in order."""
+        self.failures: list[str] = []
+        """Steps that could not do what they narrate."""
+        self.driver: DemoSteps | None = None
+        """The step actions (after the workspace opened)."""
+        self._skip = False
+
+    def _attach_workspace(self, workspace: Any) -> None:
+        super()._attach_workspace(workspace)
+        self.call_after_refresh(self.play)
+
+    @work(group="demo", exclusive=True, exit_on_error=False)
+    async def play(self) -> None:
+        """Play every step: caption, action, screenshot, wait."""
+        caption = CaptionBar(id="caption")
+        await self.main.mount(caption, before=self.main.query_one("#strip"))
+        self.driver = DemoSteps(self)
+        for number, step in enumerate(self.steps, start=1):
+            caption.position = f"{number}/{len(self.steps)}"
+            caption.caption = step.caption
+            try:
+                await getattr(self.driver, step.id)()
+            except ServiceError as exc:
+                self.failures.append(f"{step.id}: {exc}")
+                self.report_error(exc)
+            await self._quiet()
+            if self.screenshots is not None:
+                self.screenshots.mkdir(parents=True, exist_ok=True)
+                self.main.query_one("#runs-stream").flush()
+                self.save_screenshot(str(self.screenshots / f"{number:02d}-{step.id}.svg"))
+            self.completed.append(step.id)
+            await self._wait(step.seconds / self.speed)
+        if self.exit_at_end:
+            self.exit()
+
+    async def _quiet(self) -> None:
+        """Let the panes take in the step's changes before the screenshot."""
+        for _ in range(3):
+            await asyncio.sleep(0.05)
+            for worker in [w for w in self.workers if w.group != "demo"]:
+                await _finished(worker)
+
+    async def _wait(self, seconds: float) -> None:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + seconds
+        while True:
+            if self._skip:
+                self._skip = False
+                return
+            if not self.paused and loop.time() >= end:
+                return
+            await asyncio.sleep(0.02)
+
+    def action_toggle_pause(self) -> None:
+        self.paused = not self.paused
+        if self.main.query("#caption"):
+            self.main.query_one("#caption", CaptionBar).paused = self.paused
+
+    def action_next_step(self) -> None:
+        self._skip = True
+
+
+def run_demo(*, speed: float = 1.0, headless: bool = False, screenshots: Path | None = None,
+             workspace: Path | None = None) -> int:
+    """``workbench demo``: play the tour on a fresh workspace (a temporary folder unless given)."""
+    steps = load_walkthrough()
+    with tempfile.TemporaryDirectory(prefix="workbench-demo-") as tmp:
+        path = workspace or Path(tmp) / "workspace"
+        app = DemoApp(Settings(path=path), steps=steps, speed=speed, screenshots=screenshots,
+                      exit_at_end=headless)
+        app.run(headless=headless, size=(160, 48) if headless else None)
+        for failure in app.failures:
+            print(f"workbench demo: {failure}")
+        if screenshots is not None and headless:
+            print(f"workbench demo: {len(app.completed)} steps, screenshots in {screenshots}")
+        return 0 if len(app.completed) == len(steps) and not app.failures else 1
