@@ -8,6 +8,7 @@ Nothing off-screen is built: tree groups load one page (``PAGE`` objects) when e
 from __future__ import annotations
 
 import json
+import asyncio
 from typing import Any
 
 from rich.text import Text
@@ -15,7 +16,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Label, Markdown, OptionList, Static, Tree
+from textual.widgets import Label, OptionList, Static, Tree
 from textual.widgets.option_list import Option
 from textual.widgets.tree import TreeNode
 
@@ -23,7 +24,7 @@ from services.clock import iso
 from services.errors import ServiceError
 
 from .text import DETAIL_CAP, highlight, level_style, safe, safe_text
-from .widgets.pane import Pane, PaletteAction
+from .widgets.pane import DEBOUNCE, Pane, PaletteAction
 
 __all__ = ["CanvasPane", "PAGE", "EDGE_ARROWS"]
 
@@ -77,7 +78,7 @@ class CanvasPane(Pane):
                 yield OptionList(id="canvas-edges")
         with VerticalScroll(id="canvas-detail"):
             yield Static("", id="canvas-meta", markup=False)
-            yield Markdown("", id="canvas-body")
+            yield Vertical(id="canvas-body-holder")
             yield Static("", id="canvas-more", markup=False)
 
     @property
@@ -99,6 +100,7 @@ class CanvasPane(Pane):
     @work(group="canvas-tree", exclusive=True, exit_on_error=False)
     async def load_roots(self, needle: str) -> None:
         """Rebuild the tree's top: counts by type and owner groups, or the filter's first page."""
+        await asyncio.sleep(DEBOUNCE)  # a newer reload cancels this one while it waits (exclusive)
         canvas = self.canvas
         tree = self.query_one("#canvas-tree", Tree)
         total = await canvas.count_objects(name_filter=needle or None)
@@ -235,13 +237,7 @@ class CanvasPane(Pane):
         if d.job is not None:
             meta.append(f"job: {safe(d.job.command, 200)} · {d.job.status} · exit {d.job.exit_code}\n")
         self.query_one("#canvas-meta", Static).update(meta)
-        body = self.query_one("#canvas-body", Markdown)
-        if d.document is not None and d.document.body:
-            body.display = True
-            body.update(safe(d.document.body, DETAIL_CAP))
-        else:
-            body.display = False
-            body.update("")
+        self._show_body(safe(d.document.body, DETAIL_CAP) if d.document is not None and d.document.body else "")
         more = Text()
         if d.revisions:
             more.append("revisions\n", style="bold underline")
@@ -259,6 +255,21 @@ class CanvasPane(Pane):
         if not d.watchers:
             more.append("  none\n", style="dim")
         self.query_one("#canvas-more", Static).update(more)
+
+    def _show_body(self, markdown: str) -> None:
+        """The document body as Markdown (the widget is made on first use: markdown-it loads after start-up)."""
+        holder = self.query_one("#canvas-body-holder", Vertical)
+        bodies = holder.query("#canvas-body")
+        if not markdown and not bodies:
+            return
+        if not bodies:
+            from textual.widgets import Markdown
+
+            holder.mount(Markdown(markdown, id="canvas-body"))
+            return
+        body = bodies.first()
+        body.display = bool(markdown)
+        body.update(markdown)  # type: ignore[attr-defined]
 
     # -- keys --------------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ time; unread ones stand out), coalesced bursts shown as one entry with a count, 
 from __future__ import annotations
 
 from dataclasses import dataclass
+import asyncio
 from typing import Any
 
 from rich.text import Text
@@ -18,7 +19,7 @@ from services.clock import iso
 
 from .dialogs import Field, FormDialog
 from .text import highlight, level_style, safe, safe_text
-from .widgets.pane import Pane, PaletteAction, is_current
+from .widgets.pane import DEBOUNCE, Pane, PaletteAction, is_current
 
 __all__ = ["InboxPane", "InboxGroup", "group_entries"]
 
@@ -116,6 +117,7 @@ class InboxPane(Pane):
     @work(group="inbox", exclusive=True, exit_on_error=False)
     async def load(self, needle: str) -> None:
         """Load the nodes and the selected node's inbox page."""
+        await asyncio.sleep(DEBOUNCE)  # a newer reload cancels this one while it waits (exclusive)
         canvas = self.canvas
         page = await canvas.list_objects(type="node", limit=NODES_SHOWN)
         nodes = list(page.items)

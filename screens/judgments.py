@@ -8,6 +8,7 @@ for editing before approving. After approval the receipts (status, digest, time)
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from rich.text import Text
@@ -19,7 +20,7 @@ from textual.widgets import DataTable, SelectionList, Static
 
 from .dialogs import Field, FormDialog
 from .text import DETAIL_CAP, highlight, safe, safe_text
-from .widgets.pane import Pane, PaletteAction, is_current
+from .widgets.pane import DEBOUNCE, Pane, PaletteAction, is_current
 
 __all__ = ["JudgmentsPane"]
 
@@ -85,6 +86,7 @@ class JudgmentsPane(Pane):
     @work(group="judgments", exclusive=True, exit_on_error=False)
     async def load(self, needle: str) -> None:
         """Load the queue and the selected item's detail."""
+        await asyncio.sleep(DEBOUNCE)  # a newer reload cancels this one while it waits (exclusive)
         items: dict[str, Any] = {}
         if self.okf is not None:
             for item in await self.okf.queue():

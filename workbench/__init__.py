@@ -4,11 +4,7 @@
 point; ``workbench.demo`` plays the narrated walkthrough over the real services.
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("workbench")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0"
+__version__ = "0.1.0"
+"""The package version (kept equal to pyproject's by a test; no metadata lookup at start-up)."""
 
 __all__ = ["__version__"]

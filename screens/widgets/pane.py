@@ -20,7 +20,10 @@ from textual.worker import Worker, WorkerState
 
 from services.changes import Change
 
-__all__ = ["Pane", "PaletteAction", "is_current"]
+__all__ = ["Pane", "PaletteAction", "is_current", "DEBOUNCE"]
+
+DEBOUNCE = 0.03
+"""Seconds a database-backed reload waits, so a burst of changes costs one round of queries."""
 
 PaletteAction = tuple[str, str, str]
 """``(label, key, action name)`` of an action that fits the selection."""

@@ -50,7 +50,8 @@ class EventStream(Log):
         self._held: list[str] = []
 
     def on_mount(self) -> None:
-        self.set_interval(1 / DRAIN_HZ, self._drain)
+        self._timer = self.set_interval(1 / DRAIN_HZ, self._drain, pause=True)
+        """Runs only while lines wait (an idle stream costs nothing)."""
 
     def watch_paused(self, paused: bool) -> None:
         if not paused and self._held:
@@ -58,6 +59,7 @@ class EventStream(Log):
             self._held.clear()
             self.held = 0
             self.scroll_end(animate=False)
+            self._wake()
         self.post_message(self.StateChanged(self))
 
     def watch_held(self) -> None:
@@ -71,6 +73,7 @@ class EventStream(Log):
         self.clear()
         self._line_queue.extend(lines)
         self._drain()
+        self._wake()
 
     def extend(self, lines: Iterable[str]) -> None:
         """Queue new lines (held and counted while paused)."""
@@ -80,6 +83,12 @@ class EventStream(Log):
             self.held += len(self._held) - before
         else:
             self._line_queue.extend(lines)
+            self._wake()
+
+    def _wake(self) -> None:
+        timer = getattr(self, "_timer", None)
+        if timer is not None and self._line_queue:
+            timer.resume()
 
     @property
     def queued(self) -> int:
@@ -98,6 +107,9 @@ class EventStream(Log):
 
     def _drain(self) -> None:
         if not self._line_queue:
+            timer = getattr(self, "_timer", None)
+            if timer is not None:
+                timer.pause()
             return
         count = min(len(self._line_queue), BATCH)
         batch = [self._line_queue.popleft() for _ in range(count)]

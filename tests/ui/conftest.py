@@ -43,6 +43,5 @@ async def ready(pilot: Any) -> Any:
 
 
 async def type_text(pilot: Any, text: str) -> None:
-    """Type ``text`` key by key into the focused widget."""
-    for ch in text:
-        await pilot.press("space" if ch == " " else ch)
+    """Type ``text`` key by key into the focused widget (one Pilot call for the whole text)."""
+    await pilot.press(*["space" if ch == " " else ch for ch in text])

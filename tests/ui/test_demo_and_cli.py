@@ -85,3 +85,9 @@ def test_cli_version_and_help() -> None:
     args = build_parser().parse_args(["demo", "--speed", "2", "--headless", "--screenshots", "shots"])
     assert (args.command, args.speed, args.headless, args.screenshots) == ("demo", 2.0, True, Path("shots"))
     assert build_parser().parse_args(["--workspace", "w"]).workspace == Path("w")
+
+
+def test_the_version_matches_the_installed_metadata() -> None:
+    from importlib.metadata import version
+
+    assert __version__ == version("workbench")

@@ -39,7 +39,7 @@ async def test_k_revokes_with_a_code_and_u_restores(app) -> None:
         assert ws.desk.run(run_id).user_id == "user:grace"
 
 
-async def test_f_refuses_refreshes_t_expires_tokens_e_edits_scopes(app) -> None:
+async def test_f_refuses_t_expires_tokens_e_edits_scopes_and_bad_scopes_are_refused(app) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         ws = await ready(pilot)
         await pick(pilot, "user:linus")
@@ -61,18 +61,17 @@ async def test_f_refuses_refreshes_t_expires_tokens_e_edits_scopes(app) -> None:
         await settle(pilot)
         assert ws.cloud.user("user:linus").grant.state["resolved_scopes"] == ["crtr:llm", "sms:send"]
         assert "crtr:llm sms:send" in str(app.main.query_one("#grant-detail").render())
+        await bad_scopes_case(pilot, app, ws)
 
 
-async def test_bad_scopes_show_the_clear_error_and_keep_the_old_scopes(app) -> None:
-    async with app.run_test(size=(120, 40)) as pilot:
-        ws = await ready(pilot)
-        await pick(pilot, "user:ada")
-        before = list(ws.cloud.user("user:ada").grant.state["resolved_scopes"])
-        await pilot.press("e")
-        await settle(pilot)
-        await type_text(pilot, "notascope")
-        await pilot.press("enter")
-        await settle(pilot)
-        assert any("notascope" in e for e in app.errors)
-        assert ws.cloud.user("user:ada").grant.state["resolved_scopes"] == before
-        assert app.is_running
+async def bad_scopes_case(pilot: Any, app: Any, ws: Any) -> None:
+    await pick(pilot, "user:ada")
+    before = list(ws.cloud.user("user:ada").grant.state["resolved_scopes"])
+    await pilot.press("e")
+    await settle(pilot)
+    await type_text(pilot, "notascope")
+    await pilot.press("enter")
+    await settle(pilot)
+    assert any("notascope" in e for e in app.errors)
+    assert ws.cloud.user("user:ada").grant.state["resolved_scopes"] == before
+    assert app.is_running

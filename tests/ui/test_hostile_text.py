@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+from pathlib import Path
 from typing import Any
 
 from textual.widgets import Markdown
@@ -47,9 +47,10 @@ async def test_hostile_run_text_and_a_1_mib_line_render_verbatim_and_harmless(ap
         await settle(pilot)
         assert pane.raw
         assert app.is_running and app.return_code is None
+        await error_case(pilot, app, ws)
 
 
-async def test_hostile_document_preview_and_body_render_verbatim(app) -> None:
+async def test_hostile_document_and_note_render_verbatim(app) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         ws = await ready(pilot)
         doc = await ws.canvas.write("notes/hostile", preview="When testing, read this because " + HOSTILE,
@@ -64,16 +65,26 @@ async def test_hostile_document_preview_and_body_render_verbatim(app) -> None:
         assert body.source is not None and no_controls(body.source) and "␛]0;PWNED␇" in body.source
         assert len(body.source) < 70_000
         assert no_controls(app.export_screenshot())
+        source = (await ws.okf.sources())[0]
+        before = {i.id for i in await ws.okf.queue()}
+        (Path(source.home) / "notes" / "hostile.md").write_text(
+            "We decided to keep this because " + HOSTILE + "\n", encoding="utf-8")
+        await ws.okf.capture_now(source.id)
+        judgment = next(i for i in await ws.okf.queue() if i.id not in before)
+        await pilot.press("5")
+        app.main.pane("judgments").select_key(f"okf:{judgment.id}")
+        await settle(pilot)
+        shown = str(app.main.query_one("#judgment-text").render())
+        assert SHOWN in shown and no_controls(shown)
+        assert no_controls(app.export_screenshot())
         await pilot.press("3")
         await settle(pilot)
         assert app.main.active == "runs"
 
 
-async def test_an_error_message_with_markup_and_escapes_is_shown_verbatim(app) -> None:
-    async with app.run_test(size=(120, 40)) as pilot:
-        ws = await ready(pilot)
-        pane: Any = app.main.pane("runs")
-        pane.act("never", lambda: ws.desk.reply(HOSTILE, "x"))
-        await settle(pilot)
-        assert app.errors == [f"no run {SHOWN}"]
-        assert app.is_running
+async def error_case(pilot: Any, app: Any, ws: Any) -> None:
+    pane: Any = app.main.pane("runs")
+    pane.act("never", lambda: ws.desk.reply(HOSTILE, "x"))
+    await settle(pilot)
+    assert app.errors == [f"no run {SHOWN}"]
+    assert app.is_running

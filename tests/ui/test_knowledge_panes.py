@@ -45,7 +45,7 @@ async def test_canvas_enter_follows_an_edge_backspace_goes_back_and_filter_narro
         assert str(tree.root.children[0].label) == "by type"
 
 
-async def test_inbox_space_marks_read_R_marks_all_and_m_messages_the_node(app) -> None:
+async def test_inbox_space_marks_read_R_marks_all_m_messages_and_bursts_coalesce(app) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         ws = await ready(pilot)
         await pilot.press("2")
@@ -74,25 +74,24 @@ async def test_inbox_space_marks_read_R_marks_all_and_m_messages_the_node(app) -
         assert any(e.kind == "message" and "please rerun the tests" in (e.body or e.summary) for e in page.items)
         table = app.main.query_one("#inbox-table", DataTable)
         assert table.row_count == len(pane.groups) >= 1
+        await bursts_case(pilot, app, ws)
 
 
-async def test_bursts_show_as_one_entry_with_a_count(app) -> None:
-    async with app.run_test(size=(120, 40)) as pilot:
-        ws = await ready(pilot)
-        node = (await ws.canvas.spawn_node(name="burst target")).object
-        doc = await ws.canvas.write("notes/burst", preview="When testing bursts, read this because it changes.",
-                                    body="v0", owner="user:ada")
-        await ws.canvas.watch(doc.object.id, watcher=node.id, min_level=1)
-        for i in range(5):
-            await ws.canvas.edit(doc.object.id, body=f"v{i + 1}", base_revision=doc.revision + i)
-        await pilot.press("2")
-        pane = app.main.pane("inbox")
-        pane.select_key(node.id)
-        await settle(pilot)
-        bursts = [g for g in pane.groups if g.count > 1]
-        assert bursts and bursts[0].count == 5
-        table = app.main.query_one("#inbox-table", DataTable)
-        assert "×5" in [str(c) for c in table.get_row_at(pane.groups.index(bursts[0]))]
+async def bursts_case(pilot: Any, app: Any, ws: Any) -> None:
+    node = (await ws.canvas.spawn_node(name="burst target")).object
+    doc = await ws.canvas.write("notes/burst", preview="When testing bursts, read this because it changes.",
+                                body="v0", owner="user:ada")
+    await ws.canvas.watch(doc.object.id, watcher=node.id, min_level=1)
+    for i in range(5):
+        await ws.canvas.edit(doc.object.id, body=f"v{i + 1}", base_revision=doc.revision + i)
+    await pilot.press("2")
+    pane = app.main.pane("inbox")
+    pane.select_key(node.id)
+    await settle(pilot)
+    bursts = [g for g in pane.groups if g.count > 1]
+    assert bursts and bursts[0].count == 5
+    table = app.main.query_one("#inbox-table", DataTable)
+    assert "×5" in [str(c) for c in table.get_row_at(pane.groups.index(bursts[0]))]
 
 
 async def test_judgments_c_picks_a_candidate_y_edits_and_approves_into_the_canvas(app) -> None:

@@ -27,7 +27,7 @@ def stream_text(pilot: Any) -> str:
     return "\n".join(stream.shown)
 
 
-async def test_r_replies_as_the_model_and_the_stream_shows_it_attributed(app) -> None:
+async def test_r_replies_as_the_model_attributed_and_f_fails_the_turn(app) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         ws = await ready(pilot)
         run = run_named(ws, "talk outline")
@@ -45,25 +45,24 @@ async def test_r_replies_as_the_model_and_the_stream_shows_it_attributed(app) ->
         text = stream_text(pilot)
         assert "model: Three points on compilers" in text
         assert "⚙ operator · reply: Three points on compilers" in text
+        await fail_turn_case(pilot, app, ws)
 
 
-async def test_f_fails_the_turn_with_a_code_and_message(app) -> None:
-    async with app.run_test(size=(120, 40)) as pilot:
-        ws = await ready(pilot)
-        run = run_named(ws, "garden plan")
-        await select(pilot, run.id)
-        await pilot.press("f")
-        await settle(pilot)
-        await pilot.press("tab")  # from the code choice to the message
-        await type_text(pilot, "overloaded")
-        await pilot.press("enter")
-        await settle(pilot)
-        fake = ws.desk.run(run.id)
-        assert fake.last_turn_error == {"code": "model_error", "message": "overloaded"}
-        assert "✗ turn failed: model_error: overloaded" in stream_text(pilot)
+async def fail_turn_case(pilot: Any, app: Any, ws: Any) -> None:
+    run = run_named(ws, "garden plan")
+    await select(pilot, run.id)
+    await pilot.press("f")
+    await settle(pilot)
+    await pilot.press("tab")  # from the code choice to the message
+    await type_text(pilot, "overloaded")
+    await pilot.press("enter")
+    await settle(pilot)
+    fake = ws.desk.run(run.id)
+    assert fake.last_turn_error == {"code": "model_error", "message": "overloaded"}
+    assert "✗ turn failed: model_error: overloaded" in stream_text(pilot)
 
 
-async def test_s_settles_a_and_i(app) -> None:
+async def test_a_asks_i_idles_s_settles_and_d_deletes_after_confirmation(app) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         ws = await ready(pilot)
         run = run_named(ws, "patch review")
@@ -87,9 +86,10 @@ async def test_s_settles_a_and_i(app) -> None:
         fake = ws.desk.run(run.id)
         assert fake.status == "settled" and fake.result == "merged"
         assert [a.action for a in ws.desk.log(run.id)] == ["ask", "idle", "settle"]
+        await delete_case(pilot, app, ws)
 
 
-async def test_e_emits_an_event_on_a_child_node(app) -> None:
+async def test_e_emits_an_event_and_bad_json_is_a_clear_error(app) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         ws = await ready(pilot)
         run = run_named(ws, "patch review")
@@ -105,42 +105,39 @@ async def test_e_emits_an_event_on_a_child_node(app) -> None:
         await settle(pilot)
         event = ws.desk.run(run.id).events[-1]
         assert (event["type"], event["activity"], event["node_id"]) == ("node.activity", "tool", "reviewer-1")
+        await bad_emit_case(pilot, app, ws)
 
 
-async def test_bad_emit_json_shows_the_clear_error_and_changes_nothing(app) -> None:
-    async with app.run_test(size=(120, 40)) as pilot:
-        ws = await ready(pilot)
-        run = run_named(ws, "patch review")
-        before = len(ws.desk.run(run.id).events)
-        await select(pilot, run.id)
-        await pilot.press("e")
-        await settle(pilot)
-        await type_text(pilot, "custom.thing")
-        await pilot.press("tab")
-        await type_text(pilot, "{nope")
-        await pilot.press("enter")
-        await settle(pilot)
-        assert any("not valid JSON" in e for e in app.errors)
-        assert len(ws.desk.run(run.id).events) == before
-        assert app.is_running
+async def bad_emit_case(pilot: Any, app: Any, ws: Any) -> None:
+    run = run_named(ws, "patch review")
+    before = len(ws.desk.run(run.id).events)
+    await select(pilot, run.id)
+    await pilot.press("e")
+    await settle(pilot)
+    await type_text(pilot, "custom.thing")
+    await pilot.press("tab")
+    await type_text(pilot, "{nope")
+    await pilot.press("enter")
+    await settle(pilot)
+    assert any("not valid JSON" in e for e in app.errors)
+    assert len(ws.desk.run(run.id).events) == before
+    assert app.is_running
 
 
-async def test_d_deletes_after_confirmation_only(app) -> None:
-    async with app.run_test(size=(120, 40)) as pilot:
-        ws = await ready(pilot)
-        run = run_named(ws, "garden plan")
-        await select(pilot, run.id)
-        await pilot.press("d")
-        await settle(pilot)
-        await pilot.press("n")
-        await settle(pilot)
-        assert not ws.desk.run(run.id).deleted
-        await pilot.press("d")
-        await settle(pilot)
-        await pilot.press("y")
-        await settle(pilot)
-        assert ws.desk.run(run.id).deleted
-        assert run.id not in [r.id for r in ws.desk.runs()]
+async def delete_case(pilot: Any, app: Any, ws: Any) -> None:
+    run = run_named(ws, "garden plan")
+    await select(pilot, run.id)
+    await pilot.press("d")
+    await settle(pilot)
+    await pilot.press("n")
+    await settle(pilot)
+    assert not ws.desk.run(run.id).deleted
+    await pilot.press("d")
+    await settle(pilot)
+    await pilot.press("y")
+    await settle(pilot)
+    assert ws.desk.run(run.id).deleted
+    assert run.id not in [r.id for r in ws.desk.runs()]
 
 
 async def test_n_m_x_go_through_the_sdk_as_the_app(app) -> None:

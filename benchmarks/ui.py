@@ -1,0 +1,232 @@
+"""UI figures in one run: cold start to first frame, stream absorption under key presses, big canvas.
+
+Run: ``python benchmarks/ui.py [--runs N] [--rate EVENTS_PER_S] [--seconds S] [--objects N]``.
+
+1. Process start -> first painted frame (headless), the workbench beside a bare Textual app with
+   a Header and a Footer, alternated ``--runs`` times; medians and their ratio (aim: under 1.5x).
+   Also whether sqlmodel / jwt were imported before the first frame (they should not be).
+2. A producer appends ``--rate`` events/s for ``--seconds`` to the selected run (in batches every
+   10 ms) while a key (``v``) is pressed every 200 ms; prints events/s absorbed into the stream and
+   key press -> handler latency (median / worst) (aim: 10,000 events/s with keys under 100 ms).
+3. A ``--objects`` canvas (built with ``benchmarks/canvas.py``'s bulk builder): time to open the
+   canvas pane (tree roots, counts, first object with its neighbourhood) and to apply a filter
+   (aim: under 200 ms each; nothing off-screen is built).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+BARE = """
+import time, sys
+t0 = time.perf_counter()
+from textual.app import App
+from textual.widgets import Header, Footer
+class Bare(App):
+    def compose(self):
+        yield Header()
+        yield Footer()
+    def on_mount(self):
+        self.call_after_refresh(self.done)
+    def done(self):
+        print("frame", time.perf_counter() - t0, "sqlmodel" in sys.modules, "jwt" in sys.modules, flush=True)
+        self.exit()
+Bare().run(headless=True)
+"""
+
+WORKBENCH = """
+import time, sys, tempfile
+t0 = time.perf_counter()
+from pathlib import Path
+from services.workspace import Settings
+from workbench.app import WorkbenchApp
+class First(WorkbenchApp):
+    def on_mount(self):  # Textual calls WorkbenchApp.on_mount too (handlers run down the MRO)
+        self.call_after_refresh(self.done)
+    def done(self):
+        print("frame", time.perf_counter() - t0, "sqlmodel" in sys.modules, "jwt" in sys.modules, flush=True)
+        self.exit()
+First(settings=Settings(path=Path(tempfile.mkdtemp()) / "ws")).run(headless=True)
+"""
+
+
+def first_frame(code: str) -> tuple[float, bool, bool]:
+    """Wall seconds from spawning the process to its first frame; sqlmodel / jwt imported by then."""
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("frame"):
+            elapsed = time.perf_counter() - start
+            _, _, sqlmodel, jwt = line.split()
+            proc.wait()
+            return elapsed, sqlmodel == "True", jwt == "True"
+    proc.wait()
+    raise RuntimeError("the app exited without a first frame")
+
+
+def startup(runs: int) -> None:
+    bare, bench, heavy = [], [], set()
+    for _ in range(runs):
+        bare.append(first_frame(BARE)[0])
+        elapsed, sqlmodel, jwt = first_frame(WORKBENCH)
+        bench.append(elapsed)
+        heavy.update(name for name, seen in (("sqlmodel", sqlmodel), ("jwt", jwt)) if seen)
+    b, w = statistics.median(bare), statistics.median(bench)
+    print(f"1. start -> first frame ({runs} runs each, headless)")
+    print(f"   bare Header+Footer app: {b * 1000:.0f} ms (min {min(bare) * 1000:.0f})")
+    print(f"   workbench:              {w * 1000:.0f} ms (min {min(bench) * 1000:.0f})   ratio {w / b:.2f}x (aim < 1.5x)")
+    print(f"   imported before the first frame: {', '.join(sorted(heavy)) or 'neither sqlmodel nor jwt'}")
+
+
+async def stream(rate: int, seconds: float) -> None:
+    from services.clock import FakeClock
+    from services.workspace import Settings
+    from screens.widgets.stream import EventStream
+    from workbench.app import make_app
+
+    with tempfile.TemporaryDirectory() as tmp:
+        app = make_app(Settings(path=Path(tmp) / "ws", clock=FakeClock()))
+        async with app.run_test(size=(120, 40)) as pilot:
+            while app.main.workspace is None:
+                await pilot.pause(0.05)
+            ws = app.workspace
+            run_id = await ws.desk.start_run("user:ada", "benchmark stream")
+            pane = app.main.pane("runs")
+            pane.select_key(run_id)
+            pane.focus_main()
+            await pilot.pause(0.2)
+            run = ws.desk.run(run_id)
+            handled: list[float] = []
+            original = pane.action_toggle_view
+
+            def timed_toggle() -> None:
+                handled.append(time.perf_counter())
+                original()
+            pane.action_toggle_view = timed_toggle  # type: ignore[method-assign]
+            stream_widget = app.main.query_one("#runs-stream", EventStream)
+            emitted = 0
+            done = asyncio.Event()
+
+            async def produce() -> None:
+                nonlocal emitted
+                per_tick = max(1, rate // 100)
+                start = time.perf_counter()
+                while time.perf_counter() - start < seconds:
+                    target = int((time.perf_counter() - start) * rate) + per_tick
+                    while emitted < target:
+                        run.emit("node.output_text.delta", {"delta": f"token {emitted} ", "entry_id": "bench"})
+                        emitted += 1
+                    await asyncio.sleep(0.01)
+                done.set()
+
+            latencies: list[float] = []
+            start = time.perf_counter()
+            producer = asyncio.create_task(produce())
+            pressed: list[float] = []
+            while not done.is_set():
+                pressed.append(time.perf_counter())
+                app.simulate_key("v")  # posted like a terminal key; not waiting for idle as Pilot does
+                await asyncio.sleep(0.1)
+            await producer
+            produced_for = time.perf_counter() - start
+            while pane.selected == run_id and (stream_widget.queued or pane._seq < run.seq):
+                await pilot.pause(0.05)
+            absorbed_for = time.perf_counter() - start
+            latencies = [h - p for p, h in zip(pressed, handled)]
+            print(f"2. live stream: {emitted:,} events offered at {rate:,}/s for {produced_for:.1f} s")
+            print(f"   absorbed into the stream in {absorbed_for:.1f} s: {emitted / absorbed_for:,.0f} events/s "
+                  f"(aim 10,000/s)")
+            if latencies:
+                print(f"   key press -> handler: median {statistics.median(latencies) * 1000:.1f} ms, "
+                      f"worst {max(latencies) * 1000:.1f} ms over {len(latencies)} presses (aim < 100 ms)")
+
+
+async def big_canvas(objects: int) -> None:
+    from services.canvas import Canvas
+    from services.clock import FakeClock
+    from services.workspace import Settings
+    from workbench.app import make_app
+
+    spec = importlib.util.spec_from_file_location("canvas_bench", ROOT / "benchmarks" / "canvas.py")
+    assert spec and spec.loader
+    canvas_bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(canvas_bench)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "ws"
+        folder.mkdir()
+        canvas = await Canvas.open(folder / "canvas.db")
+        built = time.perf_counter()
+        await asyncio.to_thread(canvas_bench.build, canvas, objects, objects * 3)
+        await canvas.close()
+        built = time.perf_counter() - built
+        app = make_app(Settings(path=folder, clock=FakeClock()))
+        async with app.run_test(size=(120, 40)) as pilot:
+            while app.main.workspace is None:
+                await pilot.pause(0.05)
+            pane = app.main.pane("canvas")
+            app.main.action_show_pane("canvas")
+            opens, filters = [], []
+            async def quiet() -> None:
+                for _ in range(3):
+                    for worker in list(app.workers):
+                        try:
+                            await worker.wait()
+                        except Exception:  # a cancelled (superseded) worker: its successor is awaited too
+                            pass
+                    await asyncio.sleep(0)
+
+            await quiet()
+            for i in range(5):
+                pane.selected = None
+                pane._root_counts = None
+                start = time.perf_counter()
+                pane.reload()
+                await quiet()
+                opens.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                pane.filter_text = f"-00{i}1"
+                pane._run_reload()
+                await quiet()
+                filters.append(time.perf_counter() - start)
+                pane.filter_text = ""
+            tree = app.main.query_one("#canvas-tree")
+            nodes = sum(1 for _ in _walk(tree.root))
+        print(f"3. canvas of {objects:,} objects / {objects * 3:,} edges (built in {built:.1f} s)")
+        print(f"   open the canvas pane (counts, tree roots, first object + neighbourhood): "
+              f"median {statistics.median(opens) * 1000:.0f} ms (aim < 200 ms)")
+        print(f"   apply a name filter: median {statistics.median(filters) * 1000:.0f} ms (aim < 200 ms); "
+              f"tree nodes built: {nodes}")
+
+
+def _walk(node):  # type: ignore[no-untyped-def]
+    yield node
+    for child in node.children:
+        yield from _walk(child)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--rate", type=int, default=10_000)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--objects", type=int, default=100_000)
+    args = parser.parse_args()
+    startup(args.runs)
+    asyncio.run(stream(args.rate, args.seconds))
+    asyncio.run(big_canvas(args.objects))
+
+
+if __name__ == "__main__":
+    main()
