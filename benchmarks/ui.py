@@ -109,12 +109,12 @@ async def stream(rate: int, seconds: float) -> None:
             await pilot.pause(0.2)
             run = ws.desk.run(run_id)
             handled: list[float] = []
-            original = pane.action_toggle_view
+            original = pane.action_toggle_pause
 
             def timed_toggle() -> None:
                 handled.append(time.perf_counter())
                 original()
-            pane.action_toggle_view = timed_toggle  # type: ignore[method-assign]
+            pane.action_toggle_pause = timed_toggle  # type: ignore[method-assign]
             stream_widget = app.main.query_one("#runs-stream", EventStream)
             emitted = 0
             done = asyncio.Event()
@@ -137,9 +137,11 @@ async def stream(rate: int, seconds: float) -> None:
             pressed: list[float] = []
             while not done.is_set():
                 pressed.append(time.perf_counter())
-                app.simulate_key("v")  # posted like a terminal key; not waiting for idle as Pilot does
+                app.simulate_key("p")  # posted like a terminal key; not waiting for idle as Pilot does
                 await asyncio.sleep(0.1)
             await producer
+            if stream_widget.paused:
+                stream_widget.paused = False
             produced_for = time.perf_counter() - start
             while pane.selected == run_id and (stream_widget.queued or pane._seq < run.seq):
                 await pilot.pause(0.05)

@@ -104,7 +104,7 @@ class CanvasPane(Pane):
         canvas = self.canvas
         tree = self.query_one("#canvas-tree", Tree)
         total = await canvas.count_objects(name_filter=needle or None)
-        self.count_label = f"{total} objects" + (" match" if needle else "")
+        self.count_label = f"{total}" + (" match" if needle else "")
         if needle:
             page = await canvas.list_objects(name_filter=needle, limit=PAGE)
             self._root_counts = None

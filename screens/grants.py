@@ -79,7 +79,7 @@ class GrantsPane(Pane):
                 self.selected = keys[0]
             self._shown = rows
         revoked = sum(1 for v in views if v.state != "active")
-        self.count_label = f"{len(views)} grants" + (f", {revoked} revoked" if revoked else "")
+        self.count_label = f"{len(views)}" + (f" · {revoked} revoked" if revoked else "")
         self._show_detail()
 
     def _row(self, v: Any, needle: str) -> tuple[Any, ...]:
@@ -186,6 +186,11 @@ class GrantsPane(Pane):
 
     def action_clear_filter(self) -> None:
         self.clear_filter()
+
+    def changed(self, changes: tuple[Any, ...]) -> None:
+        """Reload on grant, refusal and run-count changes; a run's events leave grants as they are."""
+        if self.workspace is not None and any(c.source in self.sources and c.kind != "run.event" for c in changes):
+            self.request_reload()
 
     def focus_main(self) -> None:
         self.query_one("#grants-table", DataTable).focus()

@@ -142,7 +142,7 @@ class InboxPane(Pane):
         if self.node in keys:
             table.move_cursor(row=keys.index(self.node))
         self._unread = sum(r[3] or 0 for r in rows)
-        self.count_label = f"{self._unread} unread"
+        self.count_label = f"{self._unread} new"
 
     def _show_inbox(self, inbox: Any, needle: str) -> None:
         table = self.query_one("#inbox-table", DataTable)

@@ -89,13 +89,14 @@ class JudgmentsPane(Pane):
         await asyncio.sleep(DEBOUNCE)  # a newer reload cancels this one while it waits (exclusive)
         items: dict[str, Any] = {}
         if self.okf is not None:
-            for item in await self.okf.queue():
+            queue = await self.okf.queue()
+            for item in sorted(queue, key=lambda i: (i.created, -i.inputs, i.agent, i.attempt, i.id)):
                 items[f"okf:{item.id}"] = item
         if self.insights is not None:
             for review in await self.insights.list():
                 items[f"insight:{review.id}"] = review
         self.waiting = sum(1 for key, i in items.items() if (i.state if key.startswith("okf:") else i.status) == "pending")
-        self.count_label = f"{self.waiting} waiting"
+        self.count_label = f"{self.waiting} to decide"
         self.items = items
         if needle:
             low = needle.lower()

@@ -24,12 +24,13 @@ class BadgeBar(Static):
     def render(self) -> Text:
         text = Text(" workbench ", style="bold reverse")
         text.append("  ")
-        text.append(f" ⚖ {self.judgments} judgments waiting ", style="bold" if self.judgments else "dim")
+        text.append(f" ⚖ {self.judgments} to judge ", style="bold" if self.judgments else "dim")
         text.append(" ")
-        text.append(f" ? {self.waiting} runs waiting on the user ", style="bold" if self.waiting else "dim")
+        text.append(f" ? {self.waiting} waiting on the user ", style="bold" if self.waiting else "dim")
         text.append(" ")
         text.append(f" ‼ {self.refusals} refusals/min ", style="bold red" if self.refusals else "dim")
-        text.append(f"  {self.status}", style="dim")
+        if self.status != "ready":
+            text.append(f"  {self.status}", style="dim")
         return text
 
 
@@ -44,6 +45,6 @@ class PaneStrip(Static):
         for number, title, count, active in self.labels:
             style = "bold reverse" if active else ""
             text.append(f" {number} {title}", style=style)
-            text.append(f" {count} " if count else " ", style=style + " dim" if not active else style)
+            text.append(f" {count} " if count else " ", style=style if active else "dim")
             text.append("│", style="dim")
         return text

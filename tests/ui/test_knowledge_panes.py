@@ -39,7 +39,7 @@ async def test_canvas_enter_follows_an_edge_backspace_goes_back_and_filter_narro
         tree = app.main.query_one("#canvas-tree")
         labels = [str(n.label) for n in tree.root.children[0].children]
         assert labels and all("runbook" in label for label in labels)
-        assert pane.count_label == "1 objects match"
+        assert pane.count_label == "1 match"
         await pilot.press("escape")
         await settle(pilot)
         assert str(tree.root.children[0].label) == "by type"
@@ -155,7 +155,7 @@ async def harvest_selected(pilot: Any) -> tuple[Any, Any]:
     await pilot.press("5")
     await settle(pilot)
     pane = pilot.app.main.pane("judgments")
-    item = next(i for i in await ws.okf.queue() if i.state == "pending")
+    item = next(i for i in await ws.okf.queue() if i.state == "pending" and i.promote)
     pane.select_key(f"okf:{item.id}")
     await settle(pilot)
     pane.focus_main()
