@@ -152,6 +152,8 @@ class Workspace:
             await seed_insights(self.insights, world)
         self.outbox.start()
         await self.okf.start_watcher()
+        await self.follower.idle()  # open returns with every run of the world applied and judged
+        await self.cloud.settle_tasks()
 
     async def _open_harvest(self, world: dict[str, Any]) -> None:
         """OKF judgments: judged by runs on the fake cloud, as the operator's own person."""
