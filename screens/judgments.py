@@ -96,7 +96,7 @@ class JudgmentsPane(Pane):
             for review in await self.insights.list():
                 items[f"insight:{review.id}"] = review
         self.waiting = sum(1 for key, i in items.items() if (i.state if key.startswith("okf:") else i.status) == "pending")
-        self.count_label = f"{self.waiting} to decide"
+        self.count_label = f"{self.waiting} open"
         self.items = items
         if needle:
             low = needle.lower()

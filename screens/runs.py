@@ -91,7 +91,7 @@ class RunsPane(Pane):
         rows = {v.id: self._row(v, now, needle) for v in views}
         self._show_rows(rows)
         waiting = sum(1 for v in views if v.status == "waiting_on_user")
-        self.count_label = f"{len(views)}" + (f" · {waiting}?" if waiting else "")
+        self.count_label = f"{len(views)}" + (f" · {waiting} waiting" if waiting else "")
         if self.selected is not None:
             self._update_stream()
         self._show_info()

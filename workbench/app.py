@@ -57,6 +57,8 @@ class WorkbenchApp(App[None]):
         self._pending_changes: list[Change] = []
         self._flush_queued = False
         self._unsubscribe: Any = None
+        self.changes_seen = 0
+        """How many service changes reached the App (tests and the demo wait for quiet with it)."""
         self.errors: list[str] = []
         """Every error shown as a toast, in order (tests and the demo read it)."""
 
@@ -98,6 +100,7 @@ class WorkbenchApp(App[None]):
         self.main.post_message(WorkspaceOpened(workspace))
 
     def _queue_change(self, change: Change) -> None:
+        self.changes_seen += 1
         self._pending_changes.append(change)
         if not self._flush_queued:
             self._flush_queued = True

@@ -38,8 +38,23 @@ async def ready(pilot: Any) -> Any:
         if app.workspace is not None and app.main.workspace is not None:
             break
     assert app.workspace is not None, app.errors
-    await settle(pilot)
+    await quiet(pilot)
     return app.workspace
+
+
+async def quiet(pilot: Any, rounds: int = 60) -> None:
+    """Wait until the services stop publishing (settled runs become judgments in the background)."""
+    app = pilot.app
+    ws = app.workspace
+    for _ in range(rounds):
+        seen = app.changes_seen
+        follower = getattr(ws, "follower", None)
+        if follower is not None:
+            await follower.idle()
+        await settle(pilot)
+        judging = ws.okf is not None and any(i.state == "judging" for i in await ws.okf.queue())
+        if app.changes_seen == seen and not judging:
+            return
 
 
 async def type_text(pilot: Any, text: str) -> None:
