@@ -1,5 +1,8 @@
-"""Reusable widgets: the live event stream, the pane base, the header badges and the pane strip."""
+"""Reusable widgets: the pane base, the live event stream, the header badges, the pane strip, the demo caption."""
 
+from .badges import BadgeBar, PaneStrip
+from .caption import CaptionBar
+from .pane import Pane, PaletteAction, is_current
 from .stream import EventStream
 
-__all__ = ["EventStream"]
+__all__ = ["BadgeBar", "CaptionBar", "EventStream", "Pane", "PaletteAction", "PaneStrip", "is_current"]
