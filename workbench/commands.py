@@ -44,8 +44,8 @@ class WorkbenchCommands(Provider):
         return entries
 
     @staticmethod
-    def _run_action(pane: Any, action: str) -> None:
-        pane.run_action(action)
+    async def _run_action(pane: Any, action: str) -> None:
+        await pane.run_action(action)
 
     async def discover(self) -> Hits:
         for label, command, help_text in await self._entries(""):

@@ -112,6 +112,12 @@ async def test_the_palette_jumps_to_a_person_and_lists_fitting_actions(app) -> N
         labels = [entry[0] for entry in await provider._entries("")]
         assert any(label.startswith("Revoke the grant of user:linus  [k]") for label in labels)
         assert any(label.startswith("go to run ") for label in labels)
+        before = app.workspace.cloud.user("user:linus").tokens_valid_from
+        entries = await provider._entries("")
+        expire = next(command for label, command, _ in entries if label.startswith("Expire the tokens of user:linus"))
+        await expire()
+        await settle(pilot)
+        assert app.workspace.cloud.user("user:linus").tokens_valid_from > before
 
 
 async def quit_case(pilot: Any, app: Any, ws: Any) -> None:
