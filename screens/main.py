@@ -55,7 +55,7 @@ class MainScreen(Screen[None]):
     """One pane plus the strip (small terminals) instead of the dashboard."""
 
     def __init__(self) -> None:
-        super().__init__(id="main")
+        super().__init__(id="main", classes="-compact")  # the first frame's classes: no restyle at mount
         self.workspace: Any = None
         """The Workspace once opened."""
 
@@ -64,7 +64,7 @@ class MainScreen(Screen[None]):
         with Container(id="body"):
             yield CanvasPane()
             yield InboxPane()
-            yield RunsPane()
+            yield RunsPane(classes="-active")
             yield GrantsPane()
             yield JudgmentsPane()
         yield PaneStrip(id="strip")
@@ -72,7 +72,6 @@ class MainScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self._apply_size(self.app.size.width, self.app.size.height)
-        self.watch_active(self.active)
         self.call_after_refresh(self.action_show_pane, self.active)
         self.set_interval(1.0, self.update_badges)
         for pane in self.panes():
@@ -95,12 +94,14 @@ class MainScreen(Screen[None]):
         self.compact = not (width >= DASHBOARD_SIZE[0] and height >= DASHBOARD_SIZE[1])
 
     def watch_compact(self, compact: bool) -> None:
-        self.set_class(compact, "-compact")
-        self.set_class(not compact, "-dashboard")
+        if self.has_class("-compact") != compact:  # each class change restyles the whole screen
+            self.set_class(compact, "-compact")
+            self.set_class(not compact, "-dashboard")
 
     def watch_active(self, active: str) -> None:
         for pane in self.query(Pane):
-            pane.set_class(pane.id == active, "-active")
+            if pane.has_class("-active") != (pane.id == active):
+                pane.set_class(pane.id == active, "-active")
         self._update_strip()
 
     def _update_strip(self) -> None:

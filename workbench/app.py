@@ -62,8 +62,11 @@ class WorkbenchApp(App[None]):
         self.errors: list[str] = []
         """Every error shown as a toast, in order (tests and the demo read it)."""
 
+    def get_default_screen(self) -> MainScreen:
+        """The main screen is the default screen (no blank screen is made and then covered)."""
+        return MainScreen()
+
     def on_mount(self) -> None:
-        self.push_screen(MainScreen())
         if self.workspace is not None:
             self.call_after_refresh(self._attach_workspace, self.workspace)
         else:

@@ -55,8 +55,8 @@ class Pane(Vertical):
     filter_text: reactive[str] = reactive("")
     """The filter typed after ``/`` (empty: no filter)."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(classes="pane", **kwargs)
+    def __init__(self, classes: str = "", **kwargs: Any) -> None:
+        super().__init__(classes=f"pane {classes}".strip(), **kwargs)
         self.workspace: Any = None
         """The Workspace once opened."""
         self._reload_queued = False
