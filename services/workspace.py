@@ -28,7 +28,6 @@ import os
 from .changes import Change, ChangeFeed
 from .clock import Clock
 from .files import atomic_write_json
-from .follower import run_record
 
 __all__ = ["Settings", "Workspace", "JUDGE_USER"]
 
@@ -144,8 +143,8 @@ class Workspace:
             state_path=self.path / "follower.json",
             ignore_users=frozenset({JUDGE_USER}),
         )
+        await self._open_harvest(world)  # before the follower: settled runs become records for it
         await self.follower.start()
-        await self._open_harvest(world)
         if self.created and world:
             await self.follower.idle()  # the run nodes exist before messages are sent to them
             await seed_canvas(self.canvas, world)
@@ -186,6 +185,8 @@ class Workspace:
 
     async def record_run(self, run: Any) -> None:
         """When a run settles, its turns become an OKF run record to judge (the judge's own runs excepted)."""
+        from .follower import run_record
+
         if self.okf is None or run.user_id == JUDGE_USER:
             return
         sources = await self.okf.sources()
