@@ -7,25 +7,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from services.canvas import Canvas
-from services.changes import Change, ChangeFeed
+from services.changes import ChangeFeed
 from services.clock import FakeClock
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def feed() -> ChangeFeed:
-    return ChangeFeed()
-
-
-@pytest.fixture
-def seen(feed: ChangeFeed) -> list[Change]:
-    changes: list[Change] = []
-    feed.subscribe(changes.append)
-    return changes
 
 
 @pytest.fixture

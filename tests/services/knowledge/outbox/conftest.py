@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from services.changes import Change, ChangeFeed
+from services.changes import ChangeFeed
 from services.clock import FakeClock
 from services.knowledge.outbox import FakeHonchoService, MemoryOutbox, OutboxSettings
 
@@ -26,25 +26,8 @@ class ChildRuns:
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
 def fake() -> FakeHonchoService:
     return FakeHonchoService()
-
-
-@pytest.fixture
-def feed() -> ChangeFeed:
-    return ChangeFeed()
-
-
-@pytest.fixture
-def seen(feed: ChangeFeed) -> list[Change]:
-    changes: list[Change] = []
-    feed.subscribe(changes.append)
-    return changes
 
 
 @pytest.fixture
