@@ -9,6 +9,9 @@ waits for the lock (up to the busy timeout) instead of failing when a deferred r
 
 from __future__ import annotations
 
+import sqlite3
+import time
+
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,6 +40,20 @@ def database_url(path_or_url: str | Path) -> str:
     return f"sqlite:///{Path(text).expanduser().resolve()}"
 
 
+def _enable_wal(cursor: Any, busy_timeout_ms: int) -> None:
+    """Switch to WAL, waiting out another opener: SQLite answers a journal-mode change that meets a
+    lock with "database is locked" at once, without calling the busy handler."""
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
+
+
 def make_engine(url: str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS, synchronous: str = "NORMAL") -> Engine:
     """An engine for ``url``; for SQLite with per-connection pragmas and explicit ``BEGIN``."""
     engine = create_engine(url)
@@ -49,7 +66,7 @@ def make_engine(url: str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS, synchronous
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         if ":memory:" not in url and url.rstrip("/") != "sqlite:":
-            cursor.execute("PRAGMA journal_mode=WAL")
+            _enable_wal(cursor, busy_timeout_ms)
         cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
