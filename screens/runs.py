@@ -17,6 +17,7 @@ from textual.widgets import DataTable, Label, Static
 
 from services.changes import Change
 from services.errors import ServiceError
+from services.workspace import JUDGE_USER
 
 from .dialogs import ConfirmDialog, DetailDialog, Field, FormDialog
 from .messages import JumpRequested
@@ -60,6 +61,8 @@ class RunsPane(Pane):
         super().__init__(id="runs", **kwargs)
         self.selected: str | None = None
         """The id of the run whose stream is shown."""
+        self._preferred: str | None = None
+        """The run a fresh list selects: the newest one of a person, not of the harvest judge."""
         self.raw = False
         """Raw events (True) or the assembled conversation (False)."""
         self._table_rows: dict[str, tuple[Any, ...]] = {}
@@ -89,6 +92,8 @@ class RunsPane(Pane):
             low = needle.lower()
             views = [v for v in views if low in f"{v.name} {v.prompt} {v.user_id} {v.id}".lower()]
         rows = {v.id: self._row(v, now, needle) for v in views}
+        # the harvest judge's runs are listed, but a person's run is what opens first
+        self._preferred = next((v.id for v in views if v.user_id != JUDGE_USER), None)
         self._show_rows(rows)
         waiting = sum(1 for v in views if v.status == "waiting_on_user")
         self.count_label = f"{len(views)}" + (f" · {waiting} waiting" if waiting else "")
@@ -124,7 +129,9 @@ class RunsPane(Pane):
             if keep in rows:
                 table.move_cursor(row=order.index(keep))
             elif order:
-                self._select(order[0])
+                pick = self._preferred if self._preferred in rows else order[0]
+                table.move_cursor(row=order.index(pick))
+                self._select(pick)
             else:
                 self._select(None)
         self._table_rows, self._order = rows, order
