@@ -74,7 +74,6 @@ class RunFollower:
         *,
         bridge: Any = None,
         outbox: Any = None,
-        on_turn: Callable[[Any, dict[str, Any]], Awaitable[None]] | None = None,
         on_settled: Callable[[Any], Awaitable[None]] | None = None,
         state_path: Path | None = None,
         ignore_users: frozenset[str] = frozenset(),
@@ -83,7 +82,6 @@ class RunFollower:
         self.feed = feed
         self.bridge = bridge
         self.outbox = outbox
-        self.on_turn = on_turn
         self.on_settled = on_settled
         self.ignore_users = ignore_users
         """People whose runs the canvas shows but whose turns are not captured (the harvest judge)."""
@@ -185,11 +183,8 @@ class RunFollower:
         if run is None or run.user_id in self.ignore_users or self._captured.get(run_id, 0) >= event["seq"]:
             return
         messages = turn_messages(run.events, event)
-        if messages:
-            if self.outbox is not None:
-                await self.outbox.capture_turn(run_id, run.user_id, messages)
-            if self.on_turn is not None:
-                await self.on_turn(run, {"event": event, "messages": messages})
+        if messages and self.outbox is not None:
+            await self.outbox.capture_turn(run_id, run.user_id, messages)
         self._captured[run_id] = event["seq"]
         await self._save_state()
 

@@ -106,8 +106,8 @@ class InsightReviews:
         return sorted(reviews, key=lambda r: r.created_at, reverse=True)
 
     def _unreadable(self, path: Path, error: str) -> InsightReview:
-        placeholder = Proposal(path.stem, "user:unknown", "unreadable", None, "none", "the review file", ("unreadable",))
-        return InsightReview(path.stem, "invalid", placeholder, "unknown", path.stat().st_mtime, errors=(error,))
+        stand_in = Proposal(path.stem, "user:unknown", "unreadable", None, "none", "the review file", ("unreadable",))
+        return InsightReview(path.stem, "invalid", stand_in, "unknown", path.stat().st_mtime, errors=(error,))
 
     async def get(self, review_id: str) -> InsightReview:
         """One review; ``ReviewError`` when there is none with that id."""
