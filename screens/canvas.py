@@ -66,9 +66,7 @@ class CanvasPane(Pane):
         self.neighbourhood: Any = None
         """The selected object's ``Neighbourhood``."""
 
-    def compose(self) -> ComposeResult:
-        yield self.heading()
-        yield self.filter_bar()
+    def compose_body(self) -> ComposeResult:
         with Horizontal(id="canvas-top"):
             tree: Tree[Any] = Tree(Text("canvas"), id="canvas-tree")
             tree.show_root = False

@@ -49,9 +49,7 @@ class GrantsPane(Pane):
         self._views: dict[str, Any] = {}
         self._shown: list[tuple[Any, ...]] = []
 
-    def compose(self) -> ComposeResult:
-        yield self.heading()
-        yield self.filter_bar()
+    def compose_body(self) -> ComposeResult:
         table: DataTable[Any] = DataTable(id="grants-table", cursor_type="row", zebra_stripes=True)
         table.add_columns("person", "state", "rev", "scopes", "deps", "cap", "refusal", "held")
         yield table

@@ -91,9 +91,7 @@ class InboxPane(Pane):
         self._node_list: list[Any] = []
         self._unread = 0
 
-    def compose(self) -> ComposeResult:
-        yield self.heading()
-        yield self.filter_bar()
+    def compose_body(self) -> ComposeResult:
         nodes: DataTable[Any] = DataTable(id="inbox-nodes", cursor_type="row")
         nodes.add_columns("node", "status", "unread")
         yield nodes

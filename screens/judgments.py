@@ -55,9 +55,7 @@ class JudgmentsPane(Pane):
         """Judgments and reviews waiting for a decision (the header badge)."""
         self._table_rows: list[Any] = []
 
-    def compose(self) -> ComposeResult:
-        yield self.heading()
-        yield self.filter_bar()
+    def compose_body(self) -> ComposeResult:
         table: DataTable[Any] = DataTable(id="judgments-table", cursor_type="row", zebra_stripes=True)
         table.add_columns("kind", "state", "what", "verdicts", "created")
         yield table

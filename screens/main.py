@@ -72,10 +72,25 @@ class MainScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self._apply_size(self.app.size.width, self.app.size.height)
-        self.call_after_refresh(self.action_show_pane, self.active)
+        self.call_after_refresh(self.build_panes)
         self.set_interval(1.0, self.update_badges)
         for pane in self.panes():
             self.watch(pane, "count_label", lambda _=None: self._update_strip(), init=False)
+
+    async def build_panes(self) -> None:
+        """Mount the panes' bodies (the active pane first) and focus the active one.
+
+        Runs after the first frame, and again (a no-op by then) when the Workspace opens; both
+        run on this screen's message queue, so a pane is never loaded before its body exists.
+        """
+        if all(pane.built for pane in self.panes()):
+            return
+        active = self.pane(self.active)
+        await active.build()
+        for pane in self.panes():
+            await pane.build()
+        if self.is_attached:
+            self.action_show_pane(self.active)
 
     def panes(self) -> list[Pane]:
         """The five panes in key order."""
@@ -121,10 +136,12 @@ class MainScreen(Screen[None]):
 
     def action_show_pane(self, pane_id: str) -> None:
         self.active = pane_id
-        self.pane(pane_id).focus_main()
+        if self.pane(pane_id).built:
+            self.pane(pane_id).focus_main()
 
     def action_filter_pane(self) -> None:
-        self.pane(self.active).open_filter()
+        if self.pane(self.active).built:
+            self.pane(self.active).open_filter()
 
     def action_show_help(self) -> None:
         groups = [("Everywhere", [*self.app.BINDINGS, *self.BINDINGS])]
@@ -135,7 +152,8 @@ class MainScreen(Screen[None]):
     # -- service messages ---------------------------------------------------------------------
 
     @on(WorkspaceOpened)
-    def _opened(self, event: WorkspaceOpened) -> None:
+    async def _opened(self, event: WorkspaceOpened) -> None:
+        await self.build_panes()
         self.workspace = event.workspace
         self.query_one("#badges", BadgeBar).status = "ready"
         for pane in self.panes():

@@ -71,9 +71,7 @@ class RunsPane(Pane):
         self._actions = 0
         self._refusals = 0
 
-    def compose(self) -> ComposeResult:
-        yield self.heading()
-        yield self.filter_bar()
+    def compose_body(self) -> ComposeResult:
         table: DataTable[Any] = DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
         table.add_columns("", "status", "activity", "person", "run", "age")
         yield table
@@ -229,7 +227,7 @@ class RunsPane(Pane):
         state = f"paused · +{stream.held} new" if stream.paused else "following"
         self.query_one("#stream-state", Label).update(Text(f"{state} · {mode}  (p pause · v view · o event)"))
 
-    def on_mount(self) -> None:
+    def body_mounted(self) -> None:
         self._show_stream_state()
         self._show_info()
 

@@ -29,7 +29,7 @@ from .changes import Change, ChangeFeed
 from .clock import Clock
 from .files import atomic_write_json
 
-__all__ = ["Settings", "Workspace", "JUDGE_USER"]
+__all__ = ["Settings", "Workspace", "JUDGE_USER", "import_services"]
 
 JUDGE_USER = "user:operator"
 """The operator's own person on the fake cloud: harvest judge runs are started as them."""
@@ -51,6 +51,19 @@ class Settings:
     workspace sits inside a Git working tree (OKF refuses directory custody there, even ignored),
     ``$XDG_DATA_HOME/workbench/bases/<workspace hash>``."""
     clock: Clock = field(default_factory=Clock)
+
+
+def import_services() -> None:
+    """Import every service module ``Workspace.open`` needs (sqlalchemy, cryptography, ...).
+
+    ``open`` imports them itself; a caller with an event loop to keep lively (the App) runs this
+    in a thread first, so that most of a second of imports does not block the loop.
+    """
+    import importlib
+
+    for name in ("cloud", "operator", "sdk", "world", "canvas", "follower", "knowledge.insights",
+                 "knowledge.outbox", "knowledge.okf"):
+        importlib.import_module(f"{__package__}.{name}")
 
 
 class Workspace:

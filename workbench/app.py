@@ -79,9 +79,14 @@ class WorkbenchApp(App[None]):
 
     @work(group="workspace", exclusive=True, exit_on_error=False)
     async def open_workspace(self) -> None:
-        """Open the Workspace (imports the heavy services now, after the first frame)."""
-        from services.workspace import Workspace
+        """Open the Workspace (imports the heavy services now, after the first frame).
 
+        The imports (sqlalchemy, cryptography, ...) take most of a second; they run in a thread so
+        the panes build and keys are answered meanwhile.
+        """
+        from services.workspace import Workspace, import_services
+
+        await asyncio.to_thread(import_services)
         workspace = await Workspace.open(settings=self.settings)
         self._attach_workspace(workspace)
 

@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, Select, TextArea
+from textual.widgets import Button, Input, Label, Select
 
 __all__ = ["Field", "FormDialog"]
 
@@ -54,6 +54,8 @@ class FormDialog(ModalScreen[dict[str, str] | None]):
                     yield Select([(Text(c), c) for c in field.choices], value=value, allow_blank=False,
                                  id=f"field-{field.name}")
                 elif field.multiline:
+                    from textual.widgets import TextArea  # the editor loads with the first multi-line form
+
                     yield TextArea(field.default, id=f"field-{field.name}", soft_wrap=True, classes="dialog-area")
                 else:
                     yield Input(field.default, placeholder=field.placeholder, id=f"field-{field.name}")
@@ -68,11 +70,10 @@ class FormDialog(ModalScreen[dict[str, str] | None]):
             widget = self.query_one(f"#field-{field.name}")
             if isinstance(widget, Select):
                 out[field.name] = str(widget.value)
-            elif isinstance(widget, TextArea):
-                out[field.name] = widget.text
-            else:
-                assert isinstance(widget, Input)
+            elif isinstance(widget, Input):
                 out[field.name] = widget.value
+            else:  # the multi-line TextArea
+                out[field.name] = widget.text  # type: ignore[attr-defined]
         return out
 
     @on(Input.Submitted)

@@ -2,6 +2,9 @@
 
 A pane is a controller: it reaches the Workspace only through workers (``act``/``reload``) and
 updates its widgets from their results. Worker errors go to the App's one error handler.
+
+The first frame shows each pane's heading only; the main screen then ``build``s the bodies (the
+active pane first), so a terminal paints the workbench before its tables and trees are styled.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on, work
+from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.coordinate import Coordinate
 from textual.reactive import reactive
@@ -60,6 +64,37 @@ class Pane(Vertical):
         self.workspace: Any = None
         """The Workspace once opened."""
         self._reload_queued = False
+        self.built = False
+        """Whether the body is mounted (the main screen builds it after the first frame)."""
+
+    # -- composition -----------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield self.heading()
+
+    def compose_body(self) -> ComposeResult:
+        """The pane's widgets below the heading and the filter bar."""
+        yield from ()
+
+    async def build(self) -> None:
+        """Mount the filter bar and the body once, then load if the Workspace is already here."""
+        if self.built:
+            return
+        self.built = True
+
+        def body() -> ComposeResult:
+            yield self.filter_bar()
+            yield from self.compose_body()
+
+        await self.mount_compose(body())
+        if not self.is_attached:  # the app is closing: the body went with it
+            return
+        self.body_mounted()
+        if self.workspace is not None:
+            self.request_reload()
+
+    def body_mounted(self) -> None:
+        """Called once the body is mounted (before the first load)."""
 
     # -- composition helpers ----------------------------------------------------------------
 
@@ -91,7 +126,7 @@ class Pane(Vertical):
 
     def _run_reload(self) -> None:
         self._reload_queued = False
-        if self.workspace is not None:
+        if self.workspace is not None and self.built:
             self.reload()
 
     def reload(self) -> None:
