@@ -18,7 +18,7 @@ from textual.widgets import DataTable, Static
 from services.clock import iso
 
 from .dialogs import Field, FormDialog
-from .text import highlight, safe, safe_text
+from .text import highlight, safe, safe_text, tone
 from .widgets.pane import Pane, PaletteAction, is_current
 
 __all__ = ["GrantsPane", "REFUSAL_CODES"]
@@ -55,6 +55,9 @@ class GrantsPane(Pane):
         yield table
         yield Static("", id="grant-detail", markup=False)
 
+    def forget_drawn(self) -> None:
+        self._shown = []
+
     def reload(self) -> None:
         desk = self.workspace.desk
         views = desk.grants()
@@ -84,7 +87,7 @@ class GrantsPane(Pane):
         deps = ", ".join(f"{p}:{s}" for p, s, _ in v.dependencies) or "—"
         return (
             highlight(safe_text(v.user_id, 60), needle),
-            Text(v.state, style="green" if v.state == "active" else "bold red"),
+            Text(v.state, style=tone("ok") if v.state == "active" else tone("bad", bold=True)),
             Text(str(v.rev)),
             highlight(safe_text(" ".join(v.scopes), 60), needle),
             safe_text(deps, 40),
@@ -107,7 +110,7 @@ class GrantsPane(Pane):
             return
         text = Text()
         text.append(safe(view.user_id, 80) + " ", style="bold")
-        text.append(f"  {view.state}", style="green" if view.state == "active" else "bold red")
+        text.append(f"  {view.state}", style=tone("ok") if view.state == "active" else tone("bad", bold=True))
         text.append(f"  rev {view.rev} · version {view.version} · {view.runs} runs\n")
         text.append("scopes: ", style="bold")
         text.append(safe(" ".join(view.scopes) or "none", 400) + "\n")
@@ -116,7 +119,7 @@ class GrantsPane(Pane):
             text.append("none\n")
         for provider, state, message in view.dependencies:
             text.append(f"\n  {safe(provider, 60)}: ")
-            text.append(safe(state, 40), style="green" if state == "ready" else "yellow")
+            text.append(safe(state, 40), style=tone("ok") if state == "ready" else tone("warn"))
             if message:
                 text.append(f" — {safe(message, 200)}")
         if view.dependencies:
@@ -124,15 +127,15 @@ class GrantsPane(Pane):
         text.append("spend cap: ", style="bold")
         text.append(safe(view.spend_cap, 80) + "\n")
         text.append("current refusal: ", style="bold")
-        text.append(safe(view.refusal or "none", 80), style="red" if view.refusal else "")
+        text.append(safe(view.refusal or "none", 80), style=tone("bad") if view.refusal else "")
         if view.revoked_code:
-            text.append(f" · revoked with {safe(view.revoked_code, 80)}", style="red")
+            text.append(f" · revoked with {safe(view.revoked_code, 80)}", style=tone("bad"))
         text.append(f"\nheld reads: {view.holding} waiting · {view.reads} made\n")
         refusals = [r for r in getattr(self, "_refusal_cache", []) if r.user_id == view.user_id][-5:]
         if refusals:
             text.append("refusals the app met:\n", style="bold")
             for r in refusals:
-                text.append(f"  {iso(r.at)[11:19]} {safe(r.code, 60)} at rev {r.rev}: {safe(r.message, 200)}\n", style="red")
+                text.append(f"  {iso(r.at)[11:19]} {safe(r.code, 60)} at rev {r.rev}: {safe(r.message, 200)}\n", style=tone("bad"))
         detail.update(text)
 
     # -- key actions ---------------------------------------------------------------------------

@@ -105,6 +105,9 @@ class InboxPane(Pane):
         """The workspace's canvas service (None when this workspace has none)."""
         return getattr(self.workspace, "canvas", None)
 
+    def forget_drawn(self) -> None:
+        self._node_rows = self._entry_rows = None
+
     def reload(self) -> None:
         if self.canvas is None:
             self.query_one("#inbox-detail", Static).update(Text("This workspace has no canvas service.", style="dim"))

@@ -19,12 +19,18 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, SelectionList, Static
 
 from .dialogs import Field, FormDialog
-from .text import DETAIL_CAP, highlight, safe, safe_text
+from .text import DETAIL_CAP, highlight, safe, safe_text, tone
 from .widgets.pane import DEBOUNCE, Pane, PaletteAction, is_current
 
 __all__ = ["JudgmentsPane"]
 
-VERDICT_STYLE = {"promote": "green", "merge": "cyan", "drop": "red"}
+VERDICT_TONE = {"promote": "ok", "merge": "accent", "drop": "bad"}
+"""The tone each verdict is drawn in."""
+
+
+def _verdict_style(verdict: str, *, bold: bool = False) -> Any:
+    """A verdict drawn in its tone (unknown verdicts plain)."""
+    return tone(VERDICT_TONE[verdict], bold=bold) if verdict in VERDICT_TONE else ("bold" if bold else "")
 
 
 class JudgmentsPane(Pane):
@@ -115,6 +121,9 @@ class JudgmentsPane(Pane):
             return f"{item.agent} · {item.inputs} inputs · attempt {item.attempt}"
         return f"{item.proposal.title} → {item.proposal.owner}/{item.proposal.name}"
 
+    def forget_drawn(self) -> None:
+        self._table_rows = []
+
     def _show_rows(self, items: dict[str, Any], needle: str) -> None:
         table = self.query_one("#judgments-table", DataTable)
         rows = []
@@ -180,7 +189,7 @@ class JudgmentsPane(Pane):
             outcomes.display = pending and bool(d.outcomes)
             if pending:
                 for o in d.outcomes:
-                    label = Text(f"{o.verdict:<8} ", style=VERDICT_STYLE.get(o.verdict, ""))
+                    label = Text(f"{o.verdict:<8} ", style=_verdict_style(o.verdict))
                     label.append(safe(f"{o.input_kind} {o.input_name}", 80))
                     outcomes.add_option((label, o.input))
                 if d.outcomes:
@@ -198,9 +207,9 @@ class JudgmentsPane(Pane):
             text.append("space ticks outcomes to approve one by one (none ticked: y approves all) · n rejects\n",
                         style="dim")
         for problem in item.problems:
-            text.append(f"✗ {safe(problem, 400)}\n", style="red")
+            text.append(f"✗ {safe(problem, 400)}\n", style=tone("bad"))
         if item.reason:
-            text.append(f"rejected: {safe(item.reason, 400)}\n", style="yellow")
+            text.append(f"rejected: {safe(item.reason, 400)}\n", style=tone("warn"))
         if item.receipts:
             text.append("receipts\n", style="bold underline")
             accepted = {alias: (digest, at) for alias, digest, at in getattr(item, "accepted", ())}
@@ -214,7 +223,7 @@ class JudgmentsPane(Pane):
                 text.append("\n")
         text.append("outcomes\n", style="bold underline")
         for o in d.outcomes:
-            text.append(f"  {o.verdict}", style="bold " + VERDICT_STYLE.get(o.verdict, ""))
+            text.append(f"  {o.verdict}", style=_verdict_style(o.verdict, bold=True))
             if o.decision:
                 text.append(f" ({o.decision})", style="dim")
             text.append(f" · {safe(o.input_kind, 20)} {safe(o.input_name, 120)}\n")
@@ -224,11 +233,11 @@ class JudgmentsPane(Pane):
             text.append("    input: ", style="dim")
             text.append(safe(o.input_text, 4000).replace("\n", "\n      ") + "\n")
         for base, path, reason in d.removals:
-            text.append(f"  removes {safe(base, 60)}/{safe(path, 200)}: {safe(reason, 400)}\n", style="red")
+            text.append(f"  removes {safe(base, 60)}/{safe(path, 200)}: {safe(reason, 400)}\n", style=tone("bad"))
         if d.diff:
             text.append("concept diff against the base\n", style="bold underline")
             for line in safe(d.diff, DETAIL_CAP).splitlines():
-                style = "green" if line.startswith("+") else "red" if line.startswith("-") else ""
+                style = tone("ok") if line.startswith("+") else tone("bad") if line.startswith("-") else ""
                 text.append(line + "\n", style=style)
         if d.reply:
             text.append("judge reply\n", style="bold underline")
@@ -250,12 +259,12 @@ class JudgmentsPane(Pane):
             text.append(f" {'▶' if chosen else ' '} {i + 1}. ", style="bold" if chosen else "")
             text.append(safe(candidate, 2000) + "\n", style="bold" if chosen else "")
         if r.status == "approved":
-            text.append(f"approved: {safe(r.text, 2000)}\n", style="green")
-            text.append(f"written to {safe(r.document, 200)} revision {r.revision}\n", style="green")
+            text.append(f"approved: {safe(r.text, 2000)}\n", style=tone("ok"))
+            text.append(f"written to {safe(r.document, 200)} revision {r.revision}\n", style=tone("ok"))
         if r.reason:
-            text.append(f"rejected: {safe(r.reason, 400)}\n", style="yellow")
+            text.append(f"rejected: {safe(r.reason, 400)}\n", style=tone("warn"))
         for error in r.errors:
-            text.append(f"✗ {safe(error, 400)}\n", style="red")
+            text.append(f"✗ {safe(error, 400)}\n", style=tone("bad"))
         return text
 
     # -- keys ----------------------------------------------------------------------------------

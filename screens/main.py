@@ -76,6 +76,14 @@ class MainScreen(Screen[None]):
         self.set_interval(1.0, self.update_badges)
         for pane in self.panes():
             self.watch(pane, "count_label", lambda _=None: self._update_strip(), init=False)
+        self.app.theme_changed_signal.subscribe(self, self._theme_changed)
+
+    def _theme_changed(self, _theme: Any) -> None:
+        """Panes draw tones resolved from the theme: redraw them in the new one."""
+        self.query_one("#badges", BadgeBar).refresh()
+        for pane in self.panes():
+            pane.forget_drawn()
+            pane.request_reload()
 
     async def build_panes(self) -> None:
         """Mount the panes' bodies (the active pane first) and focus the active one.

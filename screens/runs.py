@@ -22,7 +22,7 @@ from services.workspace import JUDGE_USER
 from .dialogs import ConfirmDialog, DetailDialog, Field, FormDialog
 from .messages import JumpRequested
 from .run_lines import STATUS_GLYPHS, conversation_lines, merge_lines, raw_line, refusal_line, action_line
-from .text import DETAIL_CAP, age, highlight, safe, safe_text
+from .text import DETAIL_CAP, age, highlight, safe, safe_text, tone
 from .widgets.pane import Pane, PaletteAction, is_current
 from .widgets.stream import EventStream
 
@@ -109,6 +109,9 @@ class RunsPane(Pane):
             highlight(safe_text(label, 200), needle),
             Text(age(now, v.updated_at)),
         )
+
+    def forget_drawn(self) -> None:
+        self._table_rows, self._order = {}, []
 
     def _show_rows(self, rows: dict[str, tuple[Any, ...]]) -> None:
         table = self.query_one("#runs-table", DataTable)
@@ -205,16 +208,16 @@ class RunsPane(Pane):
         text.append(safe(run.name or run.params.get("prompt", ""), 120) + " ", style="bold")
         text.append(f"  {safe(run.user_id, 60)}  {run.seq} events  {len(run.pending)} pending")
         if run.question:
-            text.append(f"\n? {safe(run.question.get('title'), 200)}", style="yellow")
+            text.append(f"\n? {safe(run.question.get('title'), 200)}", style=tone("warn"))
         if run.last_turn_error:
             text.append(f"\n✗ {safe(run.last_turn_error.get('code'), 60)}: {safe(run.last_turn_error.get('message'), 200)}",
-                        style="red")
+                        style=tone("bad"))
         if run.outcome:
             text.append(f"\n■ {safe(run.outcome.get('outcome'), 60)}")
         if refusals:
             last = refusals[-1]
             text.append(f"\n‼ {safe(last.code, 60)} from the grant of {safe(last.user_id, 60)} at rev {last.rev} (g)",
-                        style="red")
+                        style=tone("bad"))
         info.update(text)
 
     @on(EventStream.StateChanged, "#runs-stream")

@@ -1,13 +1,15 @@
-"""Rendering helpers for untrusted text: sanitise, clip, and build markup-free ``Text``."""
+"""Rendering helpers for untrusted text: sanitise, clip, and build markup-free ``Text``; theme tones."""
 
 from __future__ import annotations
 
+from rich.style import Style
 from rich.text import Text
 
 from services.clock import iso
 from services.text import clip, sanitize
 
-__all__ = ["safe", "safe_text", "highlight", "short_time", "age", "level_style", "LINE_CAP", "DETAIL_CAP"]
+__all__ = ["safe", "safe_text", "highlight", "short_time", "age", "level_style", "tone", "TONES", "LINE_CAP",
+           "DETAIL_CAP"]
 
 LINE_CAP = 2_000
 """Characters of one untrusted value shown on a list row or stream line."""
@@ -55,6 +57,35 @@ def age(now: float, then: float) -> str:
     return f"{seconds // 86400}d"
 
 
-def level_style(level: int) -> str:
+TONES = {
+    "ok": "text-success",
+    "bad": "text-error",
+    "warn": "text-warning",
+    "accent": "text-accent",
+    "muted": "text-muted",
+}
+"""Semantic tones -> the theme variable each is drawn in (the text shades, readable on any surface)."""
+
+
+def tone(name: str, *, bold: bool = False) -> Style:
+    """The running App's theme colour for a tone (``ok``, ``bad``, ``warn``, ``accent``, ``muted``).
+
+    Panes build Rich ``Text`` in Python, where ``$variables`` are not understood; this resolves the
+    variable against the current theme at build time (the main screen reloads the panes when the
+    theme changes). Without a running App (plain unit use) the tone is only bold or plain.
+    """
+    from textual import active_app
+
+    variable = TONES[name]
+    try:
+        value = active_app.get().theme_variables.get(variable, "")
+    except LookupError:
+        value = ""
+    if name == "muted" or not value or " " in value:  # "auto 60%" and the like: no fixed colour
+        return Style(bold=bold or None, dim=name == "muted" or None)
+    return Style(color=value, bold=bold or None)
+
+
+def level_style(level: int) -> Style:
     """The style of an event level (1..10): 7 and up stand out as alerts, 4 and up as warnings."""
-    return "bold red" if level >= 7 else "yellow" if level >= 4 else ""
+    return tone("bad", bold=True) if level >= 7 else tone("warn") if level >= 4 else Style()

@@ -6,6 +6,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from ..text import tone
+
 __all__ = ["BadgeBar", "PaneStrip"]
 
 
@@ -28,7 +30,7 @@ class BadgeBar(Static):
         text.append(" ")
         text.append(f" ? {self.waiting} waiting on the user ", style="bold" if self.waiting else "dim")
         text.append(" ")
-        text.append(f" ‼ {self.refusals} refusals/min ", style="bold red" if self.refusals else "dim")
+        text.append(f" ‼ {self.refusals} refusals/min ", style=tone("bad", bold=True) if self.refusals else "dim")
         if self.status != "ready":
             text.append(f"  {self.status}", style="dim")
         return text

@@ -132,6 +132,9 @@ class Pane(Vertical):
     def reload(self) -> None:
         """Fetch fresh data (a worker) and show it."""
 
+    def forget_drawn(self) -> None:
+        """Forget the rows last drawn, so the next reload redraws them all (the theme changed)."""
+
     # -- actions through workers ------------------------------------------------------------
 
     @work(group="actions", exit_on_error=False)

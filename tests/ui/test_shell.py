@@ -145,3 +145,23 @@ async def test_a_failing_action_is_a_toast_never_a_crash(app) -> None:
         await settle(pilot)
         assert app.errors[-1] == "KeyError: 'surprise'"
         assert app.is_running
+
+
+async def test_tones_follow_the_theme_when_it_changes(app) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await pilot.press("4")
+        await settle(pilot)
+        table = app.main.query_one("#grants-table", DataTable)
+
+        def state_colours() -> set[str]:
+            cells = [table.get_row_at(i)[1] for i in range(table.row_count)]
+            return {c.style.color.get_truecolor().hex for c in cells if c.plain == "active"}
+
+        dark = app.theme_variables["text-success"].lower()
+        assert state_colours() == {dark}
+        app.theme = "textual-light"
+        await settle(pilot)
+        light = app.theme_variables["text-success"].lower()
+        assert light != dark
+        assert state_colours() == {light}
