@@ -18,7 +18,7 @@ from textual.widgets import DataTable, Static
 from services.clock import iso
 
 from .dialogs import Field, FormDialog
-from .text import highlight, safe, safe_text, tone
+from .text import cell_text, highlight, safe, safe_text, tone
 from .widgets.pane import Pane, PaletteAction, is_current
 
 __all__ = ["GrantsPane", "REFUSAL_CODES"]
@@ -89,8 +89,8 @@ class GrantsPane(Pane):
             highlight(safe_text(v.user_id, 60), needle),
             Text(v.state, style=tone("ok") if v.state == "active" else tone("bad", bold=True)),
             Text(str(v.rev)),
-            highlight(safe_text(" ".join(v.scopes), 60), needle),
-            safe_text(deps, 40),
+            highlight(cell_text(" ".join(v.scopes), 28), needle),  # the detail below lists them whole
+            cell_text(deps, 24),
             safe_text(v.spend_cap, 30),
             safe_text(v.refusal or v.revoked_code or "—", 30),
             Text(f"{v.holding}/{v.reads}"),

@@ -8,7 +8,7 @@ from rich.text import Text
 from services.clock import iso
 from services.text import clip, sanitize
 
-__all__ = ["safe", "safe_text", "highlight", "short_time", "age", "level_style", "tone", "TONES", "LINE_CAP",
+__all__ = ["safe", "safe_text", "cell_text", "highlight", "short_time", "age", "level_style", "tone", "TONES", "LINE_CAP",
            "DETAIL_CAP"]
 
 LINE_CAP = 2_000
@@ -25,6 +25,13 @@ def safe(value: object, limit: int = LINE_CAP) -> str:
 def safe_text(value: object, limit: int = LINE_CAP, style: str = "") -> Text:
     """``value`` as a markup-free ``Text`` (never parsed as markup)."""
     return Text(safe(value, limit), style=style)
+
+
+def cell_text(value: object, width: int) -> Text:
+    """``value`` sanitised for a table cell, cut to ``width`` cells with an ellipsis."""
+    text = Text(safe(value, width * 4))
+    text.truncate(width, overflow="ellipsis")
+    return text
 
 
 def highlight(text: Text | str, needle: str, style: str = "reverse") -> Text:
