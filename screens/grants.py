@@ -51,7 +51,7 @@ class GrantsPane(Pane):
 
     def compose_body(self) -> ComposeResult:
         table: DataTable[Any] = DataTable(id="grants-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns("person", "state", "rev", "scopes", "deps", "cap", "refusal", "held")
+        table.add_columns("person", "state", "rev", "refusal", "held", "cap", "deps", "scopes")
         yield table
         yield Static("", id="grant-detail", markup=False)
 
@@ -89,11 +89,11 @@ class GrantsPane(Pane):
             highlight(safe_text(v.user_id, 60), needle),
             Text(v.state, style=tone("ok") if v.state == "active" else tone("bad", bold=True)),
             Text(str(v.rev)),
-            highlight(cell_text(" ".join(v.scopes), 28), needle),  # the detail below lists them whole
-            cell_text(deps, 24),
-            safe_text(v.spend_cap, 30),
-            safe_text(v.refusal or v.revoked_code or "—", 30),
+            cell_text(v.refusal or v.revoked_code or "—", 24),
             Text(f"{v.holding}/{v.reads}"),
+            cell_text(v.spend_cap, 20),
+            cell_text(deps, 32),
+            highlight(cell_text(" ".join(v.scopes), 80), needle),  # last: a narrow pane cuts it; the detail has it whole
         )
 
     @on(DataTable.RowHighlighted, "#grants-table")

@@ -19,7 +19,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, SelectionList, Static
 
 from .dialogs import Field, FormDialog
-from .text import DETAIL_CAP, highlight, safe, safe_text, tone
+from .text import DETAIL_CAP, cell_text, highlight, safe, tone
 from .widgets.pane import DEBOUNCE, Pane, PaletteAction, is_current
 
 __all__ = ["JudgmentsPane"]
@@ -63,7 +63,7 @@ class JudgmentsPane(Pane):
 
     def compose_body(self) -> ComposeResult:
         table: DataTable[Any] = DataTable(id="judgments-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns("kind", "state", "what", "verdicts", "created")
+        table.add_columns("kind", "state", "verdicts", "created", "what")
         yield table
         yield SelectionList[str](id="judgment-outcomes")
         with VerticalScroll(id="judgment-detail"):
@@ -136,8 +136,9 @@ class JudgmentsPane(Pane):
 
                 state, verdicts, created = item.status, f"{len(item.proposal.candidates)} cand.", iso(item.created_at)[:19]
                 kind = "insight"
-            rows.append((key, (Text(kind), Text(state, style="bold" if state == "pending" else "dim"),
-                               highlight(safe_text(self._what(key, item), 120), needle), Text(verdicts), Text(created))))
+            rows.append((key, (Text(kind), Text(state, style="bold" if state == "pending" else "dim"), Text(verdicts),
+                               Text(created[5:16].replace("T", " ")),  # MM-DD HH:MM; the detail has it whole
+                               highlight(cell_text(self._what(key, item), 120), needle))))
         if rows == self._table_rows:
             return
         self._table_rows = rows

@@ -22,7 +22,7 @@ from services.workspace import JUDGE_USER
 from .dialogs import ConfirmDialog, DetailDialog, Field, FormDialog
 from .messages import JumpRequested
 from .run_lines import STATUS_GLYPHS, conversation_lines, merge_lines, raw_line, refusal_line, action_line
-from .text import DETAIL_CAP, age, highlight, safe, safe_text, tone
+from .text import DETAIL_CAP, age, cell_text, highlight, safe, safe_text, tone
 from .widgets.pane import Pane, PaletteAction, is_current
 from .widgets.stream import EventStream
 
@@ -73,7 +73,7 @@ class RunsPane(Pane):
 
     def compose_body(self) -> ComposeResult:
         table: DataTable[Any] = DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns("", "status", "activity", "person", "run", "age")
+        table.add_columns("", "status", "age", "person", "activity", "run")
         yield table
         yield Static("", id="run-info", markup=False)
         yield Label("", id="stream-state")
@@ -104,10 +104,10 @@ class RunsPane(Pane):
         return (
             Text(STATUS_GLYPHS.get(v.status, "·")),
             Text(v.status.replace("_", " ")),
-            Text(safe(v.activity or "", 40)),
-            highlight(safe_text(v.user_id, 60), needle),
-            highlight(safe_text(label, 200), needle),
             Text(age(now, v.updated_at)),
+            highlight(safe_text(v.user_id, 60), needle),
+            cell_text(v.activity or "", 24),
+            highlight(cell_text(label, 120), needle),  # last: a narrow pane cuts it; the info line has it whole
         )
 
     def forget_drawn(self) -> None:
