@@ -52,6 +52,7 @@ class RunsPane(Pane):
         Binding("x", "cancel_run", "Cancel", id="workbench.runs.cancel_run"),
         Binding("p", "toggle_pause", "Pause", id="workbench.runs.toggle_pause"),
         Binding("v", "toggle_view", "Raw/chat", id="workbench.runs.toggle_view"),
+        Binding("w", "toggle_wrap", "Wrap", id="workbench.runs.toggle_wrap"),
         Binding("o", "event_detail", "Event", id="workbench.runs.event_detail"),
         Binding("g", "open_grant", "Grant", id="workbench.runs.open_grant"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="workbench.runs.clear_filter"),
@@ -228,7 +229,9 @@ class RunsPane(Pane):
         stream = self.query_one("#runs-stream", EventStream)
         mode = "raw events" if self.raw else "conversation"
         state = f"paused · +{stream.held} new" if stream.paused else "following"
-        self.query_one("#stream-state", Label).update(Text(f"{state} · {mode}  (p pause · v view · o event)"))
+        wrap = "wrapped" if stream.wrap else "unwrapped"
+        self.query_one("#stream-state", Label).update(
+            Text(f"{state} · {mode} · {wrap}  (p pause · v view · w wrap · o event)"))
 
     def body_mounted(self) -> None:
         self._show_stream_state()
@@ -336,6 +339,10 @@ class RunsPane(Pane):
         self.raw = not self.raw
         self._rebuild_stream()
         self._show_stream_state()
+
+    def action_toggle_wrap(self) -> None:
+        stream = self.query_one("#runs-stream", EventStream)
+        stream.wrap = not stream.wrap
 
     def action_event_detail(self) -> None:
         parts = self._run_parts()

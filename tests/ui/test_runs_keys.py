@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from screens.widgets.stream import EventStream
+from rich.cells import cell_len
+
+from screens.widgets.stream import INDENT, EventStream, wrap_line
 from tests.ui.conftest import ready, settle, type_text
 
 
@@ -195,6 +197,7 @@ async def test_p_pauses_with_a_new_counter_and_v_toggles_raw_events(app) -> None
         stream.flush()
         assert pane.raw
         assert any("node.output_text.delta" in line for line in stream.shown)
+        await wrap_case(pilot, stream)
         await pilot.press("o")
         await settle(pilot)
         assert type(app.screen).__name__ == "DetailDialog"
@@ -226,3 +229,32 @@ async def test_a_refusal_in_the_stream_links_to_its_grant(app) -> None:
         await settle(pilot)
         assert app.main.active == "grants"
         assert app.main.pane("grants").selected == "user:grace"
+
+
+async def wrap_case(pilot: Any, stream: EventStream) -> None:
+    """Raw events are wider than the stream: wrapped (the default) they fill more rows, none too wide;
+    ``w`` writes them one row each; ``shown`` is the same lines either way."""
+    width = stream.content_region.width
+    written = stream.shown
+    assert stream.wrap and any(cell_len(line) > width for line in written)
+    assert stream.line_count > len(written)
+    assert all(cell_len(row) <= width for row in stream.lines)
+    await pilot.press("w")
+    await settle(pilot)
+    assert not stream.wrap and stream.line_count == len(written) and stream.shown == written
+    assert "unwrapped" in str(pilot.app.main.query_one("#stream-state").render())
+    await pilot.press("w")
+    await settle(pilot)
+    assert stream.wrap and stream.line_count > len(written)
+
+
+def test_wrap_line_keeps_every_row_within_the_width_and_loses_nothing() -> None:
+    plain = "12:00:00 model: " + "a fairly long sentence with words " * 6 + "x" * 90
+    wide = plain + "日本語のテキスト" * 5
+    for line in (plain, wide):
+        for width in (12, 20, 40, 79):
+            rows = list(wrap_line(line, width))
+            assert len(rows) > 1 and all(cell_len(row) <= width for row in rows)
+            joined = "".join(row.removeprefix(INDENT) if i else row for i, row in enumerate(rows))
+            assert joined.replace(" ", "") == line.replace(" ", "")
+    assert list(wrap_line("short", 40)) == ["short"]
