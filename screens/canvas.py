@@ -16,24 +16,22 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Label, OptionList, Static, Tree
-from textual.widgets.option_list import Option
+from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
 
 from services.clock import iso
 from services.errors import ServiceError
 
 from .text import DETAIL_CAP, highlight, level_style, safe, safe_text
+from .widgets.graph import NeighbourhoodGraph
 from .widgets.pane import DEBOUNCE, Pane, PaletteAction
 
-__all__ = ["CanvasPane", "PAGE", "EDGE_ARROWS"]
+__all__ = ["CanvasPane", "PAGE"]
 
 PAGE = 50
 """Objects loaded per tree page."""
 TYPES = ("document", "node", "job", "custom", "user", "app", "repo", "profile")
 OWNER_TYPES = ("user", "app", "repo", "profile", "node")
-EDGE_ARROWS = {"links-to": "──links-to──▶", "watches": "──watches───▶", "acted-on": "──acted-on──▶", "spawned": "──spawned───▶"}
-"""How each edge kind is drawn (outgoing; incoming edges are drawn reversed)."""
 
 
 def _label(summary: Any, needle: str = "") -> Text:
@@ -71,9 +69,7 @@ class CanvasPane(Pane):
             tree: Tree[Any] = Tree(Text("canvas"), id="canvas-tree")
             tree.show_root = False
             yield tree
-            with Vertical(id="canvas-graph"):
-                yield Label("", id="graph-centre", classes="graph-centre")
-                yield OptionList(id="canvas-edges")
+            yield NeighbourhoodGraph(id="canvas-edges")
         with VerticalScroll(id="canvas-detail"):
             yield Static("", id="canvas-meta", markup=False)
             yield Vertical(id="canvas-body-holder")
@@ -188,30 +184,7 @@ class CanvasPane(Pane):
         self._show_detail()
 
     def _show_graph(self) -> None:
-        hood = self.neighbourhood
-        centre = Text("● ", style="bold")
-        centre.append(safe(hood.object.full_name, 120))
-        centre.append(f" · {hood.object.type}", style="dim")
-        self.query_one("#graph-centre", Label).update(centre)
-        edges = self.query_one("#canvas-edges", OptionList)
-        edges.clear_options()
-        options: list[Option] = []
-        for direction, groups in (("out", hood.outgoing), ("in", hood.incoming)):
-            for kind, group in sorted(groups.items()):
-                arrow = EDGE_ARROWS.get(kind, f"──{kind}──▶")
-                if direction == "in":
-                    arrow = "◀" + arrow[:-1].replace("▶", "")
-                for edge in group:
-                    prompt = Text(f" {arrow} ")
-                    prompt.append(safe(edge.other.full_name, 100))
-                    prompt.append(f" ({edge.other.type})", style="dim")
-                    options.append(Option(prompt, id=f"{direction}|{kind}|{edge.other.id}"))
-                more = hood.counts.get(f"{direction}:{kind}", 0) - len(group)
-                if more > 0:
-                    options.append(Option(Text(f"   … {more} more {kind} ({direction})", style="dim"), disabled=True))
-        if not options:
-            options.append(Option(Text("   no edges", style="dim"), disabled=True))
-        edges.add_options(options)
+        self.query_one("#canvas-edges", NeighbourhoodGraph).show(self.neighbourhood)
 
     def _show_detail(self) -> None:
         d = self.detail
@@ -271,17 +244,14 @@ class CanvasPane(Pane):
 
     # -- keys --------------------------------------------------------------------------------
 
-    @on(OptionList.OptionSelected, "#canvas-edges")
-    def _edge_selected(self, event: OptionList.OptionSelected) -> None:
-        if event.option.id:
-            self.load_object(event.option.id.split("|", 2)[2])
+    @on(NeighbourhoodGraph.EdgeChosen, "#canvas-edges")
+    def _edge_chosen(self, event: NeighbourhoodGraph.EdgeChosen) -> None:
+        event.stop()
+        self.load_object(event.object_id)
 
     def action_follow_edge(self) -> None:
-        edges = self.query_one("#canvas-edges", OptionList)
-        if edges.highlighted is not None:
-            option = edges.get_option_at_index(edges.highlighted)
-            if option.id:
-                self.load_object(option.id.split("|", 2)[2])
+        """Follow the edge under the graph's cursor (the graph handles ``enter`` itself when focused)."""
+        self.query_one("#canvas-edges", NeighbourhoodGraph).action_choose_edge()
 
     def action_go_back(self) -> None:
         if self.history:

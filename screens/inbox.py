@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import asyncio
 from typing import Any
 
+from rich.style import Style
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -96,7 +97,7 @@ class InboxPane(Pane):
         nodes.add_columns("node", "status", "unread")
         yield nodes
         table: DataTable[Any] = DataTable(id="inbox-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns("", "level", "event", "actor", "object", "time", "×")
+        table.add_columns("", "time", "level", "event", "×", "actor", "object")
         yield table
         yield Static("", id="inbox-detail", markup=False)
 
@@ -168,14 +169,14 @@ class InboxPane(Pane):
         e = group.first
         unread = group.unread > 0
         style = "bold" if unread else "dim"
-        return (
+        return (  # the long columns last: a narrow pane cuts them, the detail below has them whole
             Text("●" if unread else " ", style="bold"),
-            Text(f"L{e.level}", style=f"{style} {level_style(e.level)}"),
+            Text(iso(e.at)[11:19], style=style),
+            Text(f"L{e.level}", style=Style.parse(style) + level_style(e.level)),
             highlight(safe_text(e.event_type, 40, style), needle),
+            Text(f"×{group.count}" if group.count > 1 else "", style="bold"),
             highlight(safe_text(e.actor_id or "—", 40, style), needle),
             highlight(safe_text(e.object_name or "—", 60, style), needle),
-            Text(iso(e.at)[11:19], style=style),
-            Text(f"×{group.count}" if group.count > 1 else "", style="bold"),
         )
 
     def _show_entry(self) -> None:
@@ -190,7 +191,9 @@ class InboxPane(Pane):
         text.append(safe(e.summary, 400), style="bold")
         if group.count > 1:
             text.append(f"  (a burst of {group.count}, {group.unread} unread)")
-        if e.body:
+        text.append(f"\nL{e.level} {safe(e.event_type, 80)} · by {safe(e.actor_id or '—', 80)} · on "
+                    f"{safe(e.object_name or '—', 120)} · {iso(e.at)[:19]}", style="dim")
+        if e.body and e.body.strip() != (e.summary or "").strip():
             text.append("\n" + safe(e.body, 2000))
         detail.update(text)
 

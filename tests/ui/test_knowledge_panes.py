@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from textual.widgets import DataTable, OptionList
+from textual.widgets import DataTable
 
+from screens.widgets import NeighbourhoodGraph
 from tests.ui.conftest import ready, settle, type_text
 
 
@@ -22,13 +23,18 @@ async def test_canvas_enter_follows_an_edge_backspace_goes_back_and_filter_narro
         await settle(pilot)
         assert pane.detail.object.full_name == "garden-app/architecture"
         assert "scheduler owns every timer" in str(app.main.query_one("#canvas-meta").render())
-        edges = app.main.query_one("#canvas-edges", OptionList)
-        edges.focus()
-        edges.highlighted = 0
+        graph = app.main.query_one("#canvas-edges", NeighbourhoodGraph)
+        pane.focus_main()
+        await pilot.press("tab")
+        assert app.focused is graph
+        assert [(d, k, e.other.id) for d, k, e in graph.neighbours] == [("out", "links-to", runbook.id)]
+        assert any("garden-app/runbook" in "".join(s.text for s in graph.render_line(y))
+                   for y in range(graph.size.height))
         await pilot.press("enter")
         await settle(pilot)
         assert pane.selected == runbook.id
         assert pane.detail.document.body.startswith("# Runbook")
+        assert [(d, k, e.other.id) for d, k, e in graph.neighbours] == [("in", "links-to", architecture.id)]
         await pilot.press("backspace")
         await settle(pilot)
         assert pane.selected == architecture.id
