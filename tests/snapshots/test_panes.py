@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.widgets import DataTable
 
 from assets import ASSETS_DIR
 from screens.widgets.stream import EventStream
@@ -41,7 +42,24 @@ def shot(key: str):
         pilot.app.main.query_one("#runs-stream", EventStream).flush()
         await settle(pilot, 5)
         await pilot.pause(0.1)
+        await tables_measured(pilot)
     return run_before
+
+
+async def tables_measured(pilot: Any) -> None:
+    """Wait until no worker runs and every table measured its new rows (a table sizes its columns
+    when idle: a picture taken before that shows squeezed columns), then repaint from scratch."""
+    app = pilot.app
+    for _ in range(50):
+        tables = list(app.main.query(DataTable))
+        busy = any(w.is_running for w in app.workers) or any(
+            t._require_update_dimensions or t._updated_cells for t in tables)  # DataTable keeps no public flag
+        if not busy:
+            break
+        await settle(pilot, 1)
+    for table in app.main.query(DataTable):
+        table.refresh()
+    await pilot.pause(0.1)
 
 
 class TestPanes:
