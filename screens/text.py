@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.style import Style
 from rich.text import Text
+from textual import active_app
 
 from services.clock import iso
 from services.text import clip, sanitize
@@ -69,27 +70,24 @@ TONES = {
     "bad": "text-error",
     "warn": "text-warning",
     "accent": "text-accent",
-    "muted": "text-muted",
 }
 """Semantic tones -> the theme variable each is drawn in (the text shades, readable on any surface)."""
 
 
 def tone(name: str, *, bold: bool = False) -> Style:
-    """The running App's theme colour for a tone (``ok``, ``bad``, ``warn``, ``accent``, ``muted``).
+    """The running App's theme colour for a tone (``ok``, ``bad``, ``warn``, ``accent``).
 
     Panes build Rich ``Text`` in Python, where ``$variables`` are not understood; this resolves the
     variable against the current theme at build time (the main screen reloads the panes when the
     theme changes). Without a running App (plain unit use) the tone is only bold or plain.
     """
-    from textual import active_app
-
     variable = TONES[name]
     try:
         value = active_app.get().theme_variables.get(variable, "")
     except LookupError:
         value = ""
-    if name == "muted" or not value or " " in value:  # "auto 60%" and the like: no fixed colour
-        return Style(bold=bold or None, dim=name == "muted" or None)
+    if not value or " " in value:  # no App, or a computed value ("auto 60%"): no fixed colour
+        return Style(bold=bold or None)
     return Style(color=value, bold=bold or None)
 
 

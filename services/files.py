@@ -3,6 +3,8 @@
 - ``atomic_write_bytes`` / ``atomic_write_text`` / ``atomic_write_json``: a temp file in the same
   folder, written, fsynced, renamed over the target, then the folder fsynced. A crash leaves the
   old file or the new one, never half of either. The target's mode is kept when it existed.
+- ``publish_tree``: a whole new folder of files, built beside its target and renamed into place
+  (it appears complete or not at all; an existing target is refused).
 - ``contained_path``: resolves a relative name under a base and refuses anything that escapes it
   (``..``, absolute names, NUL, symlinks anywhere on the way, hard-linked files).
 - ``FileLock``: an exclusive ``flock`` on a lock file, across processes.
@@ -19,9 +21,14 @@ import os
 import stat
 import tempfile
 import threading
-from collections.abc import Iterator
+import shutil
+import uuid
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import asyncio
 
 from .errors import ServiceError
 
@@ -31,6 +38,7 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "atomic_write_json",
+    "publish_tree",
     "contained_path",
     "read_json",
     "FileLock",
@@ -89,6 +97,35 @@ def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None
 def atomic_write_json(path: Path, value: Any, *, mode: int | None = None) -> None:
     """``atomic_write_bytes`` for a JSON document (two-space indent, trailing newline)."""
     atomic_write_text(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n", mode=mode)
+
+
+def publish_tree(target: Path, files: Mapping[str, bytes]) -> None:
+    """Create the folder ``target`` holding ``files`` (relative name -> content), all or nothing.
+
+    The folder is built beside ``target`` with every file fsynced, then renamed into place and the
+    parent fsynced; a crash leaves no ``target`` (only a hidden staging folder). An existing
+    ``target`` (even one that appears meanwhile) raises ``FileExistsError`` and nothing is left.
+    """
+    target = Path(target)
+    if os.path.lexists(target):
+        raise FileExistsError(errno.EEXIST, "already exists", str(target))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.parent / f".{target.name}.{uuid.uuid4().hex}.staging"
+    try:
+        for rel, data in files.items():
+            path = staging / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+        if os.path.lexists(target):
+            raise FileExistsError(errno.EEXIST, "already exists", str(target))
+        os.rename(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    fsync_dir(target.parent)
 
 
 def read_json(path: Path) -> Any:

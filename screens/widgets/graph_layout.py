@@ -15,7 +15,7 @@ count twice), so no name can push the drawing out of shape.
 from __future__ import annotations
 
 from itertools import groupby
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, NamedTuple
 
 from rich.cells import cell_len, get_character_cell_size
 

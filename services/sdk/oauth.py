@@ -197,15 +197,7 @@ class OAuth2Client:
             ),
         }
         self.refresh_count += 1
-        try:
-            response = await self._http.post(endpoint, data=form, headers={"Accept": "application/json"})
-        except httpx.TransportError as exc:
-            raise APIConnectionError(
-                f"the directory is unreachable ({type(exc).__name__}: {exc})",
-                code="connection_error",
-                origin="directory",
-                retryable=True,
-            ) from exc
+        response = await self._send("POST", endpoint, data=form)
         if response.status_code >= 300:
             error = decode_error(response, response.content, origin="directory")
             if error.code in wire.REFUSAL_CODES and response.status_code < 500:
@@ -261,9 +253,10 @@ class OAuth2Client:
                 raise refused from exc
         raise refused
 
-    async def _directory(self, method: str, url: str) -> Any:
+    async def _send(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        """One request to the directory; an unreachable directory is a retryable ``APIConnectionError``."""
         try:
-            response = await self._http.request(method, url, headers={"Accept": "application/json"})
+            return await self._http.request(method, url, headers={"Accept": "application/json"}, **kwargs)
         except httpx.TransportError as exc:
             raise APIConnectionError(
                 f"the directory is unreachable ({type(exc).__name__}: {exc})",
@@ -271,6 +264,9 @@ class OAuth2Client:
                 origin="directory",
                 retryable=True,
             ) from exc
+
+    async def _directory(self, method: str, url: str) -> Any:
+        response = await self._send(method, url)
         if response.status_code >= 300:
             raise decode_error(response, response.content, origin="directory")
         try:

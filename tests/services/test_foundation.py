@@ -15,6 +15,7 @@ from services.files import (
     atomic_write_json,
     atomic_write_text,
     contained_path,
+    publish_tree,
     read_json,
 )
 from services.text import sanitize
@@ -42,6 +43,24 @@ def test_atomic_write_failure_leaves_old_file(tmp_path: Path, monkeypatch: pytes
         atomic_write_text(target, "new")
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["a.txt"]
+
+
+def test_publish_tree_appears_whole_and_never_over_an_existing_folder(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "base"
+    publish_tree(target, {"index.md": b"# base\n", "node/log.md": b"# Log\n"})
+    assert (target / "node" / "log.md").read_bytes() == b"# Log\n"
+    with pytest.raises(FileExistsError):
+        publish_tree(target, {"index.md": b"other"})
+    assert (target / "index.md").read_bytes() == b"# base\n"
+
+    def boom(*args: object) -> None:  # a crash at the rename: nothing half made is left behind
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(os, "rename", boom)
+    with pytest.raises(OSError):
+        publish_tree(tmp_path / "second", {"a.md": b"a"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["base"]
 
 
 def test_read_json_names_corrupt_file(tmp_path: Path) -> None:

@@ -222,7 +222,7 @@ async def test_a_refusal_in_the_stream_links_to_its_grant(app) -> None:
         await settle(pilot)
         assert any("grant_removed" in e for e in app.errors)
         rev = ws.cloud.user("user:grace").grant.state["rev"]
-        assert f"‼ refused grant_removed" in stream_text(pilot)
+        assert "‼ refused grant_removed" in stream_text(pilot)
         assert f"grant of user:grace at rev {rev}" in stream_text(pilot)
         assert app.main.query_one("#badges").refusals == 1
         await pilot.press("g")

@@ -9,7 +9,6 @@ from textual.command import CommandPalette
 from textual.widgets import DataTable
 
 from screens.main import PANE_IDS
-from screens.messages import WorkspaceOpened
 from services.errors import ServiceError
 from tests.ui.conftest import ready, settle, type_text
 

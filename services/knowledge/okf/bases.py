@@ -11,15 +11,13 @@ a dead process releases by dying; the folder also holds publication temp files) 
 from __future__ import annotations
 
 import os
-import shutil
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ...files import FileLock, fsync_dir
+from ...files import FileLock, publish_tree
 from .bundle import validate_tree
 from .descriptors import BaseDescriptor, DirectoryBinding, NodeDecl, load_json_file, parse_base_descriptor
 from .errors import OkfConfigError, OkfError, OkfPathError, OkfValidationError, RecoveryError
@@ -66,25 +64,10 @@ def init_directory_base(path: Path, base_id: str, nodes: dict[str, NodeDecl] | d
     findings = validate_tree(tree)
     if findings:
         raise OkfValidationError(f"new base {base_id} does not validate", findings)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.parent / f".{path.name}.okf-init-{uuid.uuid4().hex}"
     try:
-        for rel, data in tree.items():
-            target = staging / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-            fd = os.open(target, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        if os.path.lexists(path):
-            raise OkfPathError(f"destination {path} already exists; okf init never overwrites a base")
-        os.rename(staging, path)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    fsync_dir(path.parent)
+        publish_tree(path, tree)
+    except FileExistsError:
+        raise OkfPathError(f"destination {path} already exists; okf init never overwrites a base") from None
     return descriptor
 
 

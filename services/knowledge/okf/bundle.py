@@ -125,7 +125,7 @@ def validate_tree(tree: Mapping[str, bytes], *, strict: bool = True) -> list[Fin
                 if "type" in fields:
                     findings.append(Finding(path, "reserved-type", f"reserved file {name} must not carry 'type'"))
                 elif path != "index.md":
-                    findings.append(Finding(path, "reserved-frontmatter", f"only the root index.md may have frontmatter"))
+                    findings.append(Finding(path, "reserved-frontmatter", "only the root index.md may have frontmatter"))
                 elif set(fields) != {"okf_version"} or fields.get("okf_version") != "0.1":
                     findings.append(Finding(path, "reserved-frontmatter", 'root index.md frontmatter may only be okf_version: "0.1"'))
         elif not error:

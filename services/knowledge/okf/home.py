@@ -9,8 +9,8 @@ place, and an existing target is never overwritten (``ViewError``).
 
 from __future__ import annotations
 
+import json
 import os
-import shutil
 import stat
 import uuid
 from dataclasses import dataclass
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ...clock import iso
-from ...files import atomic_write_json, atomic_write_text, fsync_dir, read_json
+from ...files import atomic_write_json, atomic_write_text, publish_tree, read_json
 from .bases import DirectoryBase
 from .descriptors import SoulDecl
 from .errors import CaptureError, OkfPathError, ViewError
@@ -149,20 +149,10 @@ def publish_view(target: Path, snapshots: dict[str, tuple[DirectoryBase, Tree, s
                   for alias, (base, tree, digest) in snapshots.items()},
         "owns": list(decl.owns), "reads": list(decl.reads),
     }
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temp = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
+    files = {f"bases/{alias}/{rel}": data for alias, (_, tree, _) in snapshots.items() for rel, data in tree.items()}
+    files["view.json"] = (json.dumps(view, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
     try:
-        for alias, (_, tree, _) in snapshots.items():
-            for rel, data in tree.items():
-                path = temp / "bases" / alias / rel
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(data)
-        atomic_write_json(temp / "view.json", view)
-        if os.path.lexists(target):
-            raise ViewError(f"view {target} already exists; views are immutable")
-        os.rename(temp, target)
-    except BaseException:
-        shutil.rmtree(temp, ignore_errors=True)
-        raise
-    fsync_dir(target.parent)
+        publish_tree(target, files)
+    except FileExistsError:
+        raise ViewError(f"view {target} already exists; views are immutable") from None
     return view

@@ -379,7 +379,7 @@ class RunBook:
                         receipt.update(status="accepted", acceptedDigest=outcome.digest, acceptedAt=iso(at))
                         receipt.pop("error", None)
                     else:
-                        receipt.update(status="validated", error=f"publication rolled back to the baseline")
+                        receipt.update(status="validated", error="publication rolled back to the baseline")
                     run["receipts"][alias] = receipt
                     run["history"].append({"status": f"recovered-{outcome.status}", "alias": alias, "at": iso(at)})
 

@@ -22,7 +22,7 @@ from services.sdk import (
 )
 
 from .conftest import expired_connection
-from .wirefake import ISSUER, TOKEN_ENDPOINT, MiniWire, decode_assertion, envelope, run_dto
+from .wirefake import ISSUER, TOKEN_ENDPOINT, MiniWire, decode_assertion, run_dto
 
 
 def make_oauth(mini: MiniWire, store: Any, key: bytes, **options: Any) -> OAuth2Client:
