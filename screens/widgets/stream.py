@@ -38,7 +38,7 @@ def wrap_line(line: str, width: int) -> Iterator[str]:
         yield from chop_cells(line, max(1, width))
         return
     if cell_len(line) == len(line):  # one cell per character: textwrap's counting is right
-        yield from textwrap.wrap(line, width, subsequent_indent=INDENT, drop_whitespace=False) or [line]
+        yield from textwrap.wrap(line, width, subsequent_indent=INDENT) or [line]
         return
     first, rest = chop_cells(line, width)[0], line
     rest = line[len(first):]
