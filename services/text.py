@@ -1,20 +1,55 @@
-"""The one sanitizer for untrusted text (runs, notes, documents, file names, error messages).
+"""Untrusted text: the one sanitizer for the terminal, and the one text policy for the stores.
 
-``sanitize`` makes any string safe to hand to a terminal renderer with markup off: C0 controls
-(except tab and newline), DEL and C1 controls become visible escapes (``\\x1b`` shows as ``␛``
-followed by nothing hidden), and bidi overrides are neutralised. It keeps every other character,
-so square brackets, ``$`` and backslashes come out verbatim. Render the result with
-``markup=False`` / ``Text(...)`` / ``Content(...)``; never interpolate it into markup.
+**For the terminal.** ``sanitize`` makes any string safe to hand to a terminal renderer with
+markup off: C0 controls (except tab and newline), DEL and C1 controls become visible escapes
+(``\\x1b`` shows as ``␛``), bidi overrides are neutralised, and every *format* character (zero-width
+space, BOM, joiners, soft hyphen, variation selectors, tags, line and paragraph separators) is shown
+as a visible ``\\uXXXX`` escape, so the cells a renderer measures are the cells a terminal draws. It
+keeps every other character, so square brackets, ``$`` and backslashes come out verbatim. Render the
+result with ``markup=False`` / ``Text(...)`` / ``Content(...)``; never interpolate it into markup.
+
+**For the stores.** Three kinds of text cannot be stored faithfully anywhere: a lone surrogate
+(``"\\udc80"``, what a JavaScript app sends when it splits an emoji; it has no UTF-8 form), NUL (which
+C libraries, SQLite's FTS and Honcho cut or strip) and bytes that are not UTF-8. Every store treats
+them one of two ways, and says which in its docstring and in the README's "Bad input" section:
+
+- **refused** with the store's own clear error (``text_problem`` names what and where), when the
+  caller typed the value and can fix it: canvas writes, OKF judgments (model output is re-judged or
+  failed, never half-applied);
+- **repaired and flagged** (``repair_text``: surrogate pairs joined, lone surrogates become U+FFFD,
+  NUL removed; ``decode_text`` for bytes), when refusing would lose something nobody can send again:
+  captured conversation turns, outbox lines written by another program, note files.
+
+Either way a bad value never stops a sweep, a compaction, a run or an open.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
-__all__ = ["sanitize", "clip"]
+__all__ = [
+    "sanitize",
+    "clip",
+    "text_problem",
+    "value_problem",
+    "repair_text",
+    "repair_value",
+    "decode_text",
+]
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+# C0 (but tab and newline), DEL, C1, and every Unicode format character (category Cf), the line
+# and paragraph separators (Zl, Zp) and the variation selectors. Generated from unicodedata 14.
+_FORMAT = (
+    "\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f\u2028-\u202e"
+    "\u2060-\u2064\u2066-\u206f\ufe00-\ufe0f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
+    "\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001"
+    "\U000e0020-\U000e007f\U000e0100-\U000e01ef"
+)
+_CONTROL = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_FORMAT}\ud800-\udfff]")
 _PICTURES = {0x1B: "␛", 0x00: "␀", 0x7F: "␡", 0x0D: "␍", 0x07: "␇", 0x08: "␈"}
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_BAD_STORED = re.compile("[\x00\ud800-\udfff]")
 
 
 def _visible(match: re.Match[str]) -> str:
@@ -26,11 +61,13 @@ def _visible(match: re.Match[str]) -> str:
         return chr(0x2400 + code)  # the Unicode "control pictures" block: ␁ ␂ ...
     if code <= 0x9F:
         return f"\\x{code:02x}"
-    return f"\\u{code:04x}"
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
 
 
 def sanitize(text: object) -> str:
-    """``text`` as a string with every control character shown as a visible escape."""
+    """``text`` as a string with every control and format character shown as a visible escape."""
     value = text if isinstance(text, str) else str(text)
     return _CONTROL.sub(_visible, value)
 
@@ -40,3 +77,85 @@ def clip(text: str, limit: int = 4096) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}… [{len(text) - limit} more characters]"
+
+
+# -- the store policy ---------------------------------------------------------------------------
+
+
+def text_problem(value: str) -> str | None:
+    """What makes ``value`` unstorable (a lone surrogate or NUL, and where), or None when it is fine."""
+    match = _BAD_STORED.search(value)
+    if match is None:
+        return None
+    char, at = match.group(), match.start()
+    if char == "\x00":
+        return f"NUL character at position {at}"
+    return f"lone surrogate U+{ord(char):04X} at position {at} (text that is not valid Unicode)"
+
+
+def value_problem(value: Any, where: str = "") -> str | None:
+    """``text_problem`` for every string (keys included) in a JSON-like value, naming its place."""
+    if isinstance(value, str):
+        problem = text_problem(value)
+        return f"{where or 'value'}: {problem}" if problem else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            place = f"{where}.{key}" if where else str(key)
+            if isinstance(key, str) and (problem := text_problem(key)):
+                return f"key {repair_text(place)[0]!r}: {problem}"
+            if problem := value_problem(item, place):
+                return problem
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            if problem := value_problem(item, f"{where}[{index}]"):
+                return problem
+    return None
+
+
+def repair_text(value: str) -> tuple[str, bool]:
+    """``value`` made storable, and whether anything changed.
+
+    Surrogate pairs held as two code points are joined into their character, any surrogate left
+    becomes U+FFFD (as a UTF-8 decoder or JavaScript's ``toWellFormed`` would do) and NUL is removed
+    (as Honcho does). Clean text is returned as it is, at the cost of one regex scan.
+    """
+    if _BAD_STORED.search(value) is None:
+        return value, False
+    text = value.replace("\x00", "")
+    if _SURROGATE.search(text) is not None:
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+        text = _SURROGATE.sub("\ufffd", text)
+    return text, True
+
+
+def repair_value(value: Any) -> tuple[Any, bool]:
+    """``repair_text`` over every string (keys included) of a JSON-like value."""
+    if isinstance(value, str):
+        return repair_text(value)
+    if isinstance(value, dict):
+        changed = False
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            if isinstance(key, str):
+                key, fixed = repair_text(key)
+                changed |= fixed
+            item, fixed = repair_value(item)
+            changed |= fixed
+            out[key] = item
+        return (out, True) if changed else (value, False)
+    if isinstance(value, (list, tuple)):
+        items = [repair_value(item) for item in value]
+        if any(fixed for _, fixed in items):
+            return type(value)(item for item, _ in items), True
+        return value, False
+    return value, False
+
+
+def decode_text(data: bytes) -> tuple[str, bool]:
+    """UTF-8 ``data`` as text; bytes that are not UTF-8 become U+FFFD and the result is flagged."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text, fixed = repair_text(data.decode("utf-8", "replace"))
+        return text, True
+    return repair_text(text)
