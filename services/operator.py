@@ -17,6 +17,7 @@ from .changes import ChangeFeed
 from .cloud import FakeCloud, FakeRun
 from .errors import ServiceError
 from .sdk import CrouterError, OAuth2Client, Refusal
+from .wire import OUTCOMES
 
 __all__ = [
     "OperatorError",
@@ -28,7 +29,8 @@ __all__ = [
     "SETTLE_CHOICES",
 ]
 
-SETTLE_CHOICES = ("result", "declined", "canceled", "deadline_exceeded", "runtime_error")
+SETTLE_CHOICES = OUTCOMES
+"""How the operator may settle a run: every ``services.wire.Outcome``."""
 OPERATOR = "operator"
 
 
@@ -256,7 +258,11 @@ class OperatorDesk:
     # -- grant actions ---------------------------------------------------------------------
 
     def revoke(self, user_id: str, code: str = "grant_revoked") -> None:
-        self._grant(user_id).revoke(code)
+        grant = self._grant(user_id)
+        try:
+            grant.revoke(code)
+        except ValueError as exc:  # not a refusal code: the app would never see it as one
+            raise OperatorError(str(exc)) from None
         self._note_user(user_id, "revoke", code)
 
     async def restore(self, user_id: str) -> None:
@@ -270,7 +276,10 @@ class OperatorDesk:
 
     def refuse(self, user_id: str, code: str) -> None:
         self._grant(user_id)
-        self.cloud.user(user_id).refuse(code)
+        try:
+            self.cloud.user(user_id).refuse(code)
+        except ValueError as exc:
+            raise OperatorError(str(exc)) from None
         self._note_user(user_id, "refuse", code)
 
     def expire_tokens(self, user_id: str) -> None:

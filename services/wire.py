@@ -92,6 +92,17 @@ Provider tools: ``{providers: [{name, status, error, tools: [{name, group, scope
     ``provider.call`` body ``{arguments}`` answers ``{result}``.
 Profiles: ``{profiles: [{name, description}]}``. Trace: ``{run_id, spans: [...]}``.
 
+Base URLs: the ``issuer`` and a person's ``runtime_url`` may carry a path (``https://h/tenant``,
+    with or without a trailing slash). A route's path is appended to the base's path
+    (``join_url``); the fake finds the route by taking the base's path off the request's
+    (``route_under``). Both sides use these two functions, so they cannot disagree.
+
+Lists the wire defines are ``Literal`` types, read with ``typing.get_args`` (the tuples below are
+exactly that): ``RefusalCode`` (what a directory refusal says; ``user.refuse`` and
+``grant.revoke`` take one), ``RunStatus``, ``Outcome`` (how a run settles, as ``node.settled``
+writes it), ``SettleEnding`` (the keys ``FakeRun.settle`` takes), ``Failure`` (the outcomes a
+``failure`` ending names) and ``TurnErrorCode`` (``fail_turn``'s codes).
+
 Run notices: ``POST <run_notice.url>`` with ``Authorization: Bearer <token>`` and JSON
     ``{run_id, seq}``. The token is an RS256 JWT from the directory key with header
     ``typ: NOTICE_TOKEN_TYPE`` and claims ``iss``, ``aud`` (the notice URL), ``sub`` (the person),
@@ -102,6 +113,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal, get_args
+from urllib.parse import SplitResult, urlsplit
 
 __all__ = [
     "Route",
@@ -119,9 +132,20 @@ __all__ = [
     "SDK_MIN_RUNTIME_VERSION",
     "NOTICE_TOKEN_TYPE",
     "ACCESS_TOKEN_TYPE",
+    "RefusalCode",
+    "RunStatus",
+    "Outcome",
+    "SettleEnding",
+    "Failure",
+    "TurnErrorCode",
     "REFUSAL_CODES",
     "RUN_STATUSES",
     "OUTCOMES",
+    "SETTLE_ENDINGS",
+    "FAILURES",
+    "TURN_ERROR_CODES",
+    "join_url",
+    "route_under",
     "RETRYABLE_READS",
     "KEYED_SENDS",
     "CONTROL_FRAMES",
@@ -143,15 +167,29 @@ SDK_MIN_RUNTIME_VERSION = "1.2.0"
 ACCESS_TOKEN_TYPE = "at+jwt"
 NOTICE_TOKEN_TYPE = "run-notice+jwt"
 
-REFUSAL_CODES = (
+RefusalCode = Literal[
     "grant_removed",
     "grant_suspended",
     "refresh_token_expired",
     "refresh_token_reused",
     "grant_revoked",
-)
-RUN_STATUSES = ("running", "idle", "waiting_on_user", "settled")
-OUTCOMES = ("result", "declined", "canceled", "deadline_exceeded", "runtime_error")
+]
+"""A directory refusal: the SDK removes the connection and runs ``on_refusal`` for these only."""
+RunStatus = Literal["running", "idle", "waiting_on_user", "settled"]
+Outcome = Literal["result", "declined", "canceled", "deadline_exceeded", "runtime_error"]
+"""How a run settled (``node.settled``'s ``outcome``)."""
+SettleEnding = Literal["result", "declined", "failure", "runtime_error"]
+"""The one key ``FakeRun.settle`` takes (``failure`` names a ``Failure``)."""
+Failure = Literal["canceled", "deadline_exceeded"]
+TurnErrorCode = Literal["model_error", "content_refused"]
+"""The codes a failed turn carries (``fail_turn``)."""
+
+REFUSAL_CODES: tuple[RefusalCode, ...] = get_args(RefusalCode)
+RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
+SETTLE_ENDINGS: tuple[SettleEnding, ...] = get_args(SettleEnding)
+FAILURES: tuple[Failure, ...] = get_args(Failure)
+TURN_ERROR_CODES: tuple[TurnErrorCode, ...] = get_args(TurnErrorCode)
 CONTROL_FRAMES = ("stream_gap", "stream_error", "stream_dropped", "stream_idle")
 
 RETRYABLE_READS = frozenset(
@@ -250,6 +288,44 @@ def route_path(op: str, **params: str) -> tuple[str, str]:
             f"{{{key}}}", quote(value, safe="")
         )
     return route.method, path
+
+
+def join_url(base: str, path: str) -> str:
+    """``base`` (an issuer or runtime URL, which may carry a path) followed by a route ``path``.
+
+    ``join_url("https://h/tenant/", "/v1/runs") == "https://h/tenant/v1/runs"``: the base's path is
+    kept (unlike ``urllib.parse.urljoin``, which drops it for a path starting with ``/``).
+    """
+    return base.rstrip("/") + "/" + path.lstrip("/")
+
+
+def _origin(parts: SplitResult) -> tuple[str, str, int | None]:
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:  # not a number: no port matches it
+        port = -1
+    return scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
+
+
+def route_under(base: str, url: str) -> str | None:
+    """The route path of ``url`` below ``base`` (``"/v1/runs"``), or None when ``url`` is not under it.
+
+    The inverse of ``join_url``: same scheme, host and port, and the base's path (trailing slash
+    or not) as a whole-segment prefix of the URL's path.
+    """
+    base_parts, url_parts = urlsplit(base), urlsplit(url)
+    if _origin(base_parts) != _origin(url_parts):
+        return None
+    prefix = base_parts.path.rstrip("/")
+    path = url_parts.path or "/"
+    if not prefix:
+        return path
+    if path == prefix:
+        return "/"
+    if path.startswith(prefix + "/"):
+        return path[len(prefix) :]
+    return None
 
 
 def version_tuple(version: str) -> tuple[int, ...]:

@@ -18,7 +18,6 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from ..changes import ChangeFeed
 from ..clock import Clock
@@ -94,14 +93,15 @@ class FakeCloud:
         self.providers = Providers()
         self.runs = RunsView(self, None)
         self.transport = CloudTransport(self)
-        self._issuer_host = urlsplit(self.issuer).hostname
-        self._runtime_path_prefix = urlsplit(runtime_url).path.rstrip("/") if isinstance(runtime_url, str) else ""
         self._key = SigningKey()
         self._directory = Directory(self)
         self._ops = RuntimeOps(self)
         self._failures = Failures()
         self._users: dict[str, FakeUser] = {}
         self._runs: dict[str, FakeRun] = {}
+        """The current run of each id (a deleted one until its id is started again)."""
+        self._run_log: list[FakeRun] = []
+        """Every run in start order, deleted ones kept (``runs.all``)."""
         self._questions: dict[str, FakeRun] = {}
         self._refresh_tokens: dict[str, str] = {}
         self._responder: Responder | None = None
@@ -234,6 +234,7 @@ class FakeCloud:
             task.cancel()
         self._tasks.clear()
         self._runs.clear()
+        self._run_log.clear()
         self._questions.clear()
         self.calls.clear()
         self.directory_calls.clear()
@@ -289,13 +290,15 @@ class FakeCloud:
     def _create_run(
         self, run_id: str, user_id: str, params: dict[str, Any], key: str | None, name: str | None
     ) -> FakeRun:
+        """A new run. A client-chosen id of a deleted run starts a new run under that id (as the
+        deleted run's start key does); the deleted run stays in ``runs.all`` with ``deleted`` set."""
         now = self.clock.time()
-        old = self._runs.pop(run_id, None)
+        old = self._runs.get(run_id)
         if old is not None and not old.deleted:
-            self._runs[run_id] = old
             raise CloudError(409, "run_exists", f"run {run_id} already exists", param="id")
         run = FakeRun(self, run_id, user_id, params, key, name, created_at=now, updated_at=now)
         self._runs[run_id] = run
+        self._run_log.append(run)
         self.changes.emit("cloud", "run.started", run_id, user_id=user_id)
         return run
 
@@ -366,4 +369,4 @@ class FakeCloud:
                 stream.close()
 
     def __repr__(self) -> str:
-        return f"FakeCloud(client_id={self.client_id!r}, issuer={self.issuer!r}, runs={len(self._runs)})"
+        return f"FakeCloud(client_id={self.client_id!r}, issuer={self.issuer!r}, runs={len(self._run_log)})"

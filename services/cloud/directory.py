@@ -22,6 +22,7 @@ from ..wire import (
     DIRECTORY_DISCOVERY_PATH,
     DIRECTORY_JWKS_PATH,
     DIRECTORY_TOKEN_PATH,
+    join_url,
 )
 from .errors import CloudError
 from .failures import InterceptContext
@@ -69,25 +70,26 @@ class Directory:
         issuer = self.cloud.issuer
         return {
             "issuer": issuer,
-            "authorization_endpoint": issuer + "/oauth/authorize",
-            "token_endpoint": issuer + DIRECTORY_TOKEN_PATH,
-            "jwks_uri": issuer + DIRECTORY_JWKS_PATH,
+            "authorization_endpoint": join_url(issuer, "/oauth/authorize"),
+            "token_endpoint": join_url(issuer, DIRECTORY_TOKEN_PATH),
+            "jwks_uri": join_url(issuer, DIRECTORY_JWKS_PATH),
             "grant_types_supported": ["authorization_code", "refresh_token"],
             "token_endpoint_auth_methods_supported": ["private_key_jwt"],
         }
 
-    async def handle(self, request: httpx.Request, raw: bytes) -> httpx.Response:
+    async def handle(self, request: httpx.Request, raw: bytes, route: str) -> httpx.Response:
+        """Answer a request whose path below the issuer is ``route``."""
         cloud = self.cloud
-        op = _PATHS.get((request.method, request.url.path))
+        op = _PATHS.get((request.method, route))
         if op is None:
-            return _directory_error(404, "not_found", f"no directory route {request.method} {request.url.path}").response()
+            return _directory_error(404, "not_found", f"no directory route {request.method} {request.url}").response()
         form = _form(raw) if op == "directory.token" else {}
         user = self._user_for(form.get("refresh_token")) if op == "directory.token" else None
-        record = DirectoryCall(op, request.method, request.url.path, user.id if user else None, "", None, cloud.clock.time())
+        record = DirectoryCall(op, request.method, route, user.id if user else None, "", None, cloud.clock.time())
         cloud.directory_calls.append(record)
         if op == "directory.token":
             cloud.refreshes.append(record)
-        ctx = InterceptContext(op, record.user_id, request.method, request.url.path, dict(request.url.params), form, None)
+        ctx = InterceptContext(op, record.user_id, request.method, route, dict(request.url.params), form, None)
         answer = await cloud._failures.run(ctx)
         if answer == "unreachable":
             record.answer = "unreachable"
@@ -191,7 +193,7 @@ class Directory:
                 assertion,
                 key,  # type: ignore[arg-type]
                 algorithms=[alg],
-                audience=self.cloud.issuer + DIRECTORY_TOKEN_PATH,
+                audience=join_url(self.cloud.issuer, DIRECTORY_TOKEN_PATH),
                 issuer=client_id,
                 options={
                     "require": ["exp", "iat", "iss", "sub", "aud", "jti"],

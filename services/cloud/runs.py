@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..clock import iso
+from ..wire import FAILURES, SETTLE_ENDINGS, TURN_ERROR_CODES
 from .errors import CloudError
 
 if TYPE_CHECKING:
@@ -22,8 +23,8 @@ if TYPE_CHECKING:
 
 __all__ = ["FakeRun", "RunStreamFeed", "ResponderContext", "TURN_ERROR_CODES", "SETTLE_KINDS"]
 
-TURN_ERROR_CODES = ("model_error", "content_refused")
-SETTLE_KINDS = ("result", "declined", "failure", "runtime_error")
+SETTLE_KINDS = SETTLE_ENDINGS
+"""The keys ``settle`` takes (``services.wire.SettleEnding``)."""
 _entry_ids = itertools.count(1)
 
 
@@ -166,8 +167,8 @@ class FakeRun:
                 },
             }
         elif kind == "failure":
-            if value not in ("canceled", "deadline_exceeded"):
-                raise ValueError("failure must be 'canceled' or 'deadline_exceeded'")
+            if value not in FAILURES:
+                raise ValueError(f"failure must be one of {FAILURES}, not {value!r}")
             fields = {"outcome": value, "failure": value}
         else:
             fields = {"outcome": "runtime_error", "runtime_error": str(value)}

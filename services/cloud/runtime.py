@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from ..clock import iso
+from ..wire import FAILURES
 from .errors import CloudError
 from .runs import FakeRun
 from .stream import EventStream
@@ -216,7 +217,7 @@ class RuntimeOps:
             raise _invalid("start_turn must be a boolean", "start_turn")
         if run.settled:
             outcome = (run.outcome or {}).get("outcome")
-            if outcome in ("canceled", "deadline_exceeded"):
+            if outcome in FAILURES:
                 raise CloudError(409, "run_settled", f"run {run.id} is settled ({outcome})")
             run.emit("node.reopened", {})
         message = {

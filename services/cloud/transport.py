@@ -1,8 +1,13 @@
 """``CloudTransport``: the httpx transport through which every SDK request reaches the fake.
 
-It reads the request, sends directory hosts to the directory and everything else to the
+It reads the request, sends URLs under the issuer to the directory and everything else to the
 runtime, records each runtime call in ``cloud.calls``, runs scripted failures and gates,
 checks the runtime version and the bearer token, then dispatches on ``services.wire.ROUTES``.
+
+Base URLs may carry a path (``https://h/tenant``): the route is what follows the base
+(``wire.route_under``, the inverse of the SDK's ``wire.join_url``). A runtime request is read
+under its person's ``runtime_url`` (the bearer token's ``sub``; a callable option is asked for
+that person), so a callable ``runtime_url`` with a path works like a fixed one.
 """
 
 from __future__ import annotations
@@ -10,10 +15,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 import httpx
 
-from ..wire import IDEMPOTENCY_KEY, MIN_RUNTIME_HEADER, RUNTIME_VERSION_HEADER, match_route, version_tuple
+from ..wire import (
+    IDEMPOTENCY_KEY,
+    MIN_RUNTIME_HEADER,
+    RUNTIME_VERSION_HEADER,
+    match_route,
+    route_under,
+    version_tuple,
+)
 from .errors import CloudError
 from .failures import InterceptContext
 from .keys import SigningKey
@@ -60,27 +73,42 @@ class CloudTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         raw = await request.aread()
         cloud = self.cloud
-        if request.url.host == cloud._issuer_host:
-            return await cloud._directory.handle(request, raw)
+        route = route_under(cloud.issuer, str(request.url))
+        if route is not None:
+            return await cloud._directory.handle(request, raw, unquote(route))
         return await self._runtime(request, raw)
+
+    def _route(self, url: str, user_id: str | None) -> str | None:
+        """The route path of a runtime ``url`` below the person's runtime URL (or, without a known
+        person, below any runtime URL this cloud answers); None when it is under none of them."""
+        cloud = self.cloud
+        if user_id is not None:
+            bases = [cloud.runtime_url_for(user_id)]
+        elif callable(cloud.runtime_url):
+            bases = [cloud.runtime_url_for(known) for known in cloud._users]
+        else:
+            bases = [cloud.runtime_url]
+        for base in bases:
+            route = route_under(base, url)
+            if route is not None:
+                return unquote(route)
+        return None
 
     async def _runtime(self, request: httpx.Request, raw: bytes) -> httpx.Response:
         cloud = self.cloud
-        path = request.url.path
-        prefix = cloud._runtime_path_prefix
-        if prefix and path.startswith(prefix):
-            path = path[len(prefix) :] or "/"
         token = _bearer(request)
         claims = SigningKey.unverified_claims(token) if token else None
         sub = claims.get("sub") if claims else None
         user_id = sub if isinstance(sub, str) and sub in cloud._users else None
+        route = self._route(str(request.url), user_id)
+        path = route if route is not None else request.url.path
         query = dict(request.url.params)
         try:
             body: Any = json.loads(raw) if raw else None
             bad_body = None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             body, bad_body = None, str(exc)
-        matched = match_route(request.method, path)
+        matched = match_route(request.method, route) if route is not None else None
         op = matched[0].op if matched else None
         params = matched[1] if matched else {}
         run_id = params.get("run_id") if op in _RUN_OPS else None
@@ -121,7 +149,7 @@ class CloudTransport(httpx.AsyncBaseTransport):
     ) -> httpx.Response:
         cloud = self.cloud
         if record.op is None:
-            raise CloudError(404, "not_found", f"no runtime route {request.method} {record.path}")
+            raise CloudError(404, "not_found", f"no runtime route {request.method} {request.url}")
         ctx = InterceptContext(record.op, record.user_id, request.method, record.path, record.query, record.body, record.run_id)
         answer = await cloud._failures.run(ctx)
         if answer == "unreachable":

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..clock import iso
+from ..wire import REFUSAL_CODES
 from .runs import FakeRun, Responder
 
 if TYPE_CHECKING:
@@ -28,11 +29,13 @@ class RunsView:
 
     @property
     def all(self) -> list[FakeRun]:
-        runs = self._cloud._runs.values()
+        """Every run in start order; a deleted run stays (``deleted`` set), even when its id was reused."""
+        runs = self._cloud._run_log
         return [r for r in runs if self._user_id is None or r.user_id == self._user_id]
 
     def get(self, run_id: str) -> FakeRun:
-        """The run with this id (deleted ones included); ``KeyError`` when unknown."""
+        """The current run with this id (the newest one when a deleted run's id was started again;
+        a deleted one when that is the last); ``KeyError`` when unknown."""
         run = self._cloud._runs[run_id]
         if self._user_id is not None and run.user_id != self._user_id:
             raise KeyError(run_id)
@@ -126,7 +129,9 @@ class FakeGrant:
         self._require()
 
     def revoke(self, code: str = "grant_revoked") -> None:
-        """Deactivate: calls answer 401 ``grant_revoked``, held reads wake, streams get an error frame."""
+        """Deactivate: calls answer 401 ``grant_revoked``, held reads wake, streams get an error frame,
+        and the next refresh is refused with ``code`` (one of ``services.wire.REFUSAL_CODES``)."""
+        _check_refusal(code)
         dto = self._require()
         dto["state"], dto["revoked_code"] = "revoked", code
         self._bump(rev=True)
@@ -160,6 +165,12 @@ class FakeGrant:
     async def wait_change(self) -> None:
         """Wait until the grant's version changes (or it is revoked)."""
         await self._changed.wait()
+
+
+def _check_refusal(code: str) -> None:
+    """A code the directory can refuse with is one the SDK records as a refusal; anything else is a mistake."""
+    if code not in REFUSAL_CODES:
+        raise ValueError(f"{code!r} is not a refusal code; use one of {', '.join(REFUSAL_CODES)}")
 
 
 def _dependency(dep: dict[str, Any]) -> dict[str, Any]:
@@ -236,10 +247,12 @@ class FakeUser:
         self.runs = RunsView(self._cloud, self.id)
 
     def refuse(self, code: str) -> None:
-        """Refuse every refresh with ``code`` and invalidate tokens issued until now; ``'ok'`` clears it."""
+        """Refuse every refresh with ``code`` (one of ``services.wire.REFUSAL_CODES``) and invalidate
+        tokens issued until now; ``'ok'`` clears it."""
         if code == "ok":
             self.refusal = None
             return
+        _check_refusal(code)
         self.refusal = code
         self.tokens_valid_from = self._cloud._token_serial + 1
 

@@ -129,7 +129,7 @@ class RuntimeHttp:
 
     def _url(self, op: str, path: dict[str, str] | None) -> tuple[str, str]:
         method, route = wire.route_path(op, **(path or {}))
-        return method, self.runtime_url + route
+        return method, wire.join_url(self.runtime_url, route)
 
     def _headers(self, token: str, idempotency_key: str | None) -> dict[str, str]:
         headers = {

@@ -74,9 +74,9 @@ def _fail(message: str, code: str = "invalid_notice") -> RunNoticeError:
 async def _fetch_keys(issuer: str, transport: httpx.AsyncBaseTransport | None) -> dict[str, Any]:
     try:
         async with httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(10.0)) as http:
-            discovery = await http.get(issuer + wire.DIRECTORY_DISCOVERY_PATH)
+            discovery = await http.get(wire.join_url(issuer, wire.DIRECTORY_DISCOVERY_PATH))
             discovery.raise_for_status()
-            jwks_uri = discovery.json().get("jwks_uri") or issuer + wire.DIRECTORY_JWKS_PATH
+            jwks_uri = discovery.json().get("jwks_uri") or wire.join_url(issuer, wire.DIRECTORY_JWKS_PATH)
             answer = await http.get(str(jwks_uri))
             answer.raise_for_status()
             document = answer.json()

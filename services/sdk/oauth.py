@@ -1,6 +1,6 @@
 """``OAuth2Client``: an app's connections to people's runtimes, refreshed through the directory.
 
-- Discovery (``issuer`` + ``wire.DIRECTORY_DISCOVERY_PATH``) is fetched once per client.
+- Discovery (``wire.join_url(issuer, wire.DIRECTORY_DISCOVERY_PATH)``) is fetched once per client.
 - A refresh posts ``grant_type=refresh_token`` with a client assertion signed by ``private_key``.
   The rotated refresh token is saved to the store before the new access token is used.
 - Refreshes are single-flight per person: concurrent callers share one refresh. With a store
@@ -125,7 +125,7 @@ class OAuth2Client:
             return self._discovery
         async with self._discovery_lock:
             if self._discovery is None:
-                url = self.issuer + wire.DIRECTORY_DISCOVERY_PATH
+                url = wire.join_url(self.issuer, wire.DIRECTORY_DISCOVERY_PATH)
                 answer = await self._directory("GET", url)
                 if not isinstance(answer, dict) or not isinstance(answer.get("token_endpoint"), str):
                     raise CrouterError(
