@@ -1,8 +1,14 @@
 """The ``workbench`` command (also ``python -m workbench``).
 
-``workbench [--workspace PATH]`` opens the workbench; ``workbench demo [--speed X]`` plays the
-narrated walkthrough; ``workbench demo --headless --screenshots DIR`` plays it without a
-terminal and writes one SVG per step; ``--version``; ``--help``.
+``workbench [--workspace PATH]`` opens the workbench (exit status 2 when the workspace cannot
+open); ``workbench demo [--speed X]`` plays the narrated walkthrough; ``workbench demo --headless
+--screenshots DIR`` plays it without a terminal and writes one SVG per step; ``--version``;
+``--help``.
+
+``workbench serve [--workspace DIR] [--host H] [--port P] [--allow-remote] [--export FILE]
+[--import FILE]`` serves the workspace's cloud (kept on disk) over HTTP until SIGTERM/SIGINT;
+``workbench connect --workspace DIR USER --scope S ...`` prints a person's connection as JSON;
+``workbench --serve [--port P]`` opens the workbench and serves its cloud at the same time.
 """
 
 from __future__ import annotations
@@ -24,7 +30,28 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"workbench {__version__}")
     parser.add_argument("--workspace", type=Path, default=Path(".workbench"),
                         help="the workspace folder (default ./.workbench; created with the sample world)")
+    parser.add_argument("--serve", action="store_true",
+                        help="also serve this workspace's cloud over HTTP (see `workbench serve`)")
+    parser.add_argument("--port", type=int, default=None, help="the port for --serve (0 picks a free one)")
     sub = parser.add_subparsers(dest="command")
+    serve = sub.add_parser("serve", help="serve the workspace's cloud over HTTP for a real app (headless)")
+    serve.add_argument("--workspace", type=Path, default=None, dest="sub_workspace",
+                       help="the workspace folder (default ./.workbench)")
+    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, dest="sub_port",
+                       help="the port (default 8790; 0 picks a free one)")
+    serve.add_argument("--allow-remote", action="store_true",
+                       help="allow a host other than loopback (anyone who reaches it can use the cloud)")
+    serve.add_argument("--export", type=Path, default=None, metavar="FILE",
+                       help="write the workspace's whole cloud state to FILE and exit")
+    serve.add_argument("--import", type=Path, default=None, metavar="FILE", dest="import_file",
+                       help="replace the workspace's cloud state with FILE, then serve")
+    connect = sub.add_parser("connect", help="connect a person and print the connection an app stores, as JSON")
+    connect.add_argument("--workspace", type=Path, default=None, dest="sub_workspace",
+                         help="the workspace folder (default ./.workbench)")
+    connect.add_argument("user", help="the person's id, e.g. user:ada")
+    connect.add_argument("--scope", action="extend", nargs="+", default=None, dest="scopes",
+                         help="a scope to grant (repeat or list several; default crtr:llm crtr:act)")
     demo = sub.add_parser("demo", help="play the narrated walkthrough over the real services")
     demo.add_argument("--speed", type=float, default=1.0, help="speed factor for auto-advance (2 = twice as fast)")
     demo.add_argument("--headless", action="store_true", help="play without a terminal")
@@ -45,9 +72,34 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_demo(speed=args.speed, headless=args.headless, screenshots=args.screenshots,
                         workspace=args.demo_workspace)
+    if args.command in ("serve", "connect"):
+        from .served import connect_command, serve_command
+
+        workspace = args.sub_workspace or args.workspace
+        if args.command == "connect":
+            return connect_command(workspace, args.user, args.scopes)
+        return serve_command(workspace, host=args.host, port=args.sub_port, allow_remote=args.allow_remote,
+                             export=args.export, import_file=args.import_file)
     from services.workspace import Settings
 
     from .app import make_app
 
-    make_app(Settings(path=args.workspace)).run()
-    return 0
+    if args.serve:
+        from .served import check_ui_serve
+
+        problem = check_ui_serve(args.workspace, args.port)
+        if problem:
+            print(f"workbench --serve: {problem}")
+            return 2
+        served = make_app(Settings(path=args.workspace, serve_port=_port(args.port)))
+        served.run()
+        return served.return_code or 0
+    app = make_app(Settings(path=args.workspace))
+    app.run()
+    return app.return_code or 0
+
+
+def _port(port: int | None) -> int:
+    from services.serve import DEFAULT_PORT
+
+    return DEFAULT_PORT if port is None else port

@@ -37,11 +37,23 @@ def generate_private_key_pem(kind: str = "rsa") -> str:
 class SigningKey:
     """One RSA key pair with a key id; signs and verifies RS256 tokens."""
 
-    def __init__(self) -> None:
-        self._private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    def __init__(self, private_pem: str | None = None, kid: str | None = None) -> None:
+        if private_pem is None:
+            self._private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        else:
+            loaded = serialization.load_pem_private_key(private_pem.encode(), password=None)
+            if not isinstance(loaded, rsa.RSAPrivateKey):
+                raise ValueError("a signing key must be an RSA private key")
+            self._private = loaded
         self.public = self._private.public_key()
-        self.kid = "k-" + secrets.token_hex(6)
+        self.kid = kid or "k-" + secrets.token_hex(6)
         self._verified: dict[str, dict[str, Any]] = {}
+
+    def private_pem(self) -> str:
+        """The private key as PEM text, for a cloud whose state is kept on disk (a secret)."""
+        return self._private.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ).decode()
 
     def jwk(self) -> dict[str, Any]:
         """The public key as a JWK with ``kid``, ``use`` and ``alg``."""

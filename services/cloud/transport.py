@@ -20,6 +20,9 @@ from urllib.parse import unquote
 import httpx
 
 from ..wire import (
+    DIRECTORY_DISCOVERY_PATH,
+    DIRECTORY_JWKS_PATH,
+    DIRECTORY_TOKEN_PATH,
     IDEMPOTENCY_KEY,
     MIN_RUNTIME_HEADER,
     RUNTIME_VERSION_HEADER,
@@ -38,6 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CallRecord", "CloudTransport"]
 
+_DIRECTORY_ROUTES = frozenset({DIRECTORY_DISCOVERY_PATH, DIRECTORY_TOKEN_PATH, DIRECTORY_JWKS_PATH})
 _RUN_OPS = frozenset(
     {"run.get", "run.message", "run.events", "run.interrupt", "run.cancel", "run.delete", "run.rename", "trace.get"}
 )
@@ -73,8 +77,11 @@ class CloudTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         raw = await request.aread()
         cloud = self.cloud
-        route = route_under(cloud.issuer, str(request.url))
-        if route is not None:
+        url = str(request.url)
+        route = route_under(cloud.issuer, url)
+        if route is not None and (unquote(route) in _DIRECTORY_ROUTES or self._route(url, None) is None):
+            # under the issuer and not under a runtime URL (a served cloud keeps both on one
+            # origin: there the directory answers its own routes and the runtime every other)
             return await cloud._directory.handle(request, raw, unquote(route))
         return await self._runtime(request, raw)
 

@@ -1,0 +1,378 @@
+"""The control API of a served cloud: what only a fake can do, under ``CONTROL_PREFIX``.
+
+Every call needs ``Authorization: Bearer <token>`` (the token in ``serve.json``), compared in
+constant time; a missing or wrong token gets 401 with an empty body. Bodies and answers are JSON;
+a refused call answers ``{"error": {"code", "message"}}`` with 400 (bad input), 404 (unknown
+person, run or gate) or the cloud's own status (e.g. 404 ``run_not_found`` for a deleted run).
+
+Routes (all under ``/_workbench/v1``):
+
+- ``GET /people``; ``GET /people/{user}``; ``POST /people/{user}/connect`` ``{scopes?,
+  dependencies?}`` answers the connection an app stores (plus ``issuer`` and ``client_id``);
+  ``POST /people/{user}/grant/{revoke|restore|set|setup|sync}`` (``{code}``, ``{patch}``, the
+  keyword arguments of ``FakeGrant.set`` / ``setup``); ``POST /people/{user}/refuse`` ``{code}``;
+  ``POST /people/{user}/expire_tokens``; ``POST /people/{user}/memory`` (``FakeMemory.put``'s
+  arguments); ``DELETE /people/{user}/memory/{name}``
+- ``GET /runs`` (``?user=``); ``GET /runs/{run_id}``; ``POST /runs/{run_id}/{action}`` where the
+  action is one of ``RUN_ACTIONS`` and the body its keyword arguments (``emit`` also takes
+  ``events: [{type, fields, node_id}]`` to append many in one call)
+- ``POST /fail_next`` ``{op, answer, user?, times?}`` (``answer``: a status, ``"unreachable"``
+  or ``{status, code, message, ...}``) answers ``{id}``; ``POST /gates`` ``{op, user?}`` answers
+  ``{id}``; ``POST /gates/{id}/release``; ``DELETE /failures/{id}`` removes a scripted failure
+- ``POST /reset``; ``GET /state`` (the whole state, ``state.export_state``); ``PUT /state``
+  (replace it); ``GET /changes``: the cloud's change feed as server-sent events
+  (``event: <kind>``, ``data: {source, kind, id, data}``)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import itertools
+import json
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, unquote
+
+from .asgi import CONTROL_PREFIX, Receive, Scope, Send, read_body
+from .errors import CloudError
+from .state import CloudStateError, export_state, import_state
+
+if TYPE_CHECKING:
+    from .asgi import CloudApp
+    from .cloud import FakeCloud
+    from .persist import CloudStore
+
+__all__ = ["ControlApp", "RUN_ACTIONS", "ControlRefusal"]
+
+RUN_ACTIONS = ("reply", "fail_turn", "set_activity", "settle", "idle", "ask", "delete", "emit", "close_idle",
+               "expire_events")
+GRANT_ACTIONS = ("revoke", "restore", "set", "setup", "sync")
+
+
+class ControlRefusal(Exception):
+    """A control call refused with a status and a code."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+Handler = Callable[..., Awaitable[Any]]
+
+
+class ControlApp:
+    """The ASGI app behind ``CONTROL_PREFIX`` for one cloud."""
+
+    def __init__(self, cloud: "FakeCloud", token: str, *, store: "CloudStore | None" = None) -> None:
+        self.cloud = cloud
+        self._token = token.encode()
+        self.store = store
+        self.app: "CloudApp | None" = None
+        """The serving app (for its streaming); set by whoever serves."""
+        self._removers: dict[str, Callable[[], None]] = {}
+        self._gates: dict[str, Any] = {}
+        self._ids = itertools.count(1)
+        self._routes: list[tuple[str, re.Pattern[str], Handler]] = [
+            ("GET", re.compile(r"^/people$"), self._people),
+            ("GET", re.compile(r"^/people/(?P<user>[^/]+)$"), self._person),
+            ("POST", re.compile(r"^/people/(?P<user>[^/]+)/connect$"), self._connect),
+            ("POST", re.compile(r"^/people/(?P<user>[^/]+)/grant/(?P<action>\w+)$"), self._grant),
+            ("POST", re.compile(r"^/people/(?P<user>[^/]+)/refuse$"), self._refuse),
+            ("POST", re.compile(r"^/people/(?P<user>[^/]+)/expire_tokens$"), self._expire),
+            ("POST", re.compile(r"^/people/(?P<user>[^/]+)/memory$"), self._memory_put),
+            ("DELETE", re.compile(r"^/people/(?P<user>[^/]+)/memory/(?P<name>.+)$"), self._memory_remove),
+            ("GET", re.compile(r"^/runs$"), self._runs),
+            ("GET", re.compile(r"^/runs/(?P<run_id>[^/]+)$"), self._run),
+            ("POST", re.compile(r"^/runs/(?P<run_id>[^/]+)/(?P<action>\w+)$"), self._run_action),
+            ("POST", re.compile(r"^/fail_next$"), self._fail_next),
+            ("POST", re.compile(r"^/gates$"), self._gate),
+            ("POST", re.compile(r"^/gates/(?P<gate>[^/]+)/release$"), self._release),
+            ("DELETE", re.compile(r"^/failures/(?P<failure>[^/]+)$"), self._remove_failure),
+            ("POST", re.compile(r"^/reset$"), self._reset),
+            ("GET", re.compile(r"^/state$"), self._export),
+            ("PUT", re.compile(r"^/state$"), self._import),
+        ]
+
+    # -- ASGI --------------------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self._authorized(scope):
+            await _send(send, 401, b"", content_type=None)
+            return
+        method = scope["method"]
+        path = scope.get("path", "")[len(CONTROL_PREFIX):] or "/"
+        if method == "GET" and path == "/changes":
+            await self._changes(receive, send)
+            return
+        raw = await read_body(receive)
+        query = {k: v[-1] for k, v in parse_qs(scope.get("query_string", b"").decode("latin-1")).items()}
+        status, answer = await self.dispatch(method, path, raw, query)
+        if self.store is not None:
+            await self.store.flush()
+        await _send(send, status, json.dumps(answer).encode())
+
+    def _authorized(self, scope: Scope) -> bool:
+        given = b""
+        for name, value in scope.get("headers", []):
+            if name.lower() == b"authorization":
+                given = value
+                break
+        scheme, _, token = given.partition(b" ")
+        if scheme.lower() != b"bearer":
+            token = b""
+        return hmac.compare_digest(token.strip(), self._token) and bool(self._token)
+
+    async def dispatch(self, method: str, path: str, raw: bytes, query: dict[str, str]) -> tuple[int, Any]:
+        """Answer one control call: ``(status, JSON answer)``."""
+        try:
+            try:
+                body = json.loads(raw) if raw else {}
+            except ValueError:
+                raise ControlRefusal(400, "invalid_request", "the body is not JSON") from None
+            if not isinstance(body, dict):
+                raise ControlRefusal(400, "invalid_request", "the body must be a JSON object")
+            for route_method, pattern, handler in self._routes:
+                found = pattern.match(path)
+                if found and route_method == method:
+                    params = {k: unquote(v) for k, v in found.groupdict().items()}
+                    return 200, await handler(body, query, **params)
+            raise ControlRefusal(404, "not_found", f"no control route {method} {path}")
+        except ControlRefusal as refusal:
+            return refusal.status, _error(refusal.code, refusal.message)
+        except CloudError as exc:
+            return exc.status, _error(exc.code, exc.message or exc.code)
+        except CloudStateError as exc:
+            return 400, _error("invalid_state", str(exc))
+        except (ValueError, TypeError) as exc:
+            return 400, _error("invalid_request", str(exc))
+
+    # -- people ------------------------------------------------------------------------------
+
+    def _user(self, user_id: str) -> Any:
+        user = self.cloud._users.get(user_id)
+        if user is None:
+            raise ControlRefusal(404, "person_not_found", f"no person {user_id}")
+        return user
+
+    async def _people(self, body: dict[str, Any], query: dict[str, str]) -> Any:
+        return {"people": [_person_dto(u) for u in self.cloud._users.values()]}
+
+    async def _person(self, body: dict[str, Any], query: dict[str, str], user: str) -> Any:
+        return _person_dto(self._user(user))
+
+    async def _connect(self, body: dict[str, Any], query: dict[str, str], user: str) -> Any:
+        return await connection_json(self.cloud, user, body.get("scopes"), body.get("dependencies"))
+
+    async def _grant(self, body: dict[str, Any], query: dict[str, str], user: str, action: str) -> Any:
+        if action not in GRANT_ACTIONS:
+            raise ControlRefusal(404, "not_found", f"no grant action {action}; one of {', '.join(GRANT_ACTIONS)}")
+        grant = self._user(user).grant
+        getattr(grant, action)(**body)
+        return {"grant": grant.state}
+
+    async def _refuse(self, body: dict[str, Any], query: dict[str, str], user: str) -> Any:
+        person = self._user(user)
+        person.refuse(str(body.get("code", "grant_removed")))
+        return _person_dto(person)
+
+    async def _expire(self, body: dict[str, Any], query: dict[str, str], user: str) -> Any:
+        person = self._user(user)
+        person.expire_tokens()
+        return _person_dto(person)
+
+    async def _memory_put(self, body: dict[str, Any], query: dict[str, str], user: str) -> Any:
+        return self._user(user).memory.put(**body)
+
+    async def _memory_remove(self, body: dict[str, Any], query: dict[str, str], user: str, name: str) -> Any:
+        self._user(user).memory.remove(name)
+        return {"name": name, "removed": True}
+
+    # -- runs --------------------------------------------------------------------------------
+
+    async def _runs(self, body: dict[str, Any], query: dict[str, str]) -> Any:
+        from .state import run_log
+
+        user = query.get("user")
+        return {"runs": [run_dto(r) for r in run_log(self.cloud) if user is None or r.user_id == user]}
+
+    def _fake_run(self, run_id: str) -> Any:
+        run = self.cloud._runs.get(run_id)
+        if run is None:
+            raise ControlRefusal(404, "run_not_found", f"no run {run_id}")
+        return run
+
+    async def _run(self, body: dict[str, Any], query: dict[str, str], run_id: str) -> Any:
+        return run_dto(self._fake_run(run_id))
+
+    async def _run_action(self, body: dict[str, Any], query: dict[str, str], run_id: str, action: str) -> Any:
+        if action not in RUN_ACTIONS:
+            raise ControlRefusal(404, "not_found", f"no run action {action}; one of {', '.join(RUN_ACTIONS)}")
+        run = self._fake_run(run_id)
+        answer: dict[str, Any] = {}
+        if action == "emit" and "events" in body:
+            events = body["events"]
+            if not isinstance(events, list):
+                raise ControlRefusal(400, "invalid_request", "events must be a list")
+            answer["seqs"] = [run.emit(e["type"], e.get("fields"), node_id=e.get("node_id"))["seq"] for e in events]
+        elif action == "emit":
+            answer["event"] = run.emit(body["type"], body.get("fields"), node_id=body.get("node_id"))
+        elif action == "ask":
+            answer["question_id"] = run.ask(**body)
+        else:
+            getattr(run, action)(**body)
+        if action == "expire_events" and self.store is not None:
+            self.store.touch_run(run.id)
+        if self.cloud._responder is not None or self.cloud._tasks:
+            await asyncio.sleep(0)
+        answer["run"] = run_dto(run, events=False)
+        return answer
+
+    # -- failures and gates ------------------------------------------------------------------
+
+    async def _fail_next(self, body: dict[str, Any], query: dict[str, str]) -> Any:
+        answer = body.get("answer")
+        if isinstance(answer, dict):
+            answer = CloudError(int(answer["status"]), str(answer.get("code") or "error"), answer.get("message"),
+                                origin=str(answer.get("origin", "runtime")), retryable=answer.get("retryable"),
+                                details=answer.get("details"), param=answer.get("param"),
+                                retry_after_s=answer.get("retry_after_s"))
+        times = body.get("times", 1)
+        remover = self.cloud.fail_next(str(body["op"]), answer, user=body.get("user"),
+                                       times=float("inf") if times is None else times)
+        failure_id = f"f{next(self._ids)}"
+        self._removers[failure_id] = remover
+        return {"id": failure_id}
+
+    async def _gate(self, body: dict[str, Any], query: dict[str, str]) -> Any:
+        gate = self.cloud.gate(str(body["op"]), user=body.get("user"))
+        gate_id = f"g{next(self._ids)}"
+        self._gates[gate_id] = gate
+        return {"id": gate_id}
+
+    async def _release(self, body: dict[str, Any], query: dict[str, str], gate: str) -> Any:
+        found = self._gates.pop(gate, None)
+        if found is None:
+            raise ControlRefusal(404, "gate_not_found", f"no gate {gate}")
+        held = found.held
+        found.release()
+        return {"id": gate, "released": True, "held": held}
+
+    async def _remove_failure(self, body: dict[str, Any], query: dict[str, str], failure: str) -> Any:
+        remover = self._removers.pop(failure, None)
+        if remover is None:
+            raise ControlRefusal(404, "failure_not_found", f"no scripted failure {failure}")
+        remover()
+        return {"id": failure, "removed": True}
+
+    # -- whole state -------------------------------------------------------------------------
+
+    async def _reset(self, body: dict[str, Any], query: dict[str, str]) -> Any:
+        self.cloud.reset()
+        self._removers.clear()
+        self._gates.clear()
+        if self.store is not None:
+            await self.store.replace(self.cloud, export_state(self.cloud))
+        return {"reset": True}
+
+    async def _export(self, body: dict[str, Any], query: dict[str, str]) -> Any:
+        return export_state(self.cloud)
+
+    async def _import(self, body: dict[str, Any], query: dict[str, str]) -> Any:
+        if self.store is not None:
+            await self.store.replace(self.cloud, body)
+        else:
+            import_state(self.cloud, body)
+        return {"imported": True, "runs": len(body.get("runs", [])), "people": len(body.get("users", []))}
+
+    # -- change stream -----------------------------------------------------------------------
+
+    async def _changes(self, receive: Receive, send: Send) -> None:
+        queue: asyncio.Queue[bytes] = asyncio.Queue()
+        serial = itertools.count(1)
+
+        def on_change(change: Any) -> None:
+            payload = {"source": change.source, "kind": change.kind, "id": change.id, "data": change.data}
+            data = json.dumps(payload, default=str)
+            queue.put_nowait(f"id: {next(serial)}\nevent: {change.kind}\ndata: {data}\n\n".encode())
+
+        unsubscribe = self.cloud.changes.subscribe(on_change)
+
+        async def frames() -> AsyncIterator[bytes]:
+            yield b": changes\n\n"
+            while True:
+                parts = [await queue.get()]
+                while not queue.empty() and len(parts) < 512:
+                    parts.append(queue.get_nowait())
+                yield b"".join(parts)
+
+        headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        try:
+            assert self.app is not None, "the control app streams through its serving app"
+            await self.app.stream_body(frames(), receive, send)
+        finally:
+            unsubscribe()
+
+
+async def connection_json(cloud: "FakeCloud", user_id: str, scopes: Any, dependencies: Any) -> dict[str, Any]:
+    """Connect a person and answer what an app stores: the connection plus ``issuer`` and ``client_id``."""
+    from ..sdk import MemoryConnectionStore
+
+    if scopes is not None and (not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes)):
+        raise ControlRefusal(400, "invalid_request", "scopes must be a list of strings")
+    if not isinstance(user_id, str) or not user_id.strip():
+        raise ControlRefusal(400, "invalid_request", "a person id is required")
+    store = MemoryConnectionStore()
+    conn = await cloud.connect(store, user_id, scopes=scopes, dependencies=dependencies)
+    return {
+        "issuer": cloud.issuer,
+        "client_id": cloud.client_id,
+        "user_id": conn.user_id,
+        "access_token": conn.access_token,
+        "refresh_token": conn.refresh_token,
+        "expires_at": conn.expires_at,
+        "scope": list(conn.scope),
+        "runtime_url": conn.runtime_url,
+        "runtime_id": conn.runtime_id,
+    }
+
+
+def run_dto(run: Any, *, events: bool = True) -> dict[str, Any]:
+    """A run as the control API shows it: its wire DTO plus what only the fake knows."""
+    dto = run.to_dto()
+    dto.update(
+        deleted=run.deleted,
+        idempotency_key=run.idempotency_key,
+        turns=run.turns,
+        seq=run.seq,
+        first_seq=run.first_seq,
+        streams=len(run.streams),
+    )
+    if events:
+        dto["events"] = run.events
+    return dto
+
+
+def _person_dto(user: Any) -> dict[str, Any]:
+    return {
+        "id": user.id,
+        "grant": user.grant.state,
+        "refusal": user.refusal,
+        "tokens_valid_from": user.tokens_valid_from,
+        "holding": user.holding,
+        "memory": [{k: v for k, v in d.items() if k != "body"} for d in user.memory.documents.values()],
+    }
+
+
+def _error(code: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message}}
+
+
+async def _send(send: Send, status: int, body: bytes, *, content_type: bytes | None = b"application/json") -> None:
+    headers = [(b"content-length", str(len(body)).encode())]
+    if content_type is not None:
+        headers.append((b"content-type", content_type))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})

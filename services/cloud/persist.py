@@ -1,0 +1,493 @@
+"""``CloudStore``: a fake cloud's state kept in the workspace, in SQLite (``cloud.db``, WAL).
+
+The in-memory ``FakeCloud`` stays what it is; a store follows it. ``await store.load(cloud)``
+puts the stored state into a new cloud (``True`` when there was one); from then on
+``await store.flush()`` writes what changed since the last flush in one transaction. A served
+cloud calls ``flush`` at its acknowledgement points: before an answer starts and before each
+event-stream chunk is written (``CloudApp``'s ``ack``). Flushes are group commits: callers that
+arrive while one is being written wait for the next one, which covers them all, so a burst of
+events costs one commit. The promise: whatever a client was sent is on disk first, so a
+``kill -9`` loses nothing acknowledged; a restarted cloud resumes streams from the stored
+events and verifies the tokens it issued before (its signing key is stored).
+
+What changed is found cheaply: runs through the cloud's change feed (``run.started``,
+``run.event``, ``run.deleted``) plus anything marked with ``touch_run``; people by a small
+fingerprint (grant version, refusal, token cut-off, refresh token, memory revisions); the
+idempotency keys and refresh tokens by difference. Rows hold JSON with ASCII escapes, so every
+value the cloud accepted (lone surrogates and NUL included) is kept exactly and never fails a
+write. Commits use ``synchronous=NORMAL`` in WAL mode: safe against a killed process; a power
+loss may drop the last commits. ``import_file`` / ``replace`` swap in a whole state document
+(``state.import_state``), refusing a malformed one before anything is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Engine, create_engine, delete, event, select
+from sqlalchemy.dialects.sqlite import insert
+from sqlmodel import Field, SQLModel
+
+from ..changes import Change
+from ..files import read_json
+from .state import (
+    CloudStateError,
+    FORMAT,
+    VERSION,
+    export_state,
+    import_state,
+    key_record,
+    meta_record,
+    run_generations,
+    run_log,
+    run_record,
+    user_record,
+)
+
+if TYPE_CHECKING:
+    from .cloud import FakeCloud
+    from .runs import FakeRun
+    from .users import FakeUser
+
+__all__ = ["CloudStore", "open_durable_cloud", "CLOUD_DB"]
+
+CLOUD_DB = "cloud.db"
+
+
+class CloudMetaRow(SQLModel, table=True):
+    """One setting of the stored cloud (signing key, token serial, client key, served URL)."""
+
+    __tablename__ = "cloud_meta"
+    key: str = Field(primary_key=True)
+    value: str
+
+
+class CloudUserRow(SQLModel, table=True):
+    """One person (``state.user_record`` as JSON)."""
+
+    __tablename__ = "cloud_user"
+    id: str = Field(primary_key=True)
+    data: str
+
+
+class CloudRunRow(SQLModel, table=True):
+    """One run without its events; ``gen`` tells apart runs started again under a deleted id."""
+
+    __tablename__ = "cloud_run"
+    run_id: str = Field(primary_key=True)
+    gen: int = Field(primary_key=True)
+    ordinal: int
+    data: str
+
+
+class CloudEventRow(SQLModel, table=True):
+    """One run event, as the stream sends it."""
+
+    __tablename__ = "cloud_event"
+    run_id: str = Field(primary_key=True)
+    gen: int = Field(primary_key=True)
+    seq: int = Field(primary_key=True)
+    data: str
+
+
+class CloudKeyRow(SQLModel, table=True):
+    """One idempotency key and the answer it replays."""
+
+    __tablename__ = "cloud_idempotency"
+    user_id: str = Field(primary_key=True)
+    key: str = Field(primary_key=True)
+    data: str
+
+
+class CloudRefreshRow(SQLModel, table=True):
+    """One refresh token the directory issued, and its person."""
+
+    __tablename__ = "cloud_refresh_token"
+    token: str = Field(primary_key=True)
+    user_id: str
+
+
+_TABLES = [CloudMetaRow, CloudUserRow, CloudRunRow, CloudEventRow, CloudKeyRow, CloudRefreshRow]
+_EXPORTED_META = ("client_id", "signing_key", "token_serial", "client_jwk")
+
+
+def make_engine(path: Path) -> Engine:
+    """An engine on ``path`` with WAL, ``synchronous=NORMAL`` and a busy timeout, per connection."""
+    if not path.exists():  # it holds the signing key: owner-only, and SQLite gives -wal/-shm the same mode
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    engine = create_engine(f"sqlite:///{path}", connect_args={"check_same_thread": False, "timeout": 30})
+
+    @event.listens_for(engine, "connect")
+    def _pragmas(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+        cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    SQLModel.metadata.create_all(engine, tables=[t.__table__ for t in _TABLES])  # type: ignore[attr-defined]
+    return engine
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+class _Seen:
+    """What the store last wrote of one run object."""
+
+    __slots__ = ("run", "gen", "seq", "first_seq", "deleted")
+
+    def __init__(self, run: "FakeRun", gen: int) -> None:
+        self.run = run
+        self.gen = gen
+        self.seq = 0
+        self.first_seq = 0
+        self.deleted: bool | None = None
+
+
+class CloudStore:
+    """The durable state of one cloud in one SQLite file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.engine = make_engine(self.path)
+        self.cloud: "FakeCloud | None" = None
+        self._lock = asyncio.Lock()
+        self._asked = 0
+        self._done = 0
+        self._dirty_runs: set[str] = set()
+        self._runs: dict[int, _Seen] = {}
+        self._ordinal = 0
+        self._users: dict[str, tuple[Any, ...]] = {}
+        self._keys: set[tuple[str, str]] = set()
+        self._refresh: set[str] = set()
+        self._meta: dict[str, str] = {}
+        self._unsubscribe: Any = None
+
+    # -- loading -----------------------------------------------------------------------------
+
+    def stored_state(self) -> dict[str, Any] | None:
+        """The stored state as a ``state`` document, or None when nothing is stored yet."""
+        with self.engine.connect() as conn:
+            meta = {row.key: json.loads(row.value) for row in conn.execute(select(CloudMetaRow.__table__))}
+            if "signing_key" not in meta:
+                return None
+            users = [json.loads(row.data) for row in conn.execute(select(CloudUserRow.__table__))]
+            events: dict[tuple[str, int], list[Any]] = {}
+            query = select(CloudEventRow.__table__).order_by(
+                CloudEventRow.run_id, CloudEventRow.gen, CloudEventRow.seq  # type: ignore[arg-type]
+            )
+            for row in conn.execute(query):
+                events.setdefault((row.run_id, row.gen), []).append(json.loads(row.data))
+            runs = []
+            for row in conn.execute(select(CloudRunRow.__table__).order_by(CloudRunRow.ordinal)):  # type: ignore[arg-type]
+                record = json.loads(row.data)
+                first = int(record.get("first_seq", 1))
+                record["events"] = [e for e in events.get((row.run_id, row.gen), []) if e["seq"] >= first]
+                runs.append(record)
+            keys = [json.loads(row.data) for row in conn.execute(select(CloudKeyRow.__table__))]
+            refresh = {row.token: row.user_id for row in conn.execute(select(CloudRefreshRow.__table__))}
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "meta": {k: meta[k] for k in _EXPORTED_META if k in meta},
+            "users": users,
+            "runs": runs,
+            "idempotency": keys,
+            "refresh_tokens": refresh,
+        }
+
+    def stored_meta(self, key: str) -> Any:
+        """One stored setting (e.g. ``served_url``), or None."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(CloudMetaRow.__table__).where(CloudMetaRow.key == key)).first()
+        return json.loads(row.value) if row is not None else None
+
+    async def load(self, cloud: "FakeCloud") -> bool:
+        """Put the stored state into ``cloud`` and follow it from now on; True when state was stored."""
+        doc = await asyncio.to_thread(self.stored_state)
+        if doc is not None:
+            import_state(cloud, doc)
+        self.attach(cloud)
+        if doc is None:
+            self._mark_unwritten(cloud)
+            await self.flush()
+        else:
+            self._mark_written(cloud)
+        return doc is not None
+
+    def attach(self, cloud: "FakeCloud") -> None:
+        """Follow ``cloud``'s changes (``load`` does it)."""
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        self.cloud = cloud
+        self._unsubscribe = cloud.changes.subscribe(self._on_change)
+
+    def _on_change(self, change: Change) -> None:
+        if change.source == "cloud" and change.kind.startswith("run."):
+            self._dirty_runs.add(change.id)
+
+    def touch_run(self, run_id: str) -> None:
+        """Mark a run changed by something that publishes no change (``expire_events``)."""
+        self._dirty_runs.add(run_id)
+
+    def _mark_written(self, cloud: "FakeCloud") -> None:
+        """Everything ``cloud`` holds now counts as written (just loaded from this store)."""
+        self._runs.clear()
+        runs = run_log(cloud)
+        for run, gen in zip(runs, run_generations(runs), strict=True):
+            seen = self._runs[id(run)] = _Seen(run, gen)
+            seen.seq, seen.first_seq, seen.deleted = run.seq, run.first_seq, run.deleted
+        self._ordinal = len(runs)
+        self._users = {uid: _fingerprint(user) for uid, user in cloud._users.items()}
+        self._keys = set(cloud._ops.keys)
+        self._refresh = set(cloud._refresh_tokens)
+        self._meta = {k: _dump(v) for k, v in meta_record(cloud).items()}
+        self._dirty_runs.clear()
+
+    def _mark_unwritten(self, cloud: "FakeCloud") -> None:
+        """Nothing of ``cloud`` is stored yet: the next flush writes all of it."""
+        self._runs.clear()
+        self._ordinal = 0
+        self._users, self._keys, self._refresh, self._meta = {}, set(), set(), {}
+        self._dirty_runs = {run.id for run in run_log(cloud)}
+
+    # -- writing -----------------------------------------------------------------------------
+
+    async def flush(self) -> None:
+        """Write every change made so far (a group commit shared with concurrent callers)."""
+        if self.cloud is None:
+            return
+        self._asked += 1
+        ticket = self._asked
+        async with self._lock:
+            if self._done >= ticket:
+                return
+            upto = self._asked
+            batch = self._collect(self.cloud)
+            if batch is not None:
+                await asyncio.to_thread(self._write, batch)
+            self._done = upto
+
+    def _collect(self, cloud: "FakeCloud") -> dict[str, Any] | None:
+        """What changed since the last flush, as rows (taken on the loop, written in a thread)."""
+        batch: dict[str, list[Any]] = {"meta": [], "users": [], "runs": [], "events": [], "wipe": [],
+                                       "keys": [], "unkeys": [], "refresh": []}
+        for key, value in meta_record(cloud).items():
+            text = _dump(value)
+            if self._meta.get(key) != text:
+                self._meta[key] = text
+                batch["meta"].append({"key": key, "value": text})
+        for uid, user in cloud._users.items():
+            mark = _fingerprint(user)
+            if self._users.get(uid) != mark:
+                self._users[uid] = mark
+                batch["users"].append({"id": uid, "data": _dump(user_record(user))})
+        if self._dirty_runs:
+            dirty, self._dirty_runs = self._dirty_runs, set()
+            for run_id in dirty:
+                run = cloud._runs.get(run_id)
+                if run is not None:
+                    self._collect_run(cloud, run, batch)
+            keys = cloud._ops.keys
+            if set(keys) != self._keys:
+                current = set(keys)
+                for owner in current - self._keys:
+                    batch["keys"].append({"user_id": owner[0], "key": owner[1],
+                                          "data": _dump(key_record(owner, keys[owner]))})
+                batch["unkeys"].extend(self._keys - current)
+                self._keys = current
+        if len(cloud._refresh_tokens) != len(self._refresh):
+            for token, uid in cloud._refresh_tokens.items():
+                if token not in self._refresh:
+                    self._refresh.add(token)
+                    batch["refresh"].append({"token": token, "user_id": uid})
+        return batch if any(batch.values()) else None
+
+    def _collect_run(self, cloud: "FakeCloud", run: "FakeRun", batch: dict[str, list[Any]]) -> None:
+        seen = self._runs.get(id(run))
+        if seen is None or seen.run is not run:
+            gen = sum(1 for other in self._runs.values() if other.run.id == run.id)
+            seen = self._runs[id(run)] = _Seen(run, gen)
+            self._ordinal += 1
+            batch["wipe"].append((run.id, gen))
+            ordinal = self._ordinal
+        else:
+            ordinal = None
+        if seen.seq == run.seq and seen.deleted == run.deleted and seen.first_seq == run.first_seq:
+            return
+        events = run.events
+        i = len(events)
+        while i > 0 and events[i - 1]["seq"] > seen.seq:
+            i -= 1
+        batch["events"].extend((run.id, seen.gen, e) for e in events[i:])
+        batch["runs"].append({"run_id": run.id, "gen": seen.gen, "ordinal": ordinal,
+                              "data": _dump(run_record(run))})
+        seen.seq, seen.first_seq, seen.deleted = run.seq, run.first_seq, run.deleted
+
+    def _write(self, batch: dict[str, list[Any]]) -> None:
+        with self.engine.begin() as conn:
+            if batch["meta"]:
+                stmt = insert(CloudMetaRow.__table__)
+                conn.execute(stmt.on_conflict_do_update(index_elements=["key"], set_={"value": stmt.excluded.value}),
+                             batch["meta"])
+            if batch["users"]:
+                stmt = insert(CloudUserRow.__table__)
+                conn.execute(stmt.on_conflict_do_update(index_elements=["id"], set_={"data": stmt.excluded.data}),
+                             batch["users"])
+            table = CloudEventRow.__table__
+            for run_id, gen in batch["wipe"]:
+                conn.execute(delete(table).where(table.c.run_id == run_id, table.c.gen == gen))
+            if batch["events"]:
+                rows = [{"run_id": r, "gen": g, "seq": e["seq"], "data": _dump(e)} for r, g, e in batch["events"]]
+                conn.execute(insert(table).prefix_with("OR REPLACE"), rows)
+            for row in batch["runs"]:
+                runs = CloudRunRow.__table__
+                if row["ordinal"] is None:
+                    conn.execute(runs.update().where(runs.c.run_id == row["run_id"], runs.c.gen == row["gen"])
+                                 .values(data=row["data"]))
+                else:
+                    conn.execute(insert(runs).prefix_with("OR REPLACE"), [row])
+            if batch["keys"]:
+                conn.execute(insert(CloudKeyRow.__table__).prefix_with("OR REPLACE"), batch["keys"])
+            keys = CloudKeyRow.__table__
+            for user_id, key in batch["unkeys"]:
+                conn.execute(delete(keys).where(keys.c.user_id == user_id, keys.c.key == key))
+            if batch["refresh"]:
+                conn.execute(insert(CloudRefreshRow.__table__).prefix_with("OR REPLACE"), batch["refresh"])
+
+    def set_meta(self, key: str, value: Any) -> None:
+        """Store one setting outside the exported state (``served_url``)."""
+        stmt = insert(CloudMetaRow.__table__)
+        with self.engine.begin() as conn:
+            conn.execute(stmt.on_conflict_do_update(index_elements=["key"], set_={"value": stmt.excluded.value}),
+                         [{"key": key, "value": _dump(value)}])
+
+    # -- whole state ---------------------------------------------------------------------------
+
+    def _write_all(self, doc: dict[str, Any]) -> None:
+        with self.engine.begin() as conn:
+            for table in (CloudUserRow, CloudRunRow, CloudEventRow, CloudKeyRow, CloudRefreshRow):
+                conn.execute(delete(table.__table__))  # type: ignore[attr-defined]
+            meta = CloudMetaRow.__table__
+            conn.execute(delete(meta).where(meta.c.key.in_(_EXPORTED_META)))
+            conn.execute(insert(meta), [{"key": k, "value": _dump(v)} for k, v in doc["meta"].items()
+                                        if k in _EXPORTED_META])
+            if doc["users"]:
+                conn.execute(insert(CloudUserRow.__table__),
+                             [{"id": u["id"], "data": _dump(u)} for u in doc["users"]])
+            generations: dict[str, int] = {}
+            for ordinal, run in enumerate(doc["runs"], start=1):
+                gen = generations.get(run["id"], 0)
+                generations[run["id"]] = gen + 1
+                record = {k: v for k, v in run.items() if k != "events"}
+                conn.execute(insert(CloudRunRow.__table__),
+                             [{"run_id": run["id"], "gen": gen, "ordinal": ordinal, "data": _dump(record)}])
+                if run["events"]:
+                    conn.execute(insert(CloudEventRow.__table__),
+                                 [{"run_id": run["id"], "gen": gen, "seq": e["seq"], "data": _dump(e)}
+                                  for e in run["events"]])
+            if doc["idempotency"]:
+                conn.execute(insert(CloudKeyRow.__table__),
+                             [{"user_id": k["user_id"], "key": k["key"], "data": _dump(k)} for k in doc["idempotency"]])
+            if doc["refresh_tokens"]:
+                conn.execute(insert(CloudRefreshRow.__table__),
+                             [{"token": t, "user_id": u} for t, u in doc["refresh_tokens"].items()])
+
+    async def replace(self, cloud: "FakeCloud", doc: Any) -> None:
+        """Replace the state of ``cloud`` and of this store with ``doc`` (refused whole when malformed)."""
+        async with self._lock:
+            import_state(cloud, doc)  # raises CloudStateError before anything changes
+            clean = export_state(cloud)
+            await asyncio.to_thread(self._write_all, clean)
+            self._mark_written(cloud)
+
+    def import_document(self, doc: Any, client_id: str) -> None:
+        """Replace the stored state with ``doc`` (no cloud attached: before serving)."""
+        from . import FakeCloud
+
+        probe = FakeCloud(client_id)
+        import_state(probe, doc)  # validates
+        self._write_all(export_state(probe))
+
+    async def close(self) -> None:
+        """Flush, stop following the cloud and release the file."""
+        await self.flush()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        self.engine.dispose()
+
+
+def _fingerprint(user: "FakeUser") -> tuple[Any, ...]:
+    grant = user.grant._dto
+    return (
+        None if grant is None else (grant.get("version"), grant.get("rev"), grant.get("state")),
+        user.refusal,
+        user.tokens_valid_from,
+        user.refresh_token,
+        len(user.superseded),
+        user.family_revoked,
+        tuple((name, doc.get("revision")) for name, doc in user.memory.documents.items()),
+    )
+
+
+def read_state_file(path: Path) -> dict[str, Any]:
+    """A state document from a file (``CloudStateError`` when it is not one)."""
+    try:
+        doc = read_json(Path(path))
+    except OSError as exc:
+        raise CloudStateError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except Exception as exc:  # CorruptFileError names the file
+        raise CloudStateError(str(exc)) from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise CloudStateError(f"{path} is not a workbench cloud state")
+    return doc
+
+
+async def open_durable_cloud(
+    folder: Path,
+    url: str,
+    *,
+    client_id: str = "workbench",
+    import_file: Path | None = None,
+    seed: bool = True,
+    **options: Any,
+) -> tuple["FakeCloud", CloudStore]:
+    """The workspace's cloud on ``url`` (issuer and runtime on that one origin) with its stored
+    state; a new state is seeded with the sample world's people, providers and runs."""
+    from assets import ASSETS_DIR
+
+    from ..sdk import MemoryConnectionStore
+    from ..world import load_world, seed_cloud
+    from . import FakeCloud
+
+    store = CloudStore(Path(folder) / CLOUD_DB)
+    try:
+        if import_file is not None:
+            doc = read_state_file(import_file)
+            await asyncio.to_thread(store.import_document, doc, client_id)
+        cloud = FakeCloud(client_id, issuer=url, runtime_url=url, **options)
+        stored = await store.load(cloud)
+        world = load_world(ASSETS_DIR / "sample" / "world.json") if seed else {}
+        if world and not stored:
+            await seed_cloud(cloud, world, MemoryConnectionStore())
+            await cloud.settle_tasks()
+        elif world:
+            for spec in world.get("providers", []):
+                tools = {name: {"group": tool.get("group", name)} for name, tool in spec.get("tools", {}).items()}
+                cloud.providers.define(spec["name"], tools=tools, status=spec.get("status", "ready"),
+                                       error=spec.get("error"))
+        await store.flush()
+        await asyncio.to_thread(store.set_meta, "served_url", url)
+    except BaseException:
+        store.engine.dispose()
+        raise
+    return cloud, store
+
+
+__all__ += ["read_state_file", "CloudStateError", "make_engine"]

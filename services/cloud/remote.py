@@ -1,0 +1,354 @@
+"""``RemoteCloud``: ``FakeCloud``'s driver surface over a served cloud's control API.
+
+A test written against ``FakeCloud`` drives a served one the same way, awaiting where a call
+crosses the wire::
+
+    remote = RemoteCloud.from_workspace(folder)          # or RemoteCloud(url, token)
+    conn = await remote.connect(store, "user:o1", scopes=["crtr:llm"])
+    run = await remote.runs.get(run_id)                  # a RemoteRun: a snapshot plus the drivers
+    await run.reply("hello")                             # FakeRun.reply over the wire
+    await run.fail_turn(code="model_error", message="boom")
+    await remote.user("user:o1").grant.revoke("grant_removed")
+    await remote.user("user:o1").grant.restore()
+    failure = await remote.fail_next("run.start", 503, user="user:o1", times=3)
+    gate = await remote.gate("run.start"); ...; await gate.release()
+    async for change in remote.changes(): ...
+
+Each ``RemoteRun`` holds the run as the last answer showed it (``status``, ``events``, ...) and
+``await run.refresh()`` reads it again. What cannot cross the wire (responders and provider
+handlers: they are code) is not offered. A refused call raises ``ControlError`` with the
+server's code and message; a missing or wrong token raises it with status 401.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ..changes import Change
+from ..errors import ServiceError
+from .asgi import CONTROL_PREFIX
+from .errors import CloudError
+
+__all__ = ["RemoteCloud", "RemoteRun", "RemoteUser", "RemoteGrant", "RemoteGate", "ControlError"]
+
+
+class ControlError(ServiceError):
+    """A control call the served cloud refused (``status``, ``code``)."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(f"{status} {code}: {message}" if message else f"{status} {code}")
+        self.status, self.code, self.message = status, code, message
+
+
+def _q(value: str) -> str:
+    return quote(value, safe="")
+
+
+class RemoteCloud:
+    """The control API of one served cloud."""
+
+    def __init__(self, url: str, token: str, *, timeout: float = 30.0) -> None:
+        self.url = url.rstrip("/")
+        self.issuer = self.url
+        self._http = httpx.AsyncClient(
+            base_url=self.url + CONTROL_PREFIX,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=httpx.Timeout(timeout),
+        )
+        self.runs = RemoteRunsView(self, None)
+
+    @classmethod
+    def from_workspace(cls, folder: Path | str, **options: Any) -> "RemoteCloud":
+        """The served cloud named by ``folder/serve.json`` (``ControlError`` when none is running)."""
+        from ..serve import live_serve_info
+
+        info = live_serve_info(Path(folder))
+        if info is None:
+            raise ControlError(503, "not_served", f"{folder} is not being served (no live serve.json)")
+        return cls(info["url"], info["token"], **options)
+
+    async def call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:
+        """One control call; its JSON answer (``ControlError`` when refused)."""
+        try:
+            response = await self._http.request(method, path, json=body, params=params)
+        except httpx.TransportError as exc:
+            raise ControlError(503, "unreachable", f"{self.url} did not answer ({type(exc).__name__})") from exc
+        if response.status_code >= 300:
+            try:
+                error = response.json().get("error", {})
+            except ValueError:
+                error = {}
+            raise ControlError(response.status_code, str(error.get("code", "refused")), str(error.get("message", "")))
+        return response.json()
+
+    # -- the seed's surface ------------------------------------------------------------------
+
+    def user(self, user_id: str) -> "RemoteUser":
+        """The person with this id (``await remote.user(id).state()`` reads them)."""
+        return RemoteUser(self, user_id)
+
+    async def connect(
+        self,
+        store: Any,
+        user_id: str,
+        *,
+        scopes: list[str] | None = None,
+        dependencies: list[dict[str, Any]] | None = None,
+    ) -> Any:
+        """Make the person's grant active and save their ``Connection`` (access token expired) to ``store``."""
+        from ..sdk import Connection
+
+        answer = await self.connection(user_id, scopes=scopes, dependencies=dependencies)
+        connection = Connection(**{k: answer[k] for k in (
+            "user_id", "access_token", "refresh_token", "expires_at", "scope", "runtime_url", "runtime_id")})
+        if store is not None:
+            await store.save(connection)
+        return connection
+
+    async def connection(
+        self, user_id: str, *, scopes: list[str] | None = None, dependencies: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        """The connection JSON an app stores (with ``issuer`` and ``client_id``)."""
+        body: dict[str, Any] = {}
+        if scopes is not None:
+            body["scopes"] = scopes
+        if dependencies is not None:
+            body["dependencies"] = dependencies
+        return await self.call("POST", f"/people/{_q(user_id)}/connect", body)  # type: ignore[no-any-return]
+
+    async def people(self) -> list[dict[str, Any]]:
+        return (await self.call("GET", "/people"))["people"]  # type: ignore[no-any-return]
+
+    async def fail_next(self, op: str, answer: Any, *, user: str | None = None, times: float = 1) -> "RemoteFailure":
+        """Answer the next ``times`` matching requests with ``answer``; ``await f.remove()`` undoes it."""
+        if isinstance(answer, CloudError):
+            answer = {"status": answer.status, "code": answer.code, "message": answer.message,
+                      "origin": answer.origin, "retryable": answer.retryable, "details": answer.details,
+                      "param": answer.param, "retry_after_s": answer.retry_after_s}
+        body = {"op": op, "answer": answer, "user": user, "times": None if times == float("inf") else times}
+        return RemoteFailure(self, (await self.call("POST", "/fail_next", body))["id"])
+
+    async def gate(self, op: str, *, user: str | None = None) -> "RemoteGate":
+        """Hold every matching request until ``await gate.release()``."""
+        return RemoteGate(self, (await self.call("POST", "/gates", {"op": op, "user": user}))["id"])
+
+    async def reset(self) -> None:
+        """``FakeCloud.reset`` on the served cloud."""
+        await self.call("POST", "/reset")
+
+    async def export_state(self) -> dict[str, Any]:
+        """The whole state (``state.export_state``)."""
+        return await self.call("GET", "/state")  # type: ignore[no-any-return]
+
+    async def import_state(self, doc: dict[str, Any]) -> None:
+        """Replace the whole state with ``doc``."""
+        await self.call("PUT", "/state", doc)
+
+    async def changes(self) -> AsyncIterator[Change]:
+        """The served cloud's change feed, as it happens, until the iterator is closed."""
+        from ..sdk.sse import SSEParser
+
+        parser = SSEParser()
+        async with self._http.stream("GET", "/changes", timeout=httpx.Timeout(30.0, read=None)) as response:
+            if response.status_code >= 300:
+                raise ControlError(response.status_code, "refused", "the change stream was refused")
+            async for chunk in response.aiter_bytes():
+                for frame in parser.feed(chunk):
+                    data = json.loads(frame.data)
+                    yield Change(data["source"], data["kind"], data.get("id", ""), data.get("data") or {})
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> "RemoteCloud":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class RemoteFailure:
+    """A scripted failure on the served cloud."""
+
+    def __init__(self, remote: RemoteCloud, failure_id: str) -> None:
+        self._remote, self.id = remote, failure_id
+
+    async def remove(self) -> None:
+        await self._remote.call("DELETE", f"/failures/{_q(self.id)}")
+
+
+class RemoteGate:
+    """A gate on the served cloud: ``await gate.release()``."""
+
+    def __init__(self, remote: RemoteCloud, gate_id: str) -> None:
+        self._remote, self.id = remote, gate_id
+
+    async def release(self) -> int:
+        """Let held and future requests through; returns how many were held."""
+        return int((await self._remote.call("POST", f"/gates/{_q(self.id)}/release"))["held"])
+
+
+class RemoteRunsView:
+    """``remote.runs`` and ``remote.user(id).runs``: ``await all()`` and ``await get(id)``."""
+
+    def __init__(self, remote: RemoteCloud, user_id: str | None) -> None:
+        self._remote, self._user_id = remote, user_id
+
+    async def all(self) -> list["RemoteRun"]:
+        params = {"user": self._user_id} if self._user_id else None
+        answer = await self._remote.call("GET", "/runs", params=params)
+        return [RemoteRun(self._remote, dto) for dto in answer["runs"]]
+
+    async def get(self, run_id: str) -> "RemoteRun":
+        """The run with this id (``ControlError`` 404 when unknown)."""
+        run = RemoteRun(self._remote, await self._remote.call("GET", f"/runs/{_q(run_id)}"))
+        if self._user_id is not None and run.user_id != self._user_id:
+            raise ControlError(404, "run_not_found", f"{run_id} is not a run of {self._user_id}")
+        return run
+
+
+class RemoteRun:
+    """A run on the served cloud: the last snapshot of it plus ``FakeRun``'s drivers (async)."""
+
+    def __init__(self, remote: RemoteCloud, dto: dict[str, Any]) -> None:
+        self._remote = remote
+        self.id: str = dto["id"]
+        self._apply(dto)
+
+    def _apply(self, dto: dict[str, Any]) -> None:
+        self.raw = dto
+        self.user_id: str = dto["user_id"]
+        self.params: dict[str, Any] = dto.get("params") or {}
+        self.name = dto.get("name")
+        self.status: str = dto["status"]
+        self.activity = dto.get("activity")
+        self.outcome = dto.get("outcome")
+        self.result = dto.get("result")
+        self.last_turn_error = dto.get("last_turn_error")
+        self.question = dto.get("question")
+        self.messages: list[dict[str, Any]] = dto.get("messages") or []
+        self.pending: list[dict[str, Any]] = dto.get("pending") or []
+        self.deleted: bool = bool(dto.get("deleted"))
+        self.idempotency_key = dto.get("idempotency_key")
+        self.seq: int = int(dto.get("seq", dto.get("last_event_id", 0)))
+        if "events" in dto:
+            self.events: list[dict[str, Any]] = dto["events"]
+
+    async def refresh(self) -> "RemoteRun":
+        """Read the run again."""
+        self._apply(await self._remote.call("GET", f"/runs/{_q(self.id)}"))
+        return self
+
+    async def _act(self, action: str, body: dict[str, Any]) -> dict[str, Any]:
+        answer = await self._remote.call("POST", f"/runs/{_q(self.id)}/{action}", body)
+        run = dict(answer["run"])
+        run.setdefault("events", getattr(self, "events", []))
+        self._apply(run)
+        return answer  # type: ignore[no-any-return]
+
+    async def reply(self, text: str, *, chunks: int = 2, message_ids: list[str] | None = None) -> None:
+        await self._act("reply", {"text": text, "chunks": chunks, "message_ids": message_ids})
+
+    async def fail_turn(self, *, code: str = "model_error", message: str = "the model failed",
+                        message_ids: list[str] | None = None) -> None:
+        await self._act("fail_turn", {"code": code, "message": message, "message_ids": message_ids})
+
+    async def set_activity(self, activity: str, *, at: str | None = None) -> None:
+        await self._act("set_activity", {"activity": activity, "at": at})
+
+    async def settle(self, ending: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        await self._act("settle", {"ending": ending, **kwargs})
+
+    async def idle(self) -> None:
+        await self._act("idle", {})
+
+    async def ask(self, *, title: str, slots: list[dict[str, Any]] | None = None) -> str:
+        return str((await self._act("ask", {"title": title, "slots": slots}))["question_id"])
+
+    async def delete(self) -> None:
+        await self._act("delete", {})
+
+    async def emit(self, type: str, fields: dict[str, Any] | None = None, *, node_id: str | None = None) -> dict[str, Any]:
+        answer = await self._act("emit", {"type": type, "fields": fields, "node_id": node_id})
+        return answer["event"]  # type: ignore[no-any-return]
+
+    async def emit_many(self, events: list[dict[str, Any]]) -> list[int]:
+        """Append many events in one call (each ``{type, fields?, node_id?}``); their seqs."""
+        return list((await self._act("emit", {"events": events}))["seqs"])
+
+    async def close_idle(self) -> None:
+        await self._act("close_idle", {})
+
+    async def expire_events(self, up_to: int) -> None:
+        await self._act("expire_events", {"up_to": up_to})
+
+
+class RemoteGrant:
+    """A person's grant on the served cloud."""
+
+    def __init__(self, remote: RemoteCloud, user_id: str) -> None:
+        self._remote, self._user_id = remote, user_id
+
+    async def _act(self, action: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        answer = await self._remote.call("POST", f"/people/{_q(self._user_id)}/grant/{action}", body)
+        return answer["grant"]  # type: ignore[no-any-return]
+
+    async def state(self) -> dict[str, Any] | None:
+        """The grant DTO, or None when the person has none."""
+        return (await self._remote.call("GET", f"/people/{_q(self._user_id)}"))["grant"]  # type: ignore[no-any-return]
+
+    async def revoke(self, code: str = "grant_revoked") -> None:
+        await self._act("revoke", {"code": code})
+
+    async def restore(self, patch: dict[str, Any] | None = None) -> None:
+        await self._act("restore", {"patch": patch})
+
+    async def set(self, **changes: Any) -> None:
+        await self._act("set", changes)
+
+    async def setup(self, provider: str, state: str, *, message: str | None = None) -> None:
+        await self._act("setup", {"provider": provider, "state": state, "message": message})
+
+    async def sync(self) -> None:
+        await self._act("sync", {})
+
+
+class RemoteMemory:
+    """A person's memory documents on the served cloud."""
+
+    def __init__(self, remote: RemoteCloud, user_id: str) -> None:
+        self._remote, self._user_id = remote, user_id
+
+    async def put(self, name: str, body: str, **options: Any) -> dict[str, Any]:
+        return await self._remote.call(  # type: ignore[no-any-return]
+            "POST", f"/people/{_q(self._user_id)}/memory", {"name": name, "body": body, **options})
+
+    async def remove(self, name: str) -> None:
+        await self._remote.call("DELETE", f"/people/{_q(self._user_id)}/memory/{_q(name)}")
+
+
+class RemoteUser:
+    """One person on the served cloud: ``grant``, ``runs``, ``memory``, ``refuse``, ``expire_tokens``."""
+
+    def __init__(self, remote: RemoteCloud, user_id: str) -> None:
+        self._remote = remote
+        self.id = user_id
+        self.grant = RemoteGrant(remote, user_id)
+        self.runs = RemoteRunsView(remote, user_id)
+        self.memory = RemoteMemory(remote, user_id)
+
+    async def state(self) -> dict[str, Any]:
+        """``{id, grant, refusal, tokens_valid_from, holding, memory}``."""
+        return await self._remote.call("GET", f"/people/{_q(self.id)}")  # type: ignore[no-any-return]
+
+    async def refuse(self, code: str) -> None:
+        await self._remote.call("POST", f"/people/{_q(self.id)}/refuse", {"code": code})
+
+    async def expire_tokens(self) -> None:
+        await self._remote.call("POST", f"/people/{_q(self.id)}/expire_tokens")

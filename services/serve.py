@@ -1,0 +1,289 @@
+"""Serving a workspace's cloud on a port: uvicorn over ``CloudApp``, announced in ``serve.json``.
+
+``CloudServer(cloud, host=..., port=...)`` binds the socket itself (``port=0`` picks a free one),
+so the URL is known before the cloud answers anything: the cloud's ``issuer`` and ``runtime_url``
+are that one origin, ``http://HOST:PORT``. ``await server.start()`` returns once uvicorn
+accepts connections; it then writes ``DIR/serve.json`` (``url``, ``pid``, ``token``: the control
+API's bearer token) atomically with mode 0600. ``await server.stop()`` ends every open stream,
+stops uvicorn and removes ``serve.json`` (only when it is still this process's).
+
+``serve_workspace(...)`` is ``workbench serve``: the workspace's cloud, kept on disk, served until
+SIGTERM or SIGINT. A host other than loopback is refused unless ``allow_remote`` is set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import json
+import os
+import secrets
+import signal
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import ServiceError
+from .files import atomic_write_json
+
+if TYPE_CHECKING:
+    import uvicorn
+
+    from .cloud import FakeCloud
+    from .cloud.asgi import CloudApp
+    from .cloud.persist import CloudStore
+
+__all__ = [
+    "ServeError",
+    "CloudServer",
+    "SERVE_FILE",
+    "DEFAULT_PORT",
+    "is_loopback",
+    "bind_socket",
+    "origin_url",
+    "read_serve_info",
+    "live_serve_info",
+    "who_can_reach",
+]
+
+SERVE_FILE = "serve.json"
+DEFAULT_PORT = 8790
+"""The port ``workbench serve`` uses when none is given."""
+
+
+class ServeError(ServiceError):
+    """The workspace cannot be served as asked (a remote host without consent, a port in use...)."""
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def who_can_reach(host: str, port: int) -> str:
+    """A plain sentence saying who can reach a server bound to ``host``."""
+    if is_loopback(host):
+        return f"only programs on this machine can reach port {port}"
+    if host in ("0.0.0.0", "::", ""):
+        return (
+            f"anyone who can reach this machine on port {port}, on any of its networks, can use this cloud "
+            "(its people, runs and tokens); the control API still needs the token in serve.json"
+        )
+    return (
+        f"anyone who can reach {host} port {port} can use this cloud (its people, runs and tokens); "
+        "the control API still needs the token in serve.json"
+    )
+
+
+def origin_url(host: str, port: int) -> str:
+    """``http://HOST:PORT`` (IPv6 hosts in brackets)."""
+    shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    return f"http://{shown}:{port}"
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening-ready TCP socket bound to ``(host, port)``; port 0 picks a free port."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        raise ServeError(f"cannot listen on {host} port {port}: {exc.strerror or exc}") from None
+    sock.set_inheritable(False)
+    return sock
+
+
+def read_serve_info(folder: Path) -> dict[str, Any] | None:
+    """``serve.json`` of a workspace, or None when there is none (or it is unreadable)."""
+    try:
+        info = json.loads((Path(folder) / SERVE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict) or not all(isinstance(info.get(k), t) for k, t in
+                                             (("url", str), ("pid", int), ("token", str))):
+        return None
+    return info
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def live_serve_info(folder: Path) -> dict[str, Any] | None:
+    """``serve.json`` when the process it names is alive (a stale file counts as none)."""
+    info = read_serve_info(folder)
+    if info is None or not _pid_alive(int(info["pid"])):
+        return None
+    return info
+
+
+def _uvicorn_server(app: "CloudApp", log_level: str) -> "uvicorn.Server":
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:  # the caller owns the signals
+            yield
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            app.close_streams()
+            await super().shutdown(sockets=sockets)
+
+    config = uvicorn.Config(
+        app,
+        lifespan="off",
+        log_level=log_level,
+        access_log=False,
+        timeout_graceful_shutdown=5,
+        ws="none",
+    )
+    return _Server(config)
+
+
+class CloudServer:
+    """One cloud served on a bound socket, announced in a workspace's ``serve.json``."""
+
+    def __init__(
+        self,
+        cloud: "FakeCloud",
+        sock: socket.socket,
+        *,
+        folder: Path | None = None,
+        store: "CloudStore | None" = None,
+        token: str | None = None,
+        log_level: str = "warning",
+    ) -> None:
+        from .cloud.asgi import CloudApp
+        from .cloud.control import ControlApp
+
+        self.cloud = cloud
+        self.sock = sock
+        self.folder = Path(folder) if folder is not None else None
+        self.store = store
+        self.token = token or secrets.token_urlsafe(32)
+        host, port = sock.getsockname()[:2]
+        self.url = origin_url(host, port)
+        ack = store.flush if store is not None else None
+        self.control = ControlApp(cloud, self.token, store=store)
+        self.app = CloudApp(cloud, control=self.control, ack=ack)
+        self.control.app = self.app
+        self._server = _uvicorn_server(self.app, log_level)
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self.sock.getsockname()[1])
+
+    async def start(self) -> None:
+        """Serve, wait until connections are accepted, then write ``serve.json``."""
+        self._task = asyncio.ensure_future(self._server.serve(sockets=[self.sock]))
+        while not self._server.started:
+            if self._task.done():
+                self._task.result()
+                raise ServeError("the server stopped while starting")
+            await asyncio.sleep(0.01)
+        if self.folder is not None:
+            atomic_write_json(
+                self.folder / SERVE_FILE, {"url": self.url, "pid": os.getpid(), "token": self.token}, mode=0o600
+            )
+
+    def request_stop(self) -> None:
+        """Ask the server to stop (safe from a signal handler)."""
+        self._server.should_exit = True
+
+    async def wait(self) -> None:
+        """Wait until the server has stopped."""
+        if self._task is not None:
+            await asyncio.shield(self._task)
+
+    async def stop(self) -> None:
+        """Stop serving, commit the state, and remove ``serve.json`` when it is ours."""
+        self.request_stop()
+        try:
+            if self._task is not None:
+                await self._task
+        finally:
+            if self.store is not None:
+                await self.store.flush()
+            self._remove_serve_file()
+
+    def _remove_serve_file(self) -> None:
+        if self.folder is None:
+            return
+        info = read_serve_info(self.folder)
+        if info is not None and info["pid"] == os.getpid() and info["token"] == self.token:
+            with contextlib.suppress(FileNotFoundError):
+                (self.folder / SERVE_FILE).unlink()
+
+
+def check_host(host: str, allow_remote: bool) -> None:
+    """Refuse a host other than loopback unless the caller allowed remote access."""
+    if not is_loopback(host) and not allow_remote:
+        raise ServeError(
+            f"{host} is not a loopback address: anyone who can reach it could use this cloud. "
+            "Pass --allow-remote to serve it anyway."
+        )
+
+
+def check_not_served(folder: Path) -> None:
+    """Refuse to serve a workspace another live process already serves."""
+    info = live_serve_info(folder)
+    if info is not None and info["pid"] != os.getpid():
+        raise ServeError(f"{folder} is already served at {info['url']} by process {info['pid']}")
+
+
+async def serve_workspace(
+    folder: Path,
+    *,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    allow_remote: bool = False,
+    import_file: Path | None = None,
+    say: Callable[[str], None] = print,
+) -> None:
+    """``workbench serve``: the workspace's durable cloud on ``host:port`` until SIGTERM/SIGINT."""
+    from .cloud.persist import open_durable_cloud
+
+    check_host(host, allow_remote)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    check_not_served(folder)
+    sock = bind_socket(host, port)
+    url = origin_url(*sock.getsockname()[:2])
+    try:
+        cloud, store = await open_durable_cloud(folder, url, import_file=import_file)
+    except BaseException:
+        sock.close()
+        raise
+    server = CloudServer(cloud, sock, folder=folder, store=store)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, server.request_stop)
+    try:
+        await server.start()
+        if not is_loopback(host):
+            say(f"warning: {who_can_reach(host, server.port)}")
+        say(f"serving {server.url}")
+        await server.wait()
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        try:
+            await server.stop()
+        finally:
+            await store.close()

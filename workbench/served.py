@@ -1,0 +1,126 @@
+"""The ``workbench serve`` and ``workbench connect`` commands (``workbench --serve`` checks too)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+__all__ = ["serve_command", "connect_command", "check_ui_serve"]
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+def _fail(command: str, error: Exception) -> int:
+    from services.text import sanitize
+
+    print(f"workbench {command}: {sanitize(str(error))}", file=sys.stderr, flush=True)
+    return 2
+
+
+def serve_command(
+    folder: Path,
+    *,
+    host: str,
+    port: int | None,
+    allow_remote: bool,
+    export: Path | None,
+    import_file: Path | None,
+) -> int:
+    """``workbench serve``; returns the exit status."""
+    from services.errors import ServiceError
+    from services.serve import DEFAULT_PORT, serve_workspace
+
+    if port is not None and not 0 <= port <= 65535:
+        return _fail("serve", ValueError("--port must be between 0 and 65535"))
+    if export is not None and import_file is not None:
+        return _fail("serve", ValueError("--export and --import do not go together"))
+    try:
+        if export is not None:
+            count = asyncio.run(export_state(folder, export))
+            _say(f"exported the cloud state of {folder} ({count}) to {export}")
+            return 0
+        asyncio.run(serve_workspace(folder, host=host, port=DEFAULT_PORT if port is None else port,
+                                    allow_remote=allow_remote, import_file=import_file, say=_say))
+    except ServiceError as exc:
+        return _fail("serve", exc)
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+async def export_state(folder: Path, target: Path) -> str:
+    """Write the workspace's cloud state to ``target`` (0600: it holds the signing key)."""
+    from services.cloud.persist import CLOUD_DB, CloudStore
+    from services.cloud.remote import RemoteCloud
+    from services.cloud.state import CloudStateError
+    from services.files import atomic_write_json
+    from services.serve import live_serve_info
+
+    if live_serve_info(folder) is not None:
+        async with RemoteCloud.from_workspace(folder) as remote:
+            doc = await remote.export_state()
+    else:
+        if not (Path(folder) / CLOUD_DB).exists():
+            raise CloudStateError(f"{folder} holds no cloud state yet (serve it once first)")
+        store = CloudStore(Path(folder) / CLOUD_DB)
+        try:
+            doc = await asyncio.to_thread(store.stored_state)
+        finally:
+            store.engine.dispose()
+        if doc is None:
+            raise CloudStateError(f"{folder} holds no cloud state yet (serve it once first)")
+    await asyncio.to_thread(atomic_write_json, Path(target), doc, mode=0o600)
+    return f"{len(doc['users'])} people, {len(doc['runs'])} runs"
+
+
+def connect_command(folder: Path, user_id: str, scopes: list[str] | None) -> int:
+    """``workbench connect``: the connection as JSON, through the server when it runs."""
+    from services.errors import ServiceError
+
+    try:
+        answer = asyncio.run(_connect(folder, user_id, scopes))
+    except ServiceError as exc:
+        return _fail("connect", exc)
+    print(json.dumps(answer, indent=2), flush=True)
+    return 0
+
+
+async def _connect(folder: Path, user_id: str, scopes: list[str] | None) -> dict[str, object]:
+    from services.cloud.control import ControlRefusal, connection_json
+    from services.cloud.persist import CLOUD_DB, CloudStore, open_durable_cloud
+    from services.cloud.remote import ControlError, RemoteCloud
+    from services.serve import DEFAULT_PORT, live_serve_info, origin_url
+
+    if live_serve_info(folder) is not None:
+        async with RemoteCloud.from_workspace(folder) as remote:
+            return await remote.connection(user_id, scopes=scopes)
+    url = None
+    if (Path(folder) / CLOUD_DB).exists():
+        probe = CloudStore(Path(folder) / CLOUD_DB)
+        try:
+            url = await asyncio.to_thread(probe.stored_meta, "served_url")
+        finally:
+            probe.engine.dispose()
+    cloud, store = await open_durable_cloud(Path(folder), url or origin_url("127.0.0.1", DEFAULT_PORT))
+    try:
+        return await connection_json(cloud, user_id, scopes, None)
+    except ControlRefusal as refusal:
+        raise ControlError(refusal.status, refusal.code, refusal.message) from None
+    finally:
+        await store.close()
+
+
+def check_ui_serve(folder: Path, port: int | None) -> str | None:
+    """Why ``workbench --serve`` cannot start, or None."""
+    from services.serve import live_serve_info
+
+    if port is not None and not 0 <= port <= 65535:
+        return "--port must be between 0 and 65535"
+    info = live_serve_info(folder)
+    if info is not None:
+        return f"{folder} is already served at {info['url']} by process {info['pid']}"
+    return None
