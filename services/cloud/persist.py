@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, create_engine, delete, event, select
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.dialects.sqlite import insert
 from sqlmodel import Field, SQLModel
 
@@ -154,12 +155,16 @@ class CloudStore:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.engine = make_engine(self.path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.engine = make_engine(self.path)
+        except (OSError, SQLAlchemyError) as exc:
+            raise CloudStateError(f"cannot open the cloud state {self.path}: {exc}") from None
         self.cloud: "FakeCloud | None" = None
         self._lock = asyncio.Lock()
         self._asked = 0
         self._done = 0
-        self._dirty_runs: set[str] = set()
+        self._dirty_runs: dict[int, "FakeRun"] = {}
         self._runs: dict[int, _Seen] = {}
         self._ordinal = 0
         self._users: dict[str, tuple[Any, ...]] = {}
@@ -167,6 +172,7 @@ class CloudStore:
         self._refresh: set[str] = set()
         self._meta: dict[str, str] = {}
         self._unsubscribe: Any = None
+        self._broken = False
 
     # -- loading -----------------------------------------------------------------------------
 
@@ -176,7 +182,8 @@ class CloudStore:
             meta = {row.key: json.loads(row.value) for row in conn.execute(select(CloudMetaRow.__table__))}
             if "signing_key" not in meta:
                 return None
-            users = [json.loads(row.data) for row in conn.execute(select(CloudUserRow.__table__))]
+            users = sorted((json.loads(row.data) for row in conn.execute(select(CloudUserRow.__table__))),
+                           key=lambda u: u["id"])
             events: dict[tuple[str, int], list[Any]] = {}
             query = select(CloudEventRow.__table__).order_by(
                 CloudEventRow.run_id, CloudEventRow.gen, CloudEventRow.seq  # type: ignore[arg-type]
@@ -189,7 +196,8 @@ class CloudStore:
                 first = int(record.get("first_seq", 1))
                 record["events"] = [e for e in events.get((row.run_id, row.gen), []) if e["seq"] >= first]
                 runs.append(record)
-            keys = [json.loads(row.data) for row in conn.execute(select(CloudKeyRow.__table__))]
+            keys = sorted((json.loads(row.data) for row in conn.execute(select(CloudKeyRow.__table__))),
+                          key=lambda k: (k["user_id"], k["key"]))
             refresh = {row.token: row.user_id for row in conn.execute(select(CloudRefreshRow.__table__))}
         return {
             "format": FORMAT,
@@ -229,11 +237,15 @@ class CloudStore:
 
     def _on_change(self, change: Change) -> None:
         if change.source == "cloud" and change.kind.startswith("run."):
-            self._dirty_runs.add(change.id)
+            self.touch_run(change.id)
 
     def touch_run(self, run_id: str) -> None:
-        """Mark a run changed by something that publishes no change (``expire_events``)."""
-        self._dirty_runs.add(run_id)
+        """Mark a run changed (the change feed does it; ``expire_events`` publishes no change).
+
+        The run object is taken now: a deleted run's id may start a new run before the flush."""
+        run = self.cloud._runs.get(run_id) if self.cloud is not None else None
+        if run is not None:
+            self._dirty_runs[id(run)] = run
 
     def _mark_written(self, cloud: "FakeCloud") -> None:
         """Everything ``cloud`` holds now counts as written (just loaded from this store)."""
@@ -254,7 +266,7 @@ class CloudStore:
         self._runs.clear()
         self._ordinal = 0
         self._users, self._keys, self._refresh, self._meta = {}, set(), set(), {}
-        self._dirty_runs = {run.id for run in run_log(cloud)}
+        self._dirty_runs = {id(run): run for run in run_log(cloud)}
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -268,9 +280,18 @@ class CloudStore:
             if self._done >= ticket:
                 return
             upto = self._asked
-            batch = self._collect(self.cloud)
+            cloud = self.cloud
+            if self._broken:  # a failed write left the rows behind the marks: write the whole state
+                await asyncio.to_thread(self._write_all, export_state(cloud))
+                self._mark_written(cloud)
+                self._broken = False
+            batch = self._collect(cloud)
             if batch is not None:
-                await asyncio.to_thread(self._write, batch)
+                try:
+                    await asyncio.to_thread(self._write, batch)
+                except BaseException:
+                    self._broken = True
+                    raise
             self._done = upto
 
     def _collect(self, cloud: "FakeCloud") -> dict[str, Any] | None:
@@ -288,11 +309,13 @@ class CloudStore:
                 self._users[uid] = mark
                 batch["users"].append({"id": uid, "data": _dump(user_record(user))})
         if self._dirty_runs:
-            dirty, self._dirty_runs = self._dirty_runs, set()
-            for run_id in dirty:
-                run = cloud._runs.get(run_id)
-                if run is not None:
-                    self._collect_run(cloud, run, batch)
+            dirty, self._dirty_runs = self._dirty_runs, {}
+            changed = list(dirty.values())
+            if any(id(run) not in self._runs for run in changed):  # new runs are numbered in start order
+                position = {id(run): i for i, run in enumerate(run_log(cloud))}
+                changed.sort(key=lambda run: position.get(id(run), 0))
+            for run in changed:
+                self._collect_run(cloud, run, batch)
             keys = cloud._ops.keys
             if set(keys) != self._keys:
                 current = set(keys)

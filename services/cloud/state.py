@@ -125,9 +125,9 @@ def export_state(cloud: "FakeCloud") -> dict[str, Any]:
         "format": FORMAT,
         "version": VERSION,
         "meta": meta_record(cloud),
-        "users": [user_record(user) for user in cloud._users.values()],
+        "users": [user_record(cloud._users[uid]) for uid in sorted(cloud._users)],
         "runs": runs,
-        "idempotency": [key_record(owner, keyed) for owner, keyed in cloud._ops.keys.items()],
+        "idempotency": [key_record(owner, cloud._ops.keys[owner]) for owner in sorted(cloud._ops.keys)],
         "refresh_tokens": dict(cloud._refresh_tokens),
     }
 

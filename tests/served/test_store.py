@@ -1,0 +1,107 @@
+"""``CloudStore`` in process: a real FakeCloud, a real SQLite file, a second cloud reading it back."""
+
+from __future__ import annotations
+
+import errno
+import sqlite3
+from pathlib import Path
+
+import pytest
+from sqlalchemy.exc import SQLAlchemyError
+
+from services.cloud import FakeCloud
+from services.cloud.persist import CloudStore
+from services.cloud.state import CloudStateError, export_state, import_state
+from services.sdk import MemoryConnectionStore
+
+URL = "http://127.0.0.1:9"
+
+
+async def _reopened(path: Path) -> tuple[FakeCloud, CloudStore]:
+    cloud = FakeCloud("app", issuer=URL, runtime_url=URL)
+    store = CloudStore(path)
+    assert await store.load(cloud)
+    return cloud, store
+
+
+async def test_every_flushed_change_reads_back_the_same(tmp_path: Path) -> None:
+    cloud = FakeCloud("app", issuer=URL, runtime_url=URL)
+    store = CloudStore(tmp_path / "cloud.db")
+    assert not await store.load(cloud)
+    await cloud.connect(MemoryConnectionStore(), "user:a", scopes=["crtr:llm"])
+    client = cloud.crouter("user:a")
+    run = await client.runs.start(prompt="one", idempotency_key="k1")
+    fake = cloud.runs.get(run.id)
+    fake.reply("hi \ud800 and \x00")  # text the cloud accepted is kept exactly
+    fake.ask(title="why?")
+    await client.runs.message(run.id, "because", start_turn=False)
+    cloud.user("user:a").refuse("grant_suspended")
+    cloud.user("user:a").memory.put("doc", "body")
+    await store.flush()
+    await client.aclose()
+    reopened, other = await _reopened(tmp_path / "cloud.db")
+    assert export_state(reopened) == export_state(cloud)
+    assert reopened.runs.get(run.id).events[-1]["type"] == "node.message.received"
+    token = cloud._mint_access(cloud.user("user:a"))[0]
+    assert reopened._key.claims_of(token) is not None  # tokens from before still verify
+    await other.close()
+    await store.close()
+
+
+async def test_a_deleted_run_id_started_again_keeps_both_runs_apart(tmp_path: Path) -> None:
+    cloud = FakeCloud("app", issuer=URL, runtime_url=URL)
+    store = CloudStore(tmp_path / "cloud.db")
+    await store.load(cloud)
+    await cloud.connect(MemoryConnectionStore(), "user:a")
+    client = cloud.crouter("user:a")
+    await client.runs.start(prompt="first", id="run_same")
+    cloud.runs.get("run_same").reply("first answer", chunks=3)
+    await store.flush()
+    cloud.runs.get("run_same").delete()
+    await client.runs.start(prompt="second", id="run_same")
+    cloud.runs.get("run_same").reply("second")
+    await store.flush()
+    await client.aclose()
+    reopened, other = await _reopened(tmp_path / "cloud.db")
+    assert export_state(reopened) == export_state(cloud)
+    assert [r.params["prompt"] for r in reopened.runs.all] == [r.params["prompt"] for r in cloud.runs.all]
+    assert reopened.runs.get("run_same").params["prompt"] == "second"
+    await other.close()
+    await store.close()
+
+
+async def test_a_failed_commit_is_raised_and_the_next_flush_writes_everything(tmp_path: Path, monkeypatch) -> None:
+    cloud = FakeCloud("app", issuer=URL, runtime_url=URL)
+    store = CloudStore(tmp_path / "cloud.db")
+    await store.load(cloud)
+    await cloud.connect(MemoryConnectionStore(), "user:a")
+    client = cloud.crouter("user:a")
+    run = await client.runs.start(prompt="x")
+    real_connect = sqlite3.dbapi2.connect
+
+    def full_disk(*args, **kwargs):  # the OS boundary: the database cannot be written
+        raise sqlite3.OperationalError(errno.errorcode[errno.ENOSPC])
+
+    store.engine.dispose()
+    monkeypatch.setattr(sqlite3.dbapi2, "connect", full_disk)
+    cloud.runs.get(run.id).reply("not yet on disk")
+    with pytest.raises(SQLAlchemyError):
+        await store.flush()
+    monkeypatch.setattr(sqlite3.dbapi2, "connect", real_connect)
+    await store.flush()
+    await client.aclose()
+    reopened, other = await _reopened(tmp_path / "cloud.db")
+    assert export_state(reopened) == export_state(cloud)
+    await other.close()
+    await store.close()
+
+
+def test_a_state_document_that_is_not_one_is_refused_and_changes_nothing() -> None:
+    cloud = FakeCloud("app")
+    before = export_state(cloud)
+    for doc in (None, [], {"format": "x"}, {"format": "workbench-cloud-state", "version": 2},
+                {**before, "users": [{"no": "id"}]}, {**before, "runs": [{"id": 5}]},
+                {**before, "meta": {**before["meta"], "signing_key": {"pem": "nope", "kid": "k"}}}):
+        with pytest.raises(CloudStateError):
+            import_state(cloud, doc)
+        assert export_state(cloud) == before
