@@ -3,14 +3,16 @@
 ``Canvas.open(path_or_url, changes=ChangeFeed())`` is the entry point; its async methods return
 frozen read models (``services.canvas.views``). ``RunBridge`` keeps run nodes in step with the
 fake cloud. ``make_engine(url)`` builds the engine with per-connection pragmas and
-``BEGIN IMMEDIATE`` for writers. Errors are ``CanvasError`` subclasses (``ServiceError``).
+``BEGIN IMMEDIATE`` for writers. Errors are ``CanvasError`` subclasses (``ServiceError``), each
+with a stable ``code``. Text with a lone surrogate or NUL is refused at every entry point
+(``TextRefusedError``); run text reaching the canvas through ``RunBridge`` is repaired and flagged.
 """
 
 from .bridge import BridgeInputError, RunBridge
 from .engine import make_engine
-from .errors import (CanvasBusyError, CanvasError, DocumentInvalidError, NameRefusedError, NameTakenError,
-                     ObjectNotFoundError, OwnerInUseError, StaleRevisionError, UndeclaredEventError,
-                     WatchPatternError)
+from .errors import (AmbiguousNameError, CanvasBusyError, CanvasError, DocumentInvalidError, NameRefusedError,
+                     NameTakenError, NameTextRefusedError, ObjectNotFoundError, OwnerInUseError, StaleRevisionError,
+                     TextRefusedError, UndeclaredEventError, WatchPatternError)
 from .names import ReaderView
 from .service import Canvas
 from .views import (CustomObjectView, DocumentView, EdgeView, EventView, InboxEntryView, InboxPage, JobView,
@@ -23,14 +25,17 @@ __all__ = [
     "make_engine",
     "ReaderView",
     "CanvasError",
+    "AmbiguousNameError",
     "BridgeInputError",
     "CanvasBusyError",
     "DocumentInvalidError",
     "NameRefusedError",
     "NameTakenError",
+    "NameTextRefusedError",
     "ObjectNotFoundError",
     "OwnerInUseError",
     "StaleRevisionError",
+    "TextRefusedError",
     "UndeclaredEventError",
     "WatchPatternError",
     "CustomObjectView",

@@ -7,6 +7,12 @@ root node is named by the run id and owned by the run's person (``user_id``); an
 the root. Statuses follow the run, pending messages become inbox entries (each message once),
 and every event is recorded on its node with a level, so watchers' inboxes hear of it. Events
 carry their per-run ``seq``; one already applied to a node is skipped, so replays are harmless.
+
+Run text is untrusted and cannot be sent again (a JavaScript app may split an emoji into a lone
+surrogate), so the bridge REPAIRS and FLAGS it rather than refusing it: every string of a run DTO
+or event goes through ``services.text.repair_value`` (lone surrogates become U+FFFD, NUL is
+removed) before anything is stored, the recorded event carries ``text_repaired: true``, and the
+node gets a ``text.repaired`` event saying what was changed, where the operator sees it.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from services.text import clip
+from services.text import clip, repair_value
 
 from .errors import CanvasError
 from .events import publish_event
@@ -52,6 +58,23 @@ _OUTCOME_STATUS = {"result": "done", "declined": "done", "canceled": "canceled",
 
 class BridgeInputError(CanvasError):
     """A run DTO or event dict that lacks a field the bridge needs, or has the wrong type."""
+
+    code = "bridge_input_invalid"
+
+
+def _repaired(data: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool]:
+    """``data`` with every string made storable (``repair_value``), and whether anything changed."""
+    if not isinstance(data, Mapping):
+        return data, False
+    fixed, changed = repair_value(dict(data))
+    return fixed, changed
+
+
+def _flag_repaired(tx: Tx, node: ObjectRow, where: str, seq: Any = None) -> None:
+    """Record on ``node`` that text it received was repaired: a ``text.repaired`` event."""
+    publish_event(tx.session, node, "text.repaired", tx.now, level=4, data={"in": where, "seq": seq},
+                  summary=f"{node.name}: text repaired in {where}: lone surrogates became U+FFFD, NUL removed")
+    tx.change("node.updated", node.id, text_repaired=where)
 
 
 def status_of(run_status: str | None, outcome: str | None) -> str:
@@ -111,15 +134,25 @@ class RunBridge:
         """The node kind given to run nodes when the run's params name none."""
 
     async def apply_run(self, run: Mapping[str, Any]) -> NodeView:
-        """Create or update the run's root node from a run DTO; file its pending messages."""
+        """Create or update the run's root node from a run DTO; file its pending messages.
+
+        Bad text in the DTO is repaired; when repaired text is stored (a new name, activity or
+        outcome, a newly filed message) the node gets a ``text.repaired`` event naming the fields.
+        """
+        raw = run
+        run, _ = _repaired(run)
         run_id = _field(run, "id", str, "run")
         user_id = _field(run, "user_id", str, f"run {run_id!r}")
         status = run.get("status")
         pending = run.get("pending") or []
         if not isinstance(pending, list) or not all(isinstance(m, Mapping) for m in pending):
             raise BridgeInputError(f"the run {run_id!r} has a 'pending' that is not a list of message objects")
+        bad = [key for key in ("name", "activity", "outcome") if raw.get(key) != run.get(key)]
+        raw_pending = raw.get("pending") or []
+        bad_messages = [i < len(raw_pending) and raw_pending[i] != message for i, message in enumerate(pending)]
 
         def apply(tx: Tx) -> NodeView:
+            existed = get_row(tx.session, run_id) is not None
             person = _person(tx, user_id)
             node = self._root(tx, run_id, owner_id=person.id, run=run)
             if node.owner_id is None:
@@ -130,10 +163,16 @@ class RunBridge:
                                       "outcome": outcome}
             if run.get("name"):
                 fields["name"] = str(run["name"])
-            configure_node(tx, node, **fields)
             row = tx.session.execute(select(NodeRow).where(NodeRow.object_id == node.id)).scalar_one()
-            for message in pending:
-                _file_message(tx, node, message, row.turn_active)
+            before = {"name": node.name, "activity": row.activity, "outcome": row.outcome}
+            configure_node(tx, node, **fields)
+            after = {"name": node.name, "activity": row.activity, "outcome": row.outcome}
+            stored = [key for key in bad if not existed or before[key] != after[key]]
+            for message, fixed in zip(pending, bad_messages, strict=True):
+                if _file_message(tx, node, message, row.turn_active) and fixed:
+                    stored.append(f"message {message.get('id')}")
+            if stored:
+                _flag_repaired(tx, node, "run " + ", ".join(stored))
             return node_view(tx.session, node)
         return await self.canvas._write(apply)
 
@@ -150,7 +189,12 @@ class RunBridge:
                           status=status_of((run or {}).get("status"), outcome_name((run or {}).get("outcome"))))
 
     async def apply_event(self, event: Mapping[str, Any]) -> NodeView:
-        """Apply one run event to its node (the root, or a child spawned from the root)."""
+        """Apply one run event to its node (the root, or a child spawned from the root).
+
+        Bad text in the event is repaired and flagged (``text_repaired`` on the recorded event and a
+        ``text.repaired`` event on the node).
+        """
+        event, repaired = _repaired(event)
         run_id = _field(event, "run_id", str, "event")
         node_id = _field(event, "node_id", str, f"event of run {run_id!r}")
         type_ = _field(event, "type", str, f"event of run {run_id!r}")
@@ -169,15 +213,20 @@ class RunBridge:
                 return node_view(tx.session, node)
             row.last_seq = seq
             if type_ not in _QUIET:
-                self._apply(tx, node, row, type_, event)
+                self._apply(tx, node, row, type_, event, repaired)
+            if repaired:
+                _flag_repaired(tx, node, type_, seq)
             tx.session.flush()
             return node_view(tx.session, node)
         return await self.canvas._write(apply)
 
-    def _apply(self, tx: Tx, node: ObjectRow, row: NodeRow, type_: str, event: Mapping[str, Any]) -> None:
+    def _apply(self, tx: Tx, node: ObjectRow, row: NodeRow, type_: str, event: Mapping[str, Any],
+               repaired: bool = False) -> None:
         level = EVENT_LEVELS.get(type_, 3)
         summary = f"{node.name}: {type_}"
         data: dict[str, Any] = {"seq": event.get("seq"), "event_id": event.get("id")}
+        if repaired:
+            data["text_repaired"] = True
         status: str | None = None
         if type_ == "node.turn.started":
             row.turn_active, row.wake_pending, status = True, False, "active"

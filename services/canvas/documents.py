@@ -15,12 +15,12 @@ from typing import Any
 from sqlalchemy import delete, select, update
 from sqlmodel import Session
 
-from .errors import (DocumentInvalidError, NameRefusedError, NameTakenError, ObjectNotFoundError, OwnerInUseError,
-                     StaleRevisionError)
+from .errors import (AmbiguousNameError, DocumentInvalidError, NameRefusedError, NameTakenError, ObjectNotFoundError,
+                     OwnerInUseError, StaleRevisionError)
 from .events import add_edge, ensure_watch, publish_event
 from .models import DocumentRow, EdgeRow, LinkRow, ObjectRow, RevisionRow, WatchRow
 from .names import DOCUMENT_KINDS, PRIVACY_LEVELS, ReaderView, check_path, link_targets
-from .objects import Tx, create_object, find_object, get_row, owner_handle, summary_of
+from .objects import Tx, create_object, find_object, get_row, owner_handle, owner_ref, summary_of
 from .search import index_object, unindex_object
 from .views import DocumentView, RevisionView
 
@@ -109,8 +109,8 @@ def view_of_owner(owner: ObjectRow | None) -> ReaderView:
 def _resolve(session: Session, target: str, owner: ObjectRow | None) -> str | None:
     try:
         return find_object(session, target, view_of_owner(owner)).id
-    except (ObjectNotFoundError, NameRefusedError):
-        return None
+    except (ObjectNotFoundError, NameRefusedError, AmbiguousNameError):
+        return None  # stored as a dangling link (lint reports it) until one object answers
 
 
 def _store_links(tx: Tx, doc: ObjectRow, owner: ObjectRow | None, body: str) -> None:
@@ -125,9 +125,12 @@ def _store_links(tx: Tx, doc: ObjectRow, owner: ObjectRow | None, body: str) -> 
     s.flush()
 
 
-def _heal_links(tx: Tx, doc: ObjectRow, handle: str | None) -> None:
+def _heal_links(tx: Tx, doc: ObjectRow, owner: ObjectRow | None) -> None:
     s = tx.session
-    names = {doc.name, f"{handle}/{doc.name}"} | ({f"{doc.owner_id}/{doc.name}"} if doc.owner_id else set())
+    names = {doc.name}
+    if owner is not None:
+        handle = owner.handle or owner.id
+        names |= {f"{handle}/{doc.name}", f"{owner.type}:{handle}/{doc.name}", f"{owner.id}/{doc.name}"}
     dangling = s.execute(select(LinkRow).where(LinkRow.target.in_(names), LinkRow.target_id.is_(None))).scalars().all()
     for link in dangling:
         source = get_row(s, link.document_id)
@@ -149,8 +152,7 @@ def write_document(tx: Tx, *, owner: ObjectRow, path: str, preview: str, body: s
                    actor_id: str | None = None, allow_report: bool = False) -> ObjectRow:
     """Create a new document ``<owner>/<path>`` at revision 1."""
     check_path(path)
-    handle = owner.handle or owner.id
-    full = f"{handle}/{path}"
+    full = f"{owner_ref(tx.session, owner)}/{path}"
     preview = check_preview(preview, full)
     if kind == "report" and not allow_report:
         raise DocumentInvalidError(f"{full!r}: report documents are created only by a push")
@@ -170,7 +172,7 @@ def write_document(tx: Tx, *, owner: ObjectRow, path: str, preview: str, body: s
                                summary=summary, body=body, rules=rules_json, author=actor_id, at=tx.now))
     tx.session.flush()
     _store_links(tx, doc, owner, body)
-    _heal_links(tx, doc, handle)
+    _heal_links(tx, doc, owner)
     index_object(tx.session, doc.pk or 0, full, preview, body)
     publish_event(tx.session, doc, "created", tx.now, actor_id=actor_id, data={"revision": 1})
     _actor_touch(tx, actor_id, doc, 1)
@@ -184,7 +186,7 @@ def edit_document(tx: Tx, doc: ObjectRow, *, actor_id: str | None, base_revision
     """Save a new revision made from ``base_revision`` (default: the actor's last read); returns it."""
     s = tx.session
     owner = get_row(s, doc.owner_id) if doc.owner_id else None
-    full = f"{owner.handle if owner else ''}/{doc.name}"
+    full = f"{owner_ref(s, owner) if owner else ''}/{doc.name}"
     current = s.execute(select(DocumentRow).where(DocumentRow.object_id == doc.id)).scalar_one()
     if base_revision is None and actor_id:
         base_revision = s.execute(select(WatchRow.last_read_revision).where(
@@ -238,19 +240,19 @@ def move_document(tx: Tx, doc: ObjectRow, *, to_path: str | None, to_owner: Obje
     owner = to_owner or old_owner
     path = check_path(to_path or doc.name)
     assert owner is not None
-    full = f"{owner.handle or owner.id}/{path}"
+    full = f"{owner_ref(s, owner)}/{path}"
     _check_common(full, owner, doc.kind, doc.privacy)
     clash = s.execute(select(ObjectRow.id).where(
         ObjectRow.owner_id == owner.id, ObjectRow.name == path, ObjectRow.type == "document", ObjectRow.id != doc.id
     )).first()
     if clash is not None:
         raise NameTakenError(f"cannot move to {full!r}: that name is taken")
-    old_full = f"{(old_owner.handle if old_owner else '')}/{doc.name}"
+    old_full = f"{owner_ref(s, old_owner) if old_owner else ''}/{doc.name}"
     doc.name, doc.owner_id, doc.updated_at = path, owner.id, tx.now
     s.flush()
     current = s.execute(select(DocumentRow).where(DocumentRow.object_id == doc.id)).scalar_one()
     index_object(s, doc.pk or 0, full, current.preview, current.body)
-    _heal_links(tx, doc, owner.handle)
+    _heal_links(tx, doc, owner)
     publish_event(s, doc, "moved", tx.now, actor_id=actor_id, data={"from": old_full, "to": full})
     _actor_touch(tx, actor_id, doc, current.revision)
     tx.change("document.moved", doc.id, name=full, previous=old_full)
@@ -300,7 +302,7 @@ def push_report(tx: Tx, node: ObjectRow, *, label: str, preview: str, body: str)
     doc = write_document(tx, owner=node, path=path, preview=preview, body=body, kind="report",
                          actor_id=node.id, allow_report=True)
     publish_event(tx.session, node, "report.update", tx.now, actor_id=node.id,
-                  data={"report": doc.id, "name": f"{node.handle or node.id}/{path}"},
+                  data={"report": doc.id, "name": f"{owner_ref(tx.session, node)}/{path}"},
                   summary=f"{node.name}: report {label}")
     return doc
 

@@ -16,6 +16,7 @@ from sqlalchemy import select
 from sqlmodel import Session
 
 from .models import DocumentRow, LinkRow, ObjectRow
+from .objects import owner_ref
 from .views import LintFinding
 
 __all__ = ["lint_documents", "LINT_RULES"]
@@ -33,8 +34,8 @@ LINT_RULES = (
 )
 
 
-def _findings(doc: ObjectRow, row: DocumentRow, owner: ObjectRow | None, dangling: list[str]) -> list[LintFinding]:
-    full = f"{owner.handle if owner else '?'}/{doc.name}"
+def _findings(doc: ObjectRow, row: DocumentRow, owner: ObjectRow | None, dangling: list[str],
+              full: str) -> list[LintFinding]:
     out: list[LintFinding] = []
 
     def add(rule: str, message: str) -> None:
@@ -76,11 +77,13 @@ def lint_documents(session: Session, *, ids: list[str] | None = None, owner_id: 
         stmt = stmt.where(ObjectRow.owner_id == owner_id)
     rows = session.execute(stmt.order_by(ObjectRow.name).limit(limit)).all()
     findings: list[LintFinding] = []
-    owners: dict[str, ObjectRow | None] = {}
+    owners: dict[str, tuple[ObjectRow | None, str]] = {}
     for doc, row in rows:
         if doc.owner_id and doc.owner_id not in owners:
-            owners[doc.owner_id] = session.execute(select(ObjectRow).where(ObjectRow.id == doc.owner_id)).scalar_one_or_none()
+            found = session.execute(select(ObjectRow).where(ObjectRow.id == doc.owner_id)).scalar_one_or_none()
+            owners[doc.owner_id] = (found, owner_ref(session, found) if found is not None else "?")
         dangling = list(session.execute(select(LinkRow.target).where(
             LinkRow.document_id == doc.id, LinkRow.target_id.is_(None)).order_by(LinkRow.id)).scalars())
-        findings += _findings(doc, row, owners.get(doc.owner_id or ""), dangling)
+        owner, ref = owners.get(doc.owner_id or "", (None, "?"))
+        findings += _findings(doc, row, owner, dangling, f"{ref}/{doc.name}")
     return findings

@@ -3,8 +3,9 @@
 A document's full name is ``<owner-handle>/<path>``. Owner objects (``user``, ``app``, ``repo``,
 ``profile``) have ids ``<type>:<handle>`` (``app:crtr``, ``user:o1``); a node's handle is its id.
 An owner reference in a full name is either a bare handle or ``<type>:<handle>`` when two owners
-share a handle. A bare name resolves in the reader's view: own node, repos nearest-first, profile,
-app, the person, installed plugins, and ``crtr`` last.
+share a handle (``node:<id>`` for a node sharing its id with another owner's handle). A bare name
+resolves in the reader's view: own node, repos nearest-first, profile, app, the person, installed
+plugins, and ``crtr`` last.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from .errors import NameRefusedError
 
 __all__ = [
     "OWNER_TYPES",
+    "RESOLVE_TYPES",
     "OBJECT_TYPES",
     "PRIVACY_LEVELS",
     "DOCUMENT_KINDS",
@@ -35,6 +37,8 @@ __all__ = [
 
 OWNER_TYPES = ("user", "app", "repo", "profile")
 """Owner objects other than nodes (a node owns what it writes by default)."""
+RESOLVE_TYPES = ("node", "repo", "profile", "app", "user")
+"""Every type whose objects own documents and hold a handle; ``<type>:<handle>`` names one of them."""
 OBJECT_TYPES = ("document", "node", "job", "custom", *OWNER_TYPES)
 PRIVACY_LEVELS = ("public", "friends", "private")
 DOCUMENT_KINDS = ("knowledge", "preference", "report")
@@ -87,10 +91,10 @@ def check_node_kind(kind: str) -> str:
 
 
 def split_owner_ref(ref: str) -> tuple[str | None, str]:
-    """``"repo:x"`` -> ``("repo", "x")``; a bare handle -> ``(None, handle)``."""
+    """``"repo:x"`` -> ``("repo", "x")`` (``node:<id>`` too); a bare handle -> ``(None, handle)``."""
     if ":" in ref:
         type_, _, handle = ref.partition(":")
-        if type_ in OWNER_TYPES:
+        if type_ in RESOLVE_TYPES:
             return type_, handle
     return None, ref
 

@@ -16,7 +16,7 @@ from sqlmodel import Session
 
 from services.text import clip
 
-from .errors import CanvasError, DocumentInvalidError
+from .errors import CanvasError, DocumentInvalidError, NameTakenError
 from .events import add_edge, ensure_watch, publish_event
 from .models import InboxRow, JobRow, NodeRow, ObjectRow
 from .names import NODE_LIFECYCLES, NODE_MODES, NODE_STATUSES, check_handle, check_node_kind
@@ -59,6 +59,8 @@ def spawn_node(tx: Tx, *, node_id: str | None, name: str | None, owner_id: str |
     check_node_kind(kind)
     _check_shape(mode, lifecycle, status)
     node_id = check_handle(node_id, "node id") if node_id else new_id("node")
+    if get_row(tx.session, node_id) is not None:
+        raise NameTakenError(f"the id {node_id!r} is taken by another object; choose another node id")
     row = create_object(tx, type="node", name=name or node_id, owner_id=owner_id, id=node_id, kind=kind,
                         status=status, handle=node_id)
     tx.session.add(NodeRow(object_id=row.id, kind=kind, mode=mode, lifecycle=lifecycle, profile=profile,

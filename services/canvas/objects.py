@@ -2,6 +2,14 @@
 
 Each function takes a ``Tx`` (a session, the time and the changes to publish after commit) or a
 plain session for reads, and returns rows for the caller's unit of work or frozen read models.
+
+**Names.** Every name the canvas reports (``ObjectSummary.full_name``) resolves back to its object
+through ``find_object``: a document's is ``<owner-ref>/<path>``, where the owner reference is the
+owner's bare handle, or ``<type>:<handle>`` while another owner (of any type, nodes included)
+shares that handle (the seed's rule); any other object's is its id. A name several objects answer
+to (a bare handle two owners share, ``o1/x`` when both ``user:o1`` and ``repo:o1`` hold ``x``, a
+display name two nodes share) is refused with ``AmbiguousNameError`` listing the unambiguous name
+of each candidate; a bare document name resolves in the reader's view, first match wins.
 """
 
 from __future__ import annotations
@@ -10,15 +18,15 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, and_, case, exists, func, literal, select
 from sqlalchemy.orm import aliased
 from sqlmodel import Session
 
 from services.changes import Change
 
-from .errors import ObjectNotFoundError
+from .errors import AmbiguousNameError, ObjectNotFoundError
 from .models import EdgeRow, ObjectRow
-from .names import OWNER_TYPES, ReaderView, check_handle, owner_id, split_owner_ref
+from .names import OWNER_TYPES, RESOLVE_TYPES, ReaderView, check_handle, owner_id, split_owner_ref
 from .views import EdgeView, Neighbourhood, ObjectPage, ObjectSummary
 
 __all__ = [
@@ -34,11 +42,14 @@ __all__ = [
     "count_objects",
     "neighbourhood",
     "owner_handle",
+    "owner_ref",
+    "full_name",
     "with_owner",
 ]
 
 _Owner = aliased(ObjectRow, name="owner")
-_RESOLVE_TYPES = ("node", "repo", "profile", "app", "user")
+_Other = aliased(ObjectRow, name="other_owner")
+_MAX_CANDIDATES = 10
 _PREFIX = {"document": "doc", "node": "node", "job": "job", "custom": "obj"}
 
 
@@ -60,22 +71,37 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(6)}"
 
 
-def summary_of(row: ObjectRow, owner_handle: str | None) -> ObjectSummary:
-    """The read model of ``row``; documents get ``<owner-handle>/<name>`` as full name."""
-    full = f"{owner_handle}/{row.name}" if row.type == "document" and owner_handle else row.name
+def summary_of(row: ObjectRow, owner_ref: str | None) -> ObjectSummary:
+    """The read model of ``row``: a document's full name is ``<owner_ref>/<path>``, any other's its id."""
+    if row.type == "document":
+        full = f"{owner_ref}/{row.name}" if owner_ref else row.name
+    else:
+        full = row.id
     return ObjectSummary(id=row.id, type=row.type, kind=row.kind, name=row.name, full_name=full,
                          owner_id=row.owner_id, privacy=row.privacy, status=row.status,
                          created_at=row.created_at, updated_at=row.updated_at)
 
 
+def _ref_of(owner: Any) -> Any:
+    """SQL: the reference of ``owner`` (an aliased objects row) in full names: its handle, or
+    ``<type>:<handle>`` while another owner shares the handle."""
+    shared = exists().where(_Other.type.in_(RESOLVE_TYPES), _Other.handle == owner.handle, _Other.id != owner.id)
+    return case((and_(owner.handle.is_not(None), shared), owner.type + literal(":") + owner.handle),
+                else_=owner.handle)
+
+
+_OWNER_REF = _ref_of(_Owner).label("owner_ref")
+
+
 def with_owner(stmt_where: Any = None) -> Select[Any]:
-    stmt = select(ObjectRow, _Owner.handle).outerjoin(_Owner, _Owner.id == ObjectRow.owner_id)
+    """``select(ObjectRow, owner reference)``, optionally filtered: rows for ``summaries``."""
+    stmt = select(ObjectRow, _OWNER_REF).outerjoin(_Owner, _Owner.id == ObjectRow.owner_id)
     return stmt if stmt_where is None else stmt.where(stmt_where)
 
 
 def summaries(session: Session, stmt: Select[Any]) -> list[ObjectSummary]:
-    """Run a statement selecting ``(ObjectRow, owner handle)`` and build summaries."""
-    return [summary_of(row, handle) for row, handle in session.execute(stmt).all()]
+    """Run a statement selecting ``(ObjectRow, owner reference)`` and build summaries."""
+    return [summary_of(row, ref) for row, ref in session.execute(stmt).all()]
 
 
 def get_row(session: Session, object_id: str) -> ObjectRow | None:
@@ -83,55 +109,74 @@ def get_row(session: Session, object_id: str) -> ObjectRow | None:
     return session.execute(select(ObjectRow).where(ObjectRow.id == object_id)).scalar_one_or_none()
 
 
+def owner_ref(session: Session, owner: ObjectRow) -> str:
+    """How full names refer to ``owner``: its handle, or ``<type>:<handle>`` while another owner shares it."""
+    handle = owner.handle or owner.id
+    shared = session.execute(select(ObjectRow.id).where(
+        ObjectRow.type.in_(RESOLVE_TYPES), ObjectRow.handle == handle, ObjectRow.id != owner.id).limit(1)).first()
+    return f"{owner.type}:{handle}" if shared is not None else handle
+
+
 def owner_handle(session: Session, row: ObjectRow) -> str | None:
-    """The handle of ``row``'s owner."""
+    """The reference of ``row``'s owner in full names (see ``owner_ref``), or None without an owner."""
     if row.owner_id is None:
         return None
-    return session.execute(select(ObjectRow.handle).where(ObjectRow.id == row.owner_id)).scalar_one_or_none()
+    owner = get_row(session, row.owner_id)
+    return owner_ref(session, owner) if owner is not None else None
 
 
-def _owner_by_ref(session: Session, ref: str) -> ObjectRow | None:
+def full_name(session: Session, row: ObjectRow) -> str:
+    """The name the canvas reports for ``row`` (``ObjectSummary.full_name``); it resolves back to ``row``."""
+    return summary_of(row, owner_handle(session, row)).full_name
+
+
+def _owners_by_ref(session: Session, ref: str) -> list[ObjectRow]:
+    """Every owner ``ref`` may mean: ``<type>:<handle>`` names one; a bare handle each owner holding it."""
     type_, handle = split_owner_ref(ref)
-    if type_ is not None:
-        return get_row(session, owner_id(type_, handle))
-    rows = session.execute(
-        select(ObjectRow).where(ObjectRow.handle == handle, ObjectRow.type.in_(_RESOLVE_TYPES))
-    ).scalars().all()
-    if not rows:
-        return None
-    return sorted(rows, key=lambda r: _RESOLVE_TYPES.index(r.type))[0]
+    stmt = select(ObjectRow).where(ObjectRow.handle == handle)
+    stmt = stmt.where(ObjectRow.type == type_) if type_ else stmt.where(ObjectRow.type.in_(RESOLVE_TYPES))
+    return list(session.execute(stmt.order_by(ObjectRow.pk)).scalars().all())
+
+
+def _one(session: Session, ref: str, rows: list[ObjectRow]) -> ObjectRow | None:
+    """The only row of ``rows``, None for none, ``AmbiguousNameError`` (naming each) for more."""
+    unique = list({row.id: row for row in rows}.values())
+    if len(unique) > 1:
+        raise AmbiguousNameError(ref, sorted(full_name(session, row) for row in unique))
+    return unique[0] if unique else None
 
 
 def find_object(session: Session, ref: str, view: ReaderView | None = None) -> ObjectRow:
-    """The object ``ref`` names: an id, a full name ``<owner>/<path>``, or a bare name in ``view``."""
+    """The object ``ref`` names: an id, a full name ``<owner>/<path>``, or a bare name in ``view``.
+
+    Tried in that order; a name several objects answer to is ``AmbiguousNameError``, except a bare
+    document name, which resolves in the reader's view (first match wins, as the seed orders it).
+    """
     if not isinstance(ref, str) or not ref:
         raise ObjectNotFoundError("an object id or name is required")
     row = get_row(session, ref)
     if row is not None:
         return row
     head, sep, rest = ref.partition("/")
-    if sep:
-        owner = _owner_by_ref(session, head)
-        if owner is not None:
-            found = session.execute(select(ObjectRow).where(
-                ObjectRow.owner_id == owner.id, ObjectRow.name == rest, ObjectRow.type == "document"
-            )).scalar_one_or_none()
-            if found is not None:
-                return found
+    if sep and head:
+        type_, handle = split_owner_ref(head)
+        stmt = (select(ObjectRow).join(_Owner, _Owner.id == ObjectRow.owner_id)
+                .where(ObjectRow.type == "document", ObjectRow.name == rest, _Owner.handle == handle))
+        stmt = stmt.where(_Owner.type == type_) if type_ else stmt.where(_Owner.type.in_(RESOLVE_TYPES))
+        found = _one(session, ref, list(session.execute(stmt.limit(_MAX_CANDIDATES)).scalars().all()))
+        if found is not None:
+            return found
     order = (view or ReaderView()).owner_ids()
     docs = session.execute(select(ObjectRow).where(
         ObjectRow.type == "document", ObjectRow.name == ref, ObjectRow.owner_id.in_(order)
     )).scalars().all()
     if docs:
         return sorted(docs, key=lambda r: order.index(r.owner_id or ""))[0]
-    others = session.execute(
-        select(ObjectRow).where(ObjectRow.name == ref, ObjectRow.type != "document").limit(2)
-    ).scalars().all()
-    if len(others) == 1:
-        return others[0]
-    owner = _owner_by_ref(session, ref)
-    if owner is not None:
-        return owner
+    named = list(session.execute(select(ObjectRow).where(ObjectRow.name == ref, ObjectRow.type != "document")
+                                 .order_by(ObjectRow.pk).limit(_MAX_CANDIDATES)).scalars().all())
+    found = _one(session, ref, named + _owners_by_ref(session, ref))
+    if found is not None:
+        return found
     raise ObjectNotFoundError(f"no object is named {ref!r}")
 
 
@@ -197,15 +242,15 @@ def neighbourhood(session: Session, row: ObjectRow, *, kind: str | None = None, 
         for edge_kind, n in session.execute(count_stmt.group_by(EdgeRow.kind)).all():
             counts[f"{direction}:{edge_kind}"] = int(n)
             page = session.execute(
-                select(EdgeRow.created_at, ObjectRow, _Owner.handle)
+                select(EdgeRow.created_at, ObjectRow, _OWNER_REF)
                 .join(ObjectRow, ObjectRow.id == there)
                 .outerjoin(_Owner, _Owner.id == ObjectRow.owner_id)
                 .where(here == row.id, EdgeRow.kind == edge_kind)
                 .order_by(there).limit(limit)
             ).all()
             groups[direction][edge_kind] = tuple(
-                EdgeView(kind=edge_kind, direction=direction, other=summary_of(other, handle), created_at=at)
-                for at, other, handle in page
+                EdgeView(kind=edge_kind, direction=direction, other=summary_of(other, ref), created_at=at)
+                for at, other, ref in page
             )
     return Neighbourhood(object=summary_of(row, owner_handle(session, row)), outgoing=groups["out"],
                          incoming=groups["in"], counts=counts)

@@ -3,6 +3,12 @@
 Each call is one unit of work in a worker thread (``asyncio.to_thread``) with its own Session:
 reads in a plain transaction, writes in ``BEGIN IMMEDIATE``. Changes are published on the
 ``ChangeFeed`` (source ``canvas``) only after the write committed.
+
+Bad text is REFUSED: every public method checks all its arguments first (``guard.checks_text``)
+and answers a lone surrogate or NUL anywhere in them with ``TextRefusedError`` (code
+``text_refused``), before any database work. Names follow ``objects``: every ``full_name`` the
+canvas reports resolves back to its object, and a name several objects answer to is
+``AmbiguousNameError`` listing the candidates.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from . import nodes as _nodes
 from .engine import BUSY_TIMEOUT_MS, create_schema, database_url, make_engine, read_session, write_session
 from .errors import CanvasError, DocumentInvalidError, ObjectNotFoundError, OwnerInUseError
 from .events import ensure_watch, publish_event, remove_watch
+from .guard import checks_text
 from .insights import LISTENER_OWNER_TYPES, LISTENER_RULES, append_approved_link, listener_body, listener_path, listener_preview
 from .lint import lint_documents
 from .models import EventRow, ObjectRow, WatchRow
@@ -52,6 +59,7 @@ def _watch_view(row: WatchRow) -> WatchView:
                      min_level=row.min_level, last_read_revision=row.last_read_revision)
 
 
+@checks_text
 class Canvas:
     """The canvas object graph over one database (``Canvas.open(path_or_url)``)."""
 
@@ -182,7 +190,12 @@ class Canvas:
         return await self._write(run)
 
     async def search(self, query: str, *, type: str | None = None, limit: int = 20) -> list[SearchHit]:
-        """Full-text search over names, previews and bodies, best first. Records nothing."""
+        """Full-text search over names, previews and bodies, best first (at most 100). Records nothing.
+
+        The cost is bounded whatever the documents' size: each hit's snippet comes from a bounded
+        window of its text (``search.SNIPPET_SCAN`` characters), weighing at most
+        ``search.MAX_SNIPPET_HITS`` matches.
+        """
         def run(s: Session) -> list[SearchHit]:
             hits = search_ids(s, query, type=type, limit=limit)
             if not hits:

@@ -188,8 +188,7 @@ class InsightReviews:
 
         rules = rules_for_visibility(proposal.visibility)
         owner = proposal.owner
-        handle = owner.split(":", 1)[1]
-        full_name = f"{handle}/{proposal.name}"
+        full_name = f"{owner}/{proposal.name}"  # <type>:<handle>/<path> names one document even when handles are shared
         preview = f"When {proposal.title.strip().rstrip('.')} bears on a decision, read this because the user approved this principle."
         try:
             current = await self.canvas.get(full_name)

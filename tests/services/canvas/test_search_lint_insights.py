@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.canvas import Canvas, DocumentInvalidError, NameRefusedError
+from services.canvas import Canvas, DocumentInvalidError, NameRefusedError, TextRefusedError
 from services.canvas.insights import append_approved_link, listener_body
 
 from .conftest import PREVIEW
@@ -21,8 +21,10 @@ async def test_search_finds_names_previews_and_bodies(canvas: Canvas) -> None:
     assert await canvas.search("tiers", type="node") == []
     hit = (await canvas.search("twenty"))[0]
     assert "twenty" in hit.snippet
-    for odd in ('"', "AND", "a OR", "NEAR(", "*", "", "-x", "col:val", "(((", "\x00"):
+    for odd in ('"', "AND", "a OR", "NEAR(", "*", "", "-x", "col:val", "((("):
         assert isinstance(await canvas.search(odd), list)  # never a syntax error
+    with pytest.raises(TextRefusedError):
+        await canvas.search("\x00")  # text no store can hold is refused, as everywhere
     await canvas.read("o1/pricing/tiers")  # reads by nobody record nothing
     await canvas.edit("o1/pricing/tiers", base_revision=1, body="Monthly only.")
     assert await canvas.search("twenty") == []
