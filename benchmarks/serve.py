@@ -1,0 +1,168 @@
+"""Served-cloud figures: the SDK over loopback, and events through a served stream with durable state.
+
+Run: ``python benchmarks/serve.py`` (about 30 s; ``--quick`` for a short run). Two servers run as
+subprocesses in the same run: ``workbench serve`` on a fresh workspace (state kept in
+``cloud.db``) and a bare uvicorn app answering ``hello`` to every request.
+
+1. Round trips per second: ``client.runs.get`` through the SDK (``OAuth2Client`` with the served
+   URL as ``issuer``, no transport) beside a bare ``httpx.AsyncClient`` GET of the hello app, in
+   alternating rounds; the ratio is the served cost per call (aim: at most 3x the bare app).
+2. Events per second from a served stream to an SDK consumer (``client.runs.events``): a producer
+   appends events through the control API in batches of 1,000 while the consumer reads; the rate
+   is events over the time from the first append to the last event read (aim: at least 10,000/s).
+   Every event is committed to ``cloud.db`` before the stream sends it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+
+from services.cloud import generate_private_key_pem  # noqa: E402
+from services.cloud.remote import RemoteCloud  # noqa: E402
+from services.sdk import Connection, MemoryConnectionStore, OAuth2Client  # noqa: E402
+
+APP_KEY = generate_private_key_pem("ec")
+"""The app's one client key (the directory holds a client to the first key it sees)."""
+
+HELLO = """
+import asyncio, socket, sys, uvicorn
+
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/plain"), (b"content-length", b"5")]})
+    await send({"type": "http.response.body", "body": b"hello"})
+
+sock = socket.socket()
+sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as workbench serve does
+sock.bind(("127.0.0.1", 0))
+print(f"serving http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
+server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False))
+server.run(sockets=[sock])
+"""
+
+
+def start(args: list[str]) -> tuple[subprocess.Popen[str], str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(args, cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("serving "):
+            return proc, line.split(" ", 1)[1].strip()
+    raise RuntimeError(f"{args} did not start")
+
+
+async def rate(calls: int, fn) -> float:  # type: ignore[no-untyped-def]
+    began = time.perf_counter()
+    for _ in range(calls):
+        await fn()
+    return calls / (time.perf_counter() - began)
+
+
+async def round_trips(served: str, token: str, hello: str, rounds: int, calls: int) -> None:
+    async with RemoteCloud(served, token) as remote:
+        conn = await remote.connection("user:bench", scopes=["crtr:llm"])
+    store = MemoryConnectionStore()
+    await store.save(Connection(**{k: conn[k] for k in (
+        "user_id", "access_token", "refresh_token", "expires_at", "scope", "runtime_url", "runtime_id")}))
+    oauth = OAuth2Client(client_id=conn["client_id"], issuer=served, private_key=APP_KEY,
+                         store=store)
+    client = await oauth.client("user:bench")
+    run = await client.runs.start(prompt="bench")
+    bare = httpx.AsyncClient()
+
+    async def sdk_call() -> None:
+        await client.runs.get(run.id)
+
+    async def bare_call() -> None:
+        (await bare.get(hello)).raise_for_status()
+
+    await rate(50, sdk_call)
+    await rate(50, bare_call)
+    sdk_rates, bare_rates = [], []
+    for _ in range(rounds):
+        bare_rates.append(await rate(calls, bare_call))
+        sdk_rates.append(await rate(calls, sdk_call))
+    await bare.aclose()
+    await oauth.aclose()
+    sdk, base = statistics.median(sdk_rates), statistics.median(bare_rates)
+    print(f"round trip, bare uvicorn hello app (httpx GET): {base:8.0f} calls/s  ({1e6 / base:6.0f} us/call)")
+    print(f"round trip, SDK runs.get on the served cloud:   {sdk:8.0f} calls/s  ({1e6 / sdk:6.0f} us/call)")
+    print(f"served / bare time per call: {base / sdk:.2f}x  (aim <= 3x)")
+
+
+async def stream_rate(served: str, token: str, total: int) -> None:
+    async with RemoteCloud(served, token) as remote:
+        conn = await remote.connection("user:stream", scopes=["crtr:llm"])
+        store = MemoryConnectionStore()
+        await store.save(Connection(**{k: conn[k] for k in (
+            "user_id", "access_token", "refresh_token", "expires_at", "scope", "runtime_url", "runtime_id")}))
+        oauth = OAuth2Client(client_id=conn["client_id"], issuer=served, private_key=APP_KEY,
+                             store=store)
+        client = await oauth.client("user:stream")
+        run = await client.runs.start(prompt="stream")
+        remote_run = await remote.runs.get(run.id)
+        head = remote_run.seq
+        batch = [{"type": "node.output_text.delta", "fields": {"delta": "x" * 24, "entry_id": "e0"}}] * 1000
+        last = head + total
+        done = asyncio.Event()
+        seen = 0
+
+        async def consume() -> None:
+            nonlocal seen
+            stream = client.runs.events(run.id, after=head)
+            async for event in stream:
+                seen += 1
+                if event.seq == last:
+                    break
+            await stream.aclose()
+            done.set()
+
+        consumer = asyncio.ensure_future(consume())
+        await asyncio.sleep(0.2)  # the stream is open before the first event
+        began = time.perf_counter()
+        for _ in range(total // len(batch)):
+            await remote_run.emit_many(batch)
+        produced = time.perf_counter() - began
+        await asyncio.wait_for(done.wait(), 120)
+        elapsed = time.perf_counter() - began
+        await consumer
+        await oauth.aclose()
+    assert seen == total, (seen, total)
+    print(f"events appended through the control API: {total / produced:8.0f} events/s")
+    print(f"events read by the SDK from the served stream (durable): {total / elapsed:8.0f} events/s"
+          f"  ({total} events in {elapsed:.2f} s; aim >= 10,000/s)")
+
+
+async def main(quick: bool) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        served_proc, served = start([sys.executable, "-m", "workbench", "serve", "--workspace",
+                                     str(Path(folder) / "ws"), "--port", "0"])
+        hello_proc, hello = start([sys.executable, "-c", HELLO])
+        try:
+            token = json.loads((Path(folder) / "ws" / "serve.json").read_text())["token"]
+            await round_trips(served, token, hello, rounds=3 if quick else 7, calls=200 if quick else 500)
+            await stream_rate(served, token, total=20_000 if quick else 100_000)
+        finally:
+            for proc in (served_proc, hello_proc):
+                proc.terminate()
+                proc.wait(10)
+
+
+if __name__ == "__main__":
+    asyncio.run(main("--quick" in sys.argv))
