@@ -245,7 +245,7 @@ def check_host(host: str, allow_remote: bool) -> None:
 def check_not_served(folder: Path) -> None:
     """Refuse to serve a workspace another live process already serves."""
     info = live_serve_info(folder)
-    if info is not None and info["pid"] != os.getpid():
+    if info is not None:
         raise ServeError(f"{folder} is already served at {info['url']} by process {info['pid']}")
 
 

@@ -51,6 +51,9 @@ class Settings:
     workspace sits inside a Git working tree (OKF refuses directory custody there, even ignored),
     ``$XDG_DATA_HOME/workbench/bases/<workspace hash>``."""
     clock: Clock = field(default_factory=Clock)
+    serve_port: int | None = None
+    """Serve the cloud on this loopback port (0 picks a free one), keeping its state in ``cloud.db``
+    (and the workspace's own connections in ``connections.db``); None keeps it in memory."""
 
 
 def import_services() -> None:
@@ -68,6 +71,11 @@ def import_services() -> None:
 
 class Workspace:
     """A workspace folder and its services."""
+
+    server: Any = None
+    """The ``services.serve.CloudServer`` when the cloud is served (``Settings.serve_port``)."""
+    cloud_store: Any = None
+    """The ``CloudStore`` keeping a served cloud's state in ``cloud.db``."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -99,28 +107,25 @@ class Workspace:
     async def _start(self) -> None:
         from assets import ASSETS_DIR
 
-        from .cloud import FakeCloud, generate_private_key_pem
+        from .cloud import generate_private_key_pem
         from .operator import OperatorDesk
-        from .sdk import MemoryConnectionStore, OAuth2Client
+        from .sdk import OAuth2Client
         from .world import load_world, seed_cloud
 
         self.path.mkdir(parents=True, exist_ok=True)
         marker = self.path / "workspace.json"
         self.created = not marker.exists()
         settings = self.settings
-        self.cloud = FakeCloud(
-            client_id=settings.client_id,
-            stream_idle_ms=settings.stream_idle_ms,
-            clock=settings.clock,
-            changes=self.feed,
-        )
-        self.store = MemoryConnectionStore()
+        self.cloud, self.store, kept = await self._open_cloud()
         desk_holder: dict[str, Any] = {}
+        desk_key = generate_private_key_pem("ec")
+        if self.server is not None:  # an app's own first key is the one the directory pins
+            self.cloud.trust_client_key(desk_key)
         self.oauth = OAuth2Client(
             client_id=settings.client_id,
             issuer=self.cloud.issuer,
             transport=self.cloud.transport,
-            private_key=generate_private_key_pem("ec"),
+            private_key=desk_key,
             redirect_uri="https://workbench.local/callback",
             store=self.store,
             on_refusal=lambda refusal: desk_holder["desk"].record_refusal(refusal),
@@ -128,8 +133,12 @@ class Workspace:
         )
         self.desk = desk_holder["desk"] = OperatorDesk(self.cloud, self.oauth, self.feed)
         world = load_world(settings.world or ASSETS_DIR / "sample" / "world.json") if settings.seed else {}
-        if world:
+        if world and not kept:
             await seed_cloud(self.cloud, world, self.store)
+        elif world:
+            from .cloud.persist import seed_providers
+
+            seed_providers(self.cloud, world)
         await self._open_stores(world)
         if self.created:
             atomic_write_json(marker, {"version": 1, "client_id": settings.client_id})
@@ -220,6 +229,34 @@ class Workspace:
         self.desk._note(run.id, "fork", f"from {parent_id}", by="app")
         return run.id
 
+    async def _open_cloud(self) -> tuple[Any, Any, bool]:
+        """The cloud, its connection store, and whether its state was kept from before: in memory,
+        or (``serve_port``) kept in ``cloud.db`` and served on a loopback port from now on."""
+        from .cloud import FakeCloud
+        from .sdk import MemoryConnectionStore, SQLModelConnectionStore
+
+        settings = self.settings
+        options: dict[str, Any] = {"stream_idle_ms": settings.stream_idle_ms, "clock": settings.clock,
+                                   "changes": self.feed}
+        if settings.serve_port is None:
+            return FakeCloud(client_id=settings.client_id, **options), MemoryConnectionStore(), False
+        from .cloud.persist import open_durable_cloud
+        from .serve import CloudServer, bind_socket, check_not_served, origin_url
+
+        check_not_served(self.path)
+        sock = bind_socket("127.0.0.1", settings.serve_port)
+        try:
+            cloud, self.cloud_store = await open_durable_cloud(
+                self.path, origin_url(*sock.getsockname()[:2]), client_id=settings.client_id, seed=False, **options
+            )
+        except BaseException:
+            sock.close()
+            raise
+        self.server = CloudServer(cloud, sock, folder=self.path, store=self.cloud_store)
+        await self.server.start()
+        store = SQLModelConnectionStore(f"sqlite:///{self.path / 'connections.db'}")
+        return cloud, store, bool(self.cloud_store.loaded)
+
     def changes(self) -> AsyncIterator[Change]:
         """Every change any service publishes from now on."""
         return self.feed.changes()
@@ -236,6 +273,10 @@ class Workspace:
             await self.canvas.close()
         if self.oauth is not None:
             await self.oauth.aclose()
+        if self.server is not None:
+            await self.server.stop()
+        if self.cloud_store is not None:
+            await self.cloud_store.close()
         if self.cloud is not None:
             self.cloud.reset()
 

@@ -193,6 +193,10 @@ class FakeCloud:
         """Hold every matching request until the returned gate's ``release()``."""
         return self._failures.gate(op, user=user)
 
+    def trust_client_key(self, private_key_pem: str) -> None:
+        """Accept client assertions signed with this key too, without pinning it (see ``Directory``)."""
+        self._directory.trust_client_key(private_key_pem)
+
     @property
     def notices(self) -> list[NoticeAttempt]:
         """Every run-notice attempt, with its decoded claims and the route's status."""

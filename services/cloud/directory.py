@@ -65,6 +65,19 @@ class Directory:
     def __init__(self, cloud: "FakeCloud") -> None:
         self.cloud = cloud
         self.client_jwk: dict[str, Any] | None = None
+        self.trusted: list[dict[str, Any]] = []
+        """Client keys accepted besides the pinned one, never pinned (``trust_client_key``)."""
+
+    def trust_client_key(self, private_key_pem: str) -> None:
+        """Accept assertions signed with this key as well (a served workspace's own app side, so an
+        app's first key is still the one the directory pins)."""
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+
+        key = serialization.load_pem_private_key(private_key_pem.encode(), password=None)
+        algorithm = ECAlgorithm if isinstance(key, ec.EllipticCurvePrivateKey) else RSAAlgorithm
+        jwk = json.loads(algorithm.to_jwk(key.public_key()))  # type: ignore[arg-type]
+        self.trusted.append({k: v for k, v in jwk.items() if k in ("kty", "n", "e", "crv", "x", "y")})
 
     def discovery(self) -> dict[str, Any]:
         issuer = self.cloud.issuer
@@ -184,7 +197,7 @@ class Directory:
             raise _directory_error(401, "invalid_client", "the assertion must be RS256/ES256 with a jwk header")
         pinned = self.client_jwk
         public = {k: v for k, v in jwk.items() if k in ("kty", "n", "e", "crv", "x", "y")}
-        if pinned is not None and public != pinned:
+        if pinned is not None and public != pinned and public not in self.trusted:
             raise _directory_error(401, "invalid_client", "the assertion is signed with a key this client does not hold")
         try:
             algorithm = RSAAlgorithm if alg == "RS256" else ECAlgorithm
@@ -207,7 +220,7 @@ class Directory:
             raise _directory_error(401, "invalid_client", "client assertion sub must be the client id")
         if float(claims["exp"]) < self.cloud.clock.time() - 30:
             raise _directory_error(401, "invalid_client", "client assertion expired")
-        if pinned is None:
+        if pinned is None and public not in self.trusted:
             self.client_jwk = public
 
 

@@ -173,6 +173,8 @@ class CloudStore:
         self._meta: dict[str, str] = {}
         self._unsubscribe: Any = None
         self._broken = False
+        self.loaded = False
+        """True once ``load`` found a stored state."""
 
     # -- loading -----------------------------------------------------------------------------
 
@@ -220,6 +222,7 @@ class CloudStore:
         doc = await asyncio.to_thread(self.stored_state)
         if doc is not None:
             import_state(cloud, doc)
+        self.loaded = doc is not None
         self.attach(cloud)
         if doc is None:
             self._mark_unwritten(cloud)
@@ -472,6 +475,13 @@ def read_state_file(path: Path) -> dict[str, Any]:
     return doc
 
 
+def seed_providers(cloud: "FakeCloud", world: dict[str, Any]) -> None:
+    """The world's providers (code, not state: defined again on every start)."""
+    for spec in world.get("providers", []):
+        tools = {name: {"group": tool.get("group", name)} for name, tool in spec.get("tools", {}).items()}
+        cloud.providers.define(spec["name"], tools=tools, status=spec.get("status", "ready"), error=spec.get("error"))
+
+
 async def open_durable_cloud(
     folder: Path,
     url: str,
@@ -501,10 +511,7 @@ async def open_durable_cloud(
             await seed_cloud(cloud, world, MemoryConnectionStore())
             await cloud.settle_tasks()
         elif world:
-            for spec in world.get("providers", []):
-                tools = {name: {"group": tool.get("group", name)} for name, tool in spec.get("tools", {}).items()}
-                cloud.providers.define(spec["name"], tools=tools, status=spec.get("status", "ready"),
-                                       error=spec.get("error"))
+            seed_providers(cloud, world)
         await store.flush()
         await asyncio.to_thread(store.set_meta, "served_url", url)
     except BaseException:
@@ -513,4 +520,4 @@ async def open_durable_cloud(
     return cloud, store
 
 
-__all__ += ["read_state_file", "CloudStateError", "make_engine"]
+__all__ += ["read_state_file", "CloudStateError", "make_engine", "seed_providers"]
