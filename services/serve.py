@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import ipaddress
 import json
+import logging
 import os
 import secrets
 import signal
@@ -134,8 +135,21 @@ def live_serve_info(folder: Path) -> dict[str, Any] | None:
     return info
 
 
+class _QuietDrops(logging.Filter):
+    """Keeps scripted dropped connections (``fail_next(op, 'unreachable')``) out of the error log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from .cloud.asgi import ScriptedUnreachable
+
+        return not (record.exc_info and isinstance(record.exc_info[1], ScriptedUnreachable))
+
+
 def _uvicorn_server(app: "CloudApp", log_level: str) -> "uvicorn.Server":
     import uvicorn
+
+    error_log = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _QuietDrops) for f in error_log.filters):
+        error_log.addFilter(_QuietDrops())
 
     class _Server(uvicorn.Server):
         @contextlib.contextmanager

@@ -24,7 +24,7 @@ import httpx
 if TYPE_CHECKING:
     from .cloud import FakeCloud
 
-__all__ = ["CloudApp", "CONTROL_PREFIX", "ASGIApp", "Scope", "Receive", "Send"]
+__all__ = ["CloudApp", "CONTROL_PREFIX", "ASGIApp", "Scope", "Receive", "Send", "ScriptedUnreachable"]
 
 CONTROL_PREFIX = "/_workbench/v1"
 """Where the control API lives on a served cloud's origin."""
@@ -172,10 +172,14 @@ async def _until_disconnect(receive: Receive) -> None:
             return
 
 
+class ScriptedUnreachable(ConnectionAbortedError):
+    """Raised to make the server drop a connection (``fail_next(op, 'unreachable')``); not an error."""
+
+
 async def _drop(send: Send) -> None:
     """Break the connection mid-answer so the client sees no answer (a scripted unreachable host)."""
     await send({"type": "http.response.start", "status": 502, "headers": [(b"content-length", b"1")]})
-    raise ConnectionAbortedError("scripted: the cloud is unreachable")
+    raise ScriptedUnreachable("scripted: the cloud is unreachable")
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:

@@ -1,0 +1,120 @@
+"""The control API's driver table over a real socket: a served FakeCloud in this process."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from services.cloud import FakeCloud, generate_private_key_pem
+from services.cloud.remote import ControlError, RemoteCloud
+from services.sdk import APIConnectionError, MemoryConnectionStore, OAuth2Client, ServiceUnavailableError
+from services.serve import CloudServer, bind_socket, origin_url
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[tuple[FakeCloud, CloudServer]]:
+    sock = bind_socket("127.0.0.1", 0)
+    url = origin_url(*sock.getsockname()[:2])
+    cloud = FakeCloud("app", issuer=url, runtime_url=url)
+    server = CloudServer(cloud, sock)
+    await server.start()
+    yield cloud, server
+    await server.stop()
+
+
+async def _client(remote: RemoteCloud, url: str, user: str) -> tuple[OAuth2Client, object]:
+    store = MemoryConnectionStore()
+    await remote.connect(store, user, scopes=["crtr:llm"])
+    oauth = OAuth2Client(client_id="app", issuer=url, private_key=KEY, store=store, max_retries=0)
+    return oauth, await oauth.client(user)
+
+
+KEY = generate_private_key_pem("ec")
+
+
+async def test_scripted_failures_gates_and_refusals_reach_an_sdk_client_over_http(served) -> None:
+    cloud, server = served
+    async with RemoteCloud(server.url, server.token) as remote:
+        oauth, client = await _client(remote, server.url, "user:o1")
+        failure = await remote.fail_next("run.start", 503, user="user:o1")
+        with pytest.raises(ServiceUnavailableError):
+            await client.runs.start(prompt="x")
+        run = await client.runs.start(prompt="x")
+        await (await remote.fail_next("run.get", "unreachable", times=1)).remove()
+        await remote.fail_next("run.get", "unreachable")
+        with pytest.raises(APIConnectionError):
+            await client.runs.get(run.id)
+        gate = await remote.gate("run.get")
+        held = asyncio.ensure_future(client.runs.get(run.id))
+        while cloud.user("user:o1").holding == 0 and not cloud._failures.gates[0].held:
+            await asyncio.sleep(0.01)
+        assert await gate.release() == 1
+        assert (await held).id == run.id
+        await failure.remove()
+        with pytest.raises(ControlError) as missing:
+            await failure.remove()
+        assert missing.value.status == 404 and missing.value.code == "failure_not_found"
+        await remote.user("user:o1").expire_tokens()
+        await client.runs.get(run.id)  # a refresh, then the call
+        assert oauth.refresh_count == 2
+        await remote.user("user:o1").refuse("grant_suspended")
+        with pytest.raises(Exception) as refused:
+            await client.runs.get(run.id)
+        assert getattr(refused.value, "code", None) == "grant_suspended"
+        await oauth.aclose()
+
+
+async def test_remote_runs_drive_every_fake_run_action(served) -> None:
+    cloud, server = served
+    async with RemoteCloud(server.url, server.token) as remote:
+        oauth, client = await _client(remote, server.url, "user:o1")
+        started = await client.runs.start(prompt="drive me")
+        run = await remote.user("user:o1").runs.get(started.id)
+        await run.set_activity("writing")
+        assert run.status == "running" and run.activity == "writing"
+        question = await run.ask(title="which?", slots=[{"name": "day"}])
+        assert run.status == "waiting_on_user" and run.question["id"] == question
+        await client.questions.answer(question, {"day": "monday"})
+        await run.reply("done", chunks=3)
+        await run.idle()
+        event = await run.emit("node.turn.started", {"input": {"text": "c", "message_ids": []}, "entry_id": "c1"},
+                               node_id="child-1")
+        assert event["node_id"] == "child-1"
+        await run.settle(result="all done")
+        assert run.status == "settled" and run.result == "all done"
+        with pytest.raises(ControlError) as bad:
+            await run.settle(failure="not-a-failure")
+        assert bad.value.status == 400
+        await run.expire_events(2)
+        assert (await run.refresh()).events[0]["seq"] == 3
+        await run.delete()
+        assert run.deleted and cloud.runs.get(started.id).deleted
+        with pytest.raises(ControlError) as gone:
+            await run.reply("too late")
+        assert gone.value.status == 404 and gone.value.code == "run_not_found"
+        assert [r.id for r in await remote.runs.all()] == [started.id]
+        await remote.reset()
+        assert await remote.runs.all() == []
+        await oauth.aclose()
+
+
+async def test_the_change_stream_publishes_what_the_cloud_changes(served) -> None:
+    cloud, server = served
+    async with RemoteCloud(server.url, server.token) as remote:
+        changes = remote.changes()
+        first = asyncio.ensure_future(changes.__anext__())
+        await asyncio.sleep(0.2)
+        await remote.connection("user:o1")
+        change = await asyncio.wait_for(first, 10)
+        assert (change.source, change.kind, change.id) == ("cloud", "grant.changed", "user:o1")
+        oauth, client = await _client(remote, server.url, "user:o2")
+        run = await client.runs.start(prompt="watch")
+        cloud.runs.get(run.id).reply("seen")
+        kinds = []
+        while "run.event" not in kinds or kinds.count("run.event") < 5:
+            kinds.append((await asyncio.wait_for(changes.__anext__(), 10)).kind)
+        assert "run.started" in kinds
+        await changes.aclose()
+        await oauth.aclose()
