@@ -92,11 +92,27 @@ def main(argv: list[str] | None = None) -> int:
             print(f"workbench --serve: {problem}")
             return 2
         served = make_app(Settings(path=args.workspace, serve_port=_port(args.port)))
+        _exit_on_sigterm(served)
         served.run()
         return served.return_code or 0
     app = make_app(Settings(path=args.workspace))
     app.run()
     return app.return_code or 0
+
+
+def _exit_on_sigterm(app: object) -> None:
+    """SIGTERM closes the app like ``q`` does (the workspace stops serving and removes serve.json)."""
+    import asyncio
+    import signal
+
+    def handler(signum: int, frame: object) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise SystemExit(128 + signum) from None
+        loop.call_soon_threadsafe(app.exit)  # type: ignore[attr-defined]
+
+    signal.signal(signal.SIGTERM, handler)
 
 
 def _port(port: int | None) -> int:
