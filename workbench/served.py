@@ -57,7 +57,7 @@ async def export_state(folder: Path, target: Path) -> str:
     from services.cloud.persist import CLOUD_DB, CloudStore
     from services.cloud.remote import RemoteCloud
     from services.cloud.state import CloudStateError
-    from services.files import atomic_write_json
+    from services.files import atomic_write_bytes
     from services.serve import live_serve_info
 
     if live_serve_info(folder) is not None:
@@ -68,12 +68,15 @@ async def export_state(folder: Path, target: Path) -> str:
             raise CloudStateError(f"{folder} holds no cloud state yet (serve it once first)")
         store = CloudStore(Path(folder) / CLOUD_DB)
         try:
-            doc = await asyncio.to_thread(store.stored_state)
+            stored = await asyncio.to_thread(store.stored_state)
         finally:
             store.engine.dispose()
-        if doc is None:
+        if stored is None:
             raise CloudStateError(f"{folder} holds no cloud state yet (serve it once first)")
-    await asyncio.to_thread(atomic_write_json, Path(target), doc, mode=0o600)
+        doc = stored
+    # ASCII escapes: every text the cloud holds (lone surrogates included) survives the round trip
+    data = (json.dumps(doc, indent=1) + "\n").encode("ascii")
+    await asyncio.to_thread(atomic_write_bytes, Path(target), data, mode=0o600)
     return f"{len(doc['users'])} people, {len(doc['runs'])} runs"
 
 

@@ -232,7 +232,7 @@ class ControlApp:
     # -- failures and gates ------------------------------------------------------------------
 
     async def _fail_next(self, body: dict[str, Any], query: dict[str, str]) -> Any:
-        answer = body.get("answer")
+        answer: Any = body.get("answer")
         if isinstance(answer, dict):
             answer = CloudError(int(answer["status"]), str(answer.get("code") or "error"), answer.get("message"),
                                 origin=str(answer.get("origin", "runtime")), retryable=answer.get("retryable"),

@@ -28,7 +28,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine, create_engine, delete, event, select
+from sqlalchemy import Engine, Table, create_engine, delete, event, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.dialects.sqlite import insert
 from sqlmodel import Field, SQLModel
@@ -113,6 +113,12 @@ class CloudRefreshRow(SQLModel, table=True):
 
 
 _TABLES = [CloudMetaRow, CloudUserRow, CloudRunRow, CloudEventRow, CloudKeyRow, CloudRefreshRow]
+META: Table = CloudMetaRow.__table__  # type: ignore[attr-defined]
+USERS: Table = CloudUserRow.__table__  # type: ignore[attr-defined]
+RUNS: Table = CloudRunRow.__table__  # type: ignore[attr-defined]
+EVENTS: Table = CloudEventRow.__table__  # type: ignore[attr-defined]
+KEYS: Table = CloudKeyRow.__table__  # type: ignore[attr-defined]
+REFRESH: Table = CloudRefreshRow.__table__  # type: ignore[attr-defined]
 _EXPORTED_META = ("client_id", "signing_key", "token_serial", "client_jwk")
 
 
@@ -129,7 +135,7 @@ def make_engine(path: Path) -> Engine:
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
 
-    SQLModel.metadata.create_all(engine, tables=[t.__table__ for t in _TABLES])  # type: ignore[attr-defined]
+    SQLModel.metadata.create_all(engine, tables=[META, USERS, RUNS, EVENTS, KEYS, REFRESH])
     return engine
 
 
@@ -181,26 +187,24 @@ class CloudStore:
     def stored_state(self) -> dict[str, Any] | None:
         """The stored state as a ``state`` document, or None when nothing is stored yet."""
         with self.engine.connect() as conn:
-            meta = {row.key: json.loads(row.value) for row in conn.execute(select(CloudMetaRow.__table__))}
+            meta = {row.key: json.loads(row.value) for row in conn.execute(select(META))}
             if "signing_key" not in meta:
                 return None
-            users = sorted((json.loads(row.data) for row in conn.execute(select(CloudUserRow.__table__))),
+            users = sorted((json.loads(row.data) for row in conn.execute(select(USERS))),
                            key=lambda u: u["id"])
             events: dict[tuple[str, int], list[Any]] = {}
-            query = select(CloudEventRow.__table__).order_by(
-                CloudEventRow.run_id, CloudEventRow.gen, CloudEventRow.seq  # type: ignore[arg-type]
-            )
+            query = select(EVENTS).order_by(EVENTS.c.run_id, EVENTS.c.gen, EVENTS.c.seq)
             for row in conn.execute(query):
                 events.setdefault((row.run_id, row.gen), []).append(json.loads(row.data))
             runs = []
-            for row in conn.execute(select(CloudRunRow.__table__).order_by(CloudRunRow.ordinal)):  # type: ignore[arg-type]
+            for row in conn.execute(select(RUNS).order_by(RUNS.c.ordinal)):
                 record = json.loads(row.data)
                 first = int(record.get("first_seq", 1))
                 record["events"] = [e for e in events.get((row.run_id, row.gen), []) if e["seq"] >= first]
                 runs.append(record)
-            keys = sorted((json.loads(row.data) for row in conn.execute(select(CloudKeyRow.__table__))),
+            keys = sorted((json.loads(row.data) for row in conn.execute(select(KEYS))),
                           key=lambda k: (k["user_id"], k["key"]))
-            refresh = {row.token: row.user_id for row in conn.execute(select(CloudRefreshRow.__table__))}
+            refresh = {row.token: row.user_id for row in conn.execute(select(REFRESH))}
         return {
             "format": FORMAT,
             "version": VERSION,
@@ -214,7 +218,7 @@ class CloudStore:
     def stored_meta(self, key: str) -> Any:
         """One stored setting (e.g. ``served_url``), or None."""
         with self.engine.connect() as conn:
-            row = conn.execute(select(CloudMetaRow.__table__).where(CloudMetaRow.key == key)).first()
+            row = conn.execute(select(META).where(META.c.key == key)).first()
         return json.loads(row.value) if row is not None else None
 
     async def load(self, cloud: "FakeCloud") -> bool:
@@ -358,37 +362,37 @@ class CloudStore:
     def _write(self, batch: dict[str, list[Any]]) -> None:
         with self.engine.begin() as conn:
             if batch["meta"]:
-                stmt = insert(CloudMetaRow.__table__)
+                stmt = insert(META)
                 conn.execute(stmt.on_conflict_do_update(index_elements=["key"], set_={"value": stmt.excluded.value}),
                              batch["meta"])
             if batch["users"]:
-                stmt = insert(CloudUserRow.__table__)
+                stmt = insert(USERS)
                 conn.execute(stmt.on_conflict_do_update(index_elements=["id"], set_={"data": stmt.excluded.data}),
                              batch["users"])
-            table = CloudEventRow.__table__
+            table = EVENTS
             for run_id, gen in batch["wipe"]:
                 conn.execute(delete(table).where(table.c.run_id == run_id, table.c.gen == gen))
             if batch["events"]:
                 rows = [{"run_id": r, "gen": g, "seq": e["seq"], "data": _dump(e)} for r, g, e in batch["events"]]
                 conn.execute(insert(table).prefix_with("OR REPLACE"), rows)
             for row in batch["runs"]:
-                runs = CloudRunRow.__table__
+                runs = RUNS
                 if row["ordinal"] is None:
                     conn.execute(runs.update().where(runs.c.run_id == row["run_id"], runs.c.gen == row["gen"])
                                  .values(data=row["data"]))
                 else:
                     conn.execute(insert(runs).prefix_with("OR REPLACE"), [row])
             if batch["keys"]:
-                conn.execute(insert(CloudKeyRow.__table__).prefix_with("OR REPLACE"), batch["keys"])
-            keys = CloudKeyRow.__table__
+                conn.execute(insert(KEYS).prefix_with("OR REPLACE"), batch["keys"])
+            keys = KEYS
             for user_id, key in batch["unkeys"]:
                 conn.execute(delete(keys).where(keys.c.user_id == user_id, keys.c.key == key))
             if batch["refresh"]:
-                conn.execute(insert(CloudRefreshRow.__table__).prefix_with("OR REPLACE"), batch["refresh"])
+                conn.execute(insert(REFRESH).prefix_with("OR REPLACE"), batch["refresh"])
 
     def set_meta(self, key: str, value: Any) -> None:
         """Store one setting outside the exported state (``served_url``)."""
-        stmt = insert(CloudMetaRow.__table__)
+        stmt = insert(META)
         with self.engine.begin() as conn:
             conn.execute(stmt.on_conflict_do_update(index_elements=["key"], set_={"value": stmt.excluded.value}),
                          [{"key": key, "value": _dump(value)}])
@@ -397,31 +401,31 @@ class CloudStore:
 
     def _write_all(self, doc: dict[str, Any]) -> None:
         with self.engine.begin() as conn:
-            for table in (CloudUserRow, CloudRunRow, CloudEventRow, CloudKeyRow, CloudRefreshRow):
-                conn.execute(delete(table.__table__))  # type: ignore[attr-defined]
-            meta = CloudMetaRow.__table__
+            for table in (USERS, RUNS, EVENTS, KEYS, REFRESH):
+                conn.execute(delete(table))
+            meta = META
             conn.execute(delete(meta).where(meta.c.key.in_(_EXPORTED_META)))
             conn.execute(insert(meta), [{"key": k, "value": _dump(v)} for k, v in doc["meta"].items()
                                         if k in _EXPORTED_META])
             if doc["users"]:
-                conn.execute(insert(CloudUserRow.__table__),
+                conn.execute(insert(USERS),
                              [{"id": u["id"], "data": _dump(u)} for u in doc["users"]])
             generations: dict[str, int] = {}
             for ordinal, run in enumerate(doc["runs"], start=1):
                 gen = generations.get(run["id"], 0)
                 generations[run["id"]] = gen + 1
                 record = {k: v for k, v in run.items() if k != "events"}
-                conn.execute(insert(CloudRunRow.__table__),
+                conn.execute(insert(RUNS),
                              [{"run_id": run["id"], "gen": gen, "ordinal": ordinal, "data": _dump(record)}])
                 if run["events"]:
-                    conn.execute(insert(CloudEventRow.__table__),
+                    conn.execute(insert(EVENTS),
                                  [{"run_id": run["id"], "gen": gen, "seq": e["seq"], "data": _dump(e)}
                                   for e in run["events"]])
             if doc["idempotency"]:
-                conn.execute(insert(CloudKeyRow.__table__),
+                conn.execute(insert(KEYS),
                              [{"user_id": k["user_id"], "key": k["key"], "data": _dump(k)} for k in doc["idempotency"]])
             if doc["refresh_tokens"]:
-                conn.execute(insert(CloudRefreshRow.__table__),
+                conn.execute(insert(REFRESH),
                              [{"token": t, "user_id": u} for t, u in doc["refresh_tokens"].items()])
 
     async def replace(self, cloud: "FakeCloud", doc: Any) -> None:

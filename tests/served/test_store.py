@@ -105,3 +105,25 @@ def test_a_state_document_that_is_not_one_is_refused_and_changes_nothing() -> No
         with pytest.raises(CloudStateError):
             import_state(cloud, doc)
         assert export_state(cloud) == before
+
+
+async def test_state_with_text_that_is_not_valid_unicode_exports_and_imports_exactly(tmp_path: Path) -> None:
+    from workbench.served import export_state as export_file
+
+    from services.cloud.persist import read_state_file
+
+    cloud = FakeCloud("app", issuer=URL, runtime_url=URL)
+    store = CloudStore(tmp_path / "ws" / "cloud.db")
+    await store.load(cloud)
+    await cloud.connect(MemoryConnectionStore(), "user:a")
+    client = cloud.crouter("user:a")
+    run = await client.runs.start(prompt="plain")
+    cloud.runs.get(run.id).reply("lone \udc80 surrogate and NUL \x00 kept")
+    await client.aclose()
+    await store.close()
+    await export_file(tmp_path / "ws", tmp_path / "state.json")
+    doc = read_state_file(tmp_path / "state.json")
+    assert doc == export_state(cloud)
+    other = FakeCloud("app", issuer=URL, runtime_url=URL)
+    import_state(other, doc)
+    assert other.runs.get(run.id).events[-2]["text"] == "lone \udc80 surrogate and NUL \x00 kept"
