@@ -8,7 +8,8 @@ API's bearer token) atomically with mode 0600. ``await server.stop()`` ends ever
 stops uvicorn and removes ``serve.json`` (only when it is still this process's).
 
 ``serve_workspace(...)`` is ``workbench serve``: the workspace's cloud, kept on disk, served until
-SIGTERM or SIGINT. A host other than loopback is refused unless ``allow_remote`` is set.
+SIGTERM or SIGINT. A host other than loopback is refused unless ``allow_remote`` is set. With a
+``notice_url`` the cloud POSTs run notices there (``http_run_notices``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from .files import atomic_write_json
 if TYPE_CHECKING:
     import uvicorn
 
-    from .cloud import FakeCloud
+    from .cloud import FakeCloud, RunNoticeConfig
     from .cloud.asgi import CloudApp
     from .cloud.persist import CloudStore
 
@@ -47,6 +48,7 @@ __all__ = [
     "read_serve_info",
     "live_serve_info",
     "who_can_reach",
+    "http_run_notices",
 ]
 
 SERVE_FILE = "serve.json"
@@ -247,6 +249,22 @@ class CloudServer:
                 (self.folder / SERVE_FILE).unlink()
 
 
+def http_run_notices(url: str) -> "RunNoticeConfig":
+    """Run notices POSTed to ``url`` over HTTP (the runtime's own timing: retries after 0.5 s, 2 s)."""
+    import httpx
+
+    from .cloud import RunNoticeConfig
+
+    client = httpx.AsyncClient(timeout=httpx.Timeout(10.0))
+
+    async def deliver(request: httpx.Request) -> httpx.Response:
+        response = await client.send(request)
+        await response.aread()
+        return response
+
+    return RunNoticeConfig(url=url, deliver=deliver, retry_waits_ms=(500, 2000))
+
+
 def check_host(host: str, allow_remote: bool) -> None:
     """Refuse a host other than loopback unless the caller allowed remote access."""
     if not is_loopback(host) and not allow_remote:
@@ -270,6 +288,7 @@ async def serve_workspace(
     port: int = DEFAULT_PORT,
     allow_remote: bool = False,
     import_file: Path | None = None,
+    notice_url: str | None = None,
     say: Callable[[str], None] = print,
 ) -> None:
     """``workbench serve``: the workspace's durable cloud on ``host:port`` until SIGTERM/SIGINT."""
@@ -282,7 +301,8 @@ async def serve_workspace(
     sock = bind_socket(host, port)
     url = origin_url(*sock.getsockname()[:2])
     try:
-        cloud, store = await open_durable_cloud(folder, url, import_file=import_file)
+        options: dict[str, Any] = {"run_notice": http_run_notices(notice_url)} if notice_url else {}
+        cloud, store = await open_durable_cloud(folder, url, import_file=import_file, **options)
     except BaseException:
         sock.close()
         raise

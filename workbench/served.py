@@ -29,6 +29,7 @@ def serve_command(
     allow_remote: bool,
     export: Path | None,
     import_file: Path | None,
+    notice_url: str | None = None,
 ) -> int:
     """``workbench serve``; returns the exit status."""
     from services.errors import ServiceError
@@ -44,7 +45,8 @@ def serve_command(
             _say(f"exported the cloud state of {folder} ({count}) to {export}")
             return 0
         asyncio.run(serve_workspace(folder, host=host, port=DEFAULT_PORT if port is None else port,
-                                    allow_remote=allow_remote, import_file=import_file, say=_say))
+                                    allow_remote=allow_remote, import_file=import_file, notice_url=notice_url,
+                                    say=_say))
     except ServiceError as exc:
         return _fail("serve", exc)
     except KeyboardInterrupt:
