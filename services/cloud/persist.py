@@ -4,7 +4,9 @@ The in-memory ``FakeCloud`` stays what it is; a store follows it. ``await store.
 puts the stored state into a new cloud (``True`` when there was one); from then on
 ``await store.flush()`` writes what changed since the last flush in one transaction. A served
 cloud calls ``flush`` at its acknowledgement points: before an answer starts and before each
-event-stream chunk is written (``CloudApp``'s ``ack``). Flushes are group commits: callers that
+event-stream chunk is written (``CloudApp``'s ``ack``); a change no client is sent (the operator's
+own action, a responder's reply) is committed within ``AUTOFLUSH_S`` anyway. Flushes are group
+commits: callers that
 arrive while one is being written wait for the next one, which covers them all, so a burst of
 events costs one commit. The promise: whatever a client was sent is on disk first, so a
 ``kill -9`` loses nothing acknowledged; a restarted cloud resumes streams from the stored
@@ -57,6 +59,8 @@ if TYPE_CHECKING:
 __all__ = ["CloudStore", "open_durable_cloud", "CLOUD_DB"]
 
 CLOUD_DB = "cloud.db"
+AUTOFLUSH_S = 0.1
+"""How soon a change no client was sent is committed anyway."""
 
 
 class CloudMetaRow(SQLModel, table=True):
@@ -179,6 +183,9 @@ class CloudStore:
         self._meta: dict[str, str] = {}
         self._unsubscribe: Any = None
         self._broken = False
+        self._key: Any = None
+        self._scheduled = False
+        self._background: set[asyncio.Future[None]] = set()
         self.loaded = False
         """True once ``load`` found a stored state."""
 
@@ -243,8 +250,35 @@ class CloudStore:
         self._unsubscribe = cloud.changes.subscribe(self._on_change)
 
     def _on_change(self, change: Change) -> None:
-        if change.source == "cloud" and change.kind.startswith("run."):
+        if change.source != "cloud":
+            return
+        if change.kind.startswith("run."):
             self.touch_run(change.id)
+        self._schedule()
+
+    def _schedule(self) -> None:
+        """Flush soon after a change nobody acknowledges (the operator's own actions, a responder)."""
+        if self._scheduled:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._scheduled = True
+        loop.call_later(AUTOFLUSH_S, self._autoflush)
+
+    def _autoflush(self) -> None:
+        self._scheduled = False
+        if self.cloud is None:
+            return
+        task = asyncio.ensure_future(self.flush())
+        self._background.add(task)
+        task.add_done_callback(self._flushed)
+
+    def _flushed(self, task: "asyncio.Future[None]") -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self._schedule()  # the next flush rewrites the whole state (``_broken``)
 
     def touch_run(self, run_id: str) -> None:
         """Mark a run changed (the change feed does it; ``expire_events`` publishes no change).
@@ -266,6 +300,7 @@ class CloudStore:
         self._keys = set(cloud._ops.keys)
         self._refresh = set(cloud._refresh_tokens)
         self._meta = {k: _dump(v) for k, v in meta_record(cloud).items()}
+        self._key = cloud._key
         self._dirty_runs.clear()
 
     def _mark_unwritten(self, cloud: "FakeCloud") -> None:
@@ -273,6 +308,7 @@ class CloudStore:
         self._runs.clear()
         self._ordinal = 0
         self._users, self._keys, self._refresh, self._meta = {}, set(), set(), {}
+        self._key = None
         self._dirty_runs = {id(run): run for run in run_log(cloud)}
 
     # -- writing -----------------------------------------------------------------------------
@@ -301,11 +337,20 @@ class CloudStore:
                     raise
             self._done = upto
 
+    def _cheap_meta(self, cloud: "FakeCloud") -> dict[str, Any]:
+        """``meta_record`` without encoding the signing key again while it is the same key."""
+        meta = {"client_id": cloud.client_id, "token_serial": cloud._token_serial,
+                "client_jwk": cloud._directory.client_jwk}
+        if cloud._key is not self._key:
+            self._key = cloud._key
+            meta["signing_key"] = {"pem": cloud._key.private_pem(), "kid": cloud._key.kid}
+        return meta
+
     def _collect(self, cloud: "FakeCloud") -> dict[str, Any] | None:
         """What changed since the last flush, as rows (taken on the loop, written in a thread)."""
         batch: dict[str, list[Any]] = {"meta": [], "users": [], "runs": [], "events": [], "wipe": [],
                                        "keys": [], "unkeys": [], "refresh": []}
-        for key, value in meta_record(cloud).items():
+        for key, value in self._cheap_meta(cloud).items():
             text = _dump(value)
             if self._meta.get(key) != text:
                 self._meta[key] = text
@@ -446,10 +491,13 @@ class CloudStore:
 
     async def close(self) -> None:
         """Flush, stop following the cloud and release the file."""
-        await self.flush()
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
+        await self.flush()
+        for task in list(self._background):
+            await asyncio.gather(task, return_exceptions=True)
+        self.cloud = None
         self.engine.dispose()
 
 

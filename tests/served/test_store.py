@@ -127,3 +127,28 @@ async def test_state_with_text_that_is_not_valid_unicode_exports_and_imports_exa
     other = FakeCloud("app", issuer=URL, runtime_url=URL)
     import_state(other, doc)
     assert other.runs.get(run.id).events[-2]["text"] == "lone \udc80 surrogate and NUL \x00 kept"
+
+
+async def test_a_change_no_client_is_sent_is_committed_anyway(tmp_path: Path) -> None:
+    import asyncio
+
+    cloud = FakeCloud("app", issuer=URL, runtime_url=URL)
+    store = CloudStore(tmp_path / "cloud.db")
+    await store.load(cloud)
+    await cloud.connect(MemoryConnectionStore(), "user:a")
+    client = cloud.crouter("user:a")
+    run = await client.runs.start(prompt="x")
+    await store.flush()
+    cloud.runs.get(run.id).reply("the operator's reply, typed in the window")  # no client asks after it
+    reader = CloudStore(tmp_path / "cloud.db")
+    for _ in range(200):  # bounded: the background commit comes within a tenth of a second
+        stored = await asyncio.to_thread(reader.stored_state)
+        events = next(r for r in stored["runs"] if r["id"] == run.id)["events"]
+        if events and events[-1]["type"] == "node.turn.completed":
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("the operator's reply was never committed")
+    reader.engine.dispose()
+    await client.aclose()
+    await store.close()
