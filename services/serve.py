@@ -74,7 +74,7 @@ def who_can_reach(host: str, port: int) -> str:
     """A plain sentence saying who can reach a server bound to ``host``."""
     if is_loopback(host):
         return f"only programs on this machine can reach port {port}"
-    if host in ("0.0.0.0", "::", ""):
+    if host in ("0.0.0.0", "::", "[::]", ""):
         return (
             f"anyone who can reach this machine on port {port}, on any of its networks, can use this cloud "
             "(its people, runs and tokens); the control API still needs the token in serve.json"
@@ -185,6 +185,7 @@ class CloudServer:
         store: "CloudStore | None" = None,
         token: str | None = None,
         log_level: str = "warning",
+        url: str | None = None,
     ) -> None:
         from .cloud.asgi import CloudApp
         from .cloud.control import ControlApp
@@ -195,7 +196,8 @@ class CloudServer:
         self.store = store
         self.token = token or secrets.token_urlsafe(32)
         host, port = sock.getsockname()[:2]
-        self.url = origin_url(host, port)
+        self.url = url or origin_url(host, port)
+        """The URL apps use: ``http://HOST:PORT``, or the public URL it was given."""
         ack = store.flush if store is not None else None
         self.control = ControlApp(cloud, self.token, store=store)
         self.app = CloudApp(cloud, control=self.control, ack=ack)
@@ -265,6 +267,15 @@ def http_run_notices(url: str) -> "RunNoticeConfig":
     return RunNoticeConfig(url=url, deliver=deliver, retry_waits_ms=(500, 2000))
 
 
+def check_public_url(url: str) -> None:
+    """Refuse a public URL that is not ``http(s)://host[:port]`` (the cloud answers at its root)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path.strip("/") or parts.query:
+        raise ServeError(f"--public-url must look like http://host:port, not {url!r}")
+
+
 def check_host(host: str, allow_remote: bool) -> None:
     """Refuse a host other than loopback unless the caller allowed remote access."""
     if not is_loopback(host) and not allow_remote:
@@ -289,24 +300,27 @@ async def serve_workspace(
     allow_remote: bool = False,
     import_file: Path | None = None,
     notice_url: str | None = None,
+    public_url: str | None = None,
     say: Callable[[str], None] = print,
 ) -> None:
     """``workbench serve``: the workspace's durable cloud on ``host:port`` until SIGTERM/SIGINT."""
     from .cloud.persist import open_durable_cloud
 
     check_host(host, allow_remote)
+    if public_url is not None:
+        check_public_url(public_url)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     check_not_served(folder)
     sock = bind_socket(host, port)
-    url = origin_url(*sock.getsockname()[:2])
+    url = public_url.rstrip("/") if public_url else origin_url(*sock.getsockname()[:2])
     try:
         options: dict[str, Any] = {"run_notice": http_run_notices(notice_url)} if notice_url else {}
         cloud, store = await open_durable_cloud(folder, url, import_file=import_file, **options)
     except BaseException:
         sock.close()
         raise
-    server = CloudServer(cloud, sock, folder=folder, store=store)
+    server = CloudServer(cloud, sock, folder=folder, store=store, url=url)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, server.request_stop)

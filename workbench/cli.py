@@ -42,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the port (default 8790; 0 picks a free one)")
     serve.add_argument("--allow-remote", action="store_true",
                        help="allow a host other than loopback (anyone who reaches it can use the cloud)")
+    serve.add_argument("--public-url", default=None, metavar="URL",
+                       help="the URL apps reach it by (default http://HOST:PORT; e.g. with --host 0.0.0.0)")
     serve.add_argument("--notice-url", default=None, metavar="URL",
                        help="POST run notices to your app at this URL (verify them with verify_run_notice)")
     serve.add_argument("--export", type=Path, default=None, metavar="FILE",
@@ -81,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "connect":
             return connect_command(workspace, args.user, args.scopes)
         return serve_command(workspace, host=args.host, port=args.sub_port, allow_remote=args.allow_remote,
-                             export=args.export, import_file=args.import_file, notice_url=args.notice_url)
+                             export=args.export, import_file=args.import_file, notice_url=args.notice_url,
+                             public_url=args.public_url)
     from services.workspace import Settings
 
     from .app import make_app

@@ -30,6 +30,7 @@ def serve_command(
     export: Path | None,
     import_file: Path | None,
     notice_url: str | None = None,
+    public_url: str | None = None,
 ) -> int:
     """``workbench serve``; returns the exit status."""
     from services.errors import ServiceError
@@ -46,7 +47,7 @@ def serve_command(
             return 0
         asyncio.run(serve_workspace(folder, host=host, port=DEFAULT_PORT if port is None else port,
                                     allow_remote=allow_remote, import_file=import_file, notice_url=notice_url,
-                                    say=_say))
+                                    public_url=public_url, say=_say))
     except ServiceError as exc:
         return _fail("serve", exc)
     except KeyboardInterrupt:

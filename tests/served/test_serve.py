@@ -97,11 +97,14 @@ def test_allowed_remote_host_says_who_can_reach_it(serve, tmp_path: Path) -> Non
     import sys
 
     proc = Proc([sys.executable, "-m", "workbench", "serve", "--workspace", str(served), "--host", "0.0.0.0",
-                 "--port", "0", "--allow-remote"])
+                 "--port", "0", "--allow-remote", "--public-url", "http://workbench.test:8790"])
     try:
         warning = proc.line()
         assert warning.startswith("warning: anyone who can reach this machine on port")
-        assert proc.line().startswith("serving http://0.0.0.0:")
+        assert proc.line() == "serving http://workbench.test:8790"
+        port = warning.split(" on port ")[1].split(",")[0]  # the bound port, named in the warning
+        discovery = httpx.get(f"http://127.0.0.1:{port}/.well-known/openid-configuration", timeout=10).json()
+        assert discovery["token_endpoint"] == "http://workbench.test:8790/oauth/token"
     finally:
         proc.stop()
     assert not (served / "serve.json").exists()
