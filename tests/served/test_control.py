@@ -118,3 +118,40 @@ async def test_the_change_stream_publishes_what_the_cloud_changes(served) -> Non
         assert "run.started" in kinds
         await changes.aclose()
         await oauth.aclose()
+
+
+async def test_reset_and_state_import_through_the_control_api_are_kept_on_disk(tmp_path) -> None:
+    from services.cloud.persist import CloudStore
+    from services.cloud.state import export_state
+
+    sock = bind_socket("127.0.0.1", 0)
+    url = origin_url(*sock.getsockname()[:2])
+    cloud = FakeCloud("app", issuer=url, runtime_url=url)
+    store = CloudStore(tmp_path / "cloud.db")
+    await store.load(cloud)
+    server = CloudServer(cloud, sock, store=store)
+    await server.start()
+    try:
+        async with RemoteCloud(server.url, server.token) as remote:
+            oauth, client = await _client(remote, server.url, "user:o1")
+            run = await client.runs.start(prompt="before")
+            snapshot = await remote.export_state()
+            await remote.reset()
+            assert await remote.runs.all() == []
+            assert (await asyncio.to_thread(store.stored_state))["runs"] == []
+            with pytest.raises(ControlError) as bad:
+                await remote.import_state({"format": "workbench-cloud-state", "version": 1, "runs": "no"})
+            assert bad.value.status == 400 and bad.value.code == "invalid_state"
+            assert (await asyncio.to_thread(store.stored_state))["runs"] == []  # the refused import wrote nothing
+            await remote.import_state(snapshot)
+            assert [r.id for r in await remote.runs.all()] == [run.id]
+            assert (await client.runs.get(run.id)).params["prompt"] == "before"  # tokens from before verify
+            await oauth.aclose()
+    finally:
+        await server.stop()
+        await store.close()
+    reopened = FakeCloud("app", issuer=url, runtime_url=url)
+    other = CloudStore(tmp_path / "cloud.db")
+    await other.load(reopened)
+    assert export_state(reopened) == snapshot
+    await other.close()
