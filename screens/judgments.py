@@ -4,6 +4,9 @@ The detail shows each outcome's verdict, reason, input text and the concept diff
 base. ``y`` approves (the ticked outcomes only, when some are ticked with ``space``), ``n``
 rejects with a reason. For an insight review ``c`` picks the candidate truth and ``y`` opens it
 for editing before approving. After approval the receipts (status, digest, time) are shown.
+``j`` judges an invalid, failed or rejected judgment again, or retries a delivery left unfinished.
+What needs the operator in OKF (a blocked base, a failed capture, a refused note) heads the detail,
+with the way out, and its count shows beside the open count.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ class JudgmentsPane(Pane):
         Binding("y", "approve", "Approve", id="workbench.judgments.approve"),
         Binding("n", "reject", "Reject", id="workbench.judgments.reject"),
         Binding("c", "next_candidate", "Candidate", id="workbench.judgments.next_candidate"),
+        Binding("j", "rejudge", "Rejudge / retry", show=False, id="workbench.judgments.rejudge"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="workbench.judgments.clear_filter"),
     ]
 
@@ -57,6 +61,8 @@ class JudgmentsPane(Pane):
         """The selected judgment's detail or insight review."""
         self.candidate = 0
         """The candidate truth picked for the selected insight review."""
+        self.notices: list[Any] = []
+        """What needs the operator in OKF (blocked bases, failed captures, refused notes)."""
         self.waiting = 0
         """Judgments and reviews waiting for a decision (the header badge)."""
         self._table_rows: list[Any] = []
@@ -99,8 +105,9 @@ class JudgmentsPane(Pane):
         if self.insights is not None:
             for review in await self.insights.list():
                 items[f"insight:{review.id}"] = review
+        self.notices = list(await self.okf.notices()) if hasattr(self.okf, "notices") else []
         self.waiting = sum(1 for key, i in items.items() if (i.state if key.startswith("okf:") else i.status) == "pending")
-        self.count_label = f"{self.waiting} open"
+        self.count_label = f"{self.waiting} open" + (f" · {len(self.notices)} ⚠" if self.notices else "")
         self.items = items
         if needle:
             low = needle.lower()
@@ -182,10 +189,12 @@ class JudgmentsPane(Pane):
         d = self.detail
         if d is None:
             outcomes.display = False
-            text_widget.update(Text("nothing selected" if self.items else "the queue is empty", style="dim"))
+            text = self._notice_text()
+            text.append("nothing selected" if self.items else "the queue is empty", style="dim")
+            text_widget.update(text)
             return
         if self.selected and self.selected.startswith("okf:"):
-            text_widget.update(self._okf_text(d))
+            text_widget.update(self._notice_text() + self._okf_text(d))
             pending = d.item.state == "pending"
             outcomes.display = pending and bool(d.outcomes)
             if pending:
@@ -199,6 +208,21 @@ class JudgmentsPane(Pane):
             outcomes.display = False
             text_widget.update(self._insight_text(d))
 
+    def _notice_text(self) -> Text:
+        """What needs the operator in OKF, with the way out (empty when nothing does)."""
+        text = Text()
+        if not self.notices:
+            return text
+        text.append(f"⚠ knowledge needs attention ({len(self.notices)})\n", style=tone("warn", bold=True))
+        for notice in self.notices[:20]:
+            text.append(f"  {safe(notice.kind, 20)} · {safe(notice.subject, 200)}: ", style=tone("warn"))
+            text.append(f"{safe(notice.reason, 600)}\n")
+            text.append(f"    way out: {safe(notice.remedy, 800)}\n", style="dim")
+        if len(self.notices) > 20:
+            text.append(f"  … and {len(self.notices) - 20} more\n", style="dim")
+        text.append("\n")
+        return text
+
     def _okf_text(self, d: Any) -> Text:
         item = d.item
         text = Text()
@@ -209,6 +233,10 @@ class JudgmentsPane(Pane):
                         style="dim")
         for problem in item.problems:
             text.append(f"✗ {safe(problem, 400)}\n", style=tone("bad"))
+        if item.state in ("invalid", "failed"):
+            text.append("j judges it again (its inputs are kept)\n", style="dim")
+        elif item.state == "delivering" and item.problems:
+            text.append("the delivery did not finish · j retries it\n", style="dim")
         if item.reason:
             text.append(f"rejected: {safe(item.reason, 400)}\n", style=tone("warn"))
         if item.receipts:
@@ -316,6 +344,20 @@ class JudgmentsPane(Pane):
                 self.act("Rejected.", lambda: service.reject(ident, values["reason"]))
         self.app.push_screen(FormDialog("Reject: say why", [Field("reason", "Reason")], submit="Reject"), done)
 
+    def action_rejudge(self) -> None:
+        """Judge the selected harvest judgment again, or retry its unfinished delivery."""
+        if self.selected is None or self.detail is None or not self.selected.startswith("okf:"):
+            self.app.notify("Select a harvest judgment first.", severity="warning", markup=False)
+            return
+        ident, state, okf = self.selected.partition(":")[2], self.detail.item.state, self.okf
+        if state == "delivering":
+            self.act("Delivery retried.", lambda: okf.retry(ident))
+        elif state in ("invalid", "failed", "rejected", "approved"):
+            self.act("Judged again.", lambda: okf.rejudge(ident))
+        else:
+            self.app.notify(f"This judgment is {safe(state, 20)}; it cannot be judged again now.", severity="warning",
+                            markup=False)
+
     def action_next_candidate(self) -> None:
         if self.selected and self.selected.startswith("insight:") and self.detail is not None:
             self.candidate = (self.candidate + 1) % max(1, len(self.detail.proposal.candidates))
@@ -332,6 +374,10 @@ class JudgmentsPane(Pane):
             return []
         insight = self.selected.startswith("insight:")
         state = self.detail.status if insight else self.detail.item.state
+        if not insight and state in ("invalid", "failed", "rejected"):
+            return [("Judge it again", "j", "rejudge")]
+        if not insight and state == "delivering":
+            return [("Retry the delivery", "j", "rejudge")]
         if state != "pending":
             return []
         actions: list[PaletteAction] = [("Approve" + (" the picked candidate" if insight else " the judgment"), "y", "approve"),

@@ -9,6 +9,8 @@
   (``..``, absolute names, NUL, symlinks anywhere on the way, hard-linked files).
 - ``FileLock``: an exclusive ``flock`` on a lock file, across processes.
 - ``read_json``: parses a JSON file and names the file in the error when it is not valid JSON.
+- ``sweep_temps``: removes the temp files a killed writer left beside its targets (the caller
+  holds whatever lock guards writes in that folder).
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ import errno
 import fcntl
 import json
 import os
+import re
 import stat
 import tempfile
 import threading
 import shutil
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,10 +34,12 @@ if TYPE_CHECKING:
     import asyncio
 
 from .errors import ServiceError
+from .text import text_problem
 
 __all__ = [
     "PathError",
     "CorruptFileError",
+    "UnstorableTextError",
     "atomic_write_bytes",
     "atomic_write_text",
     "atomic_write_json",
@@ -44,6 +49,7 @@ __all__ = [
     "FileLock",
     "AsyncFileLock",
     "fsync_dir",
+    "sweep_temps",
 ]
 
 
@@ -53,6 +59,10 @@ class PathError(ServiceError):
 
 class CorruptFileError(ServiceError):
     """A file exists but its content cannot be read as the format it must have."""
+
+
+class UnstorableTextError(ServiceError, ValueError):
+    """Text that has no UTF-8 form (a lone surrogate): refused before any byte is written."""
 
 
 def fsync_dir(folder: Path) -> None:
@@ -90,8 +100,12 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> N
 
 
 def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None:
-    """``atomic_write_bytes`` for UTF-8 text."""
-    atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
+    """``atomic_write_bytes`` for UTF-8 text; a lone surrogate raises ``UnstorableTextError`` (nothing written)."""
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UnstorableTextError(f"{path}: not written: {text_problem(text)}") from None
+    atomic_write_bytes(path, data, mode=mode)
 
 
 def atomic_write_json(path: Path, value: Any, *, mode: int | None = None) -> None:
@@ -126,6 +140,33 @@ def publish_tree(target: Path, files: Mapping[str, bytes]) -> None:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     fsync_dir(target.parent)
+
+
+_TEMP_RE = re.compile(r"^\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp$")
+
+
+def sweep_temps(folder: Path, names: Iterable[str] | None = None) -> list[str]:
+    """Remove the ``.<name>.XXXXXXXX.tmp`` files ``atomic_write_*`` left in ``folder``; their names.
+
+    Only regular files go (never links or folders); with ``names``, only the temps of those target
+    names. The caller holds the lock that guards writes in ``folder``, so no live writer's temp is
+    taken. A missing folder sweeps nothing.
+    """
+    wanted = None if names is None else set(names)
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return removed
+    for entry in entries:
+        match = _TEMP_RE.match(entry.name)
+        if match is None or (wanted is not None and match.group("name") not in wanted):
+            continue
+        if entry.is_file(follow_symlinks=False):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.path)
+                removed.append(entry.name)
+    return removed
 
 
 def read_json(path: Path) -> Any:

@@ -12,13 +12,14 @@ from .capture import CaptureReport, capture_notes, capture_record
 from .delivery import DeliveryProvider, DirectoryProvider, RecoveryOutcome
 from .descriptors import BaseDescriptor, Bindings, DirectoryBinding, GitBinding, NodeDecl, SoulDecl, load_bindings, load_soul, parse_base_descriptor, parse_bindings, parse_soul
 from .errors import (BaselineError, CaptureError, ConfirmError, OkfConfigError, OkfError, OkfPathError,
-                     OkfValidationError, RecoveryError, RunStateError, SourceError, ViewError)
+                     OkfValidationError, PublicationInterrupted, RecoveryError, RunStateError, SourceError, ViewError)
 from .harvest import Harvest
 from .home import InstanceHome
 from .inspect import PREVIEW_CAP, inspect_source, preview_file
 from .judge import FixedReplyJudgeClient, JudgeClient, LocalJudgeClient, build_prompt, deterministic_judge_reply, judge_documents, parse_prompt
 from .judgment import JudgmentCheck, check_judgment
-from .models import QUEUE_STATES, JudgmentDetail, JudgmentItem, OutcomeView, ReadResult, SourceInfo
+from .limits import MAX_CONCEPT_BYTES, MAX_DEPTH, MAX_JUDGMENT_BYTES, PathLimits
+from .models import NOTICE_KINDS, QUEUE_STATES, JudgmentDetail, JudgmentItem, OkfNotice, OutcomeView, ReadResult, SourceInfo
 from .proposal import FileChange
 from .state import StateDir
 from .watcher import Debouncer, NotesWatcher
@@ -27,11 +28,12 @@ __all__ = [
     "Harvest", "JudgeClient", "LocalJudgeClient", "FixedReplyJudgeClient", "CrouterJudgeClient", "JudgeRunError", "deterministic_judge_reply",
     "judge_documents", "build_prompt", "parse_prompt", "check_judgment", "JudgmentCheck",
     "QUEUE_STATES", "JudgmentItem", "JudgmentDetail", "OutcomeView", "FileChange", "SourceInfo", "ReadResult",
+    "NOTICE_KINDS", "OkfNotice", "MAX_JUDGMENT_BYTES", "MAX_CONCEPT_BYTES", "MAX_DEPTH", "PathLimits",
     "DirectoryBase", "init_directory_base", "Finding", "validate_bundle", "validate_tree",
     "CaptureReport", "capture_notes", "capture_record", "DeliveryProvider", "DirectoryProvider", "RecoveryOutcome",
     "Bindings", "DirectoryBinding", "GitBinding", "BaseDescriptor", "NodeDecl", "SoulDecl", "load_bindings",
     "load_soul", "parse_bindings", "parse_soul", "parse_base_descriptor", "InstanceHome", "StateDir",
     "PREVIEW_CAP", "inspect_source", "preview_file", "Debouncer", "NotesWatcher",
     "OkfError", "OkfConfigError", "OkfPathError", "OkfValidationError", "BaselineError",
-    "ConfirmError", "RecoveryError", "ViewError", "CaptureError", "RunStateError", "SourceError",
+    "ConfirmError", "RecoveryError", "PublicationInterrupted", "ViewError", "CaptureError", "RunStateError", "SourceError",
 ]

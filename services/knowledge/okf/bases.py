@@ -21,7 +21,7 @@ from ...files import FileLock, publish_tree
 from .bundle import validate_tree
 from .descriptors import BaseDescriptor, DirectoryBinding, NodeDecl, load_json_file, parse_base_descriptor
 from .errors import OkfConfigError, OkfError, OkfPathError, OkfValidationError, RecoveryError
-from .tree import Tree, inside_git_worktree, read_tree, tree_digest
+from .tree import Tree, check_physical_dir, inside_git_worktree, read_tree, tree_digest
 
 __all__ = ["DirectoryBase", "init_directory_base", "log_heading", "LOCK_WAIT_S"]
 
@@ -38,10 +38,11 @@ def init_directory_base(path: Path, base_id: str, nodes: dict[str, NodeDecl] | d
                         *, at: float | None = None) -> BaseDescriptor:
     """``okf init`` for a directory base: build it beside ``path`` and move it into place.
 
-    Refuses an existing destination, a destination inside a Git working tree and a node map
-    that is invalid or overlapping. The new bundle is validated (strict) before it appears.
+    Refuses an existing destination, a destination reached through a symlink (checked before
+    anything is created), a destination inside a Git working tree and a node map that is invalid
+    or overlapping. The new bundle is validated (strict) before it appears.
     """
-    path = Path(os.path.abspath(path))
+    path = check_physical_dir(Path(path), "destination")
     if os.path.lexists(path):
         raise OkfPathError(f"destination {path} already exists; okf init never overwrites a base")
     git = inside_git_worktree(path)

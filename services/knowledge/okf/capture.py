@@ -7,9 +7,14 @@
   "text": str | [{"role", "text"}]}]}``; the turns after the thread's last captured turn are
   cut into windows of at most ~96 KB and stored as ``{version: 1, kind: "record", thread, after,
   until, turns: [{id, ts, thread, kind: "session", source, text: [{role, text}]}]}``.
-- Fail closed: a malformed record, a turn over 1 MiB, a note that is not UTF-8 or a linked note
-  fails the whole capture (``CaptureError``) with nothing recorded and the home untouched;
-  ``status.lastCapture`` records the failed attempt.
+- Records fail closed: a malformed record, a turn over 1 MiB, or text that cannot be stored (a
+  lone surrogate or NUL in any field) fails the whole capture (``CaptureError``, ``E_CAPTURE``)
+  with nothing recorded; ``status.lastCapture`` records the failed attempt.
+- Notes are refused one by one, never repaired: a note that is a link, not a regular file,
+  unreadable, over 1 MiB, not UTF-8 or holding NUL is skipped with its reason, the other notes are
+  captured, ``status.lastCapture`` is ``partial`` and ``status.skippedNotes`` lists
+  ``{name, reason}`` until the next note capture (shown in the judgments pane). The skipped note stays in the home untouched and is read again at the next
+  capture, so fixing it (saving it as UTF-8) is all it takes.
 """
 
 from __future__ import annotations
@@ -18,8 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...clock import iso
+from ...text import repair_text, value_problem
 from .errors import CaptureError
 from .home import InstanceHome
+from .limits import MAX_DEPTH, json_depth
 from .state import StateDir
 from .tree import canonical_json, sha256_hex
 
@@ -40,6 +47,8 @@ class CaptureReport:
     captured: tuple[str, ...]
     unchanged: int
     at: str
+    skipped: tuple[tuple[str, str], ...] = ()
+    """``(note name, reason)`` for each note that was refused."""
 
 
 def note_content_hash(name: str, text: str) -> str:
@@ -58,7 +67,7 @@ def capture_notes(state: StateDir, source_id: str, home: InstanceHome, *, at: fl
     """Capture every new or changed note of ``home`` into ``source_id``'s inputs."""
     with state.capture_lock(source_id):
         try:
-            notes = home.notes()
+            notes, skipped = home.scan_notes()
         except CaptureError as exc:
             _record_failure(state, source_id, exc, at)
             raise
@@ -81,10 +90,12 @@ def capture_notes(state: StateDir, source_id: str, home: InstanceHome, *, at: fl
                     captured["notes"].append(content_hash)
                 if input_id not in captured["inputs"]:
                     captured["inputs"].append(input_id)
-            status["lastCapture"] = {"status": "ok", "complete": True, "ignored": unchanged, "at": iso(at)}
+            status["skippedNotes"] = [{"name": name, "reason": reason} for name, reason in skipped]
+            status["lastCapture"] = {"status": "partial" if skipped else "ok", "complete": not skipped,
+                                     "ignored": unchanged, "at": iso(at), "skipped": status["skippedNotes"]}
 
         state.update_status(source_id, change)
-    return CaptureReport(source_id, tuple(i for _, i in fresh), unchanged, iso(at))
+    return CaptureReport(source_id, tuple(i for _, i in fresh), unchanged, iso(at), tuple(skipped))
 
 
 def _turn_text(turn: dict[str, Any], where: str) -> list[dict[str, str]]:
@@ -126,6 +137,12 @@ def capture_record(state: StateDir, source_id: str, record: dict[str, Any], *, a
 def _plan_windows(state: StateDir, source_id: str, record: dict[str, Any]) -> tuple[list[dict[str, Any]], str, str | None]:
     if not isinstance(record, dict):
         raise CaptureError("a run record must be a JSON object")
+    if json_depth(record) > MAX_DEPTH:
+        raise CaptureError(f"a run record may nest at most {MAX_DEPTH} levels; nothing was captured")
+    problem = value_problem(record, "run record")
+    if problem:
+        thread_name = repair_text(record["thread"])[0] if isinstance(record.get("thread"), str) else "?"
+        raise CaptureError(f"run record {thread_name}: {problem}; nothing was captured")
     thread = record.get("thread")
     turns = record.get("turns")
     if not isinstance(thread, str) or not thread:

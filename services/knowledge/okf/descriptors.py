@@ -42,6 +42,7 @@ __all__ = [
     "parse_base_descriptor",
     "check_node_path",
     "check_binding_paths",
+    "binding_path_problems",
 ]
 
 ID_PATTERN = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,95}$")
@@ -188,36 +189,55 @@ def _overlaps(a: Path, b: Path) -> bool:
 
 def check_binding_paths(bindings: Bindings) -> None:
     """Physical, non-overlapping state and base paths, outside Git; the bindings file outside them all."""
-    state = check_physical_dir(bindings.state_dir, "stateDir")
-    places: list[tuple[str, Path]] = [("stateDir", state)]
+    problems = binding_path_problems(bindings)
+    if problems:
+        raise OkfPathError(next(iter(problems.values())))
+
+
+def binding_path_problems(bindings: Bindings) -> dict[str, str]:
+    """``check_binding_paths`` as ``{"stateDir" or base alias: why}`` (empty when all is well).
+
+    Lets a workspace open with the usable bases while a broken one is reported, not fatal.
+    """
+    problems: dict[str, str] = {}
+    places: list[tuple[str, str, Path]] = []
+    try:
+        places.append(("stateDir", "stateDir", check_physical_dir(bindings.state_dir, "stateDir")))
+    except OkfPathError as exc:
+        problems["stateDir"] = exc.detail
     for alias, binding in bindings.bases.items():
         if not isinstance(binding, DirectoryBinding):
             continue
-        path = check_physical_dir(binding.path, f"base {alias!r}")
+        try:
+            path = check_physical_dir(binding.path, f"base {alias!r}")
+        except OkfPathError as exc:
+            problems[alias] = exc.detail
+            continue
         git = inside_git_worktree(path)
         if git is not None:
-            raise OkfPathError(f"base {alias!r} at {path} is inside the Git working tree {git}; "
+            problems[alias] = (f"base {alias!r} at {path} is inside the Git working tree {git}; "
                                "directory custody must live outside Git")
-        places.append((f"base {alias!r}", path))
-        places.append((f"base {alias!r} lock", Path(f"{path}.okf-lock")))
-        places.append((f"base {alias!r} journal", Path(f"{path}.okf-publication.json")))
-    for i, (name_a, a) in enumerate(places):
-        for name_b, b in places[i + 1:]:
-            if name_a.split(" lock")[0].split(" journal")[0] == name_b.split(" lock")[0].split(" journal")[0]:
-                continue
-            if _overlaps(a, b):
-                raise OkfPathError(f"{name_a} ({a}) overlaps {name_b} ({b})")
+            continue
+        places.append((alias, f"base {alias!r}", path))
+        places.append((alias, f"base {alias!r} lock", Path(f"{path}.okf-lock")))
+        places.append((alias, f"base {alias!r} journal", Path(f"{path}.okf-publication.json")))
+    for i, (key_a, name_a, a) in enumerate(places):
+        for key_b, name_b, b in places[i + 1:]:
+            if key_a != key_b and _overlaps(a, b):
+                for key in (key_a, key_b):
+                    problems.setdefault(key, f"{name_a} ({a}) overlaps {name_b} ({b})")
     file = Path(os.path.abspath(bindings.file))
-    for name, place in places:
+    for key, name, place in places:
         if file.is_relative_to(place):
-            raise OkfPathError(f"the bindings file {file} must be outside {name} ({place})")
+            problems.setdefault(key, f"the bindings file {file} must be outside {name} ({place})")
+    return problems
 
 
-def load_bindings(file: Path) -> Bindings:
-    """Read and validate the bindings file at the absolute path ``file``."""
+def load_bindings(file: Path, *, check_paths: bool = True) -> Bindings:
+    """Read and validate the bindings file at the absolute path ``file`` (``check_paths``: see ``parse_bindings``)."""
     if not Path(file).is_absolute():
         raise OkfConfigError(f"bindings file must be an absolute path, got {file}")
-    return parse_bindings(load_json_file(Path(file), "bindings file"), Path(file))
+    return parse_bindings(load_json_file(Path(file), "bindings file"), Path(file), check_paths=check_paths)
 
 
 @dataclass(frozen=True)

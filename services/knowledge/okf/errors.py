@@ -2,7 +2,8 @@
 
 The codes are OKF's own (``E_JUDGMENT E_EXCLUSION E_OWNER E_BASELINE E_CONFIRM E_RECOVERY
 E_VALIDATION E_VIEW E_PATH E_RUN E_SOURCE E_INPUT E_CAPTURE E_CONFIG E_INDEX``); the message is
-meant for the operator and is shown after sanitising.
+meant for the operator and is shown after sanitising. ``remedy``, when set, says in plain words
+what the operator can do about it (which file to put back or move aside, what to retry).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ __all__ = [
     "BaselineError",
     "ConfirmError",
     "RecoveryError",
+    "PublicationInterrupted",
     "ViewError",
     "CaptureError",
     "RunStateError",
@@ -31,10 +33,12 @@ class OkfError(ServiceError):
     code: str = "E_OKF"
     """The OKF error code this class of failure carries."""
 
-    def __init__(self, message: str, *, code: str | None = None) -> None:
+    def __init__(self, message: str, *, code: str | None = None, remedy: str | None = None) -> None:
         if code is not None:
             self.code = code
         self.detail = message
+        self.remedy = remedy
+        """What the operator can do about it, or None."""
         super().__init__(f"{self.code}: {message}")
 
 
@@ -67,7 +71,8 @@ class BaselineError(OkfError):
 
 
 class ConfirmError(OkfError):
-    """A publication whose result does not equal the proposal's after-state."""
+    """A proposal that is not the one validated (its hash differs), or a publication whose result
+    does not equal the proposal's after-state."""
 
     code = "E_CONFIRM"
 
@@ -76,6 +81,10 @@ class RecoveryError(OkfError):
     """A pending publication journal (or an inconsistent receipt) that must recover first."""
 
     code = "E_RECOVERY"
+
+
+class PublicationInterrupted(RecoveryError):
+    """A publication that stopped after its journal was written (an OS error mid-way): recover it."""
 
 
 class ViewError(OkfError):

@@ -10,12 +10,19 @@ Flow: notes (watched) and run records are captured into inputs -> outstanding in
 by a run through the ``JudgeClient`` -> a valid judgment waits as *pending* -> the operator
 approves it (whole or outcome by outcome) and it is delivered through the directory provider,
 or rejects it with a reason. Every queue change publishes a ``Change(source="okf")``. Blocking
-work runs in ``asyncio.to_thread``; journals left by a crash are recovered on ``open``.
+work runs in ``asyncio.to_thread``; journals left by a crash are recovered on ``open``, and the
+temp files a killed process left are removed.
+
+One broken base never stops ``open`` nor the other bases: a binding that cannot be used, a base
+folder that is broken or a journal that cannot recover marks that base blocked (``blocked``),
+with the reason and the way out, and ``notices()`` lists it for the judgments pane next to failed
+captures and refused notes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import uuid
 from collections.abc import Sequence
@@ -24,17 +31,19 @@ from typing import Any
 
 from ...changes import ChangeFeed
 from ...clock import Clock
-from ...files import atomic_write_json, contained_path
+from ...errors import ServiceError
+from ...files import FileLock, atomic_write_json, contained_path
 from .bases import DirectoryBase, init_directory_base
 from .capture import CaptureReport, capture_notes, capture_record
-from .delivery import RecoveryOutcome
-from .descriptors import (BaseDescriptor, Bindings, DirectoryBinding, NodeDecl, SoulDecl, check_binding_paths, check_id,
-                          load_bindings, load_soul)
-from .errors import OkfConfigError, OkfError, SourceError
+from .delivery import RecoveryOutcome, describe
+from .descriptors import (BaseDescriptor, Bindings, DirectoryBinding, NodeDecl, SoulDecl, binding_path_problems,
+                          check_id, load_bindings, load_soul)
+from .errors import OkfConfigError, OkfError, OkfPathError, SourceError
+from .health import BINDINGS_LOCK, base_blocked, binding_unusable, capture_notices, check_bases, sweep_leftovers
 from .home import InstanceHome, publish_view
 from .inspect import inspect_source
 from .judge import JudgeClient
-from .models import JudgmentDetail, JudgmentItem, ReadResult, SourceInfo
+from .models import JudgmentDetail, JudgmentItem, OkfNotice, ReadResult, SourceInfo
 from .review import detail_of, item_of
 from .runs import RunBook
 from .state import StateDir
@@ -50,20 +59,26 @@ class Harvest:
     """OKF knowledge for one workspace: bases, sources, capture, judging, the approval queue."""
 
     def __init__(self, root: Path, changes: ChangeFeed, judge: JudgeClient, bindings: Bindings,
-                 *, clock: Clock, watch_window: float) -> None:
+                 *, clock: Clock, watch_window: float, unusable: dict[str, str] | None = None) -> None:
         self.root = root
         self.changes = changes
         self.judge = judge
         self.clock = clock
         self.bindings = bindings
         self.state = StateDir(bindings.state_dir)
-        self.runs = RunBook(self.state, bindings)
+        self.unusable: dict[str, str] = dict(unusable or {})
+        """Bases whose binding cannot be used (alias -> why); never read nor written."""
+        self.runs = RunBook(self.state, bindings, unusable=self.unusable)
         self.watcher = NotesWatcher(window=watch_window, clock=clock)
         """The notes watcher (``start_watcher``/``stop_watcher``)."""
         self.recovered: list[RecoveryOutcome] = []
         """What the last ``open``/``recover`` did with pending journals."""
         self.recovery_errors: list[str] = []
         """Journals that could not recover (their bases stay blocked)."""
+        self.blocked: dict[str, OkfNotice] = {}
+        """Blocked bases (alias -> the notice with the reason and the way out)."""
+        self.swept: list[str] = []
+        """The leftover temp files the last ``open`` removed."""
         self._capture_locks: dict[str, asyncio.Lock] = {}
         self.watcher.subscribe(self._on_notes_changed)
 
@@ -73,22 +88,33 @@ class Harvest:
         """Open (or create) the knowledge root and recover any interrupted publication."""
         root = Path(os.path.abspath(root))
 
-        def prepare() -> Bindings:
+        def prepare() -> tuple[Bindings, dict[str, str]]:
             root.mkdir(parents=True, exist_ok=True)
             file = root / BINDINGS_NAME
             if not file.exists():
-                atomic_write_json(file, {"version": 1, "stateDir": "state", "cron": "*/15 * * * *", "tz": "UTC", "bases": {}})
-            bindings = load_bindings(file)
+                with FileLock(root / BINDINGS_LOCK):
+                    if not file.exists():
+                        atomic_write_json(file, {"version": 1, "stateDir": "state", "cron": "*/15 * * * *", "tz": "UTC",
+                                                 "bases": {}})
+            bindings = load_bindings(file, check_paths=False)
+            unusable = binding_path_problems(bindings)
+            if "stateDir" in unusable:
+                raise OkfPathError(unusable["stateDir"])
             bindings.state_dir.mkdir(parents=True, exist_ok=True)
-            return bindings
+            return bindings, unusable
 
-        bindings = await asyncio.to_thread(prepare)
-        harvest = cls(root, changes, judge, bindings, clock=clock or Clock(), watch_window=watch_window)
+        bindings, unusable = await asyncio.to_thread(prepare)
+        harvest = cls(root, changes, judge, bindings, clock=clock or Clock(), watch_window=watch_window,
+                      unusable=unusable)
+        harvest.swept = await asyncio.to_thread(sweep_leftovers, root, harvest.runs)
         await harvest.recover()
         for run_id in await asyncio.to_thread(harvest.runs.mark_interrupted, at=harvest.clock.time()):
             harvest._emit("judgment.invalid", run_id, interrupted=True)
         for source_id in harvest.state.source_ids():
-            home = InstanceHome(Path(harvest.state.source(source_id)["home"]))
+            try:
+                home = InstanceHome(Path(harvest.state.source(source_id)["home"]))
+            except (ServiceError, OSError, KeyError, TypeError):  # a damaged source is reported by notices()
+                continue
             harvest.watcher.add(source_id, home.notes_dir)
         return harvest
 
@@ -96,43 +122,81 @@ class Harvest:
         self.changes.emit("okf", kind, id, **data)
 
     async def recover(self) -> list[RecoveryOutcome]:
-        """Recover every base with a pending publication journal (roll forward or back, never a mix)."""
-        def work() -> tuple[list[RecoveryOutcome], list[str]]:
-            done, errors = [], []
-            for alias in self.runs.directory_aliases():
-                try:
-                    done.extend(RunBook(self.state, self._only(alias)).recover(at=self.clock.time()))
-                except OkfError as exc:
-                    errors.append(str(exc))
-            return done, errors
+        """Recover every base with a pending publication journal (roll forward or back, never a mix).
 
-        self.recovered, self.recovery_errors = await asyncio.to_thread(work)
+        A base that cannot recover, or cannot be used at all, is marked blocked with the reason
+        and the way out; the other bases are recovered and keep working.
+        """
+        def work() -> tuple[list[RecoveryOutcome], list[str], dict[str, OkfNotice]]:
+            done, errors = [], []
+            blocked = {alias: binding_unusable(alias, self.bindings.directory(alias).path, self.bindings.file, why)
+                       for alias, why in self.unusable.items()}
+            for alias in self.runs.directory_aliases():
+                if alias in self.unusable:
+                    continue
+                try:
+                    outcome = self.runs.recover_alias(alias, at=self.clock.time())
+                except Exception as exc:  # one base's failure must not stop the others nor the open
+                    errors.append(str(exc))
+                    blocked[alias] = base_blocked(alias, exc)
+                    continue
+                if outcome is not None:
+                    done.append(outcome)
+            for alias, notice in check_bases(self.runs).items():
+                blocked.setdefault(alias, notice)
+            return done, errors, blocked
+
+        self.recovered, self.recovery_errors, self.blocked = await asyncio.to_thread(work)
         for outcome in self.recovered:
             self._emit("judgment.recovered", outcome.run or "", base=outcome.alias, status=outcome.status)
+        for alias, notice in self.blocked.items():
+            self._emit("base.blocked", alias, reason=notice.reason, remedy=notice.remedy)
         return self.recovered
 
-    def _only(self, alias: str) -> Bindings:
-        return Bindings(self.bindings.file, self.bindings.state_dir, {alias: self.bindings.bases[alias]},
-                        self.bindings.cron, self.bindings.tz)
+    async def notices(self) -> list[OkfNotice]:
+        """What needs the operator: blocked bases, the last failed capture and refused notes, with the way out."""
+        def work() -> list[OkfNotice]:
+            return [*sorted(self.blocked.values(), key=lambda n: n.subject), *capture_notices(self.state)]
+
+        return await asyncio.to_thread(work)
+
+    def _note_blocked(self, exc: BaseException) -> None:
+        """After a failed delivery: a base whose journal stayed is blocked until it recovers."""
+        for alias in self.runs.directory_aliases():
+            if alias in self.unusable or alias in self.blocked:
+                continue
+            with contextlib.suppress(ServiceError, OSError):
+                if DirectoryBase(self.bindings.directory(alias)).journal_pending():
+                    self.blocked[alias] = base_blocked(alias, exc)
+                    self._emit("base.blocked", alias, reason=self.blocked[alias].reason)
 
     # -- provisioning --------------------------------------------------------------------------
 
     async def init_base(self, alias: str, nodes: dict[str, NodeDecl] | dict[str, dict[str, str]], *,
                         base_id: str | None = None, path: Path | None = None) -> BaseDescriptor:
-        """``okf init``: create a new directory base (refusing an existing one) and bind it."""
+        """``okf init``: create a new directory base (refusing an existing one) and bind it.
+
+        Every path rule (no symlink on the way, outside Git, apart from the state dir and the
+        other bases) is checked before anything is created.
+        """
         check_id(alias, "base alias")
+        check_id(base_id or alias, "base id")
         if alias in self.bindings.bases:
             raise OkfConfigError(f"base alias {alias!r} is already bound")
         target = Path(os.path.abspath(path)) if path is not None else self.root / "bases" / alias
 
         def work() -> BaseDescriptor:
-            descriptor = init_directory_base(target, base_id or alias, nodes, at=self.clock.time())
-            bases = {**self.bindings.bases, alias: DirectoryBinding(alias, descriptor.id, target)}
-            updated = Bindings(self.bindings.file, self.bindings.state_dir, bases, self.bindings.cron, self.bindings.tz)
-            check_binding_paths(updated)
-            atomic_write_json(self.bindings.file, updated.to_json())
-            self._rebind(updated)
-            return descriptor
+            with FileLock(self.root / BINDINGS_LOCK):
+                bases = {**self.bindings.bases, alias: DirectoryBinding(alias, base_id or alias, target)}
+                updated = Bindings(self.bindings.file, self.bindings.state_dir, bases, self.bindings.cron,
+                                   self.bindings.tz)
+                problems = binding_path_problems(updated)
+                if alias in problems:
+                    raise OkfPathError(problems[alias])
+                descriptor = init_directory_base(target, base_id or alias, nodes, at=self.clock.time())
+                atomic_write_json(self.bindings.file, updated.to_json())
+                self._rebind(updated)
+                return descriptor
 
         descriptor = await asyncio.to_thread(work)
         self._emit("base.created", alias, path=str(target))
@@ -140,7 +204,7 @@ class Harvest:
 
     def _rebind(self, bindings: Bindings) -> None:
         self.bindings = bindings
-        self.runs = RunBook(self.state, bindings)
+        self.runs = RunBook(self.state, bindings, unusable=self.unusable)
 
     async def register_home(self, home: Path, soul: SoulDecl | Path, *, agent: str, soul_name: str | None = None,
                             role: str = "") -> str:
@@ -206,7 +270,8 @@ class Harvest:
                     self._emit("capture.failed", sid, error=str(exc))
                     raise
                 reports.append(report)
-                self._emit("capture.completed", sid, captured=len(report.captured), unchanged=report.unchanged)
+                self._emit("capture.completed", sid, captured=len(report.captured), unchanged=report.unchanged,
+                           skipped=len(report.skipped))
                 if judge and report.captured:
                     await self._judge_outstanding(sid)
         return reports
@@ -243,17 +308,26 @@ class Harvest:
         return run_ids
 
     async def _judge_run(self, source_id: str, run_id: str) -> None:
-        prompt = await asyncio.to_thread(self.runs.prompt, source_id, run_id)
+        """Ask the judge and record its reply; the run always leaves ``judging`` (pending or invalid)."""
         cwd = str(self.runs.work_dir(source_id, run_id))
         reply: str | None = None
         failure: str | None = None
-        await asyncio.to_thread(self.runs.mark_running, source_id, run_id, at=self.clock.time())
         try:
-            reply = await self.judge.judge(prompt, cwd=cwd)
-        except Exception as exc:  # the judge run is remote; any failure is kept on the run
-            failure = f"{type(exc).__name__}: {exc}"
-        run = await asyncio.to_thread(self.runs.record_judgment, source_id, run_id, reply, failure=failure,
-                                      at=self.clock.time())
+            prompt = await asyncio.to_thread(self.runs.prompt, source_id, run_id)
+            await asyncio.to_thread(self.runs.mark_running, source_id, run_id, at=self.clock.time())
+        except Exception as exc:  # a run that cannot be asked is failed like one whose judge failed
+            failure = f"the judge could not be asked ({describe(exc)})"
+        else:
+            try:
+                reply = await self.judge.judge(prompt, cwd=cwd)
+            except Exception as exc:  # the judge run is remote; any failure is kept on the run
+                failure = f"{type(exc).__name__}: {exc}"
+        try:
+            run = await asyncio.to_thread(self.runs.record_judgment, source_id, run_id, reply, failure=failure,
+                                          at=self.clock.time())
+        except Exception as exc:  # not even the failure could be written: the next open marks it interrupted
+            self._emit("judgment.invalid", run_id, source_id=source_id, state="invalid", error=describe(exc))
+            return
         state = run["review"]["state"]
         self._emit(f"judgment.{state}", run_id, source_id=source_id, state=state)
 
@@ -286,13 +360,23 @@ class Harvest:
         return await asyncio.to_thread(work)
 
     async def approve(self, judgment_id: str, outcomes: Sequence[str] | None = None) -> JudgmentItem:
-        """Approve the whole judgment (or only the outcomes for the input ids given) and deliver it."""
+        """Approve the whole judgment (or only the outcomes for the input ids given) and deliver it.
+
+        Refusals and interruptions raise an ``OkfError`` saying what happened to the base (nothing
+        written, rolled back, or blocked until its journal recovers); never a raw OS error.
+        """
         source_id = await asyncio.to_thread(self.state.find_run, judgment_id)
-        run = await asyncio.to_thread(self.runs.claim_approval, source_id, judgment_id, outcomes, at=self.clock.time())
+        try:
+            run = await asyncio.to_thread(self.runs.claim_approval, source_id, judgment_id, outcomes,
+                                          at=self.clock.time())
+        except OSError as exc:
+            raise OkfError(f"judgment {judgment_id} could not be approved ({describe(exc)}); nothing was delivered",
+                           code="E_RUN", remedy="fix the cause, then approve it again") from exc
         self._emit("judgment.delivering", judgment_id, source_id=source_id, whole=run["review"]["whole"])
         try:
             run = await asyncio.to_thread(self.runs.deliver, source_id, judgment_id, at=self.clock.time())
         except OkfError as exc:
+            self._note_blocked(exc)
             run = await asyncio.to_thread(self.state.load_run, source_id, judgment_id)
             self._emit(f"judgment.{run['review']['state']}", judgment_id, source_id=source_id, error=str(exc))
             raise
@@ -330,6 +414,7 @@ class Harvest:
         try:
             run = await asyncio.to_thread(self.runs.deliver, source_id, judgment_id, at=self.clock.time())
         except OkfError as exc:
+            self._note_blocked(exc)
             self._emit("judgment.failed", judgment_id, source_id=source_id, error=str(exc))
             raise
         return self._announce(run, source_id)

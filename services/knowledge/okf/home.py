@@ -24,12 +24,14 @@ from .descriptors import SoulDecl
 from .errors import CaptureError, OkfPathError, ViewError
 from .tree import Tree
 
-__all__ = ["InstanceHome", "Note", "STATE_SCAFFOLD", "LOG_SCAFFOLD", "is_note_name", "publish_view"]
+__all__ = ["InstanceHome", "Note", "NOTE_LIMIT_BYTES", "STATE_SCAFFOLD", "LOG_SCAFFOLD", "is_note_name", "publish_view"]
 
 STATE_SCAFFOLD = "# Working state\n\n# Task\n\n# Next\n"
 """A new home's ``STATE.md``."""
 LOG_SCAFFOLD = "# Instance log\n"
 """A new home's ``log.md``."""
+NOTE_LIMIT_BYTES = 1024 * 1024
+"""A note over this many bytes is skipped (like a record turn, it is never truncated)."""
 
 
 def is_note_name(name: str) -> bool:
@@ -82,49 +84,79 @@ class InstanceHome:
         return value if isinstance(value, dict) else None
 
     def notes(self) -> list[Note]:
-        """Every note under ``notes/`` (nested allowed), sorted by name.
+        """Every readable note under ``notes/`` (see ``scan_notes``; skipped ones left out)."""
+        return self.scan_notes()[0]
 
-        Fails closed with ``CaptureError`` on a symlink, a hard link, a special file or a note
-        that is not UTF-8, naming the note; nothing is skipped silently.
+    def scan_notes(self) -> tuple[list[Note], list[tuple[str, str]]]:
+        """``(notes, skipped)``: every note under ``notes/`` (nested allowed) sorted by name, and
+        ``(name, reason)`` for each note that is refused.
+
+        A note is refused, never repaired, and the others are still read: a symlink, a hard link,
+        a special file, a note that cannot be read, is over ``NOTE_LIMIT_BYTES``, is not UTF-8 or
+        holds NUL. It stays in the home untouched and is read again at the next capture. A
+        ``notes/`` that is itself a link or not a folder raises ``CaptureError``.
         """
-        if not self.notes_dir.exists():
-            return []
+        if not os.path.lexists(self.notes_dir):
+            return [], []
         if os.path.islink(self.notes_dir) or not self.notes_dir.is_dir():
             raise CaptureError(f"{self.notes_dir} is not a plain folder")
         found: list[Note] = []
+        skipped: list[tuple[str, str]] = []
         stack = [""]
         while stack:
             rel = stack.pop()
-            with os.scandir(self.notes_dir / rel if rel else self.notes_dir) as entries:
-                for entry in entries:
-                    name = f"{rel}/{entry.name}" if rel else entry.name
+            try:
+                with os.scandir(self.notes_dir / rel if rel else self.notes_dir) as listing:
+                    entries = list(listing)
+            except OSError as exc:
+                skipped.append((rel or ".", f"the folder cannot be read ({exc.strerror or exc})"))
+                continue
+            for entry in entries:
+                name = f"{rel}/{entry.name}" if rel else entry.name
+                try:
                     st = entry.stat(follow_symlinks=False)
-                    if stat.S_ISDIR(st.st_mode):
-                        if not entry.name.startswith("."):
-                            stack.append(name)
-                        continue
-                    if not is_note_name(entry.name):
-                        continue
-                    if stat.S_ISLNK(st.st_mode):
-                        raise CaptureError(f"note {name} is a symlink; notes must be plain files")
-                    if not stat.S_ISREG(st.st_mode):
-                        raise CaptureError(f"note {name} is not a regular file")
-                    if st.st_nlink > 1:
-                        raise CaptureError(f"note {name} is hard-linked; notes must be plain files")
-                    found.append(Note(name, self._read_note(name)))
-        return sorted(found, key=lambda n: n.name)
+                except OSError as exc:
+                    skipped.append((name, f"cannot be read ({exc.strerror or exc})"))
+                    continue
+                if stat.S_ISDIR(st.st_mode):
+                    if not entry.name.startswith("."):
+                        stack.append(name)
+                    continue
+                if not is_note_name(entry.name):
+                    continue
+                text, reason = self._read_note(name, st)
+                if reason is not None:
+                    skipped.append((name, reason))
+                elif text is not None:
+                    found.append(Note(name, text))
+        return sorted(found, key=lambda n: n.name), sorted(skipped)
 
-    def _read_note(self, name: str) -> str:
-        fd = os.open(self.notes_dir / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    def _read_note(self, name: str, st: os.stat_result) -> tuple[str | None, str | None]:
+        """``(text, None)`` or ``(None, why the note is refused)``."""
+        if stat.S_ISLNK(st.st_mode):
+            return None, "is a symlink; notes must be plain files"
+        if not stat.S_ISREG(st.st_mode):
+            return None, "is not a regular file"
+        if st.st_nlink > 1:
+            return None, "is hard-linked; notes must be plain files"
         try:
-            with os.fdopen(fd, "rb", closefd=False) as handle:
-                raw = handle.read()
-        finally:
-            os.close(fd)
+            fd = os.open(self.notes_dir / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            try:
+                with os.fdopen(fd, "rb", closefd=False) as handle:
+                    raw = handle.read(NOTE_LIMIT_BYTES + 1)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            return None, f"cannot be read ({exc.strerror or exc})"
+        if len(raw) > NOTE_LIMIT_BYTES:
+            return None, f"is over the {NOTE_LIMIT_BYTES // (1024 * 1024)} MiB note limit; nothing is truncated"
         try:
-            return raw.decode("utf-8")
+            text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise CaptureError(f"note {name} is not UTF-8 (byte {exc.start})") from None
+            return None, f"is not UTF-8 (byte {exc.start}); save it as UTF-8"
+        if "\x00" in text:
+            return None, f"holds a NUL character (position {text.index(chr(0))})"
+        return text, None
 
     def new_view_dir(self) -> Path:
         """Where the next view goes: ``knowledge/`` first, then ``knowledge-view-<uuid>/``."""

@@ -4,13 +4,17 @@ Shape: ``{version: 1, exclusionsReviewed: true, outcomes: [{input, verdict, reas
 [{base, path, text}]}], removals: [{base, path, reason}]}``. Rules (each broken rule is one
 problem, prefixed by its code):
 
-- ``E_JUDGMENT``: not JSON / not the shape; an outcome missing for a run input, a duplicate
-  outcome, an outcome for an input not in the run; an unknown verdict or an empty reason;
-  ``drop`` with concepts, ``promote``/``merge`` without; a concept path that is absolute, has
-  ``..``, is not under an owned node, does not end in ``.md`` or names ``index.md``/``log.md``;
-  a concept text that does not contain its input hash; ``merge`` into a concept that does not
-  exist; two outcomes giving one path different texts; a removal without a reason, outside the
-  owned nodes or of a file that does not exist.
+- ``E_JUDGMENT``: a reply over ``MAX_JUDGMENT_BYTES`` (2 MiB), nested deeper than ``MAX_DEPTH``,
+  carrying a lone surrogate or NUL, not JSON or not the shape (``limits.parse_reply``: parsing
+  never raises); an outcome missing for a run input, a duplicate outcome, an outcome for an input
+  not in the run; an unknown verdict or an empty reason; ``drop`` with concepts,
+  ``promote``/``merge`` without; a concept path that is absolute, has ``..``, is not under an
+  owned node, does not end in ``.md``, names ``index.md``/``log.md``, or breaks the file system's
+  limits (``PathLimits``: NAME_MAX per component, PATH_MAX whole); a concept text over
+  ``MAX_CONCEPT_BYTES`` (256 KiB) or not containing its input hash; ``merge`` into a concept that
+  does not exist; two outcomes giving one path different texts; a removal without a reason,
+  outside the owned nodes or of a file that does not exist; a written path whose component is a
+  file or which is itself a folder, in the baseline, in the result, or (given ``roots``) on disk.
 - ``E_EXCLUSION``: credential-shaped text (PEM private keys, ``ghp_``, ``github_pat_``,
   ``sk_live_``) in a concept or a reason.
 - ``E_VALIDATION``: the resulting base fails strict OKF validation.
@@ -18,18 +22,20 @@ problem, prefixed by its code):
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .bundle import RESERVED, validate_tree
-from .proposal import apply_judgment
+from .limits import (MAX_CONCEPT_BYTES, PathLimits, disk_problem, parse_reply, rel_path_problem, shape_problems,
+                     size_words, utf8_size)
+from .proposal import apply_judgment, changed_paths
 from .tree import Tree
 
-__all__ = ["CREDENTIAL_RE", "JudgmentCheck", "check_judgment", "owned_node_paths", "VERDICTS"]
+__all__ = ["CREDENTIAL_RE", "JudgmentCheck", "check_judgment", "owned_node_paths", "write_problems", "VERDICTS"]
 
 CREDENTIAL_RE = re.compile(
     r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----|\bghp_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}|\bsk_live_[A-Za-z0-9]{8,}")
@@ -59,30 +65,32 @@ def owned_node_paths(stage: Mapping[str, Any]) -> dict[str, str]:
     return {n: stage["nodes"][n]["path"] for n in stage.get("owned", [])}
 
 
-def _path_problem(path: object, nodes: Mapping[str, str]) -> str | None:
-    if not isinstance(path, str) or not path:
-        return "path must be a non-empty string"
-    if "\x00" in path or "\\" in path or path.startswith("/"):
-        return f"path {path!r} is not a relative POSIX path"
-    if any(part in ("", ".", "..") for part in path.split("/")):
-        return f"path {path!r} escapes its node"
+def _path_problem(path: object, nodes: Mapping[str, str], limits: PathLimits) -> str | None:
+    problem = rel_path_problem(path)
+    if problem or not isinstance(path, str):
+        return problem
     if not path.endswith(".md"):
         return f"path {path!r} does not end in .md"
     if posixpath.basename(path) in RESERVED:
         return f"path {path!r} is navigation, not a concept"
     if not any(path.startswith(p + "/") for p in nodes.values()):
         return f"path {path!r} is not inside an owned node ({', '.join(sorted(nodes.values())) or 'none'})"
-    return None
+    return limits.problem(path)
 
 
 def check_judgment(text: str, *, inputs: Sequence[str], staging: Mapping[str, Any],
-                   baselines: Mapping[str, Tree], at: float) -> JudgmentCheck:
-    """Check the judgment ``text`` for a run of ``inputs`` staged as ``staging`` over ``baselines``."""
+                   baselines: Mapping[str, Tree], at: float, limits: Mapping[str, PathLimits] | None = None,
+                   roots: Mapping[str, Path] | None = None) -> JudgmentCheck:
+    """Check the judgment ``text`` for a run of ``inputs`` staged as ``staging`` over ``baselines``.
+
+    ``limits`` gives each base's file-system limits (default: 255-byte names, 4096-byte paths);
+    ``roots`` the base folders, whose current files and folders the written paths are checked
+    against too. Never raises for anything the reply holds.
+    """
     problems: list[str] = []
-    try:
-        judgment = json.loads(text)
-    except (json.JSONDecodeError, TypeError) as exc:
-        return JudgmentCheck(None, (f"E_JUDGMENT: the reply is not valid JSON ({exc})",))
+    judgment, reason = parse_reply(text)
+    if reason is not None:
+        return JudgmentCheck(None, (f"E_JUDGMENT: {reason}",))
     if not isinstance(judgment, dict):
         return JudgmentCheck(None, ("E_JUDGMENT: judgment must be a JSON object",))
     extra = sorted(set(judgment) - {"version", "exclusionsReviewed", "outcomes", "removals"})
@@ -134,13 +142,17 @@ def check_judgment(text: str, *, inputs: Sequence[str], staging: Mapping[str, An
                 problems.append(f"E_JUDGMENT: {where}: base {base!r} is not a staged, unsettled base")
                 continue
             path = concept.get("path")
-            issue = _path_problem(path, owned_node_paths(stage))
+            issue = _path_problem(path, owned_node_paths(stage), _limit(limits, base))
             if issue:
                 problems.append(f"E_JUDGMENT: {where}: {issue}")
                 continue
             body = concept.get("text")
             if not isinstance(body, str):
                 problems.append(f"E_JUDGMENT: {where}: concept {path} has no text")
+                continue
+            if utf8_size(body) > MAX_CONCEPT_BYTES:
+                problems.append(f"E_JUDGMENT: {where}: concept {path} is {utf8_size(body)} bytes; "
+                                f"a concept is capped at {size_words(MAX_CONCEPT_BYTES)}")
                 continue
             if CREDENTIAL_RE.search(body):
                 problems.append(f"E_EXCLUSION: {where}: concept {path} carries credential-shaped text")
@@ -160,7 +172,7 @@ def check_judgment(text: str, *, inputs: Sequence[str], staging: Mapping[str, An
         if not isinstance(stage, Mapping) or stage.get("settled"):
             problems.append(f"E_JUDGMENT: removal {number}: base {base!r} is not a staged, unsettled base")
             continue
-        issue = _path_problem(path, owned_node_paths(stage))
+        issue = _path_problem(path, owned_node_paths(stage), _limit(limits, base))
         if issue:
             problems.append(f"E_JUDGMENT: removal {number}: {issue}")
         elif path not in baselines.get(base, {}):
@@ -176,7 +188,25 @@ def check_judgment(text: str, *, inputs: Sequence[str], staging: Mapping[str, An
         if stage.get("settled") or alias not in baselines:
             continue
         after = apply_judgment(baselines[alias], alias, outcomes, removals, owned_node_paths(stage), at=at)
+        problems.extend(f"E_JUDGMENT: {alias}/{issue}" for issue in write_problems(
+            baselines[alias], after, _limit(limits, alias), roots.get(alias) if roots else None))
         for finding in validate_tree(after, strict=True):
             problems.append(f"E_VALIDATION: {alias}/{finding.path}: {finding.message}")
         afters[alias] = after
     return JudgmentCheck(judgment, tuple(problems), afters)
+
+
+def _limit(limits: Mapping[str, PathLimits] | None, alias: object) -> PathLimits:
+    found = limits.get(alias) if limits is not None and isinstance(alias, str) else None
+    return found or PathLimits()
+
+
+def write_problems(before: Mapping[str, bytes], after: Mapping[str, bytes], limits: PathLimits,
+                   root: Path | None) -> list[str]:
+    """Why the files changed between ``before`` and ``after`` cannot be written (limits, shape, disk)."""
+    changed = changed_paths(before, after)
+    problems = [p for p in (limits.problem(path) for path in changed) if p]
+    problems.extend(shape_problems(before, after, changed))
+    if root is not None and not problems:
+        problems.extend(p for p in (disk_problem(root, path) for path in changed) if p)
+    return problems

@@ -1,4 +1,4 @@
-"""Frozen read models the UI gets from ``Harvest``: queue items, judgment details, sources, reads."""
+"""Frozen read models the UI gets from ``Harvest``: queue items, judgment details, sources, reads, notices."""
 
 from __future__ import annotations
 
@@ -6,11 +6,16 @@ from dataclasses import dataclass
 
 from .proposal import FileChange
 
-__all__ = ["QUEUE_STATES", "JudgmentItem", "OutcomeView", "JudgmentDetail", "SourceInfo", "ReadResult"]
+__all__ = ["QUEUE_STATES", "NOTICE_KINDS", "JudgmentItem", "OutcomeView", "JudgmentDetail", "SourceInfo", "ReadResult",
+           "OkfNotice"]
 
 QUEUE_STATES = ("judging", "pending", "invalid", "delivering", "approved", "rejected", "failed")
 """Where a judgment is: being judged, awaiting the operator, refused by a rule, being delivered,
 delivered, rejected by the operator, or refused at delivery (e.g. the base changed)."""
+
+NOTICE_KINDS = ("base-blocked", "capture-failed", "note-skipped")
+"""What an ``OkfNotice`` is about: a base nothing can be published to (or read from) until the
+operator acts, a capture that recorded nothing, a note that was refused."""
 
 
 @dataclass(frozen=True)
@@ -105,3 +110,17 @@ class ReadResult:
     path: str
     digest: str
     text: str
+
+
+@dataclass(frozen=True)
+class OkfNotice:
+    """Something in OKF that needs the operator, with the way out."""
+
+    kind: str
+    """One of ``NOTICE_KINDS``."""
+    subject: str
+    """The base alias, or ``<agent>: notes/<name>`` / the agent whose capture failed."""
+    reason: str
+    """What is wrong, in plain words."""
+    remedy: str
+    """What to do about it (which file to put back or move aside, what to retry)."""

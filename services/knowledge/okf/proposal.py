@@ -4,12 +4,21 @@
 node's navigation whole: a new concept is listed in its node's ``index.md`` (``* [Title](rel.md)
 - description``), a removed one is unlisted, and the node's append-only ``log.md`` gets one
 ``Harvest``/``Update``/``Removal`` line per change under today's ``## YYYY-MM-DD`` heading (newest
-first; older history is never rewritten). The proposal document is OKF's
-``{version, run, attempt, created, file, before, after, changed}`` with base64 trees.
+first; older history is never rewritten).
+
+The proposal document is OKF's ``{version, run, attempt, created, file, before, after, changed}``
+holding only what publication needs, never a copy of the whole base (version 2):
+``beforeDigest``/``afterDigest`` (``tree_digest`` of the whole base before and after),
+``beforeFiles`` (the sha256 of every file before, to name what changed under a judgment) and, in
+``before``/``after``, the base64 bytes of the changed files only (a side without the file leaves
+it out). ``read_proposal`` also reads version 1 documents, whose ``before``/``after`` were whole
+trees, into the same ``ProposalDelta``.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import difflib
 import posixpath
 import re
@@ -20,10 +29,12 @@ from typing import Any
 from ...clock import iso
 from .bases import log_heading
 from .bundle import parse_frontmatter
-from .tree import Tree, canonical_json, encode_tree, sha256_hex
+from .errors import ConfirmError, OkfPathError
+from .limits import rel_path_problem
+from .tree import Tree, canonical_json, encode_tree, sha256_hex, tree_digest
 
-__all__ = ["FileChange", "apply_judgment", "changed_paths", "file_changes", "proposal_document",
-           "proposal_hash", "unified_diff"]
+__all__ = ["FileChange", "ProposalDelta", "apply_judgment", "changed_paths", "file_changes", "proposal_document",
+           "proposal_hash", "read_proposal", "unified_diff"]
 
 
 @dataclass(frozen=True)
@@ -132,9 +143,83 @@ def changed_paths(before: Mapping[str, bytes], after: Mapping[str, bytes]) -> li
 
 def proposal_document(run_id: str, attempt: int, file: str, before: Mapping[str, bytes],
                       after: Mapping[str, bytes], *, at: float) -> dict[str, Any]:
-    """OKF's proposal document for one base."""
-    return {"version": 1, "run": run_id, "attempt": attempt, "created": iso(at), "file": file,
-            "before": encode_tree(before), "after": encode_tree(after), "changed": changed_paths(before, after)}
+    """OKF's proposal document for one base: the digests of both whole trees and the changed files only."""
+    changed = changed_paths(before, after)
+    return {"version": 2, "run": run_id, "attempt": attempt, "created": iso(at), "file": file,
+            "beforeDigest": tree_digest(before), "afterDigest": tree_digest(after), "changed": changed,
+            "beforeFiles": {p: sha256_hex(data) for p, data in sorted(before.items())},
+            "before": encode_tree({p: before[p] for p in changed if p in before}),
+            "after": encode_tree({p: after[p] for p in changed if p in after})}
+
+
+@dataclass(frozen=True)
+class ProposalDelta:
+    """What a proposal changes in its base: the changed paths, their bytes on each side, both digests."""
+
+    changed: tuple[str, ...]
+    before: dict[str, bytes]
+    """Changed files as they were (absent: the file did not exist)."""
+    after: dict[str, bytes]
+    """Changed files as they become (absent: the file is removed)."""
+    before_digest: str
+    after_digest: str
+    before_files: dict[str, str]
+    """The sha256 of every file of the base before (to name the files changed since)."""
+
+    def differing(self, tree: Mapping[str, bytes]) -> list[str]:
+        """The files of ``tree`` that are not as they were before, sorted."""
+        hashes = {p: sha256_hex(d) for p, d in tree.items()}
+        return sorted(p for p in set(hashes) | set(self.before_files) if hashes.get(p) != self.before_files.get(p))
+
+    def applied(self, tree: Mapping[str, bytes], side: str = "after") -> Tree:
+        """``tree`` with every changed path set to its ``after`` (or ``before``) bytes."""
+        target = self.after if side == "after" else self.before
+        result = {p: d for p, d in tree.items() if p not in self.changed}
+        result.update({p: target[p] for p in self.changed if p in target})
+        return result
+
+
+def _decoded(encoded: object, where: str) -> dict[str, bytes]:
+    if not isinstance(encoded, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in encoded.items()):
+        raise ConfirmError(f"{where} must map paths to base64 text")
+    try:
+        return {path: base64.b64decode(data, validate=True) for path, data in encoded.items()}
+    except (binascii.Error, ValueError):
+        raise ConfirmError(f"{where} holds text that is not base64") from None
+
+
+def read_proposal(doc: object) -> ProposalDelta:
+    """The delta of a proposal document (version 1 or 2); a malformed one raises ``ConfirmError``.
+
+    Every changed path must be a plain relative path (``OkfPathError`` otherwise); where it may be
+    written is checked again against the base at publication.
+    """
+    if not isinstance(doc, dict) or doc.get("version") not in (1, 2):
+        raise ConfirmError("the proposal is not a version 1 or 2 proposal document")
+    changed = doc.get("changed")
+    if not isinstance(changed, list) or not all(isinstance(p, str) for p in changed) or len(set(changed)) != len(changed):
+        raise ConfirmError("the proposal's changed list is not a list of distinct paths")
+    for path in changed:
+        problem = rel_path_problem(path)
+        if problem:
+            raise OkfPathError(f"the proposal names a path that is not inside its base: {problem}")
+    before, after = _decoded(doc.get("before"), "the proposal's before"), _decoded(doc.get("after"), "the proposal's after")
+    if doc["version"] == 1:
+        before_digest, after_digest = tree_digest(before), tree_digest(after)
+        before_files = {p: sha256_hex(d) for p, d in before.items()}
+        before = {p: before[p] for p in changed if p in before}
+        after = {p: after[p] for p in changed if p in after}
+    else:
+        digests = doc.get("beforeDigest"), doc.get("afterDigest")
+        if not isinstance(digests[0], str) or not isinstance(digests[1], str):
+            raise ConfirmError("the proposal has no beforeDigest/afterDigest")
+        before_digest, after_digest = digests[0], digests[1]
+        if not set(before) | set(after) <= set(changed):
+            raise ConfirmError("the proposal carries files that are not in its changed list")
+        before_files = doc.get("beforeFiles", {})
+        if not isinstance(before_files, dict) or not all(isinstance(v, str) for v in before_files.values()):
+            raise ConfirmError("the proposal's beforeFiles must map paths to hashes")
+    return ProposalDelta(tuple(changed), before, after, before_digest, after_digest, dict(before_files))
 
 
 def proposal_hash(proposal: Mapping[str, Any]) -> str:

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .errors import OkfError
 from .models import JudgmentDetail, JudgmentItem, OutcomeView
-from .proposal import FileChange, file_changes
+from .proposal import FileChange, file_changes, read_proposal
 from .runs import RunBook
 from .state import StateDir
-from .tree import decode_tree
 
 __all__ = ["item_of", "detail_of"]
 
@@ -73,15 +73,18 @@ def detail_of(state: StateDir, runs: RunBook, source_id: str, run_id: str) -> Ju
         if not proposal_file:
             continue
         try:
-            proposal = json.loads(Path(proposal_file).read_bytes())
-        except (OSError, json.JSONDecodeError):
+            delta = read_proposal(json.loads(Path(proposal_file).read_bytes()))
+        except (OSError, ValueError, OkfError):
             continue
-        files.extend(file_changes(alias, decode_tree(proposal["before"]), decode_tree(proposal["after"])))
+        files.extend(file_changes(alias, delta.before, delta.after))
     removals = judgment.get("removals") if isinstance(judgment.get("removals"), list) else []
     reply = None
     reply_file = runs.work_dir(source_id, run_id) / "judgment.json"
     if item.state == "invalid" and reply_file.exists():
-        reply = reply_file.read_text("utf-8", errors="replace")
+        try:
+            reply = reply_file.read_text("utf-8", errors="replace")
+        except OSError as exc:
+            reply = f"(the reply cannot be read: {exc})"
     return JudgmentDetail(
         item=item, outcomes=tuple(outcomes), files=tuple(files), diff="".join(f.diff for f in files),
         removals=tuple((str(r.get("base")), str(r.get("path")), str(r.get("reason"))) for r in removals if isinstance(r, dict)),

@@ -8,10 +8,20 @@ staged ``bases/<alias>/``) -> ``ready`` -> ``launch-intent`` -> ``running`` (jud
 operator) -> ``processed`` (every receipt ``accepted``/``no-change``) or ``rejected`` (the
 operator said no). An invalid judgment keeps the run ``running`` with its problems; it is never
 delivered. ``review.state`` holds the queue state (see ``models.QUEUE_STATES``).
+
+A run never stays ``judging`` because of what a judge replied or of a failure while recording
+it: the reply is checked by ``check_judgment`` (which never raises for the reply's content) and
+anything else that goes wrong ends the run ``invalid`` with the reason, up for rejudging.
+
+``run.json`` keeps no copy of a base: a stage records its digest, and the baseline is read back
+from the run's staged copy (``work/bases/<alias>/``, checked against that digest). Proposals hold
+the changed files only (``proposal.read_proposal``). Approval, delivery and recovery live in
+``approval.DeliveryBook``, which ``RunBook`` extends.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -21,38 +31,56 @@ from pathlib import Path
 from typing import Any
 
 from ...clock import iso
+from ...errors import ServiceError
 from ...files import atomic_write_json, atomic_write_text
-from .delivery import DirectoryProvider, RecoveryOutcome
+from ...text import clip, repair_text
+from .approval import SETTLED_RECEIPTS, DeliveryBook
+from .delivery import DirectoryProvider, describe
 from .descriptors import Bindings, DirectoryBinding
 from .bases import DirectoryBase
-from .errors import OkfError, OkfValidationError, RunStateError
+from .errors import BaselineError, OkfConfigError, OkfError, RunStateError
 from .judge import build_prompt
 from .judgment import JudgmentCheck, check_judgment, owned_node_paths
-from .bundle import concept_paths, validate_tree
-from .proposal import apply_judgment, changed_paths, proposal_document, proposal_hash
+from .bundle import concept_paths
+from .limits import MAX_JUDGMENT_BYTES, PathLimits, limits_for, utf8_size
+from .proposal import changed_paths, proposal_document, proposal_hash
 from .state import StateDir
-from .tree import decode_tree, encode_tree
+from .tree import Tree, read_tree, tree_digest
 
 __all__ = ["RunBook", "BATCH_BYTES", "SETTLED_RECEIPTS"]
 
 BATCH_BYTES = 192_000
 """A run batches inputs up to this many bytes of payload."""
-SETTLED_RECEIPTS = ("accepted", "delivered", "no-change")
-"""Receipt statuses that settle a base for a run."""
 
 
-class RunBook:
+def owned_aliases(source: dict[str, Any]) -> list[str]:
+    """The bases a source owns a node in (from its frozen ``source.json``)."""
+    return sorted({str(ref).split("/", 1)[0] for ref in source.get("decl", {}).get("owns", [])})
+
+
+def stored_reply(reply: str) -> str:
+    """The judge's reply as kept for the operator: storable text, cut past ``MAX_JUDGMENT_BYTES``."""
+    text, _ = repair_text(reply)
+    return clip(text, MAX_JUDGMENT_BYTES // 4) if utf8_size(text) > MAX_JUDGMENT_BYTES else text
+
+
+class RunBook(DeliveryBook):
     """Creates, judges, approves, rejects and recovers runs of every source in one state dir."""
 
-    def __init__(self, state: StateDir, bindings: Bindings, *, step_hook: Any = None) -> None:
+    def __init__(self, state: StateDir, bindings: Bindings, *, step_hook: Any = None,
+                 unusable: dict[str, str] | None = None) -> None:
         self.state = state
         self.bindings = bindings
         self.step_hook = step_hook
+        self.unusable: dict[str, str] = unusable if unusable is not None else {}
+        """Bases whose binding cannot be used (alias -> why): never snapshotted nor published to."""
 
     # -- providers -------------------------------------------------------------------------
 
     def provider(self, alias: str) -> DirectoryProvider:
         """The delivery provider of a bound base (directory custody only, for now)."""
+        if alias in self.unusable:
+            raise OkfConfigError(f"base {alias!r} cannot be used: {self.unusable[alias]}")
         return DirectoryProvider(DirectoryBase(self.bindings.directory(alias)), step_hook=self.step_hook)
 
     def directory_aliases(self) -> list[str]:
@@ -84,9 +112,13 @@ class RunBook:
         return batches
 
     def create_run(self, source_id: str, inputs: list[str], *, at: float) -> dict[str, Any]:
-        """A new run for ``inputs``, staged and ``ready`` to judge."""
+        """A new run for ``inputs``, staged and ``ready`` to judge.
+
+        When staging fails (a base the source owns cannot be read, a staged file cannot be
+        written) no run is left behind: the inputs stay outstanding and the error says why.
+        """
         source = self.state.source(source_id)
-        snapshots = self.snapshots()
+        snapshots = self.snapshots(owned_aliases(source))
         run_id = str(uuid.uuid4())
         run: dict[str, Any] = {
             "version": 1, "id": run_id, "source": source_id, "created": iso(at), "inputs": list(inputs),
@@ -96,23 +128,51 @@ class RunBook:
             "history": [], "error": None, "review": {"state": "judging"},
         }
         self.state.save_run(source_id, run)
-        self.state.update_status(source_id, lambda status: status.update(activeRun=run_id))
-        return self.stage(source_id, run_id, at=at, snapshots=snapshots)
+        try:
+            self.state.update_status(source_id, lambda status: status.update(activeRun=run_id))
+            return self.stage(source_id, run_id, at=at, snapshots=snapshots)
+        except BaseException:
+            with self.state.status_lock(source_id):
+                shutil.rmtree(self.state.runs_dir(source_id) / run_id, ignore_errors=True)
+            self._clear_active(source_id, run_id)
+            raise
 
     def work_dir(self, source_id: str, run_id: str) -> Path:
         """The run's working folder (the judge's ``cwd``)."""
         return self.state.runs_dir(source_id) / run_id / "work"
 
-    def snapshots(self) -> dict[str, tuple[Any, str]]:
-        """A locked snapshot of every base (refused while a journal is pending or a file is linked)."""
-        return {alias: self.provider(alias).snapshot() for alias in self.directory_aliases()}
+    def snapshots(self, required: Sequence[str] = ()) -> dict[str, tuple[Any, str]]:
+        """A locked snapshot of every usable base.
+
+        A base named in ``required`` (those the source owns) that cannot be read raises (a pending
+        journal, a linked file, a missing index ...); any other such base is left out of the run,
+        so one broken base does not stop judging into the others.
+        """
+        found = {}
+        for alias in self.directory_aliases():
+            try:
+                found[alias] = self.provider(alias).snapshot()
+            except (ServiceError, OSError) as exc:
+                if alias not in required:
+                    continue
+                if isinstance(exc, OSError):
+                    raise OkfError(f"base {alias!r} cannot be read ({describe(exc)})", code="E_RUN") from exc
+                raise
+        return found
 
     def stage(self, source_id: str, run_id: str, *, at: float,
               snapshots: dict[str, tuple[Any, str]] | None = None) -> dict[str, Any]:
         """Write ``work/`` (input.json, staging.json, bases/) from base snapshots and mark ``ready``."""
         source = self.state.source(source_id)
         owns = source["decl"]["owns"]
-        snapshots = self.snapshots() if snapshots is None else snapshots
+        snapshots = self.snapshots(owned_aliases(source)) if snapshots is None else snapshots
+        try:
+            return self._stage(source_id, run_id, source, owns, snapshots, at=at)
+        except OSError as exc:
+            raise OkfError(f"judgment {run_id} could not be staged ({describe(exc)})", code="E_RUN") from exc
+
+    def _stage(self, source_id: str, run_id: str, source: dict[str, Any], owns: list[str],
+               snapshots: dict[str, tuple[Any, str]], *, at: float) -> dict[str, Any]:
         work = self.work_dir(source_id, run_id)
         if work.exists():
             shutil.rmtree(work)
@@ -124,7 +184,7 @@ class RunBook:
                 owned = [n for n in descriptor.nodes if f"{alias}/{n}" in owns]
                 nodes = {n: {"path": d.path, "owner": d.owner} for n, d in descriptor.nodes.items()}
                 staging[alias] = {"root": f"bases/{alias}", "owned": owned, "nodes": nodes, "baseline": digest}
-                stages[alias] = {"root": f"bases/{alias}", "baseline": encode_tree(tree), "digest": digest, "owned": owned}
+                stages[alias] = {"root": f"bases/{alias}", "digest": digest, "owned": owned, "files": len(tree)}
                 for rel, data in tree.items():
                     target = work / "bases" / alias / rel
                     target.parent.mkdir(parents=True, exist_ok=True)
@@ -140,6 +200,38 @@ class RunBook:
             run["history"].append({"status": "ready", "at": iso(at)})
         return self.state.load_run(source_id, run_id)
 
+    def staged_tree(self, source_id: str, run_id: str, alias: str, stage: dict[str, Any]) -> Tree:
+        """The run's staged copy of base ``alias``: its baseline, checked against the stage's digest."""
+        folder = self.work_dir(source_id, run_id) / "bases" / alias
+        try:
+            tree = read_tree(folder)
+        except (OSError, OkfError) as exc:
+            raise BaselineError(f"the staged copy of base {alias!r} cannot be read ({describe(exc)}); rejudge it") from None
+        if tree_digest(tree) != stage.get("digest"):
+            raise BaselineError(f"the staged copy of base {alias!r} no longer matches its baseline; rejudge it")
+        return tree
+
+    def path_limits(self, source_id: str, run_id: str) -> dict[str, PathLimits]:
+        """Per base, the file-system limits of every folder its files are copied under.
+
+        The base itself, this run's staged copy, and a knowledge view in every registered home
+        and in the durable views folder (view names have a fixed length).
+        """
+        view = "knowledge-view-" + "0" * 36
+        homes = []
+        for sid in self.state.source_ids():
+            try:
+                homes.append(Path(self.state.source(sid)["home"]))
+            except (ServiceError, OSError, KeyError, TypeError):
+                continue
+        durable = self.state.sources_dir / source_id / "views" / view
+        limits = {}
+        for alias in self.directory_aliases():
+            roots = [self.bindings.directory(alias).path, self.work_dir(source_id, run_id) / "bases" / alias,
+                     durable / "bases" / alias] + [home / view / "bases" / alias for home in homes]
+            limits[alias] = limits_for(roots)
+        return limits
+
     def prompt(self, source_id: str, run_id: str) -> str:
         """The judge prompt for a staged run, and mark it ``launch-intent`` then ``running``."""
         work = self.work_dir(source_id, run_id)
@@ -148,7 +240,7 @@ class RunBook:
         run = self.state.load_run(source_id, run_id)
         concepts: dict[str, dict[str, str]] = {}
         for alias, stage in run["stages"].items():
-            tree = decode_tree(stage["baseline"])
+            tree = self.staged_tree(source_id, run_id, alias, stage)
             nodes = owned_node_paths(staging[alias])
             concepts[alias] = {p: tree[p].decode("utf-8", "replace") for p in concept_paths(tree)
                                if any(p.startswith(n + "/") for n in nodes.values())}
@@ -168,33 +260,71 @@ class RunBook:
         marked = []
         for source_id in self.state.source_ids():
             for run_id in self.state.run_ids(source_id):
-                if self.state.load_run(source_id, run_id)["review"]["state"] != "judging":
+                try:
+                    if self.state.load_run(source_id, run_id)["review"]["state"] != "judging":
+                        continue
+                    with self.state.editing_run(source_id, run_id) as run:
+                        unknown = "launch-unknown" if run["status"] in ("launch-intent", "running") else "scaffold-unknown"
+                        problem = f"E_RUN: judging was interrupted at {run['status']}; its outcome is unknown, rejudge it"
+                        run.update(status=unknown, error={"code": "E_RUN", "message": problem, "problems": [problem]},
+                                   review={"state": "invalid"})
+                        run["history"].append({"status": unknown, "at": iso(at)})
+                        marked.append(run_id)
+                except (ServiceError, OSError, KeyError, TypeError):  # a damaged run is shown as such by the queue
                     continue
-                with self.state.editing_run(source_id, run_id) as run:
-                    unknown = "launch-unknown" if run["status"] in ("launch-intent", "running") else "scaffold-unknown"
-                    problem = f"E_RUN: judging was interrupted at {run['status']}; its outcome is unknown, rejudge it"
-                    run.update(status=unknown, error={"code": "E_RUN", "message": problem, "problems": [problem]},
-                               review={"state": "invalid"})
-                    run["history"].append({"status": unknown, "at": iso(at)})
-                    marked.append(run_id)
         return marked
+
+    def fail_judging(self, source_id: str, run_id: str, problems: Sequence[str], *, at: float) -> dict[str, Any]:
+        """End a run that is still judging as ``invalid`` with ``problems`` (it can be rejudged)."""
+        with self.state.editing_run(source_id, run_id) as run:
+            if run["review"]["state"] == "judging":
+                code = problems[0].split(":", 1)[0] if problems else "E_RUN"
+                run.update(error={"code": code, "message": f"{len(problems)} rule(s) broken", "problems": list(problems)},
+                           review={"state": "invalid"})
+                run["history"].append({"status": "invalid", "at": iso(at)})
+        self._clear_active(source_id, run_id)
+        return run
+
+    def _clear_active(self, source_id: str, run_id: str) -> None:
+        def clear(status: dict[str, Any]) -> None:
+            if status.get("activeRun") == run_id:
+                status["activeRun"] = None
+
+        with contextlib.suppress(ServiceError, OSError):  # a stale marker only names the last run
+            self.state.update_status(source_id, clear)
 
     # -- recording a judgment ------------------------------------------------------------------
 
     def record_judgment(self, source_id: str, run_id: str, reply: str | None, *, failure: str | None = None,
                         at: float) -> dict[str, Any]:
-        """Validate and store the judge's reply; a valid one gets proposals and ``validated`` receipts."""
+        """Validate and store the judge's reply; a valid one gets proposals and ``validated`` receipts.
+
+        Whatever the reply holds, and whatever fails while recording it, the run leaves
+        ``judging``: pending, or invalid with the reason.
+        """
+        try:
+            run = self._record_judgment(source_id, run_id, reply, failure=failure, at=at)
+        except Exception as exc:
+            problem = f"E_RUN: the judgment could not be recorded ({describe(exc)}); rejudge it"
+            return self.fail_judging(source_id, run_id, [problem], at=at)
+        self._clear_active(source_id, run_id)
+        return run
+
+    def _record_judgment(self, source_id: str, run_id: str, reply: str | None, *, failure: str | None,
+                         at: float) -> dict[str, Any]:
         work = self.work_dir(source_id, run_id)
-        if reply is not None:
-            atomic_write_text(work / "judgment.json", reply)
         run = self.state.load_run(source_id, run_id)
-        staging = json.loads((work / "staging.json").read_text("utf-8"))
-        baselines = {a: decode_tree(s["baseline"]) for a, s in run["stages"].items()}
+        baselines: dict[str, Tree] = {}
         if failure is not None:
             check = JudgmentCheck(None, (f"E_RUN: the judge run failed: {failure}",))
         else:
-            check = check_judgment(reply or "", inputs=run["inputs"], staging=staging, baselines=baselines, at=at)
+            staging = json.loads((work / "staging.json").read_text("utf-8"))
+            baselines = {a: self.staged_tree(source_id, run_id, a, s) for a, s in run["stages"].items()}
+            roots = {a: self.bindings.directory(a).path for a in baselines if a in self.bindings.bases}
+            check = check_judgment(reply or "", inputs=run["inputs"], staging=staging, baselines=baselines, at=at,
+                                   limits=self.path_limits(source_id, run_id), roots=roots)
         receipts: dict[str, Any] = {}
+        proposals: dict[Path, dict[str, Any]] = {}
         if check.valid:
             for alias, after in check.afters.items():
                 before = baselines[alias]
@@ -202,10 +332,13 @@ class RunBook:
                     receipts[alias] = {"status": "no-change"}
                     continue
                 file = self.state.runs_dir(source_id) / run_id / f"{alias}-proposal.json"
-                proposal = proposal_document(run_id, run["attempt"], str(file), before, after, at=at)
-                atomic_write_json(file, proposal)
-                receipts[alias] = {"status": "validated", "proposal": str(file), "proposalHash": proposal_hash(proposal)}
+                proposals[file] = proposal_document(run_id, run["attempt"], str(file), before, after, at=at)
+                receipts[alias] = {"status": "validated", "proposal": str(file), "proposalHash": proposal_hash(proposals[file])}
         with self.state.editing_run(source_id, run_id) as run:
+            if reply is not None:
+                atomic_write_text(work / "judgment.json", stored_reply(reply))
+            for file, proposal in proposals.items():
+                atomic_write_json(file, proposal)
             run["judgment"] = check.judgment
             if check.valid:
                 run.update(status="delivering", receipts=receipts, error=None, review={"state": "pending"})
@@ -214,114 +347,7 @@ class RunBook:
                 run.update(error={"code": code, "message": f"{len(check.problems)} rule(s) broken",
                                   "problems": list(check.problems)}, review={"state": "invalid"})
             run["history"].append({"status": run["review"]["state"], "at": iso(at)})
-
-        def clear(status: dict[str, Any]) -> None:
-            if status.get("activeRun") == run_id:
-                status["activeRun"] = None
-
-        self.state.update_status(source_id, clear)
         return run
-
-    # -- operator decisions ----------------------------------------------------------------------
-
-    def claim_approval(self, source_id: str, run_id: str, selected: Sequence[str] | None, *, at: float) -> dict[str, Any]:
-        """Move a pending run to ``delivering`` (one caller wins; the others get ``RunStateError``)."""
-        with self.state.editing_run(source_id, run_id) as run:
-            state = run["review"]["state"]
-            if state != "pending":
-                raise RunStateError(f"judgment {run_id} is {state}, not pending; it cannot be approved"
-                                    + (" again" if state in ("delivering", "approved") else ""))
-            ids = [o["input"] for o in run["judgment"]["outcomes"]]
-            chosen = list(ids) if selected is None else list(dict.fromkeys(selected))
-            unknown = [i for i in chosen if i not in ids]
-            if unknown or not chosen:
-                raise RunStateError(f"judgment {run_id}: no outcome for {', '.join(unknown) or 'an empty selection'}")
-            whole = set(chosen) == set(ids)
-            run["review"] = {"state": "delivering", "approved": chosen, "declined": [i for i in ids if i not in chosen],
-                             "whole": whole, "approvedAt": iso(at)}
-            if not whole:
-                self._narrow(source_id, run, chosen, at=at)
-            return run
-
-    def _narrow(self, source_id: str, run: dict[str, Any], chosen: Sequence[str], *, at: float) -> None:
-        """Rebuild the proposals from the chosen outcomes only (removals need a whole approval).
-
-        Everything is computed and validated before any file is written, and outcomes that
-        share a concept must be approved together (its text carries all of them).
-        """
-        outcomes = [o for o in run["judgment"]["outcomes"] if o["input"] in chosen]
-        writers: dict[tuple[str, str], set[str]] = {}
-        for outcome in run["judgment"]["outcomes"]:
-            for concept in outcome["concepts"]:
-                writers.setdefault((concept["base"], concept["path"]), set()).add(outcome["input"])
-        for (base, path), inputs in sorted(writers.items()):
-            if inputs & set(chosen) and not inputs <= set(chosen):
-                raise RunStateError(f"outcomes for {', '.join(sorted(i[:12] for i in inputs))} all write {base}/{path}; "
-                                    "approve them together")
-        staging = json.loads((self.work_dir(source_id, run["id"]) / "staging.json").read_text("utf-8"))
-        planned: dict[str, dict[str, Any] | None] = {}
-        for alias in run["receipts"]:
-            before = decode_tree(run["stages"][alias]["baseline"])
-            after = apply_judgment(before, alias, outcomes, [], owned_node_paths(staging[alias]), at=at)
-            findings = validate_tree(after, strict=True)
-            if findings:
-                raise OkfValidationError(f"the selected outcomes do not validate for {alias}", findings)
-            file = self.state.runs_dir(source_id) / run["id"] / f"{alias}-proposal.json"
-            planned[alias] = (proposal_document(run["id"], run["attempt"], str(file), before, after, at=at)
-                              if changed_paths(before, after) else None)
-        for alias, proposal in planned.items():
-            file = self.state.runs_dir(source_id) / run["id"] / f"{alias}-proposal.json"
-            if file.exists():
-                os.replace(file, file.with_name(f"{alias}-proposal.judged.json"))
-            if proposal is None:
-                run["receipts"][alias] = {"status": "no-change"}
-                continue
-            atomic_write_json(file, proposal)
-            run["receipts"][alias] = {"status": "validated", "proposal": str(file), "proposalHash": proposal_hash(proposal)}
-
-    def deliver(self, source_id: str, run_id: str, *, at: float) -> dict[str, Any]:
-        """Publish every unsettled receipt of an approved run; settle the run when all are done."""
-        run = self.state.load_run(source_id, run_id)
-        for alias, receipt in run["receipts"].items():
-            if receipt["status"] in SETTLED_RECEIPTS:
-                continue
-            proposal = json.loads(Path(receipt["proposal"]).read_bytes())
-
-            def save(value: dict[str, Any], alias: str = alias) -> None:
-                with self.state.editing_run(source_id, run_id) as current:
-                    current["receipts"][alias] = dict(value)
-
-            try:
-                self.provider(alias).publish(Path(receipt["proposal"]), proposal, dict(receipt), save, at=at)
-            except OkfError as exc:
-                with self.state.editing_run(source_id, run_id) as current:
-                    current["error"] = {"code": exc.code, "message": exc.detail, "problems": [str(exc)]}
-                    if exc.code == "E_BASELINE":
-                        current["review"]["state"] = "failed"
-                raise
-        return self.settle(source_id, run_id, at=at)
-
-    def settle(self, source_id: str, run_id: str, *, at: float) -> dict[str, Any]:
-        """Mark the run ``processed`` and its approved inputs processed once every receipt is settled."""
-        with self.state.status_lock(source_id):
-            run = self.state.load_run(source_id, run_id)
-            if run["review"]["state"] != "delivering" or any(
-                    r["status"] not in SETTLED_RECEIPTS for r in run["receipts"].values()):
-                return run
-            status = self.state.status(source_id)
-            for input_id in run["review"].get("approved", []):
-                if input_id not in status["processed"]:
-                    status["processed"].append(input_id)
-            for alias, receipt in run["receipts"].items():
-                status["delivered"][f"{run_id}/{alias}"] = receipt
-                if receipt["status"] == "accepted":
-                    status["accepted"][f"{run_id}/{alias}"] = receipt
-            run.update(status="processed", error=None, settled=sorted(run["receipts"]))
-            run["review"]["state"] = "approved"
-            run["history"].append({"status": "processed", "at": iso(at)})
-            atomic_write_json(self.state.source_dir(source_id) / "status.json", status)
-            self.state.save_run(source_id, run)
-            return run
 
     def reject(self, source_id: str, run_id: str, reason: str, *, at: float) -> dict[str, Any]:
         """Record the operator's rejection; inputs stay for ``rejudge``."""
@@ -339,7 +365,7 @@ class RunBook:
     def begin_rejudge(self, source_id: str, run_id: str, *, at: float) -> dict[str, Any]:
         """Archive the attempt under ``rejudgments/<attempt>/`` and restage the unprocessed inputs."""
         processed = set(self.state.status(source_id)["processed"])
-        snapshots = self.snapshots()
+        snapshots = self.snapshots(owned_aliases(self.state.source(source_id)))
         with self.state.editing_run(source_id, run_id) as run:
             state = run["review"]["state"]
             remaining = [i for i in run["inputs"] if i not in processed]
@@ -357,38 +383,3 @@ class RunBook:
             run.update(inputs=remaining, attempt=run["attempt"] + 1, attemptDir=str(archive), status="spawn-intent")
             run["history"].append({"status": "rejudge", "at": iso(at), "attempt": run["attempt"]})
         return self.stage(source_id, run_id, at=at, snapshots=snapshots)
-
-    # -- recovery ----------------------------------------------------------------------------------
-
-    def recover(self, *, at: float) -> list[RecoveryOutcome]:
-        """Recover every base with a pending journal, updating the runs' receipts first."""
-        outcomes = []
-        for alias in self.directory_aliases():
-            provider = self.provider(alias)
-
-            def complete(outcome: RecoveryOutcome, alias: str = alias) -> None:
-                if outcome.run is None:
-                    return
-                try:
-                    source_id = self.state.find_run(outcome.run)
-                except OkfError:
-                    return
-                with self.state.editing_run(source_id, outcome.run) as run:
-                    receipt = run["receipts"].get(alias, {})
-                    if outcome.status == "completed":
-                        receipt.update(status="accepted", acceptedDigest=outcome.digest, acceptedAt=iso(at))
-                        receipt.pop("error", None)
-                    else:
-                        receipt.update(status="validated", error="publication rolled back to the baseline")
-                    run["receipts"][alias] = receipt
-                    run["history"].append({"status": f"recovered-{outcome.status}", "alias": alias, "at": iso(at)})
-
-            result = provider.recover(complete, at=at)
-            if result is not None:
-                outcomes.append(result)
-                if result.run is not None:
-                    try:
-                        self.settle(self.state.find_run(result.run), result.run, at=at)
-                    except OkfError:
-                        pass
-        return outcomes

@@ -12,7 +12,9 @@ Layout (OKF's)::
     <stateDir>/sources/<uuid>/views/          views made from the durable descriptor
 
 Every write is atomic (temp, fsync, rename, folder fsync); every read-modify-write of
-``status.json`` or ``run.json`` holds the source's ``status.lock``.
+``status.json`` or ``run.json`` holds the source's ``status.lock``, inputs are written under the
+``capture.lock``. ``sweep_temps`` removes the temp files a killed write left, folder by folder
+under the lock that guards it (a source whose locks are busy is left for the next open).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ...clock import iso
-from ...files import CorruptFileError, FileLock, atomic_write_bytes, atomic_write_json, read_json
+from ...files import CorruptFileError, FileLock, atomic_write_bytes, atomic_write_json, read_json, sweep_temps
 from .descriptors import Bindings, SoulDecl
 from .errors import OkfError, SourceError
 from .tree import canonical_json, sha256_hex
@@ -215,6 +217,43 @@ class StateDir:
             run = self.load_run(source_id, run_id)
             yield run
             self.save_run(source_id, run)
+
+    def sweep_temps(self) -> list[str]:
+        """Remove the ``.<name>.*.tmp`` files killed writes left; the names removed."""
+        removed: list[str] = []
+        owners = FileLock(self.path / "owners.lock")
+        if self.path.is_dir() and owners.try_acquire():
+            try:
+                removed += sweep_temps(self.path, ["owners.json"])
+            finally:
+                owners.release()
+        for source_id in self.source_ids():
+            capture, status = self.capture_lock(source_id), self.status_lock(source_id)
+            if not capture.try_acquire():
+                continue
+            try:
+                if not status.try_acquire():
+                    continue
+                try:
+                    removed += self._sweep_source(self.sources_dir / source_id)
+                finally:
+                    status.release()
+            finally:
+                capture.release()
+        return removed
+
+    @staticmethod
+    def _sweep_source(folder: Path) -> list[str]:
+        removed = sweep_temps(folder) + sweep_temps(folder / "inputs")
+        runs = folder / "runs"
+        for run in (runs.iterdir() if runs.is_dir() else ()):
+            folders = [run, run / "work"]
+            attempts = run / "rejudgments"
+            if attempts.is_dir():
+                folders += [a for a in attempts.iterdir()] + [a / "work" for a in attempts.iterdir()]
+            for each in folders:
+                removed += sweep_temps(each)
+        return removed
 
     def find_run(self, run_id: str) -> str:
         """The source id owning ``run_id``."""

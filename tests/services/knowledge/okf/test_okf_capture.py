@@ -9,6 +9,7 @@ import pytest
 
 from services.knowledge.okf import CaptureError, StateDir
 from services.knowledge.okf.capture import TURN_LIMIT_BYTES, note_content_hash
+from services.knowledge.okf.home import NOTE_LIMIT_BYTES
 
 from .conftest import DECISION, RESIDUE, World
 
@@ -45,30 +46,61 @@ async def test_notes_are_content_addressed_and_not_recaptured(world: World) -> N
     assert status(world)["lastCapture"]["status"] == "ok"
 
 
-@pytest.mark.parametrize("make_bad", ["non-utf8", "symlink", "hardlink"])
-async def test_bad_note_fails_closed_and_keeps_everything(world: World, make_bad: str) -> None:
+@pytest.mark.parametrize("make_bad", ["non-utf8", "nul", "oversized", "symlink", "hardlink", "fifo"])
+async def test_one_bad_note_is_skipped_with_its_reason_and_the_others_captured(world: World, make_bad: str) -> None:
     (world.notes / "good.md").write_text(DECISION)
     [first] = await world.harvest.capture_now(world.source_id, judge=False)
-    before_inputs = sorted(os.listdir(inputs_dir(world)))
     (world.notes / "second.md").write_text("A second good note because reasons.\n")
+    bad = world.notes / "bad.md"
     if make_bad == "non-utf8":
-        (world.notes / "bad.md").write_bytes(b"caf\xe9 latin-1 text\n")
-        message = "bad.md is not UTF-8"
+        bad.write_bytes(b"caf\xe9 latin-1 text\n")
+        message = "is not UTF-8"
+    elif make_bad == "nul":
+        bad.write_bytes(b"text with a \x00 inside\n")
+        message = "holds a NUL character"
+    elif make_bad == "oversized":
+        bad.write_bytes(b"x" * (NOTE_LIMIT_BYTES + 1))
+        message = "over the 1 MiB note limit"
     elif make_bad == "symlink":
         (world.root / "outside.md").write_text("outside the home\n")
-        os.symlink(world.root / "outside.md", world.notes / "bad.md")
-        message = "bad.md is a symlink"
-    else:
+        os.symlink(world.root / "outside.md", bad)
+        message = "is a symlink"
+    elif make_bad == "hardlink":
         (world.root / "other.md").write_text("linked\n")
-        os.link(world.root / "other.md", world.notes / "bad.md")
-        message = "bad.md is hard-linked"
-    with pytest.raises(CaptureError, match=message):
+        os.link(world.root / "other.md", bad)
+        message = "is hard-linked"
+    else:
+        os.mkfifo(bad)
+        message = "not a regular file"
+    [report] = await world.harvest.capture_now(world.source_id, judge=False)
+    assert len(report.captured) == 1 and report.unchanged == 1  # the other notes were still captured
+    assert [name for name, _ in report.skipped] == ["bad.md"] and message in report.skipped[0][1]
+    names = {json.loads((inputs_dir(world) / f"{i}.json").read_text())["name"] for i in status(world)["captured"]["inputs"]}
+    assert names == {"good.md", "second.md"}
+    assert status(world)["lastCapture"]["status"] == "partial"
+    assert status(world)["skippedNotes"] == [{"name": "bad.md", "reason": report.skipped[0][1]}]
+    [notice] = await world.harvest.notices()
+    assert (notice.kind, notice.subject) == ("note-skipped", "expert: notes/bad.md") and message in notice.reason
+    assert "notes/bad.md" in notice.remedy
+    assert world.seen[-1].kind == "capture.completed" and world.seen[-1].data["skipped"] == 1
+    assert os.path.lexists(bad)  # the refused note stays in the home, untouched
+    assert first.captured[0] in status(world)["captured"]["inputs"]
+    os.unlink(bad)
+    bad.write_text("Fixed: we decided on UTF-8 everywhere because of this.\n")
+    [fixed] = await world.harvest.capture_now(world.source_id, judge=False)
+    assert len(fixed.captured) == 1 and fixed.skipped == ()
+    assert await world.harvest.notices() == [] and status(world)["lastCapture"]["status"] == "ok"
+
+
+async def test_a_notes_folder_that_is_a_link_fails_the_capture_closed(world: World) -> None:
+    (world.root / "elsewhere").mkdir()
+    world.notes.rmdir()
+    os.symlink(world.root / "elsewhere", world.notes)
+    with pytest.raises(CaptureError, match="is not a plain folder"):
         await world.harvest.capture_now(world.source_id, judge=False)
-    assert sorted(os.listdir(inputs_dir(world))) == before_inputs
-    assert status(world)["captured"]["inputs"] == list(first.captured)
     assert status(world)["lastCapture"]["status"] == "failed"
-    assert (world.notes / "second.md").exists() and (world.notes / "good.md").exists()
-    assert world.kinds()[-1] == "capture.failed"
+    [notice] = await world.harvest.notices()
+    assert notice.kind == "capture-failed" and "not a plain folder" in notice.reason
 
 
 def record(thread: str, *sizes_or_texts: object) -> dict:
@@ -129,3 +161,23 @@ def test_inputs_are_checked_against_their_hash(tmp_path) -> None:
     path.write_text(json.dumps({"version": 1, "kind": "note", "name": "a", "text": "tampered"}))
     with pytest.raises(Exception, match="does not match its hash"):
         state.read_input("00000000-0000-4000-8000-000000000000", input_id)
+
+
+@pytest.mark.parametrize("bad", [
+    {"thread": "run-9", "turns": [{"id": "t1", "role": "user", "text": "half an emoji \ud83d"}]},
+    {"thread": "run-9", "turns": [{"id": "t1", "text": [{"role": "user", "text": "fine"}, {"role": "model", "text": "\udc80"}]}]},
+    {"thread": "run-9", "turns": [{"id": "t\udc80", "text": "fine"}]},
+    {"thread": "run-\udc80", "turns": [{"id": "t1", "text": "fine"}]},
+    {"thread": "run-9", "turns": [{"id": "t1", "role": "us\x00er", "text": "fine"}]},
+    {"thread": "run-9", "turns": [{"id": "t1", "text": "fine", "meta": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}]},
+])
+async def test_record_turn_with_unstorable_text_fails_with_e_capture(world: World, bad: dict) -> None:
+    with pytest.raises(CaptureError) as raised:
+        await world.harvest.capture_record(world.source_id, bad, judge=False)
+    assert raised.value.code == "E_CAPTURE" and "nothing was captured" in str(raised.value)
+    assert os.listdir(inputs_dir(world)) == []
+    assert status(world)["captured"]["threads"] == {} and status(world)["lastCapture"]["status"] == "failed"
+    assert world.kinds()[-1] == "capture.failed"
+    [notice] = await world.harvest.notices()
+    assert notice.kind == "capture-failed" and "E_CAPTURE" in notice.reason
+    json.dumps(status(world), ensure_ascii=False).encode("utf-8")  # what was recorded is storable text

@@ -13,8 +13,8 @@ import pytest
 
 from services.changes import ChangeFeed
 from services.knowledge.okf import Harvest, LocalJudgeClient, RecoveryError
-from services.knowledge.okf.proposal import proposal_hash
-from services.knowledge.okf.tree import decode_tree, read_tree
+from services.knowledge.okf.proposal import proposal_hash, read_proposal
+from services.knowledge.okf.tree import read_tree
 
 from .conftest import DECISION, LIMIT, World
 
@@ -53,8 +53,9 @@ async def pending_with_files(world: World) -> tuple[str, dict[str, bytes], dict[
     await world.harvest.capture_now(world.source_id)
     [item] = await world.harvest.queue(["pending"])
     run = world.harvest.state.load_run(world.source_id, item.id)
-    proposal = json.loads(Path(run["receipts"]["team"]["proposal"]).read_text())
-    return item.id, decode_tree(proposal["before"]), decode_tree(proposal["after"]), len(proposal["changed"])
+    delta = read_proposal(json.loads(Path(run["receipts"]["team"]["proposal"]).read_text()))
+    before = read_tree(world.base)
+    return item.id, before, delta.applied(before), len(delta.changed)
 
 
 async def reopen(world: World) -> Harvest:

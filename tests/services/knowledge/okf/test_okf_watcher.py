@@ -12,7 +12,7 @@ from services.clock import Clock, FakeClock
 from services.knowledge.okf import Debouncer
 from services.knowledge.okf import watcher as watcher_module
 
-from .conftest import DECISION, make_world
+from .conftest import DECISION, LIMIT, make_world
 
 
 async def settle() -> None:
@@ -100,12 +100,29 @@ async def test_a_failing_capture_does_not_stop_the_watcher(tmp_path: Path) -> No
     world = await make_world(tmp_path, clock=Clock())
     try:
         await world.harvest.start_watcher()
+        index = world.base / "ops" / "index.md"
+        saved = index.read_bytes()
+        index.unlink()  # judging the captured note now fails: the base lost a node index
+        (world.notes / "first.md").write_text(DECISION)
+        await wait_for(lambda: world.harvest.watcher.last_error is not None)
+        assert "E_INDEX" in (world.harvest.watcher.last_error or "")
+        index.write_bytes(saved)
+        (world.notes / "good.md").write_text(LIMIT)
+        await wait_for(lambda: "judgment.pending" in world.kinds())
+    finally:
+        await world.harvest.close()
+
+
+async def test_a_bad_note_is_skipped_while_watching_and_the_others_are_judged(tmp_path: Path) -> None:
+    world = await make_world(tmp_path, clock=Clock())
+    try:
+        await world.harvest.start_watcher()
         (world.notes / "bad.md").write_bytes(b"\xff not utf-8")
-        await wait_for(lambda: "capture.failed" in world.kinds())
-        (world.notes / "bad.md").unlink()
         (world.notes / "good.md").write_text(DECISION)
         await wait_for(lambda: "judgment.pending" in world.kinds())
-        assert "bad.md" in (world.harvest.watcher.last_error or "")
+        notices = await world.harvest.notices()
+        assert [(n.kind, n.subject) for n in notices] == [("note-skipped", "expert: notes/bad.md")]
+        assert "not UTF-8" in notices[0].reason and "UTF-8" in notices[0].remedy
     finally:
         await world.harvest.close()
 
