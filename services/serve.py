@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import ServiceError
-from .files import atomic_write_json
+from .files import FileLock, atomic_write_json
 
 if TYPE_CHECKING:
     import uvicorn
@@ -49,9 +49,13 @@ __all__ = [
     "live_serve_info",
     "who_can_reach",
     "http_run_notices",
+    "claim_workspace",
+    "check_not_served",
+    "SERVE_LOCK",
 ]
 
 SERVE_FILE = "serve.json"
+SERVE_LOCK = "serve.lock"
 DEFAULT_PORT = 8790
 """The port ``workbench serve`` uses when none is given."""
 
@@ -186,6 +190,7 @@ class CloudServer:
         token: str | None = None,
         log_level: str = "warning",
         url: str | None = None,
+        lock: FileLock | None = None,
     ) -> None:
         from .cloud.asgi import CloudApp
         from .cloud.control import ControlApp
@@ -204,6 +209,8 @@ class CloudServer:
         self.control.app = self.app
         self._server = _uvicorn_server(self.app, log_level)
         self._task: asyncio.Task[None] | None = None
+        self._lock = lock
+        """The workspace's ``serve.lock`` (``claim_workspace``), given back by ``stop``."""
 
     @property
     def port(self) -> int:
@@ -238,9 +245,14 @@ class CloudServer:
             if self._task is not None:
                 await self._task
         finally:
-            if self.store is not None:
-                await self.store.flush()
-            self._remove_serve_file()
+            try:
+                if self.store is not None:
+                    await self.store.flush()
+                self._remove_serve_file()
+            finally:
+                if self._lock is not None:
+                    self._lock.release()
+                    self._lock = None
 
     def _remove_serve_file(self) -> None:
         if self.folder is None:
@@ -285,11 +297,23 @@ def check_host(host: str, allow_remote: bool) -> None:
         )
 
 
+def claim_workspace(folder: Path) -> FileLock:
+    """Take the workspace's ``serve.lock`` (held while it is served, or while its stored cloud is
+    used without a server); ``ServeError`` when another server holds it. A killed server's lock is
+    free again, so its stale ``serve.json`` is simply replaced."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(folder / SERVE_LOCK, timeout=0)
+    if not lock.try_acquire():
+        info = live_serve_info(folder)
+        where = f" at {info['url']} by process {info['pid']}" if info else " (it is starting or stopping)"
+        raise ServeError(f"{folder} is already served{where}")
+    return lock
+
+
 def check_not_served(folder: Path) -> None:
-    """Refuse to serve a workspace another live process already serves."""
-    info = live_serve_info(folder)
-    if info is not None:
-        raise ServeError(f"{folder} is already served at {info['url']} by process {info['pid']}")
+    """Refuse when another server holds the workspace (the lock is taken and given back)."""
+    claim_workspace(folder).release()
 
 
 async def serve_workspace(
@@ -310,17 +334,21 @@ async def serve_workspace(
     if public_url is not None:
         check_public_url(public_url)
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    check_not_served(folder)
-    sock = bind_socket(host, port)
+    lock = claim_workspace(folder)
+    try:
+        sock = bind_socket(host, port)
+    except BaseException:
+        lock.release()
+        raise
     url = public_url.rstrip("/") if public_url else origin_url(*sock.getsockname()[:2])
     try:
         options: dict[str, Any] = {"run_notice": http_run_notices(notice_url)} if notice_url else {}
         cloud, store = await open_durable_cloud(folder, url, import_file=import_file, **options)
     except BaseException:
         sock.close()
+        lock.release()
         raise
-    server = CloudServer(cloud, sock, folder=folder, store=store, url=url)
+    server = CloudServer(cloud, sock, folder=folder, store=store, url=url, lock=lock)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, server.request_stop)

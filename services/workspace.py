@@ -241,18 +241,23 @@ class Workspace:
         if settings.serve_port is None:
             return FakeCloud(client_id=settings.client_id, **options), MemoryConnectionStore(), False
         from .cloud.persist import open_durable_cloud
-        from .serve import CloudServer, bind_socket, check_not_served, origin_url
+        from .serve import CloudServer, bind_socket, claim_workspace, origin_url
 
-        check_not_served(self.path)
-        sock = bind_socket("127.0.0.1", settings.serve_port)
+        lock = claim_workspace(self.path)
+        try:
+            sock = bind_socket("127.0.0.1", settings.serve_port)
+        except BaseException:
+            lock.release()
+            raise
         try:
             cloud, self.cloud_store = await open_durable_cloud(
                 self.path, origin_url(*sock.getsockname()[:2]), client_id=settings.client_id, seed=False, **options
             )
         except BaseException:
             sock.close()
+            lock.release()
             raise
-        self.server = CloudServer(cloud, sock, folder=self.path, store=self.cloud_store)
+        self.server = CloudServer(cloud, sock, folder=self.path, store=self.cloud_store, lock=lock)
         await self.server.start()
         store = SQLModelConnectionStore(f"sqlite:///{self.path / 'connections.db'}")
         return cloud, store, bool(self.cloud_store.loaded)

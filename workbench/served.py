@@ -61,7 +61,7 @@ async def export_state(folder: Path, target: Path) -> str:
     from services.cloud.remote import RemoteCloud
     from services.cloud.state import CloudStateError
     from services.files import atomic_write_bytes
-    from services.serve import live_serve_info
+    from services.serve import claim_workspace, live_serve_info
 
     if live_serve_info(folder) is not None:
         async with RemoteCloud.from_workspace(folder) as remote:
@@ -69,11 +69,13 @@ async def export_state(folder: Path, target: Path) -> str:
     else:
         if not (Path(folder) / CLOUD_DB).exists():
             raise CloudStateError(f"{folder} holds no cloud state yet (serve it once first)")
+        lock = claim_workspace(folder)  # no server may start meanwhile
         store = CloudStore(Path(folder) / CLOUD_DB)
         try:
             stored = await asyncio.to_thread(store.stored_state)
         finally:
             store.engine.dispose()
+            lock.release()
         if stored is None:
             raise CloudStateError(f"{folder} holds no cloud state yet (serve it once first)")
         doc = stored
@@ -96,14 +98,25 @@ def connect_command(folder: Path, user_id: str, scopes: list[str] | None) -> int
 
 
 async def _connect(folder: Path, user_id: str, scopes: list[str] | None) -> dict[str, object]:
-    from services.cloud.control import ControlRefusal, connection_json
-    from services.cloud.persist import CLOUD_DB, CloudStore, open_durable_cloud
-    from services.cloud.remote import ControlError, RemoteCloud
-    from services.serve import DEFAULT_PORT, live_serve_info, origin_url
+    from services.cloud.remote import RemoteCloud
+    from services.serve import claim_workspace, live_serve_info
 
     if live_serve_info(folder) is not None:
         async with RemoteCloud.from_workspace(folder) as remote:
             return await remote.connection(user_id, scopes=scopes)
+    lock = claim_workspace(folder)  # no server may start meanwhile
+    try:
+        return await _connect_stored(folder, user_id, scopes)
+    finally:
+        lock.release()
+
+
+async def _connect_stored(folder: Path, user_id: str, scopes: list[str] | None) -> dict[str, object]:
+    from services.cloud.control import ControlRefusal, connection_json
+    from services.cloud.persist import CLOUD_DB, CloudStore, open_durable_cloud
+    from services.cloud.remote import ControlError
+    from services.serve import DEFAULT_PORT, origin_url
+
     url = None
     if (Path(folder) / CLOUD_DB).exists():
         probe = CloudStore(Path(folder) / CLOUD_DB)
@@ -122,11 +135,12 @@ async def _connect(folder: Path, user_id: str, scopes: list[str] | None) -> dict
 
 def check_ui_serve(folder: Path, port: int | None) -> str | None:
     """Why ``workbench --serve`` cannot start, or None."""
-    from services.serve import live_serve_info
+    from services.serve import ServeError, check_not_served
 
     if port is not None and not 0 <= port <= 65535:
         return "--port must be between 0 and 65535"
-    info = live_serve_info(folder)
-    if info is not None:
-        return f"{folder} is already served at {info['url']} by process {info['pid']}"
+    try:
+        check_not_served(folder)
+    except ServeError as exc:
+        return str(exc)
     return None
