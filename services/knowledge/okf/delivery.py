@@ -180,10 +180,13 @@ class DirectoryProvider:
                 parts.pop()
 
     def sweep(self) -> list[str]:
-        """Remove temp files a killed publication left (under the lock, so no live publication's)."""
+        """Remove temp files a killed publication left (under the lock, so no live publication's).
+
+        A lock another publisher holds now is not waited for (``RecoveryError`` at once).
+        """
         if not self.base.path.parent.is_dir():
             return []
-        with self.base.locked():
+        with self.base.locked(wait_s=0):
             return self._sweep_unlocked()
 
     def _sweep_unlocked(self) -> list[str]:
