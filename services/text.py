@@ -14,11 +14,12 @@ C libraries, SQLite's FTS and Honcho cut or strip) and bytes that are not UTF-8.
 them one of two ways, and says which in its docstring and in the README's "Bad input" section:
 
 - **refused** with the store's own clear error (``text_problem`` names what and where), when the
-  caller typed the value and can fix it: canvas writes, OKF judgments (model output is re-judged or
-  failed, never half-applied);
+  caller typed the value and can fix it, or the original stays where it came from: canvas writes,
+  OKF judgments (model output is re-judged or failed, never half-applied), OKF notes (each bad note
+  is skipped with its reason and stays in its home) and OKF run records (``E_CAPTURE``);
 - **repaired and flagged** (``repair_text``: surrogate pairs joined, lone surrogates become U+FFFD,
   NUL removed; ``decode_text`` for bytes), when refusing would lose something nobody can send again:
-  captured conversation turns, outbox lines written by another program, note files.
+  captured conversation turns, outbox lines written by another program.
 
 Either way a bad value never stops a sweep, a compaction, a run or an open.
 """
