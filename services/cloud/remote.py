@@ -6,6 +6,8 @@ crosses the wire::
     remote = RemoteCloud.from_workspace(folder)          # or RemoteCloud(url, token)
     conn = await remote.connect(store, "user:o1", scopes=["crtr:llm"])
     run = await remote.runs.get(run_id)                  # a RemoteRun: a snapshot plus the drivers
+    runs = await remote.runs.all                         # properties of FakeCloud are awaited too
+    grant = await remote.user("user:o1").grant.state
     await run.reply("hello")                             # FakeRun.reply over the wire
     await run.fail_turn(code="model_error", message="boom")
     await remote.user("user:o1").grant.revoke("grant_removed")
@@ -23,7 +25,7 @@ server's code and message; a missing or wrong token raises it with status 401.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -195,12 +197,17 @@ class RemoteGate:
 
 
 class RemoteRunsView:
-    """``remote.runs`` and ``remote.user(id).runs``: ``await all()`` and ``await get(id)``."""
+    """``remote.runs`` and ``remote.user(id).runs``: ``await runs.all`` and ``await runs.get(id)``."""
 
     def __init__(self, remote: RemoteCloud, user_id: str | None) -> None:
         self._remote, self._user_id = remote, user_id
 
-    async def all(self) -> list["RemoteRun"]:
+    @property
+    def all(self) -> Awaitable[list["RemoteRun"]]:
+        """Every run in start order, deleted ones kept (``await runs.all``, as ``cloud.runs.all``)."""
+        return self._all()
+
+    async def _all(self) -> list["RemoteRun"]:
         params = {"user": self._user_id} if self._user_id else None
         answer = await self._remote.call("GET", "/runs", params=params)
         return [RemoteRun(self._remote, dto) for dto in answer["runs"]]
@@ -299,8 +306,12 @@ class RemoteGrant:
         answer = await self._remote.call("POST", f"/people/{_q(self._user_id)}/grant/{action}", body)
         return answer["grant"]  # type: ignore[no-any-return]
 
-    async def state(self) -> dict[str, Any] | None:
-        """The grant DTO, or None when the person has none."""
+    @property
+    def state(self) -> Awaitable[dict[str, Any] | None]:
+        """The grant DTO, or None when the person has none (``await grant.state``, as ``grant.state``)."""
+        return self._state()
+
+    async def _state(self) -> dict[str, Any] | None:
         return (await self._remote.call("GET", f"/people/{_q(self._user_id)}"))["grant"]  # type: ignore[no-any-return]
 
     async def revoke(self, code: str = "grant_revoked") -> None:

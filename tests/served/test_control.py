@@ -94,9 +94,9 @@ async def test_remote_runs_drive_every_fake_run_action(served) -> None:
         with pytest.raises(ControlError) as gone:
             await run.reply("too late")
         assert gone.value.status == 404 and gone.value.code == "run_not_found"
-        assert [r.id for r in await remote.runs.all()] == [started.id]
+        assert [r.id for r in await remote.runs.all] == [started.id]
         await remote.reset()
-        assert await remote.runs.all() == []
+        assert await remote.runs.all == []
         await oauth.aclose()
 
 
@@ -137,14 +137,14 @@ async def test_reset_and_state_import_through_the_control_api_are_kept_on_disk(t
             run = await client.runs.start(prompt="before")
             snapshot = await remote.export_state()
             await remote.reset()
-            assert await remote.runs.all() == []
+            assert await remote.runs.all == []
             assert (await asyncio.to_thread(store.stored_state))["runs"] == []
             with pytest.raises(ControlError) as bad:
                 await remote.import_state({"format": "workbench-cloud-state", "version": 1, "runs": "no"})
             assert bad.value.status == 400 and bad.value.code == "invalid_state"
             assert (await asyncio.to_thread(store.stored_state))["runs"] == []  # the refused import wrote nothing
             await remote.import_state(snapshot)
-            assert [r.id for r in await remote.runs.all()] == [run.id]
+            assert [r.id for r in await remote.runs.all] == [run.id]
             assert (await client.runs.get(run.id)).params["prompt"] == "before"  # tokens from before verify
             await oauth.aclose()
     finally:

@@ -44,7 +44,7 @@ async def test_export_then_import_into_a_fresh_workspace_gives_the_same_state(se
         assert await remote.export_state() == doc
         run = await remote.runs.get(run_id)
         assert run.status == "waiting_on_user" and run.params["prompt"] == "export me"
-        assert (await remote.user("user:ada").grant.state())["revoked_code"] == "grant_suspended"
+        assert (await remote.user("user:ada").grant.state)["revoked_code"] == "grant_suspended"
     restored.proc.stop()
     again = workbench("serve", "--workspace", str(second), "--export", str(tmp_path / "again.json"))
     assert again.returncode == 0 and json.loads((tmp_path / "again.json").read_text()) == doc

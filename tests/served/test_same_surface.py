@@ -37,6 +37,8 @@ async def scenario(cloud: Any, issuer: str, transport: Any) -> list[str]:
         with pytest.raises(ServiceUnavailableError):
             await client.runs.get(run.id)
         await _(cloud.user("user:o1").grant.revoke("grant_removed"))
+        seen.append((await _(cloud.user("user:o1").grant.state))["state"])
+        seen.append(",".join(r.status for r in await _(cloud.runs.all)))
         with pytest.raises(CrouterError) as refused:
             await client.runs.get(run.id)
         seen.append(str(refused.value.code))
@@ -59,4 +61,4 @@ async def test_one_scenario_drives_an_in_process_cloud_and_a_served_one_alike() 
             served = await scenario(remote, server.url, None)
     finally:
         await server.stop()
-    assert in_process == served == ["idle", "content_refused", "grant_removed", "idle"]
+    assert in_process == served == ["idle", "content_refused", "revoked", "idle", "grant_removed", "idle"]

@@ -54,7 +54,7 @@ async def test_app_process_over_http_is_driven_through_remote_cloud(serve, app, 
         await remote.user("user:o1").grant.revoke("grant_removed")
         refused = client.send({"cmd": "get", "run": run_id})
         assert refused["error_code"] == "grant_removed" and refused["error_type"] == "RefusalError"
-        assert (await remote.user("user:o1").grant.state())["state"] == "revoked"
+        assert (await remote.user("user:o1").grant.state)["state"] == "revoked"
 
         await remote.user("user:o1").grant.restore()
         assert client.send({"cmd": "connect", "connection": await remote.connection("user:o1")}) == {"ok": True}
@@ -81,7 +81,7 @@ async def test_control_api_without_the_token_or_with_a_wrong_one_is_a_bare_401(s
         else:
             raise AssertionError("a wrong token was accepted")
     async with RemoteCloud(served.url, served.info["token"]) as remote:
-        assert len(await remote.runs.all()) >= 4  # the refused reset changed nothing
+        assert len(await remote.runs.all) >= 4  # the refused reset changed nothing
 
 
 def test_non_loopback_host_is_refused_unless_allowed(tmp_path: Path) -> None:

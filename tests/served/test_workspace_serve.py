@@ -24,7 +24,7 @@ async def test_an_open_workspace_serves_its_cloud_and_keeps_it_across_opens(tmp_
         assert info["url"] == workspace.server.url == workspace.cloud.issuer
         async with RemoteCloud(info["url"], info["token"]) as remote:
             connection = await remote.connection("user:app", scopes=["crtr:llm"])
-            sample = {run.id for run in await remote.runs.all()}
+            sample = {run.id for run in await remote.runs.all}
         assert sample == {run.id for run in workspace.cloud.runs.all}
         store = MemoryConnectionStore()
         await store.save(Connection(**{k: connection[k] for k in FIELDS}))
