@@ -115,3 +115,22 @@ def test_a_second_server_on_a_served_workspace_is_refused(serve, tmp_path: Path)
     second = workbench("serve", "--workspace", str(tmp_path / "ws"), "--port", "0")
     assert second.returncode == 2 and f"already served at {served.url}" in second.stderr
     assert json.loads((tmp_path / "ws" / "serve.json").read_text()) == served.info
+
+
+async def test_sigint_with_streams_open_stops_cleanly_and_removes_serve_json(serve, app, tmp_path: Path) -> None:
+    import signal
+
+    served = serve(tmp_path / "ws")
+    async with RemoteCloud(served.url, served.info["token"]) as remote:
+        connection = await remote.connection("user:o1")
+    client = app()
+    client.send({"cmd": "connect", "connection": connection})
+    run_id = client.send({"cmd": "start"})["run"]
+    assert client.send({"cmd": "follow", "run": run_id}) == {"following": run_id}
+    async with RemoteCloud(served.url, served.info["token"]) as remote:
+        await (await remote.runs.get(run_id)).reply("streaming")
+    while client.json().get("type") != "node.turn.completed":
+        pass  # the app's stream is open and has read the turn
+    served.proc.popen.send_signal(signal.SIGINT)
+    assert served.proc.popen.wait(15) == 0  # open streams were ended, not waited for
+    assert not (tmp_path / "ws" / "serve.json").exists()
