@@ -240,7 +240,7 @@ class Workspace:
                                    "changes": self.feed}
         if settings.serve_port is None:
             return FakeCloud(client_id=settings.client_id, **options), MemoryConnectionStore(), False
-        from .cloud.persist import open_durable_cloud
+        from .cloud.persist import open_durable_cloud, private_file
         from .serve import CloudServer, bind_socket, claim_workspace, origin_url
 
         lock = claim_workspace(self.path)
@@ -259,7 +259,7 @@ class Workspace:
             raise
         self.server = CloudServer(cloud, sock, folder=self.path, store=self.cloud_store, lock=lock)
         await self.server.start()
-        store = SQLModelConnectionStore(f"sqlite:///{self.path / 'connections.db'}")
+        store = SQLModelConnectionStore(f"sqlite:///{private_file(self.path / 'connections.db')}")
         return cloud, store, bool(self.cloud_store.loaded)
 
     def changes(self) -> AsyncIterator[Change]:

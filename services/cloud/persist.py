@@ -126,10 +126,17 @@ REFRESH: Table = CloudRefreshRow.__table__  # type: ignore[attr-defined]
 _EXPORTED_META = ("client_id", "signing_key", "token_serial", "client_jwk")
 
 
+def private_file(path: Path) -> Path:
+    """Create ``path`` owner-only (0600) when it does not exist yet, for a database holding secrets
+    (SQLite gives its -wal and -shm files the same mode); returns it."""
+    if not path.exists():
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    return path
+
+
 def make_engine(path: Path) -> Engine:
     """An engine on ``path`` with WAL, ``synchronous=NORMAL`` and a busy timeout, per connection."""
-    if not path.exists():  # it holds the signing key: owner-only, and SQLite gives -wal/-shm the same mode
-        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    private_file(path)  # it holds the signing key
     engine = create_engine(f"sqlite:///{path}", connect_args={"check_same_thread": False, "timeout": 30})
 
     @event.listens_for(engine, "connect")
@@ -572,4 +579,4 @@ async def open_durable_cloud(
     return cloud, store
 
 
-__all__ += ["read_state_file", "CloudStateError", "make_engine", "seed_providers"]
+__all__ += ["read_state_file", "CloudStateError", "make_engine", "seed_providers", "private_file"]

@@ -38,6 +38,8 @@ async def test_an_open_workspace_serves_its_cloud_and_keeps_it_across_opens(tmp_
     finally:
         await workspace.close()
     assert not (folder / "serve.json").exists()
+    for secret in ("cloud.db", "connections.db"):  # signing key, refresh tokens: owner-only
+        assert (folder / secret).stat().st_mode & 0o077 == 0
 
     again = await Workspace.open(folder, settings=Settings(serve_port=0))
     try:
