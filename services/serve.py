@@ -303,7 +303,7 @@ def claim_workspace(folder: Path) -> FileLock:
     free again, so its stale ``serve.json`` is simply replaced."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(folder / SERVE_LOCK, timeout=0)
+    lock = FileLock(folder / SERVE_LOCK)
     if not lock.try_acquire():
         info = live_serve_info(folder)
         where = f" at {info['url']} by process {info['pid']}" if info else " (it is starting or stopping)"

@@ -53,15 +53,12 @@ async def test_an_open_workspace_serves_its_cloud_and_keeps_it_across_opens(tmp_
 
 
 async def test_a_workspace_already_served_is_not_served_twice(tmp_path: Path) -> None:
-    from services.workspace import WorkspaceOpenError
-    from services.serve import ServeError
-
     folder = tmp_path / "ws"
     first = await Workspace.open(folder, settings=Settings(serve_port=0))
     try:
         try:
             await Workspace.open(folder, settings=Settings(serve_port=0))
-        except (ServeError, WorkspaceOpenError) as exc:
+        except Exception as exc:  # ServeError, or the workspace's open error that names it
             assert "already served" in str(exc)
         else:
             raise AssertionError("a second server on one workspace was started")
