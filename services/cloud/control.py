@@ -13,7 +13,8 @@ Routes (all under ``/_workbench/v1``):
   keyword arguments of ``FakeGrant.set`` / ``setup``); ``POST /people/{user}/refuse`` ``{code}``;
   ``POST /people/{user}/expire_tokens``; ``POST /people/{user}/memory`` (``FakeMemory.put``'s
   arguments); ``DELETE /people/{user}/memory/{name}``
-- ``GET /runs`` (``?user=``); ``GET /runs/{run_id}``; ``POST /runs/{run_id}/{action}`` where the
+- ``GET /runs`` (``?user=``, ``?events=1`` to include each run's events); ``GET /runs/{run_id}``
+  (with its events); ``POST /runs/{run_id}/{action}`` where the
   action is one of ``RUN_ACTIONS`` and the body its keyword arguments (``emit`` also takes
   ``events: [{type, fields, node_id}]`` to append many in one call)
 - ``POST /fail_next`` ``{op, answer, user?, times?}`` (``answer``: a status, ``"unreachable"``
@@ -195,7 +196,8 @@ class ControlApp:
         from .state import run_log
 
         user = query.get("user")
-        return {"runs": [run_dto(r) for r in run_log(self.cloud) if user is None or r.user_id == user]}
+        events = query.get("events") in ("1", "true")
+        return {"runs": [run_dto(r, events=events) for r in run_log(self.cloud) if user is None or r.user_id == user]}
 
     def _fake_run(self, run_id: str) -> Any:
         run = self.cloud._runs.get(run_id)

@@ -16,8 +16,9 @@ crosses the wire::
     gate = await remote.gate("run.start"); ...; await gate.release()
     async for change in remote.changes(): ...
 
-Each ``RemoteRun`` holds the run as the last answer showed it (``status``, ``events``, ...) and
-``await run.refresh()`` reads it again. What cannot cross the wire (responders and provider
+Each ``RemoteRun`` holds the run as the last answer showed it (``status``, ``seq``, ...) and
+``await run.refresh()`` reads it again, events included (``runs.get`` includes them; ``runs.all``
+leaves them out, so a long history is not sent for a listing). What cannot cross the wire (responders and provider
 handlers: they are code) is not offered. A refused call raises ``ControlError`` with the
 server's code and message; a missing or wrong token raises it with status 401.
 """
@@ -244,8 +245,8 @@ class RemoteRun:
         self.deleted: bool = bool(dto.get("deleted"))
         self.idempotency_key = dto.get("idempotency_key")
         self.seq: int = int(dto.get("seq", dto.get("last_event_id", 0)))
-        if "events" in dto:
-            self.events: list[dict[str, Any]] = dto["events"]
+        self.events: list[dict[str, Any]] = dto.get("events", getattr(self, "events", []))
+        """The events as last read (``runs.get`` / ``refresh``); empty for a run from ``runs.all``."""
 
     async def refresh(self) -> "RemoteRun":
         """Read the run again."""
@@ -254,9 +255,7 @@ class RemoteRun:
 
     async def _act(self, action: str, body: dict[str, Any]) -> dict[str, Any]:
         answer = await self._remote.call("POST", f"/runs/{_q(self.id)}/{action}", body)
-        run = dict(answer["run"])
-        run.setdefault("events", getattr(self, "events", []))
-        self._apply(run)
+        self._apply(answer["run"])
         return answer  # type: ignore[no-any-return]
 
     async def reply(self, text: str, *, chunks: int = 2, message_ids: list[str] | None = None) -> None:
