@@ -7,7 +7,9 @@
   (it appears complete or not at all; an existing target is refused).
 - ``contained_path``: resolves a relative name under a base and refuses anything that escapes it
   (``..``, absolute names, NUL, symlinks anywhere on the way, hard-linked files).
-- ``FileLock``: an exclusive ``flock`` on a lock file, across processes.
+- ``FileLock`` / ``AsyncFileLock``: one exclusive lock across processes and threads (the ``filelock``
+  package: ``flock`` on POSIX, the system's file lock on Windows), with a wait limit and a clear
+  ``LockTimeoutError``; the async one never blocks the event loop.
 - ``read_json``: parses a JSON file and names the file in the error when it is not valid JSON.
 - ``sweep_temps``: removes the temp files a killed writer left beside its targets (the caller
   holds whatever lock guards writes in that folder).
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import os
 import re
@@ -25,10 +26,14 @@ import stat
 import tempfile
 import threading
 import shutil
+import time
 import uuid
+import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import filelock
 
 if TYPE_CHECKING:
     import asyncio
@@ -48,6 +53,8 @@ __all__ = [
     "read_json",
     "FileLock",
     "AsyncFileLock",
+    "LockTimeoutError",
+    "LOCK_WAIT_S",
     "fsync_dir",
     "sweep_temps",
 ]
@@ -226,39 +233,80 @@ def contained_path(base: Path, name: str, *, must_exist: bool = False) -> Path:
     return base.joinpath(*[p for p in parts if p != "."])
 
 
-class FileLock:
-    """An exclusive lock across processes (``flock`` on ``path``) and threads of this process.
+class LockTimeoutError(ServiceError):
+    """A lock another holder kept for longer than this caller would wait; the lock file is named."""
 
-    ``with FileLock(path):`` blocks until the lock is held; ``try_acquire()`` does not block.
+
+LOCK_WAIT_S = 60.0
+"""How long ``FileLock`` and ``AsyncFileLock`` wait by default before ``LockTimeoutError``."""
+
+_POLL_S = 0.01
+"""How often a waiter tries again for a lock another process holds."""
+
+
+def _lock_key(path: Path) -> str:
+    return os.path.normcase(os.path.realpath(path))
+
+
+def _timed_out(path: Path, waited: float | None) -> LockTimeoutError:
+    return LockTimeoutError(f"{path} is locked by another holder; gave up after waiting {waited or 0:g} s")
+
+
+class FileLock:
+    """An exclusive lock across processes (the ``filelock`` package) and threads; re-entrant per handle.
+
+    ``with FileLock(path):`` waits at most ``timeout`` seconds (``LOCK_WAIT_S``; None waits for
+    ever), then raises ``LockTimeoutError``; ``try_acquire()`` never waits. Threads of this process
+    queue on one lock per path, so only other processes are polled for. The same handle may be
+    taken again by the thread holding it; another handle on the same path is another holder.
     """
 
     _thread_locks: dict[str, threading.RLock] = {}
     _guard = threading.Lock()
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, timeout: float | None = LOCK_WAIT_S) -> None:
         self.path = Path(path)
-        key = str(self.path.resolve()) if self.path.exists() else os.path.abspath(self.path)
+        self.timeout = timeout
+        """Seconds to wait in ``acquire()`` / ``with``; None waits for ever."""
+        key = _lock_key(self.path)
         with FileLock._guard:
             self._thread_lock = FileLock._thread_locks.setdefault(key, threading.RLock())
-        self._fd: int | None = None
+        self._file = filelock.FileLock(str(self.path), thread_local=False)
         self._depth = 0
 
     def acquire(self, blocking: bool = True) -> bool:
-        """Take the lock; with ``blocking=False`` return False at once when another holder has it."""
-        if not self._thread_lock.acquire(blocking):
+        """Take the lock; ``blocking=False`` returns False at once when another holder has it.
+
+        A blocking wait longer than ``timeout`` raises ``LockTimeoutError``.
+        """
+        wait = self.timeout if blocking else 0.0
+        deadline = None if wait is None else time.monotonic() + wait
+        if blocking:
+            got = self._thread_lock.acquire(timeout=-1 if wait is None else wait)
+        else:
+            got = self._thread_lock.acquire(False)
+        if not got:
+            if blocking:
+                raise _timed_out(self.path, wait)
             return False
         if self._depth:
             self._depth += 1
             return True
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-        except BlockingIOError:
-            os.close(fd)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if blocking:
+                left = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
+                self._file.acquire(timeout=left, poll_interval=_POLL_S)
+            else:
+                self._file.acquire(blocking=False)
+        except filelock.Timeout:
             self._thread_lock.release()
+            if blocking:
+                raise _timed_out(self.path, wait) from None
             return False
-        self._fd = fd
+        except BaseException:
+            self._thread_lock.release()
+            raise
         self._depth = 1
         return True
 
@@ -267,13 +315,15 @@ class FileLock:
         return self.acquire(blocking=False)
 
     def release(self) -> None:
-        """Give the lock back."""
+        """Give the lock back (the outermost release lets other holders in)."""
+        if self._depth <= 0:
+            raise RuntimeError(f"{self.path}: released but not held")
         self._depth -= 1
-        if self._depth == 0 and self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
-        self._thread_lock.release()
+        try:
+            if self._depth == 0:
+                self._file.release()
+        finally:
+            self._thread_lock.release()
 
     def __enter__(self) -> "FileLock":
         self.acquire()
@@ -290,46 +340,91 @@ class FileLock:
 
 
 class AsyncFileLock:
-    """An exclusive lock for async code: an ``asyncio.Lock`` within the process, ``flock`` across processes.
+    """An exclusive lock for async code that never blocks the event loop; not re-entrant.
 
-    Waiting for the ``flock`` happens in a worker thread, so the event loop keeps running; the
-    lock is released from the loop (``flock`` is not bound to a thread).
-    ``async with AsyncFileLock(path):``.
+    Tasks of this process queue on one ``asyncio.Lock`` per path (and event loop); other processes
+    are polled for with non-blocking tries of the file lock (the ``filelock`` package), so a
+    cancelled waiter leaves nothing held. ``async with AsyncFileLock(path):`` waits at most
+    ``timeout`` seconds (``LOCK_WAIT_S``; None waits for ever), then raises ``LockTimeoutError``;
+    ``await try_acquire()`` never waits.
     """
 
-    _locks: dict[str, "asyncio.Lock"] = {}
+    _loops: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]]" = (
+        weakref.WeakKeyDictionary())
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, timeout: float | None = LOCK_WAIT_S) -> None:
+        self.path = Path(path)
+        self.timeout = timeout
+        """Seconds to wait in ``acquire()`` / ``async with``; None waits for ever."""
+        self._key = _lock_key(self.path)
+        self._file = filelock.FileLock(str(self.path), thread_local=False)
+        self._inner: asyncio.Lock | None = None
+
+    def _task_lock(self) -> "asyncio.Lock":
         import asyncio
 
-        self.path = Path(path)
-        key = os.path.abspath(self.path)
-        self._inner = AsyncFileLock._locks.setdefault(key, asyncio.Lock())
-        self._fd: int | None = None
+        locks = AsyncFileLock._loops.setdefault(asyncio.get_running_loop(), {})
+        return locks.setdefault(self._key, asyncio.Lock())
+
+    def _try_file(self) -> bool:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._file.acquire(blocking=False)
+        except filelock.Timeout:
+            return False
+        return True
+
+    async def acquire(self) -> None:
+        """Take the lock, waiting without blocking the loop; ``LockTimeoutError`` after ``timeout``."""
+        import asyncio
+
+        inner = self._task_lock()
+        loop = asyncio.get_running_loop()
+        deadline = None if self.timeout is None else loop.time() + self.timeout
+        try:
+            async with asyncio.timeout(self.timeout):
+                await inner.acquire()
+        except TimeoutError:
+            raise _timed_out(self.path, self.timeout) from None
+        try:
+            while not self._try_file():
+                if deadline is not None and loop.time() >= deadline:
+                    raise _timed_out(self.path, self.timeout)
+                await asyncio.sleep(_POLL_S)
+        except BaseException:
+            inner.release()
+            raise
+        self._inner = inner
+
+    async def try_acquire(self) -> bool:
+        """Take the lock only if it is free now (no task of this process nor another process has it)."""
+        inner = self._task_lock()
+        if inner.locked():
+            return False
+        await inner.acquire()  # free and unawaited: returns at once
+        try:
+            if not self._try_file():
+                inner.release()
+                return False
+        except BaseException:
+            inner.release()
+            raise
+        self._inner = inner
+        return True
+
+    def release(self) -> None:
+        """Give the lock back."""
+        inner, self._inner = self._inner, None
+        if inner is None:
+            raise RuntimeError(f"{self.path}: released but not held")
+        try:
+            self._file.release()
+        finally:
+            inner.release()
 
     async def __aenter__(self) -> "AsyncFileLock":
-        import asyncio
-
-        await self._inner.acquire()
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
-            except BaseException:
-                os.close(fd)
-                raise
-            self._fd = fd
-        except BaseException:
-            self._inner.release()
-            raise
+        await self.acquire()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        fd, self._fd = self._fd, None
-        try:
-            if fd is not None:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-                os.close(fd)
-        finally:
-            self._inner.release()
+        self.release()

@@ -8,7 +8,7 @@ conversation's memory session at a turn. ``FakeHonchoService`` is the embedded m
 ``HonchoClient`` speaks Honcho's v3 HTTP API to it or to a real server.
 """
 
-from .delivery import DeliveryEngine, DeliveryResult, chunk_text
+from .delivery import DeliveryEngine, DeliveryProgress, DeliveryResult, chunk_text
 from .honcho_client import HonchoClient
 from .honcho_fake import FakeHonchoService, FakeHonchoTransport
 from .models import (
@@ -16,10 +16,12 @@ from .models import (
     CorruptLedgerError,
     ForkError,
     HonchoError,
+    HonchoRateLimitedError,
     HonchoRequestError,
     HonchoUnavailableError,
     OutboxError,
     OutboxSettings,
+    OutboxWriteError,
     RecallToolError,
 )
 from .service import MemoryOutbox, StartChild
@@ -36,6 +38,7 @@ __all__ = [
     "OutboxSnapshot",
     "DeliveryEngine",
     "DeliveryResult",
+    "DeliveryProgress",
     "chunk_text",
     "run_sweep",
     "SweepResult",
@@ -48,10 +51,12 @@ __all__ = [
     "FakeHonchoTransport",
     "OutboxError",
     "CaptureError",
+    "OutboxWriteError",
     "CorruptLedgerError",
     "ForkError",
     "HonchoError",
     "HonchoUnavailableError",
     "HonchoRequestError",
+    "HonchoRateLimitedError",
     "RecallToolError",
 ]

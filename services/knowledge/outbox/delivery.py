@@ -20,31 +20,44 @@ A crash between 2 and 3 leaves records whose batch id is already in the window: 
 flips them without sending (and the sweep drops them silently). A crash between the call and 2
 leaves ``inflight`` set: the next run asks Honcho which of those messages landed (their metadata
 carries the batch id and position) and sends only the rest. No message is delivered twice.
+
+Exactly once across callers: every delivery holds one lock (``state/delivery.lock``, across
+processes) from its plan to its last flip, and plans inside the outbox mutex against the delivered
+marks as the file holds them then (a sweep's earlier read is checked against the marks appended
+since), never only against the ledger's bounded window.
+
+Each message carries ``created_at``, the capture time (ISO 8601), so the memory service's
+timeline shows when the turn happened, not when it was delivered. A session the server no
+longer has (404) is established again under the same id and the delivery goes on; the memory
+delivered before its loss is not sent again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import logging
-import os
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from services.changes import ChangeFeed
-from services.clock import Clock
+from services.clock import Clock, iso
+from services.files import AsyncFileLock
 
 from .honcho_client import HonchoClient
-from .models import ForkError, OutboxSettings, check_conversation_id, honcho_id
+from .models import ForkError, HonchoRequestError, OutboxSettings, check_conversation_id, honcho_id
 from .stores import OutboxStores
 
-__all__ = ["DeliveryEngine", "DeliveryResult", "chunk_text", "StepHook"]
+__all__ = ["DeliveryEngine", "DeliveryResult", "DeliveryProgress", "chunk_text", "StepHook", "DELIVERY_LOCK_WAIT_S"]
 
 log = logging.getLogger("services.knowledge.outbox")
 
 StepHook = Callable[[str, str], None]
 """Called with ``(step, conversation_id)`` at ``sent`` and ``ledger-written`` (crash tests)."""
+
+DELIVERY_LOCK_WAIT_S = 300.0
+"""How long a delivery waits for another one (in this process or another) before giving up."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +73,15 @@ class DeliveryResult:
     """Records already in the ledger window (a crash before their flip), flipped without sending."""
 
 
+@dataclass(slots=True)
+class DeliveryProgress:
+    """Running counts of one conversation's deliveries; kept by the caller across failed attempts."""
+
+    records: int = 0
+    messages: int = 0
+    flipped_without_send: int = 0
+
+
 def chunk_text(text: str, size: int) -> list[str]:
     """``text`` as one part, or as ``[Part i/n] ...`` parts of at most ``size`` characters of text."""
     if len(text) <= size:
@@ -70,6 +92,18 @@ def chunk_text(text: str, size: int) -> list[str]:
 
 def _now_ms(clock: Clock) -> int:
     return int(clock.time() * 1000)
+
+
+def _created_at(*stamps: Any) -> str | None:
+    """The first usable epoch-millisecond stamp as ISO 8601, None when none is."""
+    for stamp in stamps:
+        if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or not math.isfinite(stamp):
+            continue
+        try:
+            return iso(stamp / 1000)
+        except (OverflowError, OSError, ValueError):
+            continue
+    return None
 
 
 class DeliveryEngine:
@@ -85,14 +119,10 @@ class DeliveryEngine:
         self.step_hook = step_hook
         """Test seam: called between the delivery steps; raising there models a crash."""
         self._establishing: dict[str, asyncio.Lock] = {}
-        self._delivering = asyncio.Lock()
-        self._lock_fd = os.open(stores.state / "delivery.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        self._delivering = AsyncFileLock(stores.state / "delivery.lock", timeout=DELIVERY_LOCK_WAIT_S)
 
     def close(self) -> None:
-        """Release the cross-process delivery lock file."""
-        if self._lock_fd >= 0:
-            os.close(self._lock_fd)
-            self._lock_fd = -1
+        """Nothing to release: the delivery lock is held only while a delivery runs."""
 
     def _step(self, step: str, conversation_id: str) -> None:
         if self.step_hook is not None:
@@ -195,31 +225,44 @@ class DeliveryEngine:
     # -- deliver -------------------------------------------------------------------------
 
     async def deliver_pending(self, conversation_id: str, owner: str = "user", *,
-                              candidates: list[dict[str, Any]] | None = None) -> DeliveryResult:
-        """Send every pending record of the conversation (or of ``candidates``, a planned subset)."""
+                              candidates: list[dict[str, Any]] | None = None,
+                              planned_key: tuple[int, int, int] | None = None,
+                              progress: DeliveryProgress | None = None) -> DeliveryResult:
+        """Send every pending record of the conversation.
+
+        ``candidates`` limits the call to those records (the conversation's records as a caller
+        read them, ``planned_key`` being ``stores.outbox_key()`` at that read): each is checked
+        against the delivered marks the file holds now, so one delivered since that read is never
+        sent again. ``progress`` collects counts as rounds commit, so a caller learns what a
+        failed call still delivered.
+        """
         conv = check_conversation_id(conversation_id)
+        progress = progress if progress is not None else DeliveryProgress()
+        before = (progress.records, progress.messages, progress.flipped_without_send)
         await self.establish(conv, owner)
         async with self._delivering:
-            # Polled rather than blocking in a thread, so a cancelled caller never leaves it held.
-            while True:
-                try:
-                    fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    await asyncio.sleep(0.02)
             try:
-                return await self._deliver(conv, candidates)
-            finally:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+                await self._deliver(conv, candidates, planned_key, progress)
+            except HonchoRequestError as exc:
+                if exc.status != 404:
+                    raise
+                await self._reestablish(conv, exc)
+                await self._deliver(conv, None, None, progress)
+        return DeliveryResult(conv, progress.records - before[0], progress.messages - before[1],
+                              progress.flipped_without_send - before[2])
 
-    async def _deliver(self, conv: str, candidates: list[dict[str, Any]] | None) -> DeliveryResult:
+    async def _deliver(self, conv: str, candidates: list[dict[str, Any]] | None,
+                       planned_key: tuple[int, int, int] | None, progress: DeliveryProgress) -> None:
         def plan() -> tuple[dict[str, Any], list[dict[str, Any]], int]:
             ledger = self.stores.read_ledger(conv)
             assert ledger is not None
             if candidates is None:
                 records = [r for r in self.stores.read_outbox().records if r["conversationId"] == conv]
+            elif planned_key is not None and planned_key == self.stores.outbox_key():
+                records = candidates  # nothing appended or rewritten since that read: its marks are current
             else:
-                records = candidates
+                settled = self.stores.settled([r["batchId"] for r in candidates])
+                records = [r for r in candidates if r["batchId"] not in settled]
             window = set(ledger.get("deliveredBatchIds", []))
             pending = [r for r in records if r.get("status") != "delivered"]
             lingering = [r["batchId"] for r in pending if r["batchId"] in window]
@@ -228,18 +271,33 @@ class DeliveryEngine:
             return ledger, [r for r in pending if r["batchId"] not in window], len(lingering)
 
         ledger, todo, lingering = await self.stores.locked(plan)
+        progress.flipped_without_send += lingering
         # Rounds of at most half the delivered window, each flipped before the next begins, so a
         # crash can never leave more delivered-but-unflipped batches than the window remembers.
         size = max(1, self.settings.delivered_batch_window // 2)
-        records = messages = 0
         for start in range(0, len(todo), size):
-            ledger, flipped, sent = await self._round(conv, ledger, todo[start: start + size])
-            records += flipped
-            messages += sent
-        return DeliveryResult(conv, records, messages, lingering)
+            ledger = await self._round(conv, ledger, todo[start: start + size], progress)
 
-    async def _round(self, conv: str, ledger: dict[str, Any],
-                     todo: list[dict[str, Any]]) -> tuple[dict[str, Any], int, int]:
+    async def _reestablish(self, conv: str, cause: HonchoRequestError) -> None:
+        """Create the conversation's session again under its ledger's id (the server lost it)."""
+        ledger = await self.stores.locked(lambda: self.stores.read_ledger(conv))
+        if ledger is None or not ledger.get("sessionId"):
+            raise cause
+        session_id = str(ledger["sessionId"])
+        peers = ledger.get("peerIds") or self._peers(str(ledger.get("owner") or "user"))
+        log.warning("memory-honcho: session %s of conversation %s is gone from the memory service (%s); "
+                    "establishing it again", session_id, conv, cause)
+        self.client.forget()
+        await self.client.get_or_create_peer(peers["user"])
+        await self.client.get_or_create_peer(peers["assistant"])
+        await self.client.get_or_create_session(session_id, {
+            peers["user"]: {"observe_me": True, "observe_others": False},
+            peers["assistant"]: {"observe_me": False, "observe_others": True},
+        })
+        self.changes.emit("outbox", "session.reestablished", conv, session_id=session_id, reason=str(cause))
+
+    async def _round(self, conv: str, ledger: dict[str, Any], todo: list[dict[str, Any]],
+                     progress: DeliveryProgress) -> dict[str, Any]:
         """Send ``todo`` (in order), count and flip what completed; re-raise a failure after that."""
         landed = await self._landed(ledger)
         session_id = ledger["sessionId"]
@@ -294,6 +352,8 @@ class DeliveryEngine:
                                                  "conversationId": conv})
 
         await self.stores.locked(commit)
+        progress.records += len(completed)
+        progress.messages += sent
         if completed:
             self.changes.emit("outbox", "delivery.delivered", conv, records=len(completed), messages=sent,
                               at=now)
@@ -301,7 +361,7 @@ class DeliveryEngine:
         if error is not None:
             self.changes.emit("outbox", "delivery.failed", conv, error=str(error))
             raise error
-        return ledger, len(completed), sent
+        return ledger
 
     def _advance(self, ledger: dict[str, Any], todo: list[dict[str, Any]], counted: int, done: set[int],
                  last_id: dict[int, str]) -> tuple[dict[str, Any], int]:
@@ -329,12 +389,19 @@ class DeliveryEngine:
     def _expand(self, record: dict[str, Any], conv: str, turn: int) -> list[tuple[tuple[int, int], dict[str, Any]]]:
         """A record's messages as Honcho message-create bodies keyed by (message index, part)."""
         out = []
+        repaired = bool(record.get("repaired"))
         for index, message in enumerate(record["messages"]):
             parts = chunk_text(message["content"], self.settings.chunk_chars)
+            created_at = _created_at(message.get("createdAt"), record.get("createdAt"))
             for part, content in enumerate(parts, start=1):
                 meta = {"conversation": conv, "batch_id": record["batchId"], "turn": turn, "index": index,
                         "part": part, "parts": len(parts), "role": message.get("role", "user")}
-                out.append(((index, part), {"content": content, "peer_id": message["peerId"], "metadata": meta}))
+                if repaired:
+                    meta["repaired"] = True
+                body = {"content": content, "peer_id": message["peerId"], "metadata": meta}
+                if created_at is not None:
+                    body["created_at"] = created_at
+                out.append(((index, part), body))
         return out
 
     async def _landed(self, ledger: dict[str, Any]) -> dict[tuple[str, tuple[int, int]], str]:

@@ -3,8 +3,9 @@
 It speaks Honcho's own routes and shapes (``/v3/workspaces/{w}/...``), so the same client works
 against the in-process fake (``transport=FakeHonchoService().transport``) and a real Honcho
 server (``base_url="https://api.honcho.dev"``, ``api_key=...``). Failures become
-``HonchoUnavailableError`` (unreachable, timeout, 5xx) or ``HonchoRequestError`` (4xx), each
-with a message naming the call and Honcho's own ``detail``.
+``HonchoUnavailableError`` (unreachable, timeout, 408, 5xx), ``HonchoRateLimitedError`` (429) or
+``HonchoRequestError`` (other 4xx), each with a message naming the call and Honcho's own
+``detail``, and the answer's ``Retry-After`` header when it sent one.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from urllib.parse import quote
 
 import httpx
 
-from .models import HonchoRequestError, HonchoUnavailableError
+from .models import HonchoRateLimitedError, HonchoRequestError, HonchoUnavailableError
 
 __all__ = ["HonchoClient"]
 
@@ -58,17 +59,25 @@ class HonchoClient:
             raise HonchoUnavailableError(f"{what}: timed out ({exc.__class__.__name__})") from exc
         except httpx.TransportError as exc:
             raise HonchoUnavailableError(f"{what}: cannot reach Honcho ({exc})") from exc
-        if response.status_code >= 500:
-            raise HonchoUnavailableError(f"{what}: HTTP {response.status_code} {_detail(response)}",
-                                         status=response.status_code)
-        if response.status_code >= 400:
-            raise HonchoRequestError(f"{what}: HTTP {response.status_code} {_detail(response)}",
-                                     status=response.status_code)
+        status = response.status_code
+        if status >= 400:
+            message = f"{what}: HTTP {status} {_detail(response)}"
+            retry_after = response.headers.get("retry-after")
+            if status == 429:
+                raise HonchoRateLimitedError(message, status=status, retry_after=retry_after)
+            if status >= 500 or status == 408:
+                raise HonchoUnavailableError(message, status=status, retry_after=retry_after)
+            raise HonchoRequestError(message, status=status, retry_after=retry_after)
         if response.status_code == 204 or not response.content:
             return None
         return response.json()
 
     # -- workspace, peers, sessions --------------------------------------------------------
+
+    def forget(self) -> None:
+        """Forget which workspace and peers are known to exist (after the server lost some)."""
+        self._workspace_ready = False
+        self._known_peers.clear()
 
     async def ensure_workspace(self) -> None:
         """Get-or-create the workspace (once per client)."""

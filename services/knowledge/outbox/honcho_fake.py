@@ -5,11 +5,14 @@ answers the subset of Honcho v3 routes the outbox uses, with Honcho's status cod
 get-or-create answers 201 when it created and 200 when it found; message batches hold at most
 100 messages of at most 25,000 characters (422 otherwise, FastAPI's ``{"detail": [...]}``); an
 unknown session or message is 404 ``{"detail": "..."}``; message, clone and conclusion creation
-answer 201. Search, chat and representation are deterministic word matches, and chat says it is
-a fake.
+answer 201. A message keeps the ``created_at`` it was sent with (ISO 8601; 422 when it is not
+one), else the time it arrived. Search, chat and representation are deterministic word matches,
+and chat says it is a fake.
 
 Faults for tests: ``go_down()`` (every call raises ``httpx.ConnectError``), ``fail_next(status,
-times)`` (the next calls answer that status), ``come_up()``; ``calls`` records every request.
+times, retry_after=...)`` (the next calls answer that status, with a ``Retry-After`` header when
+given), ``delete_session(id)`` (as if deleted on the server), ``come_up()``; ``calls`` records
+every request.
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ class FakeHonchoService:
         self.calls: list[tuple[str, str]] = []
         """Every request seen, as ``(method, path)``."""
         self._down = False
-        self._failures: list[int] = []
+        self._failures: list[tuple[int, str | None]] = []
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._routes: list[tuple[str, re.Pattern[str], Callable[..., tuple[int, Any]]]] = [
@@ -98,9 +101,21 @@ class FakeHonchoService:
         self._down = False
         self._failures.clear()
 
-    def fail_next(self, status: int = 503, times: int = 1) -> None:
-        """Answer the next ``times`` calls with ``status`` and Honcho's ``{"detail": ...}``."""
-        self._failures.extend([status] * times)
+    def fail_next(self, status: int = 503, times: int = 1, *, retry_after: str | float | None = None) -> None:
+        """Answer the next ``times`` calls with ``status`` and Honcho's ``{"detail": ...}``.
+
+        ``retry_after`` (seconds, or an HTTP date as text) is sent as the ``Retry-After`` header.
+        """
+        header = None if retry_after is None else str(retry_after)
+        self._failures.extend([(status, header)] * times)
+
+    def delete_session(self, session_id: str, workspace_id: str = "workbench") -> None:
+        """Delete a session and its messages, as an operator of the server would."""
+        ws = self.workspaces.get(workspace_id)
+        if ws is not None:
+            ws.sessions.pop(session_id, None)
+            ws.messages.pop(session_id, None)
+            ws.session_peers.pop(session_id, None)
 
     # -- inspection helpers for tests and demos -------------------------------------------
 
@@ -123,8 +138,9 @@ class FakeHonchoService:
         if self._down:
             raise httpx.ConnectError("memory service unreachable", request=request)
         if self._failures:
-            status = self._failures.pop(0)
-            return httpx.Response(status, json={"detail": f"fake Honcho failure {status}"})
+            status, retry_after = self._failures.pop(0)
+            headers = {"Retry-After": retry_after} if retry_after is not None else {}
+            return httpx.Response(status, json={"detail": f"fake Honcho failure {status}"}, headers=headers)
         for method, pattern, handler in self._routes:
             match = pattern.match(path)
             if match and method == request.method:
@@ -218,12 +234,14 @@ class FakeHonchoService:
                                f"String should have at most {MAX_CONTENT} characters")
             if not isinstance(item.get("peer_id"), str) or not _ID.match(item["peer_id"]):
                 raise _invalid(["messages", index, "peer_id"], "String should match pattern '^[a-zA-Z0-9_-]+$'")
+            if item.get("created_at") is not None and _datetime(item["created_at"]) is None:
+                raise _invalid(["messages", index, "created_at"], "Input should be a valid datetime")
         created = []
         for item in items:
             self._ensure_peer(ws, workspace_id, item["peer_id"])
             message = {"id": f"msg_{next(self._ids):08d}", "content": item["content"], "peer_id": item["peer_id"],
                        "session_id": session_id, "metadata": item.get("metadata") or {},
-                       "created_at": item.get("created_at") or _now(), "workspace_id": workspace_id,
+                       "created_at": _datetime(item.get("created_at")) or _now(), "workspace_id": workspace_id,
                        "token_count": len(item["content"].split())}
             ws.messages[session_id].append(message)
             created.append(message)
@@ -317,6 +335,19 @@ class FakeHonchoTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         await request.aread()
         return self.service.handle(request)
+
+
+def _datetime(value: Any) -> str | None:
+    """An ISO 8601 time as the server stores it (UTC, ``isoformat``); None when it is not one."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).isoformat()
 
 
 def _require_id(body: Any) -> str:

@@ -37,11 +37,13 @@ __all__ = [
     "OutboxSettings",
     "OutboxError",
     "CaptureError",
+    "OutboxWriteError",
     "CorruptLedgerError",
     "ForkError",
     "HonchoError",
     "HonchoUnavailableError",
     "HonchoRequestError",
+    "HonchoRateLimitedError",
     "RecallToolError",
     "check_conversation_id",
     "honcho_id",
@@ -77,6 +79,17 @@ class OutboxSettings:
     """Longer texts are cut into parts of this size, each prefixed ``[Part i/n]``."""
     representation_cache: bool = True
     """Refresh ``cache/representations/<id>.json`` after each delivery."""
+    retry_attempts: int = 4
+    """How many times a sweep tries one conversation's establish or delivery on a transient failure
+    (429, 5xx, unreachable) before leaving it to the next sweep."""
+    retry_base_s: float = 1.0
+    """The first backoff wait; each further wait doubles, up to ``retry_max_delay_s``."""
+    retry_max_delay_s: float = 30.0
+    """The longest backoff wait."""
+    retry_after_cap_s: float = 120.0
+    """The longest ``Retry-After`` a sweep honours (a longer one waits this long)."""
+    retry_budget_s: float = 60.0
+    """The most one sweep waits in total; once spent, failures wait for the next sweep."""
 
     def __post_init__(self) -> None:
         if not _HONCHO_ID.match(self.workspace_id):
@@ -89,6 +102,10 @@ class OutboxSettings:
             raise OutboxError("anchor_window and delivered_batch_window must be at least 1")
         if self.sweep_interval_s <= 0:
             raise OutboxError(f"sweep_interval_s {self.sweep_interval_s}: must be positive")
+        if self.retry_attempts < 1:
+            raise OutboxError(f"retry_attempts {self.retry_attempts}: must be at least 1")
+        if min(self.retry_base_s, self.retry_max_delay_s, self.retry_after_cap_s, self.retry_budget_s) < 0:
+            raise OutboxError("retry waits and the retry budget must not be negative")
 
     def peer_for_owner(self, owner: str) -> str:
         """The Honcho peer id that stands for a conversation owner."""
@@ -103,6 +120,10 @@ class CaptureError(OutboxError):
     """A captured turn that cannot be accepted (bad id, owner or message); nothing is written."""
 
 
+class OutboxWriteError(OutboxError):
+    """An outbox file could not be written (disk full, read-only); the partial write was undone."""
+
+
 class CorruptLedgerError(OutboxError):
     """A ledger file exists but is not a valid ledger; the file is named in the message."""
 
@@ -114,18 +135,29 @@ class ForkError(OutboxError):
 class HonchoError(OutboxError):
     """The memory service refused or failed a call."""
 
-    def __init__(self, message: str, *, status: int | None = None) -> None:
+    transient = False
+    """Whether the same call may succeed later (a sweep retries it with backoff)."""
+
+    def __init__(self, message: str, *, status: int | None = None, retry_after: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         """The HTTP status, or None when the service could not be reached."""
+        self.retry_after = retry_after
+        """The answer's ``Retry-After`` header as sent (seconds or an HTTP date), if any."""
 
 
 class HonchoUnavailableError(HonchoError):
-    """The memory service is down, unreachable or answered 5xx; the work is retried later."""
+    """The memory service is down, unreachable, timed out or answered 5xx; the work is retried later."""
+
+    transient = True
+
+
+class HonchoRateLimitedError(HonchoUnavailableError):
+    """The memory service answered 429 Too Many Requests; retried after its ``Retry-After``."""
 
 
 class HonchoRequestError(HonchoError):
-    """The memory service answered 4xx: the request itself is wrong."""
+    """The memory service answered 4xx (other than 408 and 429): the request itself is wrong."""
 
 
 class RecallToolError(OutboxError):

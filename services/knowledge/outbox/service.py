@@ -6,15 +6,19 @@
 Honcho server. Then: ``capture_turn``, ``sweep``, ``start``/``stop`` (the 15-minute timer),
 ``status``, ``search``/``chat``/``remember``, ``fork`` and ``representation``. Every change is
 published on the feed as a ``Change`` with source ``"outbox"``.
+
+Captured text is REPAIRED and FLAGGED, never refused (a turn cannot be sent again): a lone
+surrogate becomes U+FFFD and NUL is dropped (``services.text.repair_text``), the record's
+``repaired`` list says what was changed, and an ``outbox.warning`` change and an entry in the
+status view's errors say so. Only a bad conversation id, owner, role or shape is refused
+(``CaptureError``), and then nothing is written.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
-import os
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -25,6 +29,8 @@ import httpx
 
 from services.changes import ChangeFeed
 from services.clock import Clock
+from services.files import AsyncFileLock
+from services.text import repair_text, text_problem
 
 from .delivery import DeliveryEngine, DeliveryResult, StepHook
 from .forks import ForkPlanner
@@ -68,7 +74,7 @@ class MemoryOutbox:
         self._start_child = start_child
         self._owners: dict[str, str] = {}
         self._sweeping = asyncio.Lock()
-        self._sweep_fd = os.open(stores.state / "sweep.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        self._sweep_lock = AsyncFileLock(stores.state / "sweep.lock")
         self._timer: asyncio.Task[None] | None = None
         self.last_sweep: SweepResult | None = None
         """The result of the newest sweep of this process."""
@@ -93,13 +99,10 @@ class MemoryOutbox:
                    fake_honcho=fake, step_hook=step_hook)
 
     async def aclose(self) -> None:
-        """Stop the timer and close the HTTP client and lock files."""
+        """Stop the timer and close the HTTP client."""
         await self.stop()
         await self.client.aclose()
         self.engine.close()
-        if self._sweep_fd >= 0:
-            os.close(self._sweep_fd)
-            self._sweep_fd = -1
 
     # -- capture ---------------------------------------------------------------------------
 
@@ -108,9 +111,14 @@ class MemoryOutbox:
 
         ``messages`` are dicts with ``role`` (``user``/``assistant``/``system``), ``text`` and an
         optional ``peer``. Bad input raises ``CaptureError`` naming the field; nothing is written.
+        Text that cannot be stored is repaired and the record flagged (see the module docstring);
+        a failed write raises ``OutboxWriteError`` and leaves the outbox as it was.
         """
         conv = check_conversation_id(conversation_id)
         owner = "user" if owner is None else owner
+        repairs: list[str] = []
+        if isinstance(owner, str):
+            owner = _repaired(owner, "owner", repairs)
         if not isinstance(owner, str) or not owner.strip() or len(owner) > 200:
             raise CaptureError(f"conversation {conv}: owner must be a non-empty string of at most 200 characters")
         if not isinstance(messages, list) or not messages:
@@ -118,15 +126,25 @@ class MemoryOutbox:
         now_ms = int(self.clock.time() * 1000)
         stored = []
         for index, message in enumerate(messages):
-            stored.append(self._message(conv, owner, index, message, now_ms))
-        record = {"batchId": f"b_{uuid.uuid4().hex}", "conversationId": conv, "owner": owner, "status": "pending",
-                  "createdAt": now_ms, "messages": stored}
+            stored.append(self._message(conv, owner, index, message, now_ms, repairs))
+        record: dict[str, Any] = {"batchId": f"b_{uuid.uuid4().hex}", "conversationId": conv, "owner": owner,
+                                  "status": "pending", "createdAt": now_ms, "messages": stored}
+        if repairs:
+            record["repaired"] = repairs
         await self.stores.locked(lambda: self.stores.append_lines([record]))
         self._owners.setdefault(conv, owner)
-        self.changes.emit("outbox", "capture.appended", conv, batch_id=record["batchId"], messages=len(stored))
+        self.changes.emit("outbox", "capture.appended", conv, batch_id=record["batchId"], messages=len(stored),
+                          repaired=len(repairs))
+        if repairs:
+            warning = (f"memory-honcho: captured turn {record['batchId']} of conversation {conv} was stored "
+                       f"repaired ({'; '.join(repairs)})")
+            log.warning("%s", warning)
+            self.errors.append(warning)
+            self.changes.emit("outbox", "outbox.warning", conv, message=warning)
         return record["batchId"]
 
-    def _message(self, conv: str, owner: str, index: int, message: Any, now_ms: int) -> dict[str, Any]:
+    def _message(self, conv: str, owner: str, index: int, message: Any, now_ms: int,
+                 repairs: list[str]) -> dict[str, Any]:
         where = f"conversation {conv}: message {index}"
         if not isinstance(message, dict):
             raise CaptureError(f"{where} is not an object")
@@ -139,6 +157,9 @@ class MemoryOutbox:
         peer = message.get("peer")
         if peer is not None and (not isinstance(peer, str) or not peer.strip()):
             raise CaptureError(f"{where}: 'peer' must be a non-empty string")
+        text = _repaired(text, f"message {index} text", repairs)
+        if peer:
+            peer = _repaired(peer, f"message {index} peer", repairs)
         if peer:
             peer_id = honcho_id("", peer)
         elif role == "user":
@@ -177,9 +198,7 @@ class MemoryOutbox:
     async def sweep(self) -> SweepResult:
         """Run one sweep now; a sweep already running in another process makes this one a no-op."""
         async with self._sweeping:
-            try:
-                fcntl.flock(self._sweep_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+            if not await self._sweep_lock.try_acquire():
                 result = SweepResult(started_at=self.clock.time(), finished_at=self.clock.time(),
                                      skipped="another process is sweeping this outbox")
                 self.changes.emit("outbox", "sweep.skipped", "", reason=result.skipped)
@@ -188,7 +207,7 @@ class MemoryOutbox:
                 self.changes.emit("outbox", "sweep.started", "")
                 result = await run_sweep(self.stores, self.engine, self.settings, self.clock, self.changes)
             finally:
-                fcntl.flock(self._sweep_fd, fcntl.LOCK_UN)
+                self._sweep_lock.release()
         self.last_sweep = result
         self.errors.extend(result.errors)
         self.changes.emit("outbox", "sweep.finished", "", **result.as_dict())
@@ -254,3 +273,12 @@ class MemoryOutbox:
     async def status(self) -> OutboxStatus:
         """Counts per conversation, last delivery, pending forks, last sweep and recent errors."""
         return await self.stores.locked(lambda: build_status(self.stores, self.last_sweep, list(self.errors)))
+
+
+def _repaired(value: str, what: str, repairs: list[str]) -> str:
+    """``value`` made storable; what was wrong is added to ``repairs``."""
+    problem = text_problem(value)
+    if problem is None:
+        return value
+    repairs.append(f"{what}: {problem}")
+    return repair_text(value)[0]

@@ -8,13 +8,24 @@
 
 Every whole-file write is atomic (``services.files``: temp file in the same folder, fsync, rename,
 folder fsync). Appends are fsynced, start on a fresh line when a crash left a partial one, and
-happen only inside the outbox mutex.
+happen only inside the outbox mutex. An append that fails (disk full, an I/O error) is cut back
+to where it started and fsynced before ``OutboxWriteError`` is raised, so no torn line is ever
+left behind to be read later.
+
+Bad text is REPAIRED and FLAGGED, never refused: the outbox holds turns nobody can send again,
+and lines other programs wrote. A line that is not UTF-8, or whose JSON escapes hold a lone
+surrogate or NUL, is read with ``services.text`` repairs (U+FFFD, NUL dropped); the record gets a
+``repaired`` list saying what was repaired, and the snapshot lists the line so the next compaction
+warns once and rewrites it clean. Ledgers and fork records are repaired the same way on read. A
+bad value never stops a read, a sweep or a compaction.
 
 The mutex (``OutboxStores.locked``) is one module-level lock serialising every outbox
-read-modify-write across all conversations and all store instances of the process, plus an
-``flock`` on ``data/outbox/capture.lock`` that extends it across processes: a sweep's rewrite can
-never lose a concurrent append from this process or another one. The locked work is a plain
-function run in a worker thread; it is not re-entrant, and no network call ever happens inside.
+read-modify-write across all conversations and all store instances of the process, plus a file
+lock (``services.files.FileLock``) on ``data/outbox/capture.lock`` that extends it across
+processes: a sweep's rewrite can never lose a concurrent append from this process or another
+one. Waiting for it longer than ``LOCK_WAIT_S`` raises ``LockTimeoutError``. The locked work is a
+plain function run in a worker thread; it is not re-entrant, and no network call ever happens
+inside.
 """
 
 from __future__ import annotations
@@ -22,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import os
 import threading
 from collections.abc import Callable
@@ -29,9 +41,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from services.files import CorruptFileError, FileLock, atomic_write_json, atomic_write_text, contained_path, read_json
+from services.files import (
+    LOCK_WAIT_S,
+    CorruptFileError,
+    FileLock,
+    LockTimeoutError,
+    atomic_write_json,
+    atomic_write_text,
+    contained_path,
+)
+from services.text import decode_text, repair_value, value_problem
 
-from .models import CorruptLedgerError, OutboxError, OutboxSettings, check_conversation_id
+from .models import CorruptLedgerError, OutboxError, OutboxSettings, OutboxWriteError, check_conversation_id
 
 __all__ = ["OutboxStores", "OutboxSnapshot", "CorruptLine"]
 
@@ -65,6 +86,9 @@ class OutboxSnapshot:
     """Lines that could not be parsed (quarantined by the next compaction)."""
     marks: int = 0
     """How many delivered-mark lines the file holds."""
+    repaired: list[tuple[int, str]] = field(default_factory=list)
+    """``(line number, what was repaired)`` for lines read with text repairs (rewritten clean by
+    the next compaction)."""
 
     def pending(self) -> list[dict[str, Any]]:
         """The records still waiting for delivery."""
@@ -93,9 +117,17 @@ class OutboxStores:
     # -- the mutex ---------------------------------------------------------------------------
 
     def run_locked(self, work: Callable[[], T]) -> T:
-        """Run ``work`` (blocking) holding the module mutex and the cross-process file lock."""
-        with _OUTBOX_MUTEX, self._file_lock:
-            return work()
+        """Run ``work`` (blocking) holding the module mutex and the cross-process file lock.
+
+        Waiting longer than ``LOCK_WAIT_S`` for either raises ``LockTimeoutError``.
+        """
+        if not _OUTBOX_MUTEX.acquire(timeout=LOCK_WAIT_S):
+            raise LockTimeoutError(f"the memory outbox is busy in this process; gave up after {LOCK_WAIT_S:g} s")
+        try:
+            with self._file_lock:
+                return work()
+        finally:
+            _OUTBOX_MUTEX.release()
 
     async def locked(self, work: Callable[[], T]) -> T:
         """Run ``work`` in a worker thread holding the outbox mutex; its result or error is returned."""
@@ -175,6 +207,19 @@ class OutboxStores:
                                             raw[-_GUARD:])
         return snapshot
 
+    def settled(self, batch_ids: list[str]) -> set[str]:
+        """Which of ``batch_ids`` must not be sent now: marked delivered, or gone from the outbox.
+
+        Read from the file as it is now (call inside the mutex), parsing only what was appended
+        since the last such read (the ``read_outbox_for_display`` cache), so checking each
+        conversation of a sweep against the marks stays cheap on a large outbox.
+        """
+        self.read_outbox_for_display()
+        cache = self._display_cache
+        if cache is None:
+            return set(batch_ids)
+        return {b for b in batch_ids if cache.index.get(b, {}).get("status", "delivered") == "delivered"}
+
     def outbox_key(self) -> tuple[int, int, int] | None:
         """The outbox file's identity and version (inode, size, mtime); None when it does not exist.
 
@@ -188,26 +233,14 @@ class OutboxStores:
         return (info.st_ino, info.st_size, info.st_mtime_ns)
 
     def append_lines(self, values: list[dict[str, Any]]) -> None:
-        """Append records or marks as JSON lines (fsynced); a partial last line is closed first."""
+        """Append records or marks as JSON lines (fsynced); a partial last line is closed first.
+
+        All or nothing: a failed write is cut back to where it began (``OutboxWriteError``).
+        """
         if not values:
             return
         payload = "".join(json.dumps(v, ensure_ascii=False, separators=(",", ":")) + "\n" for v in values)
-        data = payload.encode("utf-8")
-        fd = os.open(self.outbox_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            size = os.fstat(fd).st_size
-            if size:
-                with open(self.outbox_path, "rb") as handle:
-                    handle.seek(size - 1)
-                    if handle.read(1) != b"\n":
-                        data = b"\n" + data
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _append_all(self.outbox_path, payload.encode("utf-8"), close_torn_line=True)
 
     def rewrite_outbox(self, records: list[dict[str, Any]]) -> None:
         """Replace the outbox with ``records`` (atomic)."""
@@ -223,10 +256,7 @@ class OutboxStores:
                        ensure_ascii=False) + "\n"
             for c in lines
         )
-        with open(self.quarantine_path, "ab") as handle:
-            handle.write(entries.encode("utf-8"))
-            handle.flush()
-            os.fsync(handle.fileno())
+        _append_all(self.quarantine_path, entries.encode("utf-8", "replace"), close_torn_line=True)
 
     def quarantined_count(self) -> int:
         """How many lines the quarantine file holds."""
@@ -242,7 +272,7 @@ class OutboxStores:
         """The conversation's ledger, None when none exists; ``CorruptLedgerError`` when unreadable."""
         path = self.ledger_path(conversation_id)
         try:
-            value = read_json(path)
+            value = _read_repaired(path)
         except FileNotFoundError:
             return None
         except CorruptFileError as exc:
@@ -275,7 +305,7 @@ class OutboxStores:
     def read_pending_fork(self, child_id: str) -> dict[str, Any] | None:
         """The fork record for ``child_id``, resolved or not; None when none exists."""
         try:
-            return read_json(self.fork_path(child_id))
+            return _read_repaired(self.fork_path(child_id))
         except FileNotFoundError:
             return None
 
@@ -284,7 +314,7 @@ class OutboxStores:
         forks = []
         for path in sorted((self.state / "forks" / "pending").glob("*.json")):
             try:
-                forks.append(read_json(path))
+                forks.append(_read_repaired(path))
             except CorruptFileError as exc:
                 log.warning("%s", exc)
         return forks
@@ -298,7 +328,7 @@ class OutboxStores:
     def read_representation(self, conversation_id: str) -> dict[str, Any] | None:
         """The cached representation snapshot, None when none was fetched yet."""
         try:
-            return read_json(self.representation_path(conversation_id))
+            return _read_repaired(self.representation_path(conversation_id))
         except (FileNotFoundError, CorruptFileError):
             return None
 
@@ -309,7 +339,7 @@ class OutboxStores:
     def read_last_delivery(self) -> dict[str, Any] | None:
         """The newest-delivery marker, None before the first delivery."""
         try:
-            return read_json(self.last_delivery_path)
+            return _read_repaired(self.last_delivery_path)
         except (FileNotFoundError, CorruptFileError):
             return None
 
@@ -331,21 +361,95 @@ class _DisplayCache:
     guard: bytes
 
 
+def _append_all(path: Path, data: bytes, *, close_torn_line: bool) -> None:
+    """Append ``data`` to ``path`` and fsync, all or nothing: a failure truncates back to the start."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        start = os.fstat(fd).st_size
+        if start and close_torn_line:
+            with open(path, "rb") as handle:
+                handle.seek(start - 1)
+                if handle.read(1) != b"\n":
+                    data = b"\n" + data
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+        except BaseException as exc:
+            try:
+                os.ftruncate(fd, start)
+                os.fsync(fd)
+            except OSError as undo:
+                raise OutboxWriteError(f"cannot append to {path} ({_why(exc)}), and the partial line could not "
+                                       f"be removed ({_why(undo)}); the next sweep quarantines it") from exc
+            if isinstance(exc, OSError):
+                raise OutboxWriteError(f"cannot append to {path} ({_why(exc)}); nothing was added") from exc
+            raise
+    finally:
+        os.close(fd)
+
+
+def _why(exc: BaseException) -> str:
+    return (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)) or type(exc).__name__
+
+
+def _read_repaired(path: Path) -> Any:
+    """``read_json`` with bad text repaired (see the module docstring); a repaired object gets a note."""
+    raw = Path(path).read_bytes()
+    text, undecodable = decode_text(raw)
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise CorruptFileError(f"{path}: not valid JSON ({getattr(exc, 'msg', exc)})") from exc
+    problem = "bytes that are not UTF-8 text" if undecodable else None
+    if b"\\u" in raw:  # only a JSON escape can carry a lone surrogate or NUL into a parsed value
+        fixed, changed = repair_value(value)
+        if changed:
+            problem = problem or value_problem(value) or "text that is not valid Unicode"
+            value = fixed
+    if problem is not None:
+        log.warning("memory-honcho: repaired %s on read (%s)", path, problem)
+        if isinstance(value, dict):
+            value = {**value, "repaired": [*_notes(value), f"read: {problem}"]}
+    return value
+
+
+def _notes(value: dict[str, Any]) -> list[str]:
+    notes = value.get("repaired")
+    return [str(n) for n in notes] if isinstance(notes, list) else []
+
+
 def _parse_into(snapshot: OutboxSnapshot, index: dict[str, dict[str, Any]], raw: bytes, first_line: int) -> None:
-    """Parse JSONL bytes into ``snapshot``: records appended (and indexed), marks folded, bad lines kept."""
+    """Parse JSONL bytes into ``snapshot``: records appended (and indexed), marks folded, bad lines kept.
+
+    Text that cannot be stored (bytes that are not UTF-8, escaped lone surrogates or NUL) is
+    repaired; the record says so in ``repaired`` and the line is listed in ``snapshot.repaired``.
+    """
     for number, line in enumerate(raw.split(b"\n"), start=first_line):
         if not line.strip():
             continue
-        text = line.decode("utf-8", errors="replace")
+        text, undecodable = decode_text(line)
         try:
-            value = json.loads(line)
-        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+            value = json.loads(text)
+        except ValueError as exc:
             snapshot.corrupt.append(CorruptLine(number, text, f"not valid JSON ({getattr(exc, 'msg', exc)})"))
             continue
+        problem = "bytes that are not UTF-8 text" if undecodable else None
+        if b"\\u" in line:  # only a JSON escape can carry a lone surrogate or NUL into a parsed value
+            fixed, changed = repair_value(value)
+            if changed:
+                problem = problem or value_problem(value) or "text that is not valid Unicode"
+                value = fixed
         reason = _record_problem(value)
         if reason is not None:
             snapshot.corrupt.append(CorruptLine(number, text, reason))
             continue
+        if problem is not None:
+            snapshot.repaired.append((number, problem))
+            if "op" not in value:
+                value["repaired"] = [*_notes(value), f"line {number}: {problem}"]
         if "op" in value:
             snapshot.marks += 1
             for batch in value["batchIds"]:
@@ -372,8 +476,9 @@ def _record_problem(value: Any) -> str | None:
         check_conversation_id(value["conversationId"])
     except OutboxError as exc:
         return str(exc)
-    if not isinstance(value.get("createdAt"), (int, float)):
-        return "field 'createdAt' missing or not a number"
+    created = value.get("createdAt")
+    if isinstance(created, bool) or not isinstance(created, (int, float)) or not math.isfinite(created):
+        return "field 'createdAt' missing or not a finite number"
     for message in value["messages"]:
         if not isinstance(message, dict) or not isinstance(message.get("content"), str):
             return "a message without text content"

@@ -13,23 +13,36 @@ Body, exactly as the seed's:
    records older than the retention setting (a warning each), set corrupt lines aside into the
    quarantine file (a warning each); rewrite only when something was dropped.
 
-One failing conversation is logged and skipped; it never stops the rest or the compaction. A
-sweep over a fully delivered outbox makes no network call and writes nothing but its rewrite.
+A transient failure (unreachable, 408, 429, 5xx) is tried again inside the sweep, waiting the
+answer's ``Retry-After`` or a capped exponential backoff on the injected clock (``retry``), at most
+``retry_attempts`` tries per step and ``retry_budget_s`` of waiting per sweep; when one
+conversation exhausts its tries the rest get one try each and the next sweep picks them up. A
+session the server lost is established again by the delivery itself.
+
+One failing conversation is logged and skipped; it never stops the rest or the compaction. No
+bad value stops a compaction either: lines read with text repairs are rewritten clean (a warning
+each), and a record's time is shown safely whatever number it holds. A sweep over a fully
+delivered outbox makes no network call and writes nothing but its rewrite.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from services.changes import ChangeFeed
 from services.clock import Clock, iso
 from services.errors import ServiceError
 
-from .delivery import DeliveryEngine
-from .models import DAY_MS, OutboxError, OutboxSettings
+from .delivery import DeliveryEngine, DeliveryProgress
+from .models import DAY_MS, HonchoError, OutboxError, OutboxSettings
+from .retry import RetryBudget, retry_delay
 from .stores import OutboxSnapshot, OutboxStores
+
+T = TypeVar("T")
 
 __all__ = ["SWEEP_TASK_NAME", "SweepResult", "run_sweep", "compact"]
 
@@ -59,6 +72,10 @@ class SweepResult:
     """Pending records dropped for being older than the retention setting."""
     quarantined: int = 0
     """Corrupt lines set aside into the quarantine file."""
+    repaired: int = 0
+    """Lines read with text repairs and rewritten clean."""
+    retries: int = 0
+    """Tries made again after a transient memory-service failure."""
     rewrote: bool = False
     """Whether compaction rewrote the outbox."""
     skipped: str | None = None
@@ -148,7 +165,7 @@ async def compact(stores: OutboxStores, retention_days: float, clock: Clock, cha
                 expired += 1
                 warnings.append(
                     f"memory-honcho: dropping over-retention outbox record {record['batchId']} "
-                    f"(conversation {conv}, created {iso(record['createdAt'] / 1000)}, "
+                    f"(conversation {conv}, created {_when(record['createdAt'])}, "
                     f"older than {retention_days:g}d retention)")
                 continue
             record = {k: v for k, v in record.items()}
@@ -157,11 +174,15 @@ async def compact(stores: OutboxStores, retention_days: float, clock: Clock, cha
         for bad in snapshot.corrupt:
             warnings.append(f"memory-honcho: quarantined corrupt outbox line {bad.number} ({bad.reason}) "
                             f"into {stores.quarantine_path}")
+        for number, problem in snapshot.repaired:
+            warnings.append(f"memory-honcho: repaired outbox line {number} ({problem}); "
+                            "the record is kept, flagged 'repaired'")
         dropped = delivered + expired + len(snapshot.corrupt) + snapshot.marks
-        rewrote = dropped > 0
+        rewrote = dropped > 0 or bool(snapshot.repaired)
         if rewrote:
             stores.quarantine(snapshot.corrupt, now_ms)
             stores.rewrite_outbox(kept)
+        result.repaired += len(snapshot.repaired)
         return delivered, expired, len(snapshot.corrupt), rewrote
 
     delivered, expired, quarantined, rewrote = await stores.locked(work)
@@ -180,18 +201,52 @@ async def compact(stores: OutboxStores, retention_days: float, clock: Clock, cha
                      quarantined=quarantined)
 
 
+def _when(ms: Any) -> str:
+    """An epoch-millisecond stamp as ISO 8601, or the raw number when no date can show it."""
+    try:
+        return iso(float(ms) / 1000)
+    except (OverflowError, OSError, ValueError, TypeError):
+        return f"{ms!r} ms since the epoch"
+
+
+async def _retrying(step: str, conv: str, call: Callable[[], Awaitable[T]], settings: OutboxSettings,
+                    clock: Clock, changes: ChangeFeed, budget: RetryBudget, result: SweepResult) -> T:
+    """``call()``, tried again after each transient failure while tries and the budget last."""
+    attempt = 1
+    while True:
+        try:
+            return await call()
+        except HonchoError as exc:
+            if not exc.transient:
+                raise
+            if attempt >= settings.retry_attempts:
+                budget.spend_all()  # unavailable through every try: the rest get one try each
+                raise
+            delay = retry_delay(exc, attempt, settings, clock.time())
+            if not budget.take(delay):
+                raise
+            log.info("memory-honcho: %s of conversation %s failed (%s); trying again in %gs", step, conv, exc, delay)
+            changes.emit("outbox", "sweep.retrying", conv, step=step, attempt=attempt, delay_s=delay, error=str(exc))
+            result.retries += 1
+            attempt += 1
+            await clock.sleep(delay)
+
+
 async def run_sweep(stores: OutboxStores, engine: DeliveryEngine, settings: OutboxSettings, clock: Clock,
                     changes: ChangeFeed) -> SweepResult:
     """One sweep: plan, establish (forks first), deliver, compact. Never raises for one conversation."""
     result = SweepResult(started_at=clock.time())
+    budget = RetryBudget(settings.retry_budget_s)
     plan = await _plan(stores)
     order, owners, forks, pending = plan.order, plan.owners, plan.forks, plan.pending
     result.conversations = len(order)
     fork_set = set(forks)
     establish_order = forks + [c for c in order if c not in fork_set]
     for conv in establish_order:
+        owner = owners.get(conv, "user")
         try:
-            await engine.establish(conv, owners.get(conv, "user"))
+            await _retrying("establish", conv, functools.partial(engine.establish, conv, owner), settings, clock,
+                            changes, budget, result)
         except Exception as exc:  # noqa: BLE001 - one poisoned conversation never stops the sweep
             message = f"memory-honcho: sweep establish failed for conversation {conv}: {exc}"
             log.error("%s", message)
@@ -199,16 +254,27 @@ async def run_sweep(stores: OutboxStores, engine: DeliveryEngine, settings: Outb
     for conv in order:
         if not pending.get(conv):
             continue
+        owner = owners.get(conv, "user")
+        progress = DeliveryProgress()
         try:
             # deliver_pending establishes again first (a fork whose parent this sweep just
-            # delivered resolves now); with a ledger that is one read and no network.
-            delivered = await engine.deliver_pending(conv, owners.get(conv, "user"), candidates=pending[conv])
-            result.delivered_records += delivered.delivered_records
-            result.delivered_messages += delivered.delivered_messages
+            # delivered resolves now); with a ledger that is one read and no network. It plans
+            # against the delivered marks as they are then: a delivery made since this plan
+            # (another caller, another process) is never sent again.
+            deliver = functools.partial(engine.deliver_pending, conv, owner, candidates=pending[conv],
+                                        planned_key=plan.key, progress=progress)
+            await _retrying("delivery", conv, deliver, settings, clock, changes, budget, result)
         except Exception as exc:  # noqa: BLE001 - one poisoned conversation never stops the sweep
             message = f"memory-honcho: sweep delivery failed for conversation {conv}: {exc}"
             log.error("%s", message)
             result.errors.append(message)
-    await compact(stores, settings.outbox_retention_days, clock, changes, result, (plan.key, plan.snapshot))
+        result.delivered_records += progress.records
+        result.delivered_messages += progress.messages
+    try:
+        await compact(stores, settings.outbox_retention_days, clock, changes, result, (plan.key, plan.snapshot))
+    except (ServiceError, OSError) as exc:  # the file is left as it was; the next sweep compacts again
+        message = f"memory-honcho: outbox compaction failed, nothing was dropped: {exc}"
+        log.error("%s", message)
+        result.errors.append(message)
     result.finished_at = clock.time()
     return result

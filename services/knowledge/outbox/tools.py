@@ -4,7 +4,8 @@ Each one resolves the calling conversation's owner (ownerless conversations are 
 awaits ``engine.establish(conversation, owner)`` first, and turns every memory-service failure
 into ``RecallToolError("memory-honcho: Honcho unavailable (<message>)")``. ``remember`` sends no
 session id: a remembered fact is a user-level conclusion, visible across the owner's
-conversations.
+conversations. A query or fact holding text that cannot be sent (a lone surrogate, NUL) is
+refused with ``OutboxError`` naming where; the caller wrote it and can fix it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from services.changes import ChangeFeed
+from services.text import text_problem
 
 from .delivery import DeliveryEngine
 from .honcho_client import HonchoClient
@@ -21,6 +23,12 @@ from .models import HonchoError, OutboxError, OutboxSettings, RecallToolError, c
 __all__ = ["RecallTools", "unavailable"]
 
 OwnerResolver = Callable[[str], Awaitable[str]]
+
+
+def _check_text(tool: str, what: str, value: str) -> None:
+    problem = text_problem(value)
+    if problem is not None:
+        raise OutboxError(f"{tool}: the {what} holds a {problem}")
 
 
 def unavailable(exc: Exception) -> RecallToolError:
@@ -52,6 +60,7 @@ class RecallTools:
         """Stored messages of the owner that match ``query``, best first."""
         if not isinstance(query, str) or not query.strip():
             raise OutboxError("search: the query is empty")
+        _check_text("search", "query", query)
         if not 1 <= int(limit) <= 100:
             raise OutboxError(f"search: limit {limit} must be 1..100")
         _, ledger = await self._establish(conversation_id)
@@ -67,6 +76,7 @@ class RecallTools:
         """Ask the memory service about the owner; its answer text."""
         if not isinstance(query, str) or not query.strip():
             raise OutboxError("chat: the question is empty")
+        _check_text("chat", "question", query)
         _, ledger = await self._establish(conversation_id)
         try:
             return await self._client.peer_chat(ledger["peerIds"]["user"], query)
@@ -77,6 +87,7 @@ class RecallTools:
         """Store ``fact`` as a user-level conclusion (no session); the created conclusion."""
         if not isinstance(fact, str) or not fact.strip():
             raise OutboxError("remember: the fact is empty")
+        _check_text("remember", "fact", fact)
         if len(fact) > 65535:
             raise OutboxError(f"remember: the fact has {len(fact)} characters, at most 65535 fit")
         conv, ledger = await self._establish(conversation_id)

@@ -2,15 +2,49 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 from services.changes import ChangeFeed
 from services.clock import FakeClock
 from services.knowledge.outbox import FakeHonchoService, MemoryOutbox, OutboxSettings
+
+
+T = TypeVar("T")
+
+
+class WaitsClock(FakeClock):
+    """The fake clock, also keeping every wait asked of it (``waits``) and the ones still due."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[float] = []
+        """Every ``sleep`` asked for, in order."""
+        self.due: list[float] = []
+        """When each sleeper still waiting wakes."""
+
+    async def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        due = self.time() + max(0.0, seconds)
+        self.due.append(due)
+        try:
+            await super().sleep(seconds)
+        finally:
+            self.due.remove(due)
+
+
+async def advancing(clock: WaitsClock, work: Awaitable[T]) -> T:
+    """Await ``work``, moving the clock to each wait's end as soon as something waits on it."""
+    task = asyncio.ensure_future(work)
+    while not task.done():
+        await asyncio.sleep(0.001)
+        if clock.due:
+            clock.advance(max(0.0, min(clock.due) - clock.time()))
+    return task.result()
 
 
 class ChildRuns:
@@ -23,6 +57,11 @@ class ChildRuns:
         child = f"{parent_id}-fork{len(self.started) + 1}"
         self.started[child] = (parent_id, messages)
         return child
+
+
+@pytest.fixture
+def clock() -> WaitsClock:
+    return WaitsClock()
 
 
 @pytest.fixture
@@ -46,7 +85,7 @@ def settings() -> OutboxSettings:
 
 
 @pytest.fixture
-async def outbox(root: Path, feed: ChangeFeed, fake: FakeHonchoService, clock: FakeClock, children: ChildRuns,
+async def outbox(root: Path, feed: ChangeFeed, fake: FakeHonchoService, clock: WaitsClock, children: ChildRuns,
                  settings: OutboxSettings) -> AsyncIterator[MemoryOutbox]:
     box = await MemoryOutbox.open(root, feed, honcho_transport=fake.transport, clock=clock, start_child=children,
                                   settings=settings)

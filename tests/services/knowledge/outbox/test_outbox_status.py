@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from services.knowledge.outbox import MemoryOutbox
 
-from .conftest import turn
+from .conftest import advancing, turn
 
 
 async def test_status_counts_pending_and_delivered(outbox: MemoryOutbox, fake, clock, seen) -> None:
@@ -24,7 +24,7 @@ async def test_status_counts_pending_and_delivered(outbox: MemoryOutbox, fake, c
     assert status.last_delivery_at == int(clock.time() * 1000) / 1000
     assert [f["childId"] for f in status.pending_forks] == [child]
     assert status.last_sweep is not None and status.last_sweep.delivered_records == 2
-    failed = await outbox.sweep()
+    failed = await advancing(clock, outbox.sweep())
     status = await outbox.status()
     assert status.errors == failed.errors and any("run_b" in e for e in status.errors)
     assert {c.source for c in seen} == {"outbox"}

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
 
+from services.files import FileLock
 from services.knowledge.outbox import MemoryOutbox, OutboxSettings
 
-from .conftest import contents, turn
+from .conftest import advancing, contents, turn
 
 
 async def test_sweep_delivers_every_conversation_and_compacts(outbox: MemoryOutbox, fake, seen) -> None:
@@ -61,7 +61,7 @@ async def test_over_retention_records_are_dropped_with_the_seed_warning(root, fe
         fresh = await box.capture_turn("run_new", "u", turn("fresh", "y"))
         fake.go_down()
         caplog.set_level(logging.INFO, logger="services.knowledge.outbox")
-        result = await box.sweep()
+        result = await advancing(clock, box.sweep())
         assert result.dropped_expired == 1
         expected = (f"memory-honcho: dropping over-retention outbox record {old} (conversation run_old, created "
                     f"{_iso(created)}, older than 1d retention)")
@@ -119,12 +119,15 @@ async def test_one_poisoned_conversation_never_stops_the_rest(outbox: MemoryOutb
     assert rows["run_good"].delivered == 1
 
 
-async def test_memory_service_down_during_a_sweep_loses_nothing(outbox: MemoryOutbox, fake) -> None:
+async def test_memory_service_down_during_a_sweep_loses_nothing(outbox: MemoryOutbox, fake, clock) -> None:
     for i in range(3):
         await outbox.capture_turn(f"run_{i}", "u", turn(f"q{i}", f"a{i}"))
     fake.go_down()
-    down = await outbox.sweep()
+    down = await advancing(clock, outbox.sweep())
     assert down.delivered_records == 0 and len(down.errors) >= 3
+    # The first conversation is tried retry_attempts times; the service stays down, so the
+    # others get one try each and wait for the next sweep.
+    assert down.retries == outbox.settings.retry_attempts - 1
     assert len(outbox.stores.read_outbox().pending()) == 3
     fake.come_up()
     up = await outbox.sweep()
@@ -154,13 +157,8 @@ async def test_the_timer_sweeps_every_interval_of_the_injected_clock(outbox: Mem
 
 async def test_a_sweep_held_elsewhere_is_skipped(outbox: MemoryOutbox, fake) -> None:
     await outbox.capture_turn("run_a", "u", turn("q", "a"))
-    fd = os.open(outbox.stores.state / "sweep.lock", os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with FileLock(outbox.stores.state / "sweep.lock"):  # another holder (as another process would be)
         result = await outbox.sweep()
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
     assert result.skipped and contents(fake) == []
     assert (await outbox.sweep()).delivered_records == 1
 
