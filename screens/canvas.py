@@ -36,7 +36,7 @@ OWNER_TYPES = ("user", "app", "repo", "profile", "node")
 
 def _label(summary: Any, needle: str = "") -> Text:
     text = highlight(safe_text(summary.name or summary.full_name, 120), needle)
-    text.append(f" · {summary.type}", style="dim")
+    text.append(f" · {safe(summary.type, 40)}", style="dim")
     return text
 
 
@@ -191,7 +191,8 @@ class CanvasPane(Pane):
         o = d.object
         meta = Text()
         meta.append(safe(o.full_name, 200), style="bold")
-        facts = [o.type, safe(o.kind, 40), o.privacy, safe(o.status, 40), f"updated {iso(o.updated_at)[:19]}"]
+        facts = [safe(o.type, 40), safe(o.kind, 40), safe(o.privacy, 40), safe(o.status, 40),
+                 f"updated {iso(o.updated_at)[:19]}"]
         meta.append("\n" + " · ".join(f for f in facts if f) + "\n")
         if d.document is not None:
             doc = d.document
@@ -203,10 +204,10 @@ class CanvasPane(Pane):
             meta.append(f"revision {doc.revision}\n")
         if d.node is not None:
             n = d.node
-            meta.append(f"node: {n.kind}/{n.mode}/{n.lifecycle} · {n.status}"
+            meta.append(f"node: {safe(n.kind, 40)}/{safe(n.mode, 40)}/{safe(n.lifecycle, 40)} · {safe(n.status, 40)}"
                         f"{' · ' + safe(n.activity, 40) if n.activity else ''} · wakes {n.wakes}\n")
         if d.job is not None:
-            meta.append(f"job: {safe(d.job.command, 200)} · {d.job.status} · exit {d.job.exit_code}\n")
+            meta.append(f"job: {safe(d.job.command, 200)} · {safe(d.job.status, 40)} · exit {safe(d.job.exit_code, 20)}\n")
         self.query_one("#canvas-meta", Static).update(meta)
         self._show_body(safe(d.document.body, DETAIL_CAP) if d.document is not None and d.document.body else "")
         more = Text()
@@ -228,15 +229,16 @@ class CanvasPane(Pane):
         self.query_one("#canvas-more", Static).update(more)
 
     def _show_body(self, markdown: str) -> None:
-        """The document body as Markdown (the widget is made on first use: markdown-it loads after start-up)."""
+        """The document body as Markdown whose links show their URL and ask before opening (the widget
+        is made on first use: markdown-it loads after start-up)."""
         holder = self.query_one("#canvas-body-holder", Vertical)
         bodies = holder.query("#canvas-body")
         if not markdown and not bodies:
             return
         if not bodies:
-            from textual.widgets import Markdown
+            from .widgets.document import DocumentView
 
-            holder.mount(Markdown(markdown, id="canvas-body"))
+            holder.mount(DocumentView(markdown, id="canvas-body"))
             return
         body = bodies.first()
         body.display = bool(markdown)

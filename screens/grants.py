@@ -7,7 +7,7 @@ refuse with a code, ``t`` expire tokens, ``e`` edit scopes.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 from rich.text import Text
 from textual import on
@@ -16,14 +16,16 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
 from services.clock import iso
+from services.wire import RefusalCode
 
 from .dialogs import Field, FormDialog
-from .text import cell_text, highlight, safe, safe_text, tone
+from .text import cell_text, highlight, notify_plain, safe, safe_text, tone
 from .widgets.pane import Pane, PaletteAction, is_current
 
 __all__ = ["GrantsPane", "REFUSAL_CODES"]
 
-REFUSAL_CODES = ("grant_removed", "grant_suspended", "refresh_token_expired", "invalid_grant", "consent_required")
+REFUSAL_CODES: tuple[str, ...] = get_args(RefusalCode)
+"""The codes a refusal may carry (the wire's; the SDK records exactly these as refusals)."""
 
 
 class GrantsPane(Pane):
@@ -87,7 +89,7 @@ class GrantsPane(Pane):
         deps = ", ".join(f"{p}:{s}" for p, s, _ in v.dependencies) or "—"
         return (
             highlight(safe_text(v.user_id, 60), needle),
-            Text(v.state, style=tone("ok") if v.state == "active" else tone("bad", bold=True)),
+            Text(safe(v.state, 20), style=tone("ok") if v.state == "active" else tone("bad", bold=True)),
             Text(str(v.rev)),
             cell_text(v.refusal or v.revoked_code or "—", 24),
             Text(f"{v.holding}/{v.reads}"),
@@ -110,7 +112,7 @@ class GrantsPane(Pane):
             return
         text = Text()
         text.append(safe(view.user_id, 80) + " ", style="bold")
-        text.append(f"  {view.state}", style=tone("ok") if view.state == "active" else tone("bad", bold=True))
+        text.append(f"  {safe(view.state, 20)}", style=tone("ok") if view.state == "active" else tone("bad", bold=True))
         text.append(f"  rev {view.rev} · version {view.version} · {view.runs} runs\n")
         text.append("scopes: ", style="bold")
         text.append(safe(" ".join(view.scopes) or "none", 400) + "\n")
@@ -142,7 +144,7 @@ class GrantsPane(Pane):
 
     def _need(self) -> str | None:
         if self.selected is None:
-            self.app.notify("Select a person first.", severity="warning")
+            notify_plain(self.app, "Select a person first.", severity="warning")
         return self.selected
 
     def _form(self, title: str, fields: list[Field], then: Any) -> None:
@@ -155,8 +157,9 @@ class GrantsPane(Pane):
         user = self._need()
         if user:
             desk = self.workspace.desk
-            self._form(f"Revoke the grant of {safe(user, 80)}", [Field("code", "Code", "grant_revoked")],
-                       lambda v: self.act(f"Grant of {user} revoked.", lambda: desk.revoke(user, v["code"] or "grant_revoked")))
+            self._form(f"Revoke the grant of {safe(user, 80)}",
+                       [Field("code", "Refusal code for the next refresh", "grant_revoked", choices=REFUSAL_CODES)],
+                       lambda v: self.act(f"Grant of {user} revoked.", lambda: desk.revoke(user, v["code"])))
 
     def action_restore(self) -> None:
         user = self._need()

@@ -19,7 +19,7 @@ from textual.widgets import DataTable, Static
 from services.clock import iso
 
 from .dialogs import Field, FormDialog
-from .text import highlight, level_style, safe, safe_text
+from .text import highlight, level_style, notify_plain, safe, safe_text
 from .widgets.pane import DEBOUNCE, Pane, PaletteAction, is_current
 
 __all__ = ["InboxPane", "InboxGroup", "group_entries"]
@@ -138,7 +138,7 @@ class InboxPane(Pane):
         self._node_rows = rows
         table.clear()
         for node_id, name, status, unread in rows:
-            table.add_row(safe_text(name, 80), Text(status), Text("" if unread is None else str(unread),
+            table.add_row(safe_text(name, 80), safe_text(status, 40), Text("" if unread is None else str(unread),
                                                                       style="bold" if unread else "dim"), key=node_id)
         keys = [r[0] for r in rows]
         if self.node in keys:
@@ -219,7 +219,7 @@ class InboxPane(Pane):
     def action_mark_read(self) -> None:
         group, node, canvas = self._group(), self.node, self.canvas
         if group is None or node is None:
-            self.app.notify("No inbox entry selected.", severity="warning")
+            notify_plain(self.app, "No inbox entry selected.", severity="warning")
             return
         self.act("", lambda: canvas.mark_read(node, group.ids))
 
@@ -231,7 +231,7 @@ class InboxPane(Pane):
     def action_message_node(self) -> None:
         node, canvas = self.node, self.canvas
         if node is None:
-            self.app.notify("No node selected.", severity="warning")
+            notify_plain(self.app, "No node selected.", severity="warning")
             return
 
         def done(values: dict[str, str] | None) -> None:

@@ -22,7 +22,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, SelectionList, Static
 
 from .dialogs import Field, FormDialog
-from .text import DETAIL_CAP, cell_text, highlight, safe, tone
+from .text import DETAIL_CAP, cell_text, highlight, notify_plain, safe, tone
 from .widgets.pane import DEBOUNCE, Pane, PaletteAction, is_current
 
 __all__ = ["JudgmentsPane"]
@@ -143,8 +143,9 @@ class JudgmentsPane(Pane):
 
                 state, verdicts, created = item.status, f"{len(item.proposal.candidates)} cand.", iso(item.created_at)[:19]
                 kind = "insight"
-            rows.append((key, (Text(kind), Text(state, style="bold" if state == "pending" else "dim"), Text(verdicts),
-                               Text(created[5:16].replace("T", " ")),  # MM-DD HH:MM; the detail has it whole
+            rows.append((key, (Text(kind), Text(safe(state, 20), style="bold" if state == "pending" else "dim"),
+                               Text(verdicts),
+                               Text(safe(created[5:16].replace("T", " "), 11)),  # MM-DD HH:MM; the detail has it whole
                                highlight(cell_text(self._what(key, item), 120), needle))))
         if rows == self._table_rows:
             return
@@ -199,7 +200,7 @@ class JudgmentsPane(Pane):
             outcomes.display = pending and bool(d.outcomes)
             if pending:
                 for o in d.outcomes:
-                    label = Text(f"{o.verdict:<8} ", style=_verdict_style(o.verdict))
+                    label = Text(f"{safe(o.verdict, 20):<8} ", style=_verdict_style(o.verdict))
                     label.append(safe(f"{o.input_kind} {o.input_name}", 80))
                     outcomes.add_option((label, o.input))
                 if d.outcomes:
@@ -226,7 +227,7 @@ class JudgmentsPane(Pane):
     def _okf_text(self, d: Any) -> Text:
         item = d.item
         text = Text()
-        text.append(f"harvest judgment · {item.state}", style="bold")
+        text.append(f"harvest judgment · {safe(item.state, 20)}", style="bold")
         text.append(f" · attempt {item.attempt} · {safe(item.agent, 60)} · {item.inputs} inputs\n")
         if item.state == "pending":
             text.append("space ticks outcomes to approve one by one (none ticked: y approves all) · n rejects\n",
@@ -252,9 +253,9 @@ class JudgmentsPane(Pane):
                 text.append("\n")
         text.append("outcomes\n", style="bold underline")
         for o in d.outcomes:
-            text.append(f"  {o.verdict}", style=_verdict_style(o.verdict, bold=True))
+            text.append(f"  {safe(o.verdict, 20)}", style=_verdict_style(o.verdict, bold=True))
             if o.decision:
-                text.append(f" ({o.decision})", style="dim")
+                text.append(f" ({safe(o.decision, 40)})", style="dim")
             text.append(f" · {safe(o.input_kind, 20)} {safe(o.input_name, 120)}\n")
             text.append(f"    reason: {safe(o.reason, 1000)}\n")
             if o.concepts:
@@ -276,7 +277,7 @@ class JudgmentsPane(Pane):
     def _insight_text(self, r: Any) -> Text:
         p = r.proposal
         text = Text()
-        text.append(f"insight review · {r.status}\n", style="bold")
+        text.append(f"insight review · {safe(r.status, 20)}\n", style="bold")
         text.append(safe(p.title, 200) + "\n", style="bold")
         text.append(f"destination {safe(p.owner, 80)} / {safe(p.name, 200)} · visibility {safe(p.visibility, 400)}\n")
         if p.listener:
@@ -300,12 +301,12 @@ class JudgmentsPane(Pane):
 
     def _need_pending(self) -> tuple[str, str] | None:
         if self.selected is None or self.detail is None:
-            self.app.notify("Select a judgment first.", severity="warning")
+            notify_plain(self.app, "Select a judgment first.", severity="warning")
             return None
         kind, _, ident = self.selected.partition(":")
         state = self.detail.item.state if kind == "okf" else self.detail.status
         if state != "pending":
-            self.app.notify(f"This {'judgment' if kind == 'okf' else 'review'} is {state}, not pending.",
+            notify_plain(self.app, f"This {'judgment' if kind == 'okf' else 'review'} is {state}, not pending.",
                             severity="warning")
             return None
         return kind, ident

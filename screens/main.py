@@ -189,3 +189,5 @@ class MainScreen(Screen[None]):
         badges.waiting = desk.waiting_on_user()
         badges.refusals = len(desk.refusals_since(60))
         badges.judgments = self.query_one("#judgments", JudgmentsPane).waiting
+        failures = getattr(self.workspace, "capture_failures", None)
+        badges.captures = len(failures()) if failures is not None else 0

@@ -80,7 +80,7 @@ def conversation_lines(event: dict[str, Any]) -> list[str]:
 def action_line(action: Any) -> str:
     """An operator (or app) action on the run, attributed: ``⚙ operator · reply: hello``."""
     detail = f": {safe(action.detail)}" if action.detail else ""
-    return f"{iso(action.at)[11:19]} ⚙ {action.by} · {safe(action.action, 60)}{detail}"
+    return f"{iso(action.at)[11:19]} ⚙ {safe(action.by, 20)} · {safe(action.action, 60)}{detail}"
 
 
 def refusal_line(refusal: Any) -> str:

@@ -7,7 +7,7 @@ the stream, attributed. A refusal in the stream names the grant revision behind 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 from rich.text import Text
 from textual import on
@@ -17,19 +17,22 @@ from textual.widgets import DataTable, Label, Static
 
 from services.changes import Change
 from services.errors import ServiceError
+from services.wire import Outcome, TurnErrorCode
 from services.workspace import JUDGE_USER
 
 from .dialogs import ConfirmDialog, DetailDialog, Field, FormDialog
 from .messages import JumpRequested
 from .run_lines import STATUS_GLYPHS, conversation_lines, merge_lines, raw_line, refusal_line, action_line
-from .text import DETAIL_CAP, age, cell_text, highlight, safe, safe_text, tone
+from .text import DETAIL_CAP, age, cell_text, highlight, notify_plain, safe, safe_text, tone
 from .widgets.pane import Pane, PaletteAction, is_current
 from .widgets.stream import EventStream
 
 __all__ = ["RunsPane"]
 
-TURN_CODES = ("model_error", "content_refused")
-SETTLE_KINDS = ("result", "declined", "canceled", "deadline_exceeded", "runtime_error")
+TURN_CODES: tuple[str, ...] = get_args(TurnErrorCode)
+"""The codes a failed turn may carry (the wire's)."""
+SETTLE_KINDS: tuple[str, ...] = get_args(Outcome)
+"""How a run may settle (the wire's outcomes)."""
 
 
 class RunsPane(Pane):
@@ -104,7 +107,7 @@ class RunsPane(Pane):
         label = f"{v.name} — {v.prompt}" if v.name else v.prompt
         return (
             Text(STATUS_GLYPHS.get(v.status, "·")),
-            Text(v.status.replace("_", " ")),
+            safe_text(v.status.replace("_", " "), 40),
             Text(age(now, v.updated_at)),
             highlight(safe_text(v.user_id, 60), needle),
             cell_text(v.activity or "", 24),
@@ -241,7 +244,7 @@ class RunsPane(Pane):
 
     def _need_run(self) -> str | None:
         if self.selected is None:
-            self.app.notify("Select a run first.", severity="warning")
+            notify_plain(self.app, "Select a run first.", severity="warning")
         return self.selected
 
     def _ask(self, title: str, fields: list[Field], then: Any, submit: str = "OK") -> None:
@@ -347,7 +350,7 @@ class RunsPane(Pane):
     def action_event_detail(self) -> None:
         parts = self._run_parts()
         if parts is None or not parts[0].events:
-            self.app.notify("This run has no events yet.", severity="warning")
+            notify_plain(self.app, "This run has no events yet.", severity="warning")
             return
         events = list(parts[0].events)
 

@@ -1,6 +1,13 @@
-"""Rendering helpers for untrusted text: sanitise, clip, and build markup-free ``Text``; theme tones."""
+"""Rendering helpers for untrusted text: sanitise, clip, and build markup-free ``Text``; toasts; theme tones.
+
+``notify_plain`` is the one way the workbench shows a toast: message and title sanitised and clipped,
+and never parsed as markup (Textual's ``notify`` parses markup by default, so an id holding ``[/x]``
+would crash the app and ``[@click=app.quit]`` would be obeyed).
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from rich.style import Style
 from rich.text import Text
@@ -10,12 +17,14 @@ from services.clock import iso
 from services.text import clip, sanitize
 
 __all__ = ["safe", "safe_text", "cell_text", "highlight", "short_time", "age", "level_style", "tone", "TONES", "LINE_CAP",
-           "DETAIL_CAP"]
+           "DETAIL_CAP", "TOAST_CAP", "notify_plain"]
 
 LINE_CAP = 2_000
 """Characters of one untrusted value shown on a list row or stream line."""
 DETAIL_CAP = 65_536
 """Characters of one untrusted value shown in a detail view."""
+TOAST_CAP = 600
+"""Characters of a toast's message."""
 
 
 def safe(value: object, limit: int = LINE_CAP) -> str:
@@ -33,6 +42,13 @@ def cell_text(value: object, width: int) -> Text:
     text = Text(safe(value, width * 4))
     text.truncate(width, overflow="ellipsis")
     return text
+
+
+def notify_plain(
+    app: Any, message: object, *, title: object = "", severity: str = "information", timeout: float | None = None
+) -> None:
+    """Show a toast: ``message`` and ``title`` sanitised, clipped, and rendered with markup off."""
+    app.notify(safe(message, TOAST_CAP), title=safe(title, 120), severity=severity, timeout=timeout, markup=False)
 
 
 def highlight(text: Text | str, needle: str, style: str = "reverse") -> Text:

@@ -184,7 +184,11 @@ class RunFollower:
             return
         messages = turn_messages(run.events, event)
         if messages and self.outbox is not None:
-            await self.outbox.capture_turn(run_id, run.user_id, messages)
+            try:
+                await self.outbox.capture_turn(run_id, run.user_id, messages)
+            except Exception as exc:  # shown as a capture badge; the turn is tried again on the next open
+                self.feed.emit("outbox", "capture.failed", run_id, error=f"{type(exc).__name__}: {exc}")
+                raise
         self._captured[run_id] = event["seq"]
         await self._save_state()
 

@@ -11,8 +11,16 @@
 - ``.okf``: OKF harvest judgments under ``knowledge/``.
 
 A new workspace (no ``workspace.json`` yet) is seeded with the sample world's documents,
-listeners, node messages and proposals. ``.changes()`` iterates every ``Change`` any service
-publishes; ``close()`` stops everything.
+listeners, node messages and proposals. A workspace that cannot open (a damaged ``canvas.db``, a
+file where the folder belongs, a permission refused, a file that does not parse) raises one
+``WorkspaceOpenError`` naming the file, the cause and what to do, after closing whatever it had
+started.
+
+``capture_failures()`` lists the captures that failed and have not succeeded since (any service
+publishes ``capture.failed`` with the item's id, or ``capture.completed`` with ``skipped`` notes;
+a clean ``capture.completed`` or ``capture.appended`` for the same source and id clears it): the
+header's capture badge counts them. ``.changes()``
+iterates every ``Change`` any service publishes; ``close()`` stops everything.
 """
 
 from __future__ import annotations
@@ -28,8 +36,9 @@ import os
 from .changes import Change, ChangeFeed
 from .clock import Clock
 from .files import atomic_write_json
+from .open_errors import WorkspaceOpenError, open_error
 
-__all__ = ["Settings", "Workspace", "JUDGE_USER", "import_services"]
+__all__ = ["Settings", "Workspace", "WorkspaceOpenError", "CaptureFailure", "JUDGE_USER", "import_services"]
 
 JUDGE_USER = "user:operator"
 """The operator's own person on the fake cloud: harvest judge runs are started as them."""
@@ -69,6 +78,19 @@ def import_services() -> None:
         importlib.import_module(f"{__package__}.{name}")
 
 
+@dataclass(frozen=True)
+class CaptureFailure:
+    """A capture that failed (an OKF note or run record, an outbox turn) and has not succeeded since."""
+
+    source: str
+    """The service: ``okf`` or ``outbox``."""
+    id: str
+    """What failed to capture: an OKF source id, a conversation (run) id."""
+    error: str
+    """The service's own words."""
+    at: float
+
+
 class Workspace:
     """A workspace folder and its services."""
 
@@ -92,6 +114,10 @@ class Workspace:
         self.follower: Any = None
         self.created = False
         """True when this open created the workspace (and seeded it)."""
+        self._opening = self.path
+        """The file or folder being opened (named when the open fails)."""
+        self._captures: dict[tuple[str, str], CaptureFailure] = {}
+        self.feed.subscribe(self._track_capture)
 
     @classmethod
     async def open(cls, path: Path | str | None = None, *, settings: Settings | None = None) -> "Workspace":
@@ -101,8 +127,29 @@ class Workspace:
         elif path is not None:
             settings = Settings(**{**settings.__dict__, "path": Path(path)})
         workspace = cls(settings)
-        await workspace._start()
+        try:
+            await workspace._start()
+        except Exception as exc:
+            error = open_error(exc, workspace._opening, workspace.path)
+            try:
+                await workspace.close()
+            except Exception:  # what did not start cannot close cleanly; the cause is what matters
+                pass
+            raise error from exc
         return workspace
+
+    def _track_capture(self, change: Change) -> None:
+        skipped = change.data.get("skipped") if change.kind == "capture.completed" else None
+        if change.kind == "capture.failed" or (isinstance(skipped, int) and skipped > 0):
+            error = str(change.data.get("error") or f"{skipped} note(s) refused and left in the home")
+            self._captures[(change.source, change.id)] = CaptureFailure(
+                change.source, change.id, error, self.settings.clock.time())
+        elif change.kind in ("capture.completed", "capture.appended"):
+            self._captures.pop((change.source, change.id), None)
+
+    def capture_failures(self) -> list[CaptureFailure]:
+        """Captures that failed and have not succeeded since, oldest first."""
+        return list(self._captures.values())
 
     async def _start(self) -> None:
         from assets import ASSETS_DIR
@@ -141,6 +188,7 @@ class Workspace:
             seed_providers(self.cloud, world)
         await self._open_stores(world)
         if self.created:
+            self._opening = marker
             atomic_write_json(marker, {"version": 1, "client_id": settings.client_id})
 
     async def _open_stores(self, world: dict[str, Any]) -> None:
@@ -151,10 +199,13 @@ class Workspace:
         from .world import seed_canvas, seed_insights
 
         settings = self.settings
+        self._opening = self.path / "canvas.db"
         self.canvas = await Canvas.open(self.path / "canvas.db", changes=self.feed, clock=settings.clock)
+        self._opening = self.path / "memory"
         self.outbox = await MemoryOutbox.open(
             self.path / "memory", self.feed, clock=settings.clock, start_child=self._start_child
         )
+        self._opening = self.path / "knowledge"
         self.insights = await InsightReviews.open(self.path / "knowledge", self.canvas, changes=self.feed, clock=settings.clock)
         self.follower = RunFollower(
             self.cloud,

@@ -2,7 +2,9 @@
 
 The App opens the Workspace in a worker after the first frame (so sqlmodel, jwt and cryptography
 are imported after the first paint), forwards every batch of service changes to the main screen
-as one ``ServicesChanged`` message, and is the one place worker errors become toasts.
+as one ``ServicesChanged`` message, and is the one place worker errors become toasts. A workspace
+that cannot open shows one screen (``OpenErrorScreen``: the file, the cause, what to do) and the
+App then quits with status 2. Every toast is plain text (``notify`` is never parsed as markup).
 """
 
 from __future__ import annotations
@@ -10,15 +12,17 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from rich.text import Text
 from textual import work
 from textual.app import App
 from textual.binding import Binding
+from textual.notifications import SeverityLevel
 
 from assets import ASSETS_DIR
 from screens.main import MainScreen
 from screens.messages import ServicesChanged, WorkspaceOpened
-from screens.text import safe
+from screens.open_error import OPEN_FAILED_STATUS, OpenErrorScreen
+from screens.text import TOAST_CAP, notify_plain, safe
+from screens.widgets.badges import BadgeBar
 from services.changes import Change
 from services.errors import ServiceError
 from services.workspace import Settings
@@ -61,6 +65,8 @@ class WorkbenchApp(App[None]):
         """How many service changes reached the App (tests and the demo wait for quiet with it)."""
         self.errors: list[str] = []
         """Every error shown as a toast, in order (tests and the demo read it)."""
+        self.open_error: Any = None
+        """The ``WorkspaceOpenError`` when the workspace could not open (the App then exits 2)."""
 
     def get_default_screen(self) -> MainScreen:
         """The main screen is the default screen (no blank screen is made and then covered)."""
@@ -120,19 +126,50 @@ class WorkbenchApp(App[None]):
         if batch and self.is_running:
             self.main.post_message(ServicesChanged(batch))
 
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """Every toast is plain text: sanitised, clipped and never parsed as markup, whoever calls it."""
+        super().notify(safe(message, TOAST_CAP), title=safe(title, 120), severity=severity, timeout=timeout,
+                       markup=False)
+
     def report_error(self, error: BaseException) -> None:
         """The one error handler: a toast with the service's clear, sanitised message."""
         message = error_text(error)
         self.errors.append(message)
-        self.notify(Text(message).plain, title="Error", severity="error", timeout=8, markup=False)
+        notify_plain(self, message, title="Error", severity="error", timeout=8)
+
+    def show_open_error(self, error: BaseException) -> None:
+        """The workspace cannot open: one screen names the file, the cause and what to do."""
+        from services.open_errors import WorkspaceOpenError, open_error
+
+        if not isinstance(error, WorkspaceOpenError):
+            path = self.settings.path
+            error = open_error(error, path, path)
+        self.open_error = error
+        self.errors.append(error_text(error))
+        self.main.query_one("#badges", BadgeBar).status = "cannot open the workspace"
+        if not any(isinstance(screen, OpenErrorScreen) for screen in self.screen_stack):
+            self.push_screen(OpenErrorScreen(error))
 
     def on_worker_state_changed(self, event: Any) -> None:
         from textual.worker import WorkerState
 
         if event.state == WorkerState.ERROR and event.worker.error is not None:
             if event.worker.group == "workspace":
-                self.main.query_one("#badges").status = f"cannot open the workspace: {error_text(event.worker.error)}"
-            self.report_error(event.worker.error)
+                self.show_open_error(event.worker.error)
+            else:
+                self.report_error(event.worker.error)
+
+    async def action_quit(self) -> None:
+        """Quit; with status 2 when the workspace could not open."""
+        self.exit(return_code=OPEN_FAILED_STATUS if self.open_error is not None else 0)
 
     async def on_unmount(self) -> None:
         if self._unsubscribe is not None:

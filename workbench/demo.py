@@ -21,6 +21,7 @@ from textual.binding import Binding
 from textual.worker import WorkerState
 
 from assets import ASSETS_DIR
+from screens.text import notify_plain
 from screens.widgets.caption import CaptionBar
 from services.errors import ServiceError
 from services.workspace import Settings
@@ -177,8 +178,8 @@ class DemoSteps:
     async def sweep(self) -> None:
         result = await self.ws.outbox.sweep()
         self.results["sweep"] = result
-        self.app.notify(f"Outbox swept: {result.conversations} conversations, {result.delivered_records} records "
-                        f"delivered, {result.dropped_delivered} compacted.", timeout=6)
+        notify_plain(self.app, f"Outbox swept: {result.conversations} conversations, {result.delivered_records} "
+                     f"records delivered, {result.dropped_delivered} compacted.", timeout=6)
 
     async def done(self) -> None:
         self.show("runs", self.run_id)

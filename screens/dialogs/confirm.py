@@ -10,6 +10,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 
+from ..text import DETAIL_CAP, safe
+
 __all__ = ["ConfirmDialog"]
 
 
@@ -24,11 +26,11 @@ class ConfirmDialog(ModalScreen[bool]):
     def __init__(self, question: str) -> None:
         super().__init__()
         self.question = question
-        """The question, plain text (sanitised by the caller)."""
+        """The question, plain text (sanitised again when shown)."""
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label(Text(self.question), classes="dialog-title")
+            yield Label(Text(safe(self.question, DETAIL_CAP)), classes="dialog-title")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Yes (y)", variant="error", id="yes")
                 yield Button("No (n)", id="no")

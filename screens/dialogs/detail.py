@@ -11,6 +11,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
+from ..text import DETAIL_CAP, safe
+
 __all__ = ["DetailDialog"]
 
 
@@ -44,8 +46,8 @@ class DetailDialog(ModalScreen[None]):
 
     def _show(self) -> None:
         title, body = self.page(self.index)
-        self.query_one("#detail-title", Label).update(Text(f"{title}  ({self.index + 1}/{self.count})"))
-        self.query_one("#detail-body", Static).update(Text(body))
+        self.query_one("#detail-title", Label).update(Text(f"{safe(title, 400)}  ({self.index + 1}/{self.count})"))
+        self.query_one("#detail-body", Static).update(Text(safe(body, DETAIL_CAP)))
 
     def action_step(self, delta: int) -> None:
         self.index = max(0, min(self.index + delta, self.count - 1))

@@ -12,6 +12,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select
 
+from ..text import DETAIL_CAP, safe
+
 __all__ = ["Field", "FormDialog"]
 
 
@@ -46,19 +48,21 @@ class FormDialog(ModalScreen[dict[str, str] | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label(Text(self.form_title), classes="dialog-title")
+            yield Label(Text(safe(self.form_title, 400)), classes="dialog-title")
             for field in self.fields:
-                yield Label(Text(field.label), classes="dialog-label")
-                if field.choices:
+                yield Label(Text(safe(field.label, 200)), classes="dialog-label")
+                if field.choices:  # shown sanitised; the value chosen is the choice itself
                     value = field.default if field.default in field.choices else field.choices[0]
-                    yield Select([(Text(c), c) for c in field.choices], value=value, allow_blank=False,
+                    yield Select([(Text(safe(c, 200)), c) for c in field.choices], value=value, allow_blank=False,
                                  id=f"field-{field.name}")
                 elif field.multiline:
                     from textual.widgets import TextArea  # the editor loads with the first multi-line form
 
-                    yield TextArea(field.default, id=f"field-{field.name}", soft_wrap=True, classes="dialog-area")
+                    yield TextArea(safe(field.default, DETAIL_CAP), id=f"field-{field.name}", soft_wrap=True,
+                                   classes="dialog-area")
                 else:
-                    yield Input(field.default, placeholder=field.placeholder, id=f"field-{field.name}")
+                    yield Input(safe(field.default, DETAIL_CAP), placeholder=safe(field.placeholder, 200),
+                                id=f"field-{field.name}")
             with Horizontal(classes="dialog-buttons"):
                 yield Button(self.submit_label, variant="primary", id="submit")
                 yield Button("Cancel", id="cancel")

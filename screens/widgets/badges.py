@@ -6,13 +6,14 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from ..text import tone
+from ..text import safe, tone
 
 __all__ = ["BadgeBar", "PaneStrip"]
 
 
 class BadgeBar(Static):
-    """Title plus badges: judgments waiting, runs waiting on the user, refusals in the last minute."""
+    """Title plus badges: judgments waiting, runs waiting on the user, refusals in the last minute, and
+    captures that failed (OKF notes and run records, outbox turns), shown only while there are some."""
 
     judgments: reactive[int] = reactive(0)
     """Harvest judgments and insight reviews waiting for the operator."""
@@ -20,6 +21,8 @@ class BadgeBar(Static):
     """Runs waiting on their person."""
     refusals: reactive[int] = reactive(0)
     """Refusals the app met in the last minute."""
+    captures: reactive[int] = reactive(0)
+    """Captures that failed and have not succeeded since (``Workspace.capture_failures``)."""
     status: reactive[str] = reactive("opening the workspace…")
     """A short state word (opening / ready / the workspace error)."""
 
@@ -31,8 +34,12 @@ class BadgeBar(Static):
         text.append(f" ? {self.waiting} waiting on the user ", style="bold" if self.waiting else "dim")
         text.append(" ")
         text.append(f" ‼ {self.refusals} refusals/min ", style=tone("bad", bold=True) if self.refusals else "dim")
+        if self.captures:
+            text.append(" ")
+            failures = "capture failed" if self.captures == 1 else "captures failed"
+            text.append(f" ✗ {self.captures} {failures} ", style=tone("bad", bold=True))
         if self.status != "ready":
-            text.append(f"  {self.status}", style="dim")
+            text.append(f"  {safe(self.status, 200)}", style="dim")
         return text
 
 

@@ -6,6 +6,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from ..text import safe
+
 __all__ = ["CaptionBar"]
 
 
@@ -32,6 +34,6 @@ class CaptionBar(Static):
 
     def render(self) -> Text:
         text = Text(f"▶ {self.position}  " if not self.paused else f"⏸ {self.position}  ", style="bold")
-        text.append(self.caption)
+        text.append(safe(self.caption, 600))
         text.append("   (space pause · → next)", style="dim")
         return text

@@ -24,6 +24,8 @@ from textual.worker import Worker, WorkerState
 
 from services.changes import Change
 
+from ..text import notify_plain
+
 __all__ = ["Pane", "PaletteAction", "is_current", "DEBOUNCE"]
 
 DEBOUNCE = 0.03
@@ -144,7 +146,7 @@ class Pane(Vertical):
         if isinstance(result, Awaitable):
             result = await result
         if what:
-            self.app.notify(Text(what).plain, timeout=3)
+            notify_plain(self.app, what, timeout=3)
         self.request_reload()
         return result
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
+from textual.widgets import Select
+
+from services.wire import RefusalCode
 from tests.ui.conftest import ready, settle, type_text
 
 
@@ -25,8 +28,11 @@ async def test_k_revokes_with_a_code_and_u_restores(app) -> None:
         rev = ws.cloud.user("user:grace").grant.state["rev"]
         await pilot.press("k")
         await settle(pilot)
-        await type_text(pilot, "grant_removed")
-        await pilot.press("enter")
+        codes = app.screen.query_one("#field-code", Select)
+        assert [value for _, value in codes._options] == list(get_args(RefusalCode))  # the wire's codes, no others
+        assert codes.value == "grant_revoked"
+        codes.value = "grant_removed"
+        await pilot.press("ctrl+s")
         await settle(pilot)
         state = ws.cloud.user("user:grace").grant.state
         assert state["state"] == "revoked" and state["revoked_code"] == "grant_removed" and state["rev"] > rev

@@ -51,16 +51,18 @@ async def test_hostile_run_text_and_a_1_mib_line_render_verbatim_and_harmless(ap
 
 
 async def test_hostile_document_and_note_render_verbatim(app) -> None:
+    # the canvas refuses NUL outright and note capture skips a note holding one: the rest is hostile enough
+    stored, shown = HOSTILE.replace("\x00", ""), SHOWN.replace("␀", "")
     async with app.run_test(size=(120, 40)) as pilot:
         ws = await ready(pilot)
-        doc = await ws.canvas.write("notes/hostile", preview="When testing, read this because " + HOSTILE,
-                                    body="# Hostile\n\n" + HOSTILE + "\n\n" + BIG, owner="user:ada")
+        doc = await ws.canvas.write("notes/hostile", preview="When testing, read this because " + stored,
+                                    body="# Hostile\n\n" + stored + "\n\n" + BIG, owner="user:ada")
         await pilot.press("1")
         pane = app.main.pane("canvas")
         pane.select_key(doc.object.id)
         await settle(pilot)
         meta = str(app.main.query_one("#canvas-meta").render())
-        assert SHOWN in meta and no_controls(meta)
+        assert shown in meta and no_controls(meta)
         body = app.main.query_one("#canvas-body", Markdown)
         assert body.source is not None and no_controls(body.source) and "␛]0;PWNED␇" in body.source
         assert len(body.source) < 70_000
@@ -68,14 +70,14 @@ async def test_hostile_document_and_note_render_verbatim(app) -> None:
         source = (await ws.okf.sources())[0]
         before = {i.id for i in await ws.okf.queue()}
         (Path(source.home) / "notes" / "hostile.md").write_text(
-            "We decided to keep this because " + HOSTILE + "\n", encoding="utf-8")
+            "We decided to keep this because " + stored + "\n", encoding="utf-8")
         await ws.okf.capture_now(source.id)
         judgment = next(i for i in await ws.okf.queue() if i.id not in before)
         await pilot.press("5")
         app.main.pane("judgments").select_key(f"okf:{judgment.id}")
         await settle(pilot)
-        shown = str(app.main.query_one("#judgment-text").render())
-        assert SHOWN in shown and no_controls(shown)
+        text = str(app.main.query_one("#judgment-text").render())
+        assert shown in text and no_controls(text)
         assert no_controls(app.export_screenshot())
         await pilot.press("3")
         await settle(pilot)
