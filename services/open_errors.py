@@ -9,6 +9,7 @@ the file, says the cause in plain words and says what to do. No SQLAlchemy text 
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,8 +48,11 @@ def _chain(error: BaseException) -> Iterator[BaseException]:
 
 
 def _aside(path: Path) -> str:
-    return (f"Move the damaged file aside (for example: mv '{path}' '{path}.damaged') and open the workspace "
-            "again; a new, empty one is made in its place and nothing else in the folder is touched")
+    return f"Move the damaged file aside (for example: mv '{path}' '{path}.damaged') and open the workspace again"
+
+
+def _aside_db(path: Path) -> str:
+    return _aside(path) + "; a new, empty database is made in its place"
 
 
 def _sqlite(error: sqlite3.Error, path: Path) -> WorkspaceOpenError:
@@ -56,10 +60,10 @@ def _sqlite(error: sqlite3.Error, path: Path) -> WorkspaceOpenError:
     name = path.name
     if "not a database" in text:
         return WorkspaceOpenError(path, f"{name} is not an SQLite database (the file is damaged, or is some "
-                                        "other kind of file)", _aside(path))
+                                        "other kind of file)", _aside_db(path))
     if "malformed" in text or "corrupt" in text:
         return WorkspaceOpenError(path, f"{name} is damaged (SQLite finds its pages malformed)",
-                                  _aside(path) + f"; 'sqlite3 {name}.damaged .recover' may save what is left")
+                                  _aside_db(path) + f"; 'sqlite3 {name}.damaged .recover' may save what is left")
     if "unable to open" in text or "is a directory" in text:
         return WorkspaceOpenError(path, f"{name} cannot be opened as a database file (it is a folder, or its "
                                         "folder cannot be written)",
@@ -70,7 +74,7 @@ def _sqlite(error: sqlite3.Error, path: Path) -> WorkspaceOpenError:
     if "locked" in text or "busy" in text:
         return WorkspaceOpenError(path, f"{name} is held by another program",
                                   "Close the other workbench using this workspace, or open another --workspace")
-    return WorkspaceOpenError(path, f"SQLite cannot use {name}: {error}", _aside(path))
+    return WorkspaceOpenError(path, f"SQLite cannot use {name}: {error}", _aside_db(path))
 
 
 def _file_in_the_way(path: Path) -> Path:
@@ -82,6 +86,14 @@ def _file_in_the_way(path: Path) -> Path:
         except OSError:
             break
     return path
+
+
+def _named_path(text: str, folder: Path) -> Path | None:
+    """The longest path inside ``folder`` that ``text`` names, if any."""
+    root = str(folder.resolve()) if folder.exists() else str(folder)
+    found = [m.rstrip(".,;:)'\"") for m in re.findall(re.escape(root) + r"[^\s'\"]*", text)]
+    found += [m.rstrip(".,;:)'\"") for m in re.findall(re.escape(str(folder)) + r"[^\s'\"]*", text)]
+    return Path(max(found, key=len)) if found else None
 
 
 def open_error(error: BaseException, path: Path, folder: Path) -> WorkspaceOpenError:
@@ -103,15 +115,17 @@ def open_error(error: BaseException, path: Path, folder: Path) -> WorkspaceOpenE
             where = Path(cause.filename) if cause.filename else path
             return WorkspaceOpenError(where, f"{where.name} is a folder where a file belongs",
                                       "Move the folder aside, or open another --workspace folder")
-        if isinstance(cause, (json.JSONDecodeError, UnicodeDecodeError)):
-            return WorkspaceOpenError(path, f"{path.name} is not valid JSON text ({cause})", _aside(path))
         if isinstance(cause, OSError):
             where = Path(cause.filename) if cause.filename else path
             return WorkspaceOpenError(where, cause.strerror or str(cause),
                                       f"Check {where} and the disk it is on, or open another --workspace folder")
-    if isinstance(error, ServiceError):
-        where = Path(getattr(error, "path", None) or path)
-        return WorkspaceOpenError(where, str(error), "Move the damaged file aside or fix it, then open the "
-                                                     "workspace again")
+    service = next((c for c in _chain(error) if isinstance(c, ServiceError)), None)
+    if service is not None:  # the store's own words name the file; the path is read from them
+        where = Path(getattr(service, "path", None) or _named_path(str(service), folder) or path)
+        return WorkspaceOpenError(where, str(service), _aside(where) if where.is_file() else
+                                  "Fix or move aside what it names, then open the workspace again")
+    decode = next((c for c in _chain(error) if isinstance(c, (json.JSONDecodeError, UnicodeDecodeError))), None)
+    if decode is not None:
+        return WorkspaceOpenError(path, f"{path.name} is not valid JSON text ({decode})", _aside(path))
     return WorkspaceOpenError(path, f"{type(error).__name__}: {error}",
                               "Move the damaged file aside or fix it, then open the workspace again")

@@ -102,3 +102,19 @@ async def test_a_knowledge_folder_that_is_a_file_names_it(tmp_path) -> None:
         await Workspace.open(settings=settings(root))
     assert info.value.path == root / "knowledge" and "a file where a folder belongs" in info.value.cause
     assert (root / "knowledge").read_text() == "oops\n"
+
+
+async def test_a_corrupt_json_file_the_open_needs_is_named_with_the_way_out(tmp_path) -> None:
+    root = await made(tmp_path / "ws")
+    bindings = root / "knowledge" / "okf-bindings.json"
+    good = bindings.read_bytes()
+    bindings.write_text("{not json")
+    with pytest.raises(WorkspaceOpenError) as info:
+        await Workspace.open(settings=settings(root))
+    error = info.value
+    assert error.path == bindings and "not valid JSON" in error.cause
+    assert error.remedy.startswith("Move the damaged file aside") and str(bindings) in error.remedy
+    assert bindings.read_text() == "{not json"  # left as it was for the person to look at
+    bindings.write_bytes(good)
+    workspace = await Workspace.open(settings=settings(root))
+    await workspace.close()
