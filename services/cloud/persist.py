@@ -237,7 +237,13 @@ class CloudStore:
 
     async def load(self, cloud: "FakeCloud") -> bool:
         """Put the stored state into ``cloud`` and follow it from now on; True when state was stored."""
-        doc = await asyncio.to_thread(self.stored_state)
+        try:
+            doc = await asyncio.to_thread(self.stored_state)
+        except (SQLAlchemyError, ValueError, KeyError, TypeError) as exc:
+            raise CloudStateError(
+                f"{self.path} cannot be read as a cloud state ({type(exc).__name__}: {exc}); move it aside to "
+                "start afresh, or import an export with --import"
+            ) from None
         if doc is not None:
             import_state(cloud, doc)
         self.loaded = doc is not None

@@ -72,3 +72,14 @@ def test_malformed_import_file_is_refused_and_the_stored_state_is_untouched(tmp_
         after = workbench("serve", "--workspace", str(folder), "--export", str(tmp_path / "after.json"))
         assert after.returncode == 0
         assert (tmp_path / "after.json").read_text() == (tmp_path / "before.json").read_text()
+
+
+def test_an_unreadable_cloud_db_is_refused_plainly_and_left_as_it_was(tmp_path: Path) -> None:
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    (folder / "cloud.db").write_bytes(b"this is not a database" * 100)
+    refused = workbench("serve", "--workspace", str(folder), "--port", "0")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "cannot" in refused.stderr and "cloud.db" in refused.stderr
+    assert (folder / "cloud.db").read_bytes() == b"this is not a database" * 100
+    assert not (folder / "serve.json").exists()
