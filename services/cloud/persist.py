@@ -176,7 +176,10 @@ class CloudStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.engine = make_engine(self.path)
         except (OSError, SQLAlchemyError) as exc:
-            raise CloudStateError(f"cannot open the cloud state {self.path}: {exc}") from None
+            raise CloudStateError(
+                f"cannot open the cloud state {self.path}: {_reason(exc)}; move it aside to start afresh, "
+                "or import an export with --import"
+            ) from None
         self.cloud: "FakeCloud | None" = None
         self._lock = asyncio.Lock()
         self._asked = 0
@@ -241,8 +244,8 @@ class CloudStore:
             doc = await asyncio.to_thread(self.stored_state)
         except (SQLAlchemyError, ValueError, KeyError, TypeError) as exc:
             raise CloudStateError(
-                f"{self.path} cannot be read as a cloud state ({type(exc).__name__}: {exc}); move it aside to "
-                "start afresh, or import an export with --import"
+                f"cannot read the cloud state {self.path}: {_reason(exc)}; move it aside to start afresh, "
+                "or import an export with --import"
             ) from None
         if doc is not None:
             import_state(cloud, doc)
@@ -512,6 +515,12 @@ class CloudStore:
             await asyncio.gather(task, return_exceptions=True)
         self.cloud = None
         self.engine.dispose()
+
+
+def _reason(exc: BaseException) -> str:
+    """The driver's own words for a database error (without SQLAlchemy's statement and links)."""
+    orig = getattr(exc, "orig", None)
+    return str(orig if orig is not None else exc)
 
 
 def _fingerprint(user: "FakeUser") -> tuple[Any, ...]:
