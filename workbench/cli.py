@@ -35,10 +35,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=None, help="the port for --serve (0 picks a free one)")
     sub = parser.add_subparsers(dest="command")
     serve = sub.add_parser("serve", help="serve the workspace's cloud over HTTP for a real app (headless)")
-    serve.add_argument("--workspace", type=Path, default=None, dest="sub_workspace",
+    serve.add_argument("--workspace", type=Path, default=None, dest="sub_workspace", metavar="DIR",
                        help="the workspace folder (default ./.workbench)")
     serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=None, dest="sub_port",
+    serve.add_argument("--port", type=int, default=None, dest="sub_port", metavar="PORT",
                        help="the port (default 8790; 0 picks a free one)")
     serve.add_argument("--allow-remote", action="store_true",
                        help="allow a host other than loopback (anyone who reaches it can use the cloud)")
@@ -51,10 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--import", type=Path, default=None, metavar="FILE", dest="import_file",
                        help="replace the workspace's cloud state with FILE, then serve")
     connect = sub.add_parser("connect", help="connect a person and print the connection an app stores, as JSON")
-    connect.add_argument("--workspace", type=Path, default=None, dest="sub_workspace",
+    connect.add_argument("--workspace", type=Path, default=None, dest="sub_workspace", metavar="DIR",
                          help="the workspace folder (default ./.workbench)")
     connect.add_argument("user", help="the person's id, e.g. user:ada")
-    connect.add_argument("--scope", action="extend", nargs="+", default=None, dest="scopes",
+    connect.add_argument("--scope", action="extend", nargs="+", default=None, dest="scopes", metavar="S",
                          help="a scope to grant (repeat or list several; default crtr:llm crtr:act)")
     demo = sub.add_parser("demo", help="play the narrated walkthrough over the real services")
     demo.add_argument("--speed", type=float, default=1.0, help="speed factor for auto-advance (2 = twice as fast)")
