@@ -112,6 +112,10 @@ class WorkbenchApp(App[None]):
 
         self._unsubscribe = workspace.feed.subscribe(on_change)
         self.main.post_message(WorkspaceOpened(workspace))
+        server = getattr(workspace, "server", None)
+        if server is not None:  # workbench --serve: where apps reach this workspace's cloud
+            self.notify(f"serving {server.url} (control token in serve.json)", title="Served", markup=False,
+                        timeout=10)
 
     def _queue_change(self, change: Change) -> None:
         self.changes_seen += 1

@@ -20,6 +20,8 @@ async def test_an_app_over_http_receives_the_reply_typed_with_r_and_is_refused_a
         ws = await ready(pilot)
         info = (tmp_path / "ws" / "serve.json").read_text()
         assert ws.server.url in info
+        toasts = [str(n.message) for n in app._notifications]
+        assert f"serving {ws.server.url} (control token in serve.json)" in toasts
         async with RemoteCloud(ws.server.url, ws.server.token) as remote:
             store = MemoryConnectionStore()
             await remote.connect(store, "user:app", scopes=["crtr:llm", "crtr:act"])
