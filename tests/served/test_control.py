@@ -48,7 +48,9 @@ async def test_scripted_failures_gates_and_refusals_reach_an_sdk_client_over_htt
             await client.runs.get(run.id)
         gate = await remote.gate("run.get")
         held = asyncio.ensure_future(client.runs.get(run.id))
-        while cloud.user("user:o1").holding == 0 and not cloud._failures.gates[0].held:
+        for _ in range(500):  # bounded: until the served request is held at the gate
+            if cloud._failures.gates[0].held:
+                break
             await asyncio.sleep(0.01)
         assert await gate.release() == 1
         assert (await held).id == run.id
@@ -105,7 +107,11 @@ async def test_the_change_stream_publishes_what_the_cloud_changes(served) -> Non
     async with RemoteCloud(server.url, server.token) as remote:
         changes = remote.changes()
         first = asyncio.ensure_future(changes.__anext__())
-        await asyncio.sleep(0.2)
+        subscribers = len(cloud.changes._subscribers)
+        for _ in range(500):  # bounded: until the served change stream has subscribed
+            if len(cloud.changes._subscribers) > subscribers:
+                break
+            await asyncio.sleep(0.01)
         await remote.connection("user:o1")
         change = await asyncio.wait_for(first, 10)
         assert (change.source, change.kind, change.id) == ("cloud", "grant.changed", "user:o1")
