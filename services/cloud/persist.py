@@ -26,21 +26,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine, Table, create_engine, delete, event, select
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import delete, select
 from sqlalchemy.dialects.sqlite import insert
-from sqlmodel import Field, SQLModel
+from sqlalchemy.exc import SQLAlchemyError
 
 from ..changes import Change
 from ..files import read_json
 from .state import (
-    CloudStateError,
     FORMAT,
     VERSION,
+    CloudStateError,
     export_state,
     import_state,
     key_record,
@@ -49,6 +47,17 @@ from .state import (
     run_log,
     run_record,
     user_record,
+)
+from .tables import (
+    EVENTS,
+    EXPORTED_META,
+    KEYS,
+    META,
+    REFRESH,
+    RUNS,
+    USERS,
+    make_engine,
+    private_file,
 )
 
 if TYPE_CHECKING:
@@ -61,93 +70,6 @@ __all__ = ["CloudStore", "open_durable_cloud", "CLOUD_DB"]
 CLOUD_DB = "cloud.db"
 AUTOFLUSH_S = 0.1
 """How soon a change no client was sent is committed anyway."""
-
-
-class CloudMetaRow(SQLModel, table=True):
-    """One setting of the stored cloud (signing key, token serial, client key, served URL)."""
-
-    __tablename__ = "cloud_meta"
-    key: str = Field(primary_key=True)
-    value: str
-
-
-class CloudUserRow(SQLModel, table=True):
-    """One person (``state.user_record`` as JSON)."""
-
-    __tablename__ = "cloud_user"
-    id: str = Field(primary_key=True)
-    data: str
-
-
-class CloudRunRow(SQLModel, table=True):
-    """One run without its events; ``gen`` tells apart runs started again under a deleted id."""
-
-    __tablename__ = "cloud_run"
-    run_id: str = Field(primary_key=True)
-    gen: int = Field(primary_key=True)
-    ordinal: int
-    data: str
-
-
-class CloudEventRow(SQLModel, table=True):
-    """One run event, as the stream sends it."""
-
-    __tablename__ = "cloud_event"
-    run_id: str = Field(primary_key=True)
-    gen: int = Field(primary_key=True)
-    seq: int = Field(primary_key=True)
-    data: str
-
-
-class CloudKeyRow(SQLModel, table=True):
-    """One idempotency key and the answer it replays."""
-
-    __tablename__ = "cloud_idempotency"
-    user_id: str = Field(primary_key=True)
-    key: str = Field(primary_key=True)
-    data: str
-
-
-class CloudRefreshRow(SQLModel, table=True):
-    """One refresh token the directory issued, and its person."""
-
-    __tablename__ = "cloud_refresh_token"
-    token: str = Field(primary_key=True)
-    user_id: str
-
-
-_TABLES = [CloudMetaRow, CloudUserRow, CloudRunRow, CloudEventRow, CloudKeyRow, CloudRefreshRow]
-META: Table = CloudMetaRow.__table__  # type: ignore[attr-defined]
-USERS: Table = CloudUserRow.__table__  # type: ignore[attr-defined]
-RUNS: Table = CloudRunRow.__table__  # type: ignore[attr-defined]
-EVENTS: Table = CloudEventRow.__table__  # type: ignore[attr-defined]
-KEYS: Table = CloudKeyRow.__table__  # type: ignore[attr-defined]
-REFRESH: Table = CloudRefreshRow.__table__  # type: ignore[attr-defined]
-_EXPORTED_META = ("client_id", "signing_key", "token_serial", "client_jwk")
-
-
-def private_file(path: Path) -> Path:
-    """Create ``path`` owner-only (0600) when it does not exist yet, for a database holding secrets
-    (SQLite gives its -wal and -shm files the same mode); returns it."""
-    if not path.exists():
-        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-    return path
-
-
-def make_engine(path: Path) -> Engine:
-    """An engine on ``path`` with WAL, ``synchronous=NORMAL`` and a busy timeout, per connection."""
-    private_file(path)  # it holds the signing key
-    engine = create_engine(f"sqlite:///{path}", connect_args={"check_same_thread": False, "timeout": 30})
-
-    @event.listens_for(engine, "connect")
-    def _pragmas(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
-        cursor = dbapi_conn.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.close()
-
-    SQLModel.metadata.create_all(engine, tables=[META, USERS, RUNS, EVENTS, KEYS, REFRESH])
-    return engine
 
 
 def _dump(value: Any) -> str:
@@ -225,7 +147,7 @@ class CloudStore:
         return {
             "format": FORMAT,
             "version": VERSION,
-            "meta": {k: meta[k] for k in _EXPORTED_META if k in meta},
+            "meta": {k: meta[k] for k in EXPORTED_META if k in meta},
             "users": users,
             "runs": runs,
             "idempotency": keys,
@@ -465,9 +387,9 @@ class CloudStore:
             for table in (USERS, RUNS, EVENTS, KEYS, REFRESH):
                 conn.execute(delete(table))
             meta = META
-            conn.execute(delete(meta).where(meta.c.key.in_(_EXPORTED_META)))
+            conn.execute(delete(meta).where(meta.c.key.in_(EXPORTED_META)))
             conn.execute(insert(meta), [{"key": k, "value": _dump(v)} for k, v in doc["meta"].items()
-                                        if k in _EXPORTED_META])
+                                        if k in EXPORTED_META])
             if doc["users"]:
                 conn.execute(insert(USERS),
                              [{"id": u["id"], "data": _dump(u)} for u in doc["users"]])
