@@ -161,3 +161,26 @@ async def test_reset_and_state_import_through_the_control_api_are_kept_on_disk(t
     await other.load(reopened)
     assert export_state(reopened) == snapshot
     await other.close()
+
+
+async def test_a_client_that_goes_away_mid_stream_is_dropped_from_the_run(served) -> None:
+    cloud, server = served
+    async with RemoteCloud(server.url, server.token) as remote:
+        oauth, client = await _client(remote, server.url, "user:o1")
+        run = await client.runs.start(prompt="watch then leave")
+        stream = client.runs.events(run.id, after=0)
+        fake = cloud.runs.get(run.id)
+        fake.reply("one")
+        async for event in stream:
+            if event.type == "node.turn.completed":
+                break
+        assert len(fake.streams) == 1  # served, still open
+        await stream.aclose()  # the client hangs up without a closing frame
+        for _ in range(500):  # bounded: until the server noticed the disconnect
+            if not fake.streams:
+                break
+            await asyncio.sleep(0.01)
+        assert fake.streams == []
+        fake.reply("nobody is streaming now")  # appending still works; nothing is written to the dead socket
+        assert (await client.runs.get(run.id)).status == "idle"
+        await oauth.aclose()
