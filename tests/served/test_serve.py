@@ -134,3 +134,11 @@ async def test_sigint_with_streams_open_stops_cleanly_and_removes_serve_json(ser
     served.proc.popen.send_signal(signal.SIGINT)
     assert served.proc.popen.wait(15) == 0  # open streams were ended, not waited for
     assert not (tmp_path / "ws" / "serve.json").exists()
+
+
+def test_a_port_already_in_use_is_refused_plainly(serve, tmp_path: Path) -> None:
+    served = serve(tmp_path / "first")
+    refused = workbench("serve", "--workspace", str(tmp_path / "second"), "--port", str(served.port))
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert f"cannot listen on 127.0.0.1 port {served.port}" in refused.stderr
+    assert not (tmp_path / "second" / "serve.json").exists()
