@@ -3,7 +3,9 @@
 ``await Workspace.open(path)`` creates the folder if needed and starts:
 
 - ``.cloud``: the embedded fake cloud (in memory: it starts afresh each time, with the sample
-  world's people, providers and runs, whose fixed ids replay into the same canvas nodes);
+  world's people, providers and runs, whose fixed ids replay into the same canvas nodes); with
+  ``Settings.serve_port`` it is kept in ``cloud.db`` instead (seeded once) and served on that
+  loopback port by ``.server`` (``workbench --serve``) until ``close()``;
 - ``.desk``: operator and app actions on runs and grants (the app's side goes through the SDK);
 - ``.canvas``: the object graph in ``canvas.db``, followed from the cloud's runs by ``.follower``;
 - ``.outbox``: the memory outbox under ``memory/`` (completed turns are captured into it);
