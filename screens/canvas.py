@@ -190,7 +190,7 @@ class CanvasPane(Pane):
         d = self.detail
         o = d.object
         meta = Text()
-        meta.append(safe(o.full_name, 200), style="bold")
+        meta.append(safe(o.label, 200), style="bold")
         facts = [safe(o.type, 40), safe(o.kind, 40), safe(o.privacy, 40), safe(o.status, 40),
                  f"updated {iso(o.updated_at)[:19]}"]
         meta.append("\n" + " · ".join(f for f in facts if f) + "\n")
@@ -276,10 +276,10 @@ class CanvasPane(Pane):
         if self.canvas is None or not query.strip():
             return []
         page = await self.canvas.list_objects(name_filter=query.strip(), limit=20)
-        items = [(f"object {o.full_name} ({o.type}) · {o.id}", o.id) for o in page.items]
+        items = [(f"object {o.label} ({o.type}) · {o.id}", o.id) for o in page.items]
         try:
             found = await self.canvas.get(query.strip())
-            items.insert(0, (f"object {found.full_name} ({found.type}) · {found.id}", found.id))
+            items.insert(0, (f"object {found.label} ({found.type}) · {found.id}", found.id))
         except ServiceError:  # not an id or full name: the name matches above are the answer
             pass
         return items

@@ -114,7 +114,7 @@ def _entries(hood: Any, direction: str, neighbours: list[Neighbour]) -> list[_En
         group = groups.get(kind, ())
         rows.append(_Entry("heading", kind, -1, _clean(kind)))
         for edge in group:
-            rows.append(_Entry("edge", kind, len(neighbours), _clean(edge.other.full_name or edge.other.name)))
+            rows.append(_Entry("edge", kind, len(neighbours), _clean(edge.other.label)))
             neighbours.append((direction, kind, edge))
         hidden = hood.counts.get(f"{direction}:{kind}", 0) - len(group)
         if hidden > 0:
@@ -149,7 +149,7 @@ def layout(hood: Any, width: int) -> tuple[Grid, list[Neighbour], list[Place]]:
 def _stacked(hood: Any, width: int, sides: dict[str, list[_Entry]], places: list[Place]) -> Grid:
     rows = [(d, entry) for d in ("in", "out") for entry in sides[d]]
     grid = Grid(width, 2 + max(1, len(rows)))
-    grid.put(0, 0, "● " + _clean(hood.object.full_name or hood.object.name), "graph--centre")
+    grid.put(0, 0, "● " + _clean(hood.object.label), "graph--centre")
     grid.put(1, 2, _clean(hood.object.type), "graph--label")
     if not rows:
         grid.put(2, 2, "no edges", "graph--label")

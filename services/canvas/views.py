@@ -41,6 +41,14 @@ class ObjectSummary:
     created_at: float
     updated_at: float
 
+    @property
+    def label(self) -> str:
+        """The name a person reads: a document's full name, any other object's own name (its id
+        when it has none). ``full_name`` is the one that resolves back; this one is for display."""
+        if self.type == "document":
+            return self.full_name
+        return self.name or self.full_name
+
 
 @dataclass(frozen=True, slots=True)
 class ObjectPage:
