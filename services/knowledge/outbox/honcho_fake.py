@@ -9,6 +9,12 @@ answer 201. A message keeps the ``created_at`` it was sent with (ISO 8601; 422 w
 one), else the time it arrived. Search, chat and representation are deterministic word matches,
 and chat says it is a fake.
 
+Like real Honcho, the NUL character is stripped from message and conclusion content (PostgreSQL
+text cannot hold it); everything else is kept as sent. With ``state_path`` the service keeps its
+state in that JSON file: loaded when it starts, written atomically after every change and before
+the answer goes out, so a served fake killed at any moment comes back with every message it
+acknowledged (and perhaps one batch it stored but never acknowledged, as a real server may).
+
 Faults for tests: ``go_down()`` (every call raises ``httpx.ConnectError``), ``fail_next(status,
 times, retry_after=...)`` (the next calls answer that status, with a ``Retry-After`` header when
 given), ``delete_session(id)`` (as if deleted on the server), ``come_up()``; ``calls`` records
@@ -17,21 +23,24 @@ every request.
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
 import httpx
 
+from ...files import atomic_write_json
+
 __all__ = ["FakeHonchoService", "FakeHonchoTransport"]
 
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
+_READS = re.compile(r"/(search|chat|representation|list)$")
 MAX_CONTENT = 25_000
 
 
@@ -43,7 +52,7 @@ class _HttpError(Exception):
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 def _invalid(loc: list[Any], msg: str) -> _HttpError:
@@ -62,15 +71,19 @@ class _Workspace:
 class FakeHonchoService:
     """The fake memory service's state, its route table and its fault switches."""
 
-    def __init__(self) -> None:
+    def __init__(self, state_path: Path | str | None = None) -> None:
         self.workspaces: dict[str, _Workspace] = {}
         """Everything stored, per workspace id."""
         self.calls: list[tuple[str, str]] = []
         """Every request seen, as ``(method, path)``."""
         self._down = False
         self._failures: list[tuple[int, str | None]] = []
-        self._ids = itertools.count(1)
+        self._next_id = 1
         self._lock = threading.Lock()
+        self.state_path = Path(state_path) if state_path is not None else None
+        """The JSON file the state is kept in, or None (memory only)."""
+        if self.state_path is not None and self.state_path.exists():
+            self._load(self.state_path)
         self._routes: list[tuple[str, re.Pattern[str], Callable[..., tuple[int, Any]]]] = [
             ("POST", re.compile(r"^/v3/workspaces$"), self._workspace),
             ("POST", re.compile(r"^/v3/workspaces/([^/]+)/peers$"), self._peer),
@@ -83,12 +96,31 @@ class FakeHonchoService:
             ("POST", re.compile(r"^/v3/workspaces/([^/]+)/sessions/([^/]+)/messages/list$"), self._list_messages),
             ("POST", re.compile(r"^/v3/workspaces/([^/]+)/sessions/([^/]+)/clone$"), self._clone),
             ("POST", re.compile(r"^/v3/workspaces/([^/]+)/conclusions$"), self._conclusions),
+            ("POST", re.compile(r"^/v3/workspaces/([^/]+)/conclusions/list$"), self._list_conclusions),
         ]
+
+    # -- state on disk -------------------------------------------------------------------
+
+    def _new_id(self) -> int:
+        value = self._next_id
+        self._next_id += 1
+        return value
+
+    def _load(self, path: Path) -> None:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        self._next_id = int(data.get("next_id", 1))
+        self.workspaces = {wid: _Workspace(**ws) for wid, ws in (data.get("workspaces") or {}).items()}
+
+    def _save(self) -> None:
+        if self.state_path is None:
+            return
+        atomic_write_json(self.state_path, {"next_id": self._next_id,
+                                            "workspaces": {k: asdict(v) for k, v in self.workspaces.items()}})
 
     # -- fault switches ------------------------------------------------------------------
 
     @property
-    def transport(self) -> "FakeHonchoTransport":
+    def transport(self) -> FakeHonchoTransport:
         """A new httpx transport answering from this service."""
         return FakeHonchoTransport(self)
 
@@ -116,6 +148,8 @@ class FakeHonchoService:
             ws.sessions.pop(session_id, None)
             ws.messages.pop(session_id, None)
             ws.session_peers.pop(session_id, None)
+            with self._lock:
+                self._save()
 
     # -- inspection helpers for tests and demos -------------------------------------------
 
@@ -153,6 +187,8 @@ class FakeHonchoService:
                     with self._lock:
                         status, answer = handler(*[unquote(g) for g in match.groups()], body=body,
                                                  params=request.url.params)
+                        if status in (200, 201) and not _READS.search(path):
+                            self._save()
                 except _HttpError as exc:
                     return httpx.Response(exc.status, json={"detail": exc.detail})
                 return httpx.Response(status, json=answer)
@@ -239,10 +275,11 @@ class FakeHonchoService:
         created = []
         for item in items:
             self._ensure_peer(ws, workspace_id, item["peer_id"])
-            message = {"id": f"msg_{next(self._ids):08d}", "content": item["content"], "peer_id": item["peer_id"],
+            content = item["content"].replace("\x00", "")
+            message = {"id": f"msg_{self._new_id():08d}", "content": content, "peer_id": item["peer_id"],
                        "session_id": session_id, "metadata": item.get("metadata") or {},
                        "created_at": _datetime(item.get("created_at")) or _now(), "workspace_id": workspace_id,
-                       "token_count": len(item["content"].split())}
+                       "token_count": len(content.split())}
             ws.messages[session_id].append(message)
             created.append(message)
         return 201, created
@@ -251,11 +288,12 @@ class FakeHonchoService:
         ws = self._ws(workspace_id)
         self._session_of(ws, session_id)
         filters = (body or {}).get("filters") or {}
-        wanted = [m for m in ws.messages[session_id] if _matches(m, filters)]
-        page, size = int(params.get("page", 1)), int(params.get("size", 50))
-        pages = max(1, -(-len(wanted) // size))
-        chunk = wanted[(page - 1) * size: page * size]
-        return 200, {"items": chunk, "total": len(wanted), "page": page, "size": size, "pages": pages}
+        return 200, _page([m for m in ws.messages[session_id] if _matches(m, filters)], params)
+
+    def _list_conclusions(self, workspace_id: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        ws = self._ws(workspace_id)
+        filters = (body or {}).get("filters") or {}
+        return 200, _page([c for c in ws.conclusions if _matches(c, filters)], params)
 
     def _clone(self, workspace_id: str, session_id: str, *, body: Any, params: Any) -> tuple[int, Any]:
         ws = self._ws(workspace_id)
@@ -267,10 +305,10 @@ class FakeHonchoService:
             if not positions:
                 raise _HttpError(404, f"Message {cutoff} not found in session {session_id}")
             messages = messages[: positions[0] + 1]
-        new_id = f"clone_{next(self._ids):08d}"
+        new_id = f"clone_{self._new_id():08d}"
         ws.sessions[new_id] = {**original, "id": new_id, "created_at": _now()}
         ws.session_peers[new_id] = {k: dict(v) for k, v in ws.session_peers[session_id].items()}
-        ws.messages[new_id] = [{**m, "id": f"msg_{next(self._ids):08d}", "session_id": new_id} for m in messages]
+        ws.messages[new_id] = [{**m, "id": f"msg_{self._new_id():08d}", "session_id": new_id} for m in messages]
         return 201, ws.sessions[new_id]
 
     def _peer_messages(self, ws: _Workspace, peer_id: str, session_id: str | None = None) -> list[dict[str, Any]]:
@@ -318,7 +356,7 @@ class FakeHonchoService:
             for key in ("observer_id", "observed_id"):
                 if not isinstance(item.get(key), str):
                     raise _invalid(["conclusions", index, key], "Field required")
-            conclusion = {"id": f"con_{next(self._ids):08d}", "content": content,
+            conclusion = {"id": f"con_{self._new_id():08d}", "content": content.replace("\x00", ""),
                           "observer_id": item["observer_id"], "observed_id": item["observed_id"],
                           "session_id": item.get("session_id"), "level": "explicit", "created_at": _now()}
             ws.conclusions.append(conclusion)
@@ -346,8 +384,25 @@ def _datetime(value: Any) -> str | None:
     except ValueError:
         return None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).isoformat()
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat()
+
+
+def _page(items: list[dict[str, Any]], params: Any) -> dict[str, Any]:
+    """One page of ``items`` as Honcho answers a list (``page``, ``size``, ``reverse`` in the query)."""
+    if str(params.get("reverse", "")).lower() == "true":
+        items = items[::-1]
+    try:
+        page, size = int(params.get("page", 1)), int(params.get("size", 50))
+    except ValueError:
+        raise _HttpError(422, [{"type": "int_parsing", "loc": ["query", "page"],
+                                "msg": "Input should be a valid integer", "input": None}]) from None
+    if page < 1 or not 1 <= size <= 100:
+        raise _HttpError(422, [{"type": "value_error", "loc": ["query", "size"],
+                                "msg": "page must be at least 1 and size 1..100", "input": None}])
+    pages = max(1, -(-len(items) // size))
+    chunk = items[(page - 1) * size: page * size]
+    return {"items": chunk, "total": len(items), "page": page, "size": size, "pages": pages}
 
 
 def _require_id(body: Any) -> str:

@@ -1,0 +1,184 @@
+"""The Honcho-compatible fake served over real HTTP: an ASGI app, a server, and a command.
+
+``HonchoApp(service, prefix="/honcho")`` answers every request under ``prefix`` from a
+``FakeHonchoService`` (the very same route table the in-process transport reaches), so the
+official SDKs and ``HonchoClient`` talk to it at ``http://HOST:PORT/honcho``. A request outside
+the prefix goes to ``fallback`` when one is given (the workspace's cloud on ``workbench serve``),
+else it is 404. ``go_down()`` on the service makes the app drop each connection, as a dead host.
+
+``HonchoServer(service, host, port)`` runs it on its own port under uvicorn (``port=0`` picks a
+free one); ``python -m services.knowledge.outbox.honcho_serve --port N --state FILE`` does the same
+in a process of its own, with the state kept in ``FILE`` (see ``FakeHonchoService``), and prints
+``serving URL`` once it accepts connections.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+from ...cloud.asgi import ASGIApp, Receive, Scope, ScriptedUnreachable, Send, read_body
+from ...serve import ServeError, bind_socket, origin_url
+from .honcho_fake import FakeHonchoService
+
+__all__ = ["HONCHO_PREFIX", "HonchoApp", "HonchoServer", "main"]
+
+HONCHO_PREFIX = "/honcho"
+"""Where the fake Honcho lives on the origin ``workbench serve`` answers on."""
+
+_HOP_HEADERS = frozenset({b"transfer-encoding", b"connection", b"keep-alive", b"content-length"})
+
+
+class HonchoApp:
+    """An ASGI app answering Honcho's routes under ``prefix`` from one ``FakeHonchoService``."""
+
+    def __init__(self, service: FakeHonchoService, *, prefix: str = "", fallback: ASGIApp | None = None) -> None:
+        self.service = service
+        self.prefix = prefix.rstrip("/")
+        self.fallback = fallback
+
+    def owns(self, path: str) -> bool:
+        """True when ``path`` is under this app's prefix."""
+        return not self.prefix or path == self.prefix or path.startswith(self.prefix + "/")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            if self.fallback is not None:
+                await self.fallback(scope, receive, send)
+            else:
+                await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        path = scope.get("path", "/")
+        if not self.owns(path):
+            if self.fallback is not None:
+                await self.fallback(scope, receive, send)
+            else:
+                await _answer(send, 404, b'{"detail":"Not Found"}')
+            return
+        body = await read_body(receive)
+        query = scope.get("query_string", b"").decode("latin-1")
+        target = "http://honcho.fake" + (path[len(self.prefix):] or "/") + ("?" + query if query else "")
+        request = httpx.Request(scope["method"], target, content=body,
+                                headers=[(k, v) for k, v in scope.get("headers", []) if k.lower() != b"host"])
+        try:
+            response = await asyncio.to_thread(self.service.handle, request)
+        except httpx.TransportError:
+            await send({"type": "http.response.start", "status": 502, "headers": [(b"content-length", b"1")]})
+            raise ScriptedUnreachable("scripted: the memory service is unreachable") from None
+        headers = [(k, v) for k, v in response.headers.raw if k.lower() not in _HOP_HEADERS]
+        await _answer(send, response.status_code, response.content, headers)
+
+
+async def _answer(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    head = [h for h in (headers or [(b"content-type", b"application/json")])]
+    head.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": head})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+class HonchoServer:
+    """A ``FakeHonchoService`` served by uvicorn on its own socket."""
+
+    def __init__(self, service: FakeHonchoService, host: str = "127.0.0.1", port: int = 0, *,
+                 prefix: str = "", log_level: str = "warning") -> None:
+        import uvicorn
+
+        self.service = service
+        self.sock = bind_socket(host, port)
+        self.prefix = prefix.rstrip("/")
+        self.url = origin_url(*self.sock.getsockname()[:2]) + self.prefix
+        """The base URL a Honcho client is given."""
+        self.app = HonchoApp(service, prefix=self.prefix)
+
+        class _Server(uvicorn.Server):
+            @contextlib.contextmanager
+            def capture_signals(self) -> Iterator[None]:  # the caller owns the signals
+                yield
+
+        config = uvicorn.Config(self.app, lifespan="off", log_level=log_level, access_log=False, ws="none",
+                                timeout_graceful_shutdown=2)
+        self._server = _Server(config)
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self.sock.getsockname()[1])
+
+    async def start(self) -> None:
+        """Serve, and return once connections are accepted."""
+        self._task = asyncio.ensure_future(self._server.serve(sockets=[self.sock]))
+        while not self._server.started:
+            if self._task.done():
+                self._task.result()
+                raise ServeError("the memory server stopped while starting")
+            await asyncio.sleep(0.01)
+
+    def request_stop(self) -> None:
+        self._server.should_exit = True
+
+    async def wait(self) -> None:
+        if self._task is not None:
+            await asyncio.shield(self._task)
+
+    async def stop(self) -> None:
+        """Stop serving and close the socket."""
+        self.request_stop()
+        try:
+            if self._task is not None:
+                await self._task
+        finally:
+            self.sock.close()
+
+
+async def _serve(host: str, port: int, state: Path | None, prefix: str) -> None:
+    server = HonchoServer(FakeHonchoService(state), host, port, prefix=prefix)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, server.request_stop)
+    await server.start()
+    print(f"serving {server.url}", flush=True)
+    try:
+        await server.wait()
+    finally:
+        await server.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve the fake Honcho on its own port until SIGTERM or SIGINT."""
+    parser = argparse.ArgumentParser(prog="python -m services.knowledge.outbox.honcho_serve",
+                                     description="Serve the Honcho-compatible fake over HTTP.")
+    parser.add_argument("--host", default="127.0.0.1", metavar="HOST")
+    parser.add_argument("--port", type=int, default=0, metavar="PORT")
+    parser.add_argument("--state", type=Path, default=None, metavar="FILE",
+                        help="keep the state in this JSON file (kept across restarts)")
+    parser.add_argument("--prefix", default="", metavar="PATH")
+    args = parser.parse_args(argv)
+    try:
+        asyncio.run(_serve(args.host, args.port, args.state, args.prefix))
+    except ServeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
