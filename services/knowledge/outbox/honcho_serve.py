@@ -9,7 +9,9 @@ else it is 404. ``go_down()`` on the service makes the app drop each connection,
 ``HonchoServer(service, host, port)`` runs it on its own port under uvicorn (``port=0`` picks a
 free one); ``python -m services.knowledge.outbox.honcho_serve --port N --state FILE`` does the same
 in a process of its own, with the state kept in ``FILE`` (see ``FakeHonchoService``), and prints
-``serving URL`` once it accepts connections.
+``serving URL`` once it accepts connections. ``--die-after-batches N`` is a fault for tests: the
+process kills itself with SIGKILL right after it has stored (and saved) its Nth message batch and
+before it answers, as a server that crashes between committing and replying.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 from collections.abc import Iterator
@@ -39,10 +42,14 @@ _HOP_HEADERS = frozenset({b"transfer-encoding", b"connection", b"keep-alive", b"
 class HonchoApp:
     """An ASGI app answering Honcho's routes under ``prefix`` from one ``FakeHonchoService``."""
 
-    def __init__(self, service: FakeHonchoService, *, prefix: str = "", fallback: ASGIApp | None = None) -> None:
+    def __init__(self, service: FakeHonchoService, *, prefix: str = "", fallback: ASGIApp | None = None,
+                 die_after_batches: int | None = None) -> None:
         self.service = service
         self.prefix = prefix.rstrip("/")
         self.fallback = fallback
+        self.die_after_batches = die_after_batches
+        """Kill this process (SIGKILL) after storing this many message batches, before answering."""
+        self.batches = 0
 
     def owns(self, path: str) -> bool:
         """True when ``path`` is under this app's prefix."""
@@ -74,6 +81,10 @@ class HonchoApp:
         except httpx.TransportError:
             await send({"type": "http.response.start", "status": 502, "headers": [(b"content-length", b"1")]})
             raise ScriptedUnreachable("scripted: the memory service is unreachable") from None
+        if response.status_code == 201 and scope["method"] == "POST" and path.endswith("/messages"):
+            self.batches += 1
+            if self.die_after_batches is not None and self.batches >= self.die_after_batches:
+                os.kill(os.getpid(), signal.SIGKILL)
         headers = [(k, v) for k, v in response.headers.raw if k.lower() not in _HOP_HEADERS]
         await _answer(send, response.status_code, response.content, headers)
 
@@ -99,7 +110,7 @@ class HonchoServer:
     """A ``FakeHonchoService`` served by uvicorn on its own socket."""
 
     def __init__(self, service: FakeHonchoService, host: str = "127.0.0.1", port: int = 0, *,
-                 prefix: str = "", log_level: str = "warning") -> None:
+                 prefix: str = "", log_level: str = "warning", die_after_batches: int | None = None) -> None:
         import uvicorn
 
         self.service = service
@@ -107,7 +118,7 @@ class HonchoServer:
         self.prefix = prefix.rstrip("/")
         self.url = origin_url(*self.sock.getsockname()[:2]) + self.prefix
         """The base URL a Honcho client is given."""
-        self.app = HonchoApp(service, prefix=self.prefix)
+        self.app = HonchoApp(service, prefix=self.prefix, die_after_batches=die_after_batches)
 
         class _Server(uvicorn.Server):
             @contextlib.contextmanager
@@ -149,8 +160,8 @@ class HonchoServer:
             self.sock.close()
 
 
-async def _serve(host: str, port: int, state: Path | None, prefix: str) -> None:
-    server = HonchoServer(FakeHonchoService(state), host, port, prefix=prefix)
+async def _serve(host: str, port: int, state: Path | None, prefix: str, die_after: int | None) -> None:
+    server = HonchoServer(FakeHonchoService(state), host, port, prefix=prefix, die_after_batches=die_after)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, server.request_stop)
@@ -171,9 +182,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state", type=Path, default=None, metavar="FILE",
                         help="keep the state in this JSON file (kept across restarts)")
     parser.add_argument("--prefix", default="", metavar="PATH")
+    parser.add_argument("--die-after-batches", type=int, default=None, metavar="N", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     try:
-        asyncio.run(_serve(args.host, args.port, args.state, args.prefix))
+        asyncio.run(_serve(args.host, args.port, args.state, args.prefix, args.die_after_batches))
     except ServeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
