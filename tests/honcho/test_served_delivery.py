@@ -5,7 +5,6 @@ the server exactly once."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import socket

@@ -469,11 +469,11 @@ def _record_problem(value: Any) -> str | None:
         if value.get("op") != "delivered" or not isinstance(value.get("batchIds"), list):
             return "unknown mark"
         return None
-    for key, kind in (("batchId", str), ("conversationId", str), ("owner", str), ("messages", list)):
+    for key, kind in (("batchId", str), ("owner", str), ("messages", list)):
         if not isinstance(value.get(key), kind):
             return f"field {key!r} missing or not a {kind.__name__}"
-    try:
-        check_conversation_id(value["conversationId"])
+    try:  # the JavaScript package writes a number here, this side a string: both are read
+        value["conversationId"] = check_conversation_id(value.get("conversationId"))
     except OutboxError as exc:
         return str(exc)
     created = value.get("createdAt")
@@ -490,8 +490,10 @@ def _record_problem(value: Any) -> str | None:
 def _ledger_problem(value: Any) -> str | None:
     if not isinstance(value, dict):
         return "not a JSON object"
-    if not isinstance(value.get("conversationId"), str):
-        return "field 'conversationId' missing"
+    try:  # a number in the JavaScript package's ledgers, a string in ours
+        value["conversationId"] = check_conversation_id(value.get("conversationId"))
+    except OutboxError:
+        return "field 'conversationId' missing or not a conversation id"
     for key in ("deliveredBatchIds", "anchors"):
         if not isinstance(value.get(key, []), list):
             return f"field {key!r} is not a list"
