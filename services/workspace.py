@@ -65,6 +65,11 @@ class Settings:
     serve_port: int | None = None
     """Serve the cloud on this loopback port (0 picks a free one), keeping its state in ``cloud.db``
     (and the workspace's own connections in ``connections.db``); None keeps it in memory."""
+    honcho_url: str | None = None
+    """Deliver memory to the Honcho server at this base URL (the API key comes from the
+    ``HONCHO_API_KEY`` environment variable only); None delivers to the embedded fake."""
+    honcho_workspace_id: str = "workbench"
+    """The Honcho workspace memory is delivered into."""
 
 
 def import_services() -> None:
@@ -198,6 +203,7 @@ class Workspace:
         from .follower import RunFollower
         from .knowledge.insights import InsightReviews
         from .knowledge.outbox import MemoryOutbox
+        from .knowledge.outbox.target import memory_target
         from .world import seed_canvas, seed_insights
 
         settings = self.settings
@@ -205,7 +211,8 @@ class Workspace:
         self.canvas = await Canvas.open(self.path / "canvas.db", changes=self.feed, clock=settings.clock)
         self._opening = self.path / "memory"
         self.outbox = await MemoryOutbox.open(
-            self.path / "memory", self.feed, clock=settings.clock, start_child=self._start_child
+            self.path / "memory", self.feed, clock=settings.clock, start_child=self._start_child,
+            **memory_target(settings.honcho_url, settings.honcho_workspace_id),
         )
         self._opening = self.path / "knowledge"
         self.insights = await InsightReviews.open(self.path / "knowledge", self.canvas, changes=self.feed, clock=settings.clock)

@@ -41,6 +41,11 @@ class HonchoClient:
         self._workspace_ready = False
         self._known_peers: set[str] = set()
 
+    @property
+    def base_url(self) -> str:
+        """The server's base URL, as given."""
+        return str(self._http.base_url).rstrip("/")
+
     async def aclose(self) -> None:
         """Close the underlying HTTP client."""
         await self._http.aclose()

@@ -76,6 +76,8 @@ class FakeHonchoService:
         """Everything stored, per workspace id."""
         self.calls: list[tuple[str, str]] = []
         """Every request seen, as ``(method, path)``."""
+        self.authorization: str | None = None
+        """The ``Authorization`` header of the newest request."""
         self._down = False
         self._failures: list[tuple[int, str | None]] = []
         self._next_id = 1
@@ -169,6 +171,7 @@ class FakeHonchoService:
         """Answer one request (called by the transport)."""
         path = request.url.path
         self.calls.append((request.method, path))
+        self.authorization = request.headers.get("authorization")
         if self._down:
             raise httpx.ConnectError("memory service unreachable", request=request)
         if self._failures:

@@ -80,6 +80,12 @@ class MemoryOutbox:
         """The result of the newest sweep of this process."""
         self.errors: deque[str] = deque(maxlen=50)
         """Recent sweep, delivery and tool errors, newest last."""
+        self.destination = "embedded fake Honcho" if fake_honcho is not None else (
+            f"{client.base_url} (workspace {settings.workspace_id})")
+        """Where memory goes, in a few words (the header shows it)."""
+        self.unreachable: str | None = None
+        """Why the memory service could not be reached (or refused the key) at the newest sweep
+        that tried it; None once a sweep delivered again. Captures keep accumulating meanwhile."""
 
     @classmethod
     async def open(cls, root: Path, changes: ChangeFeed, *, honcho_transport: httpx.AsyncBaseTransport | None = None,
@@ -210,6 +216,10 @@ class MemoryOutbox:
                 self._sweep_lock.release()
         self.last_sweep = result
         self.errors.extend(result.errors)
+        if result.delivered_messages or (result.unreachable is None and not result.errors):
+            self.unreachable = None
+        elif result.unreachable is not None:
+            self.unreachable = result.unreachable
         self.changes.emit("outbox", "sweep.finished", "", **result.as_dict())
         return result
 

@@ -82,6 +82,9 @@ class SweepResult:
     """Why the sweep did nothing (another sweep holds the sweep lock), else None."""
     errors: list[str] = field(default_factory=list)
     """One line per failed conversation or warning."""
+    unreachable: str | None = None
+    """Why the memory service could not be reached or refused us (unreachable, 5xx, 429, 401,
+    403), from the last such failure of this sweep; None when it never happened."""
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready copy (for ``Change`` payloads)."""
@@ -232,6 +235,12 @@ async def _retrying(step: str, conv: str, call: Callable[[], Awaitable[T]], sett
             await clock.sleep(delay)
 
 
+def _note_unreachable(result: SweepResult, exc: BaseException) -> None:
+    """Keep why the memory service is out of reach (or refuses this key) on the sweep's result."""
+    if isinstance(exc, HonchoError) and (exc.transient or exc.status in (401, 403)):
+        result.unreachable = str(exc)
+
+
 async def run_sweep(stores: OutboxStores, engine: DeliveryEngine, settings: OutboxSettings, clock: Clock,
                     changes: ChangeFeed) -> SweepResult:
     """One sweep: plan, establish (forks first), deliver, compact. Never raises for one conversation."""
@@ -251,6 +260,7 @@ async def run_sweep(stores: OutboxStores, engine: DeliveryEngine, settings: Outb
             message = f"memory-honcho: sweep establish failed for conversation {conv}: {exc}"
             log.error("%s", message)
             result.errors.append(message)
+            _note_unreachable(result, exc)
     for conv in order:
         if not pending.get(conv):
             continue
@@ -268,6 +278,7 @@ async def run_sweep(stores: OutboxStores, engine: DeliveryEngine, settings: Outb
             message = f"memory-honcho: sweep delivery failed for conversation {conv}: {exc}"
             log.error("%s", message)
             result.errors.append(message)
+            _note_unreachable(result, exc)
         result.delivered_records += progress.records
         result.delivered_messages += progress.messages
     try:

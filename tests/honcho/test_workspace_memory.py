@@ -1,0 +1,45 @@
+"""A workspace whose settings name a Honcho URL delivers its memory there, with the key from
+``HONCHO_API_KEY`` (never written to a file), and says where memory goes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from services.knowledge.outbox import FakeHonchoService, OutboxError
+from services.knowledge.outbox.honcho_serve import HonchoServer
+from services.knowledge.outbox.target import memory_target
+from services.workspace import Settings, Workspace
+
+SECRET = "hk-test-4f1c9a"
+
+
+async def test_workspace_with_a_honcho_url_delivers_there_with_the_key_from_the_environment(
+        tmp_path: Path, served: HonchoServer, service: FakeHonchoService, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HONCHO_API_KEY", SECRET)
+    folder = tmp_path / "ws"
+    workspace = await Workspace.open(folder, settings=Settings(path=folder, honcho_url=served.url,
+                                                               honcho_workspace_id="team-memory"))
+    try:
+        assert workspace.outbox.fake_honcho is None
+        assert workspace.outbox.destination == f"{served.url} (workspace team-memory)"
+        await workspace.outbox.capture_turn("conv-1", "alice", [{"role": "user", "text": "remember the bees"}])
+        result = await workspace.outbox.sweep()
+        assert result.delivered_messages >= 1 and workspace.outbox.unreachable is None
+    finally:
+        await workspace.close()
+    assert "remember the bees" in [m["content"] for m in service.all_messages("team-memory")]
+    assert service.authorization == f"Bearer {SECRET}"
+    for path in folder.rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), f"the API key was written to {path}"
+
+
+def test_a_honcho_url_that_is_not_http_is_refused_in_plain_words() -> None:
+    with pytest.raises(OutboxError, match="must look like"):
+        memory_target("ftp://memory.example", "w")
+    with pytest.raises(OutboxError, match="only letters"):
+        memory_target("https://memory.example", "bad id")
+    assert memory_target(None)["settings"].workspace_id == "workbench"
+    assert memory_target("https://memory.example/", "w", environ={})["api_key"] is None
