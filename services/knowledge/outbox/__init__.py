@@ -24,6 +24,7 @@ from .models import (
     OutboxWriteError,
     RecallToolError,
 )
+from .quarantine import QuarantinedLine, QuarantineError
 from .service import MemoryOutbox, StartChild
 from .status import ConversationStatus, OutboxStatus
 from .stores import OutboxSnapshot, OutboxStores
@@ -59,4 +60,6 @@ __all__ = [
     "HonchoRequestError",
     "HonchoRateLimitedError",
     "RecallToolError",
+    "QuarantinedLine",
+    "QuarantineError",
 ]

@@ -37,6 +37,7 @@ from .forks import ForkPlanner
 from .honcho_client import HonchoClient
 from .honcho_fake import FakeHonchoService
 from .models import CaptureError, OutboxSettings, check_conversation_id, honcho_id
+from .quarantine import QuarantinedLine, drop_quarantined, read_quarantine, retry_quarantined
 from .status import OutboxStatus, build_status
 from .stores import OutboxStores
 from .sweep import SweepResult, run_sweep
@@ -279,6 +280,22 @@ class MemoryOutbox:
     def representation(self, conversation_id: str) -> dict[str, Any] | None:
         """The cached representation snapshot of a conversation (a synchronous cache read)."""
         return self.stores.read_representation(conversation_id)
+
+    async def quarantined(self) -> list[QuarantinedLine]:
+        """The lines set aside in quarantine, with their reasons."""
+        return await self.stores.locked(lambda: read_quarantine(self.stores))
+
+    async def retry_quarantined(self, item: QuarantinedLine) -> str:
+        """Put a quarantined line back in the outbox when it now reads (its batch id), else
+        ``QuarantineError`` and nothing changes."""
+        record = await self.stores.locked(lambda: retry_quarantined(self.stores, item))
+        self.changes.emit("outbox", "quarantine.retried", str(record["conversationId"]), batch_id=record["batchId"])
+        return str(record["batchId"])
+
+    async def drop_quarantined(self, item: QuarantinedLine) -> None:
+        """Move a quarantined line out of the way (into ``dropped.jsonl``)."""
+        await self.stores.locked(lambda: drop_quarantined(self.stores, item))
+        self.changes.emit("outbox", "quarantine.dropped", "", position=item.position)
 
     async def status(self) -> OutboxStatus:
         """Counts per conversation, last delivery, pending forks, last sweep and recent errors."""
