@@ -88,7 +88,7 @@ class RunsPane(Pane):
     def reload(self) -> None:
         desk = self.workspace.desk
         views = desk.runs()
-        now = self.workspace.cloud.clock.time()
+        now = self.workspace.settings.clock.time()
         needle = self.filter_text.strip()
         if needle:
             low = needle.lower()

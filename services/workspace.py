@@ -23,6 +23,11 @@ publishes ``capture.failed`` with the item's id, or ``capture.completed`` with `
 a clean ``capture.completed`` or ``capture.appended`` for the same source and id clears it): the
 header's capture badge counts them. ``.changes()``
 iterates every ``Change`` any service publishes; ``close()`` stops everything.
+
+A folder another process serves (a live, answering ``serve.json``) is attached to instead: no
+second cloud starts; ``.desk`` is a ``services.attach.ServedDesk`` over the server's control API
+and change stream, ``.attached`` names the server and ``header_status`` says so. A stale
+``serve.json`` (dead process, no answer) is removed and the folder opens as usual.
 """
 
 from __future__ import annotations
@@ -105,6 +110,10 @@ class Workspace:
     """The ``services.serve.CloudServer`` when the cloud is served (``Settings.serve_port``)."""
     cloud_store: Any = None
     """The ``CloudStore`` keeping a served cloud's state in ``cloud.db``."""
+    attached: Any = None
+    """The ``services.attach.ServerInfo`` this window attached to, when another process serves the folder."""
+    remote: Any = None
+    """The ``RemoteCloud`` (control API) of that server, when attached."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -166,7 +175,15 @@ class Workspace:
         from .sdk import OAuth2Client
         from .world import load_world, seed_cloud
 
+        from .attach import find_server
+
         self.path.mkdir(parents=True, exist_ok=True)
+        self._opening = self.path / "serve.json"
+        found = await find_server(self.path)
+        if found is not None:  # one cloud per workspace: this window attaches to the one served
+            await self._start_attached(found)
+            return
+        self._opening = self.path
         marker = self.path / "workspace.json"
         self.created = not marker.exists()
         settings = self.settings
@@ -197,6 +214,46 @@ class Workspace:
         if self.created:
             self._opening = marker
             atomic_write_json(marker, {"version": 1, "client_id": settings.client_id})
+
+    async def _start_attached(self, found: Any) -> None:
+        """Attach to the workspace's server: runs and grants through its control API and change
+        stream; the canvas, outbox and insights from the folder's own stores (shared with the
+        serving process through their locks). The serving process alone follows runs, sweeps the
+        outbox and judges notes, so nothing is done twice."""
+        from .attach import ServedDesk
+        from .canvas import Canvas
+        from .cloud.remote import RemoteCloud
+        from .knowledge.insights import InsightReviews
+        from .knowledge.outbox import MemoryOutbox
+
+        settings = self.settings
+        self.attached = found
+        self.remote = RemoteCloud(found.url, found.token)
+        self.desk = ServedDesk(self.remote, self.feed, clock=settings.clock)
+        await self.desk.start()
+        self._opening = self.path / "canvas.db"
+        self.canvas = await Canvas.open(self.path / "canvas.db", changes=self.feed, clock=settings.clock)
+        self._opening = self.path / "memory"
+        self.outbox = await MemoryOutbox.open(self.path / "memory", self.feed, clock=settings.clock,
+                                              start_child=self._attached_child)
+        self._opening = self.path / "knowledge"
+        self.insights = await InsightReviews.open(self.path / "knowledge", self.canvas, changes=self.feed,
+                                                  clock=settings.clock)
+
+    async def _attached_child(self, parent_id: str, messages: list[dict[str, Any]]) -> str:
+        from .operator import OperatorError
+
+        raise OperatorError("this window is attached to a served workspace: fork conversations from the "
+                            "window that serves it")
+
+    @property
+    def header_status(self) -> str:
+        """What the header says about where this window's cloud is: ``ready`` for its own."""
+        if self.attached is not None:
+            return f"attached to {self.attached.url} (served by process {self.attached.pid})"
+        if self.server is not None:
+            return f"serving {self.server.url}"
+        return "ready"
 
     async def _open_stores(self, world: dict[str, Any]) -> None:
         from .canvas import Canvas, RunBridge
@@ -328,6 +385,8 @@ class Workspace:
 
     async def close(self) -> None:
         """Stop every service and release the folder."""
+        if self.attached is not None and self.desk is not None:
+            await self.desk.stop()
         if self.follower is not None:
             await self.follower.stop()
         if self.okf is not None:
@@ -344,6 +403,8 @@ class Workspace:
             await self.cloud_store.close()
         if self.cloud is not None:
             self.cloud.reset()
+        if self.remote is not None:
+            await self.remote.aclose()
 
     async def __aenter__(self) -> "Workspace":
         return self

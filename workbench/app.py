@@ -112,6 +112,10 @@ class WorkbenchApp(App[None]):
 
         self._unsubscribe = workspace.feed.subscribe(on_change)
         self.main.post_message(WorkspaceOpened(workspace))
+        attached = getattr(workspace, "attached", None)
+        if attached is not None:  # another process serves this folder: this window shares its cloud
+            self.notify(f"attached to {attached.url}: this window shares the served cloud", title="Attached",
+                        markup=False, timeout=10)
         server = getattr(workspace, "server", None)
         if server is not None:  # workbench --serve: where apps reach this workspace's cloud
             self.notify(f"serving {server.url} (control token in serve.json)", title="Served", markup=False,

@@ -135,10 +135,12 @@ async def _connect_stored(folder: Path, user_id: str, scopes: list[str] | None) 
 
 def check_ui_serve(folder: Path, port: int | None) -> str | None:
     """Why ``workbench --serve`` cannot start, or None."""
-    from services.serve import ServeError, check_not_served
+    from services.serve import ServeError, check_not_served, live_serve_info
 
     if port is not None and not 0 <= port <= 65535:
         return "--port must be between 0 and 65535"
+    if live_serve_info(folder) is not None:
+        return None  # the window attaches to that server (or says why it cannot) instead of serving again
     try:
         check_not_served(folder)
     except ServeError as exc:

@@ -14,7 +14,7 @@ Routes (all under ``/_workbench/v1``):
   ``POST /people/{user}/expire_tokens``; ``POST /people/{user}/memory`` (``FakeMemory.put``'s
   arguments); ``DELETE /people/{user}/memory/{name}``
 - ``GET /runs`` (``?user=``, ``?events=1`` to include each run's events); ``GET /runs/{run_id}``
-  (with its events); ``POST /runs/{run_id}/{action}`` where the
+  (with its events; ``?events=0`` without); ``POST /runs/{run_id}/{action}`` where the
   action is one of ``RUN_ACTIONS`` and the body its keyword arguments (``emit`` also takes
   ``events: [{type, fields, node_id}]`` to append many in one call)
 - ``POST /fail_next`` ``{op, answer, user?, times?}`` (``answer``: a status, ``"unreachable"``
@@ -206,12 +206,14 @@ class ControlApp:
         return run
 
     async def _run(self, body: dict[str, Any], query: dict[str, str], run_id: str) -> Any:
-        return run_dto(self._fake_run(run_id))
+        return run_dto(self._fake_run(run_id), events=query.get("events") not in ("0", "false"))
 
     async def _run_action(self, body: dict[str, Any], query: dict[str, str], run_id: str, action: str) -> Any:
         if action not in RUN_ACTIONS:
             raise ControlRefusal(404, "not_found", f"no run action {action}; one of {', '.join(RUN_ACTIONS)}")
         run = self._fake_run(run_id)
+        if action == "settle" and run.settled:  # checked and done in one call: two windows cannot both settle
+            raise ControlRefusal(409, "run_settled", f"run {run_id} is already settled")
         answer: dict[str, Any] = {}
         if action == "emit" and "events" in body:
             events = body["events"]
@@ -364,6 +366,7 @@ def _person_dto(user: Any) -> dict[str, Any]:
         "refusal": user.refusal,
         "tokens_valid_from": user.tokens_valid_from,
         "holding": user.holding,
+        "reads": len(user.reads),
         "memory": [{k: v for k, v in d.items() if k != "body"} for d in user.memory.documents.values()],
     }
 

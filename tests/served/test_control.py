@@ -84,11 +84,14 @@ async def test_remote_runs_drive_every_fake_run_action(served) -> None:
         event = await run.emit("node.turn.started", {"input": {"text": "c", "message_ids": []}, "entry_id": "c1"},
                                node_id="child-1")
         assert event["node_id"] == "child-1"
-        await run.settle(result="all done")
-        assert run.status == "settled" and run.result == "all done"
         with pytest.raises(ControlError) as bad:
             await run.settle(failure="not-a-failure")
         assert bad.value.status == 400
+        await run.settle(result="all done")
+        assert run.status == "settled" and run.result == "all done"
+        with pytest.raises(ControlError) as again:  # a second settle is refused, the first outcome kept
+            await run.settle(failure="canceled")
+        assert again.value.status == 409 and again.value.code == "run_settled"
         await run.expire_events(2)
         assert (await run.refresh()).events[0]["seq"] == 3
         await run.delete()

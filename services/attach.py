@@ -1,0 +1,457 @@
+"""Attaching to a served workspace: one cloud per workspace, every window on it.
+
+``find_server(folder)`` reads the workspace's ``serve.json`` and answers the live server it names,
+or None. A file whose process is dead, or whose server does not answer the control API within a
+couple of seconds while the workspace's ``serve.lock`` is free, is stale: it is removed (a server
+started later writes a new one). A server that holds the lock but does not answer is refused with
+``AttachError`` in plain words (two clouds on one folder would drift apart).
+
+``ServedDesk`` is the operator's desk over a served cloud: the same views and actions as
+``OperatorDesk``, read through the control API and kept current by the server's change stream.
+Every change the server publishes is applied to the desk's snapshots first and then republished
+on the window's own ``ChangeFeed``, so panes redraw from fresh views. Actions go through the
+control API (operator and grant actions); the server's answer is the truth, so two windows acting
+on one run see each other's refusals in the cloud's own words.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from .changes import Change, ChangeFeed
+from .clock import Clock
+from .errors import ServiceError
+from .operator import (OPERATOR, SETTLE_CHOICES, GrantView, OperatorAction, OperatorError, RefusalRecord,
+                       RunView)
+
+__all__ = ["AttachError", "ServerInfo", "find_server", "ServedDesk", "RunDetail", "parse_time"]
+
+PROBE_TIMEOUT_S = 2.0
+
+
+class AttachError(ServiceError):
+    """The workspace's server holds it but cannot be reached, so no window can attach or start another."""
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """A live server of a workspace, as ``serve.json`` names it."""
+
+    url: str
+    pid: int
+    token: str
+
+
+def parse_time(value: Any) -> float:
+    """A wire time (ISO-8601 string, or seconds) as seconds since the epoch; 0.0 when absent."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str) and value:
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return 0.0
+    return 0.0
+
+
+async def find_server(folder: Path) -> ServerInfo | None:
+    """The live, answering server of ``folder``; a stale ``serve.json`` is removed and None answered."""
+    from .cloud.remote import ControlError, RemoteCloud
+    from .files import FileLock
+    from .serve import SERVE_FILE, SERVE_LOCK, live_serve_info, read_serve_info
+
+    folder = Path(folder)
+    info = read_serve_info(folder)
+    if info is None:
+        return None
+    if live_serve_info(folder) is not None:
+        remote = RemoteCloud(info["url"], info["token"], timeout=PROBE_TIMEOUT_S)
+        try:
+            await remote.call("GET", "/people")
+            return ServerInfo(info["url"], int(info["pid"]), info["token"])
+        except ControlError:
+            pass
+        finally:
+            await remote.aclose()
+    lock = FileLock(folder / SERVE_LOCK)
+    if not lock.try_acquire():
+        raise AttachError(
+            f"{folder} is served by process {info['pid']} at {info['url']}, which does not answer; "
+            f"stop that process (or wait until it answers) and open the workspace again"
+        )
+    try:
+        if read_serve_info(folder) == info:  # still the stale one: nobody replaced it meanwhile
+            with contextlib.suppress(FileNotFoundError):
+                (folder / SERVE_FILE).unlink()
+    finally:
+        lock.release()
+    return None
+
+
+@dataclass(frozen=True)
+class RunDetail:
+    """One run with its event log, as the runs pane's stream shows it (a snapshot, never live)."""
+
+    id: str
+    user_id: str
+    name: str | None
+    status: str
+    created_at: float
+    updated_at: float
+    deleted: bool
+    params: dict[str, Any]
+    events: tuple[dict[str, Any], ...]
+    settled: bool
+    seq: int
+    """The last event's sequence number."""
+    activity: str | None
+    pending: tuple[dict[str, Any], ...]
+    question: dict[str, Any] | None
+    last_turn_error: dict[str, Any] | None
+    outcome: dict[str, Any] | None
+
+
+def _detail(dto: dict[str, Any], events: tuple[dict[str, Any], ...]) -> RunDetail:
+    return RunDetail(
+        id=dto["id"], user_id=dto["user_id"], name=dto.get("name"),
+        status="deleted" if dto.get("deleted") else dto["status"],
+        created_at=parse_time(dto.get("created_at")), updated_at=parse_time(dto.get("updated_at")),
+        deleted=bool(dto.get("deleted")), params=dict(dto.get("params") or {}), events=events,
+        settled=dto["status"] == "settled",
+        seq=int(dto.get("seq", dto.get("last_event_id", 0))), activity=dto.get("activity"),
+        pending=tuple(dto.get("pending") or ()), question=dto.get("question"),
+        last_turn_error=dto.get("last_turn_error"), outcome=dto.get("outcome"),
+    )
+
+
+def _view(dto: dict[str, Any]) -> RunView:
+    outcome = dto.get("outcome") or None
+    error = dto.get("last_turn_error")
+    return RunView(
+        id=dto["id"], user_id=dto["user_id"], name=dto.get("name") or "",
+        status="deleted" if dto.get("deleted") else dto["status"], activity=dto.get("activity"),
+        prompt=str((dto.get("params") or {}).get("prompt", "")),
+        created_at=parse_time(dto.get("created_at")), updated_at=parse_time(dto.get("updated_at")),
+        events=int(dto.get("seq", dto.get("last_event_id", 0))), pending=len(dto.get("pending") or []),
+        outcome=outcome.get("outcome") if isinstance(outcome, dict) else None,
+        question=(dto.get("question") or {}).get("title"),
+        last_turn_error=f"{error['code']}: {error['message']}" if error else None,
+        deleted=bool(dto.get("deleted")),
+    )
+
+
+@dataclass
+class ServedDesk:
+    """The operator's desk over a served cloud (``RemoteCloud``), kept current by its change stream."""
+
+    remote: Any
+    """The ``RemoteCloud`` of the server."""
+    changes: ChangeFeed
+    clock: Clock = field(default_factory=Clock)
+    actions: dict[str, list[OperatorAction]] = field(default_factory=dict)
+    refusals: deque[RefusalRecord] = field(default_factory=lambda: deque(maxlen=500))
+    _runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    _people: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _task: asyncio.Task[None] | None = None
+    _subscribed: asyncio.Event = field(default_factory=asyncio.Event)
+    errors: deque[str] = field(default_factory=lambda: deque(maxlen=100))
+
+    # -- following the server ------------------------------------------------------------------
+
+    async def load(self) -> None:
+        """Read every run (with its events) and every person from the server."""
+        answer = await self.remote.call("GET", "/runs", params={"events": "1"})
+        for dto in answer["runs"]:
+            self._store_run(dto)
+        await self._load_people()
+
+    async def _load_people(self) -> None:
+        people = await self.remote.people()
+        self._people = {p["id"]: p for p in people}
+
+    def _store_run(self, dto: dict[str, Any]) -> None:
+        events = dto.pop("events", None)
+        self._runs[dto["id"]] = dto
+        if events is not None:
+            self._events[dto["id"]] = list(events)
+        else:
+            self._events.setdefault(dto["id"], [])
+
+    async def start(self) -> None:
+        """Follow the server's change stream (returns once subscribed, then reloads to close the gap)."""
+        self._task = asyncio.get_running_loop().create_task(self._follow())
+        waiter = asyncio.ensure_future(self._subscribed.wait())
+        done, _ = await asyncio.wait({waiter, self._task}, timeout=10.0, return_when=asyncio.FIRST_COMPLETED)
+        if self._task in done:
+            waiter.cancel()
+            self._task.result()
+        if waiter not in done:
+            waiter.cancel()
+            raise OperatorError(f"the change stream of {self.remote.url} did not open")
+        await self.load()  # anything that changed before the subscription took is read again
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+
+    async def _follow(self) -> None:
+        import httpx
+
+        from .sdk.sse import SSEParser
+
+        parser = SSEParser()
+        http = self.remote._http
+        while True:
+            try:
+                async with http.stream("GET", "/changes", timeout=httpx.Timeout(30.0, read=None)) as response:
+                    if response.status_code >= 300:
+                        raise OperatorError(f"the change stream of {self.remote.url} was refused "
+                                            f"({response.status_code})")
+                    self._subscribed.set()
+                    async for chunk in response.aiter_bytes():
+                        batch = [self._change(frame.data) for frame in parser.feed(chunk)]
+                        await self._apply([c for c in batch if c is not None])
+            except (httpx.TransportError, httpx.StreamError) as exc:
+                self.errors.append(f"change stream: {type(exc).__name__}")
+                self.changes.emit("workspace", "attach.lost", self.remote.url, error=type(exc).__name__)
+            await asyncio.sleep(0.5)
+            with contextlib.suppress(Exception):
+                await self.load()  # the stream came back: read everything once, then follow again
+
+    def _change(self, data: str) -> Change | None:
+        try:
+            payload = json.loads(data)
+            return Change(str(payload["source"]), str(payload["kind"]), str(payload.get("id", "")),
+                          dict(payload.get("data") or {}))
+        except (ValueError, KeyError, TypeError):
+            self.errors.append(f"change stream: an unreadable change {data[:80]!r}")
+            return None
+
+    async def _apply(self, batch: list[Change]) -> None:
+        runs: dict[str, None] = {}
+        people = False
+        for change in batch:
+            if change.source != "cloud":
+                continue
+            if change.kind == "run.event":
+                event = change.data.get("event") or {}
+                log = self._events.setdefault(change.id, [])
+                if not log or int(event.get("seq", 0)) > int(log[-1].get("seq", 0)):
+                    log.append(event)
+                runs[change.id] = None
+            elif change.kind in ("run.started", "run.deleted"):
+                runs[change.id] = None
+                people = True
+            else:
+                people = True
+        for run_id in runs:
+            try:
+                dto = await self.remote.call("GET", f"/runs/{_q(run_id)}", params={"events": "0"})
+                self._store_run(dto)
+            except ServiceError as exc:
+                self.errors.append(f"run {run_id}: {exc}")
+        if people:
+            with contextlib.suppress(ServiceError):
+                await self._load_people()
+        for change in batch:
+            self.changes.publish(change)
+
+    # -- views ----------------------------------------------------------------------------------
+
+    def runs(self, *, include_deleted: bool = False) -> list[RunView]:
+        """Every run, newest first."""
+        views = [_view(d) for d in self._runs.values() if include_deleted or not d.get("deleted")]
+        return sorted(views, key=lambda v: v.created_at, reverse=True)
+
+    def run(self, run_id: str) -> RunDetail:
+        """The run as last read, with its events."""
+        dto = self._runs.get(run_id)
+        if dto is None:
+            raise OperatorError(f"no run {run_id}")
+        return _detail(dto, tuple(self._events.get(run_id, ())))
+
+    def grants(self) -> list[GrantView]:
+        """Every known person's grant, by person id."""
+        views = []
+        for user_id in sorted(self._people):
+            person = self._people[user_id]
+            state = person.get("grant")
+            if state is None:
+                continue
+            cap = state.get("spend_cap")
+            views.append(GrantView(
+                user_id=user_id, state=state["state"], rev=state["rev"], version=state["version"],
+                scopes=tuple(state["resolved_scopes"]),
+                dependencies=tuple((d["provider"], d["state"], d.get("message")) for d in state["dependencies"]),
+                spend_cap=f"{cap['amount']} {cap.get('currency', '')}/{cap.get('period', '')}" if cap else "none",
+                refusal=person.get("refusal"), revoked_code=state.get("revoked_code"),
+                holding=int(person.get("holding") or 0), reads=int(person.get("reads") or 0),
+                runs=len([d for d in self._runs.values() if d["user_id"] == user_id and not d.get("deleted")]),
+            ))
+        return views
+
+    def log(self, run_id: str) -> list[OperatorAction]:
+        return list(self.actions.get(run_id, []))
+
+    def refusals_since(self, seconds: float = 60.0) -> list[RefusalRecord]:
+        cutoff = self.clock.time() - seconds
+        return [r for r in self.refusals if r.at >= cutoff]
+
+    def waiting_on_user(self) -> int:
+        return sum(1 for d in self._runs.values() if not d.get("deleted") and d["status"] == "waiting_on_user")
+
+    # -- operator actions through the control API -------------------------------------------------
+
+    async def _act(self, run_id: str, action: str, body: dict[str, Any]) -> dict[str, Any]:
+        from .cloud.remote import ControlError
+
+        dto = self._runs.get(run_id)
+        if dto is None:
+            raise OperatorError(f"no run {run_id}")
+        if dto.get("deleted") and action != "delete":
+            raise OperatorError(f"run {run_id} was deleted")
+        try:
+            answer: dict[str, Any] = await self.remote.call("POST", f"/runs/{_q(run_id)}/{action}", body)
+        except ControlError as exc:
+            raise OperatorError(exc.message or f"{exc.status} {exc.code}") from None
+        self._store_run(dict(answer["run"]))
+        return answer
+
+    async def reply(self, run_id: str, text: str, *, chunks: int = 4) -> None:
+        """Reply as the model: one root turn delivering every pending message."""
+        await self._act(run_id, "reply", {"text": text, "chunks": chunks})
+        self._note(run_id, "reply", text)
+
+    async def fail_turn(self, run_id: str, code: str, message: str) -> None:
+        await self._act(run_id, "fail_turn", {"code": code, "message": message})
+        self._note(run_id, "fail turn", f"{code}: {message}")
+
+    async def settle(self, run_id: str, kind: str, value: str = "") -> None:
+        if kind not in SETTLE_CHOICES:
+            raise OperatorError(f"settle takes one of {', '.join(SETTLE_CHOICES)}, not {kind!r}")
+        if self.run(run_id).settled:
+            raise OperatorError(f"run {run_id} is already settled")
+        if kind == "result":
+            body: dict[str, Any] = {"result": value}
+        elif kind == "declined":
+            body = {"declined": {"reason": value or "declined by the operator", "code": "declined", "retryable": False}}
+        elif kind == "runtime_error":
+            body = {"runtime_error": value or "runtime error injected by the operator"}
+        else:
+            body = {"failure": kind}
+        await self._act(run_id, "settle", body)
+        self._note(run_id, "settle", f"{kind}{': ' + value if value else ''}")
+
+    async def ask(self, run_id: str, title: str) -> str:
+        if not title.strip():
+            raise OperatorError("a question needs a title")
+        answer = await self._act(run_id, "ask", {"title": title})
+        self._note(run_id, "ask", title)
+        return str(answer["question_id"])
+
+    async def go_idle(self, run_id: str) -> None:
+        await self._act(run_id, "idle", {})
+        self._note(run_id, "idle", "")
+
+    async def emit(self, run_id: str, type: str, fields_json: str = "{}", node_id: str | None = None) -> None:
+        if not type.strip():
+            raise OperatorError("an event needs a type")
+        try:
+            fields = json.loads(fields_json or "{}")
+        except json.JSONDecodeError as exc:
+            raise OperatorError(f"event fields are not valid JSON: {exc}") from None
+        if not isinstance(fields, dict):
+            raise OperatorError("event fields must be a JSON object")
+        await self._act(run_id, "emit", {"type": type.strip(), "fields": fields, "node_id": node_id or None})
+        self._note(run_id, "emit", type.strip() + (f" on {node_id}" if node_id else ""))
+
+    async def delete_run(self, run_id: str) -> None:
+        if self.run(run_id).deleted:
+            raise OperatorError(f"run {run_id} is already deleted")
+        await self._act(run_id, "delete", {})
+        self._note(run_id, "delete", "")
+
+    # -- app actions: the app's own SDK is the serving process's ------------------------------------
+
+    async def start_run(self, user_id: str, prompt: str) -> str:
+        raise OperatorError("this window is attached to a served workspace: start runs from your app "
+                            "(or from the window that serves it)")
+
+    async def send_message(self, run_id: str, text: str, *, start_turn: bool = True) -> None:
+        raise OperatorError("this window is attached to a served workspace: send messages from your app "
+                            "(or from the window that serves it)")
+
+    async def cancel_run(self, run_id: str) -> None:
+        raise OperatorError("this window is attached to a served workspace: cancel runs from your app "
+                            "(or from the window that serves it)")
+
+    # -- grant actions through the control API ------------------------------------------------------
+
+    async def _person(self, user_id: str, path: str, body: dict[str, Any]) -> None:
+        from .cloud.remote import ControlError
+
+        if (self._people.get(user_id) or {}).get("grant") is None:
+            raise OperatorError(f"{user_id} has no grant")
+        try:
+            await self.remote.call("POST", f"/people/{_q(user_id)}/{path}", body)
+        except ControlError as exc:
+            raise OperatorError(exc.message or f"{exc.status} {exc.code}") from None
+        await self._load_people()
+
+    async def revoke(self, user_id: str, code: str = "grant_revoked") -> None:
+        await self._person(user_id, "grant/revoke", {"code": code})
+        self._note_user(user_id, "revoke", code)
+
+    async def restore(self, user_id: str) -> None:
+        """Reactivate the grant, clear any refusal and reconnect the person (a new sign-in)."""
+        state = (self._people.get(user_id) or {}).get("grant") or {}
+        await self._person(user_id, "refuse", {"code": "ok"})
+        await self._person(user_id, "connect", {"scopes": list(state.get("resolved_scopes") or []),
+                                                "dependencies": list(state.get("dependencies") or [])})
+        self._note_user(user_id, "restore", "")
+
+    async def refuse(self, user_id: str, code: str) -> None:
+        await self._person(user_id, "refuse", {"code": code})
+        self._note_user(user_id, "refuse", code)
+
+    async def expire_tokens(self, user_id: str) -> None:
+        await self._person(user_id, "expire_tokens", {})
+        self._note_user(user_id, "expire tokens", "")
+
+    async def set_scopes(self, user_id: str, scopes: list[str]) -> None:
+        cleaned = [s.strip() for s in scopes if s.strip()]
+        bad = [s for s in cleaned if ":" not in s or " " in s]
+        if bad:
+            raise OperatorError(f"scopes look like <provider>:<group>; not {', '.join(bad)}")
+        await self._person(user_id, "grant/set", {"resolved_scopes": cleaned})
+        self._note_user(user_id, "set scopes", " ".join(cleaned))
+
+    # -- the window's own log ----------------------------------------------------------------------
+
+    def _note(self, run_id: str, action: str, detail: str, *, by: str = OPERATOR) -> None:
+        entry = OperatorAction(run_id, action, detail, by, self.clock.time())
+        self.actions.setdefault(run_id, []).append(entry)
+        self.changes.emit("workspace", "operator.action", run_id, action=action, by=by)
+
+    def _note_user(self, user_id: str, action: str, detail: str) -> None:
+        for dto in self._runs.values():
+            if dto["user_id"] == user_id and not dto.get("deleted"):
+                self._note(dto["id"], f"grant {action}", f"{user_id} {detail}".strip())
+        self.changes.emit("workspace", "grant.action", user_id, action=action)
+
+
+def _q(value: str) -> str:
+    from urllib.parse import quote
+
+    return quote(value, safe="")
