@@ -47,6 +47,7 @@ class MainScreen(Screen[None]):
         Binding("5", "show_pane('judgments')", "Judgments", id="workbench.show_judgments"),
         Binding("slash", "filter_pane", "Filter", id="workbench.filter_pane"),
         Binding("question_mark", "show_help", "Keys", id="workbench.show_help"),
+        Binding("M", "show_memory", "Memory", show=False, id="workbench.show_memory"),
     ]
 
     active: reactive[str] = reactive("runs")
@@ -151,6 +152,13 @@ class MainScreen(Screen[None]):
         if self.pane(self.active).built:
             self.pane(self.active).open_filter()
 
+    def action_show_memory(self) -> None:
+        """Open the memory outbox view (once the Workspace is open)."""
+        if self.workspace is not None and getattr(self.workspace, "outbox", None) is not None:
+            from .memory import MemoryScreen
+
+            self.app.push_screen(MemoryScreen(self.workspace))
+
     def action_show_help(self) -> None:
         groups = [("Everywhere", [*self.app.BINDINGS, *self.BINDINGS])]
         for pane in self.panes():
@@ -191,3 +199,7 @@ class MainScreen(Screen[None]):
         badges.judgments = self.query_one("#judgments", JudgmentsPane).waiting
         failures = getattr(self.workspace, "capture_failures", None)
         badges.captures = len(failures()) if failures is not None else 0
+        outbox = getattr(self.workspace, "outbox", None)
+        if outbox is not None:
+            badges.memory = "" if outbox.fake_honcho is not None else outbox.destination
+            badges.memory_problem = outbox.unreachable or ""

@@ -23,6 +23,10 @@ class BadgeBar(Static):
     """Refusals the app met in the last minute."""
     captures: reactive[int] = reactive(0)
     """Captures that failed and have not succeeded since (``Workspace.capture_failures``)."""
+    memory: reactive[str] = reactive("")
+    """Where memory goes when it is a Honcho server (empty: the embedded fake)."""
+    memory_problem: reactive[str] = reactive("")
+    """Why that server cannot be reached or refuses the key (empty: none known)."""
     status: reactive[str] = reactive("opening the workspace…")
     """A short state word (opening / ready / the workspace error)."""
 
@@ -38,6 +42,11 @@ class BadgeBar(Static):
             text.append(" ")
             failures = "capture failed" if self.captures == 1 else "captures failed"
             text.append(f" ✗ {self.captures} {failures} ", style=tone("bad", bold=True))
+        if self.memory_problem:
+            text.append(" ")
+            text.append(f" ⚠ memory not delivered: {safe(self.memory_problem, 160)} ", style=tone("bad", bold=True))
+        if self.memory:
+            text.append(f"  memory → {safe(self.memory, 120)}", style="dim")
         if self.status != "ready":
             text.append(f"  {safe(self.status, 200)}", style="dim")
         return text

@@ -51,7 +51,7 @@ async def test_retrying_a_line_that_still_does_not_read_is_refused_and_changes_n
 
 async def test_dropping_a_quarantined_line_moves_it_aside_never_destroys_it(root: Path, outbox: MemoryOutbox) -> None:
     path = quarantine(root, "{not json", JS_LINE)
-    first, second = await outbox.quarantined()
+    first, _second = await outbox.quarantined()
     await outbox.drop_quarantined(first)
     assert [q.raw for q in await outbox.quarantined()] == [JS_LINE]
     dropped = (path.parent / "dropped.jsonl").read_text(encoding="utf-8").splitlines()
