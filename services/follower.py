@@ -1,4 +1,8 @@
-"""The run follower: carries what the fake cloud's runs do into the canvas and the memory outbox.
+"""The run follower: carries what a cloud's runs do into the canvas and the memory outbox.
+
+It reads runs from a ``RunSource``: ``EmbeddedRuns`` (an in-process cloud's public surface) or
+``ServedRuns`` (any served cloud, over the wire), never from a cloud's private state; the changes
+it follows arrive on its ``ChangeFeed`` (a served cloud's change stream republished there).
 
 It listens to the cloud's ``Change`` feed (run started, event appended, run deleted), queues each
 change, and applies them from one background task, in order:
@@ -17,15 +21,94 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .changes import Change, ChangeFeed
-from .cloud import FakeCloud
 from .files import CorruptFileError, atomic_write_json, read_json
 
-__all__ = ["RunFollower", "turn_messages", "run_record"]
+__all__ = ["RunFollower", "turn_messages", "run_record", "FollowedRun", "RunSource", "EmbeddedRuns",
+           "ServedRuns"]
+
+WIRE_RUN_FIELDS = ("id", "user_id", "name", "status", "activity", "params", "outcome", "result", "last_turn_error",
+                   "question", "pending", "messages", "created_at", "updated_at", "last_event_id")
+"""The fields of a run as ``run.get`` answers it on the wire (what the canvas bridge reads)."""
+
+
+@dataclass(frozen=True)
+class FollowedRun:
+    """A run as the follower reads it: its wire DTO and (when asked for) its event log."""
+
+    id: str
+    user_id: str
+    deleted: bool
+    dto: dict[str, Any]
+    """The run's wire DTO (``WIRE_RUN_FIELDS``)."""
+    events: Sequence[dict[str, Any]]
+
+
+class RunSource(Protocol):
+    """Where the follower reads runs: any cloud that speaks the wire."""
+
+    async def all_runs(self) -> list[FollowedRun]:
+        """Every run, in start order, with its events."""
+        ...
+
+    async def get_run(self, run_id: str, *, events: bool = True) -> FollowedRun | None:
+        """One run (None when the cloud does not know it)."""
+        ...
+
+
+class EmbeddedRuns:
+    """Runs of an in-process cloud, read through its public ``runs`` surface."""
+
+    def __init__(self, cloud: Any) -> None:
+        self.cloud = cloud
+
+    def _followed(self, run: Any) -> FollowedRun:
+        return FollowedRun(run.id, run.user_id, bool(run.deleted), run.to_dto(), run.events)
+
+    async def all_runs(self) -> list[FollowedRun]:
+        return [self._followed(run) for run in self.cloud.runs.all]
+
+    async def get_run(self, run_id: str, *, events: bool = True) -> FollowedRun | None:
+        try:
+            return self._followed(self.cloud.runs.get(run_id))
+        except KeyError:
+            return None
+
+
+class ServedRuns:
+    """Runs of a served cloud, read over the wire (the control API of ``services.cloud.remote``)."""
+
+    def __init__(self, remote: Any) -> None:
+        self.remote = remote
+
+    @staticmethod
+    def _followed(dto: dict[str, Any]) -> FollowedRun:
+        wire = {k: dto[k] for k in WIRE_RUN_FIELDS if k in dto}
+        return FollowedRun(str(dto["id"]), str(dto["user_id"]), bool(dto.get("deleted")), wire,
+                           list(dto.get("events") or []))
+
+    async def all_runs(self) -> list[FollowedRun]:
+        answer = await self.remote.call("GET", "/runs", params={"events": "1"})
+        return [self._followed(dto) for dto in answer["runs"]]
+
+    async def get_run(self, run_id: str, *, events: bool = True) -> FollowedRun | None:
+        from urllib.parse import quote
+
+        from .cloud.remote import ControlError
+
+        try:
+            dto = await self.remote.call("GET", f"/runs/{quote(run_id, safe='')}",
+                                         params=None if events else {"events": "0"})
+        except ControlError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return self._followed(dto)
 
 _QUIET = frozenset({"node.output_text.delta", "node.activity"})
 _BATCH = 500
@@ -69,7 +152,7 @@ class RunFollower:
 
     def __init__(
         self,
-        cloud: FakeCloud,
+        cloud: "RunSource | Any",
         feed: ChangeFeed,
         *,
         bridge: Any = None,
@@ -78,7 +161,8 @@ class RunFollower:
         state_path: Path | None = None,
         ignore_users: frozenset[str] = frozenset(),
     ) -> None:
-        self.cloud = cloud
+        self.source: RunSource = cloud if isinstance(cloud, (EmbeddedRuns, ServedRuns)) else EmbeddedRuns(cloud)
+        """Where runs are read: an in-process cloud's public surface, or any served cloud over the wire."""
         self.feed = feed
         self.bridge = bridge
         self.outbox = outbox
@@ -96,7 +180,7 @@ class RunFollower:
     async def start(self, *, catch_up: bool = True) -> None:
         """Start following; with ``catch_up`` the runs that already exist are applied first."""
         if catch_up:
-            for run in self.cloud.runs.all:
+            for run in await self.source.all_runs():
                 self._queue.put_nowait(Change("cloud", "run.started", run.id))
                 for event in run.events:
                     self._queue.put_nowait(Change("cloud", "run.event", run.id, {"event": event}))
@@ -168,19 +252,21 @@ class RunFollower:
     async def _sync_run(self, run_id: str) -> None:
         if self.bridge is None:
             return
-        run = self.cloud._runs.get(run_id)
-        if run is None or run.deleted:
-            return
         try:
-            await self.bridge.apply_run(run.to_dto())
+            run = await self.source.get_run(run_id, events=False)
+            if run is None or run.deleted:
+                return
+            await self.bridge.apply_run(run.dto)
         except Exception as exc:
             message = f"run {run_id}: {type(exc).__name__}: {exc}"
             self.errors.append(message)
             self.feed.emit("workspace", "follower.error", run_id, error=message)
 
     async def _turn_completed(self, run_id: str, event: dict[str, Any]) -> None:
-        run = self.cloud._runs.get(run_id)
-        if run is None or run.user_id in self.ignore_users or self._captured.get(run_id, 0) >= event["seq"]:
+        if self._captured.get(run_id, 0) >= event["seq"]:
+            return
+        run = await self.source.get_run(run_id)
+        if run is None or run.user_id in self.ignore_users:
             return
         messages = turn_messages(run.events, event)
         if messages and self.outbox is not None:
@@ -193,11 +279,11 @@ class RunFollower:
         await self._save_state()
 
     async def _settled(self, run_id: str, event: dict[str, Any]) -> None:
-        run = self.cloud._runs.get(run_id)
         key = f"settled:{run_id}"
-        if run is None or self.on_settled is None or run.user_id in self.ignore_users:
+        if self.on_settled is None or self._captured.get(key, 0) >= event["seq"]:
             return
-        if self._captured.get(key, 0) >= event["seq"]:
+        run = await self.source.get_run(run_id)
+        if run is None or run.user_id in self.ignore_users:
             return
         await self.on_settled(run)
         self._captured[key] = event["seq"]

@@ -1,0 +1,111 @@
+"""The run follower reads runs through the wire: pointed at a served cloud, it builds the same canvas
+nodes, events and inboxes as the follower reading the same cloud in-process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.canvas import Canvas, RunBridge
+from services.changes import ChangeFeed
+from services.cloud import FakeCloud, generate_private_key_pem
+from services.cloud.remote import RemoteCloud
+from services.follower import RunFollower, ServedRuns
+from services.sdk import MemoryConnectionStore, OAuth2Client
+from services.serve import CloudServer, bind_socket, origin_url
+
+KEY = generate_private_key_pem("ec")
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[tuple[FakeCloud, CloudServer]]:
+    sock = bind_socket("127.0.0.1", 0)
+    url = origin_url(*sock.getsockname()[:2])
+    cloud = FakeCloud("app", issuer=url, runtime_url=url)
+    server = CloudServer(cloud, sock)
+    await server.start()
+    yield cloud, server
+    await server.stop()
+
+
+async def snapshot(canvas: Canvas) -> dict[str, Any]:
+    """What the follower put in the canvas, without the ids and times the canvas itself picks."""
+    objects = (await canvas.list_objects(limit=500)).items
+    shape: dict[str, Any] = {"objects": sorted((o.type, o.kind, o.full_name, o.status) for o in objects)}
+    for obj in objects:
+        if obj.type != "node":
+            continue
+        node = (await canvas.read(obj.id)).node
+        events = await canvas.events(obj.id, limit=500)
+        inbox = await canvas.inbox(obj.id)
+        shape[obj.id] = (
+            (node.status, node.activity, node.outcome, node.kind, node.parent_id) if node else None,
+            [(e.type, e.level, {k: v for k, v in e.data.items() if k not in ("at",)}) for e in reversed(events)],
+            [(e.kind, e.body) for e in inbox.items],
+        )
+    return shape
+
+
+async def pump(remote: RemoteCloud, feed: ChangeFeed) -> None:
+    async for change in remote.changes():
+        feed.publish(change)
+
+
+async def test_the_follower_pointed_at_a_served_cloud_builds_the_same_canvas_as_in_process(
+        served: tuple[FakeCloud, CloudServer], tmp_path: Path) -> None:
+    cloud, server = served
+    local = await Canvas.open(tmp_path / "in-process.db")
+    wired = await Canvas.open(tmp_path / "wire.db")
+    remote = RemoteCloud(server.url, server.token)
+    store = MemoryConnectionStore()
+    await remote.connect(store, "user:o1", scopes=["crtr:llm", "crtr:act"])
+    oauth = OAuth2Client(client_id="app", issuer=server.url, private_key=KEY, store=store, max_retries=0)
+    client = await oauth.client("user:o1")
+    early = await client.runs.start(prompt="before the follower")  # caught up from the wire
+    await remote.runs.get(early.id)
+    cloud.runs.get(early.id).reply("caught up")
+
+    in_process = RunFollower(cloud, cloud.changes, bridge=RunBridge(local))
+    feed = ChangeFeed()
+    over_wire = RunFollower(ServedRuns(remote), feed, bridge=RunBridge(wired))
+    subscribers = len(cloud.changes._subscribers)
+    stream = asyncio.ensure_future(pump(remote, feed))
+    for _ in range(500):  # bounded: until the served change stream has subscribed
+        if len(cloud.changes._subscribers) > subscribers:
+            break
+        await asyncio.sleep(0.01)
+    await in_process.start()
+    await over_wire.start()
+    try:
+        live = await client.runs.start(prompt="while followed")  # followed live, through the change stream
+        fake = cloud.runs.get(live.id)
+        fake.reply("one", chunks=3)
+        fake.emit("node.message.received", {"message": {"id": "m7", "text": "a queued note"}, "start_turn": False})
+        fake.emit("run.renamed", {"name": "renamed on the wire"})
+        fake.fail_turn(code="model_error", message="the model failed")
+        fake.settle(result="done")
+        await in_process.idle()
+        expected = await snapshot(local)
+        assert live.id in expected and early.id in expected
+        for _ in range(500):  # bounded: until the wire follower has applied what the stream carried
+            await over_wire.idle()
+            if await snapshot(wired) == expected:
+                break
+            await asyncio.sleep(0.01)
+        assert await snapshot(wired) == expected
+        assert list(over_wire.errors) == [] and list(in_process.errors) == []
+    finally:
+        await in_process.stop()
+        await over_wire.stop()
+        stream.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await stream
+        await oauth.aclose()
+        await remote.aclose()
+        await local.close()
+        await wired.close()
