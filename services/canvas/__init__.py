@@ -1,4 +1,4 @@
-"""The canvas: one object graph (documents, nodes, jobs, owners, custom objects) in SQLite via SQLModel.
+"""The canvas: one object graph (documents, nodes, jobs, owners, custom objects) in SQLite or PostgreSQL via SQLModel.
 
 ``Canvas.open(path_or_url, changes=ChangeFeed())`` is the entry point; its async methods return
 frozen read models (``services.canvas.views``). ``RunBridge`` keeps run nodes in step with the
@@ -10,7 +10,7 @@ with a stable ``code``. Text with a lone surrogate or NUL is refused at every en
 
 from .bridge import BridgeInputError, RunBridge
 from .engine import make_engine
-from .errors import (AmbiguousNameError, CanvasBusyError, CanvasError, DocumentInvalidError, NameRefusedError,
+from .errors import (AmbiguousNameError, CanvasBusyError, CanvasError, CanvasSchemaError, CanvasUnavailableError, DocumentInvalidError, NameRefusedError,
                      NameTakenError, NameTextRefusedError, ObjectNotFoundError, OwnerInUseError, StaleRevisionError,
                      TextRefusedError, UndeclaredEventError, WatchPatternError)
 from .names import ReaderView
@@ -28,6 +28,8 @@ __all__ = [
     "AmbiguousNameError",
     "BridgeInputError",
     "CanvasBusyError",
+    "CanvasSchemaError",
+    "CanvasUnavailableError",
     "DocumentInvalidError",
     "NameRefusedError",
     "NameTakenError",

@@ -5,6 +5,17 @@ pragmas when it connects (WAL, ``synchronous=NORMAL``, ``foreign_keys=ON``, ``bu
 driver's own deferred ``BEGIN`` is switched off and SQLAlchemy's ``begin`` event emits ours instead:
 ``BEGIN`` for reads and ``BEGIN IMMEDIATE`` for every unit of work that may write, so a writer
 waits for the lock (up to the busy timeout) instead of failing when a deferred read upgrades.
+
+On PostgreSQL (``postgresql+psycopg://...``) the same two units of work hold: every unit of work
+that may write first takes the canvas's transaction-scoped advisory lock (one per schema, so two
+canvases in two schemas of one database never wait on each other), which makes writers take turns
+exactly as ``BEGIN IMMEDIATE`` does on SQLite, while readers never wait. ``lock_timeout`` is the busy
+timeout, so a writer that waits too long gets the same ``CanvasBusyError``. Underneath, the unique
+indexes hold whatever any writer does: a unique violation that reaches the database is the same
+``NameTakenError`` on both engines, and the stale-revision check sits in the ``UPDATE``'s ``WHERE``
+clause, which PostgreSQL re-evaluates after waiting on a concurrent update's row lock. A dropped
+server connection is ``CanvasUnavailableError`` (nothing was written); the pool checks each
+connection before use (``pool_pre_ping``), so the next unit of work reconnects.
 """
 
 from __future__ import annotations
@@ -17,19 +28,37 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event
-from sqlalchemy.engine import Engine
-from sqlalchemy.exc import OperationalError
-from sqlmodel import Session, SQLModel, create_engine
+from sqlalchemy import event, text
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlmodel import Session, create_engine
 
-from .errors import CanvasBusyError
+from .errors import CanvasBusyError, CanvasUnavailableError, NameTakenError
+from .schema import prepare_schema
 
-__all__ = ["make_engine", "database_url", "read_session", "write_session", "create_schema", "BUSY_TIMEOUT_MS"]
+__all__ = ["make_engine", "database_url", "read_session", "write_session", "create_schema", "BUSY_TIMEOUT_MS",
+           "is_postgres", "display_url"]
 
 BUSY_TIMEOUT_MS = 5000
 """How long a writer waits for another writer's lock before giving up with ``CanvasBusyError``."""
 
 _BEGIN_OPTION = "canvas_begin"
+_LOCK_CLASS = 0x63767331
+"""The first key of the writers' advisory lock (``cvs1``); the second is the schema's hash."""
+
+
+def is_postgres(bind: Engine | Connection | Session) -> bool:
+    """Whether ``bind`` talks to PostgreSQL."""
+    engine = bind.get_bind() if isinstance(bind, Session) else bind
+    return engine.dialect.name == "postgresql"
+
+
+def display_url(url: str) -> str:
+    """``url`` with any password hidden, for messages."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - a message must never fail
+        return "the canvas database"
 
 
 def database_url(path_or_url: str | Path) -> str:
@@ -56,6 +85,8 @@ def _enable_wal(cursor: Any, busy_timeout_ms: int) -> None:
 
 def make_engine(url: str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS, synchronous: str = "NORMAL") -> Engine:
     """An engine for ``url``; for SQLite with per-connection pragmas and explicit ``BEGIN``."""
+    if make_url(url).get_backend_name() == "postgresql":
+        return _postgres_engine(url, busy_timeout_ms)
     engine = create_engine(url)
     if engine.dialect.name != "sqlite":
         return engine
@@ -79,15 +110,34 @@ def make_engine(url: str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS, synchronous
     return engine
 
 
-def create_schema(engine: Engine) -> None:
-    """Create every canvas table and index (and the search index) that does not exist yet."""
-    from . import models  # noqa: F401  (registers the tables)
-    from .search import install_search
+def _postgres_engine(url: str, busy_timeout_ms: int) -> Engine:
+    engine = create_engine(url, pool_pre_ping=True)
 
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute(f"SET lock_timeout = {int(busy_timeout_ms)}")
+        dbapi_connection.commit()
+
+    return engine
+
+
+def _lock_writers(conn: Connection | Session) -> None:
+    """Take the canvas's writer lock for the rest of this transaction (PostgreSQL)."""
+    conn.execute(text("SELECT pg_advisory_xact_lock(:cls, hashtext(current_schema()))"), {"cls": _LOCK_CLASS})
+
+
+def create_schema(engine: Engine) -> int:
+    """Create, check or migrate the canvas schema (``services.canvas.schema``); returns the version found."""
     bind = engine.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"}) if engine.dialect.name == "sqlite" else engine
     with _busy_guard(), bind.begin() as conn:  # one writer creates; a second opener waits, then finds it all
-        SQLModel.metadata.create_all(conn, tables=models.TABLES)
-        install_search(conn)
+        if is_postgres(engine):
+            _lock_writers(conn)
+        return prepare_schema(conn, display_url(str(engine.url)))
+
+
+def _is_unique_violation(exc: IntegrityError) -> bool:
+    return getattr(exc.orig, "sqlstate", None) == "23505" or "UNIQUE constraint failed" in str(exc.orig)
 
 
 @contextmanager
@@ -95,10 +145,23 @@ def _busy_guard() -> Iterator[None]:
     try:
         yield
     except OperationalError as exc:
-        if "locked" in str(exc) or "busy" in str(exc):
+        message = str(exc.orig)
+        if "locked" in message or "busy" in message or "lock timeout" in message:
             raise CanvasBusyError(
                 "the canvas database is busy: another writer held it past the busy timeout; "
                 "nothing was written"
+            ) from exc
+        if type(exc.orig).__module__.startswith("psycopg"):
+            raise CanvasUnavailableError(
+                "the canvas database server could not be reached or dropped the connection; nothing was "
+                "written. It reconnects on the next action"
+            ) from exc
+        raise
+    except IntegrityError as exc:
+        if _is_unique_violation(exc):
+            raise NameTakenError(
+                "that name or id was taken by another writer at the same moment; nothing was written. "
+                "Choose another name, or read the existing object"
             ) from exc
         raise
 
@@ -119,6 +182,8 @@ def write_session(engine: Engine) -> Iterator[Session]:
     bind = engine.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"}) if engine.dialect.name == "sqlite" else engine
     with _busy_guard(), Session(bind, expire_on_commit=False) as session:
         try:
+            if is_postgres(engine):
+                _lock_writers(session)
             yield session
             session.commit()
         except BaseException:

@@ -24,6 +24,8 @@ __all__ = [
     "WatchPatternError",
     "CanvasBusyError",
     "OwnerInUseError",
+    "CanvasSchemaError",
+    "CanvasUnavailableError",
 ]
 
 
@@ -129,3 +131,15 @@ class OwnerInUseError(CanvasError):
     """An owner object still owns other objects and cannot be deleted."""
 
     code = "owner_in_use"
+
+
+class CanvasSchemaError(CanvasError):
+    """The database holds a canvas schema this version cannot use (too old to migrate, or newer)."""
+
+    code = "canvas_schema"
+
+
+class CanvasUnavailableError(CanvasError):
+    """The database server could not be reached or dropped the connection; nothing was written."""
+
+    code = "canvas_unavailable"

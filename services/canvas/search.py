@@ -1,9 +1,32 @@
-"""Full-text search over object names, document previews and bodies: the one SQLite-only part.
+"""Full-text search over object names, document previews and bodies, on each engine's own index.
 
-``install_search`` creates the FTS5 index, ``index_object``/``unindex_object`` keep it in step
-inside the writer's transaction, and ``search_ids`` answers a query. On any other SQL server the
-same three functions fall back to a ``LIKE`` scan over ``objects`` and ``documents``, so nothing
-else in the canvas depends on FTS5.
+``install_search`` creates the index, ``index_object``/``unindex_object`` keep it in step inside
+the writer's transaction, and ``search_ids`` answers a query. The user's query never reaches either
+engine's query language: it is cut into words (``query_words``), every word is required and the
+last one matches as a prefix, so quotes, ``*``, ``NEAR``, ``-``, ``AND``/``OR`` and parentheses are
+plain text on both engines and the same query finds the same objects.
+
+- **SQLite**: an FTS5 table (``unicode61``, diacritics removed), ranked by ``bm25`` with the name
+  weighing 10, the preview 4 and the body 1.
+- **PostgreSQL**: ``object_search`` holds one ``tsvector`` per object (the ``simple`` configuration:
+  lower-cased words, no stemming and no stop words, like ``unicode61``) behind a GIN index; the
+  name is weight A, the preview B, the body C, and the query is ``to_tsquery`` of the quoted words
+  joined by ``&``, the last with ``:*``.
+
+**Where the two differ** (documented, and tested only where they agree):
+
+- Ranking. ``ts_rank`` with weights {C 0.1, B 0.4, A 1.0} follows the same order of fields as
+  bm25's 1 : 4 : 10, but it does not weigh a word's rarity across the canvas, nor shorten the
+  score of a long body the way bm25 does. Hits of the same strength come back in a stable order
+  (``pk``) on PostgreSQL and in FTS5's own order on SQLite. Tests compare sets, and the best hit
+  only where one field clearly wins (a name hit over a body hit).
+- Accents. FTS5 drops diacritics (``café`` finds ``cafe``); the ``simple`` configuration keeps
+  them (``café`` finds only ``café``) unless the server has ``unaccent``, which we do not require.
+- Very long bodies. A ``tsvector`` is limited to 1 MB, so PostgreSQL indexes the first
+  ``PG_INDEX_CHARS`` characters of each body (SQLite indexes it whole); a word that occurs only
+  beyond that point is found on SQLite and not on PostgreSQL.
+- Positions. A ``tsvector`` keeps at most 256 positions per word; it changes the rank of a
+  document repeating one word thousands of times, never whether it is found.
 
 **Bounded cost.** The index finds and ranks the hits (``rowid`` and ``bm25`` only, which stay cheap
 on any document); the snippets are built here, not by FTS5's ``snippet()``, whose cost grows with
@@ -28,6 +51,8 @@ __all__ = [
     "MAX_SNIPPET_HITS",
     "SNIPPET_CHARS",
     "MAX_RESULTS",
+    "PG_INDEX_CHARS",
+    "pg_tsquery",
     "Snippet",
     "install_search",
     "index_object",
@@ -47,6 +72,9 @@ SNIPPET_CHARS = 120
 MAX_RESULTS = 100
 """The most hits one search returns, whatever ``limit`` asks for."""
 
+PG_INDEX_CHARS = 200_000
+"""How many characters of each body PostgreSQL indexes (a ``tsvector`` is limited to 1 MB)."""
+
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 _SPACE = re.compile(r"\s+")
 _LEAD = 40
@@ -62,13 +90,25 @@ class Snippet:
     scanned: int
 
 
+def _is_postgres(bind: Engine | Session) -> bool:
+    engine = bind.get_bind() if isinstance(bind, Session) else bind
+    return engine.dialect.name == "postgresql"
+
+
 def _is_sqlite(bind: Engine | Session) -> bool:
     engine = bind.get_bind() if isinstance(bind, Session) else bind
     return engine.dialect.name == "sqlite"
 
 
 def install_search(conn: Connection) -> None:
-    """Create the search index in ``conn``'s transaction if the server supports it (idempotent)."""
+    """Create the search index in ``conn``'s transaction (idempotent)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text(
+            "CREATE TABLE IF NOT EXISTS object_search ("
+            "pk INTEGER PRIMARY KEY REFERENCES objects(pk) ON DELETE CASCADE, doc tsvector NOT NULL)"
+        ))
+        conn.execute(text("CREATE INDEX IF NOT EXISTS ix_object_search_doc ON object_search USING GIN (doc)"))
+        return
     if conn.dialect.name != "sqlite":
         return
     conn.execute(text(
@@ -79,6 +119,14 @@ def install_search(conn: Connection) -> None:
 
 def index_object(session: Session, pk: int, name: str, preview: str = "", body: str = "") -> None:
     """(Re)index one object under its integer key ``pk``."""
+    if _is_postgres(session):
+        session.execute(text(
+            "INSERT INTO object_search(pk, doc) VALUES (:pk, "
+            "setweight(to_tsvector('simple', :name), 'A') || setweight(to_tsvector('simple', :preview), 'B') || "
+            "setweight(to_tsvector('simple', left(:body, :chars)), 'C')) "
+            "ON CONFLICT (pk) DO UPDATE SET doc = excluded.doc"
+        ), {"pk": pk, "name": name, "preview": preview, "body": body, "chars": PG_INDEX_CHARS})
+        return
     if not _is_sqlite(session):
         return
     session.execute(text("DELETE FROM object_fts WHERE rowid = :pk"), {"pk": pk})
@@ -90,7 +138,9 @@ def index_object(session: Session, pk: int, name: str, preview: str = "", body: 
 
 def unindex_object(session: Session, pk: int) -> None:
     """Drop one object from the index."""
-    if _is_sqlite(session):
+    if _is_postgres(session):
+        session.execute(text("DELETE FROM object_search WHERE pk = :pk"), {"pk": pk})
+    elif _is_sqlite(session):
         session.execute(text("DELETE FROM object_fts WHERE rowid = :pk"), {"pk": pk})
 
 
@@ -107,6 +157,17 @@ def fts_query(query: str) -> str:
     quoted = ['"' + word.replace('"', '""') + '"' for word in words]
     quoted[-1] += "*"
     return " ".join(quoted)
+
+
+def pg_tsquery(query: str) -> str:
+    """The user's words as a safe ``to_tsquery('simple', ...)`` text: each quoted, all required
+    (``&``), the last a prefix (``:*``); the same reading as ``fts_query``."""
+    words = query_words(query)
+    if not words:
+        return ""
+    quoted = ["'" + word.replace("'", "''").replace("\\", "\\\\") + "'" for word in words]
+    quoted[-1] += ":*"
+    return " & ".join(quoted)
 
 
 def _word_pattern(words: Sequence[str]) -> re.Pattern[str]:
@@ -187,6 +248,17 @@ def search_ids(session: Session, query: str, *, type: str | None = None, limit: 
             + "ORDER BY bm25(object_fts, 10.0, 4.0, 1.0) LIMIT :limit"
         )
         pks = [int(pk) for pk in session.execute(text(sql), {"match": match, "type": type, "limit": limit}).scalars()]
+    elif _is_postgres(session):
+        sql = (
+            "SELECT f.pk FROM object_search f "
+            + ("JOIN objects o ON o.pk = f.pk " if type else "")
+            + "WHERE f.doc @@ to_tsquery('simple', :match) "
+            + ("AND o.type = :type " if type else "")
+            + "ORDER BY ts_rank('{0.1, 0.1, 0.4, 1.0}', f.doc, to_tsquery('simple', :match)) DESC, f.pk "
+            + "LIMIT :limit"
+        )
+        params = {"match": pg_tsquery(query), "type": type, "limit": limit}
+        pks = [int(pk) for pk in session.execute(text(sql), params).scalars()]
     else:
         like = "%" + " ".join(words) + "%"
         sql = (

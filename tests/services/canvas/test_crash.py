@@ -30,8 +30,8 @@ WRITER = textwrap.dedent(
 )
 
 
-async def test_sigkill_during_edits_loses_no_acknowledged_revision(tmp_path, clock) -> None:
-    path = tmp_path / "canvas.db"
+async def test_sigkill_during_edits_loses_no_acknowledged_revision(canvas_url, clock, engine_name) -> None:
+    path = canvas_url
     canvas = await Canvas.open(path, clock=clock)
     await canvas.ensure_owner("user", "o1")
     await canvas.write("log", owner="user:o1", preview=PREVIEW, body="")
@@ -50,7 +50,8 @@ async def test_sigkill_during_edits_loses_no_acknowledged_revision(tmp_path, clo
         for line in rest.split():
             acknowledged = max(acknowledged, int(line))
         with read_session(canvas.engine) as session:
-            assert session.execute(text("PRAGMA integrity_check")).scalar() == "ok"
+            if engine_name == "sqlite":
+                assert session.execute(text("PRAGMA integrity_check")).scalar() == "ok"
         doc = (await canvas.read("o1/log")).document
         assert doc is not None
         assert doc.revision in (acknowledged, acknowledged + 1)  # before or after the one in flight

@@ -109,7 +109,8 @@ def _plans(canvas: Canvas, captured: list[tuple[str, object]]) -> list[tuple[str
     return out
 
 
-async def test_query_plans_use_indexes_for_every_ui_query(canvas: Canvas) -> None:
+async def test_query_plans_use_indexes_for_every_ui_query(sqlite_canvas: Canvas) -> None:
+    canvas = sqlite_canvas
     await canvas.ensure_owner("user", "o1")
     await canvas.spawn_node(node_id="n1")
     await canvas.spawn_node(node_id="n2", parent="n1")

@@ -89,7 +89,8 @@ def signature(canvas: Canvas) -> dict[str, int]:
     """Rows per canvas table (and in the search index): equal before and after means nothing was written."""
     with canvas.engine.connect() as conn:
         counts = {t.name: int(conn.execute(text(f"SELECT count(*) FROM {t.name}")).scalar_one()) for t in TABLES}
-        counts["object_fts"] = int(conn.execute(text("SELECT count(*) FROM object_fts")).scalar_one())
+        index = "object_fts" if conn.dialect.name == "sqlite" else "object_search"
+        counts[index] = int(conn.execute(text(f"SELECT count(*) FROM {index}")).scalar_one())
     return counts
 
 

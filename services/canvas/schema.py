@@ -1,0 +1,83 @@
+"""The canvas schema version: recorded in ``canvas_meta``, checked at open, migrated forward.
+
+``SCHEMA_VERSION`` is the version this code writes. At open, inside the same transaction that
+creates a new canvas (``BEGIN IMMEDIATE`` on SQLite, the canvas's advisory lock on PostgreSQL):
+
+- a new database gets every table and index, and the current version;
+- a database at an older version runs each step of ``MIGRATIONS`` in order, then records the
+  current version; the whole migration commits or none of it does (both engines run DDL in a
+  transaction);
+- a database at a newer version, or one older than ``OLDEST_MIGRATABLE``, is refused with
+  ``CanvasSchemaError`` before anything is written, saying which version it holds and what to do.
+
+A database without ``canvas_meta`` but with ``objects`` is a canvas from before versioning
+(version 0); its migration step creates what is missing (tables, indexes, the search index).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlalchemy import inspect, text
+from sqlalchemy.engine import Connection
+from sqlmodel import SQLModel
+
+from .errors import CanvasSchemaError
+
+__all__ = ["SCHEMA_VERSION", "OLDEST_MIGRATABLE", "MIGRATIONS", "schema_version", "prepare_schema"]
+
+SCHEMA_VERSION = 1
+"""The schema version this code creates and expects."""
+OLDEST_MIGRATABLE = 0
+"""The oldest version ``MIGRATIONS`` can bring forward."""
+
+
+def _create_missing(conn: Connection) -> None:
+    from . import models
+    from .search import install_search
+
+    SQLModel.metadata.create_all(conn, tables=models.TABLES)
+    install_search(conn)
+
+
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {
+    0: _create_missing,  # 0 -> 1: versioning, every table and index of version 1, the search index
+}
+"""``MIGRATIONS[v]`` brings a version-``v`` canvas to version ``v + 1``."""
+
+
+def schema_version(conn: Connection) -> int | None:
+    """The recorded version; 0 for a canvas from before versioning, ``None`` for an empty database."""
+    tables = set(inspect(conn).get_table_names())
+    if "canvas_meta" in tables:
+        value = conn.execute(text("SELECT value FROM canvas_meta WHERE key = 'schema_version'")).scalar()
+        return int(value) if value is not None else 0
+    return 0 if "objects" in tables else None
+
+
+def _record(conn: Connection, version: int) -> None:
+    conn.execute(text("CREATE TABLE IF NOT EXISTS canvas_meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL)"))
+    conn.execute(text("DELETE FROM canvas_meta WHERE key = 'schema_version'"))
+    conn.execute(text("INSERT INTO canvas_meta(key, value) VALUES ('schema_version', :v)"), {"v": str(version)})
+
+
+def prepare_schema(conn: Connection, where: str) -> int:
+    """Create, check or migrate the schema in ``conn``'s transaction; returns the version found."""
+    found = schema_version(conn)
+    if found is None:
+        _create_missing(conn)
+        _record(conn, SCHEMA_VERSION)
+        return SCHEMA_VERSION
+    if found > SCHEMA_VERSION:
+        raise CanvasSchemaError(
+            f"the canvas at {where} has schema version {found}, newer than this workbench understands "
+            f"(version {SCHEMA_VERSION}); upgrade the workbench to open it. Nothing was changed")
+    if found < OLDEST_MIGRATABLE:
+        raise CanvasSchemaError(
+            f"the canvas at {where} has schema version {found}, older than this workbench can migrate "
+            f"(from version {OLDEST_MIGRATABLE}); open it with an older workbench first. Nothing was changed")
+    for version in range(found, SCHEMA_VERSION):
+        MIGRATIONS[version](conn)
+    if found != SCHEMA_VERSION:
+        _record(conn, SCHEMA_VERSION)
+    return found
