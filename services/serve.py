@@ -8,7 +8,8 @@ API's bearer token) atomically with mode 0600. ``await server.stop()`` ends ever
 stops uvicorn and removes ``serve.json`` (only when it is still this process's).
 
 ``serve_workspace(...)`` is ``workbench serve``: the workspace's cloud, kept on disk, served until
-SIGTERM or SIGINT. A host other than loopback is refused unless ``allow_remote`` is set. With a
+SIGTERM or SIGINT, with the Honcho-compatible memory fake under ``/honcho`` on the same origin
+(its state in ``memory/served-honcho.json``). A host other than loopback is refused unless ``allow_remote`` is set. With a
 ``notice_url`` the cloud POSTs run notices there (``http_run_notices``).
 """
 
@@ -150,7 +151,7 @@ class _QuietDrops(logging.Filter):
         return not (record.exc_info and isinstance(record.exc_info[1], ScriptedUnreachable))
 
 
-def _uvicorn_server(app: "CloudApp", log_level: str) -> "uvicorn.Server":
+def _uvicorn_server(app: "CloudApp", log_level: str, served: Any = None) -> "uvicorn.Server":
     import uvicorn
 
     error_log = logging.getLogger("uvicorn.error")
@@ -167,7 +168,7 @@ def _uvicorn_server(app: "CloudApp", log_level: str) -> "uvicorn.Server":
             await super().shutdown(sockets=sockets)
 
     config = uvicorn.Config(
-        app,
+        served or app,
         lifespan="off",
         log_level=log_level,
         access_log=False,
@@ -191,9 +192,11 @@ class CloudServer:
         log_level: str = "warning",
         url: str | None = None,
         lock: FileLock | None = None,
+        honcho: Any = None,
     ) -> None:
         from .cloud.asgi import CloudApp
         from .cloud.control import ControlApp
+        from .knowledge.outbox.honcho_serve import HONCHO_PREFIX, HonchoApp
 
         self.cloud = cloud
         self.sock = sock
@@ -207,7 +210,13 @@ class CloudServer:
         self.control = ControlApp(cloud, self.token, store=store)
         self.app = CloudApp(cloud, control=self.control, ack=ack)
         self.control.app = self.app
-        self._server = _uvicorn_server(self.app, log_level)
+        self.honcho_url: str | None = None
+        """Where the Honcho-compatible memory fake answers (``URL/honcho``), when one is served."""
+        served = None
+        if honcho is not None:
+            served = HonchoApp(honcho, prefix=HONCHO_PREFIX, fallback=self.app)
+            self.honcho_url = self.url + HONCHO_PREFIX
+        self._server = _uvicorn_server(self.app, log_level, served)
         self._task: asyncio.Task[None] | None = None
         self._lock = lock
         """The workspace's ``serve.lock`` (``claim_workspace``), given back by ``stop``."""
@@ -348,7 +357,10 @@ async def serve_workspace(
         sock.close()
         lock.release()
         raise
-    server = CloudServer(cloud, sock, folder=folder, store=store, url=url, lock=lock)
+    from .knowledge.outbox import FakeHonchoService
+
+    honcho = FakeHonchoService(folder / "memory" / "served-honcho.json")
+    server = CloudServer(cloud, sock, folder=folder, store=store, url=url, lock=lock, honcho=honcho)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, server.request_stop)
@@ -357,6 +369,7 @@ async def serve_workspace(
         if not is_loopback(host):
             say(f"warning: {who_can_reach(host, server.port)}")
         say(f"serving {server.url}")
+        say(f"memory (Honcho API) at {server.honcho_url}")
         await server.wait()
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
