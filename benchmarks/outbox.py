@@ -11,7 +11,10 @@ Prints:
 3. the status view over that outbox, first and after one more capture;
 4. the ratio of a sweep over an already delivered outbox (every record flipped, nothing sent) to
    reading and parsing the same file once, and the ratio of a re-fired sweep (after compaction)
-   to that read.
+   to that read;
+5. records/s delivered by a sweep of ``--http-records`` records over real HTTP to the Honcho fake
+   served by uvicorn in a process of its own (loopback), beside the same sweep delivered to the
+   in-process fake, in the same run, and their ratio.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import asyncio
 import json
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -129,16 +133,45 @@ async def _sweeps(base: Path, records: int, conversations: int) -> None:
     await box.aclose()
 
 
+async def _delivery_rates(base: Path, records: int, conversations: int) -> None:
+    async def rate(name: str, **target: object) -> float:
+        box = await MemoryOutbox.open(base / name, ChangeFeed(), **target)  # type: ignore[arg-type]
+        _fill(box, records, conversations)
+        start = time.perf_counter()
+        result = await box.sweep()
+        elapsed = time.perf_counter() - start
+        assert result.errors == [] and result.delivered_records == records, result.errors[:3]
+        await box.aclose()
+        return records / elapsed
+
+    in_process = await rate("in-process")
+    server = subprocess.Popen([sys.executable, "-m", "services.knowledge.outbox.honcho_serve", "--port", "0"],
+                              cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        url = server.stdout.readline().split()[-1]
+        over_http = await rate("over-http", base_url=url)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    print(f"sweep delivery, {records:,} records / {conversations:,} conversations, in-process fake: "
+          f"{in_process:,.0f} records/s")
+    print(f"sweep delivery, same records over real HTTP (uvicorn, loopback, own process): "
+          f"{over_http:,.0f} records/s (ratio {over_http / in_process:.2f}x in-process)")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--conversations", type=int, default=1_000)
     parser.add_argument("--captures", type=int, default=2_000)
+    parser.add_argument("--http-records", type=int, default=5_000)
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="outbox-bench-"))
     try:
         await _captures(base, args.captures)
         await _sweeps(base, args.records, args.conversations)
+        await _delivery_rates(base, args.http_records, max(1, min(args.conversations, args.http_records // 50)))
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
