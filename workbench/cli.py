@@ -14,6 +14,7 @@ open); ``workbench demo [--speed X]`` plays the narrated walkthrough; ``workbenc
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from . import __version__
@@ -33,6 +34,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--serve", action="store_true",
                         help="also serve this workspace's cloud over HTTP (see `workbench serve`)")
     parser.add_argument("--port", type=int, default=None, help="the port for --serve (0 picks a free one)")
+    parser.add_argument("--honcho-url", default=None, metavar="URL",
+                        help="deliver memory to this Honcho server (default $HONCHO_URL, else the embedded "
+                             "fake); the API key is read from $HONCHO_API_KEY only")
+    parser.add_argument("--honcho-workspace", default=None, metavar="ID",
+                        help="the Honcho workspace memory goes into (default $HONCHO_WORKSPACE_ID, else workbench)")
     sub = parser.add_subparsers(dest="command")
     serve = sub.add_parser("serve", help="serve the workspace's cloud over HTTP for a real app (headless)")
     serve.add_argument("--workspace", type=Path, default=None, dest="sub_workspace", metavar="DIR",
@@ -96,13 +102,19 @@ def main(argv: list[str] | None = None) -> int:
         if problem:
             print(f"workbench --serve: {problem}")
             return 2
-        served = make_app(Settings(path=args.workspace, serve_port=_port(args.port)))
+        served = make_app(Settings(path=args.workspace, serve_port=_port(args.port), **_memory(args)))
         _exit_on_sigterm(served)
         served.run()
         return served.return_code or 0
-    app = make_app(Settings(path=args.workspace))
+    app = make_app(Settings(path=args.workspace, **_memory(args)))
     app.run()
     return app.return_code or 0
+
+
+def _memory(args: argparse.Namespace) -> dict[str, str | None]:
+    """Where memory goes: the flags, else Honcho's own environment variables (as its SDKs read them)."""
+    return {"honcho_url": args.honcho_url or os.environ.get("HONCHO_URL") or None,
+            "honcho_workspace_id": args.honcho_workspace or os.environ.get("HONCHO_WORKSPACE_ID") or "workbench"}
 
 
 def _exit_on_sigterm(app: object) -> None:

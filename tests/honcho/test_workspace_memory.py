@@ -43,3 +43,17 @@ def test_a_honcho_url_that_is_not_http_is_refused_in_plain_words() -> None:
         memory_target("https://memory.example", "bad id")
     assert memory_target(None)["settings"].workspace_id == "workbench"
     assert memory_target("https://memory.example/", "w", environ={})["api_key"] is None
+
+
+def test_command_line_and_honcho_environment_name_where_memory_goes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from workbench.cli import _memory, build_parser
+
+    monkeypatch.delenv("HONCHO_URL", raising=False)
+    monkeypatch.delenv("HONCHO_WORKSPACE_ID", raising=False)
+    assert _memory(build_parser().parse_args([])) == {"honcho_url": None, "honcho_workspace_id": "workbench"}
+    monkeypatch.setenv("HONCHO_URL", "https://memory.example")
+    monkeypatch.setenv("HONCHO_WORKSPACE_ID", "from-env")
+    assert _memory(build_parser().parse_args([])) == {"honcho_url": "https://memory.example",
+                                                      "honcho_workspace_id": "from-env"}
+    flags = build_parser().parse_args(["--honcho-url", "http://127.0.0.1:8000", "--honcho-workspace", "team"])
+    assert _memory(flags) == {"honcho_url": "http://127.0.0.1:8000", "honcho_workspace_id": "team"}
