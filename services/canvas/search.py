@@ -11,7 +11,9 @@ plain text on both engines and the same query finds the same objects.
 - **PostgreSQL**: ``object_search`` holds one ``tsvector`` per object (the ``simple`` configuration:
   lower-cased words, no stemming and no stop words, like ``unicode61``) behind a GIN index; the
   name is weight A, the preview B, the body C, and the query is ``to_tsquery`` of the quoted words
-  joined by ``&``, the last with ``:*``.
+  joined by ``&``, the last with ``:*``. Text is cut into words here before it reaches
+  ``to_tsvector`` (``_pg_words``), because PostgreSQL's parser would read ``o1/ops/deploys``,
+  URLs, e-mail addresses and ``1.5`` as single tokens where FTS5 sees words.
 
 **Where the two differ** (documented, and tested only where they agree):
 
@@ -123,9 +125,9 @@ def index_object(session: Session, pk: int, name: str, preview: str = "", body: 
         session.execute(text(
             "INSERT INTO object_search(pk, doc) VALUES (:pk, "
             "setweight(to_tsvector('simple', :name), 'A') || setweight(to_tsvector('simple', :preview), 'B') || "
-            "setweight(to_tsvector('simple', left(:body, :chars)), 'C')) "
+            "setweight(to_tsvector('simple', :body), 'C')) "
             "ON CONFLICT (pk) DO UPDATE SET doc = excluded.doc"
-        ), {"pk": pk, "name": name, "preview": preview, "body": body, "chars": PG_INDEX_CHARS})
+        ), {"pk": pk, "name": _pg_words(name), "preview": _pg_words(preview), "body": _pg_words(body[:PG_INDEX_CHARS])})
         return
     if not _is_sqlite(session):
         return
@@ -159,10 +161,19 @@ def fts_query(query: str) -> str:
     return " ".join(quoted)
 
 
+_NOT_WORD = re.compile(r"[\W_]+", re.UNICODE)
+
+
+def _pg_words(text_: str) -> str:
+    """``text_`` as words and single spaces: PostgreSQL's parser would otherwise read paths, URLs,
+    e-mail addresses and decimals as single tokens (``o1/ops/deploys``), where FTS5 sees words."""
+    return _NOT_WORD.sub(" ", text_ or "")
+
+
 def pg_tsquery(query: str) -> str:
     """The user's words as a safe ``to_tsquery('simple', ...)`` text: each quoted, all required
     (``&``), the last a prefix (``:*``); the same reading as ``fts_query``."""
-    words = query_words(query)
+    words = _NOT_WORD.sub(" ", " ".join(query_words(query))).split()
     if not words:
         return ""
     quoted = ["'" + word.replace("'", "''").replace("\\", "\\\\") + "'" for word in words]
