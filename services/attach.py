@@ -28,10 +28,17 @@ from typing import Any
 from .changes import Change, ChangeFeed
 from .clock import Clock
 from .errors import ServiceError
-from .operator import (OPERATOR, SETTLE_CHOICES, GrantView, OperatorAction, OperatorError, RefusalRecord,
-                       RunView)
+from .operator import (
+    OPERATOR,
+    SETTLE_CHOICES,
+    GrantView,
+    OperatorAction,
+    OperatorError,
+    RefusalRecord,
+    RunView,
+)
 
-__all__ = ["AttachError", "ServerInfo", "find_server", "ServedDesk", "RunDetail", "parse_time"]
+__all__ = ["AttachError", "RunDetail", "ServedDesk", "ServerInfo", "find_server", "parse_time"]
 
 PROBE_TIMEOUT_S = 2.0
 
@@ -55,7 +62,7 @@ def parse_time(value: Any) -> float:
         return float(value)
     if isinstance(value, str) and value:
         try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+            return datetime.fromisoformat(value).timestamp()
         except ValueError:
             return 0.0
     return 0.0

@@ -29,8 +29,15 @@ from typing import Any, Protocol
 from .changes import Change, ChangeFeed
 from .files import CorruptFileError, atomic_write_json, read_json
 
-__all__ = ["RunFollower", "turn_messages", "run_record", "FollowedRun", "RunSource", "EmbeddedRuns",
-           "ServedRuns"]
+__all__ = [
+    "EmbeddedRuns",
+    "FollowedRun",
+    "RunFollower",
+    "RunSource",
+    "ServedRuns",
+    "run_record",
+    "turn_messages",
+]
 
 WIRE_RUN_FIELDS = ("id", "user_id", "name", "status", "activity", "params", "outcome", "result", "last_turn_error",
                    "question", "pending", "messages", "created_at", "updated_at", "last_event_id")
@@ -152,7 +159,7 @@ class RunFollower:
 
     def __init__(
         self,
-        cloud: "RunSource | Any",
+        cloud: RunSource | Any,
         feed: ChangeFeed,
         *,
         bridge: Any = None,

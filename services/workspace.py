@@ -27,7 +27,9 @@ iterates every ``Change`` any service publishes; ``close()`` stops everything.
 A folder another process serves (a live, answering ``serve.json``) is attached to instead: no
 second cloud starts; ``.desk`` is a ``services.attach.ServedDesk`` over the server's control API
 and change stream, ``.attached`` names the server and ``header_status`` says so. A stale
-``serve.json`` (dead process, no answer) is removed and the folder opens as usual.
+``serve.json`` (dead process, no answer) is removed and the folder opens as usual. The process
+holding ``follower.lock`` carries the runs into the canvas: the serving window, or, when the
+server is headless (``workbench serve``), the first window attached, reading runs over the wire.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ from .open_errors import WorkspaceOpenError, open_error
 
 __all__ = ["Settings", "Workspace", "WorkspaceOpenError", "CaptureFailure", "JUDGE_USER", "import_services"]
 
+FOLLOWER_LOCK = "follower.lock"
+"""Held by the one process that carries a served workspace's runs into its canvas."""
 JUDGE_USER = "user:operator"
 """The operator's own person on the fake cloud: harvest judge runs are started as them."""
 
@@ -114,6 +118,7 @@ class Workspace:
     """The ``services.attach.ServerInfo`` this window attached to, when another process serves the folder."""
     remote: Any = None
     """The ``RemoteCloud`` (control API) of that server, when attached."""
+    _follower_lock: Any = None
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -239,6 +244,25 @@ class Workspace:
         self._opening = self.path / "knowledge"
         self.insights = await InsightReviews.open(self.path / "knowledge", self.canvas, changes=self.feed,
                                                   clock=settings.clock)
+        if self._claim_following():  # nobody follows the runs into the canvas (a headless server): this window does
+            from .canvas import RunBridge
+            from .follower import RunFollower, ServedRuns
+
+            self.follower = RunFollower(
+                ServedRuns(self.remote), self.feed, bridge=RunBridge(self.canvas), outbox=self.outbox,
+                state_path=self.path / "follower.json", ignore_users=frozenset({JUDGE_USER}),
+            )
+            await self.follower.start()
+
+    def _claim_following(self) -> bool:
+        """Take the workspace's ``follower.lock``: one process at a time carries runs into the canvas."""
+        from .files import FileLock
+
+        lock = FileLock(self.path / FOLLOWER_LOCK)
+        if not lock.try_acquire():
+            return False
+        self._follower_lock = lock
+        return True
 
     async def _attached_child(self, parent_id: str, messages: list[dict[str, Any]]) -> str:
         from .operator import OperatorError
@@ -264,6 +288,8 @@ class Workspace:
         from .world import seed_canvas, seed_insights
 
         settings = self.settings
+        if self.server is not None:
+            self._claim_following()  # the serving window follows; attached windows then leave it to it
         self._opening = self.path / "canvas.db"
         self.canvas = await Canvas.open(self.path / "canvas.db", changes=self.feed, clock=settings.clock)
         self._opening = self.path / "memory"
@@ -389,6 +415,9 @@ class Workspace:
             await self.desk.stop()
         if self.follower is not None:
             await self.follower.stop()
+        if self._follower_lock is not None:
+            self._follower_lock.release()
+            self._follower_lock = None
         if self.okf is not None:
             await self.okf.close()
         if self.outbox is not None:

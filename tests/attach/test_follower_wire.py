@@ -109,3 +109,44 @@ async def test_the_follower_pointed_at_a_served_cloud_builds_the_same_canvas_as_
         await remote.aclose()
         await local.close()
         await wired.close()
+
+
+async def test_a_window_attached_to_a_headless_server_follows_its_runs_into_the_canvas_once(
+        tmp_path: Path) -> None:
+    from services.workspace import Workspace
+
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    sock = bind_socket("127.0.0.1", 0)
+    url = origin_url(*sock.getsockname()[:2])
+    cloud = FakeCloud("app", issuer=url, runtime_url=url)
+    server = CloudServer(cloud, sock, folder=folder)  # as `workbench serve` does: no window, no follower
+    await server.start()
+    first = await Workspace.open(folder)
+    second = await Workspace.open(folder)
+    try:
+        assert first.attached is not None and second.attached is not None
+        assert first.follower is not None and second.follower is None  # one process follows
+        store = MemoryConnectionStore()
+        async with RemoteCloud(server.url, server.token) as remote:
+            await remote.connect(store, "user:o1", scopes=["crtr:llm", "crtr:act"])
+        async with OAuth2Client(client_id="app", issuer=server.url, private_key=KEY, store=store,
+                                max_retries=0) as oauth:
+            run = await (await oauth.client("user:o1")).runs.start(prompt="followed by a window")
+            cloud.runs.get(run.id).reply("seen by the canvas")
+        node = None
+        for _ in range(500):  # bounded: until the change stream has carried the run to the follower
+            await first.follower.idle()
+            page = await first.canvas.list_objects(type="node")
+            if any(o.id == run.id and o.status == "idle" for o in page.items):
+                node = await first.canvas.read(run.id)
+                break
+            await asyncio.sleep(0.01)
+        assert node is not None and node.node is not None
+        texts = [e.data.get("text") for e in await second.canvas.events(run.id) if e.type == "node.output_text.done"]
+        assert texts == ["seen by the canvas"]  # the other window reads the same canvas
+        assert list(first.follower.errors) == []
+    finally:
+        await second.close()
+        await first.close()
+        await server.stop()
