@@ -1,6 +1,11 @@
-"""``HelpScreen``: every key of the main screen and of each pane, read from their bindings."""
+"""``HelpScreen``: every key of the focused pane, of the App and of each pane, read from the live bindings.
+
+Keys read as people press them (``/``, ``?``, ``ctrl+p``, ``tab``, ``←``) and follow the keymap.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -9,20 +14,30 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
+from .help_keys import KeyLine, key_label, keys_line
+
 __all__ = ["HelpScreen", "key_table"]
 
 
-def key_table(groups: list[tuple[str, list[Binding]]]) -> Text:
-    """The keys of each group as aligned plain text."""
+def _lines(entries: list[Any]) -> list[KeyLine]:
+    """``KeyLine``s as they are; raw ``Binding``s read as people press them."""
+    lines: list[KeyLine] = []
+    for entry in entries:
+        if isinstance(entry, Binding):
+            keys = " / ".join(key_label(key) for key in entry.key.split(","))
+            entry = KeyLine(keys, entry.description, entry.id or "")
+        lines.append(entry)
+    return lines
+
+
+def key_table(groups: list[tuple[str, list[Any]]]) -> Text:
+    """The keys of each group (``KeyLine``s or ``Binding``s) as aligned plain text."""
     text = Text()
-    for title, bindings in groups:
+    for title, entries in groups:
         text.append(f"{title}\n", style="bold underline")
-        for binding in bindings:
-            if binding.action.startswith("clear_filter") and binding.key == "escape":
-                continue
-            keys = binding.key.replace(",", " / ")
-            text.append(f"  {keys:<14}", style="bold")
-            text.append(f"{binding.description}\n")
+        for line in _lines(entries):
+            text.append(f"  {line.keys:<16}", style="bold")
+            text.append(f"{line.description}\n")
         text.append("\n")
     return text
 
@@ -32,7 +47,7 @@ class HelpScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape,q,question_mark", "close", "Close", id="help.close")]
 
-    def __init__(self, groups: list[tuple[str, list[Binding]]]) -> None:
+    def __init__(self, groups: list[tuple[str, list[Any]]]) -> None:
         super().__init__()
         self.groups = groups
         """``(title, bindings)`` per section."""
@@ -42,7 +57,7 @@ class HelpScreen(ModalScreen[None]):
             yield Label(Text("Keys"), classes="dialog-title")
             with VerticalScroll():
                 yield Static(key_table(self.groups), markup=False, id="help-keys")
-            yield Label(Text("esc closes", style="dim"))
+            yield Label(Text(keys_line(self), style="dim"), classes="dialog-keys")
 
     def action_close(self) -> None:
         self.dismiss(None)

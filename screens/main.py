@@ -16,7 +16,6 @@ from textual.containers import Container
 from textual.events import Resize
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Footer
 
 from .canvas import CanvasPane
 from .grants import GrantsPane
@@ -26,6 +25,7 @@ from .judgments import JudgmentsPane
 from .messages import JumpRequested, ServicesChanged, WorkspaceOpened
 from .runs import RunsPane
 from .widgets.badges import BadgeBar, PaneStrip
+from .widgets.footer import KeyFooter
 from .widgets.pane import Pane
 
 __all__ = ["MainScreen", "PANE_IDS", "DASHBOARD_SIZE"]
@@ -69,7 +69,7 @@ class MainScreen(Screen[None]):
             yield GrantsPane()
             yield JudgmentsPane()
         yield PaneStrip(id="strip")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self._apply_size(self.app.size.width, self.app.size.height)
@@ -160,10 +160,9 @@ class MainScreen(Screen[None]):
             self.app.push_screen(MemoryScreen(self.workspace))
 
     def action_show_help(self) -> None:
-        groups = [("Everywhere", [*self.app.BINDINGS, *self.BINDINGS])]
-        for pane in self.panes():
-            groups.append((f"{pane.number} {pane.title}", list(pane.BINDINGS)))
-        self.app.push_screen(HelpScreen(groups))
+        from .help_keys import help_groups
+
+        self.app.push_screen(HelpScreen(help_groups(self)))
 
     # -- service messages ---------------------------------------------------------------------
 

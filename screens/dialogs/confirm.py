@@ -10,6 +10,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 
+from ..help_keys import keys_line
 from ..text import DETAIL_CAP, safe
 
 __all__ = ["ConfirmDialog"]
@@ -34,6 +35,7 @@ class ConfirmDialog(ModalScreen[bool]):
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Yes (y)", variant="error", id="yes")
                 yield Button("No (n)", id="no")
+            yield Label(Text(keys_line(self), style="dim"), classes="dialog-keys")
 
     def on_mount(self) -> None:
         self.query_one("#no", Button).focus()

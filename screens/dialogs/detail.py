@@ -11,6 +11,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
+from ..help_keys import keys_line
 from ..text import DETAIL_CAP, safe
 
 __all__ = ["DetailDialog"]
@@ -39,7 +40,7 @@ class DetailDialog(ModalScreen[None]):
             yield Label("", id="detail-title", classes="dialog-title")
             with VerticalScroll(id="detail-scroll"):
                 yield Static("", id="detail-body", markup=False)
-            yield Label(Text("← → step · esc close", style="dim"))
+            yield Label(Text(keys_line(self), style="dim"), classes="dialog-keys")
 
     def on_mount(self) -> None:
         self._show()

@@ -12,6 +12,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select
 
+from ..help_keys import keys_line
 from ..text import DETAIL_CAP, safe
 
 __all__ = ["Field", "FormDialog"]
@@ -66,6 +67,7 @@ class FormDialog(ModalScreen[dict[str, str] | None]):
             with Horizontal(classes="dialog-buttons"):
                 yield Button(self.submit_label, variant="primary", id="submit")
                 yield Button("Cancel", id="cancel")
+            yield Label(Text(keys_line(self) + "   enter submit", style="dim"), classes="dialog-keys")
 
     def values(self) -> dict[str, str]:
         """The current value of every field."""

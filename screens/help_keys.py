@@ -1,0 +1,116 @@
+"""Keys as people press them, read from the live bindings (after the keymap): the help and the footers use these.
+
+``key_label("slash")`` is ``/``, ``key_label("ctrl+p")`` is ``ctrl+p``, ``key_label("left")`` is ``←``.
+``effective_bindings(node)`` is a node's bindings after the App's keymap (a remapped key shows its new
+key), merged per action so ``n,escape`` reads ``n / esc``. ``help_groups(screen)`` builds the groups
+the ``?`` screen lists: the focused pane (and the widget in it), everywhere (the screen, the App,
+and the keys Textual answers itself: tab, shift+tab, ctrl+p, esc), then the other panes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from textual.binding import Binding
+from textual.keys import format_key
+
+__all__ = ["KeyLine", "key_label", "effective_bindings", "help_groups", "keys_line", "NAVIGATION"]
+
+ALIASES = {
+    "escape": "esc",
+    "enter": "enter",
+    "backspace": "backspace",
+    "space": "space",
+    "tab": "tab",
+    "pageup": "pgup",
+    "pagedown": "pgdn",
+    "delete": "del",
+}
+"""Key names shown as words (Textual's own display would draw some as symbols)."""
+
+
+@dataclass(frozen=True)
+class KeyLine:
+    """One help line: the keys (as pressed), the description, and the binding id (for the keymap)."""
+
+    keys: str
+    description: str
+    binding_id: str = ""
+
+
+NAVIGATION: tuple[KeyLine, ...] = (
+    KeyLine("tab", "Next widget / pane"),
+    KeyLine("shift+tab", "Previous widget / pane"),
+    KeyLine("↑ / ↓  k / j", "Move in a list or the graph"),
+    KeyLine("← / →  h / l", "Incoming / outgoing edges (graph), previous / next event (event detail)"),
+    KeyLine("enter", "Open / follow the selection"),
+    KeyLine("ctrl+p", "Command palette: jump to anything, act on the selection, themes"),
+    KeyLine("esc", "Close a dialog, clear the filter"),
+)
+"""The keys Textual's widgets answer themselves (they have no binding of ours to read)."""
+
+
+def key_label(key: str) -> str:
+    """One key as people press it: ``/``, ``?``, ``ctrl+p``, ``tab``, ``←``, ``R``."""
+    parts = key.strip().split("+")
+    *modifiers, name = parts if parts[-1] else [*parts[:-2], "+"]
+    shown = ALIASES.get(name) or format_key(name)
+    if shown == name and len(name) > 1 and "_" in name:  # an unnamed key: plain words
+        shown = name.replace("_", " ")
+    return "+".join([*modifiers, shown])
+
+
+def _merge(bindings: list[Binding]) -> list[KeyLine]:
+    """Bindings merged per (action, description), keys in first-seen order."""
+    order: dict[tuple[str, str], list[str]] = {}
+    ids: dict[tuple[str, str], str] = {}
+    for binding in bindings:
+        if binding.system:
+            continue
+        slot = (binding.action, binding.description or binding.action.replace("_", " "))
+        labels = order.setdefault(slot, [])
+        for key in binding.key.split(","):
+            label = key_label(key)
+            if label not in labels:
+                labels.append(label)
+        ids.setdefault(slot, binding.id or "")
+    return [KeyLine(" / ".join(keys), slot[1], ids[slot]) for slot, keys in order.items()]
+
+
+def effective_bindings(node: Any, *, app: Any = None) -> list[KeyLine]:
+    """``node``'s own bindings after the App's keymap, merged per action."""
+    app = app or node.app
+    bindings_map = node._bindings.copy()  # Textual keeps a node's merged BINDINGS here
+    keymap = getattr(app, "_keymap", None)
+    if keymap:
+        bindings_map.apply_keymap(keymap)
+    bindings = [binding for _key, binding in bindings_map]
+    return _merge(bindings)
+
+
+def keys_line(node: Any) -> str:
+    """``node``'s keys on one line (``y yes  n / esc no``), for a dialog's own key hint."""
+    return "   ".join(f"{line.keys} {line.description.lower()}" for line in effective_bindings(node))
+
+
+def help_groups(screen: Any) -> list[tuple[str, list[KeyLine]]]:
+    """The ``?`` groups for the main screen: focused pane first, then everywhere, then the other panes."""
+    app = screen.app
+    panes = screen.panes()
+    active = screen.pane(screen.active)
+    groups: list[tuple[str, list[KeyLine]]] = []
+    focused_lines = effective_bindings(active)
+    widget = screen.focused
+    inner: list[KeyLine] = []
+    while widget is not None and widget is not active and widget is not screen:
+        inner.extend(line for line in effective_bindings(widget) if line.description)
+        widget = widget.parent
+    groups.append((f"{active.number} {active.title} (focused)", focused_lines))
+    if inner:
+        groups.append((f"In the {active.title} list", inner))
+    groups.append(("Everywhere", [*effective_bindings(screen), *effective_bindings(app), *NAVIGATION]))
+    for pane in panes:
+        if pane is not active:
+            groups.append((f"{pane.number} {pane.title}", effective_bindings(pane)))
+    return groups
