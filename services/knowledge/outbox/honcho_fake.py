@@ -9,11 +9,14 @@ answer 201. A message keeps the ``created_at`` it was sent with (ISO 8601; 422 w
 one), else the time it arrived. Search, chat and representation are deterministic word matches,
 and chat says it is a fake.
 
-Like real Honcho, the NUL character is stripped from message and conclusion content (PostgreSQL
-text cannot hold it); everything else is kept as sent. With ``state_path`` the service keeps its
+Like real Honcho, the NUL character is stripped from every string of a request (PostgreSQL text
+cannot hold it); a lone surrogate is refused with 422 before anything is stored; everything else
+is kept as sent. With ``state_path`` the service keeps its
 state in that JSON file: loaded when it starts, written atomically after every change and before
 the answer goes out, so a served fake killed at any moment comes back with every message it
-acknowledged (and perhaps one batch it stored but never acknowledged, as a real server may).
+acknowledged (and perhaps one batch it stored but never acknowledged, as a real server may). A
+change that cannot be saved (a full disk) is answered 503 and undone in memory; an unreadable
+state file is refused at start with ``FakeHonchoStateError`` and left as it is.
 
 Faults for tests: ``go_down()`` (every call raises ``httpx.ConnectError``), ``fail_next(status,
 times, retry_after=...)`` (the next calls answer that status, with a ``Retry-After`` header when
@@ -35,13 +38,19 @@ from urllib.parse import unquote
 
 import httpx
 
+from ...errors import ServiceError
 from ...files import atomic_write_json
+from ...text import value_problem
 
-__all__ = ["FakeHonchoService", "FakeHonchoTransport"]
+__all__ = ["FakeHonchoService", "FakeHonchoStateError", "FakeHonchoTransport"]
 
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 _READS = re.compile(r"/(search|chat|representation|list)$")
 MAX_CONTENT = 25_000
+
+
+class FakeHonchoStateError(ServiceError):
+    """The fake's state file cannot be read (it is left as it is)."""
 
 
 class _HttpError(Exception):
@@ -109,9 +118,20 @@ class FakeHonchoService:
         return value
 
     def _load(self, path: Path) -> None:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        self._next_id = int(data.get("next_id", 1))
-        self.workspaces = {wid: _Workspace(**ws) for wid, ws in (data.get("workspaces") or {}).items()}
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            self._next_id = int(data.get("next_id", 1))
+            self.workspaces = {wid: _Workspace(**ws) for wid, ws in (data.get("workspaces") or {}).items()}
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            raise FakeHonchoStateError(
+                f"the memory fake's state file {path} cannot be read ({exc}); move it aside to start empty"
+            ) from None
+
+    def _restore(self) -> None:
+        """Back to the state on disk (after a change that could not be saved)."""
+        self.workspaces, self._next_id = {}, 1
+        if self.state_path is not None and self.state_path.exists():
+            self._load(self.state_path)
 
     def _save(self) -> None:
         if self.state_path is None:
@@ -182,16 +202,24 @@ class FakeHonchoService:
             match = pattern.match(path)
             if match and method == request.method:
                 try:
-                    body = json.loads(request.content) if request.content else None
+                    body = _strip_nul(json.loads(request.content)) if request.content else None
                 except json.JSONDecodeError:
                     return httpx.Response(422, json={"detail": [{"type": "json_invalid", "loc": ["body"],
                                                                  "msg": "JSON decode error", "input": None}]})
+                problem = value_problem(body, "body")
+                if problem is not None:  # PostgreSQL cannot hold it: refused before anything is stored
+                    return httpx.Response(422, json={"detail": [{"type": "string_unicode", "loc": ["body"],
+                                                                 "msg": problem, "input": None}]})
                 try:
                     with self._lock:
                         status, answer = handler(*[unquote(g) for g in match.groups()], body=body,
                                                  params=request.url.params)
                         if status in (200, 201) and not _READS.search(path):
-                            self._save()
+                            try:
+                                self._save()
+                            except (OSError, ServiceError) as exc:  # answered as failed: keep only what is saved
+                                self._restore()
+                                return httpx.Response(503, json={"detail": f"fake Honcho could not save: {exc}"})
                 except _HttpError as exc:
                     return httpx.Response(exc.status, json={"detail": exc.detail})
                 return httpx.Response(status, json=answer)
@@ -406,6 +434,17 @@ def _page(items: list[dict[str, Any]], params: Any) -> dict[str, Any]:
     pages = max(1, -(-len(items) // size))
     chunk = items[(page - 1) * size: page * size]
     return {"items": chunk, "total": len(items), "page": page, "size": size, "pages": pages}
+
+
+def _strip_nul(value: Any) -> Any:
+    """``value`` with NUL removed from every string (keys too), as Honcho stores text."""
+    if isinstance(value, str):
+        return value.replace("\x00", "") if "\x00" in value else value
+    if isinstance(value, dict):
+        return {_strip_nul(k): _strip_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_strip_nul(v) for v in value]
+    return value
 
 
 def _require_id(body: Any) -> str:

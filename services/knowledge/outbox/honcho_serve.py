@@ -28,6 +28,7 @@ from pathlib import Path
 import httpx
 
 from ...cloud.asgi import ASGIApp, Receive, Scope, ScriptedUnreachable, Send, read_body
+from ...errors import ServiceError
 from ...serve import ServeError, bind_socket, origin_url
 from .honcho_fake import FakeHonchoService
 
@@ -186,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         asyncio.run(_serve(args.host, args.port, args.state, args.prefix, args.die_after_batches))
-    except ServeError as exc:
+    except ServiceError as exc:  # a port in use, an unreadable state file
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0
