@@ -200,5 +200,5 @@ class MainScreen(Screen[None]):
         badges.captures = len(failures()) if failures is not None else 0
         outbox = getattr(self.workspace, "outbox", None)
         if outbox is not None:
-            badges.memory = "" if outbox.fake_honcho is not None else outbox.destination
+            badges.memory = "" if getattr(outbox, "embedded", True) else outbox.destination
             badges.memory_problem = outbox.unreachable or ""

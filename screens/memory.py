@@ -9,7 +9,7 @@ drop it (both ask first), ``esc`` back. Everything shown is sanitised and markup
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on, work
@@ -19,8 +19,12 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Label, Static
 
+from services.boundary import WorkspaceView
 from services.clock import iso
 from services.errors import ServiceError
+
+if TYPE_CHECKING:
+    from services.knowledge.outbox import MemoryOutbox
 
 from .dialogs import ConfirmDialog
 from .text import cell_text, notify_plain, safe, safe_text, tone
@@ -45,7 +49,15 @@ class MemoryScreen(Screen[None]):
     MemoryScreen .memory-heading { text-style: bold; margin-top: 1; }
     """
 
-    def __init__(self, workspace: Any) -> None:
+    @property
+    def outbox(self) -> MemoryOutbox:
+        """The workspace's memory outbox (the screen opens only when there is one)."""
+        outbox = self.workspace.outbox
+        if outbox is None:
+            raise RuntimeError("this workspace has no memory outbox")
+        return outbox
+
+    def __init__(self, workspace: WorkspaceView) -> None:
         super().__init__(id="memory")
         self.workspace = workspace
         self.status: Any = None
@@ -79,13 +91,13 @@ class MemoryScreen(Screen[None]):
     @work(exclusive=True, group="memory-reload")
     async def reload(self) -> None:
         """Read the outbox's status and quarantine, then redraw."""
-        outbox = self.workspace.outbox
+        outbox = self.outbox
         self.status = await outbox.status()
         self.quarantine = await outbox.quarantined()
         self._draw()
 
     def _draw(self) -> None:
-        outbox, status = self.workspace.outbox, self.status
+        outbox, status = self.outbox, self.status
         where = Text("memory → ", style="bold")
         where.append(safe(outbox.destination, 300))
         if outbox.unreachable:
@@ -131,7 +143,7 @@ class MemoryScreen(Screen[None]):
         if conv is None:
             body.update(Text("no conversation yet", style="dim"))
             return
-        snapshot = self.workspace.outbox.representation(conv)
+        snapshot = self.outbox.representation(conv)
         text = (snapshot or {}).get("representation") if isinstance(snapshot, dict) else None
         body.update(safe_text(f"{conv}: {text}" if text else f"{conv}: none fetched yet", 4000))
 
@@ -152,11 +164,16 @@ class MemoryScreen(Screen[None]):
 
     @work(exclusive=True, group="memory-act")
     async def action_sweep(self) -> None:
-        result = await self.workspace.outbox.sweep()
+        attached = getattr(self.workspace, "attached", None)
+        if attached is not None:  # the serving process alone sweeps this outbox
+            notify_plain(self.app, f"this window is attached to {attached.url}: the serving process sweeps "
+                         "its memory", title="Memory", severity="warning")
+            return
+        result = await self.outbox.sweep()
         if result.skipped:
             notify_plain(self.app, f"sweep skipped: {result.skipped}", title="Memory")
-        elif self.workspace.outbox.unreachable:
-            notify_plain(self.app, f"memory unreachable: {self.workspace.outbox.unreachable}", title="Memory",
+        elif self.outbox.unreachable:
+            notify_plain(self.app, f"memory unreachable: {self.outbox.unreachable}", title="Memory",
                          severity="warning")
         else:
             notify_plain(self.app, f"swept: {result.delivered_records} records delivered", title="Memory")
@@ -183,7 +200,7 @@ class MemoryScreen(Screen[None]):
 
     @work(exclusive=True, group="memory-act")
     async def _act(self, what: str, item: Any) -> None:
-        outbox = self.workspace.outbox
+        outbox = self.outbox
         try:
             if what == "retry":
                 batch = await outbox.retry_quarantined(item)

@@ -210,6 +210,8 @@ class CloudServer:
         self.control = ControlApp(cloud, self.token, store=store)
         self.app = CloudApp(cloud, control=self.control, ack=ack)
         self.control.app = self.app
+        self.honcho = honcho
+        """The Honcho-compatible fake served under ``/honcho``, or None."""
         self.honcho_url: str | None = None
         """Where the Honcho-compatible memory fake answers (``URL/honcho``), when one is served."""
         served = None

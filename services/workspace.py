@@ -295,7 +295,7 @@ class Workspace:
         self._opening = self.path / "memory"
         self.outbox = await MemoryOutbox.open(
             self.path / "memory", self.feed, clock=settings.clock, start_child=self._start_child,
-            **memory_target(settings.honcho_url, settings.honcho_workspace_id),
+            **memory_target(settings.honcho_url, settings.honcho_workspace_id, served=self.server),
         )
         self._opening = self.path / "knowledge"
         self.insights = await InsightReviews.open(self.path / "knowledge", self.canvas, changes=self.feed, clock=settings.clock)
@@ -384,8 +384,10 @@ class Workspace:
         if settings.serve_port is None:
             return FakeCloud(client_id=settings.client_id, **options), MemoryConnectionStore(), False
         from .cloud.persist import open_durable_cloud, private_file
+        from .knowledge.outbox import FakeHonchoService
         from .serve import CloudServer, bind_socket, claim_workspace, origin_url
 
+        honcho = FakeHonchoService(self.path / "memory" / "served-honcho.json")  # served under /honcho
         lock = claim_workspace(self.path)
         try:
             sock = bind_socket("127.0.0.1", settings.serve_port)
@@ -400,7 +402,7 @@ class Workspace:
             sock.close()
             lock.release()
             raise
-        self.server = CloudServer(cloud, sock, folder=self.path, store=self.cloud_store, lock=lock)
+        self.server = CloudServer(cloud, sock, folder=self.path, store=self.cloud_store, lock=lock, honcho=honcho)
         await self.server.start()
         store = SQLModelConnectionStore(f"sqlite:///{private_file(self.path / 'connections.db')}")
         return cloud, store, bool(self.cloud_store.loaded)

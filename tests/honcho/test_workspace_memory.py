@@ -57,3 +57,24 @@ def test_command_line_and_honcho_environment_name_where_memory_goes(monkeypatch:
                                                       "honcho_workspace_id": "from-env"}
     flags = build_parser().parse_args(["--honcho-url", "http://127.0.0.1:8000", "--honcho-workspace", "team"])
     assert _memory(flags) == {"honcho_url": "http://127.0.0.1:8000", "honcho_workspace_id": "team"}
+
+
+async def test_a_served_workspace_delivers_its_memory_to_the_honcho_it_serves(tmp_path: Path) -> None:
+    import asyncio
+
+    from honcho import Honcho
+
+    folder = tmp_path / "served"
+    workspace = await Workspace.open(folder, settings=Settings(path=folder, serve_port=0, seed=False))
+    try:
+        url = workspace.server.honcho_url
+        assert url is not None and workspace.outbox.destination == f"{url} (workspace workbench)"
+        assert workspace.outbox.embedded is False
+        await workspace.outbox.capture_turn("conv-7", "alice", [{"role": "user", "text": "served memory"}])
+        await workspace.outbox.sweep()
+        honcho = Honcho(base_url=url, workspace_id="workbench", api_key="any", max_retries=0)
+        found = await asyncio.to_thread(lambda: [m.content for m in honcho.peer("alice").search("served memory")])
+        assert found == ["served memory"]
+    finally:
+        await workspace.close()
+    assert "served memory" in (folder / "memory" / "served-honcho.json").read_text(encoding="utf-8")

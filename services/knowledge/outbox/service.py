@@ -58,7 +58,8 @@ class MemoryOutbox:
 
     def __init__(self, stores: OutboxStores, client: HonchoClient, changes: ChangeFeed, *,
                  settings: OutboxSettings, clock: Clock, start_child: StartChild | None = None,
-                 fake_honcho: FakeHonchoService | None = None, step_hook: StepHook | None = None) -> None:
+                 fake_honcho: FakeHonchoService | None = None, step_hook: StepHook | None = None,
+                 served_at: str | None = None) -> None:
         self.stores = stores
         """The file stores under ``memory/``."""
         self.client = client
@@ -81,8 +82,10 @@ class MemoryOutbox:
         """The result of the newest sweep of this process."""
         self.errors: deque[str] = deque(maxlen=50)
         """Recent sweep, delivery and tool errors, newest last."""
-        self.destination = "embedded fake Honcho" if fake_honcho is not None else (
-            f"{client.base_url} (workspace {settings.workspace_id})")
+        self.embedded = fake_honcho is not None and served_at is None
+        """Whether memory goes to the in-process fake only (the default, not worth a header note)."""
+        self.destination = "embedded fake Honcho" if self.embedded else (
+            f"{served_at or client.base_url} (workspace {settings.workspace_id})")
         """Where memory goes, in a few words (the header shows it)."""
         self.unreachable: str | None = None
         """Why the memory service could not be reached (or refused the key) at the newest sweep
@@ -92,18 +95,25 @@ class MemoryOutbox:
     async def open(cls, root: Path, changes: ChangeFeed, *, honcho_transport: httpx.AsyncBaseTransport | None = None,
                    base_url: str | None = None, api_key: str | None = None, settings: OutboxSettings | None = None,
                    clock: Clock | None = None, start_child: StartChild | None = None,
-                   step_hook: StepHook | None = None) -> "MemoryOutbox":
-        """Open the outbox under ``root``; without a transport or URL it runs an embedded fake Honcho."""
+                   step_hook: StepHook | None = None, honcho_service: FakeHonchoService | None = None,
+                   served_at: str | None = None) -> "MemoryOutbox":
+        """Open the outbox under ``root``; without a transport or URL it runs an embedded fake Honcho.
+
+        ``honcho_service`` is a fake to deliver to in-process that is also served over HTTP at
+        ``served_at`` (a served workspace's ``/honcho``), so apps read with Honcho's SDKs what the
+        outbox delivered."""
         settings = settings or OutboxSettings()
         stores = await asyncio.to_thread(OutboxStores, Path(root), settings)
-        fake = None
-        if honcho_transport is None and base_url is None:
+        fake = honcho_service
+        if fake is not None:
+            honcho_transport = fake.transport
+        elif honcho_transport is None and base_url is None:
             fake = FakeHonchoService()
             honcho_transport = fake.transport
         client = HonchoClient(settings.workspace_id, base_url=base_url or "https://honcho.fake", api_key=api_key,
                               transport=honcho_transport)
         return cls(stores, client, changes, settings=settings, clock=clock or Clock(), start_child=start_child,
-                   fake_honcho=fake, step_hook=step_hook)
+                   fake_honcho=fake, step_hook=step_hook, served_at=served_at)
 
     async def aclose(self) -> None:
         """Stop the timer and close the HTTP client."""

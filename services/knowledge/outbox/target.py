@@ -21,10 +21,17 @@ API_KEY_ENV = "HONCHO_API_KEY"
 
 
 def memory_target(url: str | None, workspace_id: str = "workbench", *,
-                  environ: dict[str, str] | None = None) -> dict[str, Any]:
-    """``MemoryOutbox.open`` keyword arguments for memory delivered to ``url`` (None: the embedded fake)."""
+                  environ: dict[str, str] | None = None, served: Any = None) -> dict[str, Any]:
+    """``MemoryOutbox.open`` keyword arguments for memory delivered to ``url``.
+
+    Without a URL memory goes to the embedded fake, or, when ``served`` (a ``CloudServer``)
+    serves one under ``/honcho``, to that fake, so apps read it with Honcho's SDKs.
+    """
     settings = OutboxSettings(workspace_id=workspace_id)
     if url is None or not url.strip():
+        honcho = getattr(served, "honcho", None)
+        if honcho is not None:
+            return {"settings": settings, "honcho_service": honcho, "served_at": served.honcho_url}
         return {"settings": settings}
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
