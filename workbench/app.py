@@ -68,11 +68,20 @@ class WorkbenchApp(App[None]):
         self.open_error: Any = None
         """The ``WorkspaceOpenError`` when the workspace could not open (the App then exits 2)."""
 
+    read_only: bool = False
+    """Refuse every action that changes state (``--read-only``; the header says READ-ONLY)."""
+    config: Any = None
+    """The operator's ``UserConfig`` (theme, keymap, ...), applied at mount; None: no settings file."""
+
     def get_default_screen(self) -> MainScreen:
         """The main screen is the default screen (no blank screen is made and then covered)."""
         return MainScreen()
 
     def on_mount(self) -> None:
+        if self.config is not None:
+            from .settings import apply_config
+
+            apply_config(self, self.config)
         if self.workspace is not None:
             self.call_after_refresh(self._attach_workspace, self.workspace)
         else:
@@ -175,6 +184,17 @@ class WorkbenchApp(App[None]):
             else:
                 self.report_error(event.worker.error)
 
+    async def _dispatch_action(self, namespace: Any, action_name: str, params: Any) -> bool:
+        """Every action passes here (keys, palette, clicks): read-only mode refuses those that change state."""
+        if self.read_only:
+            from .readonly import refusal
+
+            reason = refusal(namespace, action_name)
+            if reason is not None:
+                notify_plain(self, reason, title="Read-only", severity="warning", timeout=4)
+                return True
+        return await super()._dispatch_action(namespace, action_name, params)
+
     async def action_quit(self) -> None:
         """Quit; with status 2 when the workspace could not open."""
         self.exit(return_code=OPEN_FAILED_STATUS if self.open_error is not None else 0)
@@ -186,6 +206,10 @@ class WorkbenchApp(App[None]):
             await self.workspace.close()
 
 
-def make_app(settings: Settings | None = None, workspace: Any = None) -> WorkbenchApp:
+def make_app(settings: Settings | None = None, workspace: Any = None, *, config: Any = None,
+             read_only: bool = False) -> WorkbenchApp:
     """The one factory the CLI, the demo and the tests build the App with."""
-    return WorkbenchApp(workspace=workspace, settings=settings)
+    app = WorkbenchApp(workspace=workspace, settings=settings)
+    app.config = config
+    app.read_only = read_only or bool(getattr(config, "read_only", False))
+    return app

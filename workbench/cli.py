@@ -1,9 +1,9 @@
 """The ``workbench`` command (also ``python -m workbench``).
 
-``workbench [--workspace PATH]`` opens the workbench (exit status 2 when the workspace cannot
-open); ``workbench demo [--speed X]`` plays the narrated walkthrough; ``workbench demo --headless
---screenshots DIR`` plays it without a terminal and writes one SVG per step; ``--version``;
-``--help``.
+``workbench [--workspace PATH] [--config PATH] [--read-only]`` opens the workbench (exit status 2
+when the workspace cannot open; settings in ``workbench.settings``); ``workbench demo [--speed X]``
+plays the narrated walkthrough; ``workbench demo --headless --screenshots DIR`` plays it without a
+terminal and writes one SVG per step; ``--version``; ``--help``.
 
 ``workbench serve [--workspace DIR] [--host H] [--port P] [--allow-remote] [--export FILE]
 [--import FILE]`` serves the workspace's cloud (kept on disk) over HTTP until SIGTERM/SIGINT;
@@ -29,8 +29,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="A terminal workbench for operators of agent apps on the crouter runtime.",
     )
     parser.add_argument("--version", action="version", version=f"workbench {__version__}")
-    parser.add_argument("--workspace", type=Path, default=Path(".workbench"),
-                        help="the workspace folder (default ./.workbench; created with the sample world)")
+    parser.add_argument("--workspace", type=Path, default=None,
+                        help="the workspace folder (default: the settings file's, else ./.workbench; created with "
+                             "the sample world)")
+    parser.add_argument("--config", type=Path, default=None, metavar="PATH",
+                        help="the settings file (default: config.toml in the platform's config folder)")
+    parser.add_argument("--read-only", action="store_true",
+                        help="look without touching: every action that changes state is refused")
     parser.add_argument("--serve", action="store_true",
                         help="also serve this workspace's cloud over HTTP (see `workbench serve`)")
     parser.add_argument("--port", type=int, default=None, help="the port for --serve (0 picks a free one)")
@@ -74,6 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = build_parser().parse_args(argv)
+    config = None
+    if args.command != "demo":
+        from .settings import load_config
+
+        config = load_config(args.config)
+        args.workspace = args.workspace or config.workspace or Path(".workbench")
     if args.command == "demo":
         if args.speed <= 0:
             print("workbench demo: --speed must be above 0")
@@ -102,11 +113,12 @@ def main(argv: list[str] | None = None) -> int:
         if problem:
             print(f"workbench --serve: {problem}")
             return 2
-        served = make_app(Settings(path=args.workspace, serve_port=_port(args.port), **_memory(args)))
+        served = make_app(Settings(path=args.workspace, serve_port=_port(args.port), **_memory(args)), config=config,
+                          read_only=args.read_only)
         _exit_on_sigterm(served)
         served.run()
         return served.return_code or 0
-    app = make_app(Settings(path=args.workspace, **_memory(args)))
+    app = make_app(Settings(path=args.workspace, **_memory(args)), config=config, read_only=args.read_only)
     app.run()
     return app.return_code or 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.style import Style
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
@@ -32,6 +33,8 @@ class BadgeBar(Static):
 
     def render(self) -> Text:
         text = Text(" workbench ", style="bold reverse")
+        if getattr(self.app, "read_only", False):
+            text.append(" READ-ONLY ", style=tone("warn", bold=True) + Style(reverse=True))
         text.append("  ")
         text.append(f" ⚖ {self.judgments} to judge ", style="bold" if self.judgments else "dim")
         text.append(" ")

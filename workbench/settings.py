@@ -1,0 +1,198 @@
+"""The operator's settings file: theme, default workspace, layout, read-only, and key remapping.
+
+The file is TOML, in the platform's config folder (``platformdirs``: ``~/.config/workbench/config.toml``
+on Linux) unless ``--config PATH`` names another::
+
+    theme = "gruvbox"            # saved by the workbench whenever the theme is changed
+    workspace = "~/agents/.workbench"
+    layout = "single"            # or "dashboard"; leave out for the automatic choice
+    read_only = false
+
+    [keymap]                     # binding id = keys (comma-separated); ids are listed by ?
+    "workbench.runs.reply" = "ctrl+r"
+    "workbench.quit" = "q,ctrl+q"
+
+Reading never fails: a file that does not parse, or holds an unknown setting or a wrong type, gives
+a ``problem`` naming the file and the line, and the workbench starts with every default (it never
+half-applies a file it could not read). Writing (the theme) keeps every other line as written and
+replaces the file atomically; a failure to write says why and leaves the old file whole.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from services.errors import ServiceError
+
+__all__ = ["UserConfig", "ConfigWriteError", "default_config_path", "load_config", "save_setting", "apply_config",
+           "LAYOUTS"]
+
+LAYOUTS = ("dashboard", "single")
+"""The layouts ``layout =`` and ``--layout`` accept."""
+KEYS = {"theme": str, "workspace": str, "layout": str, "read_only": bool, "keymap": dict}
+"""Every top-level setting and its TOML type."""
+
+
+class ConfigWriteError(ServiceError):
+    """The settings file could not be written (the old file is left as it was)."""
+
+
+@dataclass
+class UserConfig:
+    """The settings read from the file (defaults where the file is silent or bad)."""
+
+    path: Path
+    """The file these came from (and the theme is saved to)."""
+    theme: str | None = None
+    workspace: Path | None = None
+    layout: str | None = None
+    read_only: bool = False
+    keymap: dict[str, str] = field(default_factory=dict)
+    problem: str | None = None
+    """Why the file was not used (names the file and the line), or None."""
+
+
+def default_config_path() -> Path:
+    """``config.toml`` in the platform's config folder for ``workbench``."""
+    from platformdirs import user_config_dir
+
+    return Path(user_config_dir("workbench")) / "config.toml"
+
+
+def _line_of(text: str, key: str) -> int:
+    """The 1-based line where ``key`` is set (0 when not found)."""
+    pattern = re.compile(rf"^\s*\"?{re.escape(key)}\"?\s*=")
+    for number, line in enumerate(text.splitlines(), 1):
+        if pattern.match(line):
+            return number
+    return 0
+
+
+def _where(path: Path, line: int) -> str:
+    return f"{path} line {line}" if line else str(path)
+
+
+def load_config(path: Path | None = None) -> UserConfig:
+    """The settings in ``path`` (default: the platform's file). Never raises; see ``problem``."""
+    path = path or default_config_path()
+    config = UserConfig(path=path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return config
+    except (OSError, UnicodeDecodeError) as error:
+        config.problem = f"{path}: cannot be read ({getattr(error, 'strerror', None) or error}); using the defaults"
+        return config
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        match = re.search(r"line (\d+)", str(error))
+        line = int(match.group(1)) if match else 0
+        reason = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(error))
+        config.problem = f"{_where(path, line)}: {reason.lower()}; using the defaults"
+        return config
+    problem = _check(data, text, path)
+    if problem:
+        config.problem = f"{problem}; using the defaults"
+        return config
+    config.theme = data.get("theme")
+    config.workspace = Path(data["workspace"]).expanduser() if data.get("workspace") else None
+    config.layout = data.get("layout")
+    config.read_only = bool(data.get("read_only", False))
+    config.keymap = dict(data.get("keymap", {}))
+    return config
+
+
+def _check(data: dict[str, object], text: str, path: Path) -> str | None:
+    """The first problem with the parsed settings, naming the line, or None."""
+    for key, value in data.items():
+        line = _line_of(text, key) or _line_of(text, f"[{key}")
+        if key not in KEYS:
+            return f"{_where(path, line)}: unknown setting {key!r} (known: {', '.join(KEYS)})"
+        expected = KEYS[key]
+        if not isinstance(value, expected):
+            return f"{_where(path, line)}: {key} must be a {_type_word(expected)}"
+    if data.get("layout") not in (None, *LAYOUTS):
+        return f"{_where(path, _line_of(text, 'layout'))}: layout must be one of {', '.join(LAYOUTS)}"
+    for binding_id, keys in dict(data.get("keymap", {})).items():  # type: ignore[call-overload]
+        if not isinstance(keys, str) or not keys.strip():
+            line = _line_of(text, binding_id)
+            return f"{_where(path, line)}: the keys for {binding_id!r} must be a non-empty string like \"ctrl+r\""
+    return None
+
+
+def _type_word(kind: type) -> str:
+    return {str: "quoted string", bool: "true or false", dict: "table"}[kind]
+
+
+def _toml_string(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def save_setting(path: Path, key: str, value: str | bool) -> None:
+    """Set one top-level ``key`` in the file, keeping every other line; atomic. Raises ``ConfigWriteError``."""
+    rendered = _toml_string(value) if isinstance(value, str) else ("true" if value else "false")
+    try:
+        text = path.read_text(encoding="utf-8") if path.exists() else ""
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigWriteError(f"cannot save {key} to {path}: the file cannot be read ({error})") from error
+    lines = text.splitlines()
+    first_table = next((i for i, line in enumerate(lines) if line.lstrip().startswith("[")), len(lines))
+    pattern = re.compile(rf"^\s*{re.escape(key)}\s*=")
+    for index, line in enumerate(lines[:first_table]):
+        if pattern.match(line):
+            lines[index] = f"{key} = {rendered}"
+            break
+    else:
+        lines.insert(first_table, f"{key} = {rendered}")
+    body = "\n".join(lines) + "\n"
+    temporary = path.with_name(f".{path.name}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(body)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except OSError as error:
+        try:
+            temporary.unlink(missing_ok=True)
+        except OSError:
+            pass
+        reason = error.strerror or str(error)
+        raise ConfigWriteError(f"cannot save {key} to {path}: {reason}") from error
+
+
+def apply_config(app: Any, config: UserConfig) -> None:
+    """Apply ``config`` to a mounted App: say what was wrong with the file, set theme and keymap,
+    and save the theme to the file whenever the operator changes it."""
+    from screens.text import notify_plain
+
+    if config.problem:
+        app.errors.append(config.problem)
+        notify_plain(app, config.problem, title="Settings", severity="warning", timeout=12)
+    if config.theme:
+        if config.theme in app.available_themes:
+            app.theme = config.theme
+        else:
+            notify_plain(app, f"{config.path}: no theme named {config.theme!r}; using {app.theme}",
+                         title="Settings", severity="warning", timeout=12)
+    if config.keymap:
+        app.set_keymap(config.keymap)
+
+    def theme_changed(theme: Any) -> None:
+        if config.problem:  # never rewrite a file the operator still has to fix
+            return
+        try:
+            save_setting(config.path, "theme", theme.name)
+        except ConfigWriteError as error:
+            app.report_error(error)
+        else:
+            config.theme = theme.name
+
+    app.theme_changed_signal.subscribe(app, theme_changed)
