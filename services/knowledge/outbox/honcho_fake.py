@@ -194,8 +194,10 @@ class FakeHonchoService:
         self.authorization = request.headers.get("authorization")
         if self._down:
             raise httpx.ConnectError("memory service unreachable", request=request)
-        if self._failures:
-            status, retry_after = self._failures.pop(0)
+        with self._lock:  # served, requests are answered on worker threads
+            failure = self._failures.pop(0) if self._failures else None
+        if failure is not None:
+            status, retry_after = failure
             headers = {"Retry-After": retry_after} if retry_after is not None else {}
             return httpx.Response(status, json={"detail": f"fake Honcho failure {status}"}, headers=headers)
         for method, pattern, handler in self._routes:
