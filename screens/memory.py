@@ -85,6 +85,7 @@ class MemoryScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.reload()
+        self.set_interval(2.0, self.reload)  # captures and the timer's sweeps land while it is open
 
     # -- loading ------------------------------------------------------------------------------
 
