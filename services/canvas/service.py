@@ -2,7 +2,10 @@
 
 Each call is one unit of work in a worker thread (``asyncio.to_thread``) with its own Session:
 reads in a plain transaction, writes in ``BEGIN IMMEDIATE``. Changes are published on the
-``ChangeFeed`` (source ``canvas``) only after the write committed.
+``ChangeFeed`` (source ``canvas``) only after the write committed. On PostgreSQL the same changes
+also travel to every other canvas on that database by ``NOTIFY`` (``services.canvas.notify``), and
+theirs arrive on this feed; a lost listening connection is announced as ``canvas.connection.lost``
+and ``canvas.connection.restored``.
 
 Bad text is REFUSED: every public method checks all its arguments first (``guard.checks_text``)
 and answers a lone surrogate or NUL anywhere in them with ``TextRefusedError`` (code
@@ -19,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
@@ -29,13 +32,15 @@ from services.clock import Clock
 from . import custom as _custom
 from . import documents as _docs
 from . import nodes as _nodes
-from .engine import BUSY_TIMEOUT_MS, create_schema, database_url, make_engine, read_session, write_session
+from .engine import (BUSY_TIMEOUT_MS, create_schema, database_url, is_postgres, make_engine, read_session,
+                     write_session)
 from .errors import CanvasError, DocumentInvalidError, ObjectNotFoundError, OwnerInUseError
 from .events import ensure_watch, publish_event, remove_watch
 from .guard import checks_text
 from .insights import LISTENER_OWNER_TYPES, LISTENER_RULES, append_approved_link, listener_body, listener_path, listener_preview
 from .lint import lint_documents
 from .models import EventRow, ObjectRow, WatchRow
+from .notify import ChangeListener, channel_name, send_changes
 from .names import CRTR_APP, OWNER_TYPES, ReaderView, split_owner_ref
 from .objects import (Tx, count_objects, ensure_owner, find_object, get_row, list_objects, neighbourhood, owner_handle,
                       summaries, summary_of, with_owner)
@@ -70,27 +75,45 @@ class Canvas:
         """Where every committed write is published (source ``canvas``)."""
         self.clock = clock or Clock()
         """The clock stamping objects, events and inbox entries."""
+        self.listener: ChangeListener | None = None
+        """On PostgreSQL, the thread hearing other canvases' changes (``None`` on SQLite)."""
+        self._channel: str | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
 
     @classmethod
     async def open(cls, path_or_url: str | Path, *, changes: ChangeFeed | None = None,
-                   clock: Clock | None = None, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> Canvas:
-        """Open (creating if needed) the canvas at a file path or engine URL."""
+                   clock: Clock | None = None, busy_timeout_ms: int = BUSY_TIMEOUT_MS, listen: bool = True) -> Canvas:
+        """Open (creating if needed) the canvas at a file path or engine URL (``sqlite:///...`` or
+        ``postgresql+psycopg://...``); on PostgreSQL, ``listen`` hears other canvases' changes."""
         url = database_url(path_or_url)
         if url.startswith("sqlite:///") and ":memory:" not in url:
             Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
         canvas = cls(make_engine(url, busy_timeout_ms=busy_timeout_ms), changes=changes, clock=clock)
-        await asyncio.to_thread(canvas._setup)
+        try:
+            await asyncio.to_thread(canvas._setup, listen)
+        except BaseException:
+            await canvas.close()
+            raise
         return canvas
 
-    def _setup(self) -> None:
+    def _setup(self, listen: bool) -> None:
         create_schema(self.engine)
+        if is_postgres(self.engine):
+            with read_session(self.engine) as session:
+                schema = str(session.execute(select(func.current_schema())).scalar_one())
+            self._channel = channel_name(schema)
+            if listen:
+                self.listener = ChangeListener(self.engine, self._channel, self.changes)
+                self.listener.start()
         with write_session(self.engine) as session:
             ensure_owner(Tx(session, self.clock.time()), "app", "crtr", name="crtr")
 
     async def close(self) -> None:
-        """Release the engine's connections."""
+        """Stop listening and release the engine's connections."""
+        listener, self.listener = self.listener, None
+        if listener is not None:
+            await asyncio.to_thread(listener.stop)
         await asyncio.to_thread(self.engine.dispose)
 
     # -- units of work -----------------------------------------------------------------------------
@@ -106,6 +129,8 @@ class Canvas:
             with write_session(self.engine) as session:
                 tx = Tx(session, self.clock.time())
                 result = fn(tx)
+                if self._channel is not None and tx.changes:
+                    send_changes(session, self._channel, self.listener.origin if self.listener else "", tx.changes)
             return result, tx.changes
         result, changes = await asyncio.to_thread(run)
         for change in changes:
