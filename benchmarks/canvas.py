@@ -1,11 +1,17 @@
-"""Canvas at scale: build 100,000 objects and 300,000 edges, then time the UI's queries.
+"""Canvas at scale, on SQLite and on PostgreSQL side by side: build 100,000 objects and 300,000 edges,
+then time the UI's queries.
 
-Run: ``python benchmarks/canvas.py [--objects N] [--edges M] [--repeat R] [--db PATH]``.
-Prints the build time and, for each query the UI makes (one page of objects by type and owner
+Run: ``python benchmarks/canvas.py [--objects N] [--edges M] [--repeat R] [--db PATH] [--pg-url URL]
+[--engines sqlite,postgresql]``. PostgreSQL is ``--pg-url``, else ``WORKBENCH_TEST_PG_URL``, else a
+throwaway local server started for the run (``tests/services/canvas/pgserver.py``); the benchmark
+works in a schema of its own and drops it afterwards. For each engine it prints the bulk build rate,
+the insert throughput through the API (``Canvas.write``: one unit of work per document, with its
+revision, event and search index), the change-feed latency between two canvases (PostgreSQL:
+``NOTIFY`` to the other canvas's feed), and, for each query the UI makes (one page of objects by type and owner
 with a name filter, a count, one object's neighbourhood both ways, a full-text search, an inbox
 page, one object's detail), the median over ``--repeat`` calls through the async ``Canvas`` API,
 and its ratio to an indexed point lookup (``Canvas.get`` by id) measured in the same run.
-The target is every query under 20 ms at 100k objects / 300k edges.
+The target is every query under 20 ms at 100k objects / 300k edges, on each engine.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -24,7 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sqlalchemy import insert, text  # noqa: E402
 
 from services.canvas import Canvas  # noqa: E402
-from services.canvas.engine import write_session  # noqa: E402
+from services.canvas.engine import is_postgres, write_session  # noqa: E402
+from services.canvas.search import index_many  # noqa: E402
+from services.changes import ChangeFeed  # noqa: E402
 from services.canvas.models import DocumentRow, EdgeRow, InboxRow, NodeRow, ObjectRow, RevisionRow  # noqa: E402
 
 WORDS = ("pricing deploy canvas inbox node repo profile insight listener harvest judgment grant token run event "
@@ -109,12 +118,14 @@ def build(canvas: Canvas, n_objects: int, n_edges: int, seed: int = 7) -> dict[s
         for part in _chunks(inbox):
             session.execute(insert(InboxRow), part)
         for part in _chunks(fts):
-            session.execute(text("INSERT INTO object_fts(rowid, name, preview, body) VALUES (:pk, :name, :preview, :body)"),
-                            part)
+            index_many(session, part)
+        if is_postgres(canvas.engine):  # explicit keys were inserted: move the key sequence past them
+            session.execute(text("SELECT setval(pg_get_serial_sequence('objects', 'pk'), (SELECT max(pk) FROM objects))"))
     with canvas.engine.connect() as conn:
         conn.exec_driver_sql("ANALYZE")
         conn.commit()
-        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        if not is_postgres(canvas.engine):
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
     return {"hub": hub, "inbox_owner": inbox_owner, "node": node_ids[1], "docs": n_docs, "edges": len(edges)}
 
 
@@ -129,47 +140,129 @@ async def timed(repeat: int, call) -> float:
     return statistics.median(samples)
 
 
+QUERIES = {
+    "list page: documents of repo:repo0, name filter 'pricing', 50 rows":
+        lambda c, ids: c.list_objects(type="document", owner="repo:repo0", name_filter="pricing", limit=50),
+    "list page: documents of repo:repo0, offset 5000":
+        lambda c, ids: c.list_objects(type="document", owner="repo:repo0", offset=5000, limit=50),
+    "list page: all nodes by name": lambda c, ids: c.list_objects(type="node", limit=50),
+    "count: documents of repo:repo0": lambda c, ids: c.count_objects(type="document", owner="repo:repo0"),
+    "neighbourhood of the hub document (both ways, by kind)": lambda c, ids: c.edges(str(ids["hub"])),
+    "neighbourhood of a node (both ways, by kind)": lambda c, ids: c.edges(str(ids["node"])),
+    "full-text search 'annual discount'": lambda c, ids: c.search("annual discount"),
+    "full-text search 'pricing' (common word)": lambda c, ids: c.search("pricing"),
+    "inbox page (50) with unread/total counts": lambda c, ids: c.inbox(str(ids["inbox_owner"]), limit=50),
+    "object detail (document, revisions, events, watchers)": lambda c, ids: c.read(str(ids["hub"])),
+}
+PREVIEW = "When measuring the canvas, read this because it is a benchmark."
+
+
+async def feed_latency(target: str, samples: int = 20) -> float:
+    """Median seconds from one canvas's committed write to its change on another canvas's feed."""
+    feed = ChangeFeed()
+    writer = await Canvas.open(target, listen=False)
+    reader = await Canvas.open(target, changes=feed)
+    loop = asyncio.get_running_loop()
+    arrived: asyncio.Queue[float] = asyncio.Queue()
+    unsubscribe = feed.subscribe(lambda c: loop.call_soon_threadsafe(arrived.put_nowait, time.perf_counter())
+                                 if c.kind == "document.written" else None)
+    if not is_postgres(writer.engine):  # SQLite: one process's canvases share no feed; the local feed is the figure
+        writer.changes = feed
+    times = []
+    for i in range(samples):
+        start = time.perf_counter()
+        await writer.write(f"latency/{uuid.uuid4().hex[:8]}-{i}", owner="user:o1", preview=PREVIEW, body="x")
+        times.append(await asyncio.wait_for(arrived.get(), 10) - start)
+    unsubscribe()
+    await writer.close()
+    await reader.close()
+    return statistics.median(times)
+
+
+async def run_engine(target: str, args: argparse.Namespace) -> dict[str, float]:
+    """Build, measure and return ``{figure: value}`` for one engine (ms, or rows/s)."""
+    canvas = await Canvas.open(target)
+    start = time.perf_counter()
+    ids = await asyncio.to_thread(build, canvas, args.objects, args.edges)
+    built = time.perf_counter() - start
+    rows = args.objects + int(ids["edges"]) + int(ids["docs"]) * 2 + args.objects
+    out: dict[str, float] = {"bulk build, rows/s": rows / built, "edges": float(ids["edges"])}
+    n = args.inserts
+    start = time.perf_counter()
+    for i in range(n):
+        await canvas.write(f"inserted/{i}", owner="user:o1", preview=PREVIEW, body=f"inserted body {i}")
+    out["API inserts (Canvas.write), docs/s"] = n / (time.perf_counter() - start)
+    out["change feed latency, ms"] = await feed_latency(target) * 1e3
+    base = await timed(args.repeat, lambda: canvas.get(str(ids["hub"])))
+    out["baseline: Canvas.get by id, ms"] = base * 1e3
+    worst = 0.0
+    for label, call in QUERIES.items():
+        median = await timed(args.repeat, lambda call=call: call(canvas, ids))
+        worst = max(worst, median)
+        out[label] = median * 1e3
+    out["slowest query, ms (target < 20)"] = worst * 1e3
+    await canvas.close()
+    return out
+
+
+def pg_target(url: str | None) -> tuple[str, str, str]:
+    """``(canvas URL in a fresh schema, server URL, schema)``; starts a throwaway server if needed."""
+    import os
+
+    import psycopg
+
+    if url is None:
+        url = os.environ.get("WORKBENCH_TEST_PG_URL")
+    if url is None:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "services" / "canvas"))
+        from pgserver import server_url  # type: ignore[import-not-found]
+
+        url = server_url()
+    if url is None:
+        raise SystemExit("no PostgreSQL: pass --pg-url, set WORKBENCH_TEST_PG_URL, or install postgresql")
+    schema = f"bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(url.replace("+psycopg", ""), autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    sep = "&" if "?" in url else "?"
+    return f"{url}{sep}options=-csearch_path%3D{schema}", url, schema
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--objects", type=int, default=100_000)
     parser.add_argument("--edges", type=int, default=300_000)
     parser.add_argument("--repeat", type=int, default=30)
-    parser.add_argument("--db", type=Path, default=None, help="database file (default: a temporary folder)")
+    parser.add_argument("--inserts", type=int, default=500, help="documents written through the API per engine")
+    parser.add_argument("--db", type=Path, default=None, help="SQLite database file (default: a temporary folder)")
+    parser.add_argument("--pg-url", default=None, help="postgresql+psycopg:// URL of a server to measure")
+    parser.add_argument("--engines", default="sqlite,postgresql")
     args = parser.parse_args()
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     folder = tempfile.TemporaryDirectory()
-    path = args.db or Path(folder.name) / "canvas.db"
-    canvas = await Canvas.open(path)
-    start = time.perf_counter()
-    ids = await asyncio.to_thread(build, canvas, args.objects, args.edges)
-    built = time.perf_counter() - start
-    rows = args.objects + int(ids["edges"]) + int(ids["docs"]) * 2 + args.objects
-    print(f"canvas benchmark: {args.objects:,} objects, {ids['edges']:,} edges, {args.objects:,} inbox entries "
-          f"({path.stat().st_size / 1e6:.0f} MB)")
-    print(f"build (Core bulk insert + FTS index + ANALYZE + checkpoint): {built:.2f} s ({rows / built:,.0f} rows/s)")
-    base = await timed(args.repeat, lambda: canvas.get(str(ids["hub"])))
-    queries = {
-        "list page: documents of repo:repo0, name filter 'pricing', 50 rows":
-            lambda: canvas.list_objects(type="document", owner="repo:repo0", name_filter="pricing", limit=50),
-        "list page: documents of repo:repo0, offset 5000":
-            lambda: canvas.list_objects(type="document", owner="repo:repo0", offset=5000, limit=50),
-        "list page: all nodes by name": lambda: canvas.list_objects(type="node", limit=50),
-        "count: documents of repo:repo0": lambda: canvas.count_objects(type="document", owner="repo:repo0"),
-        "neighbourhood of the hub document (both ways, by kind)": lambda: canvas.edges(str(ids["hub"])),
-        "neighbourhood of a node (both ways, by kind)": lambda: canvas.edges(str(ids["node"])),
-        "full-text search 'annual discount'": lambda: canvas.search("annual discount"),
-        "full-text search 'pricing' (common word)": lambda: canvas.search("pricing"),
-        "inbox page (50) with unread/total counts": lambda: canvas.inbox(str(ids["inbox_owner"]), limit=50),
-        "object detail (document, revisions, events, watchers)": lambda: canvas.read(str(ids["hub"])),
-    }
-    print(f"baseline: Canvas.get by id (indexed point lookup through the service): {base * 1e3:.2f} ms")
-    worst = 0.0
-    for label, call in queries.items():
-        median = await timed(args.repeat, call)
-        worst = max(worst, median)
-        print(f"  {median * 1e3:7.2f} ms  ({median / base:5.1f}x baseline)  {label}")
-    print(f"slowest query: {worst * 1e3:.2f} ms (target < 20 ms)")
-    await canvas.close()
+    results: dict[str, dict[str, float]] = {}
+    if "sqlite" in engines:
+        results["SQLite"] = await run_engine(str(args.db or Path(folder.name) / "canvas.db"), args)
+    if "postgresql" in engines:
+        import psycopg
+
+        target, server, schema = pg_target(args.pg_url)
+        try:
+            results["PostgreSQL"] = await run_engine(target, args)
+        finally:
+            with psycopg.connect(server.replace("+psycopg", ""), autocommit=True) as conn:
+                conn.execute(f"DROP SCHEMA {schema} CASCADE")
     folder.cleanup()
+    names = list(results)
+    first = results[names[0]]
+    print(f"canvas benchmark: {args.objects:,} objects, {int(first['edges']):,} edges, {args.objects:,} inbox entries; "
+          f"medians of {args.repeat} calls through the async Canvas API")
+    print(f"{'':62}" + "".join(f"{n:>14}" for n in names) + ("    ratio" if len(names) == 2 else ""))
+    for label in first:
+        if label == "edges":
+            continue
+        values = [results[n][label] for n in names]
+        ratio = f"  {values[1] / values[0]:6.2f}x" if len(values) == 2 and values[0] else ""
+        print(f"{label[:62]:62}" + "".join(f"{v:14,.2f}" for v in values) + ratio)
 
 
 if __name__ == "__main__":

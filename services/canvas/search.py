@@ -58,6 +58,7 @@ __all__ = [
     "Snippet",
     "install_search",
     "index_object",
+    "index_many",
     "unindex_object",
     "search_ids",
     "fts_query",
@@ -136,6 +137,21 @@ def index_object(session: Session, pk: int, name: str, preview: str = "", body: 
         text("INSERT INTO object_fts(rowid, name, preview, body) VALUES (:pk, :name, :preview, :body)"),
         {"pk": pk, "name": name, "preview": preview, "body": body},
     )
+
+
+def index_many(session: Session, rows: Sequence[dict[str, object]]) -> None:
+    """Index many new objects at once (bulk loads): each row has ``pk``, ``name``, ``preview``, ``body``."""
+    if not rows:
+        return
+    if _is_postgres(session):
+        session.execute(text(
+            "INSERT INTO object_search(pk, doc) VALUES (:pk, setweight(to_tsvector('simple', :name), 'A') || "
+            "setweight(to_tsvector('simple', :preview), 'B') || setweight(to_tsvector('simple', :body), 'C'))"
+        ), [{"pk": r["pk"], "name": _pg_words(str(r["name"])), "preview": _pg_words(str(r["preview"])),
+             "body": _pg_words(str(r["body"])[:PG_INDEX_CHARS])} for r in rows])
+    elif _is_sqlite(session):
+        session.execute(text("INSERT INTO object_fts(rowid, name, preview, body) VALUES (:pk, :name, :preview, :body)"),
+                        list(rows))
 
 
 def unindex_object(session: Session, pk: int) -> None:
