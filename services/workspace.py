@@ -79,6 +79,9 @@ class Settings:
     ``HONCHO_API_KEY`` environment variable only); None delivers to the embedded fake."""
     honcho_workspace_id: str = "workbench"
     """The Honcho workspace memory is delivered into."""
+    canvas_url: str | None = None
+    """The canvas database: None for ``canvas.db`` in the workspace (SQLite), or a team's server as
+    ``postgresql+psycopg://user@host:5432/db`` (the password from ``PGPASSWORD`` or ``~/.pgpass``)."""
 
 
 def import_services() -> None:
@@ -237,7 +240,8 @@ class Workspace:
         self.desk = ServedDesk(self.remote, self.feed, clock=settings.clock)
         await self.desk.start()
         self._opening = self.path / "canvas.db"
-        self.canvas = await Canvas.open(self.path / "canvas.db", changes=self.feed, clock=settings.clock)
+        self.canvas = await Canvas.open(settings.canvas_url or self.path / "canvas.db", changes=self.feed,
+                                        clock=settings.clock)
         self._opening = self.path / "memory"
         self.outbox = await MemoryOutbox.open(self.path / "memory", self.feed, clock=settings.clock,
                                               start_child=self._attached_child)
@@ -291,7 +295,8 @@ class Workspace:
         if self.server is not None:
             self._claim_following()  # the serving window follows; attached windows then leave it to it
         self._opening = self.path / "canvas.db"
-        self.canvas = await Canvas.open(self.path / "canvas.db", changes=self.feed, clock=settings.clock)
+        self.canvas = await Canvas.open(settings.canvas_url or self.path / "canvas.db", changes=self.feed,
+                                        clock=settings.clock)
         self._opening = self.path / "memory"
         self.outbox = await MemoryOutbox.open(
             self.path / "memory", self.feed, clock=settings.clock, start_child=self._start_child,

@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--honcho-url", default=None, metavar="URL",
                         help="deliver memory to this Honcho server (default $HONCHO_URL, else the embedded "
                              "fake); the API key is read from $HONCHO_API_KEY only")
+    parser.add_argument("--canvas-url", default=None, metavar="URL",
+                        help="the canvas database (default $WORKBENCH_CANVAS_URL, else the settings file's, else "
+                             "canvas.db in the workspace), e.g. postgresql+psycopg://user@host:5432/db")
     parser.add_argument("--honcho-workspace", default=None, metavar="ID",
                         help="the Honcho workspace memory goes into (default $HONCHO_WORKSPACE_ID, else workbench)")
     sub = parser.add_subparsers(dest="command")
@@ -113,12 +116,14 @@ def main(argv: list[str] | None = None) -> int:
         if problem:
             print(f"workbench --serve: {problem}")
             return 2
-        served = make_app(Settings(path=args.workspace, serve_port=_port(args.port), **_memory(args)), config=config,
+        served = make_app(Settings(path=args.workspace, serve_port=_port(args.port), canvas_url=_canvas_url(args, config),
+                                   **_memory(args)), config=config,
                           read_only=args.read_only)
         _exit_on_sigterm(served)
         served.run()
         return served.return_code or 0
-    app = make_app(Settings(path=args.workspace, **_memory(args)), config=config, read_only=args.read_only)
+    app = make_app(Settings(path=args.workspace, canvas_url=_canvas_url(args, config), **_memory(args)), config=config,
+                   read_only=args.read_only)
     app.run()
     return app.return_code or 0
 
@@ -127,6 +132,12 @@ def _memory(args: argparse.Namespace) -> dict[str, str | None]:
     """Where memory goes: the flags, else Honcho's own environment variables (as its SDKs read them)."""
     return {"honcho_url": args.honcho_url or os.environ.get("HONCHO_URL") or None,
             "honcho_workspace_id": args.honcho_workspace or os.environ.get("HONCHO_WORKSPACE_ID") or "workbench"}
+
+
+def _canvas_url(args: argparse.Namespace, config: object) -> str | None:
+    """The canvas database: the flag, else ``$WORKBENCH_CANVAS_URL``, else the settings file, else None."""
+    return (args.canvas_url or os.environ.get("WORKBENCH_CANVAS_URL") or getattr(config, "canvas_url", None)
+            or None)
 
 
 def _exit_on_sigterm(app: object) -> None:

@@ -7,6 +7,7 @@ on Linux) unless ``--config PATH`` names another::
     workspace = "~/agents/.workbench"
     layout = "single"            # or "dashboard"; leave out for the automatic choice
     read_only = false
+    canvas_url = "postgresql+psycopg://ada@db.team.internal:5432/canvas"   # leave out for canvas.db
 
     [keymap]                     # binding id = keys (comma-separated); ids are listed by ?
     "workbench.runs.reply" = "ctrl+r"
@@ -34,7 +35,7 @@ __all__ = ["UserConfig", "ConfigWriteError", "default_config_path", "load_config
 
 LAYOUTS = ("dashboard", "single")
 """The layouts ``layout =`` and ``--layout`` accept."""
-KEYS = {"theme": str, "workspace": str, "layout": str, "read_only": bool, "keymap": dict}
+KEYS = {"theme": str, "workspace": str, "layout": str, "read_only": bool, "keymap": dict, "canvas_url": str}
 """Every top-level setting and its TOML type."""
 
 
@@ -53,6 +54,8 @@ class UserConfig:
     layout: str | None = None
     read_only: bool = False
     keymap: dict[str, str] = field(default_factory=dict)
+    canvas_url: str | None = None
+    """The canvas database URL (a team's PostgreSQL), or None for ``canvas.db`` in the workspace."""
     problem: str | None = None
     """Why the file was not used (names the file and the line), or None."""
 
@@ -105,6 +108,7 @@ def load_config(path: Path | None = None) -> UserConfig:
     config.layout = data.get("layout")
     config.read_only = bool(data.get("read_only", False))
     config.keymap = dict(data.get("keymap", {}))
+    config.canvas_url = data.get("canvas_url") or None
     return config
 
 
