@@ -19,6 +19,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
 
+from services.changes import Change
 from services.clock import iso
 from services.errors import ServiceError
 
@@ -65,6 +66,9 @@ class CanvasPane(Pane):
         """The selected object's ``Neighbourhood``."""
 
     def compose_body(self) -> ComposeResult:
+        connection = Static("", id="canvas-connection", markup=False)
+        connection.display = False
+        yield connection
         with Horizontal(id="canvas-top"):
             tree: Tree[Any] = Tree(Text("canvas"), id="canvas-tree")
             tree.show_root = False
@@ -79,6 +83,25 @@ class CanvasPane(Pane):
     def canvas(self) -> Any:
         """The workspace's canvas service (None when this workspace has none)."""
         return getattr(self.workspace, "canvas", None)
+
+    def changed(self, changes: tuple[Change, ...]) -> None:
+        """Say so while the canvas server's change feed is down (PostgreSQL), then reload as usual."""
+        for change in changes:
+            if change.source == "canvas" and change.kind in ("canvas.connection.lost", "canvas.connection.restored"):
+                self.show_connection(change)
+        super().changed(changes)
+
+    def show_connection(self, change: Change) -> None:
+        """Show or hide the line saying the canvas server connection is down."""
+        line = self.query_one("#canvas-connection", Static)
+        if change.kind == "canvas.connection.lost":
+            reason = safe(str(change.data.get("error", "")), 200)
+            line.update(Text(f"Canvas server connection lost ({reason}); reconnecting. Changes from other "
+                             "workbenches show again once it is back.", style="bold"))
+            line.display = True
+        else:
+            line.update("")
+            line.display = False
 
     # -- the tree --------------------------------------------------------------------------------
 

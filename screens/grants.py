@@ -147,19 +147,20 @@ class GrantsPane(Pane):
             notify_plain(self.app, "Select a person first.", severity="warning")
         return self.selected
 
-    def _form(self, title: str, fields: list[Field], then: Any) -> None:
+    def _form(self, title: str, fields: list[Field], then: Any, submit: str = "OK") -> None:
         def done(values: dict[str, str] | None) -> None:
             if values is not None:
                 then(values)
-        self.app.push_screen(FormDialog(title, fields), done)
+        self.app.push_screen(FormDialog(title, fields, submit=submit), done)
 
     def action_revoke(self) -> None:
         user = self._need()
         if user:
             desk = self.workspace.desk
-            self._form(f"Revoke the grant of {safe(user, 80)}",
+            self._form(f"Revoke the grant of {safe(user, 80)}? Their app's next refresh is refused (u restores it).",
                        [Field("code", "Refusal code for the next refresh", "grant_revoked", choices=REFUSAL_CODES)],
-                       lambda v: self.act(f"Grant of {user} revoked.", lambda: desk.revoke(user, v["code"])))
+                       lambda v: self.act(f"Grant of {user} revoked.", lambda: desk.revoke(user, v["code"])),
+                       submit="Revoke")
 
     def action_restore(self) -> None:
         user = self._need()

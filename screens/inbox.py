@@ -107,7 +107,8 @@ class InboxPane(Pane):
         return getattr(self.workspace, "canvas", None)
 
     def forget_drawn(self) -> None:
-        self._node_rows = self._entry_rows = None
+        self._node_rows: list[tuple[Any, ...]] | None = None
+        self._entry_rows: list[tuple[Any, ...]] | None = None
 
     def reload(self) -> None:
         if self.canvas is None:

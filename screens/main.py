@@ -17,6 +17,8 @@ from textual.events import Resize
 from textual.reactive import reactive
 from textual.screen import Screen
 
+from services.boundary import WorkspaceView
+
 from .canvas import CanvasPane
 from .grants import GrantsPane
 from .help import HelpScreen
@@ -57,7 +59,7 @@ class MainScreen(Screen[None]):
 
     def __init__(self) -> None:
         super().__init__(id="main", classes="-compact")  # the first frame's classes: no restyle at mount
-        self.workspace: Any = None
+        self.workspace: WorkspaceView | None = None
         """The Workspace once opened."""
 
     def compose(self) -> ComposeResult:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
 from textual.message import Message
 
+from services.boundary import WorkspaceView
 from services.changes import Change
 
 __all__ = ["WorkspaceOpened", "ServicesChanged", "ActionDone", "JumpRequested"]
@@ -16,7 +15,7 @@ __all__ = ["WorkspaceOpened", "ServicesChanged", "ActionDone", "JumpRequested"]
 class WorkspaceOpened(Message):
     """The Workspace finished opening; panes may load."""
 
-    workspace: Any
+    workspace: WorkspaceView
 
 
 @dataclass

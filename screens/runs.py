@@ -305,7 +305,8 @@ class RunsPane(Pane):
             def done(yes: bool | None) -> None:
                 if yes:
                     self.act("Run deleted.", lambda: desk.delete_run(run_id))
-            self.app.push_screen(ConfirmDialog(f"Delete run {safe(run_id, 80)}? Reads will 404 and streams close."), done)
+            self.app.push_screen(ConfirmDialog(f"Delete run “{self._run_title(run_id)}” ({safe(run_id, 80)})? "
+                                               "Reads will 404 and streams close."), done)
 
     def action_start_run(self) -> None:
         desk = self.workspace.desk if self.workspace else None
@@ -332,7 +333,27 @@ class RunsPane(Pane):
         run_id = self._need_run()
         if run_id:
             desk = self.workspace.desk
-            self.act("Run canceled.", lambda: desk.cancel_run(run_id))
+            status = self._run_status(run_id)
+            if status in ("settled", "deleted"):
+                notify_plain(self.app, f"Run “{self._run_title(run_id)}” is already {status}: nothing to cancel.",
+                             severity="warning")
+                return
+
+            def done(yes: bool | None) -> None:
+                if yes:
+                    self.act("Run canceled.", lambda: desk.cancel_run(run_id))
+            self.app.push_screen(ConfirmDialog(f"Cancel run “{self._run_title(run_id)}” ({safe(run_id, 80)})? "
+                                               "Its turn ends and the app is told."), done)
+
+    def _run_title(self, run_id: str) -> str:
+        """The run's title as its row shows it (name — prompt), for confirmations."""
+        cells = self._table_rows.get(run_id)
+        return safe(cells[-1].plain, 120) if cells else safe(run_id, 80)
+
+    def _run_status(self, run_id: str) -> str:
+        """The run's status word as its row shows it (``settled``, ``waiting on user``...)."""
+        cells = self._table_rows.get(run_id)
+        return cells[1].plain if cells else ""
 
     def action_toggle_pause(self) -> None:
         stream = self.query_one("#runs-stream", EventStream)

@@ -21,10 +21,10 @@ import contextlib
 import json
 from collections import deque
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from .boundary import RunDetail, parse_time, run_detail
 from .changes import Change, ChangeFeed
 from .clock import Clock
 from .errors import ServiceError
@@ -38,7 +38,7 @@ from .operator import (
     RunView,
 )
 
-__all__ = ["AttachError", "RunDetail", "ServedDesk", "ServerInfo", "find_server", "parse_time"]
+__all__ = ["AttachError", "ServedDesk", "ServerInfo", "find_server"]
 
 PROBE_TIMEOUT_S = 2.0
 
@@ -54,18 +54,6 @@ class ServerInfo:
     url: str
     pid: int
     token: str
-
-
-def parse_time(value: Any) -> float:
-    """A wire time (ISO-8601 string, or seconds) as seconds since the epoch; 0.0 when absent."""
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str) and value:
-        try:
-            return datetime.fromisoformat(value).timestamp()
-        except ValueError:
-            return 0.0
-    return 0.0
 
 
 async def find_server(folder: Path) -> ServerInfo | None:
@@ -100,42 +88,6 @@ async def find_server(folder: Path) -> ServerInfo | None:
     finally:
         lock.release()
     return None
-
-
-@dataclass(frozen=True)
-class RunDetail:
-    """One run with its event log, as the runs pane's stream shows it (a snapshot, never live)."""
-
-    id: str
-    user_id: str
-    name: str | None
-    status: str
-    created_at: float
-    updated_at: float
-    deleted: bool
-    params: dict[str, Any]
-    events: tuple[dict[str, Any], ...]
-    settled: bool
-    seq: int
-    """The last event's sequence number."""
-    activity: str | None
-    pending: tuple[dict[str, Any], ...]
-    question: dict[str, Any] | None
-    last_turn_error: dict[str, Any] | None
-    outcome: dict[str, Any] | None
-
-
-def _detail(dto: dict[str, Any], events: tuple[dict[str, Any], ...]) -> RunDetail:
-    return RunDetail(
-        id=dto["id"], user_id=dto["user_id"], name=dto.get("name"),
-        status="deleted" if dto.get("deleted") else dto["status"],
-        created_at=parse_time(dto.get("created_at")), updated_at=parse_time(dto.get("updated_at")),
-        deleted=bool(dto.get("deleted")), params=dict(dto.get("params") or {}), events=events,
-        settled=dto["status"] == "settled",
-        seq=int(dto.get("seq", dto.get("last_event_id", 0))), activity=dto.get("activity"),
-        pending=tuple(dto.get("pending") or ()), question=dto.get("question"),
-        last_turn_error=dto.get("last_turn_error"), outcome=dto.get("outcome"),
-    )
 
 
 def _view(dto: dict[str, Any]) -> RunView:
@@ -215,35 +167,21 @@ class ServedDesk:
     async def _follow(self) -> None:
         import httpx
 
-        from .sdk.sse import SSEParser
+        from .cloud.remote import ControlError
 
-        parser = SSEParser()
-        http = self.remote._http
         while True:
             try:
-                async with http.stream("GET", "/changes", timeout=httpx.Timeout(30.0, read=None)) as response:
-                    if response.status_code >= 300:
-                        raise OperatorError(f"the change stream of {self.remote.url} was refused "
-                                            f"({response.status_code})")
-                    self._subscribed.set()
-                    async for chunk in response.aiter_bytes():
-                        batch = [self._change(frame.data) for frame in parser.feed(chunk)]
-                        await self._apply([c for c in batch if c is not None])
-            except (httpx.TransportError, httpx.StreamError) as exc:
-                self.errors.append(f"change stream: {type(exc).__name__}")
+                async for batch in self.remote.change_batches():
+                    if not batch:  # subscribed
+                        self._subscribed.set()
+                        continue
+                    await self._apply(batch)
+            except (httpx.TransportError, httpx.StreamError, ControlError) as exc:
+                self.errors.append(f"change stream: {type(exc).__name__}: {exc}")
                 self.changes.emit("workspace", "attach.lost", self.remote.url, error=type(exc).__name__)
             await asyncio.sleep(0.5)
             with contextlib.suppress(Exception):
                 await self.load()  # the stream came back: read everything once, then follow again
-
-    def _change(self, data: str) -> Change | None:
-        try:
-            payload = json.loads(data)
-            return Change(str(payload["source"]), str(payload["kind"]), str(payload.get("id", "")),
-                          dict(payload.get("data") or {}))
-        except (ValueError, KeyError, TypeError):
-            self.errors.append(f"change stream: an unreadable change {data[:80]!r}")
-            return None
 
     async def _apply(self, batch: list[Change]) -> None:
         runs: dict[str, None] = {}
@@ -281,12 +219,14 @@ class ServedDesk:
         views = [_view(d) for d in self._runs.values() if include_deleted or not d.get("deleted")]
         return sorted(views, key=lambda v: v.created_at, reverse=True)
 
-    def run(self, run_id: str) -> RunDetail:
+    def detail(self, run_id: str) -> RunDetail:
         """The run as last read, with its events."""
         dto = self._runs.get(run_id)
         if dto is None:
             raise OperatorError(f"no run {run_id}")
-        return _detail(dto, tuple(self._events.get(run_id, ())))
+        return run_detail(dto, tuple(self._events.get(run_id, ())))
+
+    run = detail
 
     def grants(self) -> list[GrantView]:
         """Every known person's grant, by person id."""
@@ -347,7 +287,7 @@ class ServedDesk:
     async def settle(self, run_id: str, kind: str, value: str = "") -> None:
         if kind not in SETTLE_CHOICES:
             raise OperatorError(f"settle takes one of {', '.join(SETTLE_CHOICES)}, not {kind!r}")
-        if self.run(run_id).settled:
+        if self.detail(run_id).settled:
             raise OperatorError(f"run {run_id} is already settled")
         if kind == "result":
             body: dict[str, Any] = {"result": value}
@@ -384,7 +324,7 @@ class ServedDesk:
         self._note(run_id, "emit", type.strip() + (f" on {node_id}" if node_id else ""))
 
     async def delete_run(self, run_id: str) -> None:
-        if self.run(run_id).deleted:
+        if self.detail(run_id).deleted:
             raise OperatorError(f"run {run_id} is already deleted")
         await self._act(run_id, "delete", {})
         self._note(run_id, "delete", "")

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .boundary import RunDetail, run_detail
 from .changes import ChangeFeed
 from .cloud import FakeCloud, FakeRun
 from .errors import ServiceError
@@ -116,16 +117,23 @@ class OperatorDesk:
         return sorted(views, key=lambda v: v.created_at, reverse=True)
 
     def run(self, run_id: str) -> FakeRun:
-        """The live run (its ``events`` list is the log the stream pane renders)."""
+        """The live run, to drive it in this process (the panes read ``detail`` instead)."""
         try:
             return self.cloud.runs.get(run_id)
         except KeyError:
             raise OperatorError(f"no run {run_id}") from None
 
+    def detail(self, run_id: str) -> RunDetail:
+        """The run and its event log, as a frozen snapshot (what the panes read)."""
+        run = self.run(run_id)
+        dto = {**run.to_dto(), "deleted": run.deleted, "seq": run.seq}
+        detail = run_detail(dto, tuple(run.events))
+        return replace(detail, created_at=run.created_at, updated_at=run.updated_at)
+
     def grants(self) -> list[GrantView]:
         """Every known person's grant, by person id."""
         views = []
-        for user_id in sorted(self.cloud._users):
+        for user_id in sorted(self.cloud.people):
             user = self.cloud.user(user_id)
             state = user.grant.state
             if state is None:
@@ -304,7 +312,7 @@ class OperatorDesk:
         return run
 
     def _grant(self, user_id: str):  # type: ignore[no-untyped-def]
-        if user_id not in self.cloud._users or self.cloud.user(user_id).grant.state is None:
+        if user_id not in self.cloud.people or self.cloud.user(user_id).grant.state is None:
             raise OperatorError(f"{user_id} has no grant")
         return self.cloud.user(user_id).grant
 

@@ -23,6 +23,7 @@ from screens.messages import ServicesChanged, WorkspaceOpened
 from screens.open_error import OPEN_FAILED_STATUS, OpenErrorScreen
 from screens.text import TOAST_CAP, notify_plain, safe
 from screens.widgets.badges import BadgeBar
+from services.boundary import WorkspaceView
 from services.changes import Change
 from services.errors import ServiceError
 from services.workspace import Settings
@@ -51,11 +52,11 @@ class WorkbenchApp(App[None]):
         Binding("q", "quit", "Quit", id="workbench.quit"),
     ]
 
-    def __init__(self, workspace: Any = None, *, settings: Settings | None = None) -> None:
+    def __init__(self, workspace: WorkspaceView | None = None, *, settings: Settings | None = None) -> None:
         super().__init__()
         self.settings = settings or Settings()
         """What the Workspace is opened with (when none is given)."""
-        self.workspace: Any = workspace
+        self.workspace: WorkspaceView | None = workspace
         """The open Workspace (None until opened)."""
         self._owns_workspace = workspace is None
         self._pending_changes: list[Change] = []
@@ -105,7 +106,7 @@ class WorkbenchApp(App[None]):
         workspace = await Workspace.open(settings=self.settings)
         self._attach_workspace(workspace)
 
-    def _attach_workspace(self, workspace: Any) -> None:
+    def _attach_workspace(self, workspace: WorkspaceView) -> None:
         self.workspace = workspace
         loop = asyncio.get_running_loop()
 
@@ -206,7 +207,7 @@ class WorkbenchApp(App[None]):
             await self.workspace.close()
 
 
-def make_app(settings: Settings | None = None, workspace: Any = None, *, config: Any = None,
+def make_app(settings: Settings | None = None, workspace: WorkspaceView | None = None, *, config: Any = None,
              read_only: bool = False) -> WorkbenchApp:
     """The one factory the CLI, the demo and the tests build the App with."""
     app = WorkbenchApp(workspace=workspace, settings=settings)

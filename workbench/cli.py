@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Any
 
 from . import __version__
 
@@ -128,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     return app.return_code or 0
 
 
-def _memory(args: argparse.Namespace) -> dict[str, str | None]:
+def _memory(args: argparse.Namespace) -> dict[str, Any]:
     """Where memory goes: the flags, else Honcho's own environment variables (as its SDKs read them)."""
     return {"honcho_url": args.honcho_url or os.environ.get("HONCHO_URL") or None,
             "honcho_workspace_id": args.honcho_workspace or os.environ.get("HONCHO_WORKSPACE_ID") or "workbench"}

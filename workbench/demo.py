@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from textual import work
 from textual.binding import Binding
@@ -23,8 +23,10 @@ from textual.worker import WorkerState
 from assets import ASSETS_DIR
 from screens.text import notify_plain
 from screens.widgets.caption import CaptionBar
+from screens.widgets.stream import EventStream
+from services.boundary import WorkspaceView
 from services.errors import ServiceError
-from services.workspace import Settings
+from services.workspace import Settings, Workspace
 
 from .app import WorkbenchApp
 
@@ -65,7 +67,7 @@ class DemoSteps:
 
     def __init__(self, app: "DemoApp") -> None:
         self.app = app
-        self.ws: Any = app.workspace
+        self.ws = cast("Workspace", app.workspace)  # the tour drives the embedded cloud itself
         self.run_id: str | None = None
         """The run the tour started."""
         self.results: dict[str, Any] = {}
@@ -221,7 +223,7 @@ class DemoApp(WorkbenchApp):
         """The step actions (after the workspace opened)."""
         self._skip = False
 
-    def _attach_workspace(self, workspace: Any) -> None:
+    def _attach_workspace(self, workspace: WorkspaceView) -> None:
         super()._attach_workspace(workspace)
         self.call_after_refresh(self.play)
 
@@ -242,7 +244,7 @@ class DemoApp(WorkbenchApp):
             await self._quiet()
             if self.screenshots is not None:
                 self.screenshots.mkdir(parents=True, exist_ok=True)
-                self.main.query_one("#runs-stream").flush()
+                self.main.query_one("#runs-stream", EventStream).flush()
                 self.save_screenshot(str(self.screenshots / f"{number:02d}-{step.id}.svg"))
             self.completed.append(step.id)
             await self._wait(step.seconds / self.speed)

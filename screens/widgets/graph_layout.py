@@ -62,7 +62,7 @@ class Grid:
 
     def __init__(self, width: int, height: int) -> None:
         self.width = width
-        self.cells = [[[" ", "", -1] for _ in range(width)] for _ in range(height)]
+        self.cells: list[list[list[Any]]] = [[[" ", "", -1] for _ in range(width)] for _ in range(height)]
 
     def put(self, y: int, x: int, text: str, style: str = "", slot: int = -1, cells: int | None = None,
             right: bool = False) -> None:

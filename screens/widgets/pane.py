@@ -22,6 +22,7 @@ from textual.widgets import Input, Label
 from textual.widgets.data_table import CellDoesNotExist
 from textual.worker import Worker, WorkerState
 
+from services.boundary import Desk, WorkspaceView
 from services.changes import Change
 
 from ..text import notify_plain
@@ -63,7 +64,7 @@ class Pane(Vertical):
 
     def __init__(self, classes: str = "", **kwargs: Any) -> None:
         super().__init__(classes=f"pane {classes}".strip(), **kwargs)
-        self.workspace: Any = None
+        self.workspace: WorkspaceView | None = None
         """The Workspace once opened."""
         self._reload_queued = False
         self.built = False
@@ -110,7 +111,14 @@ class Pane(Vertical):
 
     # -- workspace and changes --------------------------------------------------------------
 
-    def attach(self, workspace: Any) -> None:
+    @property
+    def desk(self) -> Desk:
+        """The workspace's desk (a pane acts only once the workspace is open)."""
+        if self.workspace is None:
+            raise RuntimeError("the workspace is not open yet")
+        return self.workspace.desk
+
+    def attach(self, workspace: WorkspaceView) -> None:
         """The Workspace opened: remember it and load."""
         self.workspace = workspace
         self.request_reload()

@@ -198,6 +198,11 @@ class FakeCloud:
         self._directory.trust_client_key(private_key_pem)
 
     @property
+    def people(self) -> list[str]:
+        """The id of every person the cloud knows, in the order it met them."""
+        return list(self._users)
+
+    @property
     def notices(self) -> list[NoticeAttempt]:
         """Every run-notice attempt, with its decoded claims and the route's status."""
         return self._notices.attempts if self._notices is not None else []

@@ -166,6 +166,28 @@ class RemoteCloud:
                     data = json.loads(frame.data)
                     yield Change(data["source"], data["kind"], data.get("id", ""), data.get("data") or {})
 
+    async def change_batches(self) -> AsyncIterator[list[Change]]:
+        """The served cloud's change feed in the batches the server sends: an empty batch first, once
+        subscribed (anything changed before it must be read again), then every change as it happens."""
+        from ..sdk.sse import SSEParser
+
+        parser = SSEParser()
+        async with self._http.stream("GET", "/changes", timeout=httpx.Timeout(30.0, read=None)) as response:
+            if response.status_code >= 300:
+                raise ControlError(response.status_code, "refused", "the change stream was refused")
+            yield []
+            async for chunk in response.aiter_bytes():
+                batch = []
+                for frame in parser.feed(chunk):
+                    try:
+                        data = json.loads(frame.data)
+                        batch.append(Change(str(data["source"]), str(data["kind"]), str(data.get("id", "")),
+                                            dict(data.get("data") or {})))
+                    except (ValueError, KeyError, TypeError):
+                        continue  # one unreadable frame never stops the stream
+                if batch:
+                    yield batch
+
     async def aclose(self) -> None:
         await self._http.aclose()
 
