@@ -140,7 +140,8 @@ class ChangeListener:
             return
         if not isinstance(body, dict) or body.get("origin") == self.origin:
             return
-        data = body.get("data") if isinstance(body.get("data"), dict) else {}
+        raw = body.get("data")
+        data: dict[str, Any] = dict(raw) if isinstance(raw, dict) else {}
         if body.get("truncated"):
             data = {**data, "truncated": True}
         self.feed.publish(Change("canvas", str(body.get("kind", "")), str(body.get("id", "")),
