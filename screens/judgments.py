@@ -21,7 +21,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, SelectionList, Static
 
-from .dialogs import Field, FormDialog
+from .dialogs import ConfirmDialog, Field, FormDialog
 from .text import DETAIL_CAP, cell_text, highlight, notify_plain, safe, tone
 from .widgets.pane import DEBOUNCE, Pane, PaletteAction, is_current
 
@@ -318,9 +318,21 @@ class JudgmentsPane(Pane):
         kind, ident = target
         if kind == "okf":
             okf = self.okf
-            ticked = list(self.query_one("#judgment-outcomes", SelectionList).selected)
+            outcomes = self.query_one("#judgment-outcomes", SelectionList)
+            ticked = list(outcomes.selected)
             what = f"{len(ticked)} outcome(s) approved and delivered." if ticked else "Judgment approved and delivered."
-            self.act(what, lambda: okf.approve(ident, ticked or None))
+            declined = [outcomes.get_option_at_index(i) for i in range(outcomes.option_count)]
+            declined = [o for o in declined if o.value not in ticked] if ticked else []
+            if not declined:
+                self.act(what, lambda: okf.approve(ident, ticked or None))
+                return
+
+            def confirmed(yes: bool | None) -> None:
+                if yes:
+                    self.act(f"{what} Declined: {len(declined)}.", lambda: okf.approve(ident, ticked))
+            names = "; ".join(safe(str(o.prompt), 120) for o in declined)
+            self.app.push_screen(ConfirmDialog(f"Approve {len(ticked)} of {outcomes.option_count} outcomes? "
+                                               f"These will be declined: {names}"), confirmed)
             return
         insights, candidate = self.insights, self.candidate
         truth = self.detail.proposal.candidates[candidate]

@@ -198,6 +198,8 @@ async def test_outcomes_are_approved_one_by_one_and_n_rejects_with_a_reason(app)
         first = pane.detail.outcomes[0]
         assert list(outcomes.selected) == [first.input]
         await pilot.press("y")
+        await settle(pilot)
+        await pilot.press("y")  # the confirmation names the outcomes a partial approval declines
         await settle(pilot, 5)
         detail = await ws.okf.detail(item.id)
         decisions = {o.input: o.decision for o in detail.outcomes}

@@ -165,7 +165,7 @@ async def test_n_m_x_go_through_the_sdk_as_the_app(app) -> None:
         await pilot.press("enter")
         await settle(pilot)
         assert [m["text"] for m in ws.desk.run(run_id).messages] == ["for two"]
-        await pilot.press("x")
+        await pilot.press("x", "y")  # x asks first, naming the run
         await settle(pilot)
         assert ws.desk.run(run_id).outcome["outcome"] == "canceled"
         assert [(a.action, a.by) for a in ws.desk.log(run_id)] == [("start", "app"), ("message", "app"), ("cancel", "app")]
