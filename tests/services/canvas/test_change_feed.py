@@ -8,8 +8,9 @@ import sys
 import textwrap
 
 import psycopg
+import pytest
 
-from services.canvas import Canvas
+from services.canvas import Canvas, CanvasUnavailableError
 from services.changes import Change, ChangeFeed
 
 from .conftest import PREVIEW, plain
@@ -120,3 +121,20 @@ async def test_a_lost_listening_connection_is_announced_and_reconnects(pg_schema
     await changes.aclose()
     await other.close()
     await canvas.close()
+
+
+async def test_dropped_pool_connections_reconnect_on_the_next_unit_of_work(pg_schema_url, clock) -> None:
+    canvas = await Canvas.open(pg_schema_url, clock=clock, listen=False)
+    await canvas.write("before", owner="user:o1", preview=PREVIEW, body="a")
+    with psycopg.connect(plain(pg_schema_url.split("?")[0]), autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                      "WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'")
+    await canvas.write("after", owner="user:o1", preview=PREVIEW, body="b")  # the pool pings and reconnects
+    assert await canvas.count_objects(type="document") == 2
+    await canvas.close()
+
+
+async def test_an_unreachable_server_is_a_clear_canvas_error_without_the_password(clock) -> None:
+    with pytest.raises(CanvasUnavailableError, match="could not be reached") as refused:
+        await Canvas.open("postgresql+psycopg://ada:s3cret@127.0.0.1:1/canvas?connect_timeout=2", clock=clock)
+    assert "s3cret" not in str(refused.value)
