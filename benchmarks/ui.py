@@ -13,6 +13,9 @@ Run: ``python benchmarks/ui.py [--runs N] [--rates R1,R2,..] [--seconds S] [--ob
 3. A ``--objects`` canvas (built with ``benchmarks/canvas.py``'s bulk builder): time to open the
    canvas pane (tree roots, counts, first object with its neighbourhood) and to apply a filter
    (aim: under 200 ms each; nothing off-screen is built).
+4. A second window on a served workspace: the time to attach (beside opening a window with its
+   own cloud, same run), and from a reply made in one window to it drawn in the other's run stream
+   (aim: under 1 s and under 100 ms). ``--only-attach`` prints just these.
 """
 
 from __future__ import annotations
@@ -250,6 +253,78 @@ async def big_canvas(objects: int) -> None:
               f"tree nodes built: {nodes}")
 
 
+async def attach(rounds: int) -> None:
+    """A second window on a served workspace: time to attach, and action -> drawn in the other window.
+
+    The server is ``workbench serve`` in its own process, as an operator runs it; the acting window is
+    a second attached workspace (its keys only call the same desk), the watching one a real App."""
+    from screens.widgets.stream import EventStream
+    from services.serve import live_serve_info
+    from services.workspace import Settings, Workspace
+    from workbench.app import make_app
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "ws"
+        server = subprocess.Popen([sys.executable, "-m", "workbench", "serve", "--workspace", str(folder),
+                                   "--port", "0"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            for _ in range(3000):
+                if live_serve_info(folder) is not None:
+                    break
+                await asyncio.sleep(0.01)
+            own, attached = [], []
+            for i in range(rounds):  # baseline: a window with its own in-process cloud, same machine, same run
+                t0 = time.perf_counter()
+                ws = await Workspace.open(Path(tmp) / f"own{i}")
+                own.append(time.perf_counter() - t0)
+                await ws.close()
+                t0 = time.perf_counter()
+                ws = await Workspace.open(folder)
+                attached.append(time.perf_counter() - t0)
+                await ws.close()
+            a, o = statistics.median(attached), statistics.median(own)
+            print(f"4. a second window on a served workspace (`workbench serve` in its own process, {rounds} rounds)")
+            print(f"   attach (find the server, read runs and people, subscribe, open the shared stores): "
+                  f"median {a * 1000:.0f} ms, worst {max(attached) * 1000:.0f} ms (aim < 1 s); "
+                  f"a window with its own cloud: {o * 1000:.0f} ms, ratio {a / o:.2f}x")
+            actor = await Workspace.open(folder)
+            run_id = next(v.id for v in actor.desk.runs() if v.status in ("running", "idle"))
+            watcher = make_app(Settings(path=folder))
+            async with watcher.run_test(size=(120, 40)) as pilot:
+                while watcher.workspace is None or watcher.main.workspace is None:
+                    await pilot.pause(0.02)
+                await pilot.press("3")
+                pane = watcher.main.pane("runs")
+                for _ in range(100):
+                    if run_id in pane._table_rows:
+                        break
+                    await pilot.pause(0.02)
+                pane.select_key(run_id)
+                await pilot.pause(0.2)
+                stream = watcher.main.query_one("#runs-stream", EventStream)
+                lags, seen = [], []
+                for i in range(rounds):
+                    text = f"reply number {i}"
+                    t0 = time.perf_counter()
+                    await actor.desk.reply(run_id, text)
+                    while not any(e.get("text") == text for e in watcher.workspace.desk.detail(run_id).events[-10:]):
+                        await asyncio.sleep(0.001)
+                    seen.append(time.perf_counter() - t0)
+                    while time.perf_counter() - t0 < 5:
+                        stream.flush()
+                        if any(text in line for line in stream.shown[-20:]):
+                            break
+                        await asyncio.sleep(0.001)
+                    lags.append(time.perf_counter() - t0)
+            await actor.close()
+            print(f"   a reply made in one window, in the other window's desk: median "
+                  f"{statistics.median(seen) * 1000:.1f} ms; drawn in its run stream: median "
+                  f"{statistics.median(lags) * 1000:.1f} ms, worst {max(lags) * 1000:.1f} ms (aim < 100 ms)")
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+
+
 def _walk(node):  # type: ignore[no-untyped-def]
     yield node
     for child in node.children:
@@ -262,10 +337,16 @@ def main() -> None:
     parser.add_argument("--rates", default="10000,15000,20000,30000", help="comma-separated events/s to offer")
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--objects", type=int, default=100_000)
+    parser.add_argument("--attach-rounds", type=int, default=10, help="rounds of the attach figures")
+    parser.add_argument("--only-attach", action="store_true", help="print only the attach figures")
     args = parser.parse_args()
+    if args.only_attach:
+        asyncio.run(attach(args.attach_rounds))
+        return
     startup(args.runs)
     asyncio.run(stream([int(r) for r in args.rates.split(",")], args.seconds))
     asyncio.run(big_canvas(args.objects))
+    asyncio.run(attach(args.attach_rounds))
 
 
 if __name__ == "__main__":
