@@ -31,6 +31,9 @@ __all__ = [
 ]
 
 
+_NAME = String().with_variant(String(collation="C"), "postgresql")
+
+
 def _fk(target: str, *, nullable: bool = False, on_delete: str = "CASCADE", index: bool = False) -> Column:
     return Column(String, ForeignKey(target, ondelete=on_delete), nullable=nullable, index=index)
 
@@ -54,7 +57,9 @@ class ObjectRow(SQLModel, table=True):
     id: str = Field(sa_column=Column(String, unique=True, nullable=False))
     type: str
     kind: str = ""
-    name: str
+    name: str = Field(sa_column=Column(_NAME, nullable=False))
+    """Sorted and compared byte-wise on both engines (``COLLATE "C"`` on PostgreSQL, whatever the
+    database's locale), so a page of objects by name is the same page on SQLite and PostgreSQL."""
     handle: str | None = None
     owner_id: str | None = Field(default=None, sa_column=_fk("objects.id", nullable=True, on_delete="RESTRICT"))
     privacy: str = "public"

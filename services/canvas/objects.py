@@ -203,14 +203,17 @@ def ensure_owner(tx: Tx, type_: str, handle: str, *, name: str | None = None) ->
     return row
 
 
-def _filters(type: str | None, owner: str | None, name_filter: str | None) -> list[Any]:
+def _filters(session: Session, type: str | None, owner: str | None, name_filter: str | None) -> list[Any]:
     where: list[Any] = []
     if type:
         where.append(ObjectRow.type == type)
     if owner:
         where.append(ObjectRow.owner_id == owner)
     if name_filter:
-        where.append(ObjectRow.name.contains(name_filter, autoescape=True))
+        if session.get_bind().dialect.name == "postgresql":  # as SQLite's LIKE: letters in either case
+            where.append(ObjectRow.name.icontains(name_filter, autoescape=True))
+        else:
+            where.append(ObjectRow.name.contains(name_filter, autoescape=True))
     return where
 
 
@@ -219,7 +222,7 @@ def list_objects(session: Session, *, type: str | None = None, owner: str | None
     """One page of objects ordered by name, filtered by type, owner id and a name substring."""
     limit = max(1, min(int(limit), 1000))
     offset = max(0, int(offset))
-    stmt = with_owner().where(*_filters(type, owner, name_filter)).order_by(ObjectRow.name, ObjectRow.pk)
+    stmt = with_owner().where(*_filters(session, type, owner, name_filter)).order_by(ObjectRow.name, ObjectRow.pk)
     items = summaries(session, stmt.offset(offset).limit(limit + 1))
     return ObjectPage(items=tuple(items[:limit]), offset=offset, limit=limit, has_more=len(items) > limit)
 
@@ -227,7 +230,7 @@ def list_objects(session: Session, *, type: str | None = None, owner: str | None
 def count_objects(session: Session, *, type: str | None = None, owner: str | None = None,
                   name_filter: str | None = None) -> int:
     """How many objects the same filters match."""
-    stmt = select(func.count()).select_from(ObjectRow).where(*_filters(type, owner, name_filter))
+    stmt = select(func.count()).select_from(ObjectRow).where(*_filters(session, type, owner, name_filter))
     return int(session.execute(stmt).scalar_one())
 
 

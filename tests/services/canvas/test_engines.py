@@ -156,3 +156,16 @@ async def test_an_unversioned_canvas_is_migrated_at_open_and_keeps_its_objects(c
     assert [h.object.name for h in await again.search("kept")] == ["a"]
     assert create_schema(again.engine) == SCHEMA_VERSION  # opening again changes nothing
     await again.close()
+
+
+async def test_pages_by_name_and_name_filters_are_the_same_on_both_engines(canvas, engine_name) -> None:
+    """Byte-wise order on both (PostgreSQL's name column is COLLATE "C") and a filter that ignores case."""
+    names = ["b", "B", "a-b", "a_b", "Zeta", "zeta", "a.b", "a@b", "a+b", "10", "9", "pricing/Tiers", "PRICING/x"]
+    for name in names:
+        await canvas.write(name, owner="user:o1", preview=PREVIEW, body="x")
+    page = await canvas.list_objects(type="document", limit=100)
+    assert [o.name for o in page.items] == sorted(names, key=lambda n: n.encode())
+    found = await canvas.list_objects(type="document", name_filter="pricing")
+    assert sorted(o.name for o in found.items) == ["PRICING/x", "pricing/Tiers"]
+    assert await canvas.count_objects(type="document", name_filter="TIERS") == 1
+    assert await canvas.count_objects(type="document", name_filter="a_") == 1  # "_" is a letter, not a wildcard
