@@ -392,7 +392,7 @@ class Workspace:
         from .knowledge.outbox import FakeHonchoService
         from .serve import CloudServer, bind_socket, claim_workspace, origin_url
 
-        honcho = FakeHonchoService(self.path / "memory" / "served-honcho.json")  # served under /honcho
+        honcho = FakeHonchoService(self.path / "memory" / "served-honcho.json", clock=settings.clock)  # under /honcho
         lock = claim_workspace(self.path)
         try:
             sock = bind_socket("127.0.0.1", settings.serve_port)

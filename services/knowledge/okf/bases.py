@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ...clock import Clock
 from ...files import FileLock, publish_tree
 from .bundle import validate_tree
 from .descriptors import BaseDescriptor, DirectoryBinding, NodeDecl, load_json_file, parse_base_descriptor
@@ -35,7 +36,7 @@ def log_heading(at: float) -> str:
 
 
 def init_directory_base(path: Path, base_id: str, nodes: dict[str, NodeDecl] | dict[str, dict[str, str]],
-                        *, at: float | None = None) -> BaseDescriptor:
+                        *, at: float | None = None, clock: Clock | None = None) -> BaseDescriptor:
     """``okf init`` for a directory base: build it beside ``path`` and move it into place.
 
     Refuses an existing destination, a destination reached through a symlink (checked before
@@ -50,7 +51,7 @@ def init_directory_base(path: Path, base_id: str, nodes: dict[str, NodeDecl] | d
         raise OkfPathError(f"destination {path} is inside the Git working tree {git}")
     raw_nodes = {n: (d if isinstance(d, dict) else {"path": d.path, "owner": d.owner}) for n, d in nodes.items()}
     descriptor = parse_base_descriptor({"version": 1, "id": base_id, "nodes": raw_nodes}, f"nodes for {base_id}")
-    at = time.time() if at is None else at
+    at = (clock or Clock()).time() if at is None else at
     heading = log_heading(at)
     tree: Tree = {
         "okf-base.json": _json_bytes(descriptor.to_json()),

@@ -38,6 +38,7 @@ from urllib.parse import unquote
 
 import httpx
 
+from ...clock import Clock
 from ...errors import ServiceError
 from ...files import atomic_write_json
 from ...text import value_problem
@@ -60,10 +61,6 @@ class _HttpError(Exception):
         self.detail = detail
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
-
-
 def _invalid(loc: list[Any], msg: str) -> _HttpError:
     return _HttpError(422, [{"type": "value_error", "loc": ["body", *loc], "msg": msg, "input": None}])
 
@@ -80,7 +77,9 @@ class _Workspace:
 class FakeHonchoService:
     """The fake memory service's state, its route table and its fault switches."""
 
-    def __init__(self, state_path: Path | str | None = None) -> None:
+    def __init__(self, state_path: Path | str | None = None, *, clock: Clock | None = None) -> None:
+        self.clock = clock or Clock()
+        """Where ``created_at`` times come from (the workspace's injected clock)."""
         self.workspaces: dict[str, _Workspace] = {}
         """Everything stored, per workspace id."""
         self.calls: list[tuple[str, str]] = []
@@ -111,6 +110,9 @@ class FakeHonchoService:
         ]
 
     # -- state on disk -------------------------------------------------------------------
+
+    def _now(self) -> str:
+        return datetime.fromtimestamp(self.clock.time(), UTC).isoformat()
 
     def _new_id(self) -> int:
         value = self._next_id
@@ -245,12 +247,12 @@ class FakeHonchoService:
         wid = _require_id(body)
         created = wid not in self.workspaces
         self.workspaces.setdefault(wid, _Workspace())
-        return (201 if created else 200), {"id": wid, "metadata": {}, "configuration": {}, "created_at": _now()}
+        return (201 if created else 200), {"id": wid, "metadata": {}, "configuration": {}, "created_at": self._now()}
 
     def _ensure_peer(self, ws: _Workspace, workspace_id: str, peer_id: str) -> tuple[bool, dict[str, Any]]:
         if peer_id in ws.peers:
             return False, ws.peers[peer_id]
-        peer = {"id": peer_id, "workspace_id": workspace_id, "created_at": _now(), "metadata": {},
+        peer = {"id": peer_id, "workspace_id": workspace_id, "created_at": self._now(), "metadata": {},
                 "configuration": {}}
         ws.peers[peer_id] = peer
         return True, peer
@@ -266,7 +268,7 @@ class FakeHonchoService:
         created = sid not in ws.sessions
         if created:
             ws.sessions[sid] = {"id": sid, "is_active": True, "workspace_id": workspace_id,
-                                "metadata": body.get("metadata") or {}, "configuration": {}, "created_at": _now()}
+                                "metadata": body.get("metadata") or {}, "configuration": {}, "created_at": self._now()}
             ws.messages[sid] = []
             ws.session_peers[sid] = {}
         self._add_peers(ws, workspace_id, sid, body.get("peers") or {})
@@ -311,7 +313,7 @@ class FakeHonchoService:
             content = item["content"].replace("\x00", "")
             message = {"id": f"msg_{self._new_id():08d}", "content": content, "peer_id": item["peer_id"],
                        "session_id": session_id, "metadata": item.get("metadata") or {},
-                       "created_at": _datetime(item.get("created_at")) or _now(), "workspace_id": workspace_id,
+                       "created_at": _datetime(item.get("created_at")) or self._now(), "workspace_id": workspace_id,
                        "token_count": len(content.split())}
             ws.messages[session_id].append(message)
             created.append(message)
@@ -339,7 +341,7 @@ class FakeHonchoService:
                 raise _HttpError(404, f"Message {cutoff} not found in session {session_id}")
             messages = messages[: positions[0] + 1]
         new_id = f"clone_{self._new_id():08d}"
-        ws.sessions[new_id] = {**original, "id": new_id, "created_at": _now()}
+        ws.sessions[new_id] = {**original, "id": new_id, "created_at": self._now()}
         ws.session_peers[new_id] = {k: dict(v) for k, v in ws.session_peers[session_id].items()}
         ws.messages[new_id] = [{**m, "id": f"msg_{self._new_id():08d}", "session_id": new_id} for m in messages]
         return 201, ws.sessions[new_id]
@@ -391,7 +393,7 @@ class FakeHonchoService:
                     raise _invalid(["conclusions", index, key], "Field required")
             conclusion = {"id": f"con_{self._new_id():08d}", "content": content.replace("\x00", ""),
                           "observer_id": item["observer_id"], "observed_id": item["observed_id"],
-                          "session_id": item.get("session_id"), "level": "explicit", "created_at": _now()}
+                          "session_id": item.get("session_id"), "level": "explicit", "created_at": self._now()}
             ws.conclusions.append(conclusion)
             created.append(conclusion)
         return 201, created

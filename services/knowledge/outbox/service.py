@@ -108,7 +108,7 @@ class MemoryOutbox:
         if fake is not None:
             honcho_transport = fake.transport
         elif honcho_transport is None and base_url is None:
-            fake = FakeHonchoService()
+            fake = FakeHonchoService(clock=clock)
             honcho_transport = fake.transport
         client = HonchoClient(settings.workspace_id, base_url=base_url or "https://honcho.fake", api_key=api_key,
                               transport=honcho_transport)
