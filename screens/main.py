@@ -49,6 +49,7 @@ class MainScreen(Screen[None]):
         Binding("5", "show_pane('judgments')", "Judgments", id="workbench.show_judgments"),
         Binding("slash", "filter_pane", "Filter", id="workbench.filter_pane"),
         Binding("question_mark", "show_help", "Keys", id="workbench.show_help"),
+        Binding("z", "toggle_maximize", "Zoom", id="workbench.toggle_maximize"),
         Binding("M", "show_memory", "Memory", show=False, id="workbench.show_memory"),
     ]
 
@@ -117,7 +118,18 @@ class MainScreen(Screen[None]):
         self._apply_size(event.size.width, event.size.height)
 
     def _apply_size(self, width: int, height: int) -> None:
-        self.compact = not (width >= DASHBOARD_SIZE[0] and height >= DASHBOARD_SIZE[1])
+        layout = getattr(self.app, "layout", None)  # --layout / the settings file: dashboard or single
+        if layout in ("dashboard", "single"):
+            self.compact = layout == "single"
+        else:
+            self.compact = not (width >= DASHBOARD_SIZE[0] and height >= DASHBOARD_SIZE[1])
+
+    def action_toggle_maximize(self) -> None:
+        """``z``: the focused pane fills the screen; ``z`` again restores the layout."""
+        if self.maximized is not None:
+            self.minimize()
+        else:
+            self.maximize(self.pane(self.active), container=False)
 
     def watch_compact(self, compact: bool) -> None:
         if self.has_class("-compact") != compact:  # each class change restyles the whole screen

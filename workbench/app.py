@@ -73,6 +73,8 @@ class WorkbenchApp(App[None]):
     """Refuse every action that changes state (``--read-only``; the header says READ-ONLY)."""
     config: Any = None
     """The operator's ``UserConfig`` (theme, keymap, ...), applied at mount; None: no settings file."""
+    layout: str | None = None
+    """``dashboard`` or ``single`` (``--layout`` or the settings file); None: chosen by the terminal's size."""
 
     def get_default_screen(self) -> MainScreen:
         """The main screen is the default screen (no blank screen is made and then covered)."""
@@ -208,9 +210,10 @@ class WorkbenchApp(App[None]):
 
 
 def make_app(settings: Settings | None = None, workspace: WorkspaceView | None = None, *, config: Any = None,
-             read_only: bool = False) -> WorkbenchApp:
+             read_only: bool = False, layout: str | None = None) -> WorkbenchApp:
     """The one factory the CLI, the demo and the tests build the App with."""
     app = WorkbenchApp(workspace=workspace, settings=settings)
     app.config = config
     app.read_only = read_only or bool(getattr(config, "read_only", False))
+    app.layout = layout or getattr(config, "layout", None)
     return app

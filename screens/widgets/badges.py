@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.style import Style
 from rich.text import Text
+from textual.events import Click
 from textual.reactive import reactive
 from textual.widgets import Static
 
@@ -63,9 +64,19 @@ class PaneStrip(Static):
 
     def render(self) -> Text:
         text = Text()
+        self._spans: list[tuple[int, int, str]] = []
         for number, title, count, active in self.labels:
+            start = len(text)
             style = "bold reverse" if active else ""
             text.append(f" {number} {title}", style=style)
             text.append(f" {count} " if count else " ", style=style if active else "dim")
+            self._spans.append((start, len(text), title))
             text.append("│", style="dim")
         return text
+
+    async def on_click(self, event: Click) -> None:
+        """A click on a pane's label brings that pane forward (its title is its id)."""
+        for start, end, title in getattr(self, "_spans", []):
+            if start <= event.x < end:
+                await self.screen.run_action(f"show_pane({title!r})")
+                return

@@ -50,6 +50,8 @@ def is_current(event: Any) -> bool:
 class Pane(Vertical):
     """One of the main screen's panes."""
 
+    ALLOW_MAXIMIZE = True  # ``z`` zooms the focused pane
+
     title: ClassVar[str] = ""
     """The pane's name in the strip and the help."""
     number: ClassVar[int] = 0
