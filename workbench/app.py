@@ -75,12 +75,21 @@ class WorkbenchApp(App[None]):
     """The operator's ``UserConfig`` (theme, keymap, ...), applied at mount; None: no settings file."""
     layout: str | None = None
     """``dashboard`` or ``single`` (``--layout`` or the settings file); None: chosen by the terminal's size."""
+    log_path: Any = None
+    """``--log FILE``; None: ``logs/workbench.log`` in the workspace (``workbench.log``)."""
+    error_log: Any = None
+    """The open log (every error with its traceback), or None."""
+    log_file: Any = None
+    """The file the log writes to, once open."""
 
     def get_default_screen(self) -> MainScreen:
         """The main screen is the default screen (no blank screen is made and then covered)."""
         return MainScreen()
 
     def on_mount(self) -> None:
+        from .log import start_log
+
+        self.error_log = start_log(self, self.log_path)
         if self.config is not None:
             from .settings import apply_config
 
@@ -163,6 +172,9 @@ class WorkbenchApp(App[None]):
         """The one error handler: a toast with the service's clear, sanitised message."""
         message = error_text(error)
         self.errors.append(message)
+        from .log import log_error
+
+        log_error(self, message, error)
         notify_plain(self, message, title="Error", severity="error", timeout=8)
 
     def show_open_error(self, error: BaseException) -> None:
@@ -174,6 +186,9 @@ class WorkbenchApp(App[None]):
             error = open_error(error, path, path)
         self.open_error = error
         self.errors.append(error_text(error))
+        from .log import log_error
+
+        log_error(self, error_text(error), error)
         self.main.query_one("#badges", BadgeBar).status = "cannot open the workspace"
         if not any(isinstance(screen, OpenErrorScreen) for screen in self.screen_stack):
             self.push_screen(OpenErrorScreen(error))
@@ -203,6 +218,9 @@ class WorkbenchApp(App[None]):
         self.exit(return_code=OPEN_FAILED_STATUS if self.open_error is not None else 0)
 
     async def on_unmount(self) -> None:
+        from .log import stop_log
+
+        stop_log(self)
         if self._unsubscribe is not None:
             self._unsubscribe()
         if self._owns_workspace and self.workspace is not None:
@@ -210,10 +228,11 @@ class WorkbenchApp(App[None]):
 
 
 def make_app(settings: Settings | None = None, workspace: WorkspaceView | None = None, *, config: Any = None,
-             read_only: bool = False, layout: str | None = None) -> WorkbenchApp:
+             read_only: bool = False, layout: str | None = None, log: Any = None) -> WorkbenchApp:
     """The one factory the CLI, the demo and the tests build the App with."""
     app = WorkbenchApp(workspace=workspace, settings=settings)
     app.config = config
     app.read_only = read_only or bool(getattr(config, "read_only", False))
     app.layout = layout or getattr(config, "layout", None)
+    app.log_path = log
     return app

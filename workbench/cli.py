@@ -37,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the settings file (default: config.toml in the platform's config folder)")
     parser.add_argument("--read-only", action="store_true",
                         help="look without touching: every action that changes state is refused")
+    parser.add_argument("--log", type=Path, default=None, metavar="FILE",
+                        help="write errors with their tracebacks here (default: logs/workbench.log in the workspace)")
     parser.add_argument("--layout", choices=("dashboard", "single"), default=None,
                         help="every pane at once, or one pane and a strip (default: by the terminal's size, "
                              "dashboard from 160x48)")
@@ -122,12 +124,12 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         served = make_app(Settings(path=args.workspace, serve_port=_port(args.port), canvas_url=_canvas_url(args, config),
                                    **_memory(args)), config=config,
-                          read_only=args.read_only, layout=args.layout)
+                          read_only=args.read_only, layout=args.layout, log=args.log)
         _exit_on_sigterm(served)
         served.run()
         return served.return_code or 0
     app = make_app(Settings(path=args.workspace, canvas_url=_canvas_url(args, config), **_memory(args)), config=config,
-                   read_only=args.read_only, layout=args.layout)
+                   read_only=args.read_only, layout=args.layout, log=args.log)
     app.run()
     return app.return_code or 0
 
