@@ -9,7 +9,9 @@ started later writes a new one). A server that holds the lock but does not answe
 ``ServedDesk`` is the operator's desk over a served cloud: the same views and actions as
 ``OperatorDesk``, read through the control API and kept current by the server's change stream.
 Every change the server publishes is applied to the desk's snapshots first and then republished
-on the window's own ``ChangeFeed``, so panes redraw from fresh views. Actions go through the
+on the window's own ``ChangeFeed``, so panes redraw from fresh views. A window's own changes to
+the shared stores (canvas, insights, OKF, outbox) are relayed to the server (``POST /changes``),
+tagged with the window's ``origin``, so every other window redraws them too. Actions go through the
 control API (operator and grant actions); the server's answer is the truth, so two windows acting
 on one run see each other's refusals in the cloud's own words.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +44,8 @@ from .operator import (
 __all__ = ["AttachError", "ServedDesk", "ServerInfo", "find_server"]
 
 PROBE_TIMEOUT_S = 2.0
+RELAYED = frozenset({"canvas", "insights", "okf", "outbox"})
+"""The sources whose changes a window relays to the others (through the server's change stream)."""
 
 
 class AttachError(ServiceError):
@@ -122,6 +127,10 @@ class ServedDesk:
     _task: asyncio.Task[None] | None = None
     _subscribed: asyncio.Event = field(default_factory=asyncio.Event)
     errors: deque[str] = field(default_factory=lambda: deque(maxlen=100))
+    origin: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    """This window's tag on the changes it relays (its own come back on the stream and are skipped)."""
+    _unrelay: Any = None
+    _sending: set[asyncio.Task[None]] = field(default_factory=set)
 
     # -- following the server ------------------------------------------------------------------
 
@@ -146,7 +155,14 @@ class ServedDesk:
 
     async def start(self) -> None:
         """Follow the server's change stream (returns once subscribed, then reloads to close the gap)."""
-        self._task = asyncio.get_running_loop().create_task(self._follow())
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._follow())
+
+        def relay(change: Change) -> None:  # any thread: the send happens on the loop
+            if change.source in RELAYED and "origin" not in change.data and not loop.is_closed():
+                loop.call_soon_threadsafe(self._send, change)
+
+        self._unrelay = self.changes.subscribe(relay)
         waiter = asyncio.ensure_future(self._subscribed.wait())
         done, _ = await asyncio.wait({waiter, self._task}, timeout=10.0, return_when=asyncio.FIRST_COMPLETED)
         if self._task in done:
@@ -157,7 +173,25 @@ class ServedDesk:
             raise OperatorError(f"the change stream of {self.remote.url} did not open")
         await self.load()  # anything that changed before the subscription took is read again
 
+    def _send(self, change: Change) -> None:
+        task = asyncio.get_running_loop().create_task(self._publish(change))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _publish(self, change: Change) -> None:
+        try:
+            await self.remote.publish(Change(change.source, change.kind, change.id,
+                                             {**change.data, "origin": self.origin}))
+        except ServiceError as exc:  # the other windows miss one redraw; this window's data is already saved
+            self.errors.append(f"relay {change.kind} {change.id}: {exc}")
+
     async def stop(self) -> None:
+        if self._unrelay is not None:
+            self._unrelay()
+            self._unrelay = None
+        for task in list(self._sending):
+            with contextlib.suppress(Exception):
+                await task
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -210,6 +244,11 @@ class ServedDesk:
             with contextlib.suppress(ServiceError):
                 await self._load_people()
         for change in batch:
+            origin = change.data.get("origin")
+            if origin == self.origin:
+                continue  # this window's own change, published here when it happened
+            if origin is None:  # marked, so that this window never relays it back
+                change = Change(change.source, change.kind, change.id, {**change.data, "origin": "server"})
             self.changes.publish(change)
 
     # -- views ----------------------------------------------------------------------------------

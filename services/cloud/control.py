@@ -22,7 +22,8 @@ Routes (all under ``/_workbench/v1``):
   ``{id}``; ``POST /gates/{id}/release``; ``DELETE /failures/{id}`` removes a scripted failure
 - ``POST /reset``; ``GET /state`` (the whole state, ``state.export_state``); ``PUT /state``
   (replace it); ``GET /changes``: the cloud's change feed as server-sent events
-  (``event: <kind>``, ``data: {source, kind, id, data}``)
+  (``event: <kind>``, ``data: {source, kind, id, data}``); ``POST /changes`` ``{source, kind, id,
+  data}`` publishes a window's own change there (any source but ``cloud``)
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ class ControlApp:
             ("POST", re.compile(r"^/reset$"), self._reset),
             ("GET", re.compile(r"^/state$"), self._export),
             ("PUT", re.compile(r"^/state$"), self._import),
+            ("POST", re.compile(r"^/changes$"), self._publish),
         ]
 
     # -- ASGI --------------------------------------------------------------------------------
@@ -291,6 +293,19 @@ class ControlApp:
         return {"imported": True, "runs": len(body.get("runs", [])), "people": len(body.get("users", []))}
 
     # -- change stream -----------------------------------------------------------------------
+
+    async def _publish(self, body: dict[str, Any], query: dict[str, str]) -> Any:
+        """A window's own change (an insight approved, a canvas write) for every other window."""
+        source, kind = body.get("source"), body.get("kind")
+        if not isinstance(source, str) or not isinstance(kind, str) or not source or not kind:
+            raise ControlRefusal(400, "invalid_request", "a change needs a source and a kind")
+        if source == "cloud":
+            raise ControlRefusal(400, "invalid_request", "only the cloud publishes cloud changes")
+        data = body.get("data") or {}
+        if not isinstance(data, dict):
+            raise ControlRefusal(400, "invalid_request", "a change's data must be an object")
+        self.cloud.changes.emit(source, kind, str(body.get("id") or ""), **data)
+        return {"published": True}
 
     async def _changes(self, receive: Receive, send: Send) -> None:
         queue: asyncio.Queue[bytes] = asyncio.Queue()

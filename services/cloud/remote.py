@@ -188,6 +188,11 @@ class RemoteCloud:
                 if batch:
                     yield batch
 
+    async def publish(self, change: Change) -> None:
+        """Publish a window's own change on the served change feed (for every other window)."""
+        await self.call("POST", "/changes", {"source": change.source, "kind": change.kind, "id": change.id,
+                                             "data": change.data})
+
     async def aclose(self) -> None:
         await self._http.aclose()
 

@@ -98,3 +98,28 @@ async def test_a_settle_the_other_window_already_made_is_refused_and_the_first_o
     finally:
         await a.close()
         await b.close()
+
+
+async def test_an_insight_approved_in_one_window_is_redrawn_in_the_other_and_the_serving_one(served: Any) -> None:
+    acting = await Workspace.open(served.path)
+    seen: list[Any] = []
+    unsubscribe = served.feed.subscribe(lambda c: seen.append(c) if c.source == "insights" else None)
+    watcher = make_app(Settings(path=served.path))
+    try:
+        async with watcher.run_test(size=(120, 40)) as pilot:
+            await ready(pilot)
+            await pilot.press("5")
+            await settle(pilot)
+            pane = watcher.main.pane("judgments")
+            review = (await acting.insights.list("pending"))[0]
+            assert f"insight:{review.id}" in pane.items
+            before = pane.waiting
+            await acting.insights.approve(review.id)
+            assert await until(pilot, lambda: pane.waiting == before - 1), (before, pane.waiting)
+            assert pane.items[f"insight:{review.id}"].status == "approved"
+            assert any(c.kind == "review.approved" and c.id == review.id for c in seen)  # the serving window too
+            assert (await served.insights.get(review.id)).status == "approved"
+            assert list(acting.desk.errors) == []
+    finally:
+        unsubscribe()
+        await acting.close()
