@@ -50,6 +50,7 @@ class MainScreen(Screen[None]):
         Binding("slash", "filter_pane", "Filter", id="workbench.filter_pane"),
         Binding("question_mark", "show_help", "Keys", id="workbench.show_help"),
         Binding("z", "toggle_maximize", "Zoom", id="workbench.toggle_maximize"),
+        Binding("Y", "copy_item", "Copy", show=False, id="workbench.copy_item"),
         Binding("M", "show_memory", "Memory", show=False, id="workbench.show_memory"),
     ]
 
@@ -123,6 +124,26 @@ class MainScreen(Screen[None]):
             self.compact = layout == "single"
         else:
             self.compact = not (width >= DASHBOARD_SIZE[0] and height >= DASHBOARD_SIZE[1])
+
+    def action_copy_item(self) -> None:
+        """``Y``: copy the focused pane's selection as its id, JSON, or the SDK call / curl (OSC 52)."""
+        from .dialogs.choose import ChooseDialog
+        from .text import notify_plain
+        from .widgets.copy import copy_choices
+
+        pane = self.pane(self.active)
+        choices = copy_choices(pane)
+        if not choices:
+            notify_plain(self.app, f"Nothing selected in {pane.title} to copy.", severity="warning")
+            return
+
+        def done(text: str | None) -> None:
+            if text:
+                self.app.copy_to_clipboard(text)
+                lines = text.splitlines()
+                more = f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
+                notify_plain(self.app, f"Copied to the terminal's clipboard: {lines[0][:80]}{more}", timeout=4)
+        self.app.push_screen(ChooseDialog(f"Copy from {pane.title}", choices), done)
 
     def action_toggle_maximize(self) -> None:
         """``z``: the focused pane fills the screen; ``z`` again restores the layout."""

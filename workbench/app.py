@@ -50,6 +50,7 @@ class WorkbenchApp(App[None]):
     COMMANDS = App.COMMANDS | {WorkbenchCommands}
     BINDINGS = [
         Binding("q", "quit", "Quit", id="workbench.quit"),
+        Binding("S", "screenshot", "Screenshot", show=False, id="workbench.screenshot"),
     ]
 
     def __init__(self, workspace: WorkspaceView | None = None, *, settings: Settings | None = None) -> None:
@@ -212,6 +213,20 @@ class WorkbenchApp(App[None]):
                 notify_plain(self, reason, title="Read-only", severity="warning", timeout=4)
                 return True
         return await super()._dispatch_action(namespace, action_name, params)
+
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        """``S``: an SVG of the screen into the workspace's ``screenshots/`` (the path is shown)."""
+        from .screenshot import save_to_workspace
+
+        save_to_workspace(self)
+
+    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
+                           time_format: str | None = None) -> str | None:
+        """The palette's "Screenshot" writes into the workspace too (never a Downloads folder that may not exist)."""
+        from .screenshot import save_to_workspace
+
+        saved = save_to_workspace(self)
+        return None if saved is None else str(saved)
 
     async def action_quit(self) -> None:
         """Quit; with status 2 when the workspace could not open."""

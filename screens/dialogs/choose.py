@@ -1,0 +1,48 @@
+"""``ChooseDialog``: pick one of a few labelled texts (``enter``), or ``esc``; returns the text or None."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Label, OptionList
+from textual.widgets.option_list import Option
+
+from ..help_keys import keys_line
+from ..text import safe
+
+__all__ = ["ChooseDialog"]
+
+
+class ChooseDialog(ModalScreen[str | None]):
+    """A short list of ``(label, text)``; each row shows the label and the text's first line."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel")]
+
+    def __init__(self, title: str, choices: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self.choose_title = title
+        self.choices = choices
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(Text(safe(self.choose_title, 200)), classes="dialog-title")
+            options = []
+            for index, (label, text) in enumerate(self.choices):
+                first = text.splitlines()[0] if text else ""
+                row = Text(f"{index + 1} ", style="bold")
+                row.append(safe(label, 60), style="bold")
+                row.append(f"  {safe(first, 60)}", style="dim")
+                options.append(Option(row, id=str(index)))
+            yield OptionList(*options, id="choices")
+            yield Label(Text(keys_line(self) + "   enter choose   ↑ ↓ move", style="dim"), classes="dialog-keys")
+
+    @on(OptionList.OptionSelected)
+    def _chosen(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(self.choices[int(event.option.id or 0)][1])
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
