@@ -117,6 +117,7 @@ def _postgres_engine(url: str, busy_timeout_ms: int) -> Engine:
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         with dbapi_connection.cursor() as cursor:
             cursor.execute(f"SET lock_timeout = {int(busy_timeout_ms)}")
+            cursor.execute("SET jit = off")  # short UI queries: compiling them cost more than it saved
         dbapi_connection.commit()
 
     return engine

@@ -222,8 +222,17 @@ def list_objects(session: Session, *, type: str | None = None, owner: str | None
     """One page of objects ordered by name, filtered by type, owner id and a name substring."""
     limit = max(1, min(int(limit), 1000))
     offset = max(0, int(offset))
-    stmt = with_owner().where(*_filters(session, type, owner, name_filter)).order_by(ObjectRow.name, ObjectRow.pk)
-    items = summaries(session, stmt.offset(offset).limit(limit + 1))
+    where = _filters(session, type, owner, name_filter)
+    if session.get_bind().dialect.name == "postgresql":
+        # PostgreSQL works out the owner reference of every row it skips for the offset; pick the
+        # page's keys first, then describe only those rows (same page, same order).
+        page = (select(ObjectRow.pk).where(*where).order_by(ObjectRow.name, ObjectRow.pk)
+                .offset(offset).limit(limit + 1).subquery())
+        stmt = with_owner().join(page, page.c.pk == ObjectRow.pk).order_by(ObjectRow.name, ObjectRow.pk)
+        items = summaries(session, stmt)
+    else:
+        stmt = with_owner().where(*where).order_by(ObjectRow.name, ObjectRow.pk)
+        items = summaries(session, stmt.offset(offset).limit(limit + 1))
     return ObjectPage(items=tuple(items[:limit]), offset=offset, limit=limit, has_more=len(items) > limit)
 
 
