@@ -12,6 +12,10 @@ creates a new canvas (``BEGIN IMMEDIATE`` on SQLite, the canvas's advisory lock 
 
 A database without ``canvas_meta`` but with ``objects`` is a canvas from before versioning
 (version 0); its migration step creates what is missing (tables, indexes, the search index).
+
+No Alembic: the canvas creates its own schema at open (there is no deploy step to run migrations
+from), each step is a few statements that must also run on a user's SQLite file, and the check has
+to happen inside the opening transaction. A numbered function per step does that in one page.
 """
 
 from __future__ import annotations
