@@ -14,7 +14,8 @@ timeout, so a writer that waits too long gets the same ``CanvasBusyError``. Unde
 indexes hold whatever any writer does: a unique violation that reaches the database is the same
 ``NameTakenError`` on both engines, and the stale-revision check sits in the ``UPDATE``'s ``WHERE``
 clause, which PostgreSQL re-evaluates after waiting on a concurrent update's row lock. A dropped
-server connection is ``CanvasUnavailableError`` (nothing was written); the pool checks each
+server connection is ``CanvasUnavailableError`` (the change was not confirmed: a connection that
+drops while committing leaves its outcome unknown, so the message says to read again); the pool checks each
 connection before use (``pool_pre_ping``), so the next unit of work reconnects.
 """
 
@@ -154,8 +155,9 @@ def _busy_guard() -> Iterator[None]:
             ) from exc
         if type(exc.orig).__module__.startswith("psycopg"):
             raise CanvasUnavailableError(
-                "the canvas database server could not be reached or dropped the connection; nothing was "
-                "written. It reconnects on the next action"
+                "the canvas database server could not be reached or dropped the connection, so the change "
+                "was not confirmed (read the object again to see whether it was saved); the next action "
+                "reconnects"
             ) from exc
         raise
     except IntegrityError as exc:

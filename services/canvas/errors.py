@@ -140,6 +140,6 @@ class CanvasSchemaError(CanvasError):
 
 
 class CanvasUnavailableError(CanvasError):
-    """The database server could not be reached or dropped the connection; nothing was written."""
+    """The database server could not be reached or dropped the connection; the change was not confirmed."""
 
     code = "canvas_unavailable"

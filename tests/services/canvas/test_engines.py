@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 
+import psycopg
 import pytest
 from sqlalchemy import text
 
@@ -169,3 +170,21 @@ async def test_pages_by_name_and_name_filters_are_the_same_on_both_engines(canva
     assert sorted(o.name for o in found.items) == ["PRICING/x", "pricing/Tiers"]
     assert await canvas.count_objects(type="document", name_filter="TIERS") == 1
     assert await canvas.count_objects(type="document", name_filter="a_") == 1  # "_" is a letter, not a wildcard
+
+
+async def test_a_writer_held_past_the_busy_timeout_on_postgresql_is_canvas_busy(pg_schema_url, clock) -> None:
+    from services.canvas import CanvasBusyError
+    from services.canvas.engine import _LOCK_CLASS
+
+    from .conftest import plain
+
+    canvas = await Canvas.open(pg_schema_url, clock=clock, busy_timeout_ms=200, listen=False)
+    await canvas.ensure_owner("user", "o1")
+    with psycopg.connect(plain(pg_schema_url), autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s, hashtext(current_schema()))", (_LOCK_CLASS,))
+        with pytest.raises(CanvasBusyError, match="busy"):
+            await canvas.write("a", owner="user:o1", preview=PREVIEW, body="b")
+        assert await canvas.count_objects(type="document") == 0  # readers never wait
+    await canvas.write("a", owner="user:o1", preview=PREVIEW, body="b")
+    assert await canvas.count_objects(type="document") == 1
+    await canvas.close()
