@@ -121,6 +121,9 @@ def build(canvas: Canvas, n_objects: int, n_edges: int, seed: int = 7) -> dict[s
             index_many(session, part)
         if is_postgres(canvas.engine):  # explicit keys were inserted: move the key sequence past them
             session.execute(text("SELECT setval(pg_get_serial_sequence('objects', 'pk'), (SELECT max(pk) FROM objects))"))
+    if is_postgres(canvas.engine):  # what autovacuum does soon after a bulk load: statistics and the visibility map
+        with canvas.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql("VACUUM (ANALYZE)")
     with canvas.engine.connect() as conn:
         conn.exec_driver_sql("ANALYZE")
         conn.commit()
