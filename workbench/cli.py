@@ -77,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     connect.add_argument("--scope", action="extend", nargs="+", default=None, dest="scopes", metavar="S",
                          help="a scope to grant (repeat or list several; default crtr:llm crtr:act)")
     demo = sub.add_parser("demo", help="play the narrated walkthrough over the real services")
-    demo.add_argument("--speed", type=float, default=1.0, help="speed factor for auto-advance (2 = twice as fast)")
+    demo.add_argument("--speed", type=float, default=None,
+                      help="speed factor for auto-advance (2 = twice as fast; default 1, headless: full speed)")
     demo.add_argument("--headless", action="store_true", help="play without a terminal")
     demo.add_argument("--screenshots", type=Path, default=None, help="write one SVG per step into this folder")
     demo.add_argument("--workspace", type=Path, default=None, dest="demo_workspace",
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.config)
         args.workspace = args.workspace or config.workspace or Path(".workbench")
     if args.command == "demo":
-        if args.speed <= 0:
+        if args.speed is not None and args.speed <= 0:
             print("workbench demo: --speed must be above 0")
             return 2
         from .demo import run_demo

@@ -30,7 +30,8 @@ from services.workspace import Settings, Workspace
 
 from .app import WorkbenchApp
 
-__all__ = ["DemoStep", "DemoError", "DemoApp", "DemoSteps", "load_walkthrough", "run_demo", "WALKTHROUGH"]
+__all__ = ["DemoStep", "DemoError", "DemoApp", "DemoSteps", "load_walkthrough", "run_demo", "demo_speed", "demo_status",
+           "WALKTHROUGH"]
 
 WALKTHROUGH = ASSETS_DIR / "demo" / "walkthrough.json"
 """The bundled walkthrough script."""
@@ -194,7 +195,11 @@ async def _finished(worker: Any) -> None:
 
 
 class DemoApp(WorkbenchApp):
-    """The workbench playing the walkthrough."""
+    """The workbench playing the walkthrough (toasts at the top: the narration at the bottom stays in view)."""
+
+    CSS = """
+    ToastRack { dock: top; align: right top; margin-top: 1; }
+    """
 
     BINDINGS = [
         *WorkbenchApp.BINDINGS,
@@ -278,10 +283,16 @@ class DemoApp(WorkbenchApp):
         self._skip = True
 
 
-def run_demo(*, speed: float = 1.0, headless: bool = False, screenshots: Path | None = None,
+def run_demo(*, speed: float | None = None, headless: bool = False, screenshots: Path | None = None,
              workspace: Path | None = None) -> int:
-    """``workbench demo``: play the tour on a fresh workspace (a temporary folder unless given)."""
+    """``workbench demo``: play the tour on a fresh workspace (a temporary folder unless given).
+
+    ``speed`` None is the narration's pace in a terminal and full speed headless (no waiting out
+    the captions nobody reads). Quitting early (``q``) is a normal end: status 0. Status 1 means a
+    step could not do what it narrates, or a headless run did not reach the end.
+    """
     steps = load_walkthrough()
+    speed = demo_speed(speed, headless)
     with tempfile.TemporaryDirectory(prefix="workbench-demo-") as tmp:
         path = workspace or Path(tmp) / "workspace"
         app = DemoApp(Settings(path=path), steps=steps, speed=speed, screenshots=screenshots,
@@ -291,4 +302,17 @@ def run_demo(*, speed: float = 1.0, headless: bool = False, screenshots: Path | 
             print(f"workbench demo: {failure}")
         if screenshots is not None and headless:
             print(f"workbench demo: {len(app.completed)} steps, screenshots in {screenshots}")
-        return 0 if len(app.completed) == len(steps) and not app.failures else 1
+        return demo_status(app, headless=headless)
+
+
+def demo_speed(speed: float | None, headless: bool) -> float:
+    """The auto-advance factor: as given, else 1 in a terminal and no waiting at all headless."""
+    if speed is not None:
+        return speed
+    return float("inf") if headless else 1.0
+
+
+def demo_status(app: DemoApp, *, headless: bool) -> int:
+    """0 for a tour that ended well (played through, or quit early by the viewer), 1 otherwise."""
+    unfinished = headless and len(app.completed) != len(app.steps)
+    return 1 if app.failures or unfinished else 0
