@@ -15,7 +15,7 @@ from typing import Any
 from textual.binding import Binding
 from textual.keys import format_key
 
-__all__ = ["KeyLine", "key_label", "effective_bindings", "help_groups", "keys_line", "NAVIGATION"]
+__all__ = ["NAVIGATION", "KeyLine", "effective_bindings", "help_groups", "key_label", "keys_line"]
 
 ALIASES = {
     "escape": "esc",

@@ -13,7 +13,7 @@ from logging.handlers import RotatingFileHandler
 from pathlib import Path
 from typing import Any
 
-__all__ = ["start_log", "stop_log", "log_error", "default_log_path", "MAX_BYTES", "BACKUPS"]
+__all__ = ["BACKUPS", "MAX_BYTES", "default_log_path", "log_error", "start_log", "stop_log"]
 
 MAX_BYTES = 1_048_576
 """A log file's size before it rotates."""

@@ -30,8 +30,15 @@ from typing import Any
 
 from services.errors import ServiceError
 
-__all__ = ["UserConfig", "ConfigWriteError", "default_config_path", "load_config", "save_setting", "apply_config",
-           "LAYOUTS"]
+__all__ = [
+    "LAYOUTS",
+    "ConfigWriteError",
+    "UserConfig",
+    "apply_config",
+    "default_config_path",
+    "load_config",
+    "save_setting",
+]
 
 LAYOUTS = ("dashboard", "single")
 """The layouts ``layout =`` and ``--layout`` accept."""

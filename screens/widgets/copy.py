@@ -13,7 +13,9 @@ import json
 import shlex
 from typing import Any
 
-__all__ = ["copy_choices", "as_json"]
+from services.errors import ServiceError
+
+__all__ = ["as_json", "copy_choices"]
 
 
 def as_json(value: Any) -> str:
@@ -44,13 +46,13 @@ def _run(pane: Any, run_id: str) -> list[tuple[str, str]]:
     choices = [("run id", run_id)]
     try:
         detail = pane.desk.detail(run_id)
-    except Exception:  # a run deleted since: the id is still worth copying
+    except ServiceError:  # a run deleted since: the id is still worth copying
         detail = None
     if detail is not None:
         choices.append(("run as JSON", as_json(detail)))
     choices.append(("SDK call (Python)", f"run = await client.runs.get({json.dumps(run_id)})"))
-    choices.append(("curl", 'curl -H "Authorization: Bearer $CROUTER_TOKEN" '
-                            f'"$CROUTER_RUNTIME_URL"/v1/runs/{shlex.quote(run_id)}'))
+    choices.append(("curl", ('curl -H "Authorization: Bearer $CROUTER_TOKEN" '
+                             f'"$CROUTER_RUNTIME_URL"/v1/runs/{shlex.quote(run_id)}')))
     return choices
 
 
@@ -59,7 +61,7 @@ def _grant(pane: Any, user_id: str) -> list[tuple[str, str]]:
     view = next((g for g in pane.desk.grants() if g.user_id == user_id), None)
     if view is not None:
         choices.append(("grant as JSON", as_json(view)))
-    choices.append(("SDK call (Python)", f"client = await oauth.client({json.dumps(user_id)})\n"
-                                         "grant = await client.grant.get()"))
+    choices.append(("SDK call (Python)", (f"client = await oauth.client({json.dumps(user_id)})\n"
+                                          "grant = await client.grant.get()")))
     choices.append(("curl", 'curl -H "Authorization: Bearer $CROUTER_TOKEN" "$CROUTER_RUNTIME_URL"/v1/grant'))
     return choices

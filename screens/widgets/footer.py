@@ -15,11 +15,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.events import Resize
 from textual.widgets import Footer
-from textual.widgets._footer import FooterKey  # the footer's own key widget (no public alias)
+from textual.widgets._footer import (
+    FooterKey,  # the footer's own key widget (no public alias)
+)
 
 from ..help_keys import key_label
 
-__all__ = ["KeyFooter", "ESSENTIAL_ACTIONS", "fit_keys"]
+__all__ = ["ESSENTIAL_ACTIONS", "KeyFooter", "fit_keys"]
 
 ESSENTIAL_ACTIONS = ("show_help", "quit")
 """Always shown: the key help (every other key is there) and quit."""

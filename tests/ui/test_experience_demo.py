@@ -12,6 +12,7 @@ from services.workspace import Settings
 from workbench.cli import build_parser
 from workbench.demo import DemoApp, demo_speed, demo_status, load_walkthrough
 
+
 def test_headless_runs_at_full_speed_unless_speed_is_given() -> None:
     assert build_parser().parse_args(["demo", "--headless"]).speed is None
     assert demo_speed(None, headless=True) == float("inf")
