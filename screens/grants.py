@@ -61,7 +61,7 @@ class GrantsPane(Pane):
         self._shown = []
 
     def reload(self) -> None:
-        desk = self.workspace.desk
+        desk = self.desk
         views = desk.grants()
         self._refusal_cache = list(desk.refusals)
         needle = self.filter_text.strip()
@@ -156,7 +156,7 @@ class GrantsPane(Pane):
     def action_revoke(self) -> None:
         user = self._need()
         if user:
-            desk = self.workspace.desk
+            desk = self.desk
             self._form(f"Revoke the grant of {safe(user, 80)}? Their app's next refresh is refused (u restores it).",
                        [Field("code", "Refusal code for the next refresh", "grant_revoked", choices=REFUSAL_CODES)],
                        lambda v: self.act(f"Grant of {user} revoked.", lambda: desk.revoke(user, v["code"])),
@@ -165,26 +165,26 @@ class GrantsPane(Pane):
     def action_restore(self) -> None:
         user = self._need()
         if user:
-            desk = self.workspace.desk
+            desk = self.desk
             self.act(f"Grant of {user} restored.", lambda: desk.restore(user))
 
     def action_refuse(self) -> None:
         user = self._need()
         if user:
-            desk = self.workspace.desk
+            desk = self.desk
             self._form(f"Refuse refreshes for {safe(user, 80)}", [Field("code", "Refusal code", choices=REFUSAL_CODES)],
                        lambda v: self.act(f"Refreshes for {user} refused.", lambda: desk.refuse(user, v["code"])))
 
     def action_expire_tokens(self) -> None:
         user = self._need()
         if user:
-            desk = self.workspace.desk
+            desk = self.desk
             self.act(f"Tokens of {user} expired.", lambda: desk.expire_tokens(user))
 
     def action_edit_scopes(self) -> None:
         user = self._need()
         if user:
-            desk = self.workspace.desk
+            desk = self.desk
             current = " ".join(self._views[user].scopes) if user in self._views else ""
             self._form(f"Scopes of {safe(user, 80)} (space separated)", [Field("scopes", "Scopes", current)],
                        lambda v: self.act(f"Scopes of {user} set.", lambda: desk.set_scopes(user, v["scopes"].split())))
@@ -217,7 +217,7 @@ class GrantsPane(Pane):
     async def palette_items(self) -> list[tuple[str, str]]:
         if self.workspace is None:
             return []
-        return [(f"person {g.user_id} · grant {g.state} rev {g.rev}", g.user_id) for g in self.workspace.desk.grants()]
+        return [(f"person {g.user_id} · grant {g.state} rev {g.rev}", g.user_id) for g in self.desk.grants()]
 
     def select_key(self, key: str) -> None:
         if self.filter_text:

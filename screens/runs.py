@@ -13,6 +13,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Label, Static
 
 from services.changes import Change
@@ -86,9 +87,9 @@ class RunsPane(Pane):
     # -- loading ---------------------------------------------------------------------------
 
     def reload(self) -> None:
-        desk = self.workspace.desk
+        desk = self.desk
         views = desk.runs()
-        now = self.workspace.settings.clock.time()
+        now = self.workspace.settings.clock.time() if self.workspace is not None else 0.0
         needle = self.filter_text.strip()
         if needle:
             low = needle.lower()
@@ -125,7 +126,7 @@ class RunsPane(Pane):
                 old = self._table_rows.get(key)
                 for col, (cell, before) in enumerate(zip(cells, old or ())):
                     if cell != before:
-                        table.update_cell_at((order.index(key), col), cell)
+                        table.update_cell_at(Coordinate(order.index(key), col), cell)
         else:
             keep = self.selected
             table.clear()
@@ -158,9 +159,9 @@ class RunsPane(Pane):
     def _run_parts(self) -> tuple[Any, list[Any], list[Any]] | None:
         if self.selected is None or self.workspace is None:
             return None
-        desk = self.workspace.desk
+        desk = self.desk
         try:
-            run = desk.run(self.selected)
+            run = desk.detail(self.selected)
         except ServiceError:
             return None
         actions = desk.actions.get(run.id, [])
@@ -256,41 +257,41 @@ class RunsPane(Pane):
     def action_reply(self) -> None:
         run_id = self._need_run()
         if run_id:
-            desk = self.workspace.desk
+            desk = self.desk
             self._ask("Reply as the model", [Field("text", "Reply text", multiline=True)],
                       lambda v: self.act("Replied as the model.", lambda: desk.reply(run_id, v["text"])), "Reply")
 
     def action_fail_turn(self) -> None:
         run_id = self._need_run()
         if run_id:
-            desk = self.workspace.desk
+            desk = self.desk
             self._ask("Fail the turn", [Field("code", "Code", choices=TURN_CODES), Field("message", "Message", "the model failed")],
                       lambda v: self.act("Turn failed.", lambda: desk.fail_turn(run_id, v["code"], v["message"])), "Fail")
 
     def action_settle(self) -> None:
         run_id = self._need_run()
         if run_id:
-            desk = self.workspace.desk
+            desk = self.desk
             self._ask("Settle the run", [Field("kind", "Outcome", choices=SETTLE_KINDS), Field("value", "Result / reason")],
                       lambda v: self.act("Run settled.", lambda: desk.settle(run_id, v["kind"], v["value"])), "Settle")
 
     def action_ask(self) -> None:
         run_id = self._need_run()
         if run_id:
-            desk = self.workspace.desk
+            desk = self.desk
             self._ask("Ask the person a question", [Field("title", "Question")],
                       lambda v: self.act("Question asked.", lambda: desk.ask(run_id, v["title"])), "Ask")
 
     def action_go_idle(self) -> None:
         run_id = self._need_run()
         if run_id:
-            desk = self.workspace.desk
+            desk = self.desk
             self.act("Run went idle.", lambda: desk.go_idle(run_id))
 
     def action_emit_event(self) -> None:
         run_id = self._need_run()
         if run_id:
-            desk = self.workspace.desk
+            desk = self.desk
             self._ask("Emit an event", [Field("type", "Type", placeholder="node.activity"),
                                         Field("fields", "Fields (JSON object)", "{}"),
                                         Field("node", "Node id (empty: the root)")],
@@ -300,7 +301,7 @@ class RunsPane(Pane):
     def action_delete_run(self) -> None:
         run_id = self._need_run()
         if run_id:
-            desk = self.workspace.desk
+            desk = self.desk
 
             def done(yes: bool | None) -> None:
                 if yes:
@@ -309,7 +310,7 @@ class RunsPane(Pane):
                                                "Reads will 404 and streams close."), done)
 
     def action_start_run(self) -> None:
-        desk = self.workspace.desk if self.workspace else None
+        desk = self.desk if self.workspace else None
         if desk is None:
             return
         people = tuple(g.user_id for g in desk.grants()) or ("user:ada",)
@@ -325,14 +326,14 @@ class RunsPane(Pane):
     def action_send_message(self) -> None:
         run_id = self._need_run()
         if run_id:
-            desk = self.workspace.desk
+            desk = self.desk
             self._ask("Send a message as the app (through the SDK)", [Field("text", "Message")],
                       lambda v: self.act("Message sent.", lambda: desk.send_message(run_id, v["text"])), "Send")
 
     def action_cancel_run(self) -> None:
         run_id = self._need_run()
         if run_id:
-            desk = self.workspace.desk
+            desk = self.desk
             status = self._run_status(run_id)
             if status in ("settled", "deleted"):
                 notify_plain(self.app, f"Run “{self._run_title(run_id)}” is already {status}: nothing to cancel.",
@@ -415,7 +416,7 @@ class RunsPane(Pane):
     async def palette_items(self) -> list[tuple[str, str]]:
         if self.workspace is None:
             return []
-        return [(f"run {v.name or v.prompt} · {v.user_id} · {v.id}", v.id) for v in self.workspace.desk.runs()]
+        return [(f"run {v.name or v.prompt} · {v.user_id} · {v.id}", v.id) for v in self.desk.runs()]
 
     def select_key(self, key: str) -> None:
         if self.filter_text:
