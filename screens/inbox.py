@@ -227,7 +227,7 @@ class InboxPane(Pane):
     def action_mark_all_read(self) -> None:
         node, canvas = self.node, self.canvas
         if node is not None:
-            self.act("Inbox marked read.", lambda: canvas.mark_read(node))
+            self.act(f"Every message to {safe(node, 80)} marked read.", lambda: canvas.mark_read(node))
 
     def action_message_node(self) -> None:
         node, canvas = self.node, self.canvas

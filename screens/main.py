@@ -79,6 +79,7 @@ class MainScreen(Screen[None]):
         self._apply_size(self.app.size.width, self.app.size.height)
         self.call_after_refresh(self.build_panes)
         self.set_interval(1.0, self.update_badges)
+        self.set_interval(10.0, self.tick_ages)
         for pane in self.panes():
             self.watch(pane, "count_label", lambda _=None: self._update_strip(), init=False)
         self.app.theme_changed_signal.subscribe(self, self._theme_changed)
@@ -144,6 +145,12 @@ class MainScreen(Screen[None]):
                 more = f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
                 notify_plain(self.app, f"Copied to the terminal's clipboard: {lines[0][:80]}{more}", timeout=4)
         self.app.push_screen(ChooseDialog(f"Copy from {pane.title}", choices), done)
+
+    def tick_ages(self) -> None:
+        """Ages (``42s``, ``5m``) are drawn when the list loads: reload the runs so they keep up."""
+        runs = self.pane("runs")
+        if runs.workspace is not None and runs.built:
+            runs.request_reload()
 
     def action_toggle_maximize(self) -> None:
         """``z``: the focused pane fills the screen; ``z`` again restores the layout."""

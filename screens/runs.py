@@ -22,6 +22,7 @@ from services.wire import Outcome, TurnErrorCode
 from services.workspace import JUDGE_USER
 
 from .dialogs import ConfirmDialog, DetailDialog, Field, FormDialog
+from .dialogs.form import json_object_check
 from .messages import JumpRequested
 from .run_lines import STATUS_GLYPHS, conversation_lines, merge_lines, raw_line, refusal_line, action_line
 from .text import DETAIL_CAP, age, cell_text, highlight, notify_plain, safe, safe_text, tone
@@ -248,11 +249,11 @@ class RunsPane(Pane):
             notify_plain(self.app, "Select a run first.", severity="warning")
         return self.selected
 
-    def _ask(self, title: str, fields: list[Field], then: Any, submit: str = "OK") -> None:
+    def _ask(self, title: str, fields: list[Field], then: Any, submit: str = "OK", check: Any = None) -> None:
         def done(values: dict[str, str] | None) -> None:
             if values is not None:
                 then(values)
-        self.app.push_screen(FormDialog(title, fields, submit=submit), done)
+        self.app.push_screen(FormDialog(title, fields, submit=submit, check=check), done)
 
     def action_reply(self) -> None:
         run_id = self._need_run()
@@ -296,7 +297,7 @@ class RunsPane(Pane):
                                         Field("fields", "Fields (JSON object)", "{}"),
                                         Field("node", "Node id (empty: the root)")],
                       lambda v: self.act("Event emitted.", lambda: desk.emit(run_id, v["type"], v["fields"], v["node"] or None)),
-                      "Emit")
+                      "Emit", check=json_object_check("fields", "Fields"))
 
     def action_delete_run(self) -> None:
         run_id = self._need_run()

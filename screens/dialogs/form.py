@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -15,7 +16,7 @@ from textual.widgets import Button, Input, Label, Select
 from ..help_keys import keys_line
 from ..text import DETAIL_CAP, safe
 
-__all__ = ["Field", "FormDialog"]
+__all__ = ["Field", "FormDialog", "json_object_check"]
 
 
 @dataclass(frozen=True)
@@ -31,15 +32,22 @@ class Field:
 
 
 class FormDialog(ModalScreen[dict[str, str] | None]):
-    """Ask for ``fields``; ``enter`` (or ctrl+s in a multi-line field) submits, ``esc`` cancels."""
+    """Ask for ``fields``; ``enter`` (or ctrl+s in a multi-line field) submits, ``esc`` cancels.
+
+    ``check`` (optional) reads the values and returns what is wrong with them in plain words, or
+    None: the dialog then stays open with everything typed and shows the problem inline.
+    """
 
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="dialog.cancel"),
         Binding("ctrl+s", "submit", "Submit", id="dialog.submit"),
     ]
 
-    def __init__(self, title: str, fields: list[Field], *, submit: str = "OK") -> None:
+    def __init__(self, title: str, fields: list[Field], *, submit: str = "OK",
+                 check: Callable[[dict[str, str]], str | None] | None = None) -> None:
         super().__init__()
+        self.check = check
+        """Validates the values before the dialog closes (None: no check)."""
         self.form_title = title
         """The dialog's heading (already plain text)."""
         self.fields = fields
@@ -64,6 +72,7 @@ class FormDialog(ModalScreen[dict[str, str] | None]):
                 else:
                     yield Input(safe(field.default, DETAIL_CAP), placeholder=safe(field.placeholder, 200),
                                 id=f"field-{field.name}")
+            yield Label("", id="form-error", classes="dialog-error")
             with Horizontal(classes="dialog-buttons"):
                 yield Button(self.submit_label, variant="primary", id="submit")
                 yield Button("Cancel", id="cancel")
@@ -88,8 +97,27 @@ class FormDialog(ModalScreen[dict[str, str] | None]):
 
     @on(Button.Pressed, "#submit")
     def action_submit(self) -> None:
-        self.dismiss(self.values())
+        values = self.values()
+        problem = self.check(values) if self.check is not None else None
+        if problem:  # stay open, keep what was typed, say what is wrong
+            self.query_one("#form-error", Label).update(Text(safe(problem, 400), style="bold"))
+            return
+        self.dismiss(values)
 
     @on(Button.Pressed, "#cancel")
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+def json_object_check(name: str, label: str) -> Callable[[dict[str, str]], str | None]:
+    """A ``check`` that the field ``name`` holds a JSON object (empty counts as ``{}``)."""
+    import json
+
+    def check(values: dict[str, str]) -> str | None:
+        text = values.get(name, "").strip() or "{}"
+        try:
+            value = json.loads(text)
+        except ValueError as error:
+            return f"{label}: not JSON ({error})"
+        return None if isinstance(value, dict) else f"{label}: a JSON object is needed, like {{\"key\": 1}}"
+    return check

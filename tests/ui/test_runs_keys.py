@@ -121,7 +121,10 @@ async def bad_emit_case(pilot: Any, app: Any, ws: Any) -> None:
     await type_text(pilot, "{nope")
     await pilot.press("enter")
     await settle(pilot)
-    assert any("not valid JSON" in e for e in app.errors)
+    error = app.screen.query_one("#form-error")  # the dialog stays open with the problem inline
+    assert "not JSON" in str(error.render())
+    await pilot.press("escape")
+    await settle(pilot)
     assert len(ws.desk.run(run.id).events) == before
     assert app.is_running
 
