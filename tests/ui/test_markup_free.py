@@ -56,7 +56,7 @@ async def test_hostile_person_ids_in_every_pane_toast_and_title_show_verbatim_an
             await pilot.press("k")  # a dialog titled with the id
             await settle(pilot)
             title = str(app.screen.query_one(".dialog-title", Label).render())
-            assert title == f"Revoke the grant of {safe(uid)}"
+            assert title.startswith(f"Revoke the grant of {safe(uid)}?")
             await pilot.press("escape")
             await settle(pilot)
         assert app.is_running and app.return_code is None
