@@ -224,15 +224,18 @@ class Route:
         return _compiled(self.template)
 
 
-def _compiled(template: str, _cache: dict[str, re.Pattern[str]] = {}) -> re.Pattern[str]:
-    pattern = _cache.get(template)
+_PATTERNS: dict[str, re.Pattern[str]] = {}
+
+
+def _compiled(template: str) -> re.Pattern[str]:
+    pattern = _PATTERNS.get(template)
     if pattern is None:
         regex = re.sub(
             r"\{(\w+)(:path)?\}",
             lambda m: f"(?P<{m.group(1)}>{'.+' if m.group(2) else '[^/]+'})",
             template,
         )
-        pattern = _cache[template] = re.compile(f"^{regex}$")
+        pattern = _PATTERNS[template] = re.compile(f"^{regex}$")
     return pattern
 
 

@@ -127,7 +127,7 @@ def apply_judgment(baseline: Mapping[str, bytes], alias: str, outcomes: Iterable
         current = after.get(index_path, b"").decode("utf-8").rstrip("\n")
         last = current.rsplit("\n", 1)[-1]
         joint = "\n" if last.startswith(("* [", "- [")) else "\n\n"
-        after[index_path] = (current + joint + "".join(l + "\n" for l in lines)).encode("utf-8")
+        after[index_path] = (current + joint + "".join(line + "\n" for line in lines)).encode("utf-8")
     heading = log_heading(at)
     for node, lines in log_lines.items():
         log_path = f"{node}/log.md"
