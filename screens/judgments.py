@@ -47,6 +47,7 @@ class JudgmentsPane(Pane):
         Binding("y", "approve", "Approve", id="workbench.judgments.approve"),
         Binding("n", "reject", "Reject", id="workbench.judgments.reject"),
         Binding("c", "next_candidate", "Candidate", id="workbench.judgments.next_candidate"),
+        Binding("space", "tick_outcome", "Tick outcome", id="workbench.judgments.tick_outcome"),
         Binding("j", "rejudge", "Rejudge / retry", show=False, id="workbench.judgments.rejudge"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="workbench.judgments.clear_filter"),
     ]
@@ -370,6 +371,16 @@ class JudgmentsPane(Pane):
         else:
             self.app.notify(f"This judgment is {safe(state, 20)}; it cannot be judged again now.", severity="warning",
                             markup=False)
+
+    def action_tick_outcome(self) -> None:
+        """``space`` from the queue: tick (or untick) the highlighted outcome without tabbing into the list."""
+        outcomes = self.query_one("#judgment-outcomes", SelectionList)
+        if not outcomes.display or not outcomes.option_count:
+            notify_plain(self.app, "This item has no outcomes to tick.", severity="warning")
+            return
+        index = outcomes.highlighted if outcomes.highlighted is not None else 0
+        outcomes.toggle(outcomes.get_option_at_index(index).value)
+        outcomes.highlighted = min(index + 1, outcomes.option_count - 1)
 
     def action_next_candidate(self) -> None:
         if self.selected and self.selected.startswith("insight:") and self.detail is not None:

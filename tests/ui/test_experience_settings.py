@@ -141,6 +141,6 @@ async def test_read_only_covers_every_pane_binding_that_changes_state(app) -> No
         ids = {b.id for pane in app.main.panes() for b in pane.BINDINGS if b.id}
         looking = {i for i in ids if i.rsplit(".", 1)[-1] in {
             "toggle_pause", "toggle_view", "toggle_wrap", "event_detail", "open_grant", "clear_filter",
-            "next_candidate", "go_back", "follow_edge"}}
+            "next_candidate", "go_back", "follow_edge", "tick_outcome"}}
         assert ids - looking <= CHANGING_BINDINGS
         assert ids - looking  # the panes do have actions that change state
