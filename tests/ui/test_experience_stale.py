@@ -60,3 +60,15 @@ async def test_mark_all_read_says_which_node(app) -> None:
         await pilot.press("R")
         await settle(pilot)
         assert any(n.message == f"Every message to {node} marked read." for n in app._notifications)
+
+
+async def test_selected_text_keeps_a_readable_foreground(app) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        style = app.main.get_component_rich_style("screen--selection")
+        assert style.color is not None and style.bgcolor is not None
+        assert style.color != style.bgcolor
+        app.theme = "textual-light"
+        await settle(pilot)
+        light = app.main.get_component_rich_style("screen--selection")
+        assert light.color is not None and light.color != light.bgcolor
