@@ -124,21 +124,24 @@ def main(argv: list[str] | None = None) -> int:
             print(f"workbench --serve: {problem}")
             return 2
         served = make_app(Settings(path=args.workspace, serve_port=_port(args.port), canvas_url=_canvas_url(args, config),
-                                   **_memory(args)), config=config,
+                                   **_memory(args, config)), config=config,
                           read_only=args.read_only, layout=args.layout, log=args.log)
         _exit_on_sigterm(served)
         served.run()
         return served.return_code or 0
-    app = make_app(Settings(path=args.workspace, canvas_url=_canvas_url(args, config), **_memory(args)), config=config,
+    app = make_app(Settings(path=args.workspace, canvas_url=_canvas_url(args, config), **_memory(args, config)), config=config,
                    read_only=args.read_only, layout=args.layout, log=args.log)
     app.run()
     return app.return_code or 0
 
 
-def _memory(args: argparse.Namespace) -> dict[str, Any]:
-    """Where memory goes: the flags, else Honcho's own environment variables (as its SDKs read them)."""
-    return {"honcho_url": args.honcho_url or os.environ.get("HONCHO_URL") or None,
-            "honcho_workspace_id": args.honcho_workspace or os.environ.get("HONCHO_WORKSPACE_ID") or "workbench"}
+def _memory(args: argparse.Namespace, config: object = None) -> dict[str, Any]:
+    """Where memory goes: the flags, else Honcho's own environment variables (as its SDKs read them),
+    else the settings file; the key is never read from a file."""
+    return {"honcho_url": args.honcho_url or os.environ.get("HONCHO_URL")
+            or getattr(config, "honcho_url", None) or None,
+            "honcho_workspace_id": args.honcho_workspace or os.environ.get("HONCHO_WORKSPACE_ID")
+            or getattr(config, "honcho_workspace", None) or "workbench"}
 
 
 def _canvas_url(args: argparse.Namespace, config: object) -> str | None:

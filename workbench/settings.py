@@ -8,6 +8,8 @@ on Linux) unless ``--config PATH`` names another::
     layout = "single"            # or "dashboard"; leave out for the automatic choice
     read_only = false
     canvas_url = "postgresql+psycopg://ada@db.team.internal:5432/canvas"   # leave out for canvas.db
+    honcho_url = "https://honcho.team.internal"   # where memory goes; leave out for the embedded fake
+    honcho_workspace = "agents"   # the Honcho workspace id (the key only ever from $HONCHO_API_KEY)
 
     [keymap]                     # binding id = keys (comma-separated); ids are listed by ?
     "workbench.runs.reply" = "ctrl+r"
@@ -42,7 +44,8 @@ __all__ = [
 
 LAYOUTS = ("dashboard", "single")
 """The layouts ``layout =`` and ``--layout`` accept."""
-KEYS = {"theme": str, "workspace": str, "layout": str, "read_only": bool, "keymap": dict, "canvas_url": str}
+KEYS = {"theme": str, "workspace": str, "layout": str, "read_only": bool, "keymap": dict, "canvas_url": str,
+        "honcho_url": str, "honcho_workspace": str}
 """Every top-level setting and its TOML type."""
 
 
@@ -63,6 +66,10 @@ class UserConfig:
     keymap: dict[str, str] = field(default_factory=dict)
     canvas_url: str | None = None
     """The canvas database URL (a team's PostgreSQL), or None for ``canvas.db`` in the workspace."""
+    honcho_url: str | None = None
+    """The Honcho server memory is delivered to, or None for the embedded fake."""
+    honcho_workspace: str | None = None
+    """The Honcho workspace id memory goes to, or None for the default."""
     problem: str | None = None
     """Why the file was not used (names the file and the line), or None."""
 
@@ -116,6 +123,8 @@ def load_config(path: Path | None = None) -> UserConfig:
     config.read_only = bool(data.get("read_only", False))
     config.keymap = dict(data.get("keymap", {}))
     config.canvas_url = data.get("canvas_url") or None
+    config.honcho_url = data.get("honcho_url") or None
+    config.honcho_workspace = data.get("honcho_workspace") or None
     return config
 
 

@@ -59,6 +59,30 @@ def test_command_line_and_honcho_environment_name_where_memory_goes(monkeypatch:
     assert _memory(flags) == {"honcho_url": "http://127.0.0.1:8000", "honcho_workspace_id": "team"}
 
 
+def test_the_settings_file_names_where_memory_goes_but_never_holds_the_key(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from workbench.cli import _memory, build_parser
+    from workbench.settings import load_config
+
+    monkeypatch.delenv("HONCHO_URL", raising=False)
+    monkeypatch.delenv("HONCHO_WORKSPACE_ID", raising=False)
+    path = tmp_path / "config.toml"
+    path.write_text('honcho_url = "https://memory.team"\nhoncho_workspace = "agents"\n')
+    config = load_config(path)
+    assert config.problem is None
+    assert _memory(build_parser().parse_args([]), config) == {"honcho_url": "https://memory.team",
+                                                              "honcho_workspace_id": "agents"}
+    # the flags and Honcho's own environment variables still win over the file
+    monkeypatch.setenv("HONCHO_WORKSPACE_ID", "from-env")
+    flags = build_parser().parse_args(["--honcho-url", "http://127.0.0.1:8000"])
+    assert _memory(flags, config) == {"honcho_url": "http://127.0.0.1:8000", "honcho_workspace_id": "from-env"}
+    # a key is not a setting: the file that tries to hold one is refused, naming its line
+    path.write_text('honcho_url = "https://memory.team"\nhoncho_api_key = "hk-secret"\n')
+    refused = load_config(path)
+    assert refused.problem is not None and "line 2" in refused.problem and "honcho_api_key" in refused.problem
+    assert refused.honcho_url is None
+
+
 async def test_a_served_workspace_delivers_its_memory_to_the_honcho_it_serves(tmp_path: Path) -> None:
     import asyncio
 
