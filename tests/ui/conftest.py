@@ -26,8 +26,19 @@ async def settle(pilot: Any, rounds: int = 3) -> None:
     """Let workers finish and queued messages run (no sleeping on wall time beyond Pilot's pauses)."""
     for _ in range(rounds):
         await pilot.pause()
-        await pilot.app.workers.wait_for_complete()
+        await _workers_done(pilot.app)
     await pilot.pause()
+
+
+async def _workers_done(app: Any) -> None:
+    """Wait for every worker; one cancelled because a newer exclusive worker replaced it is done too."""
+    from textual.worker import WorkerCancelled
+
+    for worker in list(app.workers):
+        try:
+            await worker.wait()
+        except WorkerCancelled:
+            pass
 
 
 async def ready(pilot: Any) -> Any:
