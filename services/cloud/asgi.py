@@ -24,7 +24,7 @@ import httpx
 if TYPE_CHECKING:
     from .cloud import FakeCloud
 
-__all__ = ["CloudApp", "CONTROL_PREFIX", "ASGIApp", "Scope", "Receive", "Send", "ScriptedUnreachable"]
+__all__ = ["CloudApp", "CONTROL_PREFIX", "ASGIApp", "Scope", "Receive", "Send", "ScriptedUnreachable", "lifespan"]
 
 CONTROL_PREFIX = "/_workbench/v1"
 """Where the control API lives on a served cloud's origin."""
@@ -58,7 +58,7 @@ class CloudApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await _lifespan(receive, send)
+            await lifespan(receive, send)
             return
         if scope["type"] != "http":
             return
@@ -182,7 +182,8 @@ async def _drop(send: Send) -> None:
     raise ScriptedUnreachable("scripted: the cloud is unreachable")
 
 
-async def _lifespan(receive: Receive, send: Send) -> None:
+async def lifespan(receive: Receive, send: Send) -> None:
+    """Answer ASGI lifespan messages (nothing to start or stop beyond what the server owns)."""
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import httpx
 
-from ...cloud.asgi import ASGIApp, Receive, Scope, ScriptedUnreachable, Send, read_body
+from ...cloud.asgi import ASGIApp, Receive, Scope, ScriptedUnreachable, Send, lifespan, read_body
 from ...errors import ServiceError
 from ...serve import ServeError, bind_socket, origin_url
 from .honcho_fake import FakeHonchoService
@@ -61,7 +61,7 @@ class HonchoApp:
             if self.fallback is not None:
                 await self.fallback(scope, receive, send)
             else:
-                await _lifespan(receive, send)
+                await lifespan(receive, send)
             return
         if scope["type"] != "http":
             return
@@ -95,16 +95,6 @@ async def _answer(send: Send, status: int, body: bytes, headers: list[tuple[byte
     head.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": status, "headers": head})
     await send({"type": "http.response.body", "body": body, "more_body": False})
-
-
-async def _lifespan(receive: Receive, send: Send) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
 
 
 class HonchoServer:
