@@ -135,9 +135,11 @@ class GrantsPane(Pane):
         text.append(f"\nheld reads: {view.holding} waiting · {view.reads} made\n")
         refusals = [r for r in getattr(self, "_refusal_cache", []) if r.user_id == view.user_id][-5:]
         if refusals:
-            text.append("refusals the app met:\n", style="bold")
+            past = view.state == "active" and view.refusal is None  # the grant refuses no more: history, not alarm
+            text.append("refusals the app met" + (" (before the grant was restored):\n" if past else ":\n"), style="bold")
             for r in refusals:
-                text.append(f"  {iso(r.at)[11:19]} {safe(r.code, 60)} at rev {r.rev}: {safe(r.message, 200)}\n", style=tone("bad"))
+                text.append(f"  {iso(r.at)[11:19]} {safe(r.code, 60)} at rev {r.rev}: {safe(r.message, 200)}\n",
+                            style="dim" if past else tone("bad"))
         detail.update(text)
 
     # -- key actions ---------------------------------------------------------------------------

@@ -220,11 +220,16 @@ class RunsPane(Pane):
                         style=tone("bad"))
         if run.outcome:
             text.append(f"\n■ {safe(run.outcome.get('outcome'), 60)}")
-        if refusals:
+        if refusals and self._still_refused(run.user_id):  # a restored grant takes its banner with it
             last = refusals[-1]
             text.append(f"\n‼ {safe(last.code, 60)} from the grant of {safe(last.user_id, 60)} at rev {last.rev} (g)",
                         style=tone("bad"))
         info.update(text)
+
+    def _still_refused(self, user_id: str) -> bool:
+        """Whether the person's grant refuses the app now (not active, or a refusal set for the next refresh)."""
+        grant = next((g for g in self.desk.grants() if g.user_id == user_id), None)
+        return grant is None or grant.state != "active" or grant.refusal is not None
 
     @on(EventStream.StateChanged, "#runs-stream")
     def _stream_state(self, event: EventStream.StateChanged) -> None:

@@ -1,0 +1,69 @@
+"""No stale screens: every banner is drawn from the current state (the latest turn, the grant as it
+is now), never from the last event seen; a state that has passed takes its banner with it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.widgets import Static
+
+from .conftest import ready, settle
+
+
+def run_named(ws: Any, name: str) -> Any:
+    return next(r for r in ws.desk.runs() if r.name == name)
+
+
+async def show_run(pilot: Any, run_id: str) -> Any:
+    pane = pilot.app.main.pane("runs")
+    await pilot.press("3")
+    pane.select_key(run_id)
+    pane.focus_main()
+    await settle(pilot)
+    assert pane.selected == run_id
+    return pane
+
+
+def run_info(pilot: Any) -> str:
+    return str(pilot.app.main.query_one("#run-info", Static).render())
+
+
+def grant_detail(pilot: Any) -> str:
+    return str(pilot.app.main.query_one("#grant-detail", Static).render())
+
+
+async def test_a_failed_turn_banner_goes_once_a_later_turn_succeeds(app) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        ws = await ready(pilot)
+        run = run_named(ws, "talk outline")
+        await show_run(pilot, run.id)
+        ws.desk.fail_turn(run.id, "model_error", "the model failed")
+        await settle(pilot)
+        assert "✗ model_error" in run_info(pilot)
+        ws.desk.reply(run.id, "all good now")
+        await settle(pilot)
+        assert "model_error" not in run_info(pilot)
+        assert "✗ turn failed: model_error" in "\n".join(pilot.app.main.query_one("#runs-stream").shown)  # history stays
+
+
+async def test_a_refusal_banner_goes_once_the_grant_is_restored(app) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        ws = await ready(pilot)
+        run = run_named(ws, "talk outline")
+        runs = await show_run(pilot, run.id)
+        ws.desk.revoke("user:grace", "grant_suspended")
+        runs.act("", lambda: ws.desk.send_message(run.id, "hello"))
+        await settle(pilot)
+        assert [r.code for r in ws.desk.refusals] == ["grant_suspended"]
+        assert "‼ grant_suspended" in run_info(pilot)
+        await ws.desk.restore("user:grace")
+        await settle(pilot)
+        assert ws.desk.refusals  # the record is kept: the stream still shows it as history
+        assert "‼" not in run_info(pilot)
+        assert "‼ refused grant_suspended" in "\n".join(pilot.app.main.query_one("#runs-stream").shown)
+        await pilot.press("4")
+        app.main.pane("grants").select_key("user:grace")
+        await settle(pilot)
+        detail = grant_detail(pilot)
+        assert "current refusal: none" in detail and "revoked with" not in detail
+        assert "before the grant was restored" in detail
