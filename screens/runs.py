@@ -26,6 +26,7 @@ from .dialogs.form import json_object_check
 from .messages import JumpRequested
 from .run_lines import STATUS_GLYPHS, conversation_lines, merge_lines, raw_line, refusal_line, action_line
 from .text import DETAIL_CAP, age, cell_text, highlight, notify_plain, safe, safe_text, tone
+from .widgets.fit_table import FitTable, fit_cell
 from .widgets.pane import Pane, PaletteAction, is_current
 from .widgets.stream import EventStream
 
@@ -78,8 +79,9 @@ class RunsPane(Pane):
         self._refusals = 0
 
     def compose_body(self) -> ComposeResult:
-        table: DataTable[Any] = DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns("", "status", "age", "person", "activity", "run")
+        # the title second, sized to the room left: a narrow pane clips the columns after it instead
+        table = FitTable(id="runs-table", flex=1, cursor_type="row", zebra_stripes=True)
+        table.add_columns("", "run", "status", "age", "person", "activity")
         yield table
         yield Static("", id="run-info", markup=False)
         yield Label("", id="stream-state")
@@ -109,11 +111,11 @@ class RunsPane(Pane):
         label = f"{v.name} — {v.prompt}" if v.name else v.prompt
         return (
             Text(STATUS_GLYPHS.get(v.status, "·")),
+            fit_cell(highlight(cell_text(label, 120), needle)),  # cut with … to the room left; the info line has it whole
             safe_text(v.status.replace("_", " "), 40),
             Text(age(now, v.updated_at)),
             highlight(safe_text(v.user_id, 60), needle),
             cell_text(v.activity or "", 24),
-            highlight(cell_text(label, 120), needle),  # last: a narrow pane cuts it; the info line has it whole
         )
 
     def forget_drawn(self) -> None:
@@ -355,12 +357,12 @@ class RunsPane(Pane):
     def _run_title(self, run_id: str) -> str:
         """The run's title as its row shows it (name — prompt), for confirmations."""
         cells = self._table_rows.get(run_id)
-        return safe(cells[-1].plain, 120) if cells else safe(run_id, 80)
+        return safe(cells[1].plain, 120) if cells else safe(run_id, 80)
 
     def _run_status(self, run_id: str) -> str:
         """The run's status word as its row shows it (``settled``, ``waiting on user``...)."""
         cells = self._table_rows.get(run_id)
-        return cells[1].plain if cells else ""
+        return cells[2].plain if cells else ""
 
     def action_toggle_pause(self) -> None:
         stream = self.query_one("#runs-stream", EventStream)

@@ -32,10 +32,8 @@ from .errors import ServiceError
 from .files import FileLock, atomic_write_json
 
 if TYPE_CHECKING:
-    import uvicorn
 
     from .cloud import FakeCloud, RunNoticeConfig
-    from .cloud.asgi import CloudApp
     from .cloud.persist import CloudStore
 
 __all__ = [
@@ -151,34 +149,76 @@ class _QuietDrops(logging.Filter):
         return not (record.exc_info and isinstance(record.exc_info[1], ScriptedUnreachable))
 
 
-def _uvicorn_server(app: "CloudApp", log_level: str, served: Any = None) -> "uvicorn.Server":
-    import uvicorn
+class SocketServer:
+    """An ASGI app served by uvicorn on an already bound socket, in this event loop.
 
+    ``start()`` returns once connections are accepted; ``request_stop()`` is safe from a signal
+    handler; ``stop()`` ends the serving task and closes the socket. The caller owns the process's
+    signals (uvicorn installs none). ``on_shutdown`` runs as uvicorn begins its shutdown (e.g. to
+    end open streams so the graceful wait does not outlast them).
+    """
+
+    def __init__(self, app: Any, sock: socket.socket, *, log_level: str = "warning", name: str = "the server",
+                 graceful_s: float = 5, on_shutdown: Callable[[], None] | None = None) -> None:
+        import uvicorn
+
+        self.sock = sock
+        self.name = name
+
+        class _Server(uvicorn.Server):
+            @contextlib.contextmanager
+            def capture_signals(self) -> Iterator[None]:  # the caller owns the signals
+                yield
+
+            async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+                if on_shutdown is not None:
+                    on_shutdown()
+                await super().shutdown(sockets=sockets)
+
+        config = uvicorn.Config(app, lifespan="off", log_level=log_level, access_log=False,
+                                timeout_graceful_shutdown=graceful_s, ws="none")
+        self._server = _Server(config)
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self.sock.getsockname()[1])
+
+    async def start(self) -> None:
+        """Serve, and return once connections are accepted."""
+        self._task = asyncio.ensure_future(self._server.serve(sockets=[self.sock]))
+        while not self._server.started:
+            if self._task.done():
+                self._task.result()
+                raise ServeError(f"{self.name} stopped while starting")
+            await asyncio.sleep(0.01)
+
+    def request_stop(self) -> None:
+        """Ask the server to stop (safe from a signal handler)."""
+        self._server.should_exit = True
+
+    async def wait(self) -> None:
+        """Wait until the server has stopped."""
+        if self._task is not None:
+            await asyncio.shield(self._task)
+
+    async def stop(self) -> None:
+        """Stop serving and close the socket."""
+        self.request_stop()
+        try:
+            if self._task is not None:
+                await self._task
+        finally:
+            self.sock.close()
+
+
+def _quiet_scripted_drops() -> None:
     error_log = logging.getLogger("uvicorn.error")
     if not any(isinstance(f, _QuietDrops) for f in error_log.filters):
         error_log.addFilter(_QuietDrops())
 
-    class _Server(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:  # the caller owns the signals
-            yield
 
-        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-            app.close_streams()
-            await super().shutdown(sockets=sockets)
-
-    config = uvicorn.Config(
-        served or app,
-        lifespan="off",
-        log_level=log_level,
-        access_log=False,
-        timeout_graceful_shutdown=5,
-        ws="none",
-    )
-    return _Server(config)
-
-
-class CloudServer:
+class CloudServer(SocketServer):
     """One cloud served on a bound socket, announced in a workspace's ``serve.json``."""
 
     def __init__(
@@ -199,7 +239,6 @@ class CloudServer:
         from .knowledge.outbox.honcho_serve import HONCHO_PREFIX, HonchoApp
 
         self.cloud = cloud
-        self.sock = sock
         self.folder = Path(folder) if folder is not None else None
         self.store = store
         self.token = token or secrets.token_urlsafe(32)
@@ -218,43 +257,23 @@ class CloudServer:
         if honcho is not None:
             served = HonchoApp(honcho, prefix=HONCHO_PREFIX, fallback=self.app)
             self.honcho_url = self.url + HONCHO_PREFIX
-        self._server = _uvicorn_server(self.app, log_level, served)
-        self._task: asyncio.Task[None] | None = None
+        _quiet_scripted_drops()
+        super().__init__(served or self.app, sock, log_level=log_level, on_shutdown=self.app.close_streams)
         self._lock = lock
         """The workspace's ``serve.lock`` (``claim_workspace``), given back by ``stop``."""
 
-    @property
-    def port(self) -> int:
-        return int(self.sock.getsockname()[1])
-
     async def start(self) -> None:
         """Serve, wait until connections are accepted, then write ``serve.json``."""
-        self._task = asyncio.ensure_future(self._server.serve(sockets=[self.sock]))
-        while not self._server.started:
-            if self._task.done():
-                self._task.result()
-                raise ServeError("the server stopped while starting")
-            await asyncio.sleep(0.01)
+        await super().start()
         if self.folder is not None:
             atomic_write_json(
                 self.folder / SERVE_FILE, {"url": self.url, "pid": os.getpid(), "token": self.token}, mode=0o600
             )
 
-    def request_stop(self) -> None:
-        """Ask the server to stop (safe from a signal handler)."""
-        self._server.should_exit = True
-
-    async def wait(self) -> None:
-        """Wait until the server has stopped."""
-        if self._task is not None:
-            await asyncio.shield(self._task)
-
     async def stop(self) -> None:
         """Stop serving, commit the state, and remove ``serve.json`` when it is ours."""
-        self.request_stop()
         try:
-            if self._task is not None:
-                await self._task
+            await super().stop()
         finally:
             try:
                 if self.store is not None:

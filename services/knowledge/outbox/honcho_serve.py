@@ -18,18 +18,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 
 from ...cloud.asgi import ASGIApp, Receive, Scope, ScriptedUnreachable, Send, lifespan, read_body
 from ...errors import ServiceError
-from ...serve import ServeError, bind_socket, origin_url
+from ...serve import SocketServer, bind_socket, origin_url
 from .honcho_fake import FakeHonchoService
 
 __all__ = ["HONCHO_PREFIX", "HonchoApp", "HonchoServer", "main"]
@@ -97,58 +95,18 @@ async def _answer(send: Send, status: int, body: bytes, headers: list[tuple[byte
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
-class HonchoServer:
+class HonchoServer(SocketServer):
     """A ``FakeHonchoService`` served by uvicorn on its own socket."""
 
     def __init__(self, service: FakeHonchoService, host: str = "127.0.0.1", port: int = 0, *,
                  prefix: str = "", log_level: str = "warning", die_after_batches: int | None = None) -> None:
-        import uvicorn
-
         self.service = service
-        self.sock = bind_socket(host, port)
+        sock = bind_socket(host, port)
         self.prefix = prefix.rstrip("/")
-        self.url = origin_url(*self.sock.getsockname()[:2]) + self.prefix
+        self.url = origin_url(*sock.getsockname()[:2]) + self.prefix
         """The base URL a Honcho client is given."""
         self.app = HonchoApp(service, prefix=self.prefix, die_after_batches=die_after_batches)
-
-        class _Server(uvicorn.Server):
-            @contextlib.contextmanager
-            def capture_signals(self) -> Iterator[None]:  # the caller owns the signals
-                yield
-
-        config = uvicorn.Config(self.app, lifespan="off", log_level=log_level, access_log=False, ws="none",
-                                timeout_graceful_shutdown=2)
-        self._server = _Server(config)
-        self._task: asyncio.Task[None] | None = None
-
-    @property
-    def port(self) -> int:
-        return int(self.sock.getsockname()[1])
-
-    async def start(self) -> None:
-        """Serve, and return once connections are accepted."""
-        self._task = asyncio.ensure_future(self._server.serve(sockets=[self.sock]))
-        while not self._server.started:
-            if self._task.done():
-                self._task.result()
-                raise ServeError("the memory server stopped while starting")
-            await asyncio.sleep(0.01)
-
-    def request_stop(self) -> None:
-        self._server.should_exit = True
-
-    async def wait(self) -> None:
-        if self._task is not None:
-            await asyncio.shield(self._task)
-
-    async def stop(self) -> None:
-        """Stop serving and close the socket."""
-        self.request_stop()
-        try:
-            if self._task is not None:
-                await self._task
-        finally:
-            self.sock.close()
+        super().__init__(self.app, sock, log_level=log_level, name="the memory server", graceful_s=2)
 
 
 async def _serve(host: str, port: int, state: Path | None, prefix: str, die_after: int | None) -> None:
