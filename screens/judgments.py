@@ -23,6 +23,7 @@ from textual.widgets import DataTable, SelectionList, Static
 
 from .dialogs import ConfirmDialog, Field, FormDialog
 from .text import DETAIL_CAP, cell_text, highlight, notify_plain, safe, tone
+from .widgets.fit_table import FitTable, fit_cell
 from .widgets.pane import DEBOUNCE, Pane, PaletteAction, is_current
 
 __all__ = ["JudgmentsPane"]
@@ -69,8 +70,9 @@ class JudgmentsPane(Pane):
         self._table_rows: list[Any] = []
 
     def compose_body(self) -> ComposeResult:
-        table: DataTable[Any] = DataTable(id="judgments-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns("kind", "state", "verdicts", "created", "what")
+        # what each row judges comes second, sized to the room left: a narrow pane clips the columns after it
+        table = FitTable(id="judgments-table", flex=1, min_width=20, cursor_type="row", zebra_stripes=True)
+        table.add_columns("kind", "what", "state", "verdicts", "created")
         yield table
         yield SelectionList[str](id="judgment-outcomes")
         with VerticalScroll(id="judgment-detail"):
@@ -144,10 +146,11 @@ class JudgmentsPane(Pane):
 
                 state, verdicts, created = item.status, f"{len(item.proposal.candidates)} cand.", iso(item.created_at)[:19]
                 kind = "insight"
-            rows.append((key, (Text(kind), Text(safe(state, 20), style="bold" if state == "pending" else "dim"),
+            what = fit_cell(highlight(cell_text(self._what(key, item), 120), needle))  # second: shown at every width
+            rows.append((key, (Text(kind), what, Text(safe(state, 20), style="bold" if state == "pending" else "dim"),
                                Text(verdicts),
                                Text(safe(created[5:16].replace("T", " "), 11)),  # MM-DD HH:MM; the detail has it whole
-                               highlight(cell_text(self._what(key, item), 120), needle))))
+                               )))
         if rows == self._table_rows:
             return
         self._table_rows = rows

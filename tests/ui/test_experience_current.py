@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from rich.cells import cell_len
 from textual.widgets import Static
 
 from .conftest import ready, settle
@@ -67,3 +69,31 @@ async def test_a_refusal_banner_goes_once_the_grant_is_restored(app) -> None:
         detail = grant_detail(pilot)
         assert "current refusal: none" in detail and "revoked with" not in detail
         assert "before the grant was restored" in detail
+
+
+LONG = "Summarise every open question from the quarterly planning notes and draft replies for each owner"
+
+
+def table_line(table: Any, key: str) -> str:
+    """The row ``key`` as the table draws it now (its cells, padded, as one line of text)."""
+    row = table.get_row_index(key)
+    table.scroll_to(y=max(0, row - 1), animate=False, immediate=True)
+    return table.render_line(row + 1 - int(table.scroll_y)).text.rstrip()
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+async def test_a_cut_run_title_ends_with_an_ellipsis_at_every_size(app, size) -> None:
+    async with app.run_test(size=size) as pilot:
+        ws = await ready(pilot)
+        run_id = await ws.desk.start_run("user:ada", LONG)
+        short = await ws.desk.start_run("user:ada", "hi")
+        await settle(pilot)
+        await show_run(pilot, run_id)
+        table = app.main.query_one("#runs-table")
+        line = table_line(table, run_id)
+        assert cell_len(line) <= table.scrollable_content_region.width
+        start = line.index(LONG[:12])  # the title comes right after the status glyph, so it is always shown
+        cut = line[start:line.index("…", start)]
+        assert len(cut) >= 12 and LONG.startswith(cut) and LONG not in line, line
+        assert LONG in run_info(pilot)  # whole in the info line
+        assert "hi " in table_line(table, short) and "…" not in table_line(table, short)  # a title that fits is not cut

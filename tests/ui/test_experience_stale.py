@@ -42,11 +42,11 @@ async def test_ages_keep_up_with_the_clock(app, settings) -> None:
         await pilot.press("3")
         await settle(pilot)
         runs = app.main.pane("runs")
-        ages_before = {cells[2].plain for cells in runs._table_rows.values()}
+        ages_before = {cells[3].plain for cells in runs._table_rows.values()}
         settings.clock.advance(5 * 60)
         app.main.tick_ages()  # what the main screen's interval calls
         await settle(pilot)
-        ages = {cells[2].plain for cells in runs._table_rows.values()}
+        ages = {cells[3].plain for cells in runs._table_rows.values()}
         assert ages != ages_before and all(age.endswith("m") for age in ages)
 
 
