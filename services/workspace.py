@@ -211,6 +211,8 @@ class Workspace:
             clock=settings.clock,
         )
         self.desk = desk_holder["desk"] = OperatorDesk(self.cloud, self.oauth, self.feed)
+        if self.server is not None:  # attached windows act as the app through this window's own connections
+            self.server.control.app_actions.use(self.oauth.client)
         world = load_world(settings.world or ASSETS_DIR / "sample" / "world.json") if settings.seed else {}
         if world and not kept:
             await seed_cloud(self.cloud, world, self.store)
@@ -233,6 +235,8 @@ class Workspace:
         from .cloud.remote import RemoteCloud
         from .knowledge.insights import InsightReviews
         from .knowledge.outbox import MemoryOutbox
+        from .knowledge.outbox.honcho_serve import HONCHO_PREFIX
+        from .knowledge.outbox.target import memory_target
 
         settings = self.settings
         self.attached = found
@@ -243,8 +247,12 @@ class Workspace:
         self.canvas = await Canvas.open(settings.canvas_url or self.path / "canvas.db", changes=self.feed,
                                         clock=settings.clock)
         self._opening = self.path / "memory"
-        self.outbox = await MemoryOutbox.open(self.path / "memory", self.feed, clock=settings.clock,
-                                              start_child=self._attached_child)
+        # memory goes where the serving process delivers it: the served fake under /honcho, or the
+        # Honcho server the settings name (a fork here reads the turns delivered there)
+        self.outbox = await MemoryOutbox.open(
+            self.path / "memory", self.feed, clock=settings.clock, start_child=self._attached_child,
+            **memory_target(settings.honcho_url or found.url + HONCHO_PREFIX, settings.honcho_workspace_id),
+        )
         self._opening = self.path / "knowledge"
         self.insights = await InsightReviews.open(self.path / "knowledge", self.canvas, changes=self.feed,
                                                   clock=settings.clock)
@@ -269,10 +277,9 @@ class Workspace:
         return True
 
     async def _attached_child(self, parent_id: str, messages: list[dict[str, Any]]) -> str:
-        from .operator import OperatorError
-
-        raise OperatorError("this window is attached to a served workspace: fork conversations from the "
-                            "window that serves it")
+        """Fork a conversation from an attached window: the server starts the child run as the app."""
+        child: str = await self.desk.fork(parent_id, messages)
+        return child
 
     @property
     def header_status(self) -> str:

@@ -17,6 +17,8 @@ Routes (all under ``/_workbench/v1``):
   (with its events; ``?events=0`` without); ``POST /runs/{run_id}/{action}`` where the
   action is one of ``RUN_ACTIONS`` and the body its keyword arguments (``emit`` also takes
   ``events: [{type, fields, node_id}]`` to append many in one call)
+- app actions, made as the app through the SDK (``app_actions.py``): ``POST /people/{user}/runs``,
+  ``POST /runs/{run_id}/message``, ``POST /runs/{run_id}/cancel``
 - ``POST /fail_next`` ``{op, answer, user?, times?}`` (``answer``: a status, ``"unreachable"``
   or ``{status, code, message, ...}``) answers ``{id}``; ``POST /gates`` ``{op, user?}`` answers
   ``{id}``; ``POST /gates/{id}/release``; ``DELETE /failures/{id}`` removes a scripted failure
@@ -37,6 +39,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote
 
+from .app_actions import AppActions
 from .asgi import CONTROL_PREFIX, Receive, Scope, Send, read_body
 from .errors import CloudError
 from .state import CloudStateError, export_state, import_state
@@ -76,6 +79,8 @@ class ControlApp:
         self._removers: dict[str, Callable[[], None]] = {}
         self._gates: dict[str, Any] = {}
         self._ids = itertools.count(1)
+        self.app_actions = AppActions(cloud)
+        """Start, message and cancel as the app (``app_actions.py``)."""
         self._routes: list[tuple[str, re.Pattern[str], Handler]] = [
             ("GET", re.compile(r"^/people$"), self._people),
             ("GET", re.compile(r"^/people/(?P<user>[^/]+)$"), self._person),
@@ -87,6 +92,9 @@ class ControlApp:
             ("DELETE", re.compile(r"^/people/(?P<user>[^/]+)/memory/(?P<name>.+)$"), self._memory_remove),
             ("GET", re.compile(r"^/runs$"), self._runs),
             ("GET", re.compile(r"^/runs/(?P<run_id>[^/]+)$"), self._run),
+            ("POST", re.compile(r"^/people/(?P<user>[^/]+)/runs$"), self.app_actions.start_run),
+            ("POST", re.compile(r"^/runs/(?P<run_id>[^/]+)/message$"), self.app_actions.message),
+            ("POST", re.compile(r"^/runs/(?P<run_id>[^/]+)/cancel$"), self.app_actions.cancel),
             ("POST", re.compile(r"^/runs/(?P<run_id>[^/]+)/(?P<action>\w+)$"), self._run_action),
             ("POST", re.compile(r"^/fail_next$"), self._fail_next),
             ("POST", re.compile(r"^/gates$"), self._gate),
@@ -154,13 +162,13 @@ class ControlApp:
     # -- people ------------------------------------------------------------------------------
 
     def _user(self, user_id: str) -> Any:
-        user = self.cloud._users.get(user_id)
+        user = self.cloud.state.users.get(user_id)
         if user is None:
             raise ControlRefusal(404, "person_not_found", f"no person {user_id}")
         return user
 
     async def _people(self, body: dict[str, Any], query: dict[str, str]) -> Any:
-        return {"people": [_person_dto(u) for u in self.cloud._users.values()]}
+        return {"people": [_person_dto(u) for u in self.cloud.state.users.values()]}
 
     async def _person(self, body: dict[str, Any], query: dict[str, str], user: str) -> Any:
         return _person_dto(self._user(user))
@@ -202,7 +210,7 @@ class ControlApp:
         return {"runs": [run_dto(r, events=events) for r in run_log(self.cloud) if user is None or r.user_id == user]}
 
     def _fake_run(self, run_id: str) -> Any:
-        run = self.cloud._runs.get(run_id)
+        run = self.cloud.state.runs.get(run_id)
         if run is None:
             raise ControlRefusal(404, "run_not_found", f"no run {run_id}")
         return run
@@ -230,7 +238,7 @@ class ControlApp:
             getattr(run, action)(**body)
         if action == "expire_events" and self.store is not None:
             self.store.touch_run(run.id)
-        if self.cloud._responder is not None or self.cloud._tasks:
+        if self.cloud.state.responder is not None or self.cloud.state.tasks:
             await asyncio.sleep(0)
         answer["run"] = run_dto(run, events=False)
         return answer

@@ -60,11 +60,12 @@ def _directory_error(status: int, code: str, message: str) -> CloudError:
 
 
 class Directory:
-    """Answers the directory's three operations for one cloud."""
+    """Answers the directory's three operations for one cloud (the pinned client key is
+    ``CloudState.client_jwk``)."""
 
     def __init__(self, cloud: "FakeCloud") -> None:
         self.cloud = cloud
-        self.client_jwk: dict[str, Any] | None = None
+        self.state = cloud.state
         self.trusted: list[dict[str, Any]] = []
         """Client keys accepted besides the pinned one, never pinned (``trust_client_key``)."""
 
@@ -103,7 +104,7 @@ class Directory:
         if op == "directory.token":
             cloud.refreshes.append(record)
         ctx = InterceptContext(op, record.user_id, request.method, route, dict(request.url.params), form, None)
-        answer = await cloud._failures.run(ctx)
+        answer = await self.state.failures.run(ctx)
         if answer == "unreachable":
             record.answer = "unreachable"
             raise httpx.ConnectError(f"{cloud.issuer} is unreachable", request=request)
@@ -115,7 +116,7 @@ class Directory:
             if op == "directory.discovery":
                 response = httpx.Response(200, json=self.discovery())
             elif op == "directory.jwks":
-                response = httpx.Response(200, json={"keys": [cloud._key.jwk()]})
+                response = httpx.Response(200, json={"keys": [self.state.key.jwk()]})
             else:
                 response = self._token(form, user, record)
         except CloudError as exc:
@@ -132,8 +133,8 @@ class Directory:
     def _user_for(self, refresh_token: str | None) -> "FakeUser | None":
         if not refresh_token:
             return None
-        user_id = self.cloud._refresh_tokens.get(refresh_token)
-        return self.cloud._users.get(user_id) if user_id else None
+        user_id = self.state.refresh_tokens.get(refresh_token)
+        return self.state.users.get(user_id) if user_id else None
 
     def _token(self, form: dict[str, str], user: "FakeUser | None", record: DirectoryCall) -> httpx.Response:
         cloud = self.cloud
@@ -150,8 +151,8 @@ class Directory:
         user.superseded.add(token)
         new_refresh = "rt_" + secrets.token_urlsafe(24)
         user.refresh_token = new_refresh
-        cloud._refresh_tokens[new_refresh] = user.id
-        access, ttl = cloud._mint_access(user)
+        self.state.refresh_tokens[new_refresh] = user.id
+        access, ttl = self.state.mint_access(user)
         return httpx.Response(
             200,
             json={
@@ -195,7 +196,7 @@ class Directory:
         alg = header.get("alg")
         if not isinstance(jwk, dict) or alg not in ("RS256", "ES256"):
             raise _directory_error(401, "invalid_client", "the assertion must be RS256/ES256 with a jwk header")
-        pinned = self.client_jwk
+        pinned = self.state.client_jwk
         public = {k: v for k, v in jwk.items() if k in ("kty", "n", "e", "crv", "x", "y")}
         if pinned is not None and public != pinned and public not in self.trusted:
             raise _directory_error(401, "invalid_client", "the assertion is signed with a key this client does not hold")
@@ -221,7 +222,7 @@ class Directory:
         if float(claims["exp"]) < self.cloud.clock.time() - 30:
             raise _directory_error(401, "invalid_client", "client assertion expired")
         if pinned is None and public not in self.trusted:
-            self.client_jwk = public
+            self.state.client_jwk = public
 
 
 def _form(raw: bytes) -> dict[str, str]:

@@ -96,7 +96,7 @@ class NoticeSender:
             "exp": now + 300,
             "jti": secrets.token_hex(8),
         }
-        return self.cloud._key.sign(claims, typ=NOTICE_TOKEN_TYPE), claims
+        return self.cloud.state.key.sign(claims, typ=NOTICE_TOKEN_TYPE), claims
 
     async def _send(self, run: "FakeRun", state: _RunNoticeState) -> None:
         clock = self.cloud.clock

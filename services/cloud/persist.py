@@ -222,7 +222,7 @@ class CloudStore:
         """Mark a run changed (the change feed does it; ``expire_events`` publishes no change).
 
         The run object is taken now: a deleted run's id may start a new run before the flush."""
-        run = self.cloud._runs.get(run_id) if self.cloud is not None else None
+        run = self.cloud.state.runs.get(run_id) if self.cloud is not None else None
         if run is not None:
             self._dirty_runs[id(run)] = run
 
@@ -234,11 +234,12 @@ class CloudStore:
             seen = self._runs[id(run)] = _Seen(run, gen)
             seen.seq, seen.first_seq, seen.deleted = run.seq, run.first_seq, run.deleted
         self._ordinal = len(runs)
-        self._users = {uid: _fingerprint(user) for uid, user in cloud._users.items()}
-        self._keys = set(cloud._ops.keys)
-        self._refresh = set(cloud._refresh_tokens)
+        state = cloud.state
+        self._users = {uid: _fingerprint(user) for uid, user in state.users.items()}
+        self._keys = set(state.idempotency)
+        self._refresh = set(state.refresh_tokens)
         self._meta = {k: _dump(v) for k, v in meta_record(cloud).items()}
-        self._key = cloud._key
+        self._key = state.key
         self._dirty_runs.clear()
 
     def _mark_unwritten(self, cloud: "FakeCloud") -> None:
@@ -277,11 +278,12 @@ class CloudStore:
 
     def _cheap_meta(self, cloud: "FakeCloud") -> dict[str, Any]:
         """``meta_record`` without encoding the signing key again while it is the same key."""
-        meta = {"client_id": cloud.client_id, "token_serial": cloud._token_serial,
-                "client_jwk": cloud._directory.client_jwk}
-        if cloud._key is not self._key:
-            self._key = cloud._key
-            meta["signing_key"] = {"pem": cloud._key.private_pem(), "kid": cloud._key.kid}
+        state = cloud.state
+        meta = {"client_id": cloud.client_id, "token_serial": state.token_serial,
+                "client_jwk": state.client_jwk}
+        if state.key is not self._key:
+            self._key = state.key
+            meta["signing_key"] = {"pem": state.key.private_pem(), "kid": state.key.kid}
         return meta
 
     def _collect(self, cloud: "FakeCloud") -> dict[str, Any] | None:
@@ -293,7 +295,8 @@ class CloudStore:
             if self._meta.get(key) != text:
                 self._meta[key] = text
                 batch["meta"].append({"key": key, "value": text})
-        for uid, user in cloud._users.items():
+        state = cloud.state
+        for uid, user in state.users.items():
             mark = _fingerprint(user)
             if self._users.get(uid) != mark:
                 self._users[uid] = mark
@@ -306,7 +309,7 @@ class CloudStore:
                 changed.sort(key=lambda run: position.get(id(run), 0))
             for run in changed:
                 self._collect_run(cloud, run, batch)
-            keys = cloud._ops.keys
+            keys = state.idempotency
             if set(keys) != self._keys:
                 current = set(keys)
                 for owner in current - self._keys:
@@ -314,8 +317,8 @@ class CloudStore:
                                           "data": _dump(key_record(owner, keys[owner]))})
                 batch["unkeys"].extend(self._keys - current)
                 self._keys = current
-        if len(cloud._refresh_tokens) != len(self._refresh):
-            for token, uid in cloud._refresh_tokens.items():
+        if len(state.refresh_tokens) != len(self._refresh):
+            for token, uid in state.refresh_tokens.items():
                 if token not in self._refresh:
                     self._refresh.add(token)
                     batch["refresh"].append({"token": token, "user_id": uid})
@@ -446,9 +449,8 @@ def _reason(exc: BaseException) -> str:
 
 
 def _fingerprint(user: "FakeUser") -> tuple[Any, ...]:
-    grant = user.grant._dto
     return (
-        None if grant is None else (grant.get("version"), grant.get("rev"), grant.get("state")),
+        user.grant.mark,
         user.refusal,
         user.tokens_valid_from,
         user.refresh_token,

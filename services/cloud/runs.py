@@ -21,11 +21,27 @@ from .errors import CloudError
 if TYPE_CHECKING:
     from .cloud import FakeCloud
 
-__all__ = ["FakeRun", "RunStreamFeed", "ResponderContext", "TURN_ERROR_CODES", "SETTLE_KINDS"]
+__all__ = [
+    "FakeRun", "RunStreamFeed", "ResponderContext", "TURN_ERROR_CODES", "SETTLE_KINDS", "next_entry_id",
+    "advance_entry_ids",
+]
 
 SETTLE_KINDS = SETTLE_ENDINGS
 """The keys ``settle`` takes (``services.wire.SettleEnding``)."""
 _entry_ids = itertools.count(1)
+"""Turn entry ids (``e<n>``) are numbered across every cloud of the process."""
+
+
+def next_entry_id() -> str:
+    """The id of a new turn entry: ``e<n>``."""
+    return f"e{next(_entry_ids)}"
+
+
+def advance_entry_ids(after: int) -> None:
+    """Number new turn entries after ``e<after>`` at least (a loaded state holds entries up to it)."""
+    global _entry_ids
+    current = next(_entry_ids)
+    _entry_ids = itertools.count(max(current, after + 1))
 
 
 @dataclass(frozen=True)
@@ -180,7 +196,8 @@ class FakeRun:
 
     def ask(self, *, title: str, slots: list[dict[str, Any]] | None = None) -> str:
         """Open a question (``waiting_on_user``); returns its id."""
-        question_id = self.cloud._new_id("q")
+        state = self.cloud.state
+        question_id = state.new_id("q")
         question = {
             "id": question_id,
             "run_id": self.id,
@@ -190,7 +207,7 @@ class FakeRun:
             "answers": None,
             "created_at": iso(self.cloud.clock.time()),
         }
-        self.cloud._questions[question_id] = self
+        state.questions[question_id] = self
         self.emit("node.question.opened", {"question": question})
         return question_id
 
@@ -199,12 +216,12 @@ class FakeRun:
         if self.deleted:
             return
         self.deleted = True
-        self.cloud._forget_run_keys(self)
+        self.cloud.state.forget_run_keys(self)
         for stream in list(self.streams):
             stream.push("stream_dropped", {"reason": "run_deleted"})
             stream.close()
         self.streams.clear()
-        self.cloud._run_changed(self, None)
+        self.cloud.state.run_changed(self, None)
 
     def emit(self, type: str, fields: dict[str, Any] | None = None, *, node_id: str | None = None) -> dict[str, Any]:
         """Append any event; another ``node_id`` is a child node's event."""
@@ -226,7 +243,7 @@ class FakeRun:
         self._reduce(event)
         for stream in self.streams:
             stream.push("event", event)
-        self.cloud._run_changed(self, event)
+        self.cloud.state.run_changed(self, event)
         return event
 
     def close_idle(self) -> None:
@@ -262,7 +279,7 @@ class FakeRun:
         else:
             text = ""
         self.turns += 1
-        entry_id = f"e{next(_entry_ids)}"
+        entry_id = next_entry_id()
         self.emit(
             "node.turn.started",
             {"input": {"text": text, "message_ids": [m["id"] for m in delivered]}, "entry_id": entry_id},

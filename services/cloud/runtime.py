@@ -18,6 +18,7 @@ from ..clock import iso
 from ..wire import FAILURES
 from .errors import CloudError
 from .runs import FakeRun
+from .shared import Keyed
 from .stream import EventStream
 
 if TYPE_CHECKING:
@@ -54,15 +55,6 @@ class ToolCall:
     arguments: dict[str, Any]
 
 
-@dataclass
-class _Keyed:
-    op: str
-    fingerprint: str
-    run_id: str | None
-    status: int
-    body: dict[str, Any]
-
-
 def _invalid(message: str, param: str | None) -> CloudError:
     return CloudError(400, "invalid_request", message, param=param)
 
@@ -73,17 +65,17 @@ def _fingerprint(op: str, scope: str, body: Any) -> str:
 
 
 class RuntimeOps:
-    """Every runtime operation of one cloud, with its idempotency store."""
+    """Every runtime operation of one cloud (its idempotency keys are ``CloudState.idempotency``)."""
 
     def __init__(self, cloud: "FakeCloud") -> None:
         self.cloud = cloud
-        self.keys: dict[tuple[str, str], _Keyed] = {}
+        self.state = cloud.state
 
     # -- helpers ---------------------------------------------------------------------------
 
     def _run(self, req: Request) -> FakeRun:
         run_id = req.params["run_id"]
-        run = self.cloud._runs.get(run_id)
+        run = self.state.runs.get(run_id)
         if run is None or run.deleted or run.user_id != req.user.id:
             raise CloudError(404, "run_not_found", f"no run {run_id}")
         return run
@@ -99,7 +91,7 @@ class RuntimeOps:
         key = req.idempotency_key
         if not key:
             return None
-        stored = self.keys.get((req.user.id, key))
+        stored = self.state.idempotency.get((req.user.id, key))
         if stored is None:
             return None
         if stored.op != req.op or stored.fingerprint != fingerprint:
@@ -113,12 +105,9 @@ class RuntimeOps:
 
     def _remember(self, req: Request, fingerprint: str, run_id: str, status: int, body: dict[str, Any]) -> None:
         if req.idempotency_key:
-            self.keys[(req.user.id, req.idempotency_key)] = _Keyed(req.op, fingerprint, run_id, status, copy.deepcopy(body))
-
-    def forget_run(self, run: FakeRun) -> None:
-        """Drop every idempotency key that addressed ``run`` (its start key creates a new run after)."""
-        for key in [k for k, v in self.keys.items() if v.run_id == run.id]:
-            del self.keys[key]
+            self.state.idempotency[(req.user.id, req.idempotency_key)] = Keyed(
+                req.op, fingerprint, run_id, status, copy.deepcopy(body)
+            )
 
     # -- grant -----------------------------------------------------------------------------
 
@@ -160,7 +149,7 @@ class RuntimeOps:
         replay = self._replay(req, fingerprint)
         if replay is not None:
             return replay
-        cloud = self.cloud
+        cloud, state = self.cloud, self.state
         prompt = body.get("prompt", "")
         if not isinstance(prompt, str):
             raise _invalid("prompt must be a string", "prompt")
@@ -176,10 +165,10 @@ class RuntimeOps:
         if run_id is not None:
             if not isinstance(run_id, str) or not _RUN_ID.match(run_id):
                 raise _invalid("id must look like run_<letters, digits, - or _>", "id")
-            if run_id in cloud._runs and not cloud._runs[run_id].deleted:
+            if run_id in state.runs and not state.runs[run_id].deleted:
                 raise CloudError(409, "run_exists", f"run {run_id} already exists", param="id")
         else:
-            run_id = cloud._new_id("run")
+            run_id = state.new_id("run")
         if isolated and cloud.isolated_runs == "unavailable":
             raise CloudError(
                 503, "isolated_unavailable", "this runtime cannot start isolated runs", param="isolated", retryable=True
@@ -196,10 +185,10 @@ class RuntimeOps:
                 raise _invalid(f"cwd must be an absolute path inside {root}", "cwd")
         params = copy.deepcopy(body)
         params.pop("id", None)
-        run = cloud._create_run(run_id, req.user.id, params, req.idempotency_key, name)
+        run = state.create_run(run_id, req.user.id, params, req.idempotency_key, name)
         dto = run.to_dto()
         self._remember(req, fingerprint, run.id, 201, dto)
-        cloud._respond(run, "start", [])
+        state.respond(run, "start", [])
         return httpx.Response(201, json=dto)
 
     async def run_message(self, req: Request) -> httpx.Response:
@@ -221,7 +210,7 @@ class RuntimeOps:
                 raise CloudError(409, "run_settled", f"run {run.id} is settled ({outcome})")
             run.emit("node.reopened", {})
         message = {
-            "id": self.cloud._new_id("msg"),
+            "id": self.state.new_id("msg"),
             "text": text,
             "at": iso(self.cloud.clock.time()),
             "delivered": False,
@@ -231,7 +220,7 @@ class RuntimeOps:
         answer = {"message": copy.deepcopy(message), "run": run.to_dto(), "cursor": event["seq"] - 1}
         self._remember(req, fingerprint, run.id, 201, answer)
         if start_turn:
-            self.cloud._respond(run, "message", [copy.deepcopy(message)])
+            self.state.respond(run, "message", [copy.deepcopy(message)])
         return httpx.Response(201, json=answer)
 
     async def run_get(self, req: Request) -> dict[str, Any]:
@@ -300,10 +289,10 @@ class RuntimeOps:
 
     def _question(self, req: Request) -> tuple[FakeRun, dict[str, Any]]:
         question_id = req.params["question_id"]
-        run = self.cloud._questions.get(question_id)
+        run = self.state.questions.get(question_id)
         if run is None or run.deleted or run.user_id != req.user.id:
             raise CloudError(404, "question_not_found", f"no question {question_id}")
-        return run, self.cloud._question_dto(run, question_id)
+        return run, self.state.question_dto(run, question_id)
 
     async def question_get(self, req: Request) -> dict[str, Any]:
         return self._question(req)[1]
@@ -316,7 +305,7 @@ class RuntimeOps:
         if question["status"] != "open":
             raise CloudError(409, "question_closed", f"question {question['id']} is already answered")
         run.emit("node.question.answered", {"question_id": question["id"], "answers": copy.deepcopy(answers)})
-        return self.cloud._question_dto(run, question["id"])
+        return self.state.question_dto(run, question["id"])
 
     # -- memory, providers, profiles -----------------------------------------------------------
 

@@ -10,7 +10,8 @@ cloud; call records are not state.
 ``export_state(cloud)`` is the whole state as one document (``FORMAT``, ``VERSION``);
 ``import_state(cloud, doc)`` replaces a cloud's state with one, refusing (``CloudStateError``)
 anything that is not such a document, and changing nothing then. The record functions below are
-what ``persist.CloudStore`` writes row by row, so the two never disagree.
+what ``persist.CloudStore`` writes row by row, so the two never disagree. All of them read and
+write the cloud's shared ``CloudState`` (``cloud.state``).
 """
 
 from __future__ import annotations
@@ -21,10 +22,9 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ServiceError
-from . import runs as runs_module
 from .keys import SigningKey
-from .runs import FakeRun
-from .runtime import _Keyed
+from .runs import FakeRun, advance_entry_ids
+from .shared import Keyed
 from .users import FakeUser
 
 if TYPE_CHECKING:
@@ -61,8 +61,7 @@ class CloudStateError(ServiceError):
 
 def run_log(cloud: "FakeCloud") -> list[FakeRun]:
     """Every run in start order, deleted ones kept."""
-    log = getattr(cloud, "_run_log", None)
-    return list(log) if log is not None else list(cloud._runs.values())
+    return list(cloud.state.run_log)
 
 
 def run_generations(runs: list[FakeRun]) -> list[int]:
@@ -76,11 +75,12 @@ def run_generations(runs: list[FakeRun]) -> list[int]:
 
 
 def meta_record(cloud: "FakeCloud") -> dict[str, Any]:
+    state = cloud.state
     return {
         "client_id": cloud.client_id,
-        "signing_key": {"pem": cloud._key.private_pem(), "kid": cloud._key.kid},
-        "token_serial": cloud._token_serial,
-        "client_jwk": copy.deepcopy(cloud._directory.client_jwk),
+        "signing_key": {"pem": state.key.private_pem(), "kid": state.key.kid},
+        "token_serial": state.token_serial,
+        "client_jwk": copy.deepcopy(state.client_jwk),
     }
 
 
@@ -116,6 +116,7 @@ def key_record(owner: tuple[str, str], keyed: Any) -> dict[str, Any]:
 
 def export_state(cloud: "FakeCloud") -> dict[str, Any]:
     """The whole state of ``cloud`` as one JSON document."""
+    state = cloud.state
     runs = []
     for run in run_log(cloud):
         record = run_record(run)
@@ -125,42 +126,40 @@ def export_state(cloud: "FakeCloud") -> dict[str, Any]:
         "format": FORMAT,
         "version": VERSION,
         "meta": meta_record(cloud),
-        "users": [user_record(cloud._users[uid]) for uid in sorted(cloud._users)],
+        "users": [user_record(state.users[uid]) for uid in sorted(state.users)],
         "runs": runs,
-        "idempotency": [key_record(owner, cloud._ops.keys[owner]) for owner in sorted(cloud._ops.keys)],
-        "refresh_tokens": dict(cloud._refresh_tokens),
+        "idempotency": [key_record(owner, state.idempotency[owner]) for owner in sorted(state.idempotency)],
+        "refresh_tokens": dict(state.refresh_tokens),
     }
 
 
 def import_state(cloud: "FakeCloud", doc: Any) -> None:
     """Replace the state of ``cloud`` with ``doc`` (open streams end; nothing changes on a bad doc)."""
     key, serial, jwk, users, runs, keys, refresh = _build(cloud, doc)
+    state = cloud.state
     for run in run_log(cloud):
         for stream in list(run.streams):
             stream.close()
-    for user_id, user in users.items():
-        old = cloud._users.get(user_id)
-        if old is not None:
-            user._responder = old._responder  # responders are code: they stay with the person
-    cloud._key = key
-    cloud._token_serial = serial
-    cloud._directory.client_jwk = jwk
-    cloud._users = users
-    cloud._runs = {}
-    if hasattr(cloud, "_run_log"):
-        cloud._run_log = list(runs)
+    # responders are code: they stay with the person (and go with one the document does not hold)
+    state.user_responders = {uid: fn for uid, fn in state.user_responders.items() if uid in users}
+    state.key = key
+    state.token_serial = serial
+    state.client_jwk = jwk
+    state.users = users
+    state.runs = {}
+    state.run_log = list(runs)
     for run in runs:
-        cloud._runs[run.id] = run
-    cloud._questions = {}
+        state.runs[run.id] = run
+    state.questions = {}
     for run in runs:
         for event in run.events:
             question = event.get("question") if event.get("type") == "node.question.opened" else None
             if isinstance(question, dict) and isinstance(question.get("id"), str):
-                cloud._questions[question["id"]] = run
+                state.questions[question["id"]] = run
         if run.question and isinstance(run.question.get("id"), str):
-            cloud._questions.setdefault(run.question["id"], run)
-    cloud._ops.keys = keys
-    cloud._refresh_tokens = refresh
+            state.questions.setdefault(run.question["id"], run)
+    state.idempotency = keys
+    state.refresh_tokens = refresh
     _advance_counters(cloud, runs)
 
 
@@ -183,7 +182,7 @@ def _build(cloud: "FakeCloud", doc: Any) -> tuple[Any, ...]:
             grant = item.get("grant")
             if grant is not None and not isinstance(grant, dict):
                 raise TypeError(f"the grant of {user.id} must be an object")
-            user.grant._dto = copy.deepcopy(grant)
+            user.grant.load(grant)
             user.refusal = item.get("refusal")
             user.tokens_valid_from = int(item.get("tokens_valid_from", 0))
             user.refresh_token = item.get("refresh_token")
@@ -206,7 +205,7 @@ def _build(cloud: "FakeCloud", doc: Any) -> tuple[Any, ...]:
         keys = {}
         for item in doc.get("idempotency", []):
             owner = (str(item["user_id"]), str(item["key"]))
-            keys[owner] = _Keyed(str(item["op"]), str(item["fingerprint"]), item.get("run_id"),
+            keys[owner] = Keyed(str(item["op"]), str(item["fingerprint"]), item.get("run_id"),
                                  int(item["status"]), copy.deepcopy(item["body"]))
         refresh = {str(k): str(v) for k, v in dict(doc.get("refresh_tokens", {})).items()}
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -230,6 +229,5 @@ def _advance_counters(cloud: "FakeCloud", runs: list[FakeRun]) -> None:
             found = _ENTRY.match(str(event.get("entry_id", "")))
             if found:
                 entry = max(entry, int(found.group(1)))
-    cloud._ids = itertools.count(top + 1)
-    current = next(runs_module._entry_ids)
-    runs_module._entry_ids = itertools.count(max(current, entry + 1))
+    cloud.state.ids = itertools.count(top + 1)
+    advance_entry_ids(entry)

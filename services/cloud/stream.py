@@ -101,4 +101,4 @@ class EventStream(httpx.AsyncByteStream):
         if self.feed in run.streams:
             run.streams.remove(self.feed)
         if not run.streams and run.seq > self.feed.last_seq and not run.deleted:
-            self.cloud._owe_notice(run)
+            self.cloud.state.owe_notice(run)

@@ -37,6 +37,8 @@ from .runtime import Request
 
 if TYPE_CHECKING:
     from .cloud import FakeCloud
+    from .directory import Directory
+    from .runtime import RuntimeOps
     from .users import FakeUser
 
 __all__ = ["CallRecord", "CloudTransport"]
@@ -71,8 +73,11 @@ class _BadBody(Exception):
 class CloudTransport(httpx.AsyncBaseTransport):
     """Answers directory and runtime requests for one ``FakeCloud``."""
 
-    def __init__(self, cloud: "FakeCloud") -> None:
+    def __init__(self, cloud: "FakeCloud", directory: "Directory", ops: "RuntimeOps") -> None:
         self.cloud = cloud
+        self.state = cloud.state
+        self.directory = directory
+        self.ops = ops
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         raw = await request.aread()
@@ -82,7 +87,7 @@ class CloudTransport(httpx.AsyncBaseTransport):
         if route is not None and (unquote(route) in _DIRECTORY_ROUTES or self._route(url, None) is None):
             # under the issuer and not under a runtime URL (a served cloud keeps both on one
             # origin: there the directory answers its own routes and the runtime every other)
-            return await cloud._directory.handle(request, raw, unquote(route))
+            return await self.directory.handle(request, raw, unquote(route))
         return await self._runtime(request, raw)
 
     def _route(self, url: str, user_id: str | None) -> str | None:
@@ -92,7 +97,7 @@ class CloudTransport(httpx.AsyncBaseTransport):
         if user_id is not None:
             bases = [cloud.runtime_url_for(user_id)]
         elif callable(cloud.runtime_url):
-            bases = [cloud.runtime_url_for(known) for known in cloud._users]
+            bases = [cloud.runtime_url_for(known) for known in self.state.users]
         else:
             bases = [cloud.runtime_url]
         for base in bases:
@@ -106,7 +111,7 @@ class CloudTransport(httpx.AsyncBaseTransport):
         token = _bearer(request)
         claims = SigningKey.unverified_claims(token) if token else None
         sub = claims.get("sub") if claims else None
-        user_id = sub if isinstance(sub, str) and sub in cloud._users else None
+        user_id = sub if isinstance(sub, str) and sub in self.state.users else None
         route = self._route(str(request.url), user_id)
         path = route if route is not None else request.url.path
         query = dict(request.url.params)
@@ -121,7 +126,7 @@ class CloudTransport(httpx.AsyncBaseTransport):
         run_id = params.get("run_id") if op in _RUN_OPS else None
         question_id = params.get("question_id") if op in ("question.get", "question.answer") else None
         if question_id is not None:
-            holder = cloud._questions.get(question_id)
+            holder = self.state.questions.get(question_id)
             run_id = holder.id if holder is not None and holder.user_id == user_id else None
         record = CallRecord(
             user_id,
@@ -158,7 +163,7 @@ class CloudTransport(httpx.AsyncBaseTransport):
         if record.op is None:
             raise CloudError(404, "not_found", f"no runtime route {request.method} {request.url}")
         ctx = InterceptContext(record.op, record.user_id, request.method, record.path, record.query, record.body, record.run_id)
-        answer = await cloud._failures.run(ctx)
+        answer = await self.state.failures.run(ctx)
         if answer == "unreachable":
             raise httpx.ConnectError(f"{request.url.host} is unreachable", request=request)
         if isinstance(answer, CloudError):
@@ -175,7 +180,7 @@ class CloudTransport(httpx.AsyncBaseTransport):
         if bad_body is not None:
             raise CloudError(400, "invalid_request", f"malformed JSON body: {bad_body}", param="body")
         req = Request(record.op, user, params, record.query, body, record.idempotency_key, request, record)
-        result = await cloud._ops.handler(record.op)(req)
+        result = await self.ops.handler(record.op)(req)
         if isinstance(result, httpx.Response):
             return result
         return httpx.Response(200, json=result)
@@ -184,10 +189,10 @@ class CloudTransport(httpx.AsyncBaseTransport):
         cloud = self.cloud
         if not token:
             raise CloudError(401, "unauthorized", "missing bearer token")
-        claims = cloud._key.claims_of(token)
+        claims = self.state.key.claims_of(token)
         if claims is None or claims.get("iss") != cloud.issuer or claims.get("aud") != cloud.runtime_id:
             raise CloudError(401, "invalid_token", "the bearer token is not one this directory issued")
-        user = cloud._users.get(claims.get("sub", ""))
+        user = self.state.users.get(claims.get("sub", ""))
         if user is None:
             raise CloudError(401, "invalid_token", "the bearer token names no known person")
         if float(claims.get("exp", 0)) <= cloud.clock.time():

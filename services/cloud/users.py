@@ -10,14 +10,12 @@ from typing import TYPE_CHECKING, Any
 from ..clock import iso
 from ..wire import REFUSAL_CODES
 from .runs import FakeRun, Responder
+from .shared import UNSET
 
 if TYPE_CHECKING:
     from .cloud import FakeCloud
 
 __all__ = ["FakeUser", "FakeGrant", "FakeMemory", "RunsView", "UNSET"]
-
-UNSET: Any = object()
-"""A per-user responder that was never set (distinct from ``None``, which turns responding off)."""
 
 
 class RunsView:
@@ -30,13 +28,13 @@ class RunsView:
     @property
     def all(self) -> list[FakeRun]:
         """Every run in start order; a deleted run stays (``deleted`` set), even when its id was reused."""
-        runs = self._cloud._run_log
+        runs = self._cloud.state.run_log
         return [r for r in runs if self._user_id is None or r.user_id == self._user_id]
 
     def get(self, run_id: str) -> FakeRun:
         """The current run with this id (the newest one when a deleted run's id was started again;
         a deleted one when that is the last); ``KeyError`` when unknown."""
-        run = self._cloud._runs[run_id]
+        run = self._cloud.state.runs[run_id]
         if self._user_id is not None and run.user_id != self._user_id:
             raise KeyError(run_id)
         return run
@@ -44,9 +42,10 @@ class RunsView:
     def respond(self, fn: Responder | None) -> None:
         """Set the responder (``None`` turns it off; per user it overrides the cloud's)."""
         if self._user_id is None:
-            self._cloud._responder = fn
+            self._cloud.state.responder = fn
         else:
-            self._cloud.user(self._user_id)._responder = fn
+            self._cloud.user(self._user_id)  # the person exists from now on
+            self._cloud.state.user_responders[self._user_id] = fn
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter(self.all)
@@ -76,8 +75,19 @@ class FakeGrant:
     def scopes(self) -> list[str]:
         return list(self._dto["resolved_scopes"]) if self._dto else []
 
-    def _create(self, scopes: list[str], dependencies: list[dict[str, Any]] | None) -> None:
-        cloud = self._user._cloud
+    @property
+    def mark(self) -> tuple[Any, ...] | None:
+        """``(version, rev, state)``, or None without a grant: a cheap test for a changed grant."""
+        dto = self._dto
+        return None if dto is None else (dto.get("version"), dto.get("rev"), dto.get("state"))
+
+    def load(self, dto: dict[str, Any] | None) -> None:
+        """Take a stored grant DTO as it is (loading a state: no version bump, no wake, no change)."""
+        self._dto = copy.deepcopy(dto)
+
+    def create(self, scopes: list[str], dependencies: list[dict[str, Any]] | None) -> None:
+        """A new active grant with these scopes and dependencies (``FakeCloud.connect``)."""
+        cloud = self._user.cloud
         template = cloud.account_app_uri_template
         self._dto = {
             "version": 1,
@@ -94,7 +104,7 @@ class FakeGrant:
             ),
         }
         self._wake()
-        self._user._cloud._grant_changed(self._user)
+        cloud.state.grant_changed(self._user)
 
     def set(
         self,
@@ -135,7 +145,7 @@ class FakeGrant:
         dto = self._require()
         dto["state"], dto["revoked_code"] = "revoked", code
         self._bump(rev=True)
-        self._user._cloud._grant_revoked(self._user, code)
+        self._user.cloud.state.grant_revoked(self._user, code)
 
     def restore(self, patch: dict[str, Any] | None = None) -> None:
         """Reactivate the grant, optionally changing its content."""
@@ -156,7 +166,7 @@ class FakeGrant:
             self._dto["rev"] += 1
         self._dto["version"] += 1
         self._wake()
-        self._user._cloud._grant_changed(self._user)
+        self._user.cloud.state.grant_changed(self._user)
 
     def _wake(self) -> None:
         self._changed.set()
@@ -211,7 +221,7 @@ class FakeMemory:
             "summary": summary,
             "rules": copy.deepcopy(rules or []),
             "revision": (previous["revision"] + 1) if previous else 1,
-            "updated_at": iso(self._user._cloud.clock.time()),
+            "updated_at": iso(self._user.cloud.clock.time()),
             "bytes": len(body.encode("utf-8")),
             "body": body,
         }
@@ -230,7 +240,7 @@ class FakeMemory:
 class FakeUser:
     """One person: ``grant``, ``runs``, ``memory``, ``reads``, ``holding``, ``refuse``, ``expire_tokens``."""
 
-    _cloud: "FakeCloud"
+    cloud: "FakeCloud"
     id: str
     reads: list[Any] = field(default_factory=list)
     holding: int = 0
@@ -239,12 +249,11 @@ class FakeUser:
     refresh_token: str | None = None
     superseded: set[str] = field(default_factory=set)
     family_revoked: bool = False
-    _responder: Any = UNSET
 
     def __post_init__(self) -> None:
         self.grant = FakeGrant(self)
         self.memory = FakeMemory(self)
-        self.runs = RunsView(self._cloud, self.id)
+        self.runs = RunsView(self.cloud, self.id)
 
     def refuse(self, code: str) -> None:
         """Refuse every refresh with ``code`` (one of ``services.wire.REFUSAL_CODES``) and invalidate
@@ -254,8 +263,8 @@ class FakeUser:
             return
         _check_refusal(code)
         self.refusal = code
-        self.tokens_valid_from = self._cloud._token_serial + 1
+        self.tokens_valid_from = self.cloud.state.token_serial + 1
 
     def expire_tokens(self) -> None:
         """Invalidate every access token issued until now, forcing a refresh without a refusal."""
-        self.tokens_valid_from = self._cloud._token_serial + 1
+        self.tokens_valid_from = self.cloud.state.token_serial + 1

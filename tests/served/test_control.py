@@ -49,7 +49,7 @@ async def test_scripted_failures_gates_and_refusals_reach_an_sdk_client_over_htt
         gate = await remote.gate("run.get")
         held = asyncio.ensure_future(client.runs.get(run.id))
         for _ in range(500):  # bounded: until the served request is held at the gate
-            if cloud._failures.gates[0].held:
+            if cloud.state.failures.gates[0].held:
                 break
             await asyncio.sleep(0.01)
         assert await gate.release() == 1

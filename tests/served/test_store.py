@@ -42,8 +42,8 @@ async def test_every_flushed_change_reads_back_the_same(tmp_path: Path) -> None:
     reopened, other = await _reopened(tmp_path / "cloud.db")
     assert export_state(reopened) == export_state(cloud)
     assert reopened.runs.get(run.id).events[-1]["type"] == "node.message.received"
-    token = cloud._mint_access(cloud.user("user:a"))[0]
-    assert reopened._key.claims_of(token) is not None  # tokens from before still verify
+    token = cloud.state.mint_access(cloud.user("user:a"))[0]
+    assert reopened.state.key.claims_of(token) is not None  # tokens from before still verify
     await other.close()
     await store.close()
 

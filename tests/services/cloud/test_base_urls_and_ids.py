@@ -58,7 +58,7 @@ async def test_callable_runtime_url_gives_each_person_their_own_prefix(private_k
         await _round_trip(cloud, client)
         # the person's token at another person's runtime path is not a route of theirs
         await cloud.connect(MemoryConnectionStore(), "user:o2")
-        elsewhere = Crouter(runtime_url="https://rt.test/people/o2", token=cloud._mint_access(cloud.user(USER))[0],
+        elsewhere = Crouter(runtime_url="https://rt.test/people/o2", token=cloud.state.mint_access(cloud.user(USER))[0],
                             transport=cloud.transport)
         with pytest.raises(CrouterError) as error:
             await elsewhere.grant.get()

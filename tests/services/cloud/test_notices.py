@@ -137,11 +137,11 @@ async def test_no_notice_without_an_active_grant(private_key_pem) -> None:
 async def test_forged_and_foreign_notices_are_refused(private_key_pem) -> None:
     cloud, route, client, oauth = await _setup(private_key_pem)
     other = FakeCloud(client_id="chat", run_notice={"url": URL, "deliver": lambda r: 200})
-    token, _ = other._notices.mint(type("R", (), {"id": "run_x", "user_id": USER, "seq": 1})())
+    token, _ = other.state.notices.mint(type("R", (), {"id": "run_x", "user_id": USER, "seq": 1})())
     foreign = httpx.Request("POST", URL, headers={"Authorization": f"Bearer {token}"}, json={})
     with pytest.raises(RunNoticeError):
         await verify_run_notice(foreign, run_notice_url=URL, issuer=cloud.issuer, grantee="app:chat", transport=cloud.transport)
-    own, _ = cloud._notices.mint(type("R", (), {"id": "run_x", "user_id": USER, "seq": 1})())
+    own, _ = cloud.state.notices.mint(type("R", (), {"id": "run_x", "user_id": USER, "seq": 1})())
     request = httpx.Request("POST", URL, headers={"Authorization": f"Bearer {own}"}, json={})
     for kwargs in ({"grantee": "app:other"}, {"run_notice_url": "https://evil.test/"}):
         args = {"run_notice_url": URL, "issuer": cloud.issuer, "grantee": "app:chat", **kwargs}

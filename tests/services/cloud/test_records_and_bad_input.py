@@ -45,7 +45,7 @@ async def _raw(cloud: FakeCloud, method: str, path: str, token: str | None, **kw
 
 
 async def test_malformed_json_and_wrong_types_name_param(cloud: FakeCloud, client) -> None:
-    token, _ = cloud._mint_access(cloud.user(USER))
+    token, _ = cloud.state.mint_access(cloud.user(USER))
     bad = await _raw(cloud, "POST", "/v1/runs", token, content=b'{"prompt": ')
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "body"
     assert bad.json()["error"]["code"] == "invalid_request"
@@ -66,13 +66,13 @@ async def test_bearer_token_faults(cloud: FakeCloud, client) -> None:
     assert missing.status_code == 401 and cloud.calls[-1].user_id is None
     garbage = await _raw(cloud, "GET", "/v1/runs", "not-a-jwt")
     assert garbage.status_code == 401 and cloud.calls[-1].user_id is None
-    expired, _ = cloud._mint_access(user, expired=True)
+    expired, _ = cloud.state.mint_access(user, expired=True)
     answer = await _raw(cloud, "GET", "/v1/runs", expired)
     assert (answer.status_code, answer.json()["error"]["code"]) == (401, "token_expired")
     assert cloud.calls[-1].user_id == USER  # a refused call still carries the person
     forged = jwt.encode(
         {"iss": cloud.issuer, "sub": USER, "aud": cloud.runtime_id, "exp": 4_000_000_000},
-        generate_private_key_pem(), algorithm="RS256", headers={"kid": cloud._key.kid},
+        generate_private_key_pem(), algorithm="RS256", headers={"kid": cloud.state.key.kid},
     )
     answer = await _raw(cloud, "GET", "/v1/runs", forged)
     assert (answer.status_code, answer.json()["error"]["code"]) == (401, "invalid_token")
@@ -85,6 +85,6 @@ async def test_bearer_token_faults(cloud: FakeCloud, client) -> None:
 
 
 async def test_unknown_route_is_404(cloud: FakeCloud) -> None:
-    token, _ = cloud._mint_access(cloud.user(USER))
+    token, _ = cloud.state.mint_access(cloud.user(USER))
     answer = await _raw(cloud, "GET", "/v1/nothing", token)
     assert answer.status_code == 404 and answer.json()["error"]["code"] == "not_found"

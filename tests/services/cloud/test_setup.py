@@ -68,7 +68,7 @@ async def test_crouter_has_a_fresh_token_and_never_refreshes(cloud: FakeCloud, c
 
 async def test_the_pinned_surface_revoke_and_fail_next(cloud: FakeCloud, client) -> None:
     cloud.fail_next("run.start", 503, user=USER, times=3)
-    assert len(cloud._failures.intercepts) == 1
+    assert len(cloud.state.failures.intercepts) == 1
     cloud.user(USER).grant.revoke("grant_removed")
     assert cloud.user(USER).grant.state["state"] == "revoked"
     await asyncio.sleep(0)

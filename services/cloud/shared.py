@@ -1,0 +1,221 @@
+"""``CloudState``: the one state object every part of a fake cloud shares.
+
+A ``FakeCloud`` owns one ``CloudState`` (``cloud.state``) and every part reaches the cloud's state
+through it and only through it: the runtime operations (``runtime.RuntimeOps``), the directory,
+the transport, run notices, event streams, runs (``FakeRun``), people (``FakeUser`` and their
+grant), the durable store (``persist``) and the state document (``state.export_state`` /
+``import_state``), and the control API. The cloud's options (``issuer``, ``client_id``,
+``clock``, ``changes`` ...) stay public attributes of the ``FakeCloud`` itself.
+
+The operations the parts ask of each other live here too, as public methods: ``new_id``,
+``mint_access``, ``create_run``, ``forget_run_keys``, ``question_dto``, ``respond``,
+``run_changed``, ``owe_notice``, ``grant_changed`` and ``grant_revoked``.
+
+``import_state`` replaces the fields below in place, so a part that holds the ``CloudState``
+always sees the current state; nothing should hold one of its dicts across an import.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..wire import ACCESS_TOKEN_TYPE
+from .errors import CloudError
+from .failures import Failures
+from .keys import SigningKey
+from .runs import FakeRun, Responder, ResponderContext
+
+if TYPE_CHECKING:
+    from .cloud import FakeCloud
+    from .notices import NoticeSender
+    from .users import FakeUser
+
+__all__ = ["CloudState", "Keyed", "ResponderError", "UNSET"]
+
+UNSET: Any = object()
+"""A per-person responder that was never set (distinct from ``None``, which turns responding off)."""
+
+
+@dataclass(frozen=True)
+class ResponderError:
+    """A responder that threw: recorded, and nothing else fails."""
+
+    run_id: str
+    kind: str
+    error: BaseException
+
+
+@dataclass
+class Keyed:
+    """What an ``Idempotency-Key`` answered: a replay with the same request gets the same answer."""
+
+    op: str
+    fingerprint: str
+    run_id: str | None
+    status: int
+    body: dict[str, Any]
+
+
+@dataclass(eq=False)
+class CloudState:
+    """Everything one fake cloud holds, shared by all of its parts (see the module docstring)."""
+
+    cloud: "FakeCloud"
+    """The owning cloud, for its options (``issuer``, ``client_id``, ``clock``, ``changes`` ...)."""
+    key: SigningKey = field(default_factory=SigningKey)
+    """Signs access and notice tokens; stored, so tokens issued before a restart still verify."""
+    token_serial: int = 0
+    """The serial (``n`` claim) of the last access token minted; a cut-off compares against it."""
+    client_jwk: dict[str, Any] | None = None
+    """The client's public key, pinned from its first valid assertion."""
+    users: dict[str, "FakeUser"] = field(default_factory=dict)
+    """Every person, by id, in the order the cloud met them."""
+    runs: dict[str, FakeRun] = field(default_factory=dict)
+    """The current run of each id (a deleted one until its id is started again)."""
+    run_log: list[FakeRun] = field(default_factory=list)
+    """Every run in start order, deleted ones kept (``runs.all``)."""
+    questions: dict[str, FakeRun] = field(default_factory=dict)
+    """The run that opened each question, by question id."""
+    refresh_tokens: dict[str, str] = field(default_factory=dict)
+    """Every refresh token issued, to the id of its person."""
+    idempotency: dict[tuple[str, str], Keyed] = field(default_factory=dict)
+    """The answer of each ``(user id, Idempotency-Key)``."""
+    ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+    """The serial of the next id ``new_id`` makes."""
+    responder: Responder | None = None
+    """The cloud-wide responder (``cloud.runs.respond``)."""
+    user_responders: dict[str, Any] = field(default_factory=dict)
+    """Per-person responders (``cloud.user(id).runs.respond``); ``None`` turns one person's off."""
+    tasks: set["asyncio.Task[Any]"] = field(default_factory=set)
+    """Responder calls in flight."""
+    failures: Failures = field(default_factory=Failures)
+    """Scripted intercepts, failures and gates."""
+    notices: "NoticeSender | None" = None
+    """The run-notice sender, when the cloud was given ``run_notice``."""
+
+    # -- ids and tokens ------------------------------------------------------------------------
+
+    def new_id(self, prefix: str) -> str:
+        """A fresh id: ``<prefix>_<serial><6 hex>``."""
+        return f"{prefix}_{next(self.ids):04d}{secrets.token_hex(3)}"
+
+    def mint_access(self, user: "FakeUser", *, expired: bool = False) -> tuple[str, int]:
+        """A signed access token for ``user`` and its lifetime in seconds (already expired on request)."""
+        cloud = self.cloud
+        self.token_serial += 1
+        now = int(cloud.clock.time())
+        ttl = cloud.access_token_ttl_s
+        claims = {
+            "iss": cloud.issuer,
+            "sub": user.id,
+            "aud": cloud.runtime_id,
+            "client_id": cloud.client_id,
+            "scope": " ".join(user.grant.scopes),
+            "iat": now,
+            "exp": now - 1 if expired else now + ttl,
+            "jti": secrets.token_hex(8),
+            "n": self.token_serial,
+        }
+        return self.key.sign(claims, typ=ACCESS_TOKEN_TYPE), ttl
+
+    # -- runs ----------------------------------------------------------------------------------
+
+    def create_run(
+        self, run_id: str, user_id: str, params: dict[str, Any], key: str | None, name: str | None
+    ) -> FakeRun:
+        """A new run. A client-chosen id of a deleted run starts a new run under that id (as the
+        deleted run's start key does); the deleted run stays in ``runs.all`` with ``deleted`` set."""
+        cloud = self.cloud
+        now = cloud.clock.time()
+        old = self.runs.get(run_id)
+        if old is not None and not old.deleted:
+            raise CloudError(409, "run_exists", f"run {run_id} already exists", param="id")
+        run = FakeRun(cloud, run_id, user_id, params, key, name, created_at=now, updated_at=now)
+        self.runs[run_id] = run
+        self.run_log.append(run)
+        cloud.changes.emit("cloud", "run.started", run_id, user_id=user_id)
+        return run
+
+    def forget_run_keys(self, run: FakeRun) -> None:
+        """Drop every idempotency key that addressed ``run`` (its start key creates a new run after)."""
+        for owner in [k for k, v in self.idempotency.items() if v.run_id == run.id]:
+            del self.idempotency[owner]
+
+    def question_dto(self, run: FakeRun, question_id: str) -> dict[str, Any]:
+        """A question of ``run`` as ``question.get`` answers it (``question_not_found`` when unknown)."""
+        opened = answered = None
+        for event in run.events:
+            if event["type"] == "node.question.opened" and event.get("question", {}).get("id") == question_id:
+                opened = event["question"]
+            elif event["type"] == "node.question.answered" and event.get("question_id") == question_id:
+                answered = event
+        if opened is None:
+            if run.question and run.question.get("id") == question_id:
+                opened = run.question
+            else:
+                raise CloudError(404, "question_not_found", f"no question {question_id}")
+        dto = dict(opened)
+        if answered is not None:
+            dto["status"], dto["answers"] = "answered", answered.get("answers")
+        return dto
+
+    def respond(self, run: FakeRun, kind: str, messages: list[dict[str, Any]]) -> None:
+        """Call the run's responder (its person's, else the cloud's) soon after the answer is sent."""
+        own = self.user_responders.get(run.user_id, UNSET)
+        fn = self.responder if own is UNSET else own
+        if fn is None:
+            return
+        ctx = ResponderContext(run, kind, messages)
+        errors = self.cloud.responder_errors
+
+        async def call() -> None:
+            await asyncio.sleep(0)  # after the fake has answered
+            try:
+                result = fn(ctx)
+                if inspect.isawaitable(result):
+                    await result
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                errors.append(ResponderError(run.id, kind, exc))
+
+        task = asyncio.get_running_loop().create_task(call())
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    # -- changes -------------------------------------------------------------------------------
+
+    def run_changed(self, run: FakeRun, event: dict[str, Any] | None) -> None:
+        """Publish a run's new event (``None``: the run was deleted); owe a notice when nobody streams it."""
+        changes = self.cloud.changes
+        if event is None:
+            changes.emit("cloud", "run.deleted", run.id, user_id=run.user_id)
+            return
+        changes.emit("cloud", "run.event", run.id, event=event, user_id=run.user_id)
+        if not run.streams:
+            self.owe_notice(run)
+
+    def owe_notice(self, run: FakeRun) -> None:
+        """Record that ``run`` has events nobody is streaming (a no-op without ``run_notice``)."""
+        if self.notices is not None:
+            self.notices.owe(run)
+
+    def grant_changed(self, user: "FakeUser") -> None:
+        """Publish that a person's grant changed."""
+        self.cloud.changes.emit("cloud", "grant.changed", user.id)
+
+    def grant_revoked(self, user: "FakeUser", code: str) -> None:
+        """End every open stream of the person's runs with a ``grant_revoked`` error frame."""
+        envelope = CloudError(401, "grant_revoked", f"the grant was revoked ({code})").to_dict()
+        for run in self.runs.values():
+            if run.user_id != user.id:
+                continue
+            for stream in list(run.streams):
+                stream.push("stream_error", envelope)
+                stream.close()
