@@ -21,6 +21,8 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, SelectionList, Static
 
+from services.errors import ServiceError
+
 from .dialogs import ConfirmDialog, Field, FormDialog
 from .text import DETAIL_CAP, cell_text, highlight, notify_plain, safe, tone
 from .widgets.fit_table import FitTable, fit_cell
@@ -68,6 +70,8 @@ class JudgmentsPane(Pane):
         self.waiting = 0
         """Judgments and reviews waiting for a decision (the header badge)."""
         self._table_rows: list[Any] = []
+        self._inputs: dict[tuple[str, int], tuple[str, ...]] = {}
+        """The input names of each harvest judgment, by ``(id, attempt)``."""
 
     def compose_body(self) -> ComposeResult:
         # what each row judges comes second, sized to the room left: a narrow pane clips the columns after it
@@ -111,6 +115,7 @@ class JudgmentsPane(Pane):
         self.notices = list(await self.okf.notices()) if hasattr(self.okf, "notices") else []
         self.waiting = sum(1 for key, i in items.items() if (i.state if key.startswith("okf:") else i.status) == "pending")
         self.count_label = f"{self.waiting} open" + (f" · {len(self.notices)} ⚠" if self.notices else "")
+        await self._learn_inputs(items)
         self.items = items
         if needle:
             low = needle.lower()
@@ -125,10 +130,25 @@ class JudgmentsPane(Pane):
         if hasattr(main, "update_badges"):
             main.update_badges()
 
-    @staticmethod
-    def _what(key: str, item: Any) -> str:
+    async def _learn_inputs(self, items: dict[str, Any]) -> None:
+        """Remember the names of the notes and records each judgment judges (once per attempt)."""
+        for key, item in items.items():
+            if key.startswith("okf:") and (item.id, item.attempt) not in self._inputs:
+                try:
+                    detail = await self.okf.detail(item.id)
+                except ServiceError:  # a damaged judgment still lists, by its agent and count
+                    continue
+                names = tuple(dict.fromkeys(o.input_name for o in detail.outcomes))
+                if names:  # none before the judge answers: asked again on the next load
+                    self._inputs[(item.id, item.attempt)] = names
+
+    def _what(self, key: str, item: Any) -> str:
+        """What a row judges: the notes / records of a harvest judgment, the proposal of an insight review."""
         if key.startswith("okf:"):
-            return f"{item.agent} · {item.inputs} inputs · attempt {item.attempt}"
+            names = self._inputs.get((item.id, item.attempt), ())
+            judged = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "") if names else \
+                f"{item.inputs} inputs"
+            return f"{judged} · {item.agent} · attempt {item.attempt}"
         return f"{item.proposal.title} → {item.proposal.owner}/{item.proposal.name}"
 
     def forget_drawn(self) -> None:

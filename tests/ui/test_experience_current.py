@@ -97,3 +97,23 @@ async def test_a_cut_run_title_ends_with_an_ellipsis_at_every_size(app, size) ->
         assert len(cut) >= 12 and LONG.startswith(cut) and LONG not in line, line
         assert LONG in run_info(pilot)  # whole in the info line
         assert "hi " in table_line(table, short) and "…" not in table_line(table, short)  # a title that fits is not cut
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+async def test_every_judgments_row_says_what_it_judges_in_either_layout(app, size) -> None:
+    async with app.run_test(size=size) as pilot:
+        await ready(pilot)
+        await pilot.press("5")
+        await settle(pilot)
+        pane = app.main.pane("judgments")
+        assert app.main.compact == (size[0] < 160)
+        table = app.main.query_one("#judgments-table")
+        assert len(pane.items) >= 3
+        shown = []
+        for key, item in pane.items.items():
+            what = pane._what(key, item)
+            line = table_line(table, key)
+            start = line.index(what[:10])  # second column: never the one a narrow pane clips
+            shown.append(line[start:].split("  ")[0])
+            assert what.startswith(shown[-1].rstrip("…")), line
+        assert len(set(shown)) == len(shown), shown  # rows that judge different things read differently
