@@ -7,6 +7,7 @@ reply, waiting on a question, a failed turn with a pending message, a child node
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -52,8 +53,13 @@ async def seed_cloud(cloud: FakeCloud, world: dict[str, Any], store: Any) -> Non
             user.grant.set(spend_cap=spec["spend_cap"])
         for doc in spec.get("memory", []):
             user.memory.put(doc["name"], doc["body"], kind=doc.get("kind", "knowledge"), privacy=doc.get("privacy", "public"))
-    for spec in world.get("runs", []):
-        await _seed_run(cloud, spec)
+    # An in-memory cloud is seeded again on every launch over a canvas that is kept: the same world
+    # must make the same message ids, so nothing it filed last time is filed twice.
+    salt = hashlib.sha256(json.dumps(world.get("runs", []), sort_keys=True, default=str).encode()).hexdigest()
+    with cloud.replayable_ids(f"world:{salt}"):
+        for spec in world.get("runs", []):
+            await _seed_run(cloud, spec)
+        await cloud.settle_tasks()
 
 
 async def _seed_run(cloud: FakeCloud, spec: dict[str, Any]) -> None:

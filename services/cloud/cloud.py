@@ -11,9 +11,10 @@ isolated_runs='available')``, plus ``clock`` (a ``services.clock.Clock``) and ``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..changes import ChangeFeed
@@ -170,6 +171,17 @@ class FakeCloud:
     def gate(self, op: str, *, user: str | None = None) -> Gate:
         """Hold every matching request until the returned gate's ``release()``."""
         return self.state.failures.gate(op, user=user)
+
+    @contextlib.contextmanager
+    def replayable_ids(self, salt: str) -> Iterator[None]:
+        """Within the block, ids (messages, questions, turns, ...) are derived from ``salt`` and their
+        serial rather than drawn at random: the same script replayed on a fresh cloud makes the same
+        ids (a world seeded again on each launch of an in-memory cloud files no message twice)."""
+        previous, self.state.id_salt = self.state.id_salt, salt
+        try:
+            yield
+        finally:
+            self.state.id_salt = previous
 
     def trust_client_key(self, private_key_pem: str) -> None:
         """Accept client assertions signed with this key too, without pinning it (see ``Directory``)."""

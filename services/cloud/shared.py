@@ -18,6 +18,7 @@ always sees the current state; nothing should hold one of its dicts across an im
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
 import itertools
 import secrets
@@ -88,6 +89,9 @@ class CloudState:
     """The answer of each ``(user id, Idempotency-Key)``."""
     ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
     """The serial of the next id ``new_id`` makes."""
+    id_salt: str | None = None
+    """While set (``FakeCloud.replayable_ids``), ids are derived from it and their serial instead of
+    drawn at random, so replaying one script on a fresh cloud makes the same ids."""
     responder: Responder | None = None
     """The cloud-wide responder (``cloud.runs.respond``)."""
     user_responders: dict[str, Any] = field(default_factory=dict)
@@ -102,8 +106,12 @@ class CloudState:
     # -- ids and tokens ------------------------------------------------------------------------
 
     def new_id(self, prefix: str) -> str:
-        """A fresh id: ``<prefix>_<serial><6 hex>``."""
-        return f"{prefix}_{next(self.ids):04d}{secrets.token_hex(3)}"
+        """A fresh id: ``<prefix>_<serial><6 hex>`` (the hex derived from ``id_salt`` while it is set)."""
+        serial = next(self.ids)
+        if self.id_salt is None:
+            return f"{prefix}_{serial:04d}{secrets.token_hex(3)}"
+        digest = hashlib.sha256(f"{self.id_salt}\0{prefix}\0{serial}".encode()).hexdigest()
+        return f"{prefix}_{serial:04d}{digest[:6]}"
 
     def mint_access(self, user: "FakeUser", *, expired: bool = False) -> tuple[str, int]:
         """A signed access token for ``user`` and its lifetime in seconds (already expired on request)."""
