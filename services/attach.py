@@ -135,12 +135,20 @@ class ServedDesk:
     """This window's tag on the changes it relays (its own come back on the stream and are skipped)."""
     _unrelay: Any = None
     _sending: set[asyncio.Task[None]] = field(default_factory=set)
+    last_event_id: str | None = None
+    """The id of the newest change read from the stream (sent as ``Last-Event-ID`` on reconnect)."""
+    reconnect_s: float = 0.5
+    """How long to wait before reconnecting a dropped change stream."""
+    _connection: "asyncio.Future[None] | None" = None
 
     # -- following the server ------------------------------------------------------------------
 
-    async def load(self) -> None:
-        """Read every run (with its events) and every person from the server."""
+    async def load(self, *, full: bool = False) -> None:
+        """Read every run (with its events) and every person from the server; ``full`` also forgets
+        runs the server no longer has."""
         answer = await self.remote.call("GET", "/runs", params={"events": "1"})
+        if full:
+            self._runs, self._events = {}, {}
         for dto in answer["runs"]:
             self._store_run(dto)
         await self._load_people()
@@ -201,25 +209,52 @@ class ServedDesk:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
             self._task = None
+        await self.drop_stream()  # the connection closes before the window goes
 
     async def _follow(self) -> None:
+        """Follow the change stream; after a drop, resume after the last change seen (the server
+        sends what was missed, or ``reset``, and then everything is read again)."""
         import httpx
 
         from .cloud.remote import ControlError
 
         while True:
+            self._connection = asyncio.ensure_future(self._read_stream())
             try:
-                async for batch in self.remote.change_batches():
-                    if not batch:  # subscribed
-                        self._subscribed.set()
-                        continue
-                    await self._apply(batch)
+                await asyncio.shield(self._connection)
+            except asyncio.CancelledError:
+                if not self._connection.cancelled():  # this task itself was cancelled: stop
+                    self._connection.cancel()
+                    raise
+                # only the connection was dropped (``drop_stream``): reconnect below
             except (httpx.TransportError, httpx.StreamError, ControlError) as exc:
                 self.errors.append(f"change stream: {type(exc).__name__}: {exc}")
                 self.changes.emit("workspace", "attach.lost", self.remote.url, error=type(exc).__name__)
-            await asyncio.sleep(0.5)
-            with contextlib.suppress(Exception):
-                await self.load()  # the stream came back: read everything once, then follow again
+            await asyncio.sleep(self.reconnect_s)
+            if self.last_event_id is None:  # nothing to resume from: read everything once, then follow
+                with contextlib.suppress(Exception):
+                    await self.load()
+
+    async def _read_stream(self) -> None:
+        async for batch in self.remote.change_batches(self.last_event_id):
+            if batch.subscribed:
+                self._subscribed.set()
+                continue
+            if batch.reset:
+                await self.load(full=True)
+                self.changes.emit("workspace", "attach.reloaded", self.remote.url)
+            if batch.changes:
+                await self._apply(batch.changes)
+            if batch.last_id:
+                self.last_event_id = batch.last_id
+
+    async def drop_stream(self) -> None:
+        """Close the change stream from this side (it reconnects, resuming after the last change seen)."""
+        connection = self._connection
+        if connection is not None and not connection.done():
+            connection.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await connection
 
     async def _apply(self, batch: list[Change]) -> None:
         runs: dict[str, None] = {}

@@ -24,8 +24,10 @@ Routes (all under ``/_workbench/v1``):
   ``{id}``; ``POST /gates/{id}/release``; ``DELETE /failures/{id}`` removes a scripted failure
 - ``POST /reset``; ``GET /state`` (the whole state, ``state.export_state``); ``PUT /state``
   (replace it); ``GET /changes``: the cloud's change feed as server-sent events
-  (``event: <kind>``, ``data: {source, kind, id, data}``); ``POST /changes`` ``{source, kind, id,
-  data}`` publishes a window's own change there (any source but ``cloud``)
+  (``id: <epoch>-<n>``, ``event: <kind>``, ``data: {source, kind, id, data}``; a ``Last-Event-ID``
+  header resumes after that change, or answers ``event: reset``: ``change_log.py``);
+  ``POST /changes`` ``{source, kind, id, data}`` publishes a window's own change there (any
+  source but ``cloud``)
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from urllib.parse import parse_qs, unquote
 
 from .app_actions import AppActions
 from .asgi import CONTROL_PREFIX, Receive, Scope, Send, read_body
+from .change_log import ChangeLog
 from .errors import CloudError
 from .state import CloudStateError, export_state, import_state
 
@@ -81,6 +84,8 @@ class ControlApp:
         self._ids = itertools.count(1)
         self.app_actions = AppActions(cloud)
         """Start, message and cancel as the app (``app_actions.py``)."""
+        self.change_log = ChangeLog(cloud.changes)
+        """Recent changes by id, for a change stream resumed with ``Last-Event-ID``."""
         self._routes: list[tuple[str, re.Pattern[str], Handler]] = [
             ("GET", re.compile(r"^/people$"), self._people),
             ("GET", re.compile(r"^/people/(?P<user>[^/]+)$"), self._person),
@@ -115,7 +120,7 @@ class ControlApp:
         method = scope["method"]
         path = scope.get("path", "")[len(CONTROL_PREFIX):] or "/"
         if method == "GET" and path == "/changes":
-            await self._changes(receive, send)
+            await self._changes(scope, receive, send)
             return
         raw = await read_body(receive)
         query = {k: v[-1] for k, v in parse_qs(scope.get("query_string", b"").decode("latin-1")).items()}
@@ -315,32 +320,27 @@ class ControlApp:
         self.cloud.changes.emit(source, kind, str(body.get("id") or ""), **data)
         return {"published": True}
 
-    async def _changes(self, receive: Receive, send: Send) -> None:
-        queue: asyncio.Queue[bytes] = asyncio.Queue()
-        serial = itertools.count(1)
-
-        def on_change(change: Any) -> None:
-            payload = {"source": change.source, "kind": change.kind, "id": change.id, "data": change.data}
-            data = json.dumps(payload, default=str)
-            queue.put_nowait(f"id: {next(serial)}\nevent: {change.kind}\ndata: {data}\n\n".encode())
-
-        unsubscribe = self.cloud.changes.subscribe(on_change)
+    async def _changes(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The change feed as server-sent events; ``Last-Event-ID`` resumes after that change (or
+        answers one ``reset`` event when the log no longer holds it: ``change_log.py``)."""
+        last_id = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k.lower() == b"last-event-id"), None)
+        listener = self.change_log.follow(last_id)
 
         async def frames() -> AsyncIterator[bytes]:
             yield b": changes\n\n"
             while True:
-                parts = [await queue.get()]
-                while not queue.empty() and len(parts) < 512:
-                    parts.append(queue.get_nowait())
+                parts = [await listener.get()]
+                while not listener.queue.empty() and len(parts) < 512:
+                    parts.append(listener.queue.get_nowait())
                 yield b"".join(parts)
 
         headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
         try:
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
             assert self.app is not None, "the control app streams through its serving app"
             await self.app.stream_body(frames(), receive, send)
         finally:
-            unsubscribe()
+            listener.close()
 
 
 async def connection_json(cloud: "FakeCloud", user_id: str, scopes: Any, dependencies: Any) -> dict[str, Any]:

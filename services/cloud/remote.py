@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -38,7 +39,7 @@ from ..errors import ServiceError
 from .asgi import CONTROL_PREFIX
 from .errors import CloudError
 
-__all__ = ["RemoteCloud", "RemoteRun", "RemoteUser", "RemoteGrant", "RemoteGate", "ControlError"]
+__all__ = ["RemoteCloud", "RemoteRun", "RemoteUser", "RemoteGrant", "RemoteGate", "ControlError", "ChangeBatch"]
 
 
 class ControlError(ServiceError):
@@ -164,29 +165,41 @@ class RemoteCloud:
             async for chunk in response.aiter_bytes():
                 for frame in parser.feed(chunk):
                     data = json.loads(frame.data)
-                    yield Change(data["source"], data["kind"], data.get("id", ""), data.get("data") or {})
+                    if isinstance(data, dict) and "source" in data:  # a ``reset`` frame is not a change
+                        yield Change(data["source"], data["kind"], data.get("id", ""), data.get("data") or {})
 
-    async def change_batches(self) -> AsyncIterator[list[Change]]:
-        """The served cloud's change feed in the batches the server sends: an empty batch first, once
-        subscribed (anything changed before it must be read again), then every change as it happens."""
+    async def change_batches(self, last_event_id: str | None = None) -> AsyncIterator["ChangeBatch"]:
+        """The served cloud's change feed in the batches the server sends: first an empty batch
+        with ``subscribed`` set, once the stream is open, then every change as it happens.
+
+        With ``last_event_id`` (a ``ChangeBatch.last_id`` seen before) the server first sends what
+        came after it, or, when it no longer holds all of that, a batch with ``reset`` set: read
+        everything again."""
         from ..sdk.sse import SSEParser
 
         parser = SSEParser()
-        async with self._http.stream("GET", "/changes", timeout=httpx.Timeout(30.0, read=None)) as response:
+        headers = {"Last-Event-ID": last_event_id} if last_event_id else None
+        async with self._http.stream("GET", "/changes", headers=headers,
+                                     timeout=httpx.Timeout(30.0, read=None)) as response:
             if response.status_code >= 300:
                 raise ControlError(response.status_code, "refused", "the change stream was refused")
-            yield []
+            yield ChangeBatch([], None, subscribed=True)
             async for chunk in response.aiter_bytes():
-                batch = []
+                batch: list[Change] = []
+                reset, last = False, None
                 for frame in parser.feed(chunk):
                     try:
                         data = json.loads(frame.data)
-                        batch.append(Change(str(data["source"]), str(data["kind"]), str(data.get("id", "")),
-                                            dict(data.get("data") or {})))
-                    except (ValueError, KeyError, TypeError):
-                        continue  # one unreadable frame never stops the stream
-                if batch:
-                    yield batch
+                        if frame.type == "reset" and isinstance(data, dict) and "reset" in data:
+                            reset, batch = True, []  # what came before it is read again anyway
+                        else:
+                            batch.append(Change(str(data["source"]), str(data["kind"]), str(data.get("id", "")),
+                                                dict(data.get("data") or {})))
+                    except (ValueError, KeyError, TypeError, AttributeError):
+                        pass  # one unreadable frame never stops the stream
+                    last = frame.last_event_id or last
+                if batch or reset or last:
+                    yield ChangeBatch(batch, last, reset=reset)
 
     async def publish(self, change: Change) -> None:
         """Publish a window's own change on the served change feed (for every other window)."""
@@ -201,6 +214,19 @@ class RemoteCloud:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+@dataclass(frozen=True)
+class ChangeBatch:
+    """What one read of the change stream brought (``RemoteCloud.change_batches``)."""
+
+    changes: list[Change]
+    last_id: str | None
+    """The id of the newest frame in it: resume after it with ``change_batches(last_id)``."""
+    reset: bool = False
+    """The server no longer holds every change after the id given: read everything again."""
+    subscribed: bool = False
+    """The opening batch: the stream is open (changes from now on will come)."""
 
 
 class RemoteFailure:

@@ -1,0 +1,123 @@
+"""The served change stream's memory: recent changes with increasing ids, for ``Last-Event-ID``.
+
+``ChangeLog(feed)`` numbers every change the feed publishes and keeps the newest ``size`` of them
+as ready server-sent-event frames (``id: <epoch>-<n>``, ``event: <kind>``, ``data: {source, kind,
+id, data}``). The epoch is new for each log (each server process), so an id from before a restart
+is never taken for a recent one.
+
+``follow(last_id)`` starts a listener and, in the same step, hands it what the client missed: the
+changes after ``last_id`` when the log still holds all of them, else one ``reset`` frame (``event:
+reset``, ``data: {"reset": {"reason"}}``, carrying the newest id) that tells the client to read
+its snapshots again in full. Without ``last_id`` the listener gets only what happens from now on.
+Changes may be published from any thread; each listener receives its frames in log order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import threading
+from collections import deque
+from typing import Any
+
+from ..changes import Change, ChangeFeed
+
+__all__ = ["ChangeLog", "ChangeListener", "CHANGE_LOG_SIZE"]
+
+CHANGE_LOG_SIZE = 4096
+"""How many recent changes a served cloud keeps for clients that reconnect."""
+
+
+class ChangeListener:
+    """One stream's frames, in order: ``await listener.get()``; ``close()`` stops it."""
+
+    def __init__(self, log: "ChangeLog", loop: asyncio.AbstractEventLoop) -> None:
+        self._log = log
+        self._loop = loop
+        self.queue: asyncio.Queue[bytes] = asyncio.Queue()
+
+    def put(self, frame: bytes) -> None:
+        """Queue ``frame`` (from any thread)."""
+        if self._loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            self.queue.put_nowait(frame)
+        else:
+            self._loop.call_soon_threadsafe(self.queue.put_nowait, frame)
+
+    async def get(self) -> bytes:
+        return await self.queue.get()
+
+    def close(self) -> None:
+        self._log.remove(self)
+
+
+class ChangeLog:
+    """A bounded, numbered log of a feed's changes (see the module docstring)."""
+
+    def __init__(self, feed: ChangeFeed, *, size: int = CHANGE_LOG_SIZE) -> None:
+        self.size = size
+        """How many recent changes are kept (older ones are forgotten first)."""
+        self.epoch = secrets.token_hex(4)
+        self._ring: deque[tuple[int, bytes]] = deque()
+        self._last = 0
+        self._lock = threading.Lock()
+        self._listeners: set[ChangeListener] = set()
+        self._unsubscribe = feed.subscribe(self._record)
+
+    @property
+    def last_id(self) -> str:
+        """The id of the newest change (``<epoch>-0`` before the first)."""
+        return f"{self.epoch}-{self._last}"
+
+    def _record(self, change: Change) -> None:
+        with self._lock:
+            self._last += 1
+            frame = _frame(f"{self.epoch}-{self._last}", change.kind, {
+                "source": change.source, "kind": change.kind, "id": change.id, "data": change.data})
+            self._ring.append((self._last, frame))
+            while len(self._ring) > max(self.size, 0):
+                self._ring.popleft()
+            for listener in self._listeners:  # under the lock: every listener sees the log's order
+                listener.put(frame)
+
+    def follow(self, last_id: str | None) -> ChangeListener:
+        """A listener fed from now on, first given what came after ``last_id`` (or a ``reset``)."""
+        listener = ChangeListener(self, asyncio.get_running_loop())
+        with self._lock:
+            if last_id:
+                for frame in self._missed(last_id):
+                    listener.queue.put_nowait(frame)
+            self._listeners.add(listener)
+        return listener
+
+    def remove(self, listener: ChangeListener) -> None:
+        with self._lock:
+            self._listeners.discard(listener)
+
+    def close(self) -> None:
+        """Stop recording (listeners get nothing more)."""
+        self._unsubscribe()
+
+    def _missed(self, last_id: str) -> list[bytes]:
+        epoch, _, number = last_id.strip().rpartition("-")
+        seen = int(number) if number.isdigit() else -1
+        oldest = self._ring[0][0] if self._ring else self._last + 1
+        if epoch != self.epoch or seen < 0 or seen > self._last:
+            reason = "the stream was restarted since that id"
+        elif seen + 1 < oldest:
+            reason = f"more than {self.size} changes happened since that id"
+        else:
+            return [frame for number_, frame in self._ring if number_ > seen]
+        return [_frame(self.last_id, "reset", {"reset": {"reason": reason}})]
+
+
+def _frame(event_id: str, event: str, payload: dict[str, Any]) -> bytes:
+    data = json.dumps(payload, default=str)  # ASCII: a lone surrogate travels as its escape
+    name = event.encode("ascii", "backslashreplace").decode().replace("\r", " ").replace("\n", " ")
+    return f"id: {event_id}\nevent: {name}\ndata: {data}\n\n".encode()
