@@ -30,7 +30,7 @@ from .errors import CanvasSchemaError
 
 __all__ = ["SCHEMA_VERSION", "OLDEST_MIGRATABLE", "MIGRATIONS", "schema_version", "prepare_schema"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The schema version this code creates and expects."""
 OLDEST_MIGRATABLE = 0
 """The oldest version ``MIGRATIONS`` can bring forward."""
@@ -44,8 +44,15 @@ def _create_missing(conn: Connection) -> None:
     install_search(conn)
 
 
+def _name_search(conn: Connection) -> None:
+    from .search import upgrade_search
+
+    upgrade_search(conn)
+
+
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     0: _create_missing,  # 0 -> 1: versioning, every table and index of version 1, the search index
+    1: _name_search,  # 1 -> 2: PostgreSQL's index of name words (search's first tier); nothing on SQLite
 }
 """``MIGRATIONS[v]`` brings a version-``v`` canvas to version ``v + 1``."""
 

@@ -11,7 +11,11 @@ plain text on both engines and the same query finds the same objects.
 - **PostgreSQL**: ``object_search`` holds one ``tsvector`` per object (the ``simple`` configuration:
   lower-cased words, no stemming and no stop words, like ``unicode61``) behind a GIN index; the
   name is weight A, the preview B, the body C, and the query is ``to_tsquery`` of the quoted words
-  joined by ``&``, the last with ``:*``. Text is cut into words here before it reaches
+  joined by ``&``, the last with ``:*``. A second GIN index covers the name's words alone
+  (``ts_filter(doc, '{a}')``), so a page is ranked in two tiers: the objects whose name holds every
+  word, then, only if they do not fill it, the others; each tier is ranked by ``ts_rank`` and cut
+  to the page inside the database. A common word then costs what its name hits cost, not what
+  all its hits cost. Text is cut into words here before it reaches
   ``to_tsvector`` (``_pg_words``), because PostgreSQL's parser would read ``o1/ops/deploys``,
   URLs, e-mail addresses and ``1.5`` as single tokens where FTS5 sees words.
 
@@ -19,9 +23,12 @@ plain text on both engines and the same query finds the same objects.
 
 - Ranking. ``ts_rank`` with weights {C 0.1, B 0.4, A 1.0} follows the same order of fields as
   bm25's 1 : 4 : 10, but it does not weigh a word's rarity across the canvas, nor shorten the
-  score of a long body the way bm25 does. Hits of the same strength come back in a stable order
-  (``pk``) on PostgreSQL and in FTS5's own order on SQLite. Tests compare sets, and the best hit
-  only where one field clearly wins (a name hit over a body hit).
+  score of a long body the way bm25 does. On PostgreSQL a name holding every word always ranks
+  first (the tiers above; for one whole word ``ts_rank`` already ranks every name hit above every
+  other hit); on SQLite bm25 lets a preview or body that repeats the words often enough outrank a
+  name hit. Hits of the same strength come back in a stable order (``pk``) on PostgreSQL and in
+  FTS5's own order on SQLite. Tests compare sets, and the order only where one field clearly
+  wins (a name hit over a body hit).
 - Accents. FTS5 drops diacritics (``café`` finds ``cafe``); the ``simple`` configuration keeps
   them (``café`` finds only ``café``) unless the server has ``unaccent``, which we do not require.
 - Very long bodies. A ``tsvector`` is limited to 1 MB, so PostgreSQL indexes the first
@@ -61,6 +68,8 @@ __all__ = [
     "index_many",
     "unindex_object",
     "search_ids",
+    "ranked_pks",
+    "upgrade_search",
     "fts_query",
     "query_words",
     "make_snippet",
@@ -78,6 +87,13 @@ MAX_RESULTS = 100
 PG_INDEX_CHARS = 200_000
 """How many characters of each body PostgreSQL indexes (a ``tsvector`` is limited to 1 MB)."""
 
+_PG_DOC = ("setweight(to_tsvector('simple', :name), 'A') || setweight(to_tsvector('simple', :preview), 'B') || "
+           "setweight(to_tsvector('simple', :body), 'C')")
+_PG_WEIGHTS = "'{0.1, 0.1, 0.4, 1.0}'"
+_PG_NAME = "ts_filter(f.doc, '{a}')"
+"""The name's words: the weight-A part of an object's ``tsvector``."""
+_PG_NAME_INDEX = ("CREATE INDEX IF NOT EXISTS ix_object_search_name ON object_search "
+                  "USING GIN (ts_filter(doc, '{a}'))")
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 _SPACE = re.compile(r"\s+")
 _LEAD = 40
@@ -111,6 +127,7 @@ def install_search(conn: Connection) -> None:
             "pk INTEGER PRIMARY KEY REFERENCES objects(pk) ON DELETE CASCADE, doc tsvector NOT NULL)"
         ))
         conn.execute(text("CREATE INDEX IF NOT EXISTS ix_object_search_doc ON object_search USING GIN (doc)"))
+        conn.execute(text(_PG_NAME_INDEX))
         return
     if conn.dialect.name != "sqlite":
         return
@@ -124,10 +141,7 @@ def index_object(session: Session, pk: int, name: str, preview: str = "", body: 
     """(Re)index one object under its integer key ``pk``."""
     if _is_postgres(session):
         session.execute(text(
-            "INSERT INTO object_search(pk, doc) VALUES (:pk, "
-            "setweight(to_tsvector('simple', :name), 'A') || setweight(to_tsvector('simple', :preview), 'B') || "
-            "setweight(to_tsvector('simple', :body), 'C')) "
-            "ON CONFLICT (pk) DO UPDATE SET doc = excluded.doc"
+            "INSERT INTO object_search(pk, doc) VALUES (:pk, " + _PG_DOC + ") ON CONFLICT (pk) DO UPDATE SET doc = excluded.doc"
         ), {"pk": pk, "name": _pg_words(name), "preview": _pg_words(preview), "body": _pg_words(body[:PG_INDEX_CHARS])})
         return
     if not _is_sqlite(session):
@@ -145,13 +159,19 @@ def index_many(session: Session, rows: Sequence[dict[str, object]]) -> None:
         return
     if _is_postgres(session):
         session.execute(text(
-            "INSERT INTO object_search(pk, doc) VALUES (:pk, setweight(to_tsvector('simple', :name), 'A') || "
-            "setweight(to_tsvector('simple', :preview), 'B') || setweight(to_tsvector('simple', :body), 'C'))"
+            "INSERT INTO object_search(pk, doc) VALUES (:pk, " + _PG_DOC + ")"
         ), [{"pk": r["pk"], "name": _pg_words(str(r["name"])), "preview": _pg_words(str(r["preview"])),
              "body": _pg_words(str(r["body"])[:PG_INDEX_CHARS])} for r in rows])
     elif _is_sqlite(session):
         session.execute(text("INSERT INTO object_fts(rowid, name, preview, body) VALUES (:pk, :name, :preview, :body)"),
                         list(rows))
+
+
+def upgrade_search(conn: Connection) -> None:
+    """Schema step 1 -> 2 (PostgreSQL): the GIN index over each object's name words (the first tier
+    of ``ranked_pks``), built from the index already stored."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text(_PG_NAME_INDEX))
 
 
 def unindex_object(session: Session, pk: int) -> None:
@@ -259,13 +279,29 @@ def _snippets(session: Session, pks: list[int], words: list[str]) -> dict[int, S
     return {int(pk): make_snippet([preview or "", body or "", name or ""], words) for pk, name, preview, body in rows}
 
 
-def search_ids(session: Session, query: str, *, type: str | None = None, limit: int = 20) -> list[tuple[int, str]]:
-    """``(pk, snippet)`` of the best matches for ``query``, best first; never raises on odd input."""
+def _pg_tier(session: Session, where: str, params: dict[str, object], type: str | None, limit: int) -> list[int]:
+    sql = (
+        "WITH q AS MATERIALIZED (SELECT to_tsquery('simple', :match) AS q) SELECT f.pk FROM q, object_search f "
+        + ("JOIN objects o ON o.pk = f.pk " if type else "")
+        + f"WHERE {where} " + ("AND o.type = :type " if type else "")
+        + f"ORDER BY ts_rank({_PG_WEIGHTS}, f.doc, q.q) DESC, f.pk LIMIT :limit"
+    )
+    return [int(pk) for pk in session.execute(text(sql), {**params, "type": type, "limit": limit}).scalars()]
+
+
+def ranked_pks(session: Session, query: str, *, type: str | None = None, limit: int = 20) -> list[int]:
+    """The keys of the best matches for ``query``, best first, ranked inside the index and cut to
+    ``limit`` there (at most ``MAX_RESULTS``); never raises on odd input.
+
+    On PostgreSQL in two tiers, each ranked by ``ts_rank`` and found through its own GIN index:
+    first the objects whose name holds every word (the weight-A part of their ``tsvector``), then,
+    only when those do not fill the page, the others. A word in many objects but few names costs
+    what its name hits cost.
+    """
     match = fts_query(query)
     if not match:
         return []
     limit = max(1, min(int(limit), MAX_RESULTS))
-    words = query_words(query)
     if _is_sqlite(session):
         sql = (
             "SELECT f.rowid FROM object_fts f "
@@ -274,25 +310,24 @@ def search_ids(session: Session, query: str, *, type: str | None = None, limit: 
             + ("AND o.type = :type " if type else "")
             + "ORDER BY bm25(object_fts, 10.0, 4.0, 1.0) LIMIT :limit"
         )
-        pks = [int(pk) for pk in session.execute(text(sql), {"match": match, "type": type, "limit": limit}).scalars()]
-    elif _is_postgres(session):
-        sql = (
-            "SELECT f.pk FROM object_search f "
-            + ("JOIN objects o ON o.pk = f.pk " if type else "")
-            + "WHERE f.doc @@ to_tsquery('simple', :match) "
-            + ("AND o.type = :type " if type else "")
-            + "ORDER BY ts_rank('{0.1, 0.1, 0.4, 1.0}', f.doc, to_tsquery('simple', :match)) DESC, f.pk "
-            + "LIMIT :limit"
-        )
-        params = {"match": pg_tsquery(query), "type": type, "limit": limit}
-        pks = [int(pk) for pk in session.execute(text(sql), params).scalars()]
-    else:
-        like = "%" + " ".join(words) + "%"
-        sql = (
-            "SELECT o.pk FROM objects o LEFT JOIN documents d ON d.object_id = o.id "
-            "WHERE (o.name LIKE :like OR d.preview LIKE :like OR d.body LIKE :like)"
-            + (" AND o.type = :type" if type else "") + " ORDER BY o.pk LIMIT :limit"
-        )
-        pks = [int(pk) for pk in session.execute(text(sql), {"like": like, "type": type, "limit": limit}).scalars()]
-    snippets = _snippets(session, pks, words)
+        return [int(pk) for pk in session.execute(text(sql), {"match": match, "type": type, "limit": limit}).scalars()]
+    if _is_postgres(session):
+        params: dict[str, object] = {"match": pg_tsquery(query)}
+        pks = _pg_tier(session, f"{_PG_NAME} @@ q.q", params, type, limit)
+        if len(pks) < limit:
+            pks += _pg_tier(session, f"f.doc @@ q.q AND NOT {_PG_NAME} @@ q.q", params, type, limit - len(pks))
+        return pks
+    like = "%" + " ".join(query_words(query)) + "%"
+    sql = (
+        "SELECT o.pk FROM objects o LEFT JOIN documents d ON d.object_id = o.id "
+        "WHERE (o.name LIKE :like OR d.preview LIKE :like OR d.body LIKE :like)"
+        + (" AND o.type = :type" if type else "") + " ORDER BY o.pk LIMIT :limit"
+    )
+    return [int(pk) for pk in session.execute(text(sql), {"like": like, "type": type, "limit": limit}).scalars()]
+
+
+def search_ids(session: Session, query: str, *, type: str | None = None, limit: int = 20) -> list[tuple[int, str]]:
+    """``(pk, snippet)`` of the best matches for ``query``, best first; never raises on odd input."""
+    pks = ranked_pks(session, query, type=type, limit=limit)
+    snippets = _snippets(session, pks, query_words(query))
     return [(pk, snippets[pk].text) for pk in pks if pk in snippets]

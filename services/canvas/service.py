@@ -39,12 +39,12 @@ from .events import ensure_watch, publish_event, remove_watch
 from .guard import checks_text
 from .insights import LISTENER_OWNER_TYPES, LISTENER_RULES, append_approved_link, listener_body, listener_path, listener_preview
 from .lint import lint_documents
-from .models import EventRow, ObjectRow, WatchRow
+from .models import DocumentRow, EventRow, ObjectRow, WatchRow
 from .notify import ChangeListener, channel_name, send_changes
 from .names import CRTR_APP, OWNER_TYPES, ReaderView, split_owner_ref
 from .objects import (Tx, count_objects, ensure_owner, find_object, get_row, list_objects, neighbourhood, owner_handle,
-                      summaries, summary_of, with_owner)
-from .search import search_ids
+                      summary_of, with_owner)
+from .search import SNIPPET_SCAN, make_snippet, query_words, ranked_pks
 from .views import (CustomObjectView, DocumentView, EventView, InboxEntryView, InboxPage, JobView, LintFinding,
                     MessageReceipt, Neighbourhood, NodeView, ObjectDetail, ObjectPage, ObjectSummary, RevisionView,
                     SearchHit, WatchView)
@@ -222,12 +222,17 @@ class Canvas:
         ``search.MAX_SNIPPET_HITS`` matches.
         """
         def run(s: Session) -> list[SearchHit]:
-            hits = search_ids(s, query, type=type, limit=limit)
-            if not hits:
+            pks = ranked_pks(s, query, type=type, limit=limit)
+            if not pks:
                 return []
-            rows = {o.id: o for o in summaries(s, with_owner(ObjectRow.pk.in_([pk for pk, _ in hits])))}
-            by_pk = dict(s.execute(select(ObjectRow.pk, ObjectRow.id).where(ObjectRow.pk.in_([pk for pk, _ in hits]))).all())
-            return [SearchHit(object=rows[by_pk[pk]], snippet=snip) for pk, snip in hits if pk in by_pk]
+            words = query_words(query)
+            stmt = (with_owner(ObjectRow.pk.in_(pks))
+                    .add_columns(DocumentRow.preview, func.substr(DocumentRow.body, 1, SNIPPET_SCAN))
+                    .outerjoin(DocumentRow, DocumentRow.object_id == ObjectRow.id))
+            hits = {row.pk: SearchHit(object=summary_of(row, ref),
+                                      snippet=make_snippet([preview or "", body or "", row.name or ""], words).text)
+                    for row, ref, preview, body in s.execute(stmt).all()}
+            return [hits[pk] for pk in pks if pk in hits]
         return await self._read(run)
 
     async def watch(self, ref: str, *, watcher: str, pattern: str = "*", min_level: int = 1) -> WatchView:

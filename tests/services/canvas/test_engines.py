@@ -159,6 +159,44 @@ async def test_an_unversioned_canvas_is_migrated_at_open_and_keeps_its_objects(c
     await again.close()
 
 
+async def test_a_version_1_canvas_gets_the_name_index_at_open_and_keeps_its_objects(canvas_url, clock) -> None:
+    canvas = await Canvas.open(canvas_url, clock=clock)
+    await canvas.write("pricing/tiers", owner="user:o1", preview=PREVIEW, body="kept")
+    await canvas.write("notes", owner="user:o1", preview=PREVIEW, body="pricing is kept here")
+    postgres = canvas.engine.dialect.name == "postgresql"
+    with canvas.engine.begin() as conn:  # as a canvas written before names had their own search index
+        if postgres:
+            conn.execute(text("DROP INDEX ix_object_search_name"))
+        conn.execute(text("UPDATE canvas_meta SET value = '1' WHERE key = 'schema_version'"))
+    await canvas.close()
+    again = await Canvas.open(canvas_url, clock=clock)
+    with again.engine.connect() as conn:
+        assert schema_version(conn) == SCHEMA_VERSION == 2
+        if postgres:
+            assert conn.execute(text("SELECT count(*) FROM pg_indexes WHERE indexname = 'ix_object_search_name' "
+                                     "AND schemaname = current_schema()")).scalar() == 1
+    assert [h.object.name for h in await again.search("pricing")] == ["pricing/tiers", "notes"]
+    assert (await again.read("o1/notes")).document.body == "pricing is kept here"  # type: ignore[union-attr]
+    await again.close()
+
+
+async def test_a_common_word_ranks_name_hits_first_and_fills_the_page_from_the_rest(canvas, engine_name) -> None:
+    """PostgreSQL ranks the objects whose name holds the words first (their own index), then the
+    others; SQLite's bm25 weighs the name ten times the body: the same page on both here."""
+    for i in range(4):
+        await canvas.write(f"pricing/plan-{i}", owner="user:o1", preview=PREVIEW, body="tiers")
+    for i in range(6):
+        await canvas.write(f"note-{i}", owner="user:o1", preview=PREVIEW, body=f"pricing came up {i} times")
+    page = [h.object.name for h in await canvas.search("pricing", limit=6)]
+    assert sorted(page[:4]) == [f"pricing/plan-{i}" for i in range(4)]
+    assert len(page) == 6 and all(name.startswith("note-") for name in page[4:])
+    assert len(await canvas.search("pricing", limit=50)) == 10
+    assert [h.object.name for h in await canvas.search("pricing plan", limit=2)] == ["pricing/plan-0", "pricing/plan-1"]
+    assert await canvas.search("pricing", type="node") == []
+    names = {h.object.name for h in await canvas.search("pric", type="document", limit=100)}
+    assert len(names) == 10  # the last word is a prefix in both tiers
+
+
 async def test_pages_by_name_and_name_filters_are_the_same_on_both_engines(canvas, engine_name) -> None:
     """Byte-wise order on both (PostgreSQL's name column is COLLATE "C") and a filter that ignores case."""
     names = ["b", "B", "a-b", "a_b", "Zeta", "zeta", "a.b", "a@b", "a+b", "10", "9", "pricing/Tiers", "PRICING/x"]
