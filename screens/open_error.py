@@ -1,8 +1,8 @@
 """``OpenErrorScreen``: the one screen shown when the workspace cannot open.
 
-It names the file, says the cause and what to do, in plain words (the service's
-``WorkspaceOpenError``), and quits with exit status 2, the CLI's status for a workspace it cannot
-use. Nothing behind it waits for a workspace that will not come.
+It names the file (or the canvas server's URL, its password masked), says the cause and what to
+do, in plain words (the service's ``WorkspaceOpenError``), and quits with exit status 2, the CLI's
+status for a workspace it cannot use. Nothing behind it waits for a workspace that will not come.
 """
 
 from __future__ import annotations
@@ -57,8 +57,9 @@ class OpenErrorScreen(Screen[None]):
         error = self.error
         text = Text()
         text.append("The workspace cannot open.\n\n", style="bold")
-        text.append("file:        ", style="bold")
-        text.append(safe(getattr(error, "path", ""), 1000) + "\n")
+        where = str(getattr(error, "path", ""))
+        text.append("database:    " if "://" in where else "file:        ", style="bold")  # a server's URL, password masked
+        text.append(safe(where, 1000) + "\n")
         text.append("cause:       ", style="bold")
         text.append(safe(getattr(error, "cause", error), 2000) + "\n")
         text.append("what to do:  ", style="bold")

@@ -45,7 +45,7 @@ import os
 from .changes import Change, ChangeFeed
 from .clock import Clock
 from .files import atomic_write_json
-from .open_errors import WorkspaceOpenError, open_error
+from .open_errors import WorkspaceOpenError, canvas_location, open_error
 
 __all__ = ["Settings", "Workspace", "WorkspaceOpenError", "CaptureFailure", "JUDGE_USER", "import_services"]
 
@@ -138,8 +138,8 @@ class Workspace:
         self.follower: Any = None
         self.created = False
         """True when this open created the workspace (and seeded it)."""
-        self._opening = self.path
-        """The file or folder being opened (named when the open fails)."""
+        self._opening: Path | str = self.path
+        """The file or folder being opened (named when the open fails), or the canvas server's masked URL."""
         self._captures: dict[tuple[str, str], CaptureFailure] = {}
         self.feed.subscribe(self._track_capture)
 
@@ -243,7 +243,7 @@ class Workspace:
         self.remote = RemoteCloud(found.url, found.token)
         self.desk = ServedDesk(self.remote, self.feed, clock=settings.clock)
         await self.desk.start()
-        self._opening = self.path / "canvas.db"
+        self._opening = canvas_location(settings.canvas_url, self.path)
         self.canvas = await Canvas.open(settings.canvas_url or self.path / "canvas.db", changes=self.feed,
                                         clock=settings.clock)
         self._opening = self.path / "memory"
@@ -301,7 +301,7 @@ class Workspace:
         settings = self.settings
         if self.server is not None:
             self._claim_following()  # the serving window follows; attached windows then leave it to it
-        self._opening = self.path / "canvas.db"
+        self._opening = canvas_location(settings.canvas_url, self.path)
         self.canvas = await Canvas.open(settings.canvas_url or self.path / "canvas.db", changes=self.feed,
                                         clock=settings.clock)
         self._opening = self.path / "memory"

@@ -82,3 +82,24 @@ async def test_quitting_a_workspace_that_opened_exits_0(tmp_path) -> None:
         await pilot.press("q")
         await pilot.pause()
     assert app.return_code == 0
+
+
+async def test_a_canvas_server_that_cannot_be_reached_is_named_by_its_masked_url_on_the_screen(tmp_path) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"postgresql+psycopg://ada:s3cret@127.0.0.1:{port}/canvas"
+    app = make_app(Settings(path=tmp_path / "ws", clock=FakeClock(), canvas_url=url))
+    async with app.run_test(size=(120, 36), notifications=True) as pilot:
+        await wait_for_error_screen(pilot)
+        await pilot.pause()
+        shown = str(app.screen.query_one("#open-error-text").render())
+        assert f"database:    postgresql+psycopg://ada:***@127.0.0.1:{port}/canvas" in shown
+        assert "cannot be reached" in shown and "Start the PostgreSQL server" in shown
+        assert "s3cret" not in app.export_screenshot() and "canvas.db" not in shown.split("what to do")[0]
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_code == 2
+    assert not (tmp_path / "ws" / "canvas.db").exists()
