@@ -20,10 +20,9 @@ from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
 
 from services.changes import Change
-from services.clock import iso
 from services.errors import ServiceError
 
-from .text import DETAIL_CAP, highlight, level_style, safe, safe_text
+from .text import DETAIL_CAP, highlight, iso, level_style, safe, safe_text, short_time
 from .widgets.graph import NeighbourhoodGraph
 from .widgets.pane import DEBOUNCE, Pane, PaletteAction
 
@@ -240,7 +239,7 @@ class CanvasPane(Pane):
                 more.append(f"  r{r.revision} {iso(r.at)[:19]} {safe(r.author or '—', 60)} {safe(r.summary or '', 200)}\n")
         more.append("events\n", style="bold underline")
         for e in d.events:
-            more.append(f"  {iso(e.at)[11:19]} L{e.level:<2} {safe(e.type, 60)} {safe(e.actor_id or '', 60)}\n",
+            more.append(f"  {short_time(e.at)} L{e.level:<2} {safe(e.type, 60)} {safe(e.actor_id or '', 60)}\n",
                         style=level_style(e.level))
         if not d.events:
             more.append("  none\n", style="dim")

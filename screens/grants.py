@@ -15,11 +15,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
-from services.clock import iso
 from services.wire import RefusalCode
 
 from .dialogs import Field, FormDialog
-from .text import cell_text, highlight, notify_plain, safe, safe_text, tone
+from .text import cell_text, highlight, notify_plain, safe, safe_text, short_time, tone
 from .widgets.pane import Pane, PaletteAction, is_current
 
 __all__ = ["GrantsPane", "REFUSAL_CODES"]
@@ -138,7 +137,7 @@ class GrantsPane(Pane):
             past = view.state == "active" and view.refusal is None  # the grant refuses no more: history, not alarm
             text.append("refusals the app met" + (" (before the grant was restored):\n" if past else ":\n"), style="bold")
             for r in refusals:
-                text.append(f"  {iso(r.at)[11:19]} {safe(r.code, 60)} at rev {r.rev}: {safe(r.message, 200)}\n",
+                text.append(f"  {short_time(r.at)} {safe(r.code, 60)} at rev {r.rev}: {safe(r.message, 200)}\n",
                             style="dim" if past else tone("bad"))
         detail.update(text)
 

@@ -16,10 +16,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
-from services.clock import iso
-
 from .dialogs import Field, FormDialog
-from .text import highlight, level_style, notify_plain, safe, safe_text
+from .text import highlight, iso, level_style, notify_plain, safe, safe_text, short_time
 from .widgets.pane import DEBOUNCE, Pane, PaletteAction, is_current
 
 __all__ = ["InboxPane", "InboxGroup", "group_entries"]
@@ -172,7 +170,7 @@ class InboxPane(Pane):
         style = "bold" if unread else "dim"
         return (  # the long columns last: a narrow pane cuts them, the detail below has them whole
             Text("●" if unread else " ", style="bold"),
-            Text(iso(e.at)[11:19], style=style),
+            Text(short_time(e.at), style=style),
             Text(f"L{e.level}", style=Style.parse(style) + level_style(e.level)),
             highlight(safe_text(e.event_type, 40, style), needle),
             Text(f"×{group.count}" if group.count > 1 else "", style="bold"),

@@ -24,7 +24,7 @@ from textual.widgets import DataTable, SelectionList, Static
 from services.errors import ServiceError
 
 from .dialogs import ConfirmDialog, Field, FormDialog
-from .text import DETAIL_CAP, cell_text, highlight, notify_plain, safe, tone
+from .text import DETAIL_CAP, cell_text, date_time, day_minute, highlight, notify_plain, safe, tone
 from .widgets.fit_table import FitTable, fit_cell
 from .widgets.pane import DEBOUNCE, Pane, PaletteAction, is_current
 
@@ -107,7 +107,7 @@ class JudgmentsPane(Pane):
         items: dict[str, Any] = {}
         if self.okf is not None:
             queue = await self.okf.queue()
-            for item in sorted(queue, key=lambda i: (i.created, -i.inputs, i.agent, i.attempt, i.id)):
+            for item in sorted(queue, key=lambda i: (i.created_at, -i.inputs, i.agent, i.attempt, i.id)):
                 items[f"okf:{item.id}"] = item
         if self.insights is not None:
             for review in await self.insights.list():
@@ -159,17 +159,15 @@ class JudgmentsPane(Pane):
         rows = []
         for key, item in items.items():
             if key.startswith("okf:"):
-                state, verdicts, created = item.state, f"+{item.promote} ≈{item.merge} −{item.drop}", item.created[:19]
+                state, verdicts = item.state, f"+{item.promote} ≈{item.merge} −{item.drop}"
                 kind = "harvest"
             else:
-                from services.clock import iso
-
-                state, verdicts, created = item.status, f"{len(item.proposal.candidates)} cand.", iso(item.created_at)[:19]
+                state, verdicts = item.status, f"{len(item.proposal.candidates)} cand."
                 kind = "insight"
             what = fit_cell(highlight(cell_text(self._what(key, item), 120), needle))  # second: shown at every width
             rows.append((key, (Text(kind), what, Text(safe(state, 20), style="bold" if state == "pending" else "dim"),
                                Text(verdicts),
-                               Text(safe(created[5:16].replace("T", " "), 11)),  # MM-DD HH:MM; the detail has it whole
+                               Text(day_minute(item.created_at)),  # MM-DD HH:MM; the detail has it whole
                                )))
         if rows == self._table_rows:
             return
@@ -273,7 +271,7 @@ class JudgmentsPane(Pane):
                 if digest:
                     text.append(f" · digest {safe(digest, 80)}")
                 if at:
-                    text.append(f" · at {safe(at, 40)}")
+                    text.append(f" · at {date_time(at)}")
                 text.append("\n")
         text.append("outcomes\n", style="bold underline")
         for o in d.outcomes:

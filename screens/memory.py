@@ -20,14 +20,13 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Label, Static
 
 from services.boundary import WorkspaceView
-from services.clock import iso
 from services.errors import ServiceError
 
 if TYPE_CHECKING:
     from services.knowledge.outbox import MemoryOutbox
 
 from .dialogs import ConfirmDialog
-from .text import cell_text, notify_plain, safe, safe_text, tone
+from .text import cell_text, date_time, notify_plain, safe, safe_text, tone
 from .widgets.pane import is_current
 
 __all__ = ["MemoryScreen"]
@@ -115,15 +114,15 @@ class MemoryScreen(Screen[None]):
                           cell_text(conv.error or "", 60), key=conv.conversation_id)
         summary = Text()
         last = status.last_delivery_at
-        summary.append(f"pending {status.pending_total} · last delivery {iso(last) if last else 'never'}")
+        summary.append(f"pending {status.pending_total} · last delivery {date_time(last, 'never')}")
         sweep = status.last_sweep
         if sweep is not None:
             summary.append(f" · last sweep delivered {sweep.delivered_records} records"
                            + (f", skipped: {safe(sweep.skipped, 200)}" if sweep.skipped else ""))
         summary.append(f"\nforks waiting: {len(status.pending_forks)}")
         for fork in status.pending_forks[:10]:
-            summary.append(f"\n  {safe(fork.get('childId'), 80)} ← {safe(fork.get('parentId'), 80)}"
-                           f" at turn {safe(fork.get('atTurn'), 20)}")
+            summary.append(f"\n  {safe(fork.child_id, 80)} ← {safe(fork.parent_id, 80)}"
+                           f" at turn {'?' if fork.at_turn is None else fork.at_turn}")
         for error in status.errors[-3:]:
             summary.append("\n")
             summary.append(safe(error, 400), style=tone("bad"))
@@ -132,7 +131,7 @@ class MemoryScreen(Screen[None]):
         lines = self.query_one("#memory-quarantine", DataTable)
         lines.clear()
         for item in self.quarantine:
-            when = iso(item.quarantined_at / 1000) if item.quarantined_at else "?"
+            when = date_time(item.quarantined_at)
             lines.add_row(str(item.position + 1), when, str(item.line or "?"), cell_text(item.reason, 60),
                           cell_text(item.raw, 80), key=str(item.position))
         self._draw_representation()

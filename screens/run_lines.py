@@ -8,9 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from services.clock import iso
-
-from .text import LINE_CAP, safe
+from .text import LINE_CAP, safe, short_time
 
 __all__ = ["STATUS_GLYPHS", "raw_line", "conversation_lines", "action_line", "refusal_line", "event_fields", "merge_lines"]
 
@@ -30,8 +28,8 @@ def _node(event: dict[str, Any]) -> str:
 
 
 def _hms(at: Any) -> str:
-    text = str(at or "")
-    return text[11:19] if len(text) >= 19 else safe(text, 19)
+    """``HH:MM:SS`` of an event's ``at`` (float seconds in the read model); blank when it has none."""
+    return short_time(at) if isinstance(at, (int, float)) and at else " " * 8
 
 
 def raw_line(event: dict[str, Any]) -> str:
@@ -80,27 +78,28 @@ def conversation_lines(event: dict[str, Any]) -> list[str]:
 def action_line(action: Any) -> str:
     """An operator (or app) action on the run, attributed: ``⚙ operator · reply: hello``."""
     detail = f": {safe(action.detail)}" if action.detail else ""
-    return f"{iso(action.at)[11:19]} ⚙ {safe(action.by, 20)} · {safe(action.action, 60)}{detail}"
+    return f"{short_time(action.at)} ⚙ {safe(action.by, 20)} · {safe(action.action, 60)}{detail}"
 
 
 def refusal_line(refusal: Any) -> str:
     """A refusal the app met, linked to the grant revision that caused it (``g`` opens the grant)."""
     rev = f"rev {refusal.rev}" if refusal.rev is not None else "unknown rev"
     message = f" ({safe(refusal.message, 200)})" if refusal.message else ""
-    return (f"{iso(refusal.at)[11:19]} ‼ refused {safe(refusal.code, 60)}{message} ← grant of "
+    return (f"{short_time(refusal.at)} ‼ refused {safe(refusal.code, 60)}{message} ← grant of "
             f"{safe(refusal.user_id, 80)} at {rev}; press g to open it")
 
 
 def merge_lines(events: list[dict[str, Any]], actions: list[Any], refusals: list[Any], *, raw: bool) -> list[str]:
     """A whole run's lines in time order: events, then the actions and refusals stamped at the same time."""
-    items: list[tuple[str, int, int, list[str]]] = []
+    items: list[tuple[float, int, int, list[str]]] = []
     for i, event in enumerate(events):
         lines = [raw_line(event)] if raw else conversation_lines(event)
         if lines:
-            items.append((str(event.get("at", "")), 0, i, lines))
+            at = event.get("at")
+            items.append((float(at) if isinstance(at, (int, float)) else 0.0, 0, i, lines))
     for i, action in enumerate(actions):
-        items.append((iso(action.at), 1, i, [action_line(action)]))
+        items.append((action.at, 1, i, [action_line(action)]))
     for i, refusal in enumerate(refusals):
-        items.append((iso(refusal.at), 2, i, [refusal_line(refusal)]))
+        items.append((refusal.at, 2, i, [refusal_line(refusal)]))
     items.sort(key=lambda item: item[:3])
     return [line for item in items for line in item[3]]

@@ -1,5 +1,8 @@
 """Rendering helpers for untrusted text: sanitise, clip, and build markup-free ``Text``; toasts; theme tones.
 
+Times arrive from the services as float seconds since the epoch (``services.boundary``); the
+panes format them here only (``iso``, ``date_time``, ``day_minute``, ``short_time``, ``age``).
+
 ``notify_plain`` is the one way the workbench shows a toast: message and title sanitised and clipped,
 and never parsed as markup (Textual's ``notify`` parses markup by default, so an id holding ``[/x]``
 would crash the app and ``[@click=app.quit]`` would be obeyed).
@@ -16,8 +19,8 @@ from textual import active_app
 from services.clock import iso
 from services.text import clip, sanitize
 
-__all__ = ["safe", "safe_text", "cell_text", "highlight", "short_time", "age", "level_style", "tone", "TONES", "LINE_CAP",
-           "DETAIL_CAP", "TOAST_CAP", "notify_plain"]
+__all__ = ["safe", "safe_text", "cell_text", "highlight", "iso", "short_time", "date_time", "day_minute", "age",
+           "level_style", "tone", "TONES", "LINE_CAP", "DETAIL_CAP", "TOAST_CAP", "notify_plain"]
 
 LINE_CAP = 2_000
 """Characters of one untrusted value shown on a list row or stream line."""
@@ -67,6 +70,16 @@ def highlight(text: Text | str, needle: str, style: str = "reverse") -> Text:
 def short_time(ts: float) -> str:
     """``HH:MM:SS`` (UTC) of a timestamp."""
     return iso(ts)[11:19]
+
+
+def date_time(ts: float | None, absent: str = "?") -> str:
+    """``YYYY-MM-DD HH:MM:SS`` (UTC) of a timestamp; ``absent`` when there is none (None or 0)."""
+    return iso(ts)[:19].replace("T", " ") if ts else absent
+
+
+def day_minute(ts: float | None, absent: str = "?") -> str:
+    """``MM-DD HH:MM`` (UTC) of a timestamp, for a narrow column; ``absent`` when there is none."""
+    return iso(ts)[5:16].replace("T", " ") if ts else absent
 
 
 def age(now: float, then: float) -> str:

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ...boundary import parse_time, time_or_none
 from ...changes import ChangeFeed
 from ...clock import Clock
 from ...errors import ServiceError
@@ -66,7 +67,9 @@ def _to_json(review: InsightReview) -> dict[str, Any]:
 def _from_json(data: dict[str, Any], path: Path) -> InsightReview:
     try:
         proposal = Proposal(**{**data["proposal"], "candidates": tuple(data["proposal"]["candidates"])})
-        return InsightReview(**{**data, "proposal": proposal, "errors": tuple(data.get("errors", ()))})
+        return InsightReview(**{**data, "proposal": proposal, "errors": tuple(data.get("errors", ())),
+                                "created_at": parse_time(data.get("created_at")),  # one time type: float seconds
+                                "decided_at": time_or_none(data.get("decided_at"))})
     except (KeyError, TypeError, ServiceError) as exc:
         raise CorruptFileError(f"{path}: not a review record ({exc})") from None
 

@@ -19,7 +19,7 @@ from .inspect import PREVIEW_CAP, inspect_source, preview_file
 from .judge import FixedReplyJudgeClient, JudgeClient, LocalJudgeClient, build_prompt, deterministic_judge_reply, judge_documents, parse_prompt
 from .judgment import JudgmentCheck, check_judgment
 from .limits import MAX_CONCEPT_BYTES, MAX_DEPTH, MAX_JUDGMENT_BYTES, PathLimits
-from .models import NOTICE_KINDS, QUEUE_STATES, JudgmentDetail, JudgmentItem, OkfNotice, OutcomeView, ReadResult, SourceInfo
+from .models import NOTICE_KINDS, QUEUE_STATES, AcceptedReceipt, JudgmentDetail, JudgmentItem, OkfNotice, OutcomeView, ReadResult, SourceInfo
 from .proposal import FileChange
 from .state import StateDir
 from .watcher import Debouncer, NotesWatcher
@@ -27,7 +27,7 @@ from .watcher import Debouncer, NotesWatcher
 __all__ = [
     "Harvest", "JudgeClient", "LocalJudgeClient", "FixedReplyJudgeClient", "CrouterJudgeClient", "JudgeRunError", "deterministic_judge_reply",
     "judge_documents", "build_prompt", "parse_prompt", "check_judgment", "JudgmentCheck",
-    "QUEUE_STATES", "JudgmentItem", "JudgmentDetail", "OutcomeView", "FileChange", "SourceInfo", "ReadResult",
+    "QUEUE_STATES", "AcceptedReceipt", "JudgmentItem", "JudgmentDetail", "OutcomeView", "FileChange", "SourceInfo", "ReadResult",
     "NOTICE_KINDS", "OkfNotice", "MAX_JUDGMENT_BYTES", "MAX_CONCEPT_BYTES", "MAX_DEPTH", "PathLimits",
     "DirectoryBase", "init_directory_base", "Finding", "validate_bundle", "validate_tree",
     "CaptureReport", "capture_notes", "capture_record", "DeliveryProvider", "DirectoryProvider", "RecoveryOutcome",

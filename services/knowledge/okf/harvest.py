@@ -343,11 +343,11 @@ class Harvest:
                     try:
                         item = item_of(self.state.load_run(source_id, run_id), agent)
                     except OkfError as exc:  # a damaged run.json is shown, not hidden, and breaks nothing else
-                        item = JudgmentItem(run_id, source_id, agent, "invalid", "unknown", 0, "", 0, 0, 0, 0,
+                        item = JudgmentItem(run_id, source_id, agent, "invalid", "unknown", 0, 0.0, 0, 0, 0, 0,
                                             (str(exc),), None, ())
                     if states is None or item.state in states:
                         items.append(item)
-            return sorted(items, key=lambda i: (i.created, i.id))
+            return sorted(items, key=lambda i: (i.created_at, i.id))
 
         return await asyncio.to_thread(work)
 

@@ -1,12 +1,17 @@
-"""Frozen read models the UI gets from ``Harvest``: queue items, judgment details, sources, reads, notices."""
+"""Frozen read models the UI gets from ``Harvest``: queue items, judgment details, sources, reads, notices.
+
+Times in these models are float seconds since the epoch (``services.boundary``): the state dir
+keeps ISO-8601 strings on disk (``run.json``), converted once when a read model is built.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .proposal import FileChange
 
-__all__ = ["QUEUE_STATES", "NOTICE_KINDS", "JudgmentItem", "OutcomeView", "JudgmentDetail", "SourceInfo", "ReadResult",
+__all__ = ["QUEUE_STATES", "NOTICE_KINDS", "AcceptedReceipt", "JudgmentItem", "OutcomeView", "JudgmentDetail", "SourceInfo", "ReadResult",
            "OkfNotice"]
 
 QUEUE_STATES = ("judging", "pending", "invalid", "delivering", "approved", "rejected", "failed")
@@ -16,6 +21,15 @@ delivered, rejected by the operator, or refused at delivery (e.g. the base chang
 NOTICE_KINDS = ("base-blocked", "capture-failed", "note-skipped")
 """What an ``OkfNotice`` is about: a base nothing can be published to (or read from) until the
 operator acts, a capture that recorded nothing, a note that was refused."""
+
+
+class AcceptedReceipt(NamedTuple):
+    """A base whose delivery was accepted: its alias, the accepted digest and when."""
+
+    alias: str
+    digest: str
+    accepted_at: float | None
+    """Seconds since the epoch; None when the receipt holds no usable time."""
 
 
 @dataclass(frozen=True)
@@ -34,8 +48,8 @@ class JudgmentItem:
     """The run's OKF status (``delivering``, ``processed``, ``rejected`` ...)."""
     attempt: int
     """1 for the first judgment, +1 for each rejudgment."""
-    created: str
-    """When the run was created (ISO UTC)."""
+    created_at: float
+    """When the run was created (seconds since the epoch; 0.0 when ``run.json`` holds no usable time)."""
     inputs: int
     """How many inputs the run judges."""
     promote: int
@@ -50,8 +64,8 @@ class JudgmentItem:
     """The operator's rejection reason."""
     receipts: tuple[tuple[str, str], ...]
     """``(alias, receipt status)`` per base."""
-    accepted: tuple[tuple[str, str, str], ...] = ()
-    """``(alias, acceptedDigest, acceptedAt)`` per base whose delivery was accepted."""
+    accepted: tuple[AcceptedReceipt, ...] = ()
+    """``(alias, digest, accepted_at)`` per base whose delivery was accepted."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,7 @@
-"""Read models of runs for the approval queue: ``item_of`` (queue row) and ``detail_of`` (one judgment)."""
+"""Read models of runs for the approval queue: ``item_of`` (queue row) and ``detail_of`` (one judgment).
+
+The ISO-8601 times of ``run.json`` become float seconds here, once (``services.boundary``).
+"""
 
 from __future__ import annotations
 
@@ -6,8 +9,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ...boundary import parse_time, time_or_none
 from .errors import OkfError
-from .models import JudgmentDetail, JudgmentItem, OutcomeView
+from .models import AcceptedReceipt, JudgmentDetail, JudgmentItem, OutcomeView
 from .proposal import FileChange, file_changes, read_proposal
 from .runs import RunBook
 from .state import StateDir
@@ -27,11 +31,11 @@ def item_of(run: dict[str, Any], agent: str) -> JudgmentItem:
     review = run.get("review") or {}
     return JudgmentItem(
         id=run["id"], source_id=run["source"], agent=agent, state=review.get("state", "judging"),
-        run_status=run["status"], attempt=int(run.get("attempt", 1)), created=run["created"],
+        run_status=run["status"], attempt=int(run.get("attempt", 1)), created_at=parse_time(run.get("created")),
         inputs=len(run["inputs"]), promote=counts["promote"], merge=counts["merge"], drop=counts["drop"],
         problems=tuple(error.get("problems", [])), reason=review.get("reason"),
         receipts=tuple(sorted((alias, r.get("status", "")) for alias, r in run.get("receipts", {}).items())),
-        accepted=tuple(sorted((alias, str(r["acceptedDigest"]), str(r.get("acceptedAt", "")))
+        accepted=tuple(sorted(AcceptedReceipt(alias, str(r["acceptedDigest"]), time_or_none(r.get("acceptedAt")))
                               for alias, r in run.get("receipts", {}).items() if r.get("acceptedDigest"))),
     )
 

@@ -26,7 +26,7 @@ from .models import (
 )
 from .quarantine import QuarantinedLine, QuarantineError
 from .service import MemoryOutbox, StartChild
-from .status import ConversationStatus, OutboxStatus
+from .status import ConversationStatus, OutboxStatus, PendingFork
 from .stores import OutboxSnapshot, OutboxStores
 from .sweep import SWEEP_TASK_NAME, SweepResult, run_sweep
 from .tools import RecallTools
@@ -47,6 +47,7 @@ __all__ = [
     "RecallTools",
     "OutboxStatus",
     "ConversationStatus",
+    "PendingFork",
     "HonchoClient",
     "FakeHonchoService",
     "FakeHonchoTransport",

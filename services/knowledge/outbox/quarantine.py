@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from services.boundary import ms_time
 from services.files import atomic_write_text
 from services.text import decode_text
 
@@ -36,7 +37,7 @@ class QuarantinedLine:
     position: int
     """0-based position in the quarantine file."""
     quarantined_at: float | None
-    """When it was set aside (ms since the epoch), when known."""
+    """When it was set aside (seconds since the epoch; the file keeps milliseconds), when known."""
     line: int | None
     """Its line number in ``capture.jsonl`` then."""
     reason: str
@@ -58,10 +59,9 @@ def read_quarantine(stores: OutboxStores) -> list[QuarantinedLine]:
         if not isinstance(value, dict):
             out.append(QuarantinedLine(position, None, None, "unreadable quarantine entry", entry, entry))
             continue
-        at = value.get("quarantinedAt")
         line = value.get("line")
         out.append(QuarantinedLine(
-            position, at if isinstance(at, (int, float)) and not isinstance(at, bool) else None,
+            position, ms_time(value.get("quarantinedAt")),
             line if isinstance(line, int) and not isinstance(line, bool) else None,
             str(value.get("reason") or "no reason recorded"), str(value.get("raw", entry)), entry))
     return out

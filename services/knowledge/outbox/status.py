@@ -1,15 +1,22 @@
-"""The status view for the UI: plain read models built from the stores (inside the mutex)."""
+"""The status view for the UI: plain read models built from the stores (inside the mutex).
+
+Times in these models are float seconds since the epoch (``services.boundary``); the files keep
+epoch milliseconds, converted once here (``ms_time``). A stamp that is no usable time reads as
+None: it never stops the status from being built.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.boundary import ms_time
+
 from .models import OutboxError
 from .stores import OutboxStores
 from .sweep import SweepResult
 
-__all__ = ["ConversationStatus", "OutboxStatus", "build_status"]
+__all__ = ["ConversationStatus", "OutboxStatus", "PendingFork", "build_status", "pending_fork"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +40,26 @@ class ConversationStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class PendingFork:
+    """A fork not resolved yet: the child conversation, its parent and the turn it forks at."""
+
+    child_id: str
+    parent_id: str
+    at_turn: int | None
+    """The parent's turn the child starts from (None when the record holds no usable turn)."""
+    created_at: float | None
+    """When the fork was asked for (seconds since the epoch), when known."""
+
+
+def pending_fork(record: dict[str, Any]) -> PendingFork:
+    """The read model of one fork record (``state/forks/pending/<childId>.json``)."""
+    turn = record.get("atTurn")
+    return PendingFork(child_id=str(record.get("childId") or "?"), parent_id=str(record.get("parentId") or "?"),
+                       at_turn=turn if isinstance(turn, int) and not isinstance(turn, bool) else None,
+                       created_at=ms_time(record.get("createdAt")))
+
+
+@dataclass(frozen=True, slots=True)
 class OutboxStatus:
     """Everything the outbox pane shows."""
 
@@ -41,8 +68,8 @@ class OutboxStatus:
     """Pending records across all conversations."""
     last_delivery_at: float | None = None
     """Newest delivery (seconds since the epoch), from ``state/last-delivery.json``."""
-    pending_forks: list[dict[str, Any]] = field(default_factory=list)
-    """Fork records not resolved yet."""
+    pending_forks: list[PendingFork] = field(default_factory=list)
+    """Forks not resolved yet."""
     resolved_forks: int = 0
     corrupt_lines: int = 0
     """Lines in ``capture.jsonl`` that the next sweep will quarantine."""
@@ -89,7 +116,7 @@ def build_status(stores: OutboxStores, last_sweep: SweepResult | None, errors: l
     forks = stores.read_pending_forks()
     return OutboxStatus(
         conversations=rows, pending_total=sum(r.pending for r in rows),
-        last_delivery_at=(marker["lastDeliveryAt"] / 1000) if marker and "lastDeliveryAt" in marker else None,
-        pending_forks=[f for f in forks if not f.get("resolvedAt")],
+        last_delivery_at=ms_time(marker.get("lastDeliveryAt")) if isinstance(marker, dict) else None,
+        pending_forks=[pending_fork(f) for f in forks if not f.get("resolvedAt")],
         resolved_forks=sum(1 for f in forks if f.get("resolvedAt")), corrupt_lines=len(snapshot.corrupt),
         quarantined=stores.quarantined_count(), last_sweep=last_sweep, errors=errors)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from services.boundary import parse_time
 from services.knowledge.okf import (
     BaselineError, FixedReplyJudgeClient, OkfPathError, RecoveryError, RunStateError,
     deterministic_judge_reply,
@@ -45,7 +46,7 @@ async def test_pending_judgment_detail_and_whole_approval(world: World) -> None:
     run = world.harvest.state.load_run(world.source_id, judgment_id)
     receipt = run["receipts"]["team"]
     assert receipt["acceptedDigest"].startswith("sha256-") and receipt["acceptedAt"]
-    assert item.accepted == (("team", receipt["acceptedDigest"], receipt["acceptedAt"]),)
+    assert item.accepted == (("team", receipt["acceptedDigest"], parse_time(receipt["acceptedAt"])),)
     status = world.harvest.state.status(world.source_id)
     assert sorted(status["processed"]) == sorted(run["inputs"])
     assert f"{judgment_id}/team" in status["accepted"] and f"{judgment_id}/team" in status["delivered"]

@@ -22,7 +22,7 @@ async def test_status_counts_pending_and_delivered(outbox: MemoryOutbox, fake, c
     assert (rows["run_b"].pending, rows["run_b"].delivered, rows["run_b"].session_id) == (1, 0, None)
     assert status.pending_total == 2
     assert status.last_delivery_at == int(clock.time() * 1000) / 1000
-    assert [f["childId"] for f in status.pending_forks] == [child]
+    assert [f.child_id for f in status.pending_forks] == [child]
     assert status.last_sweep is not None and status.last_sweep.delivered_records == 2
     failed = await advancing(clock, outbox.sweep())
     status = await outbox.status()

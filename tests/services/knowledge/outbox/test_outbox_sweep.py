@@ -168,7 +168,7 @@ async def test_unresolved_forks_are_established_first(outbox: MemoryOutbox, fake
     await outbox.sweep()
     child = "run_c"  # a pending fork left unresolved (say, the memory service was down when it was made)
     outbox.stores.write_pending_fork({"childId": child, "parentId": "run_p", "atTurn": 1, "createdAt": 1})
-    assert [f["childId"] for f in (await outbox.status()).pending_forks] == [child]
+    assert [f.child_id for f in (await outbox.status()).pending_forks] == [child]
     await outbox.capture_turn("run_z", "u", turn("z", "z"))
     await outbox.capture_turn(child, "u", turn("c1", "cr1"))
     fake.calls.clear()
