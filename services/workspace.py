@@ -227,13 +227,14 @@ class Workspace:
 
     async def _start_attached(self, found: Any) -> None:
         """Attach to the workspace's server: runs and grants through its control API and change
-        stream; the canvas, outbox and insights from the folder's own stores (shared with the
-        serving process through their locks). The serving process alone follows runs, sweeps the
-        outbox and judges notes, so nothing is done twice."""
+        stream; the canvas, outbox, insights and OKF judgments from the folder's own stores (shared
+        with the serving process through their locks). The serving process alone follows runs,
+        sweeps the outbox and judges notes, so nothing is done twice."""
         from .attach import ServedDesk
         from .canvas import Canvas
         from .cloud.remote import RemoteCloud
         from .knowledge.insights import InsightReviews
+        from .knowledge.okf.attached import AttachedHarvest
         from .knowledge.outbox import MemoryOutbox
         from .knowledge.outbox.honcho_serve import HONCHO_PREFIX
         from .knowledge.outbox.target import memory_target
@@ -256,6 +257,7 @@ class Workspace:
         self._opening = self.path / "knowledge"
         self.insights = await InsightReviews.open(self.path / "knowledge", self.canvas, changes=self.feed,
                                                   clock=settings.clock)
+        self.okf = await AttachedHarvest.attach(self.path / "knowledge", self.feed, clock=settings.clock)
         if self._claim_following():  # nobody follows the runs into the canvas (a headless server): this window does
             from .canvas import RunBridge
             from .follower import RunFollower, ServedRuns

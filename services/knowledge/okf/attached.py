@@ -1,0 +1,114 @@
+"""OKF judgments in a window attached to a served workspace: list, approve, reject; never judge.
+
+The serving process alone captures notes and judges them, so nothing is judged twice.
+``AttachedHarvest.attach(root, changes)`` opens the same knowledge root for the approval queue:
+``queue``, ``detail``, ``notices``, ``sources``, ``inspect``, ``approve``, ``reject`` and ``retry``
+work as in ``Harvest``, through the stores' own cross-process locks: ``claim_approval`` moves a
+pending judgment to ``delivering`` under the run's lock (when two windows approve one judgment,
+one wins and the other gets ``RunStateError``), and delivery publishes under the base's lock and
+journal, so a judgment is published once.
+
+Nothing that belongs to the serving process runs here: no sweep of leftover temp files (they may
+be the serving process's own, in flight), no journal recovery at open, no marking of judging runs
+as interrupted, no notes watcher. Capturing, judging, rejudging and creating bases or homes are
+refused with ``OkfError`` (``E_ATTACHED``) naming the serving window as the place to do them; the
+queue's state is untouched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any, NoReturn
+
+from ...changes import ChangeFeed
+from ...clock import Clock
+from ...files import FileLock, atomic_write_json
+from .capture import CaptureReport
+from .descriptors import binding_path_problems, load_bindings
+from .errors import OkfError, OkfPathError
+from .harvest import BINDINGS_NAME, Harvest
+from .health import BINDINGS_LOCK, binding_unusable, check_bases
+from .models import JudgmentItem
+
+__all__ = ["AttachedHarvest", "ATTACHED_CODE"]
+
+ATTACHED_CODE = "E_ATTACHED"
+"""The code of what only the serving process does."""
+
+
+class _ServingJudge:
+    """The judge of an attached window: judging happens in the serving process only."""
+
+    async def judge(self, prompt: str, *, cwd: str) -> str:
+        _refuse("judging")
+
+
+def _refuse(what: str) -> NoReturn:
+    raise OkfError(f"{what} happens in the window that serves this workspace; this window is attached to it",
+                   code=ATTACHED_CODE, remedy="do it in the serving window (or run `workbench` there)")
+
+
+class AttachedHarvest(Harvest):
+    """The approval queue of a served workspace's knowledge root, opened by an attached window."""
+
+    @classmethod
+    async def attach(cls, root: Path, changes: ChangeFeed, *, clock: Clock | None = None) -> "AttachedHarvest":
+        """Open ``root`` for the queue only (an empty one is started when nobody opened it yet)."""
+        root = Path(os.path.abspath(root))
+        file = root / BINDINGS_NAME
+
+        def prepare() -> tuple[Any, dict[str, str]]:
+            if not file.exists():  # a headless server never opened it: start it empty, as ``Harvest.open`` does
+                root.mkdir(parents=True, exist_ok=True)
+                with FileLock(root / BINDINGS_LOCK):
+                    if not file.exists():
+                        atomic_write_json(file, {"version": 1, "stateDir": "state", "cron": "*/15 * * * *",
+                                                 "tz": "UTC", "bases": {}})
+            bindings = load_bindings(file, check_paths=False)
+            unusable = binding_path_problems(bindings)
+            if "stateDir" in unusable:
+                raise OkfPathError(unusable["stateDir"])
+            bindings.state_dir.mkdir(parents=True, exist_ok=True)
+            return bindings, unusable
+
+        bindings, unusable = await asyncio.to_thread(prepare)
+        harvest = cls(root, changes, _ServingJudge(), bindings, clock=clock or Clock(), watch_window=0.2,
+                      unusable=unusable)
+
+        def blocked() -> dict[str, Any]:
+            found = {alias: binding_unusable(alias, bindings.directory(alias).path, bindings.file, why)
+                     for alias, why in unusable.items()}
+            for alias, notice in check_bases(harvest.runs).items():
+                found.setdefault(alias, notice)
+            return found
+
+        harvest.blocked = await asyncio.to_thread(blocked)
+        return harvest
+
+    # -- what only the serving process does ------------------------------------------------------
+
+    async def capture_now(self, source_id: str | None = None, *, judge: bool = True) -> list[CaptureReport]:
+        _refuse("capturing notes")
+
+    async def capture_record(self, source_id: str, record: dict[str, Any], *, judge: bool = True) -> CaptureReport:
+        _refuse("capturing run records")
+
+    async def harvest(self, source_id: str) -> list[str]:
+        _refuse("judging")
+
+    async def rejudge(self, judgment_id: str) -> JudgmentItem:
+        _refuse("judging again")
+
+    async def init_base(self, *args: Any, **kwargs: Any) -> Any:
+        _refuse("creating a base")
+
+    async def register_home(self, *args: Any, **kwargs: Any) -> Any:
+        _refuse("registering a home")
+
+    async def start_watcher(self) -> None:
+        """No watcher here: the serving process watches the homes' notes."""
+
+    async def close(self) -> None:
+        """Nothing to stop."""
