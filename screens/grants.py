@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Static
 
 from services.wire import RefusalCode
 
-from .dialogs import Field, FormDialog
+from .dialogs import Field
 from .text import cell_text, highlight, notify_plain, safe, safe_text, short_time, tone
 from .widgets.pane import Pane, PaletteAction, is_current
 
@@ -148,11 +148,9 @@ class GrantsPane(Pane):
             notify_plain(self.app, "Select a person first.", severity="warning")
         return self.selected
 
-    def _form(self, title: str, fields: list[Field], then: Any, submit: str = "OK") -> None:
-        def done(values: dict[str, str] | None) -> None:
-            if values is not None:
-                then(values)
-        self.app.push_screen(FormDialog(title, fields, submit=submit), done)
+    def _form(self, title: str, fields: list[Field], what: str, call: Any, submit: str = "OK") -> None:
+        """The form makes the change: a refused value (a bad scope) is said inline, the form stays open."""
+        self.form_act(title, fields, what, call, submit=submit)
 
     def action_revoke(self) -> None:
         user = self._need()
@@ -160,8 +158,7 @@ class GrantsPane(Pane):
             desk = self.desk
             self._form(f"Revoke the grant of {safe(user, 80)}? Their app's next refresh is refused (u restores it).",
                        [Field("code", "Refusal code for the next refresh", "grant_revoked", choices=REFUSAL_CODES)],
-                       lambda v: self.act(f"Grant of {user} revoked.", lambda: desk.revoke(user, v["code"])),
-                       submit="Revoke")
+                       f"Grant of {user} revoked.", lambda v: desk.revoke(user, v["code"]), submit="Revoke")
 
     def action_restore(self) -> None:
         user = self._need()
@@ -174,7 +171,7 @@ class GrantsPane(Pane):
         if user:
             desk = self.desk
             self._form(f"Refuse refreshes for {safe(user, 80)}", [Field("code", "Refusal code", choices=REFUSAL_CODES)],
-                       lambda v: self.act(f"Refreshes for {user} refused.", lambda: desk.refuse(user, v["code"])))
+                       f"Refreshes for {user} refused.", lambda v: desk.refuse(user, v["code"]))
 
     def action_expire_tokens(self) -> None:
         user = self._need()
@@ -188,7 +185,7 @@ class GrantsPane(Pane):
             desk = self.desk
             current = " ".join(self._views[user].scopes) if user in self._views else ""
             self._form(f"Scopes of {safe(user, 80)} (space separated)", [Field("scopes", "Scopes", current)],
-                       lambda v: self.act(f"Scopes of {user} set.", lambda: desk.set_scopes(user, v["scopes"].split())))
+                       f"Scopes of {user} set.", lambda v: desk.set_scopes(user, v["scopes"].split()))
 
     def action_clear_filter(self) -> None:
         self.clear_filter()

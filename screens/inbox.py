@@ -16,7 +16,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
-from .dialogs import Field, FormDialog
+from .dialogs import Field
 from .text import highlight, iso, level_style, notify_plain, safe, safe_text, short_time
 from .widgets.pane import DEBOUNCE, Pane, PaletteAction, is_current
 
@@ -233,11 +233,8 @@ class InboxPane(Pane):
             notify_plain(self.app, "No node selected.", severity="warning")
             return
 
-        def done(values: dict[str, str] | None) -> None:
-            if values is not None:
-                self.act("Message sent to the node.", lambda: canvas.message_send(values["body"], to=node))
-        self.app.push_screen(FormDialog("Send the node a message", [Field("body", "Message", multiline=True)],
-                                        submit="Send"), done)
+        self.form_act("Send the node a message", [Field("body", "Message", multiline=True)],  # a refusal stays in the form
+                      "Message sent to the node.", lambda v: canvas.message_send(v["body"], to=node), submit="Send")
 
     def action_clear_filter(self) -> None:
         self.clear_filter()

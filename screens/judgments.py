@@ -23,7 +23,7 @@ from textual.widgets import DataTable, SelectionList, Static
 
 from services.errors import ServiceError
 
-from .dialogs import ConfirmDialog, Field, FormDialog
+from .dialogs import ConfirmDialog, Field
 from .text import DETAIL_CAP, cell_text, date_time, day_minute, highlight, notify_plain, safe, tone
 from .widgets.fit_table import FitTable, fit_cell
 from .widgets.pane import DEBOUNCE, Pane, PaletteAction, is_current
@@ -359,13 +359,10 @@ class JudgmentsPane(Pane):
         insights, candidate = self.insights, self.candidate
         truth = self.detail.proposal.candidates[candidate]
 
-        def done(values: dict[str, str] | None) -> None:
-            if values is not None:
-                self.act("Insight approved into the canvas.",
-                         lambda: insights.approve(ident, candidate=candidate, text=values["truth"]))
-        self.app.push_screen(FormDialog(f"Approve candidate {candidate + 1} (edit it first if needed)",
-                                        [Field("truth", "Durable truth", safe(truth, DETAIL_CAP), multiline=True)],
-                                        submit="Approve"), done)
+        self.form_act(f"Approve candidate {candidate + 1} (edit it first if needed)",  # a refusal stays in the form
+                      [Field("truth", "Durable truth", safe(truth, DETAIL_CAP), multiline=True)],
+                      "Insight approved into the canvas.",
+                      lambda v: insights.approve(ident, candidate=candidate, text=v["truth"]), submit="Approve")
 
     def action_reject(self) -> None:
         target = self._need_pending()
@@ -374,10 +371,8 @@ class JudgmentsPane(Pane):
         kind, ident = target
         service = self.okf if kind == "okf" else self.insights
 
-        def done(values: dict[str, str] | None) -> None:
-            if values is not None:
-                self.act("Rejected.", lambda: service.reject(ident, values["reason"]))
-        self.app.push_screen(FormDialog("Reject: say why", [Field("reason", "Reason")], submit="Reject"), done)
+        self.form_act("Reject: say why", [Field("reason", "Reason")], "Rejected.",  # an empty reason stays in the form
+                      lambda v: service.reject(ident, v["reason"]), submit="Reject")
 
     def action_rejudge(self) -> None:
         """Judge the selected harvest judgment again, or retry its unfinished delivery."""

@@ -21,13 +21,13 @@ from services.errors import ServiceError
 from services.wire import Outcome, TurnErrorCode
 from services.workspace import JUDGE_USER
 
-from .dialogs import ConfirmDialog, DetailDialog, Field, FormDialog
+from .dialogs import ConfirmDialog, DetailDialog, Field
 from .dialogs.form import json_object_check
 from .messages import JumpRequested
 from .run_lines import STATUS_GLYPHS, conversation_lines, merge_lines, raw_line, refusal_line, action_line
 from .text import DETAIL_CAP, age, cell_text, highlight, notify_plain, safe, safe_text, tone
 from .widgets.fit_table import FitTable, fit_cell
-from .widgets.pane import Pane, PaletteAction, is_current
+from .widgets.pane import Pane, PaletteAction, Said, is_current
 from .widgets.stream import EventStream
 
 __all__ = ["RunsPane"]
@@ -256,64 +256,113 @@ class RunsPane(Pane):
             notify_plain(self.app, "Select a run first.", severity="warning")
         return self.selected
 
-    def _ask(self, title: str, fields: list[Field], then: Any, submit: str = "OK", check: Any = None) -> None:
-        def done(values: dict[str, str] | None) -> None:
-            if values is not None:
-                then(values)
-        self.app.push_screen(FormDialog(title, fields, submit=submit, check=check), done)
+    def _now(self, run_id: str) -> Any:
+        """The run as the desk has it now (None once it is gone)."""
+        try:
+            return self.desk.detail(run_id)
+        except ServiceError:
+            return None
+
+    def _left(self, run_id: str, done: str, before: Any, want: tuple[str, ...] = ()) -> Said:
+        """A toast that says what the action left: ``done``, then the run's status read back, and what
+        it was before when that changed; a warning when the status is not one of ``want``."""
+        after = self._now(run_id)
+        if after is None:
+            return f"{done} The run is gone."
+        status = "deleted" if after.deleted else after.status
+        text = f"{done} The run is {status.replace('_', ' ')}"
+        if before is not None and before.status != status:
+            text += f" (it was {before.status.replace('_', ' ')})"
+        text += "."
+        if after.question and status == "waiting_on_user":
+            text += f" Its question is open: “{safe(after.question.get('title'), 80)}”."
+        return (text, "warning") if want and status not in want else text
+
+    def _refuse_settled(self, run_id: str, run: Any, verb: str) -> bool:
+        """Refuse (with a one-line reason) an action that a settled or deleted run would not take."""
+        if run is None or run.deleted or run.settled:
+            state = "gone" if run is None else "deleted" if run.deleted else "settled"
+            ended = f" It ended {self._outcome(run)}." if state == "settled" else ""
+            notify_plain(self.app, f"Run “{self._run_title(run_id)}” is already {state}: nothing to {verb}.{ended}",
+                         severity="warning")
+            return True
+        return False
+
+    @staticmethod
+    def _outcome(run: Any) -> str:
+        return safe((run.outcome or {}).get("outcome") or "settled", 60)
 
     def action_reply(self) -> None:
         run_id = self._need_run()
         if run_id:
-            desk = self.desk
-            self._ask("Reply as the model", [Field("text", "Reply text", multiline=True)],
-                      lambda v: self.act("Replied as the model.", lambda: desk.reply(run_id, v["text"])), "Reply")
+            desk, before = self.desk, self._now(run_id)
+            self.form_act("Reply as the model", [Field("text", "Reply text", multiline=True)],
+                          lambda: self._left(run_id, "Replied as the model.", before),
+                          lambda v: desk.reply(run_id, v["text"]), submit="Reply")
 
     def action_fail_turn(self) -> None:
         run_id = self._need_run()
         if run_id:
-            desk = self.desk
-            self._ask("Fail the turn", [Field("code", "Code", choices=TURN_CODES), Field("message", "Message", "the model failed")],
-                      lambda v: self.act("Turn failed.", lambda: desk.fail_turn(run_id, v["code"], v["message"])), "Fail")
+            desk, before = self.desk, self._now(run_id)
+            self.form_act("Fail the turn", [Field("code", "Code", choices=TURN_CODES), Field("message", "Message", "the model failed")],
+                          lambda: self._left(run_id, "Turn failed.", before),
+                          lambda v: desk.fail_turn(run_id, v["code"], v["message"]), submit="Fail")
 
     def action_settle(self) -> None:
         run_id = self._need_run()
         if run_id:
-            desk = self.desk
-            self._ask("Settle the run", [Field("kind", "Outcome", choices=SETTLE_KINDS), Field("value", "Result / reason")],
-                      lambda v: self.act("Run settled.", lambda: desk.settle(run_id, v["kind"], v["value"])), "Settle")
+            desk, before = self.desk, self._now(run_id)
+            if self._refuse_settled(run_id, before, "settle"):
+                return
+            self.form_act("Settle the run", [Field("kind", "Outcome", choices=SETTLE_KINDS), Field("value", "Result / reason")],
+                          lambda: self._left(run_id, "Run settled.", before, want=("settled",)),
+                          lambda v: desk.settle(run_id, v["kind"], v["value"]), submit="Settle")
 
     def action_ask(self) -> None:
         run_id = self._need_run()
         if run_id:
-            desk = self.desk
-            self._ask("Ask the person a question", [Field("title", "Question")],
-                      lambda v: self.act("Question asked.", lambda: desk.ask(run_id, v["title"])), "Ask")
+            desk, before = self.desk, self._now(run_id)
+            self.form_act("Ask the person a question", [Field("title", "Question")],
+                          lambda: self._left(run_id, "Question asked.", before, want=("waiting_on_user",)),
+                          lambda v: desk.ask(run_id, v["title"]), submit="Ask")
 
     def action_go_idle(self) -> None:
         run_id = self._need_run()
         if run_id:
-            desk = self.desk
-            self.act("Run went idle.", lambda: desk.go_idle(run_id))
+            desk, before = self.desk, self._now(run_id)
+            if self._refuse_settled(run_id, before, "make idle"):
+                return
+            if before.question:  # idle keeps an open question open: the run would stay waiting
+                notify_plain(self.app, f"Run “{self._run_title(run_id)}” waits on its person's answer to "
+                             f"“{safe(before.question.get('title'), 80)}”: it stays waiting on user until answered "
+                             "or settled.", severity="warning")
+                return
+            self.act(lambda: self._left(run_id, "Stopped without a new turn.", before, want=("idle",)), lambda: desk.go_idle(run_id))
 
     def action_emit_event(self) -> None:
         run_id = self._need_run()
         if run_id:
-            desk = self.desk
-            self._ask("Emit an event", [Field("type", "Type", placeholder="node.activity"),
-                                        Field("fields", "Fields (JSON object)", "{}"),
-                                        Field("node", "Node id (empty: the root)")],
-                      lambda v: self.act("Event emitted.", lambda: desk.emit(run_id, v["type"], v["fields"], v["node"] or None)),
-                      "Emit", check=json_object_check("fields", "Fields"))
+            desk, before = self.desk, self._now(run_id)
+            self.form_act("Emit an event", [Field("type", "Type", placeholder="node.activity"),
+                                            Field("fields", "Fields (JSON object)", "{}"),
+                                            Field("node", "Node id (empty: the root)")],
+                          lambda: self._left(run_id, "Event emitted.", before),
+                          lambda v: desk.emit(run_id, v["type"], v["fields"], v["node"] or None),
+                          submit="Emit", check=json_object_check("fields", "Fields"))
 
     def action_delete_run(self) -> None:
         run_id = self._need_run()
         if run_id:
-            desk = self.desk
+            desk, before = self.desk, self._now(run_id)
+            if before is None or before.deleted:
+                notify_plain(self.app, f"Run “{self._run_title(run_id)}” is already deleted: nothing to delete.",
+                             severity="warning")
+                return
 
             def done(yes: bool | None) -> None:
                 if yes:
-                    self.act("Run deleted.", lambda: desk.delete_run(run_id))
+                    self.act(lambda: self._left(run_id, "Run deleted.", before, want=("deleted",)),
+                             lambda: desk.delete_run(run_id))
             self.app.push_screen(ConfirmDialog(f"Delete run “{self._run_title(run_id)}” ({safe(run_id, 80)})? "
                                                "Reads will 404 and streams close."), done)
 
@@ -322,35 +371,41 @@ class RunsPane(Pane):
         if desk is None:
             return
         people = tuple(g.user_id for g in desk.grants()) or ("user:ada",)
+        started: list[str] = []
 
         async def start(values: dict[str, str]) -> None:
             run_id = await desk.start_run(values["person"], values["prompt"])
+            started.append(run_id)
             self.selected = None
             self._select(run_id)
-        self._ask("Start a run as the app (through the SDK)",
-                  [Field("person", "Person", choices=people), Field("prompt", "Prompt")],
-                  lambda v: self.act("Run started.", lambda: start(v)), "Start")
+        self.form_act("Start a run as the app (through the SDK)",
+                      [Field("person", "Person", choices=people), Field("prompt", "Prompt")],
+                      lambda: self._left(started[-1], "Run started.", None), start, submit="Start")
 
     def action_send_message(self) -> None:
         run_id = self._need_run()
         if run_id:
-            desk = self.desk
-            self._ask("Send a message as the app (through the SDK)", [Field("text", "Message")],
-                      lambda v: self.act("Message sent.", lambda: desk.send_message(run_id, v["text"])), "Send")
+            desk, before = self.desk, self._now(run_id)
+            self.form_act("Send a message as the app (through the SDK)", [Field("text", "Message")],
+                          lambda: self._left(run_id, "Message sent.", before),
+                          lambda v: desk.send_message(run_id, v["text"]), submit="Send")
 
     def action_cancel_run(self) -> None:
         run_id = self._need_run()
         if run_id:
-            desk = self.desk
-            status = self._run_status(run_id)
-            if status in ("settled", "deleted"):
-                notify_plain(self.app, f"Run “{self._run_title(run_id)}” is already {status}: nothing to cancel.",
-                             severity="warning")
+            desk, before = self.desk, self._now(run_id)
+            if self._refuse_settled(run_id, before, "cancel"):
                 return
+
+            def canceled() -> Said:
+                after = self._now(run_id)
+                if after is not None and after.settled and (after.outcome or {}).get("outcome") == "canceled":
+                    return "Run canceled."
+                return self._left(run_id, "The cancel changed nothing.", before, want=("settled",))
 
             def done(yes: bool | None) -> None:
                 if yes:
-                    self.act("Run canceled.", lambda: desk.cancel_run(run_id))
+                    self.act(canceled, lambda: desk.cancel_run(run_id))
             self.app.push_screen(ConfirmDialog(f"Cancel run “{self._run_title(run_id)}” ({safe(run_id, 80)})? "
                                                "Its turn ends and the app is told."), done)
 
@@ -358,11 +413,6 @@ class RunsPane(Pane):
         """The run's title as its row shows it (name — prompt), for confirmations."""
         cells = self._table_rows.get(run_id)
         return safe(cells[1].plain, 120) if cells else safe(run_id, 80)
-
-    def _run_status(self, run_id: str) -> str:
-        """The run's status word as its row shows it (``settled``, ``waiting on user``...)."""
-        cells = self._table_rows.get(run_id)
-        return cells[2].plain if cells else ""
 
     def action_toggle_pause(self) -> None:
         stream = self.query_one("#runs-stream", EventStream)

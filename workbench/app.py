@@ -178,6 +178,16 @@ class WorkbenchApp(App[None]):
         log_error(self, message, error)
         notify_plain(self, message, title="Error", severity="error", timeout=8)
 
+    def report_inline(self, error: BaseException) -> str:
+        """An error a dialog shows inline while it stays open: kept and logged like any other, no toast.
+        Answers the clear, sanitised message."""
+        message = error_text(error)
+        self.errors.append(message)
+        from .log import log_error
+
+        log_error(self, message, error)
+        return message
+
     def show_open_error(self, error: BaseException) -> None:
         """The workspace cannot open: one screen names the file, the cause and what to do."""
         from services.open_errors import WorkspaceOpenError, open_error

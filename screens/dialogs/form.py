@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select
+
+from services.errors import ServiceError
 
 from ..help_keys import keys_line
 from ..text import DETAIL_CAP, safe
@@ -36,6 +39,9 @@ class FormDialog(ModalScreen[dict[str, str] | None]):
 
     ``check`` (optional) reads the values and returns what is wrong with them in plain words, or
     None: the dialog then stays open with everything typed and shows the problem inline.
+    ``action`` (optional) makes the change itself once the check passes: when the service refuses
+    it (a ``ServiceError``: a bad scope, an empty reason, a run already settled...) the dialog stays
+    open the same way with the service's own words; it closes with the values once the change is made.
     """
 
     BINDINGS = [
@@ -44,10 +50,14 @@ class FormDialog(ModalScreen[dict[str, str] | None]):
     ]
 
     def __init__(self, title: str, fields: list[Field], *, submit: str = "OK",
-                 check: Callable[[dict[str, str]], str | None] | None = None) -> None:
+                 check: Callable[[dict[str, str]], str | None] | None = None,
+                 action: Callable[[dict[str, str]], Awaitable[Any] | Any] | None = None) -> None:
         super().__init__()
         self.check = check
         """Validates the values before the dialog closes (None: no check)."""
+        self.action = action
+        """Makes the change with the values before the dialog closes (None: the caller does it)."""
+        self._acting = False
         self.form_title = title
         """The dialog's heading (already plain text)."""
         self.fields = fields
@@ -97,11 +107,37 @@ class FormDialog(ModalScreen[dict[str, str] | None]):
 
     @on(Button.Pressed, "#submit")
     def action_submit(self) -> None:
+        if self._acting:  # a second enter while the change is on its way
+            return
         values = self.values()
         problem = self.check(values) if self.check is not None else None
         if problem:  # stay open, keep what was typed, say what is wrong
-            self.query_one("#form-error", Label).update(Text(safe(problem, 400), style="bold"))
+            self.show_problem(problem)
             return
+        if self.action is None:
+            self.dismiss(values)
+            return
+        self._acting = True
+        self._act(values)
+
+    def show_problem(self, problem: str) -> None:
+        """Say inline what is wrong (the fields keep what was typed)."""
+        self.query_one("#form-error", Label).update(Text(safe(problem, 400), style="bold"))
+
+    @work(group="form-action", exclusive=True, exit_on_error=False)
+    async def _act(self, values: dict[str, str]) -> None:
+        try:
+            result = self.action(values) if self.action is not None else None
+            if isinstance(result, Awaitable):
+                await result
+        except ServiceError as error:  # refused: stay open with the service's words (and log it)
+            self._acting = False
+            report = getattr(self.app, "report_inline", None)
+            self.show_problem(report(error) if report is not None else str(error))
+            return
+        except BaseException:  # anything else goes to the App's one handler; the dialog stays usable
+            self._acting = False
+            raise
         self.dismiss(values)
 
     @on(Button.Pressed, "#cancel")

@@ -27,13 +27,15 @@ from services.changes import Change
 
 from ..text import notify_plain
 
-__all__ = ["Pane", "PaletteAction", "is_current", "DEBOUNCE"]
+__all__ = ["Pane", "PaletteAction", "Said", "is_current", "DEBOUNCE"]
 
 DEBOUNCE = 0.03
 """Seconds a database-backed reload waits, so a burst of changes costs one round of queries."""
 
 PaletteAction = tuple[str, str, str]
 """``(label, key, action name)`` of an action that fits the selection."""
+Said = str | tuple[str, str]
+"""What a toast says after an action: its text, or ``(text, severity)`` when it did not do what was asked."""
 
 
 def is_current(event: Any) -> bool:
@@ -150,15 +152,36 @@ class Pane(Vertical):
     # -- actions through workers ------------------------------------------------------------
 
     @work(group="actions", exit_on_error=False)
-    async def act(self, what: str, call: Callable[[], Awaitable[Any] | Any]) -> Any:
-        """Run one service call; on success say ``what`` in a toast and reload."""
+    async def act(self, what: Said | Callable[[], Said], call: Callable[[], Awaitable[Any] | Any]) -> Any:
+        """Run one service call; on success say ``what`` in a toast and reload.
+
+        A callable ``what`` is asked after the call, so the toast states what the call actually left
+        (the state read back), not what was hoped for."""
         result = call()
         if isinstance(result, Awaitable):
             result = await result
-        if what:
-            notify_plain(self.app, what, timeout=3)
+        self.say(what() if callable(what) else what)
         self.request_reload()
         return result
+
+    def form_act(self, title: str, fields: list[Any], what: Said | Callable[[], Said],
+                 call: Callable[[dict[str, str]], Awaitable[Any] | Any], *, submit: str = "OK",
+                 check: Callable[[dict[str, str]], str | None] | None = None) -> None:
+        """Ask with a form that makes the change itself: a refusal shows inline and the form stays open
+        with what was typed; once made, say ``what`` (a callable is asked after the change) and reload."""
+        from ..dialogs.form import FormDialog
+
+        def done(values: dict[str, str] | None) -> None:
+            if values is not None:
+                self.say(what() if callable(what) else what)
+                self.request_reload()
+        self.app.push_screen(FormDialog(title, fields, submit=submit, check=check, action=call), done)
+
+    def say(self, said: Said) -> None:
+        """A toast for an action's result (nothing when empty; a warning when it did not do what was asked)."""
+        text, severity = (said, "information") if isinstance(said, str) else said
+        if text:
+            notify_plain(self.app, text, severity=severity, timeout=3 if severity == "information" else 5)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR and event.worker.error is not None:

@@ -47,12 +47,15 @@ async def test_cancel_of_a_settled_run_says_nothing_changed(app) -> None:
         run_id = next(v.id for v in ws.desk.runs() if v.status == "settled")
         runs.select_key(run_id)
         await settle(pilot)
-        assert runs._run_status(run_id) == "settled"
+        assert ws.desk.detail(run_id).settled
+        events = len(ws.desk.detail(run_id).events)
         await pilot.press("x")
         await settle(pilot)
         assert not isinstance(app.screen, ConfirmDialog)
         assert any("already settled: nothing to cancel" in n.message for n in app._notifications)
         assert not any(n.message == "Run canceled." for n in app._notifications)
+        assert len(ws.desk.detail(run_id).events) == events  # nothing appended, nothing logged
+        assert "cancel" not in [a.action for a in ws.desk.log(run_id)]
 
 
 async def test_revoking_a_grant_asks_first(app) -> None:

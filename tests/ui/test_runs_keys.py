@@ -76,9 +76,10 @@ async def test_a_asks_i_idles_s_settles_and_d_deletes_after_confirmation(app) ->
         await settle(pilot)
         assert ws.desk.run(run.id).status == "waiting_on_user"
         assert ws.desk.run(run.id).question["title"] == "Merge it?"
-        await pilot.press("i")
+        await pilot.press("i")  # an open question keeps the run waiting: refused, nothing appended
         await settle(pilot)
-        assert ws.desk.run(run.id).events[-1]["type"] == "node.idle"
+        assert ws.desk.run(run.id).events[-1]["type"] == "node.question.opened"
+        assert any("stays waiting on user" in n.message for n in app._notifications)
         await pilot.press("s")
         await settle(pilot)
         await pilot.press("tab")
@@ -87,7 +88,7 @@ async def test_a_asks_i_idles_s_settles_and_d_deletes_after_confirmation(app) ->
         await settle(pilot)
         fake = ws.desk.run(run.id)
         assert fake.status == "settled" and fake.result == "merged"
-        assert [a.action for a in ws.desk.log(run.id)] == ["ask", "idle", "settle"]
+        assert [a.action for a in ws.desk.log(run.id)] == ["ask", "settle"]
         await delete_case(pilot, app, ws)
 
 
@@ -224,6 +225,9 @@ async def test_a_refusal_in_the_stream_links_to_its_grant(app) -> None:
         await pilot.press("enter")
         await settle(pilot)
         assert any("grant_removed" in e for e in app.errors)
+        assert "grant_removed" in str(app.screen.query_one("#form-error").render())  # said in the form, still open
+        await pilot.press("escape")
+        await settle(pilot)
         rev = ws.cloud.user("user:grace").grant.state["rev"]
         assert "‼ refused grant_removed" in stream_text(pilot)
         assert f"grant of user:grace at rev {rev}" in stream_text(pilot)
