@@ -233,7 +233,7 @@ class ServedDesk:
             await asyncio.sleep(self.reconnect_s)
             if self.last_event_id is None:  # nothing to resume from: read everything once, then follow
                 with contextlib.suppress(Exception):
-                    await self.load()
+                    await self._reload()
 
     async def _read_stream(self) -> None:
         async for batch in self.remote.change_batches(self.last_event_id):
@@ -241,12 +241,34 @@ class ServedDesk:
                 self._subscribed.set()
                 continue
             if batch.reset:
-                await self.load(full=True)
-                self.changes.emit("workspace", "attach.reloaded", self.remote.url)
+                await self._reload()
             if batch.changes:
                 await self._apply(batch.changes)
             if batch.last_id:
                 self.last_event_id = batch.last_id
+
+    async def _reload(self) -> None:
+        """After a ``reset``: read everything again, then publish what changed meanwhile once (each
+        new run, each event not seen before, each deletion), so the panes and the follower miss
+        nothing; the shared stores' panes are told to read again (``attach.reloaded``)."""
+        before = {run_id: (max((int(e.get("seq", 0)) for e in self._events.get(run_id, [])), default=0),
+                           bool(dto.get("deleted"))) for run_id, dto in self._runs.items()}
+        await self.load(full=True)
+        mark = {"origin": "server"}  # never relayed back
+        for run_id, dto in self._runs.items():
+            user = {"user_id": dto["user_id"], **mark}
+            seen, was_deleted = before.get(run_id, (-1, False))
+            if seen < 0:
+                self.changes.publish(Change("cloud", "run.started", run_id, user))
+            for event in self._events.get(run_id, []):
+                if int(event.get("seq", 0)) > seen:
+                    self.changes.publish(Change("cloud", "run.event", run_id, {"event": event, **user}))
+            if dto.get("deleted") and not was_deleted:
+                self.changes.publish(Change("cloud", "run.deleted", run_id, user))
+        for user_id in self._people:
+            self.changes.publish(Change("cloud", "grant.changed", user_id, dict(mark)))
+        for source in ("workspace", *sorted(RELAYED)):
+            self.changes.publish(Change(source, "attach.reloaded", self.remote.url, dict(mark)))
 
     async def drop_stream(self) -> None:
         """Close the change stream from this side (it reconnects, resuming after the last change seen)."""

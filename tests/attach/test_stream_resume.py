@@ -77,9 +77,13 @@ async def test_a_resume_from_an_id_older_than_the_log_reloads_everything(served:
     try:
         await following(served, window)
         await window.desk.drop_stream()
+        had = {e["seq"] for e in window.desk.detail(run_id).events}
         served.desk.reply(run_id, "more than the log keeps")  # several events: older ones are forgotten
         served.desk.revoke("user:ada", "grant_removed")
-        assert await until(lambda: any(c.kind == "attach.reloaded" for c in seen))
+        assert await until(lambda: any(c.kind == "attach.reloaded" and c.source == "canvas" for c in seen))
+        missed = {e["seq"] for e in served.cloud.runs.get(run_id).events} - had
+        published = [c.data["event"]["seq"] for c in seen if c.kind == "run.event" and c.id == run_id]
+        assert sorted(published) == sorted(missed)  # each missed event published once, for panes and follower
         assert "more than the log keeps" in texts(window, run_id)
         assert [e["seq"] for e in window.desk.detail(run_id).events] == [
             e["seq"] for e in served.cloud.runs.get(run_id).events]
