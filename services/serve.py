@@ -380,7 +380,7 @@ async def serve_workspace(
         raise
     from .knowledge.outbox import FakeHonchoService
 
-    honcho = FakeHonchoService(folder / "memory" / "served-honcho.json")
+    honcho = FakeHonchoService(folder / "memory" / "served-honcho.json", clock=cloud.clock)  # the cloud's one clock
     server = CloudServer(cloud, sock, folder=folder, store=store, url=url, lock=lock, honcho=honcho)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -90,3 +90,46 @@ e = services.clock.iso(1.0)
     assert lines == [2, 3, 4, 6, 7, 8, 9, 10], found
     assert time_problems("from services.clock import iso\n", Path("screens/text.py")) == []
     assert time_problems("x = size / 1024\ny = iso(t)\n", Path("screens/pane.py")) == []
+
+
+WALL_CLOCK = {("time", "time"), ("time", "time_ns"), ("datetime", "now"), ("datetime", "utcnow"),
+              ("datetime", "today"), ("date", "today")}
+"""Reads of the wall clock: in ``services/`` only ``services/clock.py`` makes them."""
+CLOCKED = {"FakeHonchoService", "FakeCloud", "OAuth2Client", "ServedDesk", "Canvas.open", "MemoryOutbox.open",
+           "InsightReviews.open", "Harvest.open"}
+"""Services that take the injected clock: built inside ``services/`` they are handed one."""
+OWN_CLOCK = {
+    ("services/knowledge/outbox/honcho_serve.py", "FakeHonchoService"): "its own process: the wall clock is its clock",
+    ("services/cloud/cloud.py", "FakeCloud"): "refusal_error's throwaway probe: it stamps nothing kept or shown",
+    ("services/cloud/cloud.py", "OAuth2Client"): "refusal_error's throwaway probe: it stamps nothing kept or shown",
+    ("services/cloud/persist.py", "FakeCloud"): "import_document's validation probe: discarded after the check",
+}
+
+
+def clock_problems(source: str, rel: Path) -> list[str]:
+    """Wall-clock reads, and clocked services built without a clock, in one services module."""
+    problems = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and rel != Path("services/clock.py"):
+            pair = tuple(_dotted(node).split(".")[-2:])
+            if pair in WALL_CLOCK:
+                problems.append(f"{rel}:{node.lineno}: reads the wall clock ({'.'.join(pair)}); use the clock")
+        if isinstance(node, ast.Call):
+            name = _dotted(node.func).rsplit(".", 2)
+            called = ".".join(name[-2:]) if len(name) > 1 and name[-1] == "open" else name[-1]
+            if called in CLOCKED and (str(rel), called) not in OWN_CLOCK:
+                if not any(k.arg in ("clock", None) for k in node.keywords):  # clock=..., or **options
+                    problems.append(f"{rel}:{node.lineno}: builds {called} without the injected clock")
+    return problems
+
+
+def test_services_read_the_time_only_through_the_injected_clock() -> None:
+    problems = []
+    for path in sorted((ROOT / "services").rglob("*.py")):
+        problems += clock_problems(path.read_text("utf-8"), path.relative_to(ROOT))
+    assert problems == []
+    bad = "import time\nx = time.time()\nh = FakeHonchoService(p)\ny = datetime.datetime.now()\n"
+    assert sorted(clock_problems(bad, Path("services/x.py"))) == [
+        "services/x.py:2: reads the wall clock (time.time); use the clock",
+        "services/x.py:3: builds FakeHonchoService without the injected clock",
+        "services/x.py:4: reads the wall clock (datetime.now); use the clock"]
