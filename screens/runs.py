@@ -25,7 +25,7 @@ from .dialogs import ConfirmDialog, DetailDialog, Field
 from .dialogs.form import json_object_check
 from .messages import JumpRequested
 from .run_lines import STATUS_GLYPHS, conversation_lines, merge_lines, raw_line, refusal_line, action_line
-from .text import DETAIL_CAP, age, cell_text, highlight, notify_plain, safe, safe_text, tone
+from .text import DETAIL_CAP, age, cell_text, highlight, iso, notify_plain, safe, safe_text, tone
 from .widgets.fit_table import FitTable, fit_cell
 from .widgets.pane import Pane, PaletteAction, Said, is_current
 from .widgets.stream import EventStream
@@ -439,7 +439,8 @@ class RunsPane(Pane):
 
             event = events[i]
             return (safe(f"event {event.get('seq')} · {event.get('type')}", 200),
-                    safe(json.dumps(event, indent=2, ensure_ascii=False, default=str), DETAIL_CAP))
+                    safe(json.dumps({**event, "at": iso(event["at"])} if event.get("at") else event,  # as the wire reads
+                                    indent=2, ensure_ascii=False, default=str), DETAIL_CAP))
         self.app.push_screen(DetailDialog(page, len(events), len(events) - 1))
 
     def action_open_grant(self) -> None:
