@@ -2,11 +2,12 @@
 then time the UI's queries.
 
 Run: ``python benchmarks/canvas.py [--objects N] [--edges M] [--repeat R] [--db PATH] [--pg-url URL]
-[--engines sqlite,postgresql]``. PostgreSQL is ``--pg-url``, else ``WORKBENCH_TEST_PG_URL``, else a
+[--batch B] [--engines sqlite,postgresql]``. PostgreSQL is ``--pg-url``, else ``WORKBENCH_TEST_PG_URL``, else a
 throwaway local server started for the run (``tests/services/canvas/pgserver.py``); the benchmark
 works in a schema of its own and drops it afterwards. For each engine it prints the bulk build rate,
 the insert throughput through the API (``Canvas.write``: one unit of work per document, with its
-revision, event and search index), the change-feed latency between two canvases (PostgreSQL:
+revision, event and search index; then ``Canvas.write_many``: the same for ``--batch`` documents per
+unit of work, and its ratio to the first), the change-feed latency between two canvases (PostgreSQL:
 ``NOTIFY`` to the other canvas's feed), and, for each query the UI makes (one page of objects by type and owner
 with a name filter, a count, one object's neighbourhood both ways, a full-text search, an inbox
 page, one object's detail), the median over ``--repeat`` calls through the async ``Canvas`` API,
@@ -194,7 +195,15 @@ async def run_engine(target: str, args: argparse.Namespace) -> dict[str, float]:
     start = time.perf_counter()
     for i in range(n):
         await canvas.write(f"inserted/{i}", owner="user:o1", preview=PREVIEW, body=f"inserted body {i}")
-    out["API inserts (Canvas.write), docs/s"] = n / (time.perf_counter() - start)
+    one_by_one = n / (time.perf_counter() - start)
+    out["API inserts (Canvas.write), docs/s"] = one_by_one
+    start = time.perf_counter()
+    for first in range(0, n, args.batch):
+        await canvas.write_many([{"name": f"batched/{i}", "owner": "user:o1", "preview": PREVIEW,
+                                  "body": f"batched body {i}"} for i in range(first, min(n, first + args.batch))])
+    batched = n / (time.perf_counter() - start)
+    out[f"API inserts (Canvas.write_many, {args.batch} a call), docs/s"] = batched
+    out["  batched / one by one"] = batched / one_by_one
     out["change feed latency, ms"] = await feed_latency(target) * 1e3
     base = await timed(args.repeat, lambda: canvas.get(str(ids["hub"])))
     out["baseline: Canvas.get by id, ms"] = base * 1e3
@@ -236,6 +245,7 @@ async def main() -> None:
     parser.add_argument("--edges", type=int, default=300_000)
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--inserts", type=int, default=500, help="documents written through the API per engine")
+    parser.add_argument("--batch", type=int, default=100, help="documents per Canvas.write_many call")
     parser.add_argument("--db", type=Path, default=None, help="SQLite database file (default: a temporary folder)")
     parser.add_argument("--pg-url", default=None, help="postgresql+psycopg:// URL of a server to measure")
     parser.add_argument("--engines", default="sqlite,postgresql")

@@ -113,10 +113,11 @@ def _resolve(session: Session, target: str, owner: ObjectRow | None) -> str | No
         return None  # stored as a dangling link (lint reports it) until one object answers
 
 
-def _store_links(tx: Tx, doc: ObjectRow, owner: ObjectRow | None, body: str) -> None:
+def _store_links(tx: Tx, doc: ObjectRow, owner: ObjectRow | None, body: str, *, new: bool = False) -> None:
     s = tx.session
-    s.execute(delete(LinkRow).where(LinkRow.document_id == doc.id))
-    s.execute(delete(EdgeRow).where(EdgeRow.src_id == doc.id, EdgeRow.kind == "links-to"))
+    if not new:  # a document created in this unit of work has no links yet
+        s.execute(delete(LinkRow).where(LinkRow.document_id == doc.id))
+        s.execute(delete(EdgeRow).where(EdgeRow.src_id == doc.id, EdgeRow.kind == "links-to"))
     for target in link_targets(body):
         target_id = _resolve(s, target, owner)
         s.add(LinkRow(document_id=doc.id, target=target, target_id=target_id))
@@ -171,10 +172,10 @@ def write_document(tx: Tx, *, owner: ObjectRow, path: str, preview: str, body: s
     tx.session.add(RevisionRow(document_id=doc.id, revision=1, name=full, kind=kind, preview=preview,
                                summary=summary, body=body, rules=rules_json, author=actor_id, at=tx.now))
     tx.session.flush()
-    _store_links(tx, doc, owner, body)
+    _store_links(tx, doc, owner, body, new=True)
     _heal_links(tx, doc, owner)
-    index_object(tx.session, doc.pk or 0, full, preview, body)
-    publish_event(tx.session, doc, "created", tx.now, actor_id=actor_id, data={"revision": 1})
+    index_object(tx.session, doc.pk or 0, full, preview, body, new=True)
+    publish_event(tx.session, doc, "created", tx.now, actor_id=actor_id, data={"revision": 1}, watched=False)
     _actor_touch(tx, actor_id, doc, 1)
     tx.change("document.written", doc.id, name=full, revision=1)
     return doc

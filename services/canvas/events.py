@@ -135,14 +135,17 @@ def remove_watch(session: Session, watcher_id: str, object_id: str) -> bool:
 
 def publish_event(session: Session, obj: ObjectRow, type_: str, at: float, *, level: int | None = None,
                   actor_id: str | None = None, data: dict[str, Any] | None = None,
-                  summary: str | None = None) -> tuple[EventRow, list[str]]:
-    """Record an event on ``obj`` and deliver it to matching watchers; returns the event and inbox owners."""
+                  summary: str | None = None, watched: bool = True) -> tuple[EventRow, list[str]]:
+    """Record an event on ``obj`` and deliver it to matching watchers; returns the event and inbox owners.
+    ``watched=False`` says ``obj`` was created in this unit of work, so nobody watches it yet."""
     level = check_level(level if level is not None else COMMON_LEVELS.get(type_, 3))
     event = EventRow(object_id=obj.id, type=type_, level=level, actor_id=actor_id, at=at,
                      data=json.dumps(data or {}, sort_keys=True, default=str))
     session.add(event)
     session.flush()
     delivered: list[str] = []
+    if not watched:
+        return event, delivered
     watches = session.execute(select(WatchRow).where(WatchRow.object_id == obj.id)).scalars().all()
     text = summary if summary is not None else f"{obj.name}: {type_}"
     for watch in watches:

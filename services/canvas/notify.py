@@ -58,10 +58,12 @@ def _payload(origin: str, change: Change) -> str:
 
 
 def send_changes(session: Session, channel: str, origin: str, changes: Sequence[Change]) -> None:
-    """Queue ``changes`` as notifications; PostgreSQL delivers them when the transaction commits."""
-    for change in changes:
-        session.execute(text("SELECT pg_notify(:channel, :payload)"),
-                        {"channel": channel, "payload": _payload(origin, change)})
+    """Queue ``changes`` as notifications, in order and in one round trip; PostgreSQL delivers them
+    when the transaction commits."""
+    if changes:
+        session.execute(text("SELECT pg_notify(:channel, p.payload) FROM unnest(CAST(:payloads AS text[])) "
+                             "WITH ORDINALITY AS p(payload, n) ORDER BY p.n"),
+                        {"channel": channel, "payloads": [_payload(origin, change) for change in changes]})
 
 
 class ChangeListener:

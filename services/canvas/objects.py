@@ -121,8 +121,10 @@ def owner_handle(session: Session, row: ObjectRow) -> str | None:
     """The reference of ``row``'s owner in full names (see ``owner_ref``), or None without an owner."""
     if row.owner_id is None:
         return None
-    owner = get_row(session, row.owner_id)
-    return owner_ref(session, owner) if owner is not None else None
+    handle = func.coalesce(_Owner.handle, _Owner.id)
+    shared = exists().where(_Other.type.in_(RESOLVE_TYPES), _Other.handle == handle, _Other.id != _Owner.id)
+    ref = case((shared, _Owner.type + literal(":") + handle), else_=handle)
+    return session.execute(select(ref).where(_Owner.id == row.owner_id)).scalar_one_or_none()  # as owner_ref, in one query
 
 
 def full_name(session: Session, row: ObjectRow) -> str:

@@ -137,8 +137,8 @@ def install_search(conn: Connection) -> None:
     ))
 
 
-def index_object(session: Session, pk: int, name: str, preview: str = "", body: str = "") -> None:
-    """(Re)index one object under its integer key ``pk``."""
+def index_object(session: Session, pk: int, name: str, preview: str = "", body: str = "", *, new: bool = False) -> None:
+    """(Re)index one object under its integer key ``pk`` (``new``: created in this unit of work, not indexed yet)."""
     if _is_postgres(session):
         session.execute(text(
             "INSERT INTO object_search(pk, doc) VALUES (:pk, " + _PG_DOC + ") ON CONFLICT (pk) DO UPDATE SET doc = excluded.doc"
@@ -146,7 +146,8 @@ def index_object(session: Session, pk: int, name: str, preview: str = "", body: 
         return
     if not _is_sqlite(session):
         return
-    session.execute(text("DELETE FROM object_fts WHERE rowid = :pk"), {"pk": pk})
+    if not new:
+        session.execute(text("DELETE FROM object_fts WHERE rowid = :pk"), {"pk": pk})
     session.execute(
         text("INSERT INTO object_fts(rowid, name, preview, body) VALUES (:pk, :name, :preview, :body)"),
         {"pk": pk, "name": name, "preview": preview, "body": body},

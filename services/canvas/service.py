@@ -49,7 +49,11 @@ from .views import (CustomObjectView, DocumentView, EventView, InboxEntryView, I
                     MessageReceipt, Neighbourhood, NodeView, ObjectDetail, ObjectPage, ObjectSummary, RevisionView,
                     SearchHit, WatchView)
 
-__all__ = ["Canvas"]
+__all__ = ["Canvas", "WRITE_MANY_LIMIT"]
+
+WRITE_MANY_LIMIT = 500
+"""The most documents one ``Canvas.write_many`` call takes."""
+_WRITE_FIELDS = frozenset({"name", "preview", "body", "owner", "summary", "kind", "privacy", "rules"})
 
 T = TypeVar("T")
 
@@ -330,6 +334,47 @@ class Canvas:
             doc = _docs.write_document(tx, owner=owner_row, path=name, preview=preview, body=body, summary=summary,
                                        kind=kind, privacy=privacy, rules=rules, actor_id=actor_id)
             return _docs.document_view(tx.session, doc)
+        return await self._write(run)
+
+    async def write_many(self, documents: Sequence[Mapping[str, Any]], *, actor: str | None = None) -> list[DocumentView]:
+        """Create many documents in one unit of work (imports, bulk loads), with everything ``write``
+        does for each: each item holds ``write``'s arguments (``name``, ``preview``, ``body``, ``owner``,
+        ``summary``, ``kind``, ``privacy``, ``rules``). All are written or none: the first refused item
+        (a taken name, a name twice in the batch, a bad preview) stops the batch, names its position,
+        and nothing of it is kept. At most ``WRITE_MANY_LIMIT`` items, so the writer lock is held briefly."""
+        items = list(documents)
+        if len(items) > WRITE_MANY_LIMIT:
+            raise DocumentInvalidError(f"write_many takes at most {WRITE_MANY_LIMIT} documents per call "
+                                       f"({len(items)} given); split the batch")
+        for i, item in enumerate(items):
+            unknown = set(item) - _WRITE_FIELDS if isinstance(item, Mapping) else None
+            if unknown is None or unknown or "name" not in item or "preview" not in item:
+                raise DocumentInvalidError(f"write_many item {i}: a mapping with name and preview, and only "
+                                           f"{', '.join(sorted(_WRITE_FIELDS))}")
+
+        def run(tx: Tx) -> list[DocumentView]:
+            actor_id = self._actor(tx.session, actor)
+            owners: dict[str, ObjectRow] = {}
+            views = []
+            for i, item in enumerate(items):
+                ref = item.get("owner")
+                if ref is None and actor_id is None:
+                    raise DocumentInvalidError(f"write_many item {i} ({item['name']!r}): say which owner holds it")
+                key = str(ref) if ref is not None else actor_id or ""
+                if key not in owners:
+                    found = self._owner(tx, key) if ref is not None else get_row(tx.session, key)
+                    assert found is not None
+                    owners[key] = found
+                try:
+                    doc = _docs.write_document(tx, owner=owners[key], path=item["name"], preview=item["preview"],
+                                               body=item.get("body", ""), summary=item.get("summary"),
+                                               kind=item.get("kind", "knowledge"), privacy=item.get("privacy", "public"),
+                                               rules=item.get("rules"), actor_id=actor_id)
+                except CanvasError as exc:
+                    exc.args = (f"write_many item {i}: {exc}; nothing of the batch was written",)
+                    raise
+                views.append(_docs.document_view(tx.session, doc))
+            return views
         return await self._write(run)
 
     async def edit(self, ref: str, *, actor: str | None = None, base_revision: int | None = None,

@@ -184,3 +184,54 @@ async def test_read_models_are_frozen_plain_data_safe_after_the_session(world: C
         assert dataclasses.is_dataclass(model) and not isinstance(model, SQLModel)
     with pytest.raises(dataclasses.FrozenInstanceError):
         doc.body = "changed"  # type: ignore[misc]
+
+
+async def test_a_batch_write_gives_each_document_what_a_single_write_gives(world: Canvas, seen) -> None:
+    await world.write("target", owner="user:o1", preview=PREVIEW, body="x")
+    before = len(seen)
+    views = await world.write_many([
+        {"name": "batch/a", "owner": "user:o1", "preview": PREVIEW, "body": "alpha links [[o1/target]]"},
+        {"name": "batch/b", "owner": "repo:workbench", "preview": PREVIEW, "body": "beta", "summary": "s"},
+        {"name": "batch/c", "preview": PREVIEW, "body": "gamma links [[o1/batch/later]]"},
+    ], actor="n1")
+    assert [v.object.full_name for v in views] == ["o1/batch/a", "workbench/batch/b", "n1/batch/c"]
+    assert all(v.revision == 1 for v in views) and views[1].summary == "s"
+    assert views[0].links == (("o1/target", (await world.get("o1/target")).id),)
+    written = [c for c in seen[before:] if c.kind == "document.written"]
+    assert [c.id for c in written] == [v.object.id for v in views]  # published after the commit, in order
+    for view in views:
+        detail = await world.read(view.object.id)
+        assert detail.events[-1].type == "created" and {w.watcher_id for w in detail.watchers} == {"n1"}
+        assert [r.revision for r in await world.history(view.object.id)] == [1]
+    assert [h.object.name for h in await world.search("beta")] == ["batch/b"]
+    later = await world.write("batch/later", owner="user:o1", preview=PREVIEW, body="y")
+    assert (await world.read("n1/batch/c")).document.links == (("o1/batch/later", later.object.id),)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("bad", ["taken", "twice", "preview", "owner"])
+async def test_a_refused_item_in_a_batch_writes_nothing_of_the_batch(world: Canvas, seen, bad: str) -> None:
+    await world.write("kept", owner="user:o1", preview=PREVIEW, body="kept")
+    items = [{"name": "new/a", "owner": "user:o1", "preview": PREVIEW, "body": "fresh words"},
+             {"name": "new/b", "owner": "user:o1", "preview": PREVIEW, "body": "fresh words"}]
+    item = {"taken": {"name": "kept"}, "twice": {"name": "new/a"}, "preview": {"preview": "   "},
+            "owner": {"owner": "ghost/node"}}[bad]
+    items.append({"name": "new/c", "owner": "user:o1", "preview": PREVIEW, "body": "fresh words", **item})
+    before, objects = len(seen), await world.count_objects()
+    error = NameTakenError if bad in ("taken", "twice") else (ObjectNotFoundError if bad == "owner" else DocumentInvalidError)
+    with pytest.raises(error, match="item 2" if bad != "owner" else "ghost"):
+        await world.write_many(items)
+    assert await world.count_objects() == objects and len(seen) == before
+    assert await world.search("fresh") == [] and (await world.read("o1/kept")).document.body == "kept"  # type: ignore[union-attr]
+
+
+async def test_a_batch_that_is_too_large_or_malformed_is_refused_before_any_work(world: Canvas) -> None:
+    from services.canvas.service import WRITE_MANY_LIMIT
+
+    too_many = [{"name": f"n/{i}", "owner": "user:o1", "preview": PREVIEW} for i in range(WRITE_MANY_LIMIT + 1)]
+    with pytest.raises(DocumentInvalidError, match="at most"):
+        await world.write_many(too_many)
+    for odd in ([{"name": "x", "preview": PREVIEW, "colour": "red"}], [{"name": "x"}], ["x"]):
+        with pytest.raises(DocumentInvalidError, match="item 0"):
+            await world.write_many(odd)  # type: ignore[arg-type]
+    assert await world.count_objects(type="document") == 0
+    assert await world.write_many([]) == []
