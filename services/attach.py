@@ -525,9 +525,8 @@ class ServedDesk:
     async def restore(self, user_id: str) -> None:
         """Reactivate the grant, clear any refusal and reconnect the person (a new sign-in)."""
         state = (self._people.get(user_id) or {}).get("grant") or {}
-        await self._person(user_id, "refuse", {"code": "ok"})
-        await self._person(user_id, "connect", {"scopes": list(state.get("resolved_scopes") or []),
-                                                "dependencies": list(state.get("dependencies") or [])})
+        await self._person(user_id, "reconnect", {"scopes": list(state.get("resolved_scopes") or []),
+                                                  "dependencies": list(state.get("dependencies") or [])})
         self._note_user(user_id, "restore", "")
 
     async def refuse(self, user_id: str, code: str) -> None:

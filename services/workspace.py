@@ -212,7 +212,7 @@ class Workspace:
         )
         self.desk = desk_holder["desk"] = OperatorDesk(self.cloud, self.oauth, self.feed)
         if self.server is not None:  # attached windows act as the app through this window's own connections
-            self.server.control.app_actions.use(self.oauth.client)
+            self.server.control.app_actions.use(self.oauth.client, self.store)
         world = load_world(settings.world or ASSETS_DIR / "sample" / "world.json") if settings.seed else {}
         if world and not kept:
             await seed_cloud(self.cloud, world, self.store)

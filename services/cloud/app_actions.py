@@ -13,6 +13,8 @@ Routes (under ``/_workbench/v1``, listed in ``control.py``):
 - ``POST /runs/{run_id}/message`` ``{text, start_turn?, idempotency_key?}`` answers ``{message,
   run}``
 - ``POST /runs/{run_id}/cancel`` answers ``{run}``
+- ``POST /people/{user}/reconnect`` ``{scopes?, dependencies?}``: a new sign-in (refusal cleared,
+  grant active, the connection saved where these actions read it) answers ``{reconnected, grant}``
 
 ``run`` is the run as ``GET /runs/{run_id}?events=0`` shows it. Text with a lone surrogate or NUL
 is refused (400 ``invalid_request``, saying where) before anything is sent: nothing is half done.
@@ -44,13 +46,16 @@ ClientFor = Callable[[str], Awaitable["Crouter"]]
 class AppActions:
     """The handlers of the app-action control routes for one cloud."""
 
-    def __init__(self, cloud: "FakeCloud", client_for: ClientFor | None = None) -> None:
+    def __init__(self, cloud: "FakeCloud", client_for: ClientFor | None = None, store: Any = None) -> None:
         self.cloud = cloud
         self._client_for = client_for
+        self._store = store
 
-    def use(self, client_for: ClientFor | None) -> None:
-        """Act through ``client_for(user_id)`` from now on (None: fresh tokens from the cloud)."""
+    def use(self, client_for: ClientFor | None, store: Any = None) -> None:
+        """Act through ``client_for(user_id)`` from now on (None: fresh tokens from the cloud); a
+        person reconnected here saves their connection to ``store`` (where ``client_for`` reads it)."""
         self._client_for = client_for
+        self._store = store
 
     # -- routes ------------------------------------------------------------------------------
 
@@ -90,6 +95,27 @@ class AppActions:
         owner = self._owner(run_id)
         await self._call(owner, lambda c: c.runs.cancel(run_id))
         return {"run": self._dto(run_id)}
+
+    async def reconnect(self, body: dict[str, Any], query: dict[str, str], user: str) -> Any:
+        """``POST /people/{user}/reconnect``: a new sign-in for the app's side, as the embedded desk's
+        restore does: any refusal cleared, the grant active again, the new connection saved where
+        the app actions read it (so they go through again after a refused refresh removed it)."""
+        from ..sdk import MemoryConnectionStore
+
+        if user not in self.cloud.people:
+            raise _refusal(404, "person_not_found", f"no person {user}")
+        scopes, dependencies = body.get("scopes"), body.get("dependencies")
+        if scopes is not None and (not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes)):
+            raise _refused("scopes must be a list of strings")
+        if dependencies is not None and (not isinstance(dependencies, list)
+                                         or not all(isinstance(d, dict) and "provider" in d for d in dependencies)):
+            raise _refused("dependencies must be a list of {provider, state?, message?} objects")
+        _check("scopes", scopes)
+        _check("dependencies", dependencies)
+        self.cloud.user(user).refuse("ok")
+        await self.cloud.connect(self._store if self._store is not None else MemoryConnectionStore(), user,
+                                 scopes=scopes, dependencies=dependencies)
+        return {"reconnected": True, "grant": self.cloud.user(user).grant.state}
 
     # -- internals -----------------------------------------------------------------------------
 

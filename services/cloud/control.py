@@ -18,7 +18,7 @@ Routes (all under ``/_workbench/v1``):
   action is one of ``RUN_ACTIONS`` and the body its keyword arguments (``emit`` also takes
   ``events: [{type, fields, node_id}]`` to append many in one call)
 - app actions, made as the app through the SDK (``app_actions.py``): ``POST /people/{user}/runs``,
-  ``POST /runs/{run_id}/message``, ``POST /runs/{run_id}/cancel``
+  ``POST /runs/{run_id}/message``, ``POST /runs/{run_id}/cancel``, ``POST /people/{user}/reconnect``
 - ``POST /fail_next`` ``{op, answer, user?, times?}`` (``answer``: a status, ``"unreachable"``
   or ``{status, code, message, ...}``) answers ``{id}``; ``POST /gates`` ``{op, user?}`` answers
   ``{id}``; ``POST /gates/{id}/release``; ``DELETE /failures/{id}`` removes a scripted failure
@@ -98,6 +98,7 @@ class ControlApp:
             ("GET", re.compile(r"^/runs$"), self._runs),
             ("GET", re.compile(r"^/runs/(?P<run_id>[^/]+)$"), self._run),
             ("POST", re.compile(r"^/people/(?P<user>[^/]+)/runs$"), self.app_actions.start_run),
+            ("POST", re.compile(r"^/people/(?P<user>[^/]+)/reconnect$"), self.app_actions.reconnect),
             ("POST", re.compile(r"^/runs/(?P<run_id>[^/]+)/message$"), self.app_actions.message),
             ("POST", re.compile(r"^/runs/(?P<run_id>[^/]+)/cancel$"), self.app_actions.cancel),
             ("POST", re.compile(r"^/runs/(?P<run_id>[^/]+)/(?P<action>\w+)$"), self._run_action),

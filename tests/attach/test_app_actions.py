@@ -149,3 +149,19 @@ async def test_a_fork_from_an_attached_windows_memory_creates_the_child_run(serv
         assert await window.outbox.owner_of(child)  # the pending fork record is in the shared outbox
     finally:
         await window.close()
+
+
+async def test_a_grant_restored_from_an_attached_window_lets_its_app_actions_through_again(served: Any) -> None:
+    window = await Workspace.open(served.path)
+    try:
+        await window.desk.revoke("user:ada", "grant_removed")
+        with pytest.raises(OperatorError):  # the refusal removes the stored connection, as for any app
+            await window.desk.start_run("user:ada", "refused")
+        await window.desk.restore("user:ada")
+        run_id = await window.desk.start_run("user:ada", "after the restore")
+        assert served.cloud.runs.get(run_id).params["prompt"] == "after the restore"
+        assert served.cloud.user("user:ada").grant.state["state"] == "active"
+        served_run = await served.desk.start_run("user:ada", "the serving window too")  # same connection
+        assert served.cloud.runs.get(served_run).user_id == "user:ada"
+    finally:
+        await window.close()
