@@ -144,8 +144,10 @@ class MemoryScreen(Screen[None]):
             body.update(Text("no conversation yet", style="dim"))
             return
         snapshot = self.outbox.representation(conv)
-        text = (snapshot or {}).get("representation") if isinstance(snapshot, dict) else None
-        body.update(safe_text(f"{conv}: {text}" if text else f"{conv}: none fetched yet", 4000))
+        if snapshot is None:
+            body.update(safe_text(f"{conv}: none fetched yet", 4000))
+            return
+        body.update(safe_text(f"{conv} (fetched {date_time(snapshot.fetched_at)}): {snapshot.text}", 4000))
 
     @on(DataTable.RowHighlighted, "#memory-conversations")
     def _conversation(self, event: DataTable.RowHighlighted) -> None:

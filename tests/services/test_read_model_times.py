@@ -124,6 +124,7 @@ async def pane_reads(ws: Workspace) -> dict[str, Any]:
         "reviews": await ws.insights.list(),
         "status": await outbox.status(),
         "quarantine": await outbox.quarantined(),
+        "representations": [outbox.representation(c.conversation_id) for c in (await outbox.status()).conversations],
         "captures": ws.capture_failures(),
     }
     canvas = ws.canvas
@@ -148,7 +149,7 @@ async def test_every_time_a_pane_reads_from_an_open_workspace_is_float_seconds(w
     assert bad_times(found) == []
     names = {path.rsplit(".", 1)[-1] for path, value, _ in found if value is not None}
     # every kind of stamp was reached (not an empty walk): runs, actions, refusals, canvas, OKF, outbox
-    assert {"at", "created_at", "updated_at", "accepted_at", "last_delivery_at", "quarantined_at"} <= names
+    assert {"at", "created_at", "updated_at", "accepted_at", "last_delivery_at", "quarantined_at", "fetched_at"} <= names
     assert reads["status"].pending_forks and reads["quarantine"]
     assert all(START <= v <= START + 60 for _, v, _ in found if isinstance(v, float) and v), found
     for detail in reads["details"]:  # the wire documents a run carries: their times too
@@ -230,6 +231,9 @@ async def test_stores_keep_their_own_time_format_on_disk(ws: Workspace) -> None:
     assert [q.quarantined_at for q in reads["quarantine"]] == [e["quarantinedAt"] / 1000 for e in entries]
     marker = json.loads(ws.outbox.stores.last_delivery_path.read_text("utf-8"))
     assert isinstance(marker["lastDeliveryAt"], int) and reads["status"].last_delivery_at == marker["lastDeliveryAt"] / 1000
+    shown = next(r for r in reads["representations"] if r is not None)
+    cached = ws.outbox.stores.read_representation(shown.conversation_id)
+    assert isinstance(cached["fetchedAt"], int) and shown.fetched_at == cached["fetchedAt"] / 1000
     fork = json.loads(ws.outbox.stores.fork_path("run_times_child").read_text("utf-8"))
     assert isinstance(fork["createdAt"], int) and reads["status"].pending_forks[0].created_at == fork["createdAt"] / 1000
 

@@ -26,7 +26,7 @@ from .models import (
 )
 from .quarantine import QuarantinedLine, QuarantineError
 from .service import MemoryOutbox, StartChild
-from .status import ConversationStatus, OutboxStatus, PendingFork
+from .status import ConversationStatus, OutboxStatus, PendingFork, Representation
 from .stores import OutboxSnapshot, OutboxStores
 from .sweep import SWEEP_TASK_NAME, SweepResult, run_sweep
 from .tools import RecallTools
@@ -48,6 +48,7 @@ __all__ = [
     "OutboxStatus",
     "ConversationStatus",
     "PendingFork",
+    "Representation",
     "HonchoClient",
     "FakeHonchoService",
     "FakeHonchoTransport",

@@ -38,7 +38,7 @@ from .honcho_client import HonchoClient
 from .honcho_fake import FakeHonchoService
 from .models import CaptureError, OutboxSettings, check_conversation_id, honcho_id
 from .quarantine import QuarantinedLine, drop_quarantined, read_quarantine, retry_quarantined
-from .status import OutboxStatus, build_status
+from .status import OutboxStatus, Representation, build_status, representation_of
 from .stores import OutboxStores
 from .sweep import SweepResult, run_sweep
 from .tools import RecallTools
@@ -287,9 +287,10 @@ class MemoryOutbox:
         self._owners.setdefault(child, owner)
         return child
 
-    def representation(self, conversation_id: str) -> dict[str, Any] | None:
-        """The cached representation snapshot of a conversation (a synchronous cache read)."""
-        return self.stores.read_representation(conversation_id)
+    def representation(self, conversation_id: str) -> Representation | None:
+        """The cached representation of a conversation (a synchronous cache read); None before one
+        was fetched."""
+        return representation_of(self.stores.read_representation(conversation_id))
 
     async def quarantined(self) -> list[QuarantinedLine]:
         """The lines set aside in quarantine, with their reasons."""

@@ -16,7 +16,8 @@ from .models import OutboxError
 from .stores import OutboxStores
 from .sweep import SweepResult
 
-__all__ = ["ConversationStatus", "OutboxStatus", "PendingFork", "build_status", "pending_fork"]
+__all__ = ["ConversationStatus", "OutboxStatus", "PendingFork", "Representation", "build_status", "pending_fork",
+           "representation_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +58,28 @@ def pending_fork(record: dict[str, Any]) -> PendingFork:
     return PendingFork(child_id=str(record.get("childId") or "?"), parent_id=str(record.get("parentId") or "?"),
                        at_turn=turn if isinstance(turn, int) and not isinstance(turn, bool) else None,
                        created_at=ms_time(record.get("createdAt")))
+
+
+@dataclass(frozen=True, slots=True)
+class Representation:
+    """The cached peer representation of a conversation, as last fetched from the memory service."""
+
+    conversation_id: str
+    peer_id: str | None
+    text: str
+    fetched_at: float | None
+    """When it was fetched (seconds since the epoch), when known."""
+
+
+def representation_of(snapshot: dict[str, Any] | None) -> Representation | None:
+    """The read model of a representation snapshot (``cache/representations/<id>.json``); None
+    when none was fetched yet or it holds no text."""
+    if not isinstance(snapshot, dict) or not snapshot.get("representation"):
+        return None
+    peer = snapshot.get("peerId")
+    return Representation(conversation_id=str(snapshot.get("conversationId") or ""),
+                          peer_id=str(peer) if peer is not None else None, text=str(snapshot["representation"]),
+                          fetched_at=ms_time(snapshot.get("fetchedAt")))
 
 
 @dataclass(frozen=True, slots=True)

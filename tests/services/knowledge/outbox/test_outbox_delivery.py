@@ -48,7 +48,7 @@ async def test_delivery_flips_records_writes_marker_and_window(outbox: MemoryOut
     assert ledger["anchors"][1]["messageId"] == stored[-1]["id"]
     marker = json.loads(outbox.stores.last_delivery_path.read_text())
     assert marker == {"lastDeliveryAt": int(clock.time() * 1000), "batchId": second, "conversationId": "run_1"}
-    assert outbox.representation("run_1")["representation"].startswith("[fake Honcho representation]")
+    assert outbox.representation("run_1").text.startswith("[fake Honcho representation]")
     again = await outbox.deliver("run_1")
     assert again.delivered_messages == 0 and len(contents(fake)) == 4
 
