@@ -19,6 +19,7 @@ from services.wire import RefusalCode
 
 from .dialogs import Field
 from .text import cell_text, highlight, notify_plain, safe, safe_text, short_time, tone
+from .widgets.fit_table import FitTable, fit_cell
 from .widgets.pane import Pane, PaletteAction, is_current
 
 __all__ = ["GrantsPane", "REFUSAL_CODES"]
@@ -51,7 +52,7 @@ class GrantsPane(Pane):
         self._shown: list[tuple[Any, ...]] = []
 
     def compose_body(self) -> ComposeResult:
-        table: DataTable[Any] = DataTable(id="grants-table", cursor_type="row", zebra_stripes=True)
+        table = FitTable(id="grants-table", cursor_type="row", zebra_stripes=True)  # cut scopes end in …
         table.add_columns("person", "state", "rev", "refusal", "held", "cap", "deps", "scopes")
         yield table
         yield Static("", id="grant-detail", markup=False)
@@ -94,7 +95,7 @@ class GrantsPane(Pane):
             Text(f"{v.holding}/{v.reads}"),
             cell_text(v.spend_cap, 20),
             cell_text(deps, 32),
-            highlight(cell_text(" ".join(v.scopes), 80), needle),  # last: a narrow pane cuts it; the detail has it whole
+            fit_cell(highlight(cell_text(" ".join(v.scopes), 80), needle)),  # last: cut to the room left; the detail has it whole
         )
 
     @on(DataTable.RowHighlighted, "#grants-table")

@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Static
 
 from .dialogs import Field
 from .text import highlight, iso, level_style, notify_plain, safe, safe_text, short_time
+from .widgets.fit_table import FitTable, fit_cell
 from .widgets.pane import DEBOUNCE, Pane, PaletteAction, is_current
 
 __all__ = ["InboxPane", "InboxGroup", "group_entries"]
@@ -91,10 +92,10 @@ class InboxPane(Pane):
         self._unread = 0
 
     def compose_body(self) -> ComposeResult:
-        nodes: DataTable[Any] = DataTable(id="inbox-nodes", cursor_type="row")
+        nodes = FitTable(id="inbox-nodes", flex=0, min_width=12, cursor_type="row")  # a long name ends in …
         nodes.add_columns("node", "status", "unread")
         yield nodes
-        table: DataTable[Any] = DataTable(id="inbox-table", cursor_type="row", zebra_stripes=True)
+        table = FitTable(id="inbox-table", cursor_type="row", zebra_stripes=True)  # the object's name ends in … when cut
         table.add_columns("", "time", "level", "event", "×", "actor", "object")
         yield table
         yield Static("", id="inbox-detail", markup=False)
@@ -137,7 +138,7 @@ class InboxPane(Pane):
         self._node_rows = rows
         table.clear()
         for node_id, name, status, unread in rows:
-            table.add_row(safe_text(name, 80), safe_text(status, 40), Text("" if unread is None else str(unread),
+            table.add_row(fit_cell(safe_text(name, 80)), safe_text(status, 40), Text("" if unread is None else str(unread),
                                                                       style="bold" if unread else "dim"), key=node_id)
         keys = [r[0] for r in rows]
         if self.node in keys:
@@ -175,7 +176,7 @@ class InboxPane(Pane):
             highlight(safe_text(e.event_type, 40, style), needle),
             Text(f"×{group.count}" if group.count > 1 else "", style="bold"),
             highlight(safe_text(e.actor_id or "—", 40, style), needle),
-            highlight(safe_text(e.object_name or "—", 60, style), needle),
+            fit_cell(highlight(safe_text(e.object_name or "—", 60, style), needle)),
         )
 
     def _show_entry(self) -> None:

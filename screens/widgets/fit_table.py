@@ -6,7 +6,9 @@ its right edge, so a long title is cut mid-word with no sign that it was. Here t
 what is left after the other columns, never below ``min_width``, and its cells end in ``…`` where
 they are cut (Rich cuts a ``no_wrap`` cell with ``overflow="ellipsis"``; ``fit_cell`` makes one).
 When even ``min_width`` does not fit, the columns to its right are the ones the pane clips, so the
-flexible column goes first in a table whose narrowest layout must still show it.
+flexible column goes first in a table whose narrowest layout must still show it. A flexible last
+column has nothing to its right to give way: it takes whatever room is left, however little, so
+its cut still shows as ``…`` instead of a clipped word.
 """
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ class FitTable(DataTable[Any]):
         room = self.scrollable_content_region.width - self._row_label_column_width
         others = sum(c.get_render_width(self) for c in columns if c is not column)
         natural = max(column.content_width, 1)
-        width = min(natural, max(self.min_width, room - others - 2 * self.cell_padding))
+        floor = 1 if column is columns[-1] else self.min_width
+        width = min(natural, max(floor, room - others - 2 * self.cell_padding))
         if column.auto_width or column.width != width:
             column.auto_width, column.width = False, width
             self.virtual_size = Size(others + column.get_render_width(self) + self._row_label_column_width,

@@ -117,3 +117,40 @@ async def test_every_judgments_row_says_what_it_judges_in_either_layout(app, siz
             shown.append(line[start:].split("  ")[0])
             assert what.startswith(shown[-1].rstrip("…")), line
         assert len(set(shown)) == len(shown), shown  # rows that judge different things read differently
+
+
+@pytest.mark.parametrize("flex", [0, -1])
+@pytest.mark.parametrize("width", [30, 50, 120])
+async def test_a_fit_table_cuts_its_title_column_with_an_ellipsis_at_any_width(flex, width) -> None:
+    """The widget every pane's list uses: the flexible column (first or last) fits the room left and
+    ends in … when cut; a title that fits is whole."""
+    from rich.text import Text
+    from textual.app import App, ComposeResult
+
+    from screens.widgets.fit_table import FitTable, fit_cell
+
+    title = "A run title long enough to be cut in any pane narrower than the whole terminal"
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            table = FitTable(flex=flex, min_width=12)
+            table.add_columns(*(["title", "status", "person"] if flex == 0 else ["status", "person", "title"]))
+            cells = [fit_cell(Text(title)), Text("idle"), Text("user:ada")]
+            short = [fit_cell(Text("short")), Text("idle"), Text("user:ada")]
+            table.add_row(*(cells if flex == 0 else cells[1:] + cells[:1]), key="long")
+            table.add_row(*(short if flex == 0 else short[1:] + short[:1]), key="short")
+            yield table
+
+    app = One()
+    async with app.run_test(size=(width, 10)) as pilot:
+        await pilot.pause()
+        table = app.query_one(FitTable)
+        long_line, short_line = table_line(table, "long"), table_line(table, "short")
+        assert cell_len(long_line) <= width
+        if width >= 120:
+            assert title in long_line and "…" not in long_line
+        else:
+            start = long_line.index("A run")
+            cut = long_line[start:long_line.index("…", start)]
+            assert title.startswith(cut) and len(cut) >= 5
+        assert "short" in short_line and "…" not in short_line
