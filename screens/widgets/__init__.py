@@ -1,10 +1,12 @@
 """Reusable widgets: the pane base, the live event stream, the header badges, the pane strip, the demo caption,
-the canvas neighbourhood graph."""
+the canvas neighbourhood graph, the table whose title column fits the room left."""
 
 from .badges import BadgeBar, PaneStrip
 from .caption import CaptionBar
+from .fit_table import FitTable, fit_cell
 from .graph import NeighbourhoodGraph
 from .pane import Pane, PaletteAction, is_current
 from .stream import EventStream
 
-__all__ = ["BadgeBar", "CaptionBar", "EventStream", "NeighbourhoodGraph", "Pane", "PaletteAction", "PaneStrip", "is_current"]
+__all__ = ["BadgeBar", "CaptionBar", "EventStream", "FitTable", "NeighbourhoodGraph", "Pane", "PaletteAction", "PaneStrip",
+           "fit_cell", "is_current"]
