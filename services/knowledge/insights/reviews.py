@@ -67,9 +67,9 @@ def _to_json(review: InsightReview) -> dict[str, Any]:
 def _from_json(data: dict[str, Any], path: Path) -> InsightReview:
     try:
         proposal = Proposal(**{**data["proposal"], "candidates": tuple(data["proposal"]["candidates"])})
-        return InsightReview(**{**data, "proposal": proposal, "errors": tuple(data.get("errors", ())),
-                                "created_at": parse_time(data.get("created_at")),  # one time type: float seconds
-                                "decided_at": time_or_none(data.get("decided_at"))})
+        times: dict[str, float | None] = {"created_at": parse_time(data["created_at"])} if "created_at" in data else {}
+        times["decided_at"] = time_or_none(data.get("decided_at"))  # one time type, whatever a hand edit left
+        return InsightReview(**{**data, "proposal": proposal, "errors": tuple(data.get("errors", ())), **times})
     except (KeyError, TypeError, ServiceError) as exc:
         raise CorruptFileError(f"{path}: not a review record ({exc})") from None
 
