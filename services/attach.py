@@ -14,9 +14,12 @@ the shared stores (canvas, insights, OKF, outbox) are relayed to the server (``P
 tagged with the window's ``origin``, so every other window redraws them too. Actions go through the
 control API (operator and grant actions); the server's answer is the truth, so two windows acting
 on one run see each other's refusals in the cloud's own words. App actions (start a run, send a
-message, cancel, fork a conversation) are made by the server as the app, through the SDK over the
-cloud's own wire (``services.cloud.app_actions``); a refusal among them is recorded as the embedded
-desk records one. Text no store can keep (a lone surrogate, NUL) is refused before it is sent.
+message, cancel, fork a conversation) are made by the server as the app (``attach_app.py``). Text
+no store can keep (a lone surrogate, NUL) is refused before it is sent.
+
+A dropped change stream reconnects with ``Last-Event-ID`` (the newest id read) and the server
+sends exactly what was missed; when it no longer holds all of it (``reset``), or when no id was
+read yet, the desk reads runs and people again and publishes what changed meanwhile once.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from .operator import (
     RefusalRecord,
     RunView,
 )
-from .text import value_problem
+from .attach_app import ServedAppActions, sendable
 
 __all__ = ["AttachError", "ServedDesk", "ServerInfo", "find_server"]
 
@@ -116,7 +119,7 @@ def _view(dto: dict[str, Any]) -> RunView:
 
 
 @dataclass
-class ServedDesk:
+class ServedDesk(ServedAppActions):
     """The operator's desk over a served cloud (``RemoteCloud``), kept current by its change stream."""
 
     remote: Any
@@ -368,7 +371,7 @@ class ServedDesk:
             raise OperatorError(f"no run {run_id}")
         if dto.get("deleted") and action != "delete":
             raise OperatorError(f"run {run_id} was deleted")
-        _sendable(body)
+        sendable(body)
         try:
             answer: dict[str, Any] = await self.remote.call("POST", f"/runs/{_q(run_id)}/{action}", body)
         except ControlError as exc:
@@ -430,80 +433,6 @@ class ServedDesk:
         await self._act(run_id, "delete", {})
         self._note(run_id, "delete", "")
 
-    # -- app actions: made as the app by the server, through the SDK over the cloud's own wire ----
-
-    async def start_run(self, user_id: str, prompt: str) -> str:
-        """Start a run as the app; returns its id."""
-        answer = await self._app(user_id, f"/people/{_q(user_id)}/runs", {"prompt": prompt})
-        self._store_run(dict(answer["run"]))
-        self._note(answer["run_id"], "start", prompt, by="app")
-        return str(answer["run_id"])
-
-    async def send_message(self, run_id: str, text: str, *, start_turn: bool = True) -> None:
-        """Send a message to a run as the app."""
-        answer = await self._app(await self._owner(run_id), f"/runs/{_q(run_id)}/message",
-                                 {"text": text, "start_turn": start_turn})
-        self._store_run(dict(answer["run"]))
-        self._note(run_id, "message", text, by="app")
-
-    async def cancel_run(self, run_id: str) -> None:
-        """Cancel a run as the app."""
-        answer = await self._app(await self._owner(run_id), f"/runs/{_q(run_id)}/cancel", {}, key=False)
-        self._store_run(dict(answer["run"]))
-        self._note(run_id, "cancel", "", by="app")
-
-    async def fork(self, parent_id: str, messages: list[dict[str, Any]]) -> str:
-        """A child run carrying ``messages`` (the parent's conversation up to the fork point), as the app."""
-        user_id = await self._owner(parent_id)
-        parent = self._runs[parent_id]
-        last_user = next((m.get("text", "") for m in reversed(messages) if m.get("role") == "user"), "")
-        body = {"prompt": last_user, "name": f"fork of {parent.get('name') or parent_id}",
-                "forked_from": parent_id, "history": messages}
-        answer = await self._app(user_id, f"/people/{_q(user_id)}/runs", body)
-        self._store_run(dict(answer["run"]))
-        self._note(answer["run_id"], "fork", f"from {parent_id}", by="app")
-        return str(answer["run_id"])
-
-    async def _owner(self, run_id: str) -> str:
-        """The run's person (a run another window started a moment ago is read from the server)."""
-        from .cloud.remote import ControlError
-
-        dto = self._runs.get(run_id)
-        if dto is None:
-            try:
-                self._store_run(await self.remote.call("GET", f"/runs/{_q(run_id)}", params={"events": "0"}))
-            except ControlError as exc:
-                raise OperatorError(exc.message or f"no run {run_id}") from None
-            dto = self._runs[run_id]
-        return str(dto["user_id"])
-
-    async def _app(self, user_id: str, path: str, body: dict[str, Any], *, key: bool = True) -> dict[str, Any]:
-        """One app action through the control API. A call that got no answer is sent once more
-        with the same idempotency key, so the cloud does it at most once."""
-        from .cloud.remote import ControlError
-        from .wire import REFUSAL_CODES
-
-        _sendable(body)
-        if key:
-            body = {**body, "idempotency_key": f"wb-{self.origin}-{uuid.uuid4().hex}"}
-        for attempt in (1, 2):
-            try:
-                answer: dict[str, Any] = await self.remote.call("POST", path, body)
-                return answer
-            except ControlError as exc:
-                if exc.code == "unreachable" and key and attempt == 1:
-                    continue
-                if exc.code in REFUSAL_CODES:
-                    self._record_refusal(user_id, exc.code, exc.message)
-                raise OperatorError(f"{exc.code}: {exc.message}" if exc.message else f"{exc.status} {exc.code}") from None
-        raise AssertionError("unreachable")  # the loop returns or raises
-
-    def _record_refusal(self, user_id: str, code: str, message: str) -> None:
-        grant = (self._people.get(user_id) or {}).get("grant") or {}
-        record = RefusalRecord(user_id, code, message, grant.get("rev"), self.clock.time())
-        self.refusals.append(record)
-        self.changes.emit("workspace", "refusal", user_id, code=code)
-
     # -- grant actions through the control API ------------------------------------------------------
 
     async def _person(self, user_id: str, path: str, body: dict[str, Any]) -> None:
@@ -511,7 +440,7 @@ class ServedDesk:
 
         if (self._people.get(user_id) or {}).get("grant") is None:
             raise OperatorError(f"{user_id} has no grant")
-        _sendable(body)
+        sendable(body)
         try:
             await self.remote.call("POST", f"/people/{_q(user_id)}/{path}", body)
         except ControlError as exc:
@@ -557,13 +486,6 @@ class ServedDesk:
             if dto["user_id"] == user_id and not dto.get("deleted"):
                 self._note(dto["id"], f"grant {action}", f"{user_id} {detail}".strip())
         self.changes.emit("workspace", "grant.action", user_id, action=action)
-
-
-def _sendable(body: dict[str, Any]) -> None:
-    """Refuse text no store can keep (a lone surrogate, NUL) before it is sent anywhere."""
-    problem = value_problem(body)
-    if problem is not None:
-        raise OperatorError(f"this cannot be sent: {problem}")
 
 
 def _q(value: str) -> str:
