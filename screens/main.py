@@ -236,7 +236,8 @@ class MainScreen(Screen[None]):
         desk = self.workspace.desk
         badges = self.query_one("#badges", BadgeBar)
         badges.waiting = desk.waiting_on_user()
-        badges.refusals = len(desk.refusals_since(60))
+        accepting = {g.user_id for g in desk.grants() if g.state == "active" and g.refusal is None}
+        badges.refusals = sum(1 for r in desk.refusals_since(60) if r.user_id not in accepting)  # a restore clears it
         badges.judgments = self.query_one("#judgments", JudgmentsPane).waiting
         failures = getattr(self.workspace, "capture_failures", None)
         badges.captures = len(failures()) if failures is not None else 0

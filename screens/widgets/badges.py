@@ -22,7 +22,7 @@ class BadgeBar(Static):
     waiting: reactive[int] = reactive(0)
     """Runs waiting on their person."""
     refusals: reactive[int] = reactive(0)
-    """Refusals the app met in the last minute."""
+    """Refusals the app met in the last minute from grants that still refuse (a restore clears them)."""
     captures: reactive[int] = reactive(0)
     """Captures that failed and have not succeeded since (``Workspace.capture_failures``)."""
     memory: reactive[str] = reactive("")

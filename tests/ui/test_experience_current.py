@@ -58,8 +58,10 @@ async def test_a_refusal_banner_goes_once_the_grant_is_restored(app) -> None:
         await settle(pilot)
         assert [r.code for r in ws.desk.refusals] == ["grant_suspended"]
         assert "‼ grant_suspended" in run_info(pilot)
+        assert app.main.query_one("#badges").refusals == 1
         await ws.desk.restore("user:grace")
         await settle(pilot)
+        assert app.main.query_one("#badges").refusals == 0  # within the minute, but the grant refuses no more
         assert ws.desk.refusals  # the record is kept: the stream still shows it as history
         assert "‼" not in run_info(pilot)
         assert "‼ refused grant_suspended" in "\n".join(pilot.app.main.query_one("#runs-stream").shown)
