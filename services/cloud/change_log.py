@@ -38,16 +38,9 @@ class ChangeListener:
         self.queue: asyncio.Queue[bytes] = asyncio.Queue()
 
     def put(self, frame: bytes) -> None:
-        """Queue ``frame`` (from any thread)."""
-        if self._loop.is_closed():
-            return
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is self._loop:
-            self.queue.put_nowait(frame)
-        else:
+        """Queue ``frame`` (from any thread; always through the loop's own queue of callbacks, so
+        frames from different threads keep the log's order)."""
+        if not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self.queue.put_nowait, frame)
 
     async def get(self) -> bytes:
@@ -92,7 +85,7 @@ class ChangeLog:
         with self._lock:
             if last_id:
                 for frame in self._missed(last_id):
-                    listener.queue.put_nowait(frame)
+                    listener.put(frame)
             self._listeners.add(listener)
         return listener
 
