@@ -107,11 +107,14 @@ class MemoryScreen(Screen[None]):
         self.query_one("#memory-where", Static).update(where)
 
         table = self.query_one("#memory-conversations", DataTable)
+        kept = table.cursor_row  # a redraw (every 2 s) keeps each table's cursor where the operator left it
         table.clear()
         for conv in status.conversations:
             table.add_row(cell_text(conv.conversation_id, 30), cell_text(conv.owner, 16), str(conv.pending),
                           str(conv.delivered), cell_text(conv.session_id or "—", 24), str(conv.turns),
                           cell_text(conv.error or "", 60), key=conv.conversation_id)
+        if table.row_count:
+            table.move_cursor(row=min(kept, table.row_count - 1))
         summary = Text()
         last = status.last_delivery_at
         summary.append(f"pending {status.pending_total} · last delivery {date_time(last, 'never')}")
@@ -129,11 +132,14 @@ class MemoryScreen(Screen[None]):
         self.query_one("#memory-summary", Static).update(summary)
 
         lines = self.query_one("#memory-quarantine", DataTable)
+        kept = lines.cursor_row
         lines.clear()
         for item in self.quarantine:
             when = date_time(item.quarantined_at)
             lines.add_row(str(item.position + 1), when, str(item.line or "?"), cell_text(item.reason, 60),
                           cell_text(item.raw, 80), key=str(item.position))
+        if lines.row_count:
+            lines.move_cursor(row=min(kept, lines.row_count - 1))
         self._draw_representation()
 
     def _draw_representation(self) -> None:
