@@ -23,6 +23,7 @@ from services.changes import Change
 from services.errors import ServiceError
 
 from .text import DETAIL_CAP, highlight, iso, level_style, safe, safe_text, short_time
+from .widgets.fit_tree import FitTree
 from .widgets.graph import NeighbourhoodGraph
 from .widgets.pane import DEBOUNCE, Pane, PaletteAction
 
@@ -69,7 +70,7 @@ class CanvasPane(Pane):
         connection.display = False
         yield connection
         with Horizontal(id="canvas-top"):
-            tree: Tree[Any] = Tree(Text("canvas"), id="canvas-tree")
+            tree = FitTree(Text("canvas"), id="canvas-tree")  # a long title ends in … at the pane's edge
             tree.show_root = False
             yield tree
             yield NeighbourhoodGraph(id="canvas-edges")

@@ -156,3 +156,21 @@ async def test_a_fit_table_cuts_its_title_column_with_an_ellipsis_at_any_width(f
             cut = long_line[start:long_line.index("…", start)]
             assert title.startswith(cut) and len(cut) >= 5
         assert "short" in short_line and "…" not in short_line
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+async def test_a_canvas_title_too_long_for_the_tree_ends_with_an_ellipsis(app, size) -> None:
+    async with app.run_test(size=size) as pilot:
+        await ready(pilot)
+        await pilot.press("1")
+        await settle(pilot)
+        tree = app.main.query_one("#canvas-tree")
+        width = tree.scrollable_content_region.width
+        lines = [tree.render_line(y).text.rstrip() for y in range(tree.size.height)]
+        titled = [line for line in lines if "knowledge/garden-" in line]
+        assert titled, lines
+        for line in lines:
+            assert cell_len(line) <= width
+        whole = "knowledge/garden-layout · document"
+        assert all(whole in line or line.endswith("…") for line in titled), titled
+        assert size[0] > 100 or any(line.endswith("…") for line in titled)  # 80 columns cut it
