@@ -43,7 +43,7 @@ class ObjectRow(SQLModel, table=True):
 
     __tablename__ = "objects"
     __table_args__ = (
-        Index("ix_objects_type_owner_name", "type", "owner_id", "name"),
+        Index("ix_objects_type_owner_name_pk", "type", "owner_id", "name", "pk"),  # a page's keys from the index alone
         Index("ix_objects_type_name", "type", "name"),
         Index("ix_objects_owner_name", "owner_id", "name"),
         Index("ix_objects_name", "name"),

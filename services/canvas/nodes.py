@@ -236,9 +236,8 @@ def inbox_page(session: Session, owner_id: str, *, offset: int = 0, limit: int =
         stmt = stmt.where(InboxRow.read_at.is_(None))
     stmt = stmt.order_by(InboxRow.id if oldest_first else InboxRow.id.desc()).offset(max(0, offset)).limit(limit)
     rows = session.execute(stmt).scalars().all()
-    unread = session.execute(select(func.count()).select_from(InboxRow).where(
-        InboxRow.owner_id == owner_id, InboxRow.read_at.is_(None))).scalar_one()
-    total = session.execute(select(func.count()).select_from(InboxRow).where(InboxRow.owner_id == owner_id)).scalar_one()
+    unread, total = session.execute(select(func.count().filter(InboxRow.read_at.is_(None)), func.count())
+                                    .select_from(InboxRow).where(InboxRow.owner_id == owner_id)).one()
     return InboxPage(owner_id=owner_id, items=tuple(entry_view(r) for r in rows), unread=int(unread),
                      total=int(total), offset=max(0, offset), limit=limit)
 

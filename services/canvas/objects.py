@@ -18,7 +18,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Select, and_, case, exists, func, literal, select
+from sqlalchemy import Select, and_, case, exists, func, literal, select, text, union_all
 from sqlalchemy.orm import aliased
 from sqlmodel import Session
 
@@ -246,25 +246,39 @@ def count_objects(session: Session, *, type: str | None = None, owner: str | Non
 
 
 def neighbourhood(session: Session, row: ObjectRow, *, kind: str | None = None, limit: int = 50) -> Neighbourhood:
-    """``row``'s edges both ways grouped by kind: counts of all, and up to ``limit`` per group."""
+    """``row``'s edges both ways grouped by kind: counts of all, and up to ``limit`` per group (by the
+    other end's id). Four statements whatever the number of groups: the counts, every group's page of
+    edges (each an ordered index range cut to ``limit``), the other ends' summaries, and the owner."""
+    sides = {"out": (EdgeRow.src_id, "src_id", "dst_id"), "in": (EdgeRow.dst_id, "dst_id", "src_id")}
+    counted = []
+    for direction, (here, _, _) in sides.items():
+        where = [here == row.id] + ([EdgeRow.kind == kind] if kind else [])
+        counted.append(select(literal(direction).label("direction"), EdgeRow.kind, func.count().label("n"))
+                       .where(*where).group_by(EdgeRow.kind))
     counts: dict[str, int] = {}
     groups: dict[str, dict[str, tuple[EdgeView, ...]]] = {"out": {}, "in": {}}
-    for direction, here, there in (("out", EdgeRow.src_id, EdgeRow.dst_id), ("in", EdgeRow.dst_id, EdgeRow.src_id)):
-        count_stmt = select(EdgeRow.kind, func.count()).where(here == row.id)
-        if kind:
-            count_stmt = count_stmt.where(EdgeRow.kind == kind)
-        for edge_kind, n in session.execute(count_stmt.group_by(EdgeRow.kind)).all():
-            counts[f"{direction}:{edge_kind}"] = int(n)
-            page = session.execute(
-                select(EdgeRow.created_at, ObjectRow, _OWNER_REF)
-                .join(ObjectRow, ObjectRow.id == there)
-                .outerjoin(_Owner, _Owner.id == ObjectRow.owner_id)
-                .where(here == row.id, EdgeRow.kind == edge_kind)
-                .order_by(there).limit(limit)
-            ).all()
-            groups[direction][edge_kind] = tuple(
-                EdgeView(kind=edge_kind, direction=direction, other=summary_of(other, ref), created_at=at)
-                for at, other, ref in page
-            )
+    found = [(str(d), str(k), int(n)) for d, k, n in session.execute(union_all(*counted)).all()]
+    members: list[str] = []
+    params: dict[str, Any] = {"id": row.id, "limit": max(0, int(limit))}
+    for i, (direction, edge_kind, n) in enumerate(found):
+        counts[f"{direction}:{edge_kind}"] = n
+        _, here_name, there_name = sides[direction]
+        params[f"k{i}"] = edge_kind
+        members.append(  # column names from the table above, never from input
+            f"SELECT * FROM (SELECT '{direction}' AS direction, kind, {there_name} AS other, created_at, "
+            f"row_number() OVER (ORDER BY {there_name}) AS place FROM edges WHERE {here_name} = :id "
+            f"AND kind = :k{i} ORDER BY {there_name} LIMIT :limit) AS g{i}")
+    pages: dict[tuple[str, str], list[Any]] = {(d, k): [] for d, k, _ in found}
+    if members and params["limit"]:
+        edge_rows = session.execute(text(" UNION ALL ".join(members)), params).all()
+        ids = sorted({str(r.other) for r in edge_rows})
+        others = {o.id: o for o in summaries(session, with_owner(ObjectRow.id.in_(ids)))} if ids else {}
+        for r in edge_rows:
+            if r.other in others:
+                pages[(str(r.direction), str(r.kind))].append(r)
+    for (direction, edge_kind), page in pages.items():  # each group in the database's order of the other ends
+        groups[direction][edge_kind] = tuple(
+            EdgeView(kind=edge_kind, direction=direction, other=others[r.other], created_at=r.created_at)
+            for r in sorted(page, key=lambda r: r.place))
     return Neighbourhood(object=summary_of(row, owner_handle(session, row)), outgoing=groups["out"],
                          incoming=groups["in"], counts=counts)

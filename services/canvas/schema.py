@@ -30,7 +30,7 @@ from .errors import CanvasSchemaError
 
 __all__ = ["SCHEMA_VERSION", "OLDEST_MIGRATABLE", "MIGRATIONS", "schema_version", "prepare_schema"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The schema version this code creates and expects."""
 OLDEST_MIGRATABLE = 0
 """The oldest version ``MIGRATIONS`` can bring forward."""
@@ -50,9 +50,19 @@ def _name_search(conn: Connection) -> None:
     upgrade_search(conn)
 
 
+def _page_index(conn: Connection) -> None:
+    from . import models
+
+    for index in models.ObjectRow.__table__.indexes:  # type: ignore[attr-defined]
+        if index.name == "ix_objects_type_owner_name_pk":
+            index.create(conn, checkfirst=True)
+    conn.execute(text("DROP INDEX IF EXISTS ix_objects_type_owner_name"))  # what it replaces
+
+
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     0: _create_missing,  # 0 -> 1: versioning, every table and index of version 1, the search index
     1: _name_search,  # 1 -> 2: PostgreSQL's index of name words (search's first tier); nothing on SQLite
+    2: _page_index,  # 2 -> 3: a page by owner and name takes its keys from one index (..._name_pk replaces ..._name)
 }
 """``MIGRATIONS[v]`` brings a version-``v`` canvas to version ``v + 1``."""
 

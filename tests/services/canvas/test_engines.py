@@ -11,7 +11,7 @@ import textwrap
 
 import psycopg
 import pytest
-from sqlalchemy import text
+from sqlalchemy import inspect, text
 
 from services.canvas import Canvas, CanvasSchemaError, NameTakenError
 from services.canvas.engine import create_schema, make_engine, database_url, write_session
@@ -159,7 +159,7 @@ async def test_an_unversioned_canvas_is_migrated_at_open_and_keeps_its_objects(c
     await again.close()
 
 
-async def test_a_version_1_canvas_gets_the_name_index_at_open_and_keeps_its_objects(canvas_url, clock) -> None:
+async def test_a_version_1_canvas_gets_the_new_indexes_at_open_and_keeps_its_objects(canvas_url, clock) -> None:
     canvas = await Canvas.open(canvas_url, clock=clock)
     await canvas.write("pricing/tiers", owner="user:o1", preview=PREVIEW, body="kept")
     await canvas.write("notes", owner="user:o1", preview=PREVIEW, body="pricing is kept here")
@@ -167,11 +167,15 @@ async def test_a_version_1_canvas_gets_the_name_index_at_open_and_keeps_its_obje
     with canvas.engine.begin() as conn:  # as a canvas written before names had their own search index
         if postgres:
             conn.execute(text("DROP INDEX ix_object_search_name"))
+        conn.execute(text("DROP INDEX ix_objects_type_owner_name_pk"))
+        conn.execute(text("CREATE INDEX ix_objects_type_owner_name ON objects (type, owner_id, name)"))
         conn.execute(text("UPDATE canvas_meta SET value = '1' WHERE key = 'schema_version'"))
     await canvas.close()
     again = await Canvas.open(canvas_url, clock=clock)
     with again.engine.connect() as conn:
-        assert schema_version(conn) == SCHEMA_VERSION == 2
+        assert schema_version(conn) == SCHEMA_VERSION == 3
+        indexes = {index["name"] for index in inspect(conn).get_indexes("objects")}
+        assert "ix_objects_type_owner_name_pk" in indexes and "ix_objects_type_owner_name" not in indexes
         if postgres:
             assert conn.execute(text("SELECT count(*) FROM pg_indexes WHERE indexname = 'ix_object_search_name' "
                                      "AND schemaname = current_schema()")).scalar() == 1
