@@ -9,6 +9,7 @@ is never taken for a recent one.
 changes after ``last_id`` when the log still holds all of them, else one ``reset`` frame (``event:
 reset``, ``data: {"reset": {"reason"}}``, carrying the newest id) that tells the client to read
 its snapshots again in full. Without ``last_id`` the listener gets only what happens from now on.
+``announce_reset`` sends every stream a ``reset`` (the cloud's state was reset or replaced).
 Changes may be published from any thread; each listener receives its frames in log order.
 """
 
@@ -88,6 +89,16 @@ class ChangeLog:
                     listener.put(frame)
             self._listeners.add(listener)
         return listener
+
+    def announce_reset(self, reason: str) -> None:
+        """Tell every stream to read everything again (the cloud's state was replaced); a stream
+        resumed later from any earlier id is told the same."""
+        with self._lock:
+            self._last += 1
+            self._ring.clear()
+            frame = _frame(self.last_id, "reset", {"reset": {"reason": reason}})
+            for listener in self._listeners:
+                listener.put(frame)
 
     def remove(self, listener: ChangeListener) -> None:
         with self._lock:

@@ -294,6 +294,7 @@ class ControlApp:
         self._gates.clear()
         if self.store is not None:
             await self.store.replace(self.cloud, export_state(self.cloud))
+        self.change_log.announce_reset("the cloud was reset")
         return {"reset": True}
 
     async def _export(self, body: dict[str, Any], query: dict[str, str]) -> Any:
@@ -304,6 +305,7 @@ class ControlApp:
             await self.store.replace(self.cloud, body)
         else:
             import_state(self.cloud, body)
+        self.change_log.announce_reset("the cloud's state was replaced")
         return {"imported": True, "runs": len(body.get("runs", [])), "people": len(body.get("users", []))}
 
     # -- change stream -----------------------------------------------------------------------

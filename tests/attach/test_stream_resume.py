@@ -107,3 +107,21 @@ async def test_an_id_from_another_server_process_is_answered_with_reset(served: 
         await batches.aclose()
     finally:
         await remote.aclose()
+
+
+async def test_a_cloud_reset_or_replaced_state_makes_every_attached_window_read_everything_again(served: Any) -> None:
+    window = await Workspace.open(served.path)
+    seen: list[Any] = []
+    unsubscribe = window.feed.subscribe(seen.append)
+    try:
+        assert window.desk.runs()
+        state = await window.remote.export_state()
+        await window.remote.reset()  # runs cleared on the server
+        assert await until(lambda: window.desk.runs() == [])
+        assert any(c.kind == "attach.reloaded" for c in seen)
+        await window.remote.import_state(state)  # and put back
+        assert await until(lambda: {r.id for r in window.desk.runs()} == {r.id for r in served.desk.runs()})
+        assert list(window.desk.errors) == []
+    finally:
+        unsubscribe()
+        await window.close()
