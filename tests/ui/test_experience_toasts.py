@@ -87,6 +87,12 @@ async def test_a_reply_to_a_settled_run_says_it_reopened_it(app) -> None:
         status = ws.desk.detail(run.id).status
         assert status != "settled"
         assert f"Replied as the model. The run is {status.replace('_', ' ')} (it was settled)." in toasts(app)
+        await pilot.press("f")
+        await settle(pilot)
+        await pilot.press("ctrl+s")  # the first code, model_error
+        await settle(pilot)
+        assert ws.desk.detail(run.id).last_turn_error["code"] == "model_error"
+        assert f"Turn failed. The run is {ws.desk.detail(run.id).status.replace('_', ' ')}." in toasts(app)
 
 
 async def test_ask_emit_cancel_and_delete_say_the_state_they_left(app) -> None:
