@@ -41,6 +41,7 @@ class FitTable(DataTable[Any]):
         """The fewest cells the flexible column gets (its content's width when that is less)."""
 
     def _update_dimensions(self, new_rows: Any) -> None:
+        # DataTable measures new and changed cells here when idle, and has no public hook after it
         super()._update_dimensions(new_rows)
         self.fit_columns()
 
