@@ -93,3 +93,16 @@ async def test_judging_in_an_attached_window_is_refused_and_the_queue_left_as_it
         assert [(j.id, j.state) for j in await served.okf.queue()] == [(j.id, j.state) for j in queue]
     finally:
         await window.close()
+
+
+async def test_a_base_bound_by_the_serving_window_after_attaching_is_known_to_the_attached_one(served: Any) -> None:
+    window = await Workspace.open(served.path)
+    try:
+        assert "extra" not in window.okf.bindings.bases
+        await served.okf.init_base("extra", {"notes": {"path": "notes", "owner": "extra-id"}},
+                                   path=served.bases_path() / "extra")
+        await window.okf.queue()
+        assert "extra" in window.okf.bindings.bases
+        assert "extra" in window.okf.runs.directory_aliases()
+    finally:
+        await window.close()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -30,7 +31,7 @@ from .descriptors import binding_path_problems, load_bindings
 from .errors import OkfError, OkfPathError
 from .harvest import BINDINGS_NAME, Harvest
 from .health import BINDINGS_LOCK, binding_unusable, check_bases
-from .models import JudgmentItem
+from .models import JudgmentDetail, JudgmentItem
 
 __all__ = ["AttachedHarvest", "ATTACHED_CODE"]
 
@@ -52,6 +53,9 @@ def _refuse(what: str) -> NoReturn:
 
 class AttachedHarvest(Harvest):
     """The approval queue of a served workspace's knowledge root, opened by an attached window."""
+
+    _bindings_seen: int = 0
+    """The bindings file's modification time when it was last read."""
 
     @classmethod
     async def attach(cls, root: Path, changes: ChangeFeed, *, clock: Clock | None = None) -> "AttachedHarvest":
@@ -85,7 +89,44 @@ class AttachedHarvest(Harvest):
             return found
 
         harvest.blocked = await asyncio.to_thread(blocked)
+        harvest._bindings_seen = await asyncio.to_thread(lambda: file.stat().st_mtime_ns)
         return harvest
+
+    # -- the queue, with the bindings as the serving process last wrote them --------------------------
+
+    async def _fresh(self) -> None:
+        """Read the bindings again when the serving process changed them (a base bound since)."""
+        def work() -> Any:
+            try:
+                changed = self.bindings.file.stat().st_mtime_ns != self._bindings_seen
+            except OSError:
+                return None
+            if not changed:
+                return None
+            self._bindings_seen = self.bindings.file.stat().st_mtime_ns
+            bindings = load_bindings(self.bindings.file, check_paths=False)
+            self.unusable = binding_path_problems(bindings)
+            return bindings
+
+        bindings = await asyncio.to_thread(work)
+        if bindings is not None:
+            self._rebind(bindings)
+
+    async def queue(self, states: Sequence[str] | None = None) -> list[JudgmentItem]:
+        await self._fresh()
+        return await super().queue(states)
+
+    async def detail(self, judgment_id: str) -> JudgmentDetail:
+        await self._fresh()
+        return await super().detail(judgment_id)
+
+    async def approve(self, judgment_id: str, outcomes: Sequence[str] | None = None) -> JudgmentItem:
+        await self._fresh()
+        return await super().approve(judgment_id, outcomes)
+
+    async def retry(self, judgment_id: str) -> JudgmentItem:
+        await self._fresh()
+        return await super().retry(judgment_id)
 
     # -- what only the serving process does ------------------------------------------------------
 
