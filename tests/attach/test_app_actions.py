@@ -165,3 +165,37 @@ async def test_a_grant_restored_from_an_attached_window_lets_its_app_actions_thr
         assert served.cloud.runs.get(served_run).user_id == "user:ada"
     finally:
         await window.close()
+
+
+async def test_without_a_serving_window_the_server_acts_with_a_fresh_token_and_the_runtime_checks_the_grant(
+    tmp_path: Path,
+) -> None:
+    from services.attach import ServedDesk
+    from services.changes import ChangeFeed
+    from services.cloud import FakeCloud
+    from services.cloud.remote import RemoteCloud
+    from services.sdk import MemoryConnectionStore
+    from services.serve import CloudServer, bind_socket, origin_url
+
+    sock = bind_socket("127.0.0.1", 0)
+    url = origin_url(*sock.getsockname()[:2])
+    cloud = FakeCloud("app", issuer=url, runtime_url=url)
+    await cloud.connect(MemoryConnectionStore(), "user:o1")
+    server = CloudServer(cloud, sock)
+    await server.start()
+    remote = RemoteCloud(server.url, server.token)
+    desk = ServedDesk(remote, ChangeFeed())
+    try:
+        await desk.start()
+        run_id = await desk.start_run("user:o1", "headless")
+        assert cloud.runs.get(run_id).params["prompt"] == "headless"
+        assert [c.op for c in cloud.calls if c.op == "run.start"] == ["run.start"]  # through the runtime's wire
+        cloud.user("user:o1").grant.revoke("grant_removed")
+        with pytest.raises(OperatorError) as refused:
+            await desk.send_message(run_id, "still there?")
+        assert "grant_revoked" in str(refused.value)  # the runtime's own words
+        assert cloud.runs.get(run_id).messages == []
+    finally:
+        await desk.stop()
+        await remote.aclose()
+        await server.stop()
