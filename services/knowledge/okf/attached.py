@@ -25,12 +25,11 @@ from typing import Any, NoReturn
 
 from ...changes import ChangeFeed
 from ...clock import Clock
-from ...files import FileLock, atomic_write_json
 from .capture import CaptureReport
 from .descriptors import binding_path_problems, load_bindings
-from .errors import OkfError, OkfPathError
-from .harvest import BINDINGS_NAME, Harvest
-from .health import BINDINGS_LOCK, binding_unusable, check_bases
+from .errors import OkfError
+from .harvest import Harvest, prepare_bindings
+from .health import binding_unusable, check_bases
 from .models import JudgmentDetail, JudgmentItem
 
 __all__ = ["AttachedHarvest", "ATTACHED_CODE"]
@@ -61,23 +60,7 @@ class AttachedHarvest(Harvest):
     async def attach(cls, root: Path, changes: ChangeFeed, *, clock: Clock | None = None) -> "AttachedHarvest":
         """Open ``root`` for the queue only (an empty one is started when nobody opened it yet)."""
         root = Path(os.path.abspath(root))
-        file = root / BINDINGS_NAME
-
-        def prepare() -> tuple[Any, dict[str, str]]:
-            if not file.exists():  # a headless server never opened it: start it empty, as ``Harvest.open`` does
-                root.mkdir(parents=True, exist_ok=True)
-                with FileLock(root / BINDINGS_LOCK):
-                    if not file.exists():
-                        atomic_write_json(file, {"version": 1, "stateDir": "state", "cron": "*/15 * * * *",
-                                                 "tz": "UTC", "bases": {}})
-            bindings = load_bindings(file, check_paths=False)
-            unusable = binding_path_problems(bindings)
-            if "stateDir" in unusable:
-                raise OkfPathError(unusable["stateDir"])
-            bindings.state_dir.mkdir(parents=True, exist_ok=True)
-            return bindings, unusable
-
-        bindings, unusable = await asyncio.to_thread(prepare)
+        bindings, unusable = await asyncio.to_thread(prepare_bindings, root)
         harvest = cls(root, changes, _ServingJudge(), bindings, clock=clock or Clock(), watch_window=0.2,
                       unusable=unusable)
 
@@ -89,7 +72,7 @@ class AttachedHarvest(Harvest):
             return found
 
         harvest.blocked = await asyncio.to_thread(blocked)
-        harvest._bindings_seen = await asyncio.to_thread(lambda: file.stat().st_mtime_ns)
+        harvest._bindings_seen = await asyncio.to_thread(lambda: bindings.file.stat().st_mtime_ns)
         return harvest
 
     # -- the queue, with the bindings as the serving process last wrote them --------------------------

@@ -55,6 +55,24 @@ BINDINGS_NAME = "okf-bindings.json"
 """The bindings file's name inside the knowledge root."""
 
 
+def prepare_bindings(root: Path) -> tuple[Bindings, dict[str, str]]:
+    """The bindings under ``root`` (an empty file is started when there is none) and the bindings'
+    unusable paths by alias; an unusable state folder is refused (``OkfPathError``)."""
+    root.mkdir(parents=True, exist_ok=True)
+    file = root / BINDINGS_NAME
+    if not file.exists():
+        with FileLock(root / BINDINGS_LOCK):
+            if not file.exists():
+                atomic_write_json(file, {"version": 1, "stateDir": "state", "cron": "*/15 * * * *", "tz": "UTC",
+                                         "bases": {}})
+    bindings = load_bindings(file, check_paths=False)
+    unusable = binding_path_problems(bindings)
+    if "stateDir" in unusable:
+        raise OkfPathError(unusable["stateDir"])
+    bindings.state_dir.mkdir(parents=True, exist_ok=True)
+    return bindings, unusable
+
+
 class Harvest:
     """OKF knowledge for one workspace: bases, sources, capture, judging, the approval queue."""
 
@@ -88,22 +106,7 @@ class Harvest:
         """Open (or create) the knowledge root and recover any interrupted publication."""
         root = Path(os.path.abspath(root))
 
-        def prepare() -> tuple[Bindings, dict[str, str]]:
-            root.mkdir(parents=True, exist_ok=True)
-            file = root / BINDINGS_NAME
-            if not file.exists():
-                with FileLock(root / BINDINGS_LOCK):
-                    if not file.exists():
-                        atomic_write_json(file, {"version": 1, "stateDir": "state", "cron": "*/15 * * * *", "tz": "UTC",
-                                                 "bases": {}})
-            bindings = load_bindings(file, check_paths=False)
-            unusable = binding_path_problems(bindings)
-            if "stateDir" in unusable:
-                raise OkfPathError(unusable["stateDir"])
-            bindings.state_dir.mkdir(parents=True, exist_ok=True)
-            return bindings, unusable
-
-        bindings, unusable = await asyncio.to_thread(prepare)
+        bindings, unusable = await asyncio.to_thread(prepare_bindings, root)
         harvest = cls(root, changes, judge, bindings, clock=clock or Clock(), watch_window=watch_window,
                       unusable=unusable)
         harvest.swept = await asyncio.to_thread(sweep_leftovers, root, harvest.runs)
