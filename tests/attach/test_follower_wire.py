@@ -134,16 +134,18 @@ async def test_a_window_attached_to_a_headless_server_follows_its_runs_into_the_
                                 max_retries=0) as oauth:
             run = await (await oauth.client("user:o1")).runs.start(prompt="followed by a window")
             cloud.runs.get(run.id).reply("seen by the canvas")
-        node = None
-        for _ in range(500):  # bounded: until the change stream has carried the run to the follower
+        async def replies(ws: Workspace) -> list[object]:
+            return [e.data.get("text") for e in await ws.canvas.events(run.id) if e.type == "node.output_text.done"]
+
+        for _ in range(500):  # bounded: until the change stream has carried the whole run to the follower
             await first.follower.idle()
             page = await first.canvas.list_objects(type="node")
-            if any(o.id == run.id and o.status == "idle" for o in page.items):
-                node = await first.canvas.read(run.id)
+            if any(o.id == run.id and o.status == "idle" for o in page.items) and await replies(first):
                 break
             await asyncio.sleep(0.01)
-        assert node is not None and node.node is not None
-        texts = [e.data.get("text") for e in await second.canvas.events(run.id) if e.type == "node.output_text.done"]
+        node = await first.canvas.read(run.id)
+        assert node.node is not None
+        texts = await replies(second)
         assert texts == ["seen by the canvas"]  # the other window reads the same canvas
         assert list(first.follower.errors) == []
     finally:
