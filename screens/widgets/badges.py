@@ -49,11 +49,19 @@ class BadgeBar(Static):
         if self.memory_problem:
             text.append(" ")
             text.append(f" ⚠ memory not delivered: {safe(self.memory_problem, 160)} ", style=tone("bad", bold=True))
-        if self.memory:
-            text.append(f"  memory → {safe(self.memory, 120)}", style="dim")
-        if self.status != "ready":
+        if self.status != "ready":  # where the cloud is (attached / serving) before where memory goes
             text.append(f"  {safe(self.status, 200)}", style="dim")
+        if self.memory:
+            text.append(f"  memory → {safe(self._memory_where(), 120)}", style="dim")
         return text
+
+    def _memory_where(self) -> str:
+        """The memory URL, as a path when it is on the server the status names (``/honcho ...``)."""
+        for word in self.status.split():
+            origin = word.rstrip("/")
+            if origin.startswith(("http://", "https://")) and self.memory.startswith(origin + "/"):
+                return self.memory[len(origin):]
+        return self.memory
 
 
 class PaneStrip(Static):

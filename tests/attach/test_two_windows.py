@@ -57,6 +57,9 @@ async def test_a_reply_and_a_revoke_in_one_window_show_in_the_other_and_on_the_s
             assert window.cloud is None and window.attached.url == served.server.url
             assert window.header_status.startswith(f"attached to {served.server.url}")
         assert "attached to" in first.main.query_one("#badges").status
+        header = first.main.query_one("#badges").render().plain
+        # where the cloud is comes first; memory on the same server is named by its path on it
+        assert header.index("attached to") < header.index("memory → /honcho")
 
         await select(one, "runs", run_id, "3")
         await select(two, "runs", run_id, "3")
