@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from .operator import (
     OperatorError,
     RefusalRecord,
     RunView,
+    event_fields,
 )
 from .attach_app import ServedAppActions, sendable
 
@@ -416,15 +416,8 @@ class ServedDesk(ServedAppActions):
         self._note(run_id, "idle", "")
 
     async def emit(self, run_id: str, type: str, fields_json: str = "{}", node_id: str | None = None) -> None:
-        if not type.strip():
-            raise OperatorError("an event needs a type")
-        try:
-            fields = json.loads(fields_json or "{}")
-        except json.JSONDecodeError as exc:
-            raise OperatorError(f"event fields are not valid JSON: {exc}") from None
-        if not isinstance(fields, dict):
-            raise OperatorError("event fields must be a JSON object")
-        await self._act(run_id, "emit", {"type": type.strip(), "fields": fields, "node_id": node_id or None})
+        type, fields = event_fields(type, fields_json)
+        await self._act(run_id, "emit", {"type": type, "fields": fields, "node_id": node_id or None})
         self._note(run_id, "emit", type.strip() + (f" on {node_id}" if node_id else ""))
 
     async def delete_run(self, run_id: str) -> None:

@@ -99,6 +99,19 @@ class GrantView:
     runs: int
 
 
+def event_fields(type: str, fields_json: str) -> tuple[str, dict[str, Any]]:
+    """An operator's event as typed: its type (stripped) and its fields (a JSON object), or ``OperatorError``."""
+    if not type.strip():
+        raise OperatorError("an event needs a type")
+    try:
+        fields = json.loads(fields_json or "{}")
+    except json.JSONDecodeError as exc:
+        raise OperatorError(f"event fields are not valid JSON: {exc}") from None
+    if not isinstance(fields, dict):
+        raise OperatorError("event fields must be a JSON object")
+    return type.strip(), fields
+
+
 @dataclass
 class OperatorDesk:
     """Actions and views over one cloud, as the operator and as the app."""
@@ -221,15 +234,8 @@ class OperatorDesk:
     def emit(self, run_id: str, type: str, fields_json: str = "{}", node_id: str | None = None) -> None:
         """Append any event; ``fields_json`` is a JSON object of its fields."""
         run = self._live(run_id)
-        if not type.strip():
-            raise OperatorError("an event needs a type")
-        try:
-            fields = json.loads(fields_json or "{}")
-        except json.JSONDecodeError as exc:
-            raise OperatorError(f"event fields are not valid JSON: {exc}") from None
-        if not isinstance(fields, dict):
-            raise OperatorError("event fields must be a JSON object")
-        run.emit(type.strip(), fields, node_id=node_id or None)
+        type, fields = event_fields(type, fields_json)
+        run.emit(type, fields, node_id=node_id or None)
         self._note(run_id, "emit", type.strip() + (f" on {node_id}" if node_id else ""))
 
     def delete_run(self, run_id: str) -> None:
