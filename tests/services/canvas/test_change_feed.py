@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 import subprocess
 import sys
 import textwrap
@@ -100,7 +101,15 @@ async def test_own_changes_are_published_once_and_only_after_commit(pg_schema_ur
     await b.close()
 
 
+def _tagged(url: str) -> tuple[str, str]:
+    """``url`` with an application name of its own, so a test kills only its own connections (the
+    server is shared with the tests running beside it)."""
+    tag = f"wb_{uuid.uuid4().hex[:12]}"
+    return f"{url}{'&' if '?' in url else '?'}application_name={tag}", tag
+
+
 async def test_a_lost_listening_connection_is_announced_and_reconnects(pg_schema_url, clock) -> None:
+    pg_schema_url, tag = _tagged(pg_schema_url)
     feed = ChangeFeed()
     canvas = await Canvas.open(pg_schema_url, changes=feed, clock=clock)
     other = await Canvas.open(pg_schema_url, clock=clock, listen=False)
@@ -108,7 +117,8 @@ async def test_a_lost_listening_connection_is_announced_and_reconnects(pg_schema
     assert canvas.listener is not None
     with psycopg.connect(plain(pg_schema_url.split("?")[0]), autocommit=True) as admin:
         killed = admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                               "WHERE query LIKE 'LISTEN %' AND pid <> pg_backend_pid()").fetchall()
+                               "WHERE query LIKE 'LISTEN %%' AND application_name = %s AND pid <> pg_backend_pid()",
+                               (tag,)).fetchall()
     assert killed
     lost = await _next(changes, lambda c: c.kind == "canvas.connection.lost")
     assert lost.source == "canvas" and lost.data["error"]
@@ -124,11 +134,13 @@ async def test_a_lost_listening_connection_is_announced_and_reconnects(pg_schema
 
 
 async def test_dropped_pool_connections_reconnect_on_the_next_unit_of_work(pg_schema_url, clock) -> None:
+    pg_schema_url, tag = _tagged(pg_schema_url)
     canvas = await Canvas.open(pg_schema_url, clock=clock, listen=False)
     await canvas.write("before", owner="user:o1", preview=PREVIEW, body="a")
     with psycopg.connect(plain(pg_schema_url.split("?")[0]), autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                      "WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'")
+        killed = admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                               "WHERE application_name = %s AND pid <> pg_backend_pid()", (tag,)).fetchall()
+    assert killed
     await canvas.write("after", owner="user:o1", preview=PREVIEW, body="b")  # the pool pings and reconnects
     assert await canvas.count_objects(type="document") == 2
     await canvas.close()
