@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from services.canvas import Canvas, RunBridge
 from services.changes import ChangeFeed
@@ -20,17 +18,6 @@ from services.sdk import MemoryConnectionStore, OAuth2Client
 from services.serve import CloudServer, bind_socket, origin_url
 
 KEY = generate_private_key_pem("ec")
-
-
-@pytest.fixture
-async def served() -> AsyncIterator[tuple[FakeCloud, CloudServer]]:
-    sock = bind_socket("127.0.0.1", 0)
-    url = origin_url(*sock.getsockname()[:2])
-    cloud = FakeCloud("app", issuer=url, runtime_url=url)
-    server = CloudServer(cloud, sock)
-    await server.start()
-    yield cloud, server
-    await server.stop()
 
 
 async def snapshot(canvas: Canvas) -> dict[str, Any]:
@@ -57,8 +44,8 @@ async def pump(remote: RemoteCloud, feed: ChangeFeed) -> None:
 
 
 async def test_the_follower_pointed_at_a_served_cloud_builds_the_same_canvas_as_in_process(
-        served: tuple[FakeCloud, CloudServer], tmp_path: Path) -> None:
-    cloud, server = served
+        served_cloud: tuple[FakeCloud, CloudServer], tmp_path: Path) -> None:
+    cloud, server = served_cloud
     local = await Canvas.open(tmp_path / "in-process.db")
     wired = await Canvas.open(tmp_path / "wire.db")
     remote = RemoteCloud(server.url, server.token)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -11,17 +10,6 @@ from services.cloud import FakeCloud, generate_private_key_pem
 from services.cloud.remote import ControlError, RemoteCloud
 from services.sdk import APIConnectionError, MemoryConnectionStore, OAuth2Client, ServiceUnavailableError
 from services.serve import CloudServer, bind_socket, origin_url
-
-
-@pytest.fixture
-async def served() -> AsyncIterator[tuple[FakeCloud, CloudServer]]:
-    sock = bind_socket("127.0.0.1", 0)
-    url = origin_url(*sock.getsockname()[:2])
-    cloud = FakeCloud("app", issuer=url, runtime_url=url)
-    server = CloudServer(cloud, sock)
-    await server.start()
-    yield cloud, server
-    await server.stop()
 
 
 async def _client(remote: RemoteCloud, url: str, user: str) -> tuple[OAuth2Client, object]:
@@ -34,8 +22,8 @@ async def _client(remote: RemoteCloud, url: str, user: str) -> tuple[OAuth2Clien
 KEY = generate_private_key_pem("ec")
 
 
-async def test_scripted_failures_gates_and_refusals_reach_an_sdk_client_over_http(served) -> None:
-    cloud, server = served
+async def test_scripted_failures_gates_and_refusals_reach_an_sdk_client_over_http(served_cloud) -> None:
+    cloud, server = served_cloud
     async with RemoteCloud(server.url, server.token) as remote:
         oauth, client = await _client(remote, server.url, "user:o1")
         failure = await remote.fail_next("run.start", 503, user="user:o1")
@@ -68,8 +56,8 @@ async def test_scripted_failures_gates_and_refusals_reach_an_sdk_client_over_htt
         await oauth.aclose()
 
 
-async def test_remote_runs_drive_every_fake_run_action(served) -> None:
-    cloud, server = served
+async def test_remote_runs_drive_every_fake_run_action(served_cloud) -> None:
+    cloud, server = served_cloud
     async with RemoteCloud(server.url, server.token) as remote:
         oauth, client = await _client(remote, server.url, "user:o1")
         started = await client.runs.start(prompt="drive me")
@@ -105,8 +93,8 @@ async def test_remote_runs_drive_every_fake_run_action(served) -> None:
         await oauth.aclose()
 
 
-async def test_the_change_stream_publishes_what_the_cloud_changes(served) -> None:
-    cloud, server = served
+async def test_the_change_stream_publishes_what_the_cloud_changes(served_cloud) -> None:
+    cloud, server = served_cloud
     async with RemoteCloud(server.url, server.token) as remote:
         changes = remote.changes()
         first = asyncio.ensure_future(changes.__anext__())
@@ -166,8 +154,8 @@ async def test_reset_and_state_import_through_the_control_api_are_kept_on_disk(t
     await other.close()
 
 
-async def test_a_client_that_goes_away_mid_stream_is_dropped_from_the_run(served) -> None:
-    cloud, server = served
+async def test_a_client_that_goes_away_mid_stream_is_dropped_from_the_run(served_cloud) -> None:
+    cloud, server = served_cloud
     async with RemoteCloud(server.url, server.token) as remote:
         oauth, client = await _client(remote, server.url, "user:o1")
         run = await client.runs.start(prompt="watch then leave")

@@ -71,3 +71,19 @@ async def quiet(pilot: Any, rounds: int = 60) -> None:
 async def type_text(pilot: Any, text: str) -> None:
     """Type ``text`` key by key into the focused widget (one Pilot call for the whole text)."""
     await pilot.press(*["space" if ch == " " else ch for ch in text])
+
+
+def run_named(ws: Any, name: str) -> Any:
+    """The run view named ``name`` on the window's desk."""
+    return next(r for r in ws.desk.runs() if r.name == name)
+
+
+async def show_run(pilot: Any, run_id: str) -> Any:
+    """Bring the runs pane forward with ``run_id`` selected and focused; returns the pane."""
+    pane = pilot.app.main.pane("runs")
+    await pilot.press("3")
+    pane.select_key(run_id)
+    pane.focus_main()
+    await settle(pilot)
+    assert pane.selected == run_id
+    return pane

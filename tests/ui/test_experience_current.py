@@ -9,21 +9,9 @@ import pytest
 from rich.cells import cell_len
 from textual.widgets import Static
 
-from .conftest import ready, settle
+from .conftest import ready, run_named, settle, show_run
 
 
-def run_named(ws: Any, name: str) -> Any:
-    return next(r for r in ws.desk.runs() if r.name == name)
-
-
-async def show_run(pilot: Any, run_id: str) -> Any:
-    pane = pilot.app.main.pane("runs")
-    await pilot.press("3")
-    pane.select_key(run_id)
-    pane.focus_main()
-    await settle(pilot)
-    assert pane.selected == run_id
-    return pane
 
 
 def run_info(pilot: Any) -> str:

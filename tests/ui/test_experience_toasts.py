@@ -7,20 +7,9 @@ from typing import Any
 
 from screens.dialogs import ConfirmDialog, FormDialog
 
-from .conftest import ready, settle, type_text
+from .conftest import ready, run_named, settle, show_run, type_text
 
 
-def run_named(ws: Any, name: str) -> Any:
-    return next(r for r in ws.desk.runs() if r.name == name)
-
-
-async def show(pilot: Any, run_id: str) -> None:
-    runs = pilot.app.main.pane("runs")
-    await pilot.press("3")
-    runs.select_key(run_id)
-    runs.focus_main()
-    await settle(pilot)
-    assert runs.selected == run_id
 
 
 def toasts(app: Any) -> list[str]:
@@ -31,7 +20,7 @@ async def test_idle_after_a_question_is_refused_and_the_run_stays_waiting(app) -
     async with app.run_test(size=(120, 40)) as pilot:
         ws = await ready(pilot)
         run = run_named(ws, "patch review")
-        await show(pilot, run.id)
+        await show_run(pilot, run.id)
         ws.desk.ask(run.id, "Merge it?")
         await settle(pilot)
         events = len(ws.desk.detail(run.id).events)
@@ -48,7 +37,7 @@ async def test_idle_settle_and_cancel_of_a_settled_run_are_refused_and_nothing_c
         ws = await ready(pilot)
         run = run_named(ws, "patch review")
         ws.desk.settle(run.id, "result", "merged")
-        await show(pilot, run.id)
+        await show_run(pilot, run.id)
         events = len(ws.desk.detail(run.id).events)
         for key, verb in (("i", "make idle"), ("s", "settle"), ("x", "cancel")):
             await pilot.press(key)
@@ -65,7 +54,7 @@ async def test_idle_says_idle_only_when_the_run_went_idle(app) -> None:
         ws = await ready(pilot)
         run = run_named(ws, "patch review")
         ws.desk.emit(run.id, "node.activity", '{"activity": "tool"}')
-        await show(pilot, run.id)
+        await show_run(pilot, run.id)
         assert ws.desk.detail(run.id).status == "running"
         await pilot.press("i")
         await settle(pilot)
@@ -78,7 +67,7 @@ async def test_a_reply_to_a_settled_run_says_it_reopened_it(app) -> None:
         ws = await ready(pilot)
         run = run_named(ws, "patch review")
         ws.desk.settle(run.id, "result", "merged")
-        await show(pilot, run.id)
+        await show_run(pilot, run.id)
         await pilot.press("r")
         await settle(pilot)
         await type_text(pilot, "one more thing")
@@ -99,7 +88,7 @@ async def test_ask_emit_cancel_and_delete_say_the_state_they_left(app) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         ws = await ready(pilot)
         run = run_named(ws, "patch review")
-        await show(pilot, run.id)
+        await show_run(pilot, run.id)
         await pilot.press("a")
         await settle(pilot)
         await type_text(pilot, "Merge it?")
@@ -120,7 +109,7 @@ async def test_ask_emit_cancel_and_delete_say_the_state_they_left(app) -> None:
         assert ws.desk.detail(run.id).outcome["outcome"] == "canceled"
         assert "Run canceled." in toasts(app)
         talk = run_named(ws, "talk outline")
-        await show(pilot, talk.id)
+        await show_run(pilot, talk.id)
         await pilot.press("d")
         await settle(pilot)
         await pilot.press("y")

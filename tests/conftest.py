@@ -1,0 +1,22 @@
+"""Fixtures shared across the test folders."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from services.cloud import FakeCloud
+from services.serve import CloudServer, bind_socket, origin_url
+
+
+@pytest.fixture
+async def served_cloud() -> AsyncIterator[tuple[FakeCloud, CloudServer]]:
+    """A FakeCloud served over a real loopback socket in this process (no workspace folder)."""
+    sock = bind_socket("127.0.0.1", 0)
+    url = origin_url(*sock.getsockname()[:2])
+    cloud = FakeCloud("app", issuer=url, runtime_url=url)
+    server = CloudServer(cloud, sock)
+    await server.start()
+    yield cloud, server
+    await server.stop()
