@@ -19,7 +19,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from services.boundary import EventTimes, run_detail  # noqa: E402
+from services.desk import EventTimes, run_detail  # noqa: E402
 from services.clock import iso  # noqa: E402
 
 START = 1_800_000_000.0
@@ -42,14 +42,15 @@ def main() -> None:
     dto = {"id": "run_bench", "user_id": "user:ada", "status": "running", "created_at": iso(START),
            "updated_at": iso(START), "seq": args.events}
     events = [event(i) for i in range(1, args.events + 1)]
-    run_detail(dto, tuple(events))  # the first read converts everything once
+    times = EventTimes()
+    run_detail(dto, tuple(events), times)  # the first read converts everything once
 
     cached, fresh, floor = [], [], []
     for i in range(args.repeat):
         events.append(event(args.events + i + 1))
         snapshot = tuple(events)
         t0 = time.perf_counter()
-        run_detail(dto, snapshot)
+        run_detail(dto, snapshot, times)
         t1 = time.perf_counter()
         EventTimes().convert("run_bench", snapshot)
         t2 = time.perf_counter()

@@ -140,7 +140,7 @@ async def stream(rates: list[int], seconds: float) -> None:
                 pane.select_key(run_id)
                 pane.focus_main()
                 await pilot.pause(0.3)
-                run = ws.desk.run(run_id)
+                run = ws.cloud.runs.get(run_id)
                 handled.clear()
                 emitted = 0
                 done = asyncio.Event()

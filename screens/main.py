@@ -17,7 +17,7 @@ from textual.events import Resize
 from textual.reactive import reactive
 from textual.screen import Screen
 
-from services.boundary import WorkspaceView
+from services.desk import WorkspaceView
 
 from .canvas import CanvasPane
 from .grants import GrantsPane

@@ -19,7 +19,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Label, Static
 
-from services.boundary import WorkspaceView
+from services.desk import WorkspaceView
 from services.errors import ServiceError
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from services.boundary import WorkspaceView
+from services.desk import WorkspaceView
 from services.changes import Change
 
 __all__ = ["WorkspaceOpened", "ServicesChanged", "ActionDone", "JumpRequested"]

@@ -347,7 +347,7 @@ class RunsPane(Pane):
                                             Field("fields", "Fields (JSON object)", "{}"),
                                             Field("node", "Node id (empty: the root)")],
                           lambda: self._left(run_id, "Event emitted.", before),
-                          lambda v: desk.emit(run_id, v["type"], v["fields"], v["node"] or None),
+                          lambda v: desk.append_event(run_id, v["type"], v["fields"], v["node"] or None),
                           submit="Emit", check=json_object_check("fields", "Fields"))
 
     def action_delete_run(self) -> None:

@@ -1,6 +1,6 @@
 """Rendering helpers for untrusted text: sanitise, clip, and build markup-free ``Text``; toasts; theme tones.
 
-Times arrive from the services as float seconds since the epoch (``services.boundary``); the
+Times arrive from the services as float seconds since the epoch (``services.times``); the
 panes format them here only (``iso``, ``date_time``, ``day_minute``, ``short_time``, ``age``).
 
 ``notify_plain`` is the one way the workbench shows a toast: message and title sanitised and clipped,

@@ -26,29 +26,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
 from collections import deque
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .boundary import RunDetail, parse_time, run_detail
 from .changes import Change, ChangeFeed
 from .clock import Clock
+from .desk import Desk, OperatorError
 from .errors import ServiceError
-from .operator import (
-    OPERATOR,
-    SETTLE_CHOICES,
-    GrantView,
-    OperatorAction,
-    OperatorError,
-    RefusalRecord,
-    RunView,
-    event_fields,
-)
-from .attach_app import ServedAppActions, sendable
+from .follower import WIRE_RUN_FIELDS, FollowedRun
 
-__all__ = ["AttachError", "ServedDesk", "ServerInfo", "find_server"]
+__all__ = ["AttachError", "BookRuns", "ServedDesk", "ServerInfo", "StreamBook", "find_server"]
 
 PROBE_TIMEOUT_S = 2.0
 RELAYED = frozenset({"canvas", "insights", "okf", "outbox"})
@@ -102,71 +92,113 @@ async def find_server(folder: Path) -> ServerInfo | None:
     return None
 
 
-def _view(dto: dict[str, Any]) -> RunView:
-    outcome = dto.get("outcome") or None
-    error = dto.get("last_turn_error")
-    return RunView(
-        id=dto["id"], user_id=dto["user_id"], name=dto.get("name") or "",
-        status="deleted" if dto.get("deleted") else dto["status"], activity=dto.get("activity"),
-        prompt=str((dto.get("params") or {}).get("prompt", "")),
-        created_at=parse_time(dto.get("created_at")), updated_at=parse_time(dto.get("updated_at")),
-        events=int(dto.get("seq", dto.get("last_event_id", 0))), pending=len(dto.get("pending") or []),
-        outcome=outcome.get("outcome") if isinstance(outcome, dict) else None,
-        question=(dto.get("question") or {}).get("title"),
-        last_turn_error=f"{error['code']}: {error['message']}" if error else None,
-        deleted=bool(dto.get("deleted")),
-    )
+class StreamBook:
+    """Runs and people of a served cloud as last read from its control API, kept current from its
+    change stream (``RunBook``)."""
+
+    def __init__(self, remote: Any) -> None:
+        self.remote = remote
+        self.runs: dict[str, dict[str, Any]] = {}
+        """Each run's DTO, by id, without its events."""
+        self.logs: dict[str, list[dict[str, Any]]] = {}
+        """Each run's event log, by run id."""
+        self.persons: dict[str, dict[str, Any]] = {}
+        """Each person's DTO, by id."""
+
+    def run_dtos(self) -> list[dict[str, Any]]:
+        return list(self.runs.values())
+
+    def run_dto(self, run_id: str) -> dict[str, Any] | None:
+        return self.runs.get(run_id)
+
+    def events(self, run_id: str) -> tuple[dict[str, Any], ...]:
+        return tuple(self.logs.get(run_id, ()))
+
+    def people(self) -> list[dict[str, Any]]:
+        return list(self.persons.values())
+
+    def person(self, user_id: str) -> dict[str, Any] | None:
+        return self.persons.get(user_id)
+
+    def absorb_run(self, dto: Mapping[str, Any]) -> None:
+        """Keep a run as an answer showed it (its events too, when the answer carries them)."""
+        dto = dict(dto)
+        events = dto.pop("events", None)
+        self.runs[dto["id"]] = dto
+        if events is not None:
+            self.logs[dto["id"]] = list(events)
+        else:
+            self.logs.setdefault(dto["id"], [])
+
+    def append_event(self, run_id: str, event: dict[str, Any]) -> None:
+        """An event the change stream carried (one already held is skipped)."""
+        log = self.logs.setdefault(run_id, [])
+        if not log or int(event.get("seq", 0)) > int(log[-1].get("seq", 0)):
+            log.append(event)
+
+    async def load(self, *, full: bool = False) -> None:
+        """Read every run (with its events) and every person; ``full`` also forgets runs the server
+        no longer has."""
+        answer = await self.remote.call("GET", "/runs", params={"events": "1"})
+        people = await self.remote.people()
+        # swapped in one step, after both reads: nobody sees the runs of the new read beside the old people
+        if full:
+            self.runs, self.logs = {}, {}
+        for dto in answer["runs"]:
+            self.absorb_run(dto)
+        self.persons = {p["id"]: p for p in people}
+
+    async def refresh_people(self) -> None:
+        people = await self.remote.people()
+        self.persons = {p["id"]: p for p in people}
 
 
-@dataclass
-class ServedDesk(ServedAppActions):
+class BookRuns:
+    """The follower's ``RunSource`` in an attached window: the runs its desk already holds, kept current
+    from the change stream before each change is published, so no run is read from the server twice."""
+
+    def __init__(self, book: StreamBook) -> None:
+        self.book = book
+
+    def _followed(self, dto: Mapping[str, Any], events: bool) -> FollowedRun:
+        wire = {k: dto[k] for k in WIRE_RUN_FIELDS if k in dto}
+        return FollowedRun(str(dto["id"]), str(dto["user_id"]), bool(dto.get("deleted")), wire,
+                           list(self.book.logs.get(str(dto["id"]), ())) if events else [])
+
+    async def all_runs(self) -> list[FollowedRun]:
+        return [self._followed(dto, True) for dto in self.book.run_dtos()]
+
+    async def get_run(self, run_id: str, *, events: bool = True) -> FollowedRun | None:
+        dto = self.book.run_dto(run_id)
+        return None if dto is None else self._followed(dto, events)
+
+
+class ServedDesk(Desk):
     """The operator's desk over a served cloud (``RemoteCloud``), kept current by its change stream."""
 
-    remote: Any
-    """The ``RemoteCloud`` of the server."""
-    changes: ChangeFeed
-    clock: Clock = field(default_factory=Clock)
-    actions: dict[str, list[OperatorAction]] = field(default_factory=dict)
-    refusals: deque[RefusalRecord] = field(default_factory=lambda: deque(maxlen=500))
-    _runs: dict[str, dict[str, Any]] = field(default_factory=dict)
-    _events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    _people: dict[str, dict[str, Any]] = field(default_factory=dict)
-    _task: asyncio.Task[None] | None = None
-    _subscribed: asyncio.Event = field(default_factory=asyncio.Event)
-    errors: deque[str] = field(default_factory=lambda: deque(maxlen=100))
-    origin: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
-    """This window's tag on the changes it relays (its own come back on the stream and are skipped)."""
-    _unrelay: Any = None
-    _sending: set[asyncio.Task[None]] = field(default_factory=set)
-    last_event_id: str | None = None
-    """The id of the newest change read from the stream (sent as ``Last-Event-ID`` on reconnect)."""
-    reconnect_s: float = 0.5
-    """How long to wait before reconnecting a dropped change stream."""
-    _connection: "asyncio.Future[None] | None" = None
+    def __init__(self, remote: Any, changes: ChangeFeed, *, clock: Clock | None = None,
+                 reconnect_s: float = 0.5) -> None:
+        self.stream_book = StreamBook(remote)
+        super().__init__(remote, self.stream_book, changes, clock=clock or Clock())
+        self.remote = remote
+        """The ``RemoteCloud`` of the server."""
+        self.errors: deque[str] = deque(maxlen=100)
+        """What went wrong following the server (a dropped stream, a run that could not be read)."""
+        self.last_event_id: str | None = None
+        """The id of the newest change read from the stream (sent as ``Last-Event-ID`` on reconnect)."""
+        self.reconnect_s = reconnect_s
+        """How long to wait before reconnecting a dropped change stream."""
+        self._task: asyncio.Task[None] | None = None
+        self._subscribed = asyncio.Event()
+        self._unrelay: Callable[[], None] | None = None
+        self._sending: set[asyncio.Task[None]] = set()
+        self._connection: "asyncio.Future[None] | None" = None
 
     # -- following the server ------------------------------------------------------------------
 
     async def load(self, *, full: bool = False) -> None:
-        """Read every run (with its events) and every person from the server; ``full`` also forgets
-        runs the server no longer has."""
-        answer = await self.remote.call("GET", "/runs", params={"events": "1"})
-        if full:
-            self._runs, self._events = {}, {}
-        for dto in answer["runs"]:
-            self._store_run(dto)
-        await self._load_people()
-
-    async def _load_people(self) -> None:
-        people = await self.remote.people()
-        self._people = {p["id"]: p for p in people}
-
-    def _store_run(self, dto: dict[str, Any]) -> None:
-        events = dto.pop("events", None)
-        self._runs[dto["id"]] = dto
-        if events is not None:
-            self._events[dto["id"]] = list(events)
-        else:
-            self._events.setdefault(dto["id"], [])
+        """Read every run (with its events) and every person from the server."""
+        await self.stream_book.load(full=full)
 
     async def start(self) -> None:
         """Follow the server's change stream (returns once subscribed, then reloads to close the gap)."""
@@ -254,21 +286,22 @@ class ServedDesk(ServedAppActions):
         """After a ``reset``: read everything again, then publish what changed meanwhile once (each
         new run, each event not seen before, each deletion), so the panes and the follower miss
         nothing; the shared stores' panes are told to read again (``attach.reloaded``)."""
-        before = {run_id: (max((int(e.get("seq", 0)) for e in self._events.get(run_id, [])), default=0),
-                           bool(dto.get("deleted"))) for run_id, dto in self._runs.items()}
+        book = self.stream_book
+        before = {run_id: (max((int(e.get("seq", 0)) for e in book.logs.get(run_id, [])), default=0),
+                           bool(dto.get("deleted"))) for run_id, dto in book.runs.items()}
         await self.load(full=True)
         mark = {"origin": "server"}  # never relayed back
-        for run_id, dto in self._runs.items():
+        for run_id, dto in book.runs.items():
             user = {"user_id": dto["user_id"], **mark}
             seen, was_deleted = before.get(run_id, (-1, False))
             if seen < 0:
                 self.changes.publish(Change("cloud", "run.started", run_id, user))
-            for event in self._events.get(run_id, []):
+            for event in book.logs.get(run_id, []):
                 if int(event.get("seq", 0)) > seen:
                     self.changes.publish(Change("cloud", "run.event", run_id, {"event": event, **user}))
             if dto.get("deleted") and not was_deleted:
                 self.changes.publish(Change("cloud", "run.deleted", run_id, user))
-        for user_id in self._people:
+        for user_id in book.persons:
             self.changes.publish(Change("cloud", "grant.changed", user_id, dict(mark)))
         for source in ("workspace", *sorted(RELAYED)):
             self.changes.publish(Change(source, "attach.reloaded", self.remote.url, dict(mark)))
@@ -288,10 +321,7 @@ class ServedDesk(ServedAppActions):
             if change.source != "cloud":
                 continue
             if change.kind == "run.event":
-                event = change.data.get("event") or {}
-                log = self._events.setdefault(change.id, [])
-                if not log or int(event.get("seq", 0)) > int(log[-1].get("seq", 0)):
-                    log.append(event)
+                self.stream_book.append_event(change.id, change.data.get("event") or {})
                 runs[change.id] = None
             elif change.kind in ("run.started", "run.deleted"):
                 runs[change.id] = None
@@ -301,12 +331,12 @@ class ServedDesk(ServedAppActions):
         for run_id in runs:
             try:
                 dto = await self.remote.call("GET", f"/runs/{_q(run_id)}", params={"events": "0"})
-                self._store_run(dto)
+                self.stream_book.absorb_run(dto)
             except ServiceError as exc:
                 self.errors.append(f"run {run_id}: {exc}")
         if people:
             with contextlib.suppress(ServiceError):
-                await self._load_people()
+                await self.stream_book.refresh_people()
         for change in batch:
             origin = change.data.get("origin")
             if origin == self.origin:
@@ -314,171 +344,6 @@ class ServedDesk(ServedAppActions):
             if origin is None:  # marked, so that this window never relays it back
                 change = Change(change.source, change.kind, change.id, {**change.data, "origin": "server"})
             self.changes.publish(change)
-
-    # -- views ----------------------------------------------------------------------------------
-
-    def runs(self, *, include_deleted: bool = False) -> list[RunView]:
-        """Every run, newest first."""
-        views = [_view(d) for d in self._runs.values() if include_deleted or not d.get("deleted")]
-        return sorted(views, key=lambda v: v.created_at, reverse=True)
-
-    def detail(self, run_id: str) -> RunDetail:
-        """The run as last read, with its events."""
-        dto = self._runs.get(run_id)
-        if dto is None:
-            raise OperatorError(f"no run {run_id}")
-        return run_detail(dto, tuple(self._events.get(run_id, ())))
-
-    run = detail
-
-    def grants(self) -> list[GrantView]:
-        """Every known person's grant, by person id."""
-        views = []
-        for user_id in sorted(self._people):
-            person = self._people[user_id]
-            state = person.get("grant")
-            if state is None:
-                continue
-            cap = state.get("spend_cap")
-            views.append(GrantView(
-                user_id=user_id, state=state["state"], rev=state["rev"], version=state["version"],
-                scopes=tuple(state["resolved_scopes"]),
-                dependencies=tuple((d["provider"], d["state"], d.get("message")) for d in state["dependencies"]),
-                spend_cap=f"{cap['amount']} {cap.get('currency', '')}/{cap.get('period', '')}" if cap else "none",
-                refusal=person.get("refusal"), revoked_code=state.get("revoked_code"),
-                holding=int(person.get("holding") or 0), reads=int(person.get("reads") or 0),
-                runs=len([d for d in self._runs.values() if d["user_id"] == user_id and not d.get("deleted")]),
-            ))
-        return views
-
-    def log(self, run_id: str) -> list[OperatorAction]:
-        return list(self.actions.get(run_id, []))
-
-    def refusals_since(self, seconds: float = 60.0) -> list[RefusalRecord]:
-        cutoff = self.clock.time() - seconds
-        return [r for r in self.refusals if r.at >= cutoff]
-
-    def waiting_on_user(self) -> int:
-        return sum(1 for d in self._runs.values() if not d.get("deleted") and d["status"] == "waiting_on_user")
-
-    # -- operator actions through the control API -------------------------------------------------
-
-    async def _act(self, run_id: str, action: str, body: dict[str, Any]) -> dict[str, Any]:
-        from .cloud.remote import ControlError
-
-        dto = self._runs.get(run_id)
-        if dto is None:
-            raise OperatorError(f"no run {run_id}")
-        if dto.get("deleted") and action != "delete":
-            raise OperatorError(f"run {run_id} was deleted")
-        sendable(body)
-        try:
-            answer: dict[str, Any] = await self.remote.call("POST", f"/runs/{_q(run_id)}/{action}", body)
-        except ControlError as exc:
-            raise OperatorError(exc.message or f"{exc.status} {exc.code}") from None
-        self._store_run(dict(answer["run"]))
-        return answer
-
-    async def reply(self, run_id: str, text: str, *, chunks: int = 4) -> None:
-        """Reply as the model: one root turn delivering every pending message."""
-        await self._act(run_id, "reply", {"text": text, "chunks": chunks})
-        self._note(run_id, "reply", text)
-
-    async def fail_turn(self, run_id: str, code: str, message: str) -> None:
-        await self._act(run_id, "fail_turn", {"code": code, "message": message})
-        self._note(run_id, "fail turn", f"{code}: {message}")
-
-    async def settle(self, run_id: str, kind: str, value: str = "") -> None:
-        if kind not in SETTLE_CHOICES:
-            raise OperatorError(f"settle takes one of {', '.join(SETTLE_CHOICES)}, not {kind!r}")
-        if self.detail(run_id).settled:
-            raise OperatorError(f"run {run_id} is already settled")
-        if kind == "result":
-            body: dict[str, Any] = {"result": value}
-        elif kind == "declined":
-            body = {"declined": {"reason": value or "declined by the operator", "code": "declined", "retryable": False}}
-        elif kind == "runtime_error":
-            body = {"runtime_error": value or "runtime error injected by the operator"}
-        else:
-            body = {"failure": kind}
-        await self._act(run_id, "settle", body)
-        self._note(run_id, "settle", f"{kind}{': ' + value if value else ''}")
-
-    async def ask(self, run_id: str, title: str) -> str:
-        if not title.strip():
-            raise OperatorError("a question needs a title")
-        answer = await self._act(run_id, "ask", {"title": title})
-        self._note(run_id, "ask", title)
-        return str(answer["question_id"])
-
-    async def go_idle(self, run_id: str) -> None:
-        await self._act(run_id, "idle", {})
-        self._note(run_id, "idle", "")
-
-    async def emit(self, run_id: str, type: str, fields_json: str = "{}", node_id: str | None = None) -> None:
-        type, fields = event_fields(type, fields_json)
-        await self._act(run_id, "emit", {"type": type, "fields": fields, "node_id": node_id or None})
-        self._note(run_id, "emit", type.strip() + (f" on {node_id}" if node_id else ""))
-
-    async def delete_run(self, run_id: str) -> None:
-        if self.detail(run_id).deleted:
-            raise OperatorError(f"run {run_id} is already deleted")
-        await self._act(run_id, "delete", {})
-        self._note(run_id, "delete", "")
-
-    # -- grant actions through the control API ------------------------------------------------------
-
-    async def _person(self, user_id: str, path: str, body: dict[str, Any]) -> None:
-        from .cloud.remote import ControlError
-
-        if (self._people.get(user_id) or {}).get("grant") is None:
-            raise OperatorError(f"{user_id} has no grant")
-        sendable(body)
-        try:
-            await self.remote.call("POST", f"/people/{_q(user_id)}/{path}", body)
-        except ControlError as exc:
-            raise OperatorError(exc.message or f"{exc.status} {exc.code}") from None
-        await self._load_people()
-
-    async def revoke(self, user_id: str, code: str = "grant_revoked") -> None:
-        await self._person(user_id, "grant/revoke", {"code": code})
-        self._note_user(user_id, "revoke", code)
-
-    async def restore(self, user_id: str) -> None:
-        """Reactivate the grant, clear any refusal and reconnect the person (a new sign-in)."""
-        state = (self._people.get(user_id) or {}).get("grant") or {}
-        await self._person(user_id, "reconnect", {"scopes": list(state.get("resolved_scopes") or []),
-                                                  "dependencies": list(state.get("dependencies") or [])})
-        self._note_user(user_id, "restore", "")
-
-    async def refuse(self, user_id: str, code: str) -> None:
-        await self._person(user_id, "refuse", {"code": code})
-        self._note_user(user_id, "refuse", code)
-
-    async def expire_tokens(self, user_id: str) -> None:
-        await self._person(user_id, "expire_tokens", {})
-        self._note_user(user_id, "expire tokens", "")
-
-    async def set_scopes(self, user_id: str, scopes: list[str]) -> None:
-        cleaned = [s.strip() for s in scopes if s.strip()]
-        bad = [s for s in cleaned if ":" not in s or " " in s]
-        if bad:
-            raise OperatorError(f"scopes look like <provider>:<group>; not {', '.join(bad)}")
-        await self._person(user_id, "grant/set", {"resolved_scopes": cleaned})
-        self._note_user(user_id, "set scopes", " ".join(cleaned))
-
-    # -- the window's own log ----------------------------------------------------------------------
-
-    def _note(self, run_id: str, action: str, detail: str, *, by: str = OPERATOR) -> None:
-        entry = OperatorAction(run_id, action, detail, by, self.clock.time())
-        self.actions.setdefault(run_id, []).append(entry)
-        self.changes.emit("workspace", "operator.action", run_id, action=action, by=by)
-
-    def _note_user(self, user_id: str, action: str, detail: str) -> None:
-        for dto in self._runs.values():
-            if dto["user_id"] == user_id and not dto.get("deleted"):
-                self._note(dto["id"], f"grant {action}", f"{user_id} {detail}".strip())
-        self.changes.emit("workspace", "grant.action", user_id, action=action)
 
 
 def _q(value: str) -> str:

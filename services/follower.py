@@ -117,11 +117,16 @@ class ServedRuns:
             raise
         return self._followed(dto)
 
+def _is_source(value: object) -> bool:
+    """A ``RunSource`` already (anything else given is an in-process cloud, read through ``EmbeddedRuns``)."""
+    return callable(getattr(value, "all_runs", None)) and callable(getattr(value, "get_run", None))
+
+
 _QUIET = frozenset({"node.output_text.delta", "node.activity"})
 _BATCH = 500
 
 
-def turn_messages(events: list[dict[str, Any]], completed: dict[str, Any]) -> list[dict[str, Any]]:
+def turn_messages(events: Sequence[dict[str, Any]], completed: dict[str, Any]) -> list[dict[str, Any]]:
     """The person's input and the assistant's text of the root turn that ``completed`` ends."""
     entry = completed.get("entry_id")
     started = next((e for e in reversed(events) if e["type"] == "node.turn.started" and e.get("entry_id") == entry), None)
@@ -168,7 +173,7 @@ class RunFollower:
         state_path: Path | None = None,
         ignore_users: frozenset[str] = frozenset(),
     ) -> None:
-        self.source: RunSource = cloud if isinstance(cloud, (EmbeddedRuns, ServedRuns)) else EmbeddedRuns(cloud)
+        self.source: RunSource = cloud if _is_source(cloud) else EmbeddedRuns(cloud)
         """Where runs are read: an in-process cloud's public surface, or any served cloud over the wire."""
         self.feed = feed
         self.bridge = bridge

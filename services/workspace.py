@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import hashlib
 import os
@@ -47,7 +47,24 @@ from .clock import Clock
 from .files import atomic_write_json
 from .open_errors import WorkspaceOpenError, canvas_location, open_error
 
+if TYPE_CHECKING:
+    from .attach import ServerInfo
+    from .canvas import Canvas
+    from .cloud import FakeCloud
+    from .cloud.persist import CloudStore
+    from .cloud.remote import RemoteCloud
+    from .desk import Desk
+    from .files import FileLock
+    from .follower import FollowedRun, RunFollower
+    from .knowledge.insights import InsightReviews
+    from .knowledge.okf import Harvest
+    from .knowledge.outbox import MemoryOutbox
+    from .sdk import ConnectionStore, OAuth2Client
+    from .serve import CloudServer
+
 __all__ = ["Settings", "Workspace", "WorkspaceOpenError", "CaptureFailure", "JUDGE_USER", "import_services"]
+
+_T = TypeVar("_T")
 
 FOLLOWER_LOCK = "follower.lock"
 """Held by the one process that carries a served workspace's runs into its canvas."""
@@ -92,7 +109,7 @@ def import_services() -> None:
     """
     import importlib
 
-    for name in ("cloud", "operator", "sdk", "world", "canvas", "follower", "knowledge.insights",
+    for name in ("cloud", "desk", "sdk", "world", "canvas", "follower", "knowledge.insights",
                  "knowledge.outbox", "knowledge.okf"):
         importlib.import_module(f"{__package__}.{name}")
 
@@ -113,29 +130,32 @@ class CaptureFailure:
 class Workspace:
     """A workspace folder and its services."""
 
-    server: Any = None
-    """The ``services.serve.CloudServer`` when the cloud is served (``Settings.serve_port``)."""
-    cloud_store: Any = None
-    """The ``CloudStore`` keeping a served cloud's state in ``cloud.db``."""
-    attached: Any = None
-    """The ``services.attach.ServerInfo`` this window attached to, when another process serves the folder."""
-    remote: Any = None
-    """The ``RemoteCloud`` (control API) of that server, when attached."""
-    _follower_lock: Any = None
+    server: CloudServer | None = None
+    """The server of the cloud when this window serves it (``Settings.serve_port``)."""
+    cloud_store: CloudStore | None = None
+    """What keeps a served cloud's state in ``cloud.db``."""
+    attached: ServerInfo | None = None
+    """The server this window attached to, when another process serves the folder."""
+    remote: RemoteCloud | None = None
+    """The control API of that server, when attached."""
+    _follower_lock: FileLock | None = None
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.path = Path(settings.path)
         self.feed = ChangeFeed()
-        self.cloud: Any = None
-        self.desk: Any = None
-        self.oauth: Any = None
-        self.store: Any = None
-        self.canvas: Any = None
-        self.okf: Any = None
-        self.outbox: Any = None
-        self.insights: Any = None
-        self.follower: Any = None
+        self.cloud: FakeCloud | None = None
+        """The cloud, when it runs in this process (None in a window attached to a server)."""
+        self._desk: Desk | None = None
+        self.oauth: OAuth2Client | None = None
+        """The workspace's own app connection (None when attached)."""
+        self.store: ConnectionStore | None = None
+        """Where that connection keeps people's tokens."""
+        self._canvas: Canvas | None = None
+        self._okf: Harvest | None = None
+        self._outbox: MemoryOutbox | None = None
+        self._insights: InsightReviews | None = None
+        self.follower: RunFollower | None = None
         self.created = False
         """True when this open created the workspace (and seeded it)."""
         self._opening: Path | str = self.path
@@ -175,11 +195,44 @@ class Workspace:
         """Captures that failed and have not succeeded since, oldest first."""
         return list(self._captures.values())
 
+    # -- what an open workspace always has (both builders make each) --------------------------------
+
+    def _opened(self, value: _T | None, what: str) -> _T:
+        if value is None:
+            raise RuntimeError(f"the workspace at {self.path} is not open ({what} is not there yet)")
+        return value
+
+    @property
+    def desk(self) -> Desk:
+        """Operator, app and grant actions on runs, and the read models the panes draw."""
+        return self._opened(self._desk, "its desk")
+
+    @property
+    def canvas(self) -> Canvas:
+        """The object graph (``canvas.db``, or the team's PostgreSQL canvas)."""
+        return self._opened(self._canvas, "its canvas")
+
+    @property
+    def okf(self) -> Harvest:
+        """OKF harvest judgments (an ``AttachedHarvest`` when attached: it judges nothing itself)."""
+        return self._opened(self._okf, "its knowledge")
+
+    @property
+    def outbox(self) -> MemoryOutbox:
+        """The memory outbox under ``memory/``."""
+        return self._opened(self._outbox, "its memory outbox")
+
+    @property
+    def insights(self) -> InsightReviews:
+        """Insight reviews under ``knowledge/insights``."""
+        return self._opened(self._insights, "its insight reviews")
+
     async def _start(self) -> None:
         from assets import ASSETS_DIR
 
         from .cloud import generate_private_key_pem
-        from .operator import OperatorDesk
+        from .cloud.control import ControlApp
+        from .desk.embedded import embedded_desk
         from .sdk import OAuth2Client
         from .world import load_world, seed_cloud
 
@@ -196,7 +249,6 @@ class Workspace:
         self.created = not marker.exists()
         settings = self.settings
         self.cloud, self.store, kept = await self._open_cloud()
-        desk_holder: dict[str, Any] = {}
         desk_key = generate_private_key_pem("ec")
         if self.server is not None:  # an app's own first key is the one the directory pins
             self.cloud.trust_client_key(desk_key)
@@ -207,12 +259,14 @@ class Workspace:
             private_key=desk_key,
             redirect_uri="https://workbench.local/callback",
             store=self.store,
-            on_refusal=lambda refusal: desk_holder["desk"].record_refusal(refusal),
+            on_refusal=lambda refusal: self._record_refusal(refusal.user_id or "", refusal.code, refusal.message or ""),
             clock=settings.clock,
         )
-        self.desk = desk_holder["desk"] = OperatorDesk(self.cloud, self.oauth, self.feed)
-        if self.server is not None:  # attached windows act as the app through this window's own connections
-            self.server.control.app_actions.use(self.oauth.client, self.store)
+        # the serving window's control app is the server's own: attached windows act as the app
+        # through this window's connections, as this window's desk does
+        control = self.server.control if self.server is not None else ControlApp(self.cloud, "", change_log=False)
+        control.app_actions.use(self.oauth.client, self.store)
+        self._desk = embedded_desk(self.cloud, control, self.feed, clock=settings.clock)
         world = load_world(settings.world or ASSETS_DIR / "sample" / "world.json") if settings.seed else {}
         if world and not kept:
             await seed_cloud(self.cloud, world, self.store)
@@ -225,7 +279,7 @@ class Workspace:
             self._opening = marker
             atomic_write_json(marker, {"version": 1, "client_id": settings.client_id})
 
-    async def _start_attached(self, found: Any) -> None:
+    async def _start_attached(self, found: ServerInfo) -> None:
         """Attach to the workspace's server: runs and grants through its control API and change
         stream; the canvas, outbox, insights and OKF judgments from the folder's own stores (shared
         with the serving process through their locks). The serving process alone follows runs,
@@ -242,28 +296,29 @@ class Workspace:
         settings = self.settings
         self.attached = found
         self.remote = RemoteCloud(found.url, found.token)
-        self.desk = ServedDesk(self.remote, self.feed, clock=settings.clock)
-        await self.desk.start()
+        desk = self._desk = ServedDesk(self.remote, self.feed, clock=settings.clock)
+        await desk.start()
         self._opening = canvas_location(settings.canvas_url, self.path)
-        self.canvas = await Canvas.open(settings.canvas_url or self.path / "canvas.db", changes=self.feed,
+        self._canvas = await Canvas.open(settings.canvas_url or self.path / "canvas.db", changes=self.feed,
                                         clock=settings.clock)
         self._opening = self.path / "memory"
         # memory goes where the serving process delivers it: the served fake under /honcho, or the
         # Honcho server the settings name (a fork here reads the turns delivered there)
-        self.outbox = await MemoryOutbox.open(
-            self.path / "memory", self.feed, clock=settings.clock, start_child=self._attached_child,
+        self._outbox = await MemoryOutbox.open(
+            self.path / "memory", self.feed, clock=settings.clock, start_child=self._start_child,
             **memory_target(settings.honcho_url or found.url + HONCHO_PREFIX, settings.honcho_workspace_id),
         )
         self._opening = self.path / "knowledge"
-        self.insights = await InsightReviews.open(self.path / "knowledge", self.canvas, changes=self.feed,
+        self._insights = await InsightReviews.open(self.path / "knowledge", self.canvas, changes=self.feed,
                                                   clock=settings.clock)
-        self.okf = await AttachedHarvest.attach(self.path / "knowledge", self.feed, clock=settings.clock)
+        self._okf = await AttachedHarvest.attach(self.path / "knowledge", self.feed, clock=settings.clock)
         if self._claim_following():  # nobody follows the runs into the canvas (a headless server): this window does
             from .canvas import RunBridge
-            from .follower import RunFollower, ServedRuns
+            from .attach import BookRuns
+            from .follower import RunFollower
 
             self.follower = RunFollower(
-                ServedRuns(self.remote), self.feed, bridge=RunBridge(self.canvas), outbox=self.outbox,
+                BookRuns(desk.stream_book), self.feed, bridge=RunBridge(self.canvas), outbox=self.outbox,
                 state_path=self.path / "follower.json", ignore_users=frozenset({JUDGE_USER}),
             )
             await self.follower.start()
@@ -277,11 +332,6 @@ class Workspace:
             return False
         self._follower_lock = lock
         return True
-
-    async def _attached_child(self, parent_id: str, messages: list[dict[str, Any]]) -> str:
-        """Fork a conversation from an attached window: the server starts the child run as the app."""
-        child: str = await self.desk.fork(parent_id, messages)
-        return child
 
     @property
     def header_status(self) -> str:
@@ -304,15 +354,15 @@ class Workspace:
         if self.server is not None:
             self._claim_following()  # the serving window follows; attached windows then leave it to it
         self._opening = canvas_location(settings.canvas_url, self.path)
-        self.canvas = await Canvas.open(settings.canvas_url or self.path / "canvas.db", changes=self.feed,
+        self._canvas = await Canvas.open(settings.canvas_url or self.path / "canvas.db", changes=self.feed,
                                         clock=settings.clock)
         self._opening = self.path / "memory"
-        self.outbox = await MemoryOutbox.open(
+        self._outbox = await MemoryOutbox.open(
             self.path / "memory", self.feed, clock=settings.clock, start_child=self._start_child,
             **memory_target(settings.honcho_url, settings.honcho_workspace_id, served=self.server),
         )
         self._opening = self.path / "knowledge"
-        self.insights = await InsightReviews.open(self.path / "knowledge", self.canvas, changes=self.feed, clock=settings.clock)
+        self._insights = await InsightReviews.open(self.path / "knowledge", self.canvas, changes=self.feed, clock=settings.clock)
         self.follower = RunFollower(
             self.cloud,
             self.feed,
@@ -329,6 +379,7 @@ class Workspace:
             await seed_canvas(self.canvas, world)
             await seed_insights(self.insights, world)
         self.outbox.start()
+        assert self.okf is not None and self.cloud is not None
         await self.okf.start_watcher()
         await self.follower.idle()  # open returns with every run of the world applied and judged
         await self.cloud.settle_tasks()
@@ -338,11 +389,12 @@ class Workspace:
         from .knowledge.okf import CrouterJudgeClient, Harvest, deterministic_judge_reply
         from .world import seed_knowledge
 
+        assert self.cloud is not None and self.oauth is not None
         judge_user = self.cloud.user(JUDGE_USER)
         await self.cloud.connect(self.store, JUDGE_USER, scopes=["crtr:llm", "crtr:act"])
         judge_user.runs.respond(lambda ctx: ctx.run.reply(deterministic_judge_reply(ctx.run.params["prompt"])))
         client = await self.oauth.client(JUDGE_USER)
-        self.okf = await Harvest.open(
+        self._okf = await Harvest.open(
             self.path / "knowledge", self.feed, CrouterJudgeClient(client, app=self.settings.client_id),
             clock=self.settings.clock,
         )
@@ -362,11 +414,11 @@ class Workspace:
         digest = hashlib.sha256(str(self.path.resolve()).encode()).hexdigest()[:12]
         return data / "workbench" / "bases" / digest
 
-    async def record_run(self, run: Any) -> None:
+    async def record_run(self, run: FollowedRun) -> None:
         """When a run settles, its turns become an OKF run record to judge (the judge's own runs excepted)."""
         from .follower import run_record
 
-        if self.okf is None or run.user_id == JUDGE_USER:
+        if self._okf is None or run.user_id == JUDGE_USER:
             return
         sources = await self.okf.sources()
         if not sources:
@@ -376,17 +428,16 @@ class Workspace:
             await self.okf.capture_record(sources[0].id, record)
 
     async def _start_child(self, parent_id: str, messages: list[dict[str, Any]]) -> str:
-        """Fork a conversation: a new run carrying the parent's messages up to the fork point."""
-        parent = self.cloud.runs.get(parent_id)
-        client = await self.oauth.client(parent.user_id)
-        last_user = next((m.get("text", "") for m in reversed(messages) if m.get("role") == "user"), "")
-        run = await client.runs.start(
-            prompt=last_user, name=f"fork of {parent.name or parent_id}", forked_from=parent_id, history=messages
-        )
-        self.desk._note(run.id, "fork", f"from {parent_id}", by="app")
-        return run.id
+        """Fork a conversation: a new run, started as the app, carrying the parent's messages up to the fork point."""
+        assert self.desk is not None
+        return await self.desk.fork(parent_id, messages)
 
-    async def _open_cloud(self) -> tuple[Any, Any, bool]:
+    def _record_refusal(self, user_id: str, code: str, message: str) -> None:
+        """A refusal the workspace's own SDK connection met (its ``on_refusal``): the desk records it."""
+        if self._desk is not None:
+            self._desk.record_refusal(user_id, code, message)
+
+    async def _open_cloud(self) -> tuple[FakeCloud, ConnectionStore, bool]:
         """The cloud, its connection store, and whether its state was kept from before: in memory,
         or (``serve_port``) kept in ``cloud.db`` and served on a loopback port from now on."""
         from .cloud import FakeCloud
@@ -427,19 +478,19 @@ class Workspace:
 
     async def close(self) -> None:
         """Stop every service and release the folder."""
-        if self.attached is not None and self.desk is not None:
-            await self.desk.stop()
+        if self._desk is not None:
+            await self._desk.stop()
         if self.follower is not None:
             await self.follower.stop()
         if self._follower_lock is not None:
             self._follower_lock.release()
             self._follower_lock = None
-        if self.okf is not None:
-            await self.okf.close()
-        if self.outbox is not None:
-            await self.outbox.aclose()
-        if self.canvas is not None:
-            await self.canvas.close()
+        if self._okf is not None:
+            await self._okf.close()
+        if self._outbox is not None:
+            await self._outbox.aclose()
+        if self._canvas is not None:
+            await self._canvas.close()
         if self.oauth is not None:
             await self.oauth.aclose()
         if self.server is not None:

@@ -23,7 +23,7 @@ from screens.messages import ServicesChanged, WorkspaceOpened
 from screens.open_error import OPEN_FAILED_STATUS, OpenErrorScreen
 from screens.text import TOAST_CAP, notify_plain, safe
 from screens.widgets.badges import BadgeBar
-from services.boundary import WorkspaceView
+from services.desk import WorkspaceView
 from services.changes import Change
 from services.errors import ServiceError
 from services.workspace import Settings

@@ -24,7 +24,7 @@ from assets import ASSETS_DIR
 from screens.text import notify_plain
 from screens.widgets.caption import CaptionBar
 from screens.widgets.stream import EventStream
-from services.boundary import WorkspaceView
+from services.desk import WorkspaceView
 from services.errors import ServiceError
 from services.workspace import Settings, Workspace
 
@@ -112,18 +112,28 @@ class DemoSteps:
         self.run_id = await self.act(pane, "Run started.", lambda: self.ws.desk.start_run("user:ada", "Plan Saturday's watering"))
         pane.select_key(self.run_id)
 
+    def started(self) -> str:
+        """The run the tour started (a step that needs it comes after ``start_run``)."""
+        if self.run_id is None:
+            raise DemoError("the tour has not started its run yet")
+        return self.run_id
+
     async def reply(self) -> None:
-        pane = self.show("runs", self.run_id)
+        run_id = self.started()
+        pane = self.show("runs", run_id)
         text = "Water the south beds at 7:00, then the herbs by the kitchen door; skip the lawn, rain is due."
-        await self.act(pane, "Replied as the model.", lambda: self.ws.desk.reply(self.run_id, text, chunks=8))
+        await self.act(pane, "Replied as the model.", lambda: self.ws.desk.reply(run_id, text, chunks=8))
 
     async def inject_failure(self) -> None:
-        pane = self.show("runs", self.run_id)
+        run_id = self.started()
+        pane = self.show("runs", run_id)
+        if self.ws.cloud is None:
+            raise DemoError("the tour scripts failures on the embedded cloud, and this window is attached")
         self.ws.cloud.fail_next("run.message", "unreachable", user="user:ada", times=1)
-        await self.act(pane, "Message sent (after one retry).", lambda: self.ws.desk.send_message(self.run_id, "And the compost?"))
-        await self.act(pane, "Turn failed.", lambda: self.ws.desk.fail_turn(self.run_id, "model_error", "the model timed out"))
+        await self.act(pane, "Message sent (after one retry).", lambda: self.ws.desk.send_message(run_id, "And the compost?"))
+        await self.act(pane, "Turn failed.", lambda: self.ws.desk.fail_turn(run_id, "model_error", "the model timed out"))
         await self.act(pane, "Retried with a reply.",
-                       lambda: self.ws.desk.reply(self.run_id, "Turn the compost on Sunday; it needs air, not water."))
+                       lambda: self.ws.desk.reply(run_id, "Turn the compost on Sunday; it needs air, not water."))
 
     async def revoke(self) -> None:
         grants = self.show("grants", "user:grace")

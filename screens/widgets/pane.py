@@ -22,7 +22,7 @@ from textual.widgets import Input, Label
 from textual.widgets.data_table import CellDoesNotExist
 from textual.worker import Worker, WorkerState
 
-from services.boundary import Desk, WorkspaceView
+from services.desk import Desk, WorkspaceView
 from services.changes import Change
 
 from ..text import notify_plain

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from .cloud import FakeCloud
     from .persist import CloudStore
 
-__all__ = ["ControlApp", "RUN_ACTIONS", "ControlRefusal"]
+__all__ = ["ControlApp", "RUN_ACTIONS", "ControlRefusal", "run_dto", "person_dto"]
 
 RUN_ACTIONS = ("reply", "fail_turn", "set_activity", "settle", "idle", "ask", "delete", "emit", "close_idle",
                "expire_events")
@@ -73,7 +73,8 @@ Handler = Callable[..., Awaitable[Any]]
 class ControlApp:
     """The ASGI app behind ``CONTROL_PREFIX`` for one cloud."""
 
-    def __init__(self, cloud: "FakeCloud", token: str, *, store: "CloudStore | None" = None) -> None:
+    def __init__(self, cloud: "FakeCloud", token: str, *, store: "CloudStore | None" = None,
+                 change_log: bool = True) -> None:
         self.cloud = cloud
         self._token = token.encode()
         self.store = store
@@ -84,8 +85,9 @@ class ControlApp:
         self._ids = itertools.count(1)
         self.app_actions = AppActions(cloud)
         """Start, message and cancel as the app (``app_actions.py``)."""
-        self.change_log = ChangeLog(cloud.changes)
-        """Recent changes by id, for a change stream resumed with ``Last-Event-ID``."""
+        self.change_log = ChangeLog(cloud.changes) if change_log else None
+        """Recent changes by id, for a change stream resumed with ``Last-Event-ID`` (None in a process
+        that answers control calls only for itself: its desk in an embedded window)."""
         self._routes: list[tuple[str, re.Pattern[str], Handler]] = [
             ("GET", re.compile(r"^/people$"), self._people),
             ("GET", re.compile(r"^/people/(?P<user>[^/]+)$"), self._person),
@@ -174,10 +176,10 @@ class ControlApp:
         return user
 
     async def _people(self, body: dict[str, Any], query: dict[str, str]) -> Any:
-        return {"people": [_person_dto(u) for u in self.cloud.state.users.values()]}
+        return {"people": [person_dto(u) for u in self.cloud.state.users.values()]}
 
     async def _person(self, body: dict[str, Any], query: dict[str, str], user: str) -> Any:
-        return _person_dto(self._user(user))
+        return person_dto(self._user(user))
 
     async def _connect(self, body: dict[str, Any], query: dict[str, str], user: str) -> Any:
         return await connection_json(self.cloud, user, body.get("scopes"), body.get("dependencies"))
@@ -192,12 +194,12 @@ class ControlApp:
     async def _refuse(self, body: dict[str, Any], query: dict[str, str], user: str) -> Any:
         person = self._user(user)
         person.refuse(str(body.get("code", "grant_removed")))
-        return _person_dto(person)
+        return person_dto(person)
 
     async def _expire(self, body: dict[str, Any], query: dict[str, str], user: str) -> Any:
         person = self._user(user)
         person.expire_tokens()
-        return _person_dto(person)
+        return person_dto(person)
 
     async def _memory_put(self, body: dict[str, Any], query: dict[str, str], user: str) -> Any:
         return self._user(user).memory.put(**body)
@@ -294,7 +296,8 @@ class ControlApp:
         self._gates.clear()
         if self.store is not None:
             await self.store.replace(self.cloud, export_state(self.cloud))
-        self.change_log.announce_reset("the cloud was reset")
+        if self.change_log is not None:
+            self.change_log.announce_reset("the cloud was reset")
         return {"reset": True}
 
     async def _export(self, body: dict[str, Any], query: dict[str, str]) -> Any:
@@ -305,7 +308,8 @@ class ControlApp:
             await self.store.replace(self.cloud, body)
         else:
             import_state(self.cloud, body)
-        self.change_log.announce_reset("the cloud's state was replaced")
+        if self.change_log is not None:
+            self.change_log.announce_reset("the cloud's state was replaced")
         return {"imported": True, "runs": len(body.get("runs", [])), "people": len(body.get("users", []))}
 
     # -- change stream -----------------------------------------------------------------------
@@ -327,6 +331,7 @@ class ControlApp:
         """The change feed as server-sent events; ``Last-Event-ID`` resumes after that change (or
         answers one ``reset`` event when the log no longer holds it: ``change_log.py``)."""
         last_id = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k.lower() == b"last-event-id"), None)
+        assert self.change_log is not None, "a served control app keeps its change log"
         listener = self.change_log.follow(last_id)
 
         async def frames() -> AsyncIterator[bytes]:
@@ -385,7 +390,7 @@ def run_dto(run: Any, *, events: bool = True) -> dict[str, Any]:
     return dto
 
 
-def _person_dto(user: Any) -> dict[str, Any]:
+def person_dto(user: Any) -> dict[str, Any]:
     return {
         "id": user.id,
         "grant": user.grant.state,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from services.cloud.remote import ControlError
-from services.operator import OperatorError
+from services.desk import OperatorError
 from services.workspace import Settings, Workspace
 from tests.attach.test_two_windows import stream_text, until
 from tests.ui.conftest import ready, settle, type_text
@@ -75,7 +75,7 @@ async def test_a_revoked_grants_refusal_reaches_the_attached_window_in_the_cloud
     run_id = await served.desk.start_run("user:ada", "before the revoke")
     window = await Workspace.open(served.path)
     try:
-        served.desk.revoke("user:ada", "grant_removed")
+        await served.desk.revoke("user:ada", "grant_removed")
         runs_before = len(served.cloud.runs.all)
         with pytest.raises(OperatorError) as refused:
             await window.desk.start_run("user:ada", "after the revoke")

@@ -49,8 +49,8 @@ async def test_a_dropped_stream_resumes_with_nothing_missed_and_nothing_applied_
         await following(served, window)
         await window.desk.drop_stream()
         # meanwhile, with no stream open: events on a run, a grant change, a canvas change
-        served.desk.reply(run_id, "while you were away")
-        served.desk.revoke("user:grace", "grant_removed")
+        await served.desk.reply(run_id, "while you were away")
+        await served.desk.revoke("user:grace", "grant_removed")
         served.feed.emit("canvas", "object.updated", "obj_meanwhile")
         server_seqs = [e["seq"] for e in served.cloud.runs.get(run_id).events]
         assert await until(lambda: [e["seq"] for e in window.desk.detail(run_id).events] == server_seqs)
@@ -78,8 +78,8 @@ async def test_a_resume_from_an_id_older_than_the_log_reloads_everything(served:
         await following(served, window)
         await window.desk.drop_stream()
         had = {e["seq"] for e in window.desk.detail(run_id).events}
-        served.desk.reply(run_id, "more than the log keeps")  # several events: older ones are forgotten
-        served.desk.revoke("user:ada", "grant_removed")
+        await served.desk.reply(run_id, "more than the log keeps")  # several events: older ones are forgotten
+        await served.desk.revoke("user:ada", "grant_removed")
         assert await until(lambda: any(c.kind == "attach.reloaded" and c.source == "canvas" for c in seen))
         missed = {e["seq"] for e in served.cloud.runs.get(run_id).events} - had
         published = [c.data["event"]["seq"] for c in seen if c.kind == "run.event" and c.id == run_id]

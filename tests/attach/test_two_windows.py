@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from screens.widgets.stream import EventStream
-from services.operator import OperatorError
+from services.desk import OperatorError
 from services.workspace import Settings, Workspace
 from tests.ui.conftest import ready, settle, type_text
 from workbench.app import make_app
@@ -72,7 +72,7 @@ async def test_a_reply_and_a_revoke_in_one_window_show_in_the_other_and_on_the_s
         server_run = served.cloud.runs.get(run_id)
         assert any(e.get("text") == "Three things today" for e in server_run.events)  # the server agrees
         assert await until(two, lambda: "Three things today" in stream_text(second)), stream_text(second)
-        assert b.desk.run(run_id).status == server_run.status == "idle"
+        assert b.desk.detail(run_id).status == server_run.status == "idle"
 
         await select(two, "grants", "user:ada", "4")
         await two.press("k")

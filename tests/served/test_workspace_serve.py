@@ -31,7 +31,7 @@ async def test_an_open_workspace_serves_its_cloud_and_keeps_it_across_opens(tmp_
         async with OAuth2Client(client_id="workbench", issuer=info["url"], private_key=key, store=store) as oauth:
             client = await oauth.client("user:app")
             run = await client.runs.start(prompt="from a real app")  # over a real socket
-            workspace.desk.reply(run.id, "the operator answers")  # the `r` key's action
+            await workspace.desk.reply(run.id, "the operator answers")  # the `r` key's action
             fake = workspace.cloud.runs.get(run.id)
             assert fake.status == "idle" and fake.events[-1]["type"] == "node.turn.completed"
             assert (await client.runs.get(run.id)).status == "idle"

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from services.boundary import LATEST_TIME, ms_time, parse_time, time_or_none
+from services.times import LATEST_TIME, ms_time, parse_time, time_or_none
 from services.clock import FakeClock
 from services.operator import OperatorError
 from services.workspace import Settings, Workspace
@@ -243,7 +243,7 @@ async def test_run_event_times_are_converted_once_per_event(ws: Workspace) -> No
     first = ws.desk.detail(run_id).events
     again = ws.desk.detail(run_id).events
     assert first and all(a is b for a, b in zip(first, again))  # not converted again
-    ws.desk.reply(run_id, "one more")
+    await ws.desk.reply(run_id, "one more")
     grown = ws.desk.detail(run_id).events
     assert len(grown) > len(first) and all(a is b for a, b in zip(first, grown))
     wire = ws.cloud.runs.get(run_id).events

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from services.operator import OperatorError
+from services.desk import OperatorError
 from services.workspace import Workspace
 
 
@@ -28,10 +28,10 @@ async def test_a_new_workspace_has_the_sample_world(ws: Workspace) -> None:
 async def test_app_actions_go_through_the_sdk_and_are_attributed(ws: Workspace) -> None:
     run_id = await ws.desk.start_run("user:ada", "hello")
     assert [c.op for c in ws.cloud.calls][-1] == "run.start"
-    ws.desk.reply(run_id, "hi there")
+    await ws.desk.reply(run_id, "hi there")
     await ws.desk.send_message(run_id, "and then?")
     await ws.desk.cancel_run(run_id)
-    run = ws.desk.run(run_id)
+    run = ws.cloud.runs.get(run_id)
     assert run.outcome["outcome"] == "canceled"
     assert [(a.action, a.by) for a in ws.desk.log(run_id)] == [
         ("start", "app"), ("reply", "operator"), ("message", "app"), ("cancel", "app"),
@@ -40,18 +40,18 @@ async def test_app_actions_go_through_the_sdk_and_are_attributed(ws: Workspace) 
 
 async def test_operator_errors_are_clear(ws: Workspace) -> None:
     with pytest.raises(OperatorError, match="no run"):
-        ws.desk.reply("run_missing", "x")
+        await ws.desk.reply("run_missing", "x")
     run_id = ws.desk.runs()[0].id
     with pytest.raises(OperatorError, match="not valid JSON"):
-        ws.desk.emit(run_id, "custom.event", "{nope")
+        await ws.desk.append_event(run_id, "custom.event", "{nope")
     with pytest.raises(OperatorError, match="model_error"):
-        ws.desk.fail_turn(run_id, "bogus", "x")
+        await ws.desk.fail_turn(run_id, "bogus", "x")
     with pytest.raises(OperatorError, match="provider"):
-        ws.desk.set_scopes("user:ada", ["notascope"])
+        await ws.desk.set_scopes("user:ada", ["notascope"])
 
 
 async def test_revoke_refusal_and_restore(ws: Workspace) -> None:
-    ws.desk.revoke("user:grace", "grant_removed")
+    await ws.desk.revoke("user:grace", "grant_removed")
     with pytest.raises(OperatorError, match="grant_removed"):
         await ws.desk.start_run("user:grace", "x")
     refusals = ws.desk.refusals_since(60)
@@ -59,13 +59,13 @@ async def test_revoke_refusal_and_restore(ws: Workspace) -> None:
     assert refusals[0].rev == ws.cloud.user("user:grace").grant.state["rev"]
     await ws.desk.restore("user:grace")
     run_id = await ws.desk.start_run("user:grace", "back again")
-    assert ws.desk.run(run_id).user_id == "user:grace"
+    assert ws.cloud.runs.get(run_id).user_id == "user:grace"
 
 
 async def test_runs_follow_into_the_canvas_and_the_outbox(ws: Workspace) -> None:
     await ws.follower.idle()
     run_id = await ws.desk.start_run("user:linus", "follow me")
-    ws.desk.reply(run_id, "followed")
+    await ws.desk.reply(run_id, "followed")
     await ws.follower.idle()
     node = await ws.canvas.read(run_id)
     assert node.node is not None and node.node.status == "idle"
@@ -98,7 +98,7 @@ async def test_a_seeded_insight_review_approves_into_the_canvas(ws: Workspace) -
 async def test_fork_starts_a_child_run_with_the_parents_messages(ws: Workspace) -> None:
     await ws.follower.idle()
     child = await ws.outbox.fork("run_sample_garden", 1)
-    run = ws.desk.run(child)
+    run = ws.cloud.runs.get(child)
     assert run.params["forked_from"] == "run_sample_garden"
     assert run.params["history"]
 
@@ -118,7 +118,7 @@ async def test_sample_notes_are_judged_by_cloud_runs_and_approved_into_the_base(
 async def test_a_settled_run_becomes_a_run_record_judgment(ws: Workspace) -> None:
     await ws.follower.idle()
     before = len(await ws.okf.queue())
-    ws.desk.settle("run_sample_review", "result", "reviewed")
+    await ws.desk.settle("run_sample_review", "result", "reviewed")
     await ws.follower.idle()
     await ws.cloud.settle_tasks()
     assert len(await ws.okf.queue()) == before + 1

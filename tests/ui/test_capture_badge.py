@@ -45,7 +45,7 @@ async def test_failed_captures_show_a_badge_until_they_succeed(app, monkeypatch)
         capture_file = ws.path / "memory" / "data" / "outbox" / "capture.jsonl"
         lines_before = capture_file.read_bytes()
         monkeypatch.setattr(os, "write", full_disk)
-        ws.desk.reply(run_id, "a reply the outbox cannot take")
+        await ws.desk.reply(run_id, "a reply the outbox cannot take")
         await quiet(pilot)
         assert sorted(f.source for f in ws.capture_failures()) == ["okf", "outbox"]
         assert "✗ 2 captures failed" in badge(app)
@@ -56,7 +56,7 @@ async def test_failed_captures_show_a_badge_until_they_succeed(app, monkeypatch)
         monkeypatch.setattr(os, "write", real_write)
         await ws.okf.capture_record(source.id, {"thread": "t-good", "turns": [
             {"id": "1", "role": "user", "text": "We decided the badge clears when a capture succeeds."}]})
-        ws.desk.reply(run_id, "a reply the outbox takes")
+        await ws.desk.reply(run_id, "a reply the outbox takes")
         await quiet(pilot)
         assert ws.capture_failures() == []
         assert "capture" not in badge(app)

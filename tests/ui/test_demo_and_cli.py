@@ -27,7 +27,7 @@ async def test_the_whole_demo_plays_headless_and_leaves_the_services_changed(tmp
         assert app.completed == [s.id for s in steps]
         assert app.failures == []
         driver = app.driver
-        run = ws.desk.run(driver.run_id)
+        run = ws.cloud.runs.get(driver.run_id)
         texts = [e.get("text") for e in run.events if e["type"] == "node.output_text.done"]
         assert texts[-1] == "Turn the compost on Sunday; it needs air, not water."
         assert [(a.action, a.by) for a in ws.desk.log(driver.run_id)][:2] == [("start", "app"), ("reply", "operator")]

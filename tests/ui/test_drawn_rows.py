@@ -62,7 +62,7 @@ async def fill(pilot: Any, ws: Any) -> None:
     await ws.cloud.connect(ws.store, PERSON)
     client = await ws.oauth.client(PERSON)
     run = await client.runs.start(prompt=f"prompt {TRICKY}", name=f"run {TRICKY}")
-    ws.desk.ask(run.id, f"question {TRICKY}?")
+    await ws.desk.ask(run.id, f"question {TRICKY}?")
     await settle(pilot)
     await pilot.app.workspace.follower.idle()
     node = next(o for o in (await ws.canvas.list_objects(type="node", limit=500)).items if o.id == run.id or

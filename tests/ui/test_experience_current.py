@@ -27,10 +27,10 @@ async def test_a_failed_turn_banner_goes_once_a_later_turn_succeeds(app) -> None
         ws = await ready(pilot)
         run = run_named(ws, "talk outline")
         await show_run(pilot, run.id)
-        ws.desk.fail_turn(run.id, "model_error", "the model failed")
+        await ws.desk.fail_turn(run.id, "model_error", "the model failed")
         await settle(pilot)
         assert "✗ model_error" in run_info(pilot)
-        ws.desk.reply(run.id, "all good now")
+        await ws.desk.reply(run.id, "all good now")
         await settle(pilot)
         assert "model_error" not in run_info(pilot)
         assert "✗ turn failed: model_error" in "\n".join(pilot.app.main.query_one("#runs-stream").shown)  # history stays
@@ -41,7 +41,7 @@ async def test_a_refusal_banner_goes_once_the_grant_is_restored(app) -> None:
         ws = await ready(pilot)
         run = run_named(ws, "talk outline")
         runs = await show_run(pilot, run.id)
-        ws.desk.revoke("user:grace", "grant_suspended")
+        await ws.desk.revoke("user:grace", "grant_suspended")
         runs.act("", lambda: ws.desk.send_message(run.id, "hello"))
         await settle(pilot)
         assert [r.code for r in ws.desk.refusals] == ["grant_suspended"]

@@ -21,7 +21,7 @@ async def test_idle_after_a_question_is_refused_and_the_run_stays_waiting(app) -
         ws = await ready(pilot)
         run = run_named(ws, "patch review")
         await show_run(pilot, run.id)
-        ws.desk.ask(run.id, "Merge it?")
+        await ws.desk.ask(run.id, "Merge it?")
         await settle(pilot)
         events = len(ws.desk.detail(run.id).events)
         await pilot.press("i")
@@ -36,7 +36,7 @@ async def test_idle_settle_and_cancel_of_a_settled_run_are_refused_and_nothing_c
     async with app.run_test(size=(120, 40)) as pilot:
         ws = await ready(pilot)
         run = run_named(ws, "patch review")
-        ws.desk.settle(run.id, "result", "merged")
+        await ws.desk.settle(run.id, "result", "merged")
         await show_run(pilot, run.id)
         events = len(ws.desk.detail(run.id).events)
         for key, verb in (("i", "make idle"), ("s", "settle"), ("x", "cancel")):
@@ -53,7 +53,7 @@ async def test_idle_says_idle_only_when_the_run_went_idle(app) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         ws = await ready(pilot)
         run = run_named(ws, "patch review")
-        ws.desk.emit(run.id, "node.activity", '{"activity": "tool"}')
+        await ws.desk.append_event(run.id, "node.activity", '{"activity": "tool"}')
         await show_run(pilot, run.id)
         assert ws.desk.detail(run.id).status == "running"
         await pilot.press("i")
@@ -66,7 +66,7 @@ async def test_a_reply_to_a_settled_run_says_it_reopened_it(app) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         ws = await ready(pilot)
         run = run_named(ws, "patch review")
-        ws.desk.settle(run.id, "result", "merged")
+        await ws.desk.settle(run.id, "result", "merged")
         await show_run(pilot, run.id)
         await pilot.press("r")
         await settle(pilot)

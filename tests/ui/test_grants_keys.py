@@ -42,7 +42,7 @@ async def test_k_revokes_with_a_code_and_u_restores(app) -> None:
         await settle(pilot)
         assert ws.cloud.user("user:grace").grant.state["state"] == "active"
         run_id = await ws.desk.start_run("user:grace", "works again")
-        assert ws.desk.run(run_id).user_id == "user:grace"
+        assert ws.cloud.runs.get(run_id).user_id == "user:grace"
 
 
 async def test_f_refuses_t_expires_tokens_e_edits_scopes_and_bad_scopes_are_refused(app) -> None:

@@ -25,8 +25,8 @@ async def test_hostile_run_text_and_a_1_mib_line_render_verbatim_and_harmless(ap
     async with app.run_test(size=(120, 40)) as pilot:
         ws = await ready(pilot)
         run_id = await ws.desk.start_run("user:ada", HOSTILE)
-        ws.desk.reply(run_id, HOSTILE)
-        ws.desk.reply(run_id, BIG)
+        await ws.desk.reply(run_id, HOSTILE)
+        await ws.desk.reply(run_id, BIG)
         pane = app.main.pane("runs")
         pane.select_key(run_id)
         await settle(pilot)

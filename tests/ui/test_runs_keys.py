@@ -39,7 +39,7 @@ async def test_r_replies_as_the_model_attributed_and_f_fails_the_turn(app) -> No
         await type_text(pilot, "Three points on compilers")
         await pilot.press("ctrl+s")
         await settle(pilot)
-        fake = ws.desk.run(run.id)
+        fake = ws.cloud.runs.get(run.id)
         assert fake.events[-2]["type"] == "node.output_text.done"
         assert fake.events[-2]["text"] == "Three points on compilers"
         assert fake.status == "idle"
@@ -59,7 +59,7 @@ async def fail_turn_case(pilot: Any, app: Any, ws: Any) -> None:
     await type_text(pilot, "overloaded")
     await pilot.press("enter")
     await settle(pilot)
-    fake = ws.desk.run(run.id)
+    fake = ws.cloud.runs.get(run.id)
     assert fake.last_turn_error == {"code": "model_error", "message": "overloaded"}
     assert "✗ turn failed: model_error: overloaded" in stream_text(pilot)
 
@@ -74,11 +74,11 @@ async def test_a_asks_i_idles_s_settles_and_d_deletes_after_confirmation(app) ->
         await type_text(pilot, "Merge it?")
         await pilot.press("enter")
         await settle(pilot)
-        assert ws.desk.run(run.id).status == "waiting_on_user"
-        assert ws.desk.run(run.id).question["title"] == "Merge it?"
+        assert ws.cloud.runs.get(run.id).status == "waiting_on_user"
+        assert ws.cloud.runs.get(run.id).question["title"] == "Merge it?"
         await pilot.press("i")  # an open question keeps the run waiting: refused, nothing appended
         await settle(pilot)
-        assert ws.desk.run(run.id).events[-1]["type"] == "node.question.opened"
+        assert ws.cloud.runs.get(run.id).events[-1]["type"] == "node.question.opened"
         assert any("stays waiting on user" in n.message for n in app._notifications)
         await pilot.press("s")
         await settle(pilot)
@@ -86,7 +86,7 @@ async def test_a_asks_i_idles_s_settles_and_d_deletes_after_confirmation(app) ->
         await type_text(pilot, "merged")
         await pilot.press("enter")
         await settle(pilot)
-        fake = ws.desk.run(run.id)
+        fake = ws.cloud.runs.get(run.id)
         assert fake.status == "settled" and fake.result == "merged"
         assert [a.action for a in ws.desk.log(run.id)] == ["ask", "settle"]
         await delete_case(pilot, app, ws)
@@ -106,14 +106,14 @@ async def test_e_emits_an_event_and_bad_json_is_a_clear_error(app) -> None:
         await type_text(pilot, "reviewer-1")
         await pilot.press("enter")
         await settle(pilot)
-        event = ws.desk.run(run.id).events[-1]
+        event = ws.cloud.runs.get(run.id).events[-1]
         assert (event["type"], event["activity"], event["node_id"]) == ("node.activity", "tool", "reviewer-1")
         await bad_emit_case(pilot, app, ws)
 
 
 async def bad_emit_case(pilot: Any, app: Any, ws: Any) -> None:
     run = run_named(ws, "patch review")
-    before = len(ws.desk.run(run.id).events)
+    before = len(ws.cloud.runs.get(run.id).events)
     await select(pilot, run.id)
     await pilot.press("e")
     await settle(pilot)
@@ -126,7 +126,7 @@ async def bad_emit_case(pilot: Any, app: Any, ws: Any) -> None:
     assert "not JSON" in str(error.render())
     await pilot.press("escape")
     await settle(pilot)
-    assert len(ws.desk.run(run.id).events) == before
+    assert len(ws.cloud.runs.get(run.id).events) == before
     assert app.is_running
 
 
@@ -137,12 +137,12 @@ async def delete_case(pilot: Any, app: Any, ws: Any) -> None:
     await settle(pilot)
     await pilot.press("n")
     await settle(pilot)
-    assert not ws.desk.run(run.id).deleted
+    assert not ws.cloud.runs.get(run.id).deleted
     await pilot.press("d")
     await settle(pilot)
     await pilot.press("y")
     await settle(pilot)
-    assert ws.desk.run(run.id).deleted
+    assert ws.cloud.runs.get(run.id).deleted
     assert run.id not in [r.id for r in ws.desk.runs()]
 
 
@@ -168,10 +168,10 @@ async def test_n_m_x_go_through_the_sdk_as_the_app(app) -> None:
         await type_text(pilot, "for two")
         await pilot.press("enter")
         await settle(pilot)
-        assert [m["text"] for m in ws.desk.run(run_id).messages] == ["for two"]
+        assert [m["text"] for m in ws.cloud.runs.get(run_id).messages] == ["for two"]
         await pilot.press("x", "y")  # x asks first, naming the run
         await settle(pilot)
-        assert ws.desk.run(run_id).outcome["outcome"] == "canceled"
+        assert ws.cloud.runs.get(run_id).outcome["outcome"] == "canceled"
         assert [(a.action, a.by) for a in ws.desk.log(run_id)] == [("start", "app"), ("message", "app"), ("cancel", "app")]
         assert "⚙ app · message: for two" in stream_text(pilot)
 
@@ -186,7 +186,7 @@ async def test_p_pauses_with_a_new_counter_and_v_toggles_raw_events(app) -> None
         await settle(pilot)
         assert stream.paused
         shown = len(stream.shown)
-        ws.desk.reply(run.id, "while paused")
+        await ws.desk.reply(run.id, "while paused")
         await settle(pilot)
         assert stream.held >= 1
         assert len(stream.shown) == shown
@@ -218,7 +218,7 @@ async def test_a_refusal_in_the_stream_links_to_its_grant(app) -> None:
         ws = await ready(pilot)
         run = run_named(ws, "talk outline")
         await select(pilot, run.id)
-        ws.desk.revoke("user:grace", "grant_removed")
+        await ws.desk.revoke("user:grace", "grant_removed")
         await pilot.press("m")
         await settle(pilot)
         await type_text(pilot, "hello")

@@ -50,7 +50,7 @@ async def badges_case(pilot: Any, app: Any, ws: Any) -> None:
     assert badges.waiting == ws.desk.waiting_on_user() == 1
     assert badges.judgments == app.main.pane("judgments").waiting >= 1
     run_id = next(r.id for r in ws.desk.runs() if r.name == "patch review")
-    ws.desk.ask(run_id, "Ship it?")
+    await ws.desk.ask(run_id, "Ship it?")
     await settle(pilot)
     assert badges.waiting == 2
     assert "? 2 waiting on the user" in badges.render().plain

@@ -15,7 +15,7 @@ from screens.grants import REFUSAL_CODES
 from screens.run_lines import STATUS_GLYPHS
 from screens.runs import SETTLE_KINDS, TURN_CODES
 from services import wire
-from services.operator import SETTLE_CHOICES
+from services.desk import SETTLE_CHOICES
 from tests.ui.conftest import ready, settle
 from tests.ui.test_grants_keys import pick
 

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ...boundary import parse_time, time_or_none
+from ...times import parse_time, time_or_none
 from ...changes import ChangeFeed
 from ...clock import Clock
 from ...errors import ServiceError

@@ -1,6 +1,6 @@
 """Frozen read models the UI gets from ``Harvest``: queue items, judgment details, sources, reads, notices.
 
-Times in these models are float seconds since the epoch (``services.boundary``): the state dir
+Times in these models are float seconds since the epoch (``services.times``): the state dir
 keeps ISO-8601 strings on disk (``run.json``), converted once when a read model is built.
 """
 

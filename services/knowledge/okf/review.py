@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ...boundary import parse_time, time_or_none
+from ...times import parse_time, time_or_none
 from .errors import OkfError
 from .models import AcceptedReceipt, JudgmentDetail, JudgmentItem, OutcomeView
 from .proposal import FileChange, file_changes, read_proposal

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from services.boundary import ms_time
+from services.times import ms_time
 from services.files import atomic_write_text
 from services.text import decode_text
 

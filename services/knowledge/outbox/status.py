@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.boundary import ms_time
+from services.times import ms_time
 
 from .models import OutboxError
 from .stores import OutboxStores

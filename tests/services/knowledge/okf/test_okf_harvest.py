@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from services.boundary import parse_time
+from services.times import parse_time
 from services.knowledge.okf import (
     BaselineError, FixedReplyJudgeClient, OkfPathError, RecoveryError, RunStateError,
     deterministic_judge_reply,

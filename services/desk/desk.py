@@ -1,0 +1,379 @@
+"""The operator's desk: every action a person at the workbench takes on runs and grants, written once.
+
+A ``Desk`` stands on two things that differ between an embedded window and one attached to a server:
+
+- a ``ControlClient``: the control API (``services.cloud.control``), answered in this process
+  (``InProcessControl``) or by the workspace's server over HTTP (``RemoteCloud``). Every action is
+  one control call; what the cloud refuses comes back as the control API's error, in its own words.
+- a ``RunBook``: where the desk reads runs and people as the control API's DTOs; an embedded cloud's
+  own objects (``CloudBook``), or what an attached window has read from the server and keeps current
+  from its change stream (``services.attach.StreamBook``).
+
+Operator actions (reply as the model, fail a turn, settle, ask, go idle, emit, delete) drive the
+run as the runtime would; app actions (start a run, send a message, cancel, fork) are made as the
+app through the SDK with the person's connection; grant actions change the person's grant. Each is
+logged per run, attributed to the operator or the app, and published as a ``workspace`` change.
+Reads answer frozen read models (``models.py``), built by ``views.py`` from the DTOs.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import deque
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+from urllib.parse import quote
+
+from ..changes import ChangeFeed
+from ..clock import Clock
+from ..errors import ServiceError
+from ..text import value_problem
+from ..wire import OUTCOMES, REFUSAL_CODES
+from .models import GrantView, OperatorAction, OperatorError, RefusalRecord, RunDetail, RunView
+from .views import EventTimes, grant_view, live_runs_by_person, run_detail, run_view
+
+__all__ = ["Desk", "ControlClient", "RunBook", "SETTLE_CHOICES", "OPERATOR", "event_fields", "sendable"]
+
+SETTLE_CHOICES = OUTCOMES
+"""How the operator may settle a run: every ``services.wire.Outcome``."""
+OPERATOR = "operator"
+"""Who an operator action is attributed to (the app's are attributed to ``app``)."""
+
+
+class ControlClient(Protocol):
+    """The control API, in this process or over HTTP: one call, or ``ControlError`` (status, code, message)."""
+
+    async def call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> Any: ...
+
+
+class RunBook(Protocol):
+    """Where a desk reads runs and people, as the control API's DTOs (times as wire strings or seconds)."""
+
+    def run_dtos(self) -> Iterable[Mapping[str, Any]]:
+        """Every run's DTO, deleted ones included, without events."""
+        ...
+
+    def run_dto(self, run_id: str) -> Mapping[str, Any] | None:
+        """One run's DTO (None when unknown)."""
+        ...
+
+    def events(self, run_id: str) -> tuple[dict[str, Any], ...]:
+        """One run's event log, as the wire has it."""
+        ...
+
+    def people(self) -> Iterable[Mapping[str, Any]]:
+        """Every person's DTO (``id``, ``grant``, ``refusal``, ``holding``, ``reads``)."""
+        ...
+
+    def person(self, user_id: str) -> Mapping[str, Any] | None:
+        """One person's DTO (None when unknown)."""
+        ...
+
+    def absorb_run(self, dto: Mapping[str, Any]) -> None:
+        """A run as an action's answer showed it (kept by a book that caches; ignored by a live one)."""
+        ...
+
+    async def refresh_people(self) -> None:
+        """Read the people again after a grant action (a live book has nothing to do)."""
+        ...
+
+
+def event_fields(type: str, fields_json: str) -> tuple[str, dict[str, Any]]:
+    """An operator's event as typed: its type (stripped) and its fields (a JSON object), or ``OperatorError``."""
+    import json
+
+    if not type.strip():
+        raise OperatorError("an event needs a type")
+    try:
+        fields = json.loads(fields_json or "{}")
+    except json.JSONDecodeError as exc:
+        raise OperatorError(f"event fields are not valid JSON: {exc}") from None
+    if not isinstance(fields, dict):
+        raise OperatorError("event fields must be a JSON object")
+    return type.strip(), fields
+
+
+def sendable(body: Mapping[str, Any]) -> None:
+    """Refuse text no store can keep (a lone surrogate, NUL) before it is sent anywhere."""
+    problem = value_problem(dict(body))
+    if problem is not None:
+        raise OperatorError(f"this cannot be sent: {problem}")
+
+
+def _q(value: str) -> str:
+    return quote(value, safe="")
+
+
+class Desk:
+    """Operator, app and grant actions over one cloud, and the read models the panes draw."""
+
+    def __init__(self, control: ControlClient, book: RunBook, changes: ChangeFeed, *, clock: Clock,
+                 refusals_recorded: bool = False) -> None:
+        self.control = control
+        """The control API this desk acts through."""
+        self.book = book
+        """Where this desk reads runs and people."""
+        self.changes = changes
+        self.clock = clock
+        self.refusals_recorded = refusals_recorded
+        """True when the app's SDK connection reports its own refusals (``record_refusal``), so an app
+        action's refusal is not recorded twice."""
+        self.actions: dict[str, list[OperatorAction]] = {}
+        """What was done to each run, oldest first."""
+        self.refusals: deque[RefusalRecord] = deque(maxlen=500)
+        """The refusals the app met, oldest first."""
+        self.origin = uuid.uuid4().hex[:12]
+        """This window's tag (on idempotency keys, and on the changes an attached window relays)."""
+        self._times = EventTimes()
+
+    # -- life -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Begin following the cloud (a desk over an in-process cloud reads it live: nothing to do)."""
+
+    async def stop(self) -> None:
+        """Stop following the cloud."""
+
+    # -- views -----------------------------------------------------------------------------
+
+    def runs(self, *, include_deleted: bool = False) -> list[RunView]:
+        """Every run, newest first."""
+        views = [run_view(d) for d in self.book.run_dtos() if include_deleted or not d.get("deleted")]
+        return sorted(views, key=lambda v: v.created_at, reverse=True)
+
+    def detail(self, run_id: str) -> RunDetail:
+        """The run and its event log, as a frozen snapshot."""
+        return run_detail(self._dto(run_id), self.book.events(run_id), self._times)
+
+    def grants(self) -> list[GrantView]:
+        """Every known person's grant, by person id."""
+        counts = live_runs_by_person(self.book.run_dtos())
+        views = (grant_view(p, counts.get(p["id"], 0)) for p in sorted(self.book.people(), key=lambda p: p["id"]))
+        return [v for v in views if v is not None]
+
+    def log(self, run_id: str) -> list[OperatorAction]:
+        """The actions taken on a run, oldest first."""
+        return list(self.actions.get(run_id, []))
+
+    def refusals_since(self, seconds: float = 60.0) -> list[RefusalRecord]:
+        """Refusals the app met in the last ``seconds``."""
+        cutoff = self.clock.time() - seconds
+        return [r for r in self.refusals if r.at >= cutoff]
+
+    def waiting_on_user(self) -> int:
+        """How many runs wait on their person (an open question)."""
+        return sum(1 for d in self.book.run_dtos() if not d.get("deleted") and d["status"] == "waiting_on_user")
+
+    # -- operator actions (as the model / the runtime) ---------------------------------------
+
+    async def reply(self, run_id: str, text: str, *, chunks: int = 4) -> None:
+        """Reply as the model: one root turn delivering every pending message."""
+        await self._act(run_id, "reply", {"text": text, "chunks": chunks})
+        self._note(run_id, "reply", text)
+
+    async def fail_turn(self, run_id: str, code: str, message: str) -> None:
+        """Fail a turn with ``model_error`` or ``content_refused``."""
+        await self._act(run_id, "fail_turn", {"code": code, "message": message})
+        self._note(run_id, "fail turn", f"{code}: {message}")
+
+    async def settle(self, run_id: str, kind: str, value: str = "") -> None:
+        """Settle: ``result``, ``declined``, ``canceled``, ``deadline_exceeded`` or ``runtime_error``."""
+        self._live(run_id)
+        if kind not in SETTLE_CHOICES:
+            raise OperatorError(f"settle takes one of {', '.join(SETTLE_CHOICES)}, not {kind!r}")
+        if self._dto(run_id)["status"] == "settled":
+            raise OperatorError(f"run {run_id} is already settled")
+        if kind == "result":
+            body: dict[str, Any] = {"result": value}
+        elif kind == "declined":
+            body = {"declined": {"reason": value or "declined by the operator", "code": "declined", "retryable": False}}
+        elif kind == "runtime_error":
+            body = {"runtime_error": value or "runtime error injected by the operator"}
+        else:
+            body = {"failure": kind}
+        await self._act(run_id, "settle", body)
+        self._note(run_id, "settle", f"{kind}{': ' + value if value else ''}")
+
+    async def ask(self, run_id: str, title: str) -> str:
+        """Open a question to the run's person; returns its id."""
+        self._live(run_id)
+        if not title.strip():
+            raise OperatorError("a question needs a title")
+        answer = await self._act(run_id, "ask", {"title": title})
+        self._note(run_id, "ask", title)
+        return str(answer["question_id"])
+
+    async def go_idle(self, run_id: str) -> None:
+        """Stop without submitting: the run goes idle."""
+        await self._act(run_id, "idle", {})
+        self._note(run_id, "idle", "")
+
+    async def append_event(self, run_id: str, type: str, fields_json: str = "{}", node_id: str | None = None) -> None:
+        """Append any event to a run; ``fields_json`` is a JSON object of its fields."""
+        self._live(run_id)
+        type, fields = event_fields(type, fields_json)
+        await self._act(run_id, "emit", {"type": type, "fields": fields, "node_id": node_id or None})
+        self._note(run_id, "emit", type + (f" on {node_id}" if node_id else ""))
+
+    async def delete_run(self, run_id: str) -> None:
+        """Delete as the runtime would: reads 404, streams close."""
+        if self._dto(run_id).get("deleted"):
+            raise OperatorError(f"run {run_id} is already deleted")
+        await self._act(run_id, "delete", {})
+        self._note(run_id, "delete", "")
+
+    # -- app actions (as the app, through the SDK) ---------------------------------------------
+
+    async def start_run(self, user_id: str, prompt: str) -> str:
+        """Start a run as the app; returns its id."""
+        answer = await self._app(user_id, f"/people/{_q(user_id)}/runs", {"prompt": prompt})
+        self.book.absorb_run(answer["run"])
+        self._note(answer["run_id"], "start", prompt, by="app")
+        return str(answer["run_id"])
+
+    async def send_message(self, run_id: str, text: str, *, start_turn: bool = True) -> None:
+        """Send a message to a run as the app."""
+        answer = await self._app(await self._owner(run_id), f"/runs/{_q(run_id)}/message",
+                                 {"text": text, "start_turn": start_turn})
+        self.book.absorb_run(answer["run"])
+        self._note(run_id, "message", text, by="app")
+
+    async def cancel_run(self, run_id: str) -> None:
+        """Cancel a run as the app."""
+        answer = await self._app(await self._owner(run_id), f"/runs/{_q(run_id)}/cancel", {}, key=False)
+        self.book.absorb_run(answer["run"])
+        self._note(run_id, "cancel", "", by="app")
+
+    async def fork(self, parent_id: str, messages: list[dict[str, Any]]) -> str:
+        """A child run carrying ``messages`` (the parent's conversation up to the fork point), as the app."""
+        user_id = await self._owner(parent_id)
+        parent = self._dto(parent_id)
+        last_user = next((m.get("text", "") for m in reversed(messages) if m.get("role") == "user"), "")
+        body = {"prompt": last_user, "name": f"fork of {parent.get('name') or parent_id}",
+                "forked_from": parent_id, "history": messages}
+        answer = await self._app(user_id, f"/people/{_q(user_id)}/runs", body)
+        self.book.absorb_run(answer["run"])
+        self._note(answer["run_id"], "fork", f"from {parent_id}", by="app")
+        return str(answer["run_id"])
+
+    # -- grant actions ---------------------------------------------------------------------
+
+    async def revoke(self, user_id: str, code: str = "grant_revoked") -> None:
+        """Revoke the person's grant with a refusal code."""
+        await self._person(user_id, "grant/revoke", {"code": code})
+        self._note_user(user_id, "revoke", code)
+
+    async def restore(self, user_id: str) -> None:
+        """Reactivate the grant, clear any refusal and reconnect the app (a new sign-in)."""
+        state = (self.book.person(user_id) or {}).get("grant") or {}
+        await self._person(user_id, "reconnect", {"scopes": list(state.get("resolved_scopes") or []),
+                                                  "dependencies": list(state.get("dependencies") or [])})
+        self._note_user(user_id, "restore", "")
+
+    async def refuse(self, user_id: str, code: str) -> None:
+        """Refuse the person's next refreshes with ``code``."""
+        await self._person(user_id, "refuse", {"code": code})
+        self._note_user(user_id, "refuse", code)
+
+    async def expire_tokens(self, user_id: str) -> None:
+        """Expire every access token the person holds."""
+        await self._person(user_id, "expire_tokens", {})
+        self._note_user(user_id, "expire tokens", "")
+
+    async def set_scopes(self, user_id: str, scopes: list[str]) -> None:
+        """Set the grant's resolved scopes (each ``<provider>:<group>``)."""
+        cleaned = [s.strip() for s in scopes if s.strip()]
+        bad = [s for s in cleaned if ":" not in s or " " in s]
+        if bad:
+            raise OperatorError(f"scopes look like <provider>:<group>; not {', '.join(bad)}")
+        await self._person(user_id, "grant/set", {"resolved_scopes": cleaned})
+        self._note_user(user_id, "set scopes", " ".join(cleaned))
+
+    # -- refusals --------------------------------------------------------------------------
+
+    def record_refusal(self, user_id: str, code: str, message: str) -> None:
+        """Remember a refusal the app met, with the grant revision that caused it."""
+        grant = (self.book.person(user_id) or {}).get("grant") or {}
+        record = RefusalRecord(user_id, code, message, grant.get("rev"), self.clock.time())
+        self.refusals.append(record)
+        self.changes.emit("workspace", "refusal", record.user_id, code=record.code)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _dto(self, run_id: str) -> Mapping[str, Any]:
+        dto = self.book.run_dto(run_id)
+        if dto is None:
+            raise OperatorError(f"no run {run_id}")
+        return dto
+
+    def _live(self, run_id: str) -> Mapping[str, Any]:
+        dto = self._dto(run_id)
+        if dto.get("deleted"):
+            raise OperatorError(f"run {run_id} was deleted")
+        return dto
+
+    async def _owner(self, run_id: str) -> str:
+        """The run's person (a run another window started a moment ago is read from the cloud)."""
+        dto = self.book.run_dto(run_id)
+        if dto is None:
+            try:
+                found = await self.control.call("GET", f"/runs/{_q(run_id)}", params={"events": "0"})
+            except ServiceError as exc:
+                raise OperatorError(getattr(exc, "message", "") or f"no run {run_id}") from None
+            self.book.absorb_run(found)
+            return str(found["user_id"])
+        return str(dto["user_id"])
+
+    async def _call(self, method: str, path: str, body: dict[str, Any]) -> Any:
+        from ..cloud.remote import ControlError
+
+        sendable(body)
+        try:
+            return await self.control.call(method, path, body)
+        except ControlError as exc:
+            raise OperatorError(exc.message or f"{exc.status} {exc.code}") from None
+
+    async def _act(self, run_id: str, action: str, body: dict[str, Any]) -> dict[str, Any]:
+        dto = self._dto(run_id)
+        if dto.get("deleted") and action != "delete":
+            raise OperatorError(f"run {run_id} was deleted")
+        answer: dict[str, Any] = await self._call("POST", f"/runs/{_q(run_id)}/{action}", body)
+        self.book.absorb_run(answer["run"])
+        return answer
+
+    async def _person(self, user_id: str, path: str, body: dict[str, Any]) -> None:
+        if (self.book.person(user_id) or {}).get("grant") is None:
+            raise OperatorError(f"{user_id} has no grant")
+        await self._call("POST", f"/people/{_q(user_id)}/{path}", body)
+        await self.book.refresh_people()
+
+    async def _app(self, user_id: str, path: str, body: dict[str, Any], *, key: bool = True) -> dict[str, Any]:
+        """One app action. A call that got no answer is sent once more with the same idempotency key,
+        so the cloud does it at most once."""
+        from ..cloud.remote import ControlError
+
+        sendable(body)
+        if key:
+            body = {**body, "idempotency_key": f"wb-{self.origin}-{uuid.uuid4().hex}"}
+        for attempt in (1, 2):
+            try:
+                answer: dict[str, Any] = await self.control.call("POST", path, body)
+                return answer
+            except ControlError as exc:
+                if exc.code == "unreachable" and key and attempt == 1:
+                    continue
+                if exc.code in REFUSAL_CODES and not self.refusals_recorded:
+                    self.record_refusal(user_id, exc.code, exc.message)
+                raise OperatorError(f"{exc.code}: {exc.message}" if exc.message else f"{exc.status} {exc.code}") from None
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _note(self, run_id: str, action: str, detail: str, *, by: str = OPERATOR) -> None:
+        entry = OperatorAction(run_id, action, detail, by, self.clock.time())
+        self.actions.setdefault(run_id, []).append(entry)
+        self.changes.emit("workspace", "operator.action", run_id, action=action, by=by)
+
+    def _note_user(self, user_id: str, action: str, detail: str) -> None:
+        for dto in list(self.book.run_dtos()):
+            if dto["user_id"] == user_id and not dto.get("deleted"):
+                self._note(dto["id"], f"grant {action}", f"{user_id} {detail}".strip())
+        self.changes.emit("workspace", "grant.action", user_id, action=action)

@@ -1,0 +1,104 @@
+"""The desk's read models: frozen snapshots the panes draw, never a live cloud object.
+
+Every time in them is float seconds since the epoch (``services.times``), converted once when the
+model is built from a run's or a person's DTO (``views.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ServiceError
+
+__all__ = ["OperatorError", "OperatorAction", "RefusalRecord", "RunView", "RunDetail", "GrantView"]
+
+
+class OperatorError(ServiceError):
+    """An operator or app action the desk cannot do (unknown run, wrong state, bad input, a refusal in
+    the cloud's own words): the one error a pane catches from the desk."""
+
+
+@dataclass(frozen=True)
+class OperatorAction:
+    """One thing the operator (or the app, through the SDK) did to a run, shown in its stream."""
+
+    run_id: str
+    action: str
+    detail: str
+    by: str
+    at: float
+
+
+@dataclass(frozen=True)
+class RefusalRecord:
+    """A refusal the app met: who, the code, and the grant revision it came from."""
+
+    user_id: str
+    code: str
+    message: str
+    rev: int | None
+    at: float
+
+
+@dataclass(frozen=True)
+class RunView:
+    """A run as the runs pane lists it."""
+
+    id: str
+    user_id: str
+    name: str
+    status: str
+    activity: str | None
+    prompt: str
+    created_at: float
+    updated_at: float
+    events: int
+    pending: int
+    outcome: str | None
+    question: str | None
+    last_turn_error: str | None
+    deleted: bool
+
+
+@dataclass(frozen=True)
+class RunDetail:
+    """One run with its event log, as the runs pane's stream shows it (a snapshot, never live)."""
+
+    id: str
+    user_id: str
+    name: str | None
+    status: str
+    created_at: float
+    updated_at: float
+    deleted: bool
+    params: dict[str, Any]
+    events: tuple[dict[str, Any], ...]
+    """The run's events as the wire has them, except their ``at``: float seconds since the epoch."""
+    settled: bool
+    seq: int
+    """The last event's sequence number."""
+    activity: str | None
+    pending: tuple[dict[str, Any], ...]
+    question: dict[str, Any] | None
+    """The open question as the wire has it, except its ``created_at``: float seconds."""
+    last_turn_error: dict[str, Any] | None
+    outcome: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class GrantView:
+    """A person's grant as the grants pane shows it."""
+
+    user_id: str
+    state: str
+    rev: int
+    version: int
+    scopes: tuple[str, ...]
+    dependencies: tuple[tuple[str, str, str | None], ...]
+    spend_cap: str
+    refusal: str | None
+    revoked_code: str | None
+    holding: int
+    reads: int
+    runs: int

@@ -1,0 +1,114 @@
+"""The one way each read model is built: from a run's DTO (the control API's ``run_dto`` shape, the
+wire DTO plus ``deleted`` and ``seq``) or a person's DTO (the control API's ``/people`` shape).
+
+Both desks build their models here, from the same DTO shapes, so a run or a grant reads the same in an
+embedded window and in one attached to a server. Wire times (ISO strings, or seconds) become float
+seconds here, once; a run's events are converted once each (``EventTimes``).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..times import parse_time
+from .models import GrantView, RunDetail, RunView
+
+__all__ = ["EventTimes", "run_view", "run_detail", "grant_view"]
+
+
+class EventTimes:
+    """Run events with their ``at`` as float seconds, each event converted once.
+
+    A run's log only grows (or is cut at its start), so the converted copies are kept per run and
+    a new call converts only the events appended since; a log that is not the one converted (cut,
+    or replaced by a fresh read) is converted again whole. The newest ``keep`` runs are kept.
+    """
+
+    def __init__(self, keep: int = 64) -> None:
+        self.keep = keep
+        """How many runs' converted logs are kept (the least recently read go first)."""
+        self._runs: OrderedDict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = OrderedDict()
+
+    def convert(self, run_id: str, events: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], ...]:
+        """``events`` with each ``at`` in seconds (0.0 when it holds no usable time)."""
+        sources, converted = self._runs.pop(run_id, ([], []))
+        done = len(sources)
+        if done and (done > len(events) or sources[0] is not events[0] or sources[-1] is not events[done - 1]):
+            sources, converted, done = [], [], 0
+        for event in events[done:]:
+            sources.append(event)
+            converted.append({**event, "at": parse_time(event.get("at"))} if "at" in event else dict(event))
+        self._runs[run_id] = (sources, converted)
+        while len(self._runs) > self.keep:
+            self._runs.popitem(last=False)
+        return tuple(converted)
+
+
+def _question(question: Any) -> dict[str, Any] | None:
+    if not isinstance(question, dict):
+        return None
+    return {**question, "created_at": parse_time(question.get("created_at"))} if "created_at" in question else question
+
+
+def _seq(dto: Mapping[str, Any]) -> int:
+    return int(dto.get("seq", dto.get("last_event_id", 0)) or 0)
+
+
+def run_view(dto: Mapping[str, Any]) -> RunView:
+    """A run as the runs pane lists it."""
+    outcome = dto.get("outcome") or None
+    error = dto.get("last_turn_error")
+    return RunView(
+        id=dto["id"], user_id=dto["user_id"], name=dto.get("name") or "",
+        status="deleted" if dto.get("deleted") else dto["status"], activity=dto.get("activity"),
+        prompt=str((dto.get("params") or {}).get("prompt", "")),
+        created_at=parse_time(dto.get("created_at")), updated_at=parse_time(dto.get("updated_at")),
+        events=_seq(dto), pending=len(dto.get("pending") or ()),
+        outcome=outcome.get("outcome") if isinstance(outcome, dict) else None,
+        question=(dto.get("question") or {}).get("title"),
+        last_turn_error=f"{error['code']}: {error['message']}" if error else None,
+        deleted=bool(dto.get("deleted")),
+    )
+
+
+def run_detail(dto: Mapping[str, Any], events: tuple[dict[str, Any], ...], times: EventTimes) -> RunDetail:
+    """A run with its event log; its, its events' and its question's times as float seconds."""
+    return RunDetail(
+        id=dto["id"], user_id=dto["user_id"], name=dto.get("name"),
+        status="deleted" if dto.get("deleted") else dto["status"],
+        created_at=parse_time(dto.get("created_at")), updated_at=parse_time(dto.get("updated_at")),
+        deleted=bool(dto.get("deleted")), params=copy.deepcopy(dict(dto.get("params") or {})),
+        events=times.convert(str(dto["id"]), events),
+        settled=dto["status"] == "settled", seq=_seq(dto), activity=dto.get("activity"),
+        pending=tuple(copy.deepcopy(list(dto.get("pending") or ()))),
+        question=_question(copy.deepcopy(dto.get("question"))),
+        last_turn_error=copy.deepcopy(dto.get("last_turn_error")), outcome=copy.deepcopy(dto.get("outcome")),
+    )
+
+
+def grant_view(person: Mapping[str, Any], runs: int) -> GrantView | None:
+    """A person's grant (None when they have none), with how many live runs they have."""
+    state = person.get("grant")
+    if state is None:
+        return None
+    cap = state.get("spend_cap")
+    return GrantView(
+        user_id=person["id"], state=state["state"], rev=state["rev"], version=state["version"],
+        scopes=tuple(state["resolved_scopes"]),
+        dependencies=tuple((d["provider"], d["state"], d.get("message")) for d in state["dependencies"]),
+        spend_cap=f"{cap['amount']} {cap.get('currency', '')}/{cap.get('period', '')}" if cap else "none",
+        refusal=person.get("refusal"), revoked_code=state.get("revoked_code"),
+        holding=int(person.get("holding") or 0), reads=int(person.get("reads") or 0), runs=runs,
+    )
+
+
+def live_runs_by_person(runs: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """How many live (not deleted) runs each person has."""
+    counts: dict[str, int] = {}
+    for dto in runs:
+        if not dto.get("deleted"):
+            counts[dto["user_id"]] = counts.get(dto["user_id"], 0) + 1
+    return counts
