@@ -145,7 +145,7 @@ async def _delivery_rates(base: Path, records: int, conversations: int) -> None:
         return records / elapsed
 
     in_process = await rate("in-process")
-    server = subprocess.Popen([sys.executable, "-m", "services.knowledge.outbox.honcho_serve", "--port", "0"],
+    server = subprocess.Popen([sys.executable, "-m", "services.served.honcho", "--port", "0"],
                               cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.PIPE, text=True)
     try:
         assert server.stdout is not None

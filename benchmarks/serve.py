@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 
 from services.cloud import generate_private_key_pem  # noqa: E402
-from services.cloud.remote import RemoteCloud  # noqa: E402
+from services.attached.client import RemoteCloud  # noqa: E402
 from services.sdk import Connection, MemoryConnectionStore, OAuth2Client  # noqa: E402
 
 APP_KEY = generate_private_key_pem("ec")

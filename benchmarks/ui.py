@@ -259,7 +259,7 @@ async def attach(rounds: int) -> None:
     The server is ``workbench serve`` in its own process, as an operator runs it; the acting window is
     a second attached workspace (its keys only call the same desk), the watching one a real App."""
     from screens.widgets.stream import EventStream
-    from services.serve import live_serve_info
+    from services.served.server import live_serve_info
     from services.workspace import Settings, Workspace
     from workbench.app import make_app
 

@@ -19,7 +19,7 @@ from textual.widgets import DataTable, Label, Static
 from services.changes import Change
 from services.errors import ServiceError
 from services.wire import Outcome, TurnErrorCode
-from services.workspace import JUDGE_USER
+from services.desk import JUDGE_USER
 
 from .dialogs import ConfirmDialog, DetailDialog, Field
 from .dialogs.form import json_object_check

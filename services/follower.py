@@ -1,7 +1,8 @@
 """The run follower: carries what a cloud's runs do into the canvas and the memory outbox.
 
-It reads runs from a ``RunSource``: ``EmbeddedRuns`` (an in-process cloud's public surface) or
-``ServedRuns`` (any served cloud, over the wire), never from a cloud's private state; the changes
+It reads runs from a ``RunSource``: ``EmbeddedRuns`` (an in-process cloud's public surface), or, in
+a window attached to a server, ``services.attached.BookRuns`` (the runs its desk holds) or
+``services.attached.ServedRuns`` (any served cloud, over the wire), never from a cloud's private state; the changes
 it follows arrive on its ``ChangeFeed`` (a served cloud's change stream republished there).
 
 It listens to the cloud's ``Change`` feed (run started, event appended, run deleted), queues each
@@ -34,7 +35,6 @@ __all__ = [
     "FollowedRun",
     "RunFollower",
     "RunSource",
-    "ServedRuns",
     "run_record",
     "turn_messages",
 ]
@@ -86,36 +86,6 @@ class EmbeddedRuns:
         except KeyError:
             return None
 
-
-class ServedRuns:
-    """Runs of a served cloud, read over the wire (the control API of ``services.cloud.remote``)."""
-
-    def __init__(self, remote: Any) -> None:
-        self.remote = remote
-
-    @staticmethod
-    def _followed(dto: dict[str, Any]) -> FollowedRun:
-        wire = {k: dto[k] for k in WIRE_RUN_FIELDS if k in dto}
-        return FollowedRun(str(dto["id"]), str(dto["user_id"]), bool(dto.get("deleted")), wire,
-                           list(dto.get("events") or []))
-
-    async def all_runs(self) -> list[FollowedRun]:
-        answer = await self.remote.call("GET", "/runs", params={"events": "1"})
-        return [self._followed(dto) for dto in answer["runs"]]
-
-    async def get_run(self, run_id: str, *, events: bool = True) -> FollowedRun | None:
-        from urllib.parse import quote
-
-        from .cloud.remote import ControlError
-
-        try:
-            dto = await self.remote.call("GET", f"/runs/{quote(run_id, safe='')}",
-                                         params=None if events else {"events": "0"})
-        except ControlError as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return self._followed(dto)
 
 def _is_source(value: object) -> bool:
     """A ``RunSource`` already (anything else given is an in-process cloud, read through ``EmbeddedRuns``)."""

@@ -25,7 +25,7 @@ header's capture badge counts them. ``.changes()``
 iterates every ``Change`` any service publishes; ``close()`` stops everything.
 
 A folder another process serves (a live, answering ``serve.json``) is attached to instead: no
-second cloud starts; ``.desk`` is a ``services.attach.ServedDesk`` over the server's control API
+second cloud starts; ``.desk`` is a ``services.attached.desk.ServedDesk`` over the server's control API
 and change stream, ``.attached`` names the server and ``header_status`` says so. A stale
 ``serve.json`` (dead process, no answer) is removed and the folder opens as usual. The process
 holding ``follower.lock`` carries the runs into the canvas: the serving window, or, when the
@@ -35,7 +35,6 @@ server is headless (``workbench serve``), the first window attached, reading run
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -43,16 +42,17 @@ import hashlib
 import os
 
 from .changes import Change, ChangeFeed
-from .clock import Clock
 from .files import atomic_write_json
+from .desk.models import JUDGE_USER, CaptureFailure
 from .open_errors import WorkspaceOpenError, canvas_location, open_error
+from .settings import Settings
 
 if TYPE_CHECKING:
-    from .attach import ServerInfo
+    from .attached import ServerInfo
     from .canvas import Canvas
     from .cloud import FakeCloud
-    from .cloud.persist import CloudStore
-    from .cloud.remote import RemoteCloud
+    from .served.persist import CloudStore
+    from .attached.client import RemoteCloud
     from .desk import Desk
     from .files import FileLock
     from .follower import FollowedRun, RunFollower
@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from .knowledge.okf import Harvest
     from .knowledge.outbox import MemoryOutbox
     from .sdk import ConnectionStore, OAuth2Client
-    from .serve import CloudServer
+    from .served.server import CloudServer
 
 __all__ = ["Settings", "Workspace", "WorkspaceOpenError", "CaptureFailure", "JUDGE_USER", "import_services"]
 
@@ -68,37 +68,6 @@ _T = TypeVar("_T")
 
 FOLLOWER_LOCK = "follower.lock"
 """Held by the one process that carries a served workspace's runs into its canvas."""
-JUDGE_USER = "user:operator"
-"""The operator's own person on the fake cloud: harvest judge runs are started as them."""
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Everything a workspace is opened with; built once and passed in."""
-
-    path: Path = Path(".workbench")
-    client_id: str = "workbench"
-    seed: bool = True
-    """Start a new workspace with the sample world from ``assets/``."""
-    stream_idle_ms: int = 60_000
-    world: Path | None = None
-    """Another world file instead of the bundled sample."""
-    bases_path: Path | None = None
-    """Where new accepted knowledge bases go. Default: ``<workspace>/knowledge/bases``, or, when the
-    workspace sits inside a Git working tree (OKF refuses directory custody there, even ignored),
-    ``$XDG_DATA_HOME/workbench/bases/<workspace hash>``."""
-    clock: Clock = field(default_factory=Clock)
-    serve_port: int | None = None
-    """Serve the cloud on this loopback port (0 picks a free one), keeping its state in ``cloud.db``
-    (and the workspace's own connections in ``connections.db``); None keeps it in memory."""
-    honcho_url: str | None = None
-    """Deliver memory to the Honcho server at this base URL (the API key comes from the
-    ``HONCHO_API_KEY`` environment variable only); None delivers to the embedded fake."""
-    honcho_workspace_id: str = "workbench"
-    """The Honcho workspace memory is delivered into."""
-    canvas_url: str | None = None
-    """The canvas database: None for ``canvas.db`` in the workspace (SQLite), or a team's server as
-    ``postgresql+psycopg://user@host:5432/db`` (the password from ``PGPASSWORD`` or ``~/.pgpass``)."""
 
 
 def import_services() -> None:
@@ -112,19 +81,6 @@ def import_services() -> None:
     for name in ("cloud", "desk", "sdk", "world", "canvas", "follower", "knowledge.insights",
                  "knowledge.outbox", "knowledge.okf"):
         importlib.import_module(f"{__package__}.{name}")
-
-
-@dataclass(frozen=True)
-class CaptureFailure:
-    """A capture that failed (an OKF note or run record, an outbox turn) and has not succeeded since."""
-
-    source: str
-    """The service: ``okf`` or ``outbox``."""
-    id: str
-    """What failed to capture: an OKF source id, a conversation (run) id."""
-    error: str
-    """The service's own words."""
-    at: float
 
 
 class Workspace:
@@ -231,12 +187,12 @@ class Workspace:
         from assets import ASSETS_DIR
 
         from .cloud import generate_private_key_pem
-        from .cloud.control import ControlApp
+        from .served.control import ControlApp
         from .desk.embedded import embedded_desk
         from .sdk import OAuth2Client
         from .world import load_world, seed_cloud
 
-        from .attach import find_server
+        from .attached import find_server
 
         self.path.mkdir(parents=True, exist_ok=True)
         self._opening = self.path / "serve.json"
@@ -271,7 +227,7 @@ class Workspace:
         if world and not kept:
             await seed_cloud(self.cloud, world, self.store)
         elif world:
-            from .cloud.persist import seed_providers
+            from .served.persist import seed_providers
 
             seed_providers(self.cloud, world)
         await self._open_stores(world)
@@ -284,13 +240,13 @@ class Workspace:
         stream; the canvas, outbox, insights and OKF judgments from the folder's own stores (shared
         with the serving process through their locks). The serving process alone follows runs,
         sweeps the outbox and judges notes, so nothing is done twice."""
-        from .attach import ServedDesk
+        from .attached import ServedDesk
         from .canvas import Canvas
-        from .cloud.remote import RemoteCloud
+        from .attached.client import RemoteCloud
         from .knowledge.insights import InsightReviews
         from .knowledge.okf.attached import AttachedHarvest
         from .knowledge.outbox import MemoryOutbox
-        from .knowledge.outbox.honcho_serve import HONCHO_PREFIX
+        from .served.honcho import HONCHO_PREFIX
         from .knowledge.outbox.target import memory_target
 
         settings = self.settings
@@ -314,7 +270,7 @@ class Workspace:
         self._okf = await AttachedHarvest.attach(self.path / "knowledge", self.feed, clock=settings.clock)
         if self._claim_following():  # nobody follows the runs into the canvas (a headless server): this window does
             from .canvas import RunBridge
-            from .attach import BookRuns
+            from .attached import BookRuns
             from .follower import RunFollower
 
             self.follower = RunFollower(
@@ -448,9 +404,9 @@ class Workspace:
                                    "changes": self.feed}
         if settings.serve_port is None:
             return FakeCloud(client_id=settings.client_id, **options), MemoryConnectionStore(), False
-        from .cloud.persist import open_durable_cloud, private_file
+        from .served.persist import open_durable_cloud, private_file
         from .knowledge.outbox import FakeHonchoService
-        from .serve import CloudServer, bind_socket, claim_workspace, origin_url
+        from .served.server import CloudServer, bind_socket, claim_workspace, origin_url
 
         honcho = FakeHonchoService(self.path / "memory" / "served-honcho.json", clock=settings.clock)  # under /honcho
         lock = claim_workspace(self.path)

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from services.cloud import FakeCloud
-from services.serve import CloudServer, bind_socket, origin_url
+from services.served.server import CloudServer, bind_socket, origin_url
 
 
 @pytest.fixture

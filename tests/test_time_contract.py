@@ -99,10 +99,10 @@ CLOCKED = {"FakeHonchoService", "FakeCloud", "OAuth2Client", "ServedDesk", "Canv
            "InsightReviews.open", "Harvest.open"}
 """Services that take the injected clock: built inside ``services/`` they are handed one."""
 OWN_CLOCK = {
-    ("services/knowledge/outbox/honcho_serve.py", "FakeHonchoService"): "its own process: the wall clock is its clock",
+    ("services/served/honcho.py", "FakeHonchoService"): "its own process: the wall clock is its clock",
     ("services/cloud/cloud.py", "FakeCloud"): "refusal_error's throwaway probe: it stamps nothing kept or shown",
     ("services/cloud/cloud.py", "OAuth2Client"): "refusal_error's throwaway probe: it stamps nothing kept or shown",
-    ("services/cloud/persist.py", "FakeCloud"): "import_document's validation probe: discarded after the check",
+    ("services/served/persist.py", "FakeCloud"): "import_document's validation probe: discarded after the check",
 }
 
 

@@ -166,6 +166,6 @@ def _exit_on_sigterm(app: object) -> None:
 
 
 def _port(port: int | None) -> int:
-    from services.serve import DEFAULT_PORT
+    from services.served.server import DEFAULT_PORT
 
     return DEFAULT_PORT if port is None else port

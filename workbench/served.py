@@ -34,7 +34,7 @@ def serve_command(
 ) -> int:
     """``workbench serve``; returns the exit status."""
     from services.errors import ServiceError
-    from services.serve import DEFAULT_PORT, serve_workspace
+    from services.served.server import DEFAULT_PORT, serve_workspace
 
     if port is not None and not 0 <= port <= 65535:
         return _fail("serve", ValueError("--port must be between 0 and 65535"))
@@ -57,11 +57,11 @@ def serve_command(
 
 async def export_state(folder: Path, target: Path) -> str:
     """Write the workspace's cloud state to ``target`` (0600: it holds the signing key)."""
-    from services.cloud.persist import CLOUD_DB, CloudStore
-    from services.cloud.remote import RemoteCloud
+    from services.served.persist import CLOUD_DB, CloudStore
+    from services.attached.client import RemoteCloud
     from services.cloud.state import CloudStateError
     from services.files import atomic_write_bytes
-    from services.serve import claim_workspace, live_serve_info
+    from services.served.server import claim_workspace, live_serve_info
 
     if live_serve_info(folder) is not None:
         async with RemoteCloud.from_workspace(folder) as remote:
@@ -98,8 +98,8 @@ def connect_command(folder: Path, user_id: str, scopes: list[str] | None) -> int
 
 
 async def _connect(folder: Path, user_id: str, scopes: list[str] | None) -> dict[str, object]:
-    from services.cloud.remote import RemoteCloud
-    from services.serve import claim_workspace, live_serve_info
+    from services.attached.client import RemoteCloud
+    from services.served.server import claim_workspace, live_serve_info
 
     if live_serve_info(folder) is not None:
         async with RemoteCloud.from_workspace(folder) as remote:
@@ -112,10 +112,9 @@ async def _connect(folder: Path, user_id: str, scopes: list[str] | None) -> dict
 
 
 async def _connect_stored(folder: Path, user_id: str, scopes: list[str] | None) -> dict[str, object]:
-    from services.cloud.control import ControlRefusal, connection_json
-    from services.cloud.persist import CLOUD_DB, CloudStore, open_durable_cloud
-    from services.cloud.remote import ControlError
-    from services.serve import DEFAULT_PORT, origin_url
+    from services.served.control import connection_json
+    from services.served.persist import CLOUD_DB, CloudStore, open_durable_cloud
+    from services.served.server import DEFAULT_PORT, origin_url
 
     url = None
     if (Path(folder) / CLOUD_DB).exists():
@@ -127,15 +126,13 @@ async def _connect_stored(folder: Path, user_id: str, scopes: list[str] | None) 
     cloud, store = await open_durable_cloud(Path(folder), url or origin_url("127.0.0.1", DEFAULT_PORT))
     try:
         return await connection_json(cloud, user_id, scopes, None)
-    except ControlRefusal as refusal:
-        raise ControlError(refusal.status, refusal.code, refusal.message) from None
     finally:
         await store.close()
 
 
 def check_ui_serve(folder: Path, port: int | None) -> str | None:
     """Why ``workbench --serve`` cannot start, or None."""
-    from services.serve import ServeError, check_not_served, live_serve_info
+    from services.served.server import ServeError, check_not_served, live_serve_info
 
     if port is not None and not 0 <= port <= 65535:
         return "--port must be between 0 and 65535"

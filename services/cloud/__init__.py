@@ -2,8 +2,9 @@
 
 ``FakeCloud`` is the seed's FakeCloud in Python: app code and the workbench talk to it with the
 real SDK (``services.sdk``) over ``cloud.transport``; tests and the operator drive its runs
-(``FakeRun``), grants, memory, providers, failures and gates directly. ``RemoteCloud`` drives a
-served one (``workbench serve``) through its control API the same way, awaited.
+(``FakeRun``), grants, memory, providers, failures and gates directly. It is the pure fake: serving
+it is ``services.served``'s, and ``services.attached.RemoteCloud`` drives a served one (``workbench
+serve``) through its control API the same way, awaited.
 """
 
 from .cloud import FakeCloud, ResponderError
@@ -12,7 +13,6 @@ from .errors import CloudError
 from .failures import Gate, InterceptContext
 from .keys import generate_private_key_pem
 from .notices import NoticeAttempt, RunNoticeConfig
-from .remote import ControlError, RemoteCloud, RemoteRun
 from .runs import FakeRun, ResponderContext
 from .runtime import ToolCall
 from .transport import CallRecord
@@ -20,9 +20,6 @@ from .users import FakeGrant, FakeMemory, FakeUser, RunsView
 
 __all__ = [
     "FakeCloud",
-    "RemoteCloud",
-    "RemoteRun",
-    "ControlError",
     "FakeRun",
     "FakeUser",
     "FakeGrant",

@@ -3,7 +3,7 @@
 The panes (``screens/``) and the App (``workbench/``) hold a ``WorkspaceView`` and act through its
 ``desk``: one ``Desk`` (``desk.py``), every operator, app and grant action written once, over a
 control API answered in this process (``embedded.py``) or by the workspace's server
-(``services.attach.ServedDesk``). Reads answer frozen read models (``models.py``), built once from
+(``services.attached.desk.ServedDesk``). Reads answer frozen read models (``models.py``), built once from
 the control API's DTOs (``views.py``), never a live cloud object.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from .desk import OPERATOR, SETTLE_CHOICES, ControlClient, Desk, RunBook, event_fields, sendable
-from .models import GrantView, OperatorAction, OperatorError, RefusalRecord, RunDetail, RunView
+from .models import JUDGE_USER, CaptureFailure, GrantView, OperatorAction, OperatorError, RefusalRecord, RunDetail, RunView
 from .views import EventTimes, grant_view, run_detail, run_view
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..knowledge.insights import InsightReviews
     from ..knowledge.okf import Harvest
     from ..knowledge.outbox import MemoryOutbox
-    from ..workspace import CaptureFailure, Settings
+    from ..settings import Settings
 
 __all__ = [
     "Desk",
@@ -30,6 +30,8 @@ __all__ = [
     "WorkspaceView",
     "ServerView",
     "OperatorError",
+    "CaptureFailure",
+    "JUDGE_USER",
     "OperatorAction",
     "RefusalRecord",
     "RunView",

@@ -2,12 +2,12 @@
 
 A ``Desk`` stands on two things that differ between an embedded window and one attached to a server:
 
-- a ``ControlClient``: the control API (``services.cloud.control``), answered in this process
+- a ``ControlClient``: the control API (``services.served.control``), answered in this process
   (``InProcessControl``) or by the workspace's server over HTTP (``RemoteCloud``). Every action is
   one control call; what the cloud refuses comes back as the control API's error, in its own words.
 - a ``RunBook``: where the desk reads runs and people as the control API's DTOs; an embedded cloud's
   own objects (``CloudBook``), or what an attached window has read from the server and keeps current
-  from its change stream (``services.attach.StreamBook``).
+  from its change stream (``services.attached.desk.StreamBook``).
 
 Operator actions (reply as the model, fail a turn, settle, ask, go idle, emit, delete) drive the
 run as the runtime would; app actions (start a run, send a message, cancel, fork) are made as the
@@ -325,7 +325,7 @@ class Desk:
         return str(dto["user_id"])
 
     async def _call(self, method: str, path: str, body: dict[str, Any]) -> Any:
-        from ..cloud.remote import ControlError
+        from ..served.errors import ControlError
 
         sendable(body)
         try:
@@ -350,7 +350,7 @@ class Desk:
     async def _app(self, user_id: str, path: str, body: dict[str, Any], *, key: bool = True) -> dict[str, Any]:
         """One app action. A call that got no answer is sent once more with the same idempotency key,
         so the cloud does it at most once."""
-        from ..cloud.remote import ControlError
+        from ..served.errors import ControlError
 
         sendable(body)
         if key:

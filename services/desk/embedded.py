@@ -1,7 +1,7 @@
 """The embedded desk: the cloud runs in this process.
 
 ``InProcessControl`` answers the desk's control calls with the very dispatch a served cloud's
-control API runs (``services.cloud.control.ControlApp.dispatch``), without HTTP: an action is
+control API runs (``services.served.control.ControlApp.dispatch``), without HTTP: an action is
 checked, done and refused exactly as a window attached to a server sees it. ``CloudBook`` reads runs
 and people from the cloud's own objects, as DTOs of the control API's shape, without copies.
 """
@@ -18,7 +18,7 @@ from .desk import Desk
 
 if TYPE_CHECKING:
     from ..cloud import FakeCloud, FakeRun
-    from ..cloud.control import ControlApp
+    from ..served.control import ControlApp
 
 __all__ = ["InProcessControl", "CloudBook", "embedded_desk"]
 
@@ -31,7 +31,7 @@ class InProcessControl:
 
     async def call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:
         """One control call; a refusal raises ``ControlError`` as ``RemoteCloud.call`` does."""
-        from ..cloud.remote import ControlError
+        from ..served.errors import ControlError
 
         raw = json.dumps(body).encode() if body is not None else b""
         query = {k: str(v) for k, v in (params or {}).items()}
@@ -74,12 +74,12 @@ class CloudBook:
             return ()
 
     def people(self) -> Iterator[Mapping[str, Any]]:
-        from ..cloud.control import person_dto
+        from ..served.dtos import person_dto
 
         return (person_dto(self.cloud.user(user_id)) for user_id in list(self.cloud.people))
 
     def person(self, user_id: str) -> Mapping[str, Any] | None:
-        from ..cloud.control import person_dto
+        from ..served.dtos import person_dto
 
         return person_dto(self.cloud.user(user_id)) if user_id in self.cloud.people else None
 

@@ -11,7 +11,10 @@ from typing import Any
 
 from ..errors import ServiceError
 
-__all__ = ["OperatorError", "OperatorAction", "RefusalRecord", "RunView", "RunDetail", "GrantView"]
+__all__ = ["JUDGE_USER", "CaptureFailure", "OperatorError", "OperatorAction", "RefusalRecord", "RunView", "RunDetail", "GrantView"]
+
+JUDGE_USER = "user:operator"
+"""The operator's own person on the fake cloud: harvest judge runs are started as them."""
 
 
 class OperatorError(ServiceError):
@@ -102,3 +105,16 @@ class GrantView:
     holding: int
     reads: int
     runs: int
+
+
+@dataclass(frozen=True)
+class CaptureFailure:
+    """A capture that failed (an OKF note or run record, an outbox turn) and has not succeeded since."""
+
+    source: str
+    """The service: ``okf`` or ``outbox``."""
+    id: str
+    """What failed to capture: an OKF source id, a conversation (run) id."""
+    error: str
+    """The service's own words."""
+    at: float

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -24,8 +24,21 @@ from .http import RuntimeHttp
 from .models import ReplyResult, RunEvent
 from .sse import SSEParser
 
-if TYPE_CHECKING:
-    from .crouter import Crouter, RunsResource
+
+class RunsLike(Protocol):
+    """What a turn's reply needs of ``RunsResource``: send a message, read the event stream."""
+
+    async def message(self, run_id: str, text: str, start_turn: bool = True,
+                      idempotency_key: str | None = None) -> Any: ...
+
+    def events(self, run_id: str, after: int | None = None) -> "RunStream": ...
+
+
+class ClientLike(Protocol):
+    """What forwarding a run's events needs of ``Crouter``: its ``runs``."""
+
+    @property
+    def runs(self) -> RunsLike: ...
 
 __all__ = ["RunStream", "RunReply", "forward_run_events", "stream_delay"]
 
@@ -144,7 +157,7 @@ class RunReply:
     root ``node.settled`` before it (``settled``). Idle closes are reopened from the cursor.
     """
 
-    def __init__(self, runs: "RunsResource", run_id: str, text: str, *, idempotency_key: str | None = None) -> None:
+    def __init__(self, runs: RunsLike, run_id: str, text: str, *, idempotency_key: str | None = None) -> None:
         self._runs = runs
         self.run_id = run_id
         self.text = text
@@ -213,7 +226,7 @@ class RunReply:
 
 
 async def forward_run_events(
-    client: "Crouter", run_id: str, send: Callable[[RunEvent], Awaitable[Any]], after: int | None = None
+    client: ClientLike, run_id: str, send: Callable[[RunEvent], Awaitable[Any]], after: int | None = None
 ) -> int | None:
     """Read ``run_id``'s events from ``after`` and ``await send(event)`` for each, until the stream
     ends (idle close included); return the cursor of the last event sent."""

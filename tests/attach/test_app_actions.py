@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from services.cloud.remote import ControlError
+from services.attached.client import ControlError
 from services.desk import OperatorError
 from services.workspace import Settings, Workspace
 from tests.attach.test_two_windows import stream_text, until
@@ -170,12 +170,12 @@ async def test_a_grant_restored_from_an_attached_window_lets_its_app_actions_thr
 async def test_without_a_serving_window_the_server_acts_with_a_fresh_token_and_the_runtime_checks_the_grant(
     tmp_path: Path,
 ) -> None:
-    from services.attach import ServedDesk
+    from services.attached import ServedDesk
     from services.changes import ChangeFeed
     from services.cloud import FakeCloud
-    from services.cloud.remote import RemoteCloud
+    from services.attached.client import RemoteCloud
     from services.sdk import MemoryConnectionStore
-    from services.serve import CloudServer, bind_socket, origin_url
+    from services.served.server import CloudServer, bind_socket, origin_url
 
     sock = bind_socket("127.0.0.1", 0)
     url = origin_url(*sock.getsockname()[:2])

@@ -12,10 +12,11 @@ from typing import Any
 from services.canvas import Canvas, RunBridge
 from services.changes import ChangeFeed
 from services.cloud import FakeCloud, generate_private_key_pem
-from services.cloud.remote import RemoteCloud
-from services.follower import RunFollower, ServedRuns
+from services.attached.client import RemoteCloud
+from services.attached import ServedRuns
+from services.follower import RunFollower
 from services.sdk import MemoryConnectionStore, OAuth2Client
-from services.serve import CloudServer, bind_socket, origin_url
+from services.served.server import CloudServer, bind_socket, origin_url
 
 KEY = generate_private_key_pem("ec")
 

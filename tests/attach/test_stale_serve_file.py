@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from services.files import FileLock
-from services.serve import SERVE_LOCK, read_serve_info
+from services.served.server import SERVE_LOCK, read_serve_info
 from services.workspace import Settings, Workspace, WorkspaceOpenError
 from workbench.served import check_ui_serve
 

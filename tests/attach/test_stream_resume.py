@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from services.cloud.remote import RemoteCloud
+from services.attached.client import RemoteCloud
 from services.workspace import Settings, Workspace
 
 

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from services.knowledge.outbox import FakeHonchoService
-from services.knowledge.outbox.honcho_serve import HonchoServer
+from services.served.honcho import HonchoServer
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 from honcho import Honcho
 
 from services.knowledge.outbox import FakeHonchoService, HonchoClient
-from services.knowledge.outbox.honcho_serve import HonchoServer
+from services.served.honcho import HonchoServer
 
 SENT_AT = "2025-03-04T05:06:07.123000+00:00"
 

@@ -69,7 +69,7 @@ def test_unreadable_state_file_is_refused_in_plain_words_and_left_as_it_is(tmp_p
     state.write_bytes(b'{"workspaces": [tor')
     with pytest.raises(FakeHonchoStateError, match="cannot be read.*move it aside"):
         FakeHonchoService(state)
-    done = subprocess.run([sys.executable, "-m", "services.knowledge.outbox.honcho_serve", "--state", str(state)],
+    done = subprocess.run([sys.executable, "-m", "services.served.honcho", "--state", str(state)],
                           cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2 and "move it aside" in done.stderr and "Traceback" not in done.stderr
     assert state.read_bytes() == b'{"workspaces": [tor'

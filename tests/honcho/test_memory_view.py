@@ -10,7 +10,7 @@ from typing import Any
 
 from services.clock import FakeClock
 from services.knowledge.outbox import FakeHonchoService
-from services.knowledge.outbox.honcho_serve import HonchoServer
+from services.served.honcho import HonchoServer
 from services.workspace import Settings
 from tests.ui.conftest import ready, settle
 from workbench.app import make_app

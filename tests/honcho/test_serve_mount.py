@@ -7,7 +7,7 @@ import httpx
 
 from services.cloud import FakeCloud
 from services.knowledge.outbox import FakeHonchoService
-from services.serve import CloudServer, bind_socket, origin_url
+from services.served.server import CloudServer, bind_socket, origin_url
 from services.wire import DIRECTORY_DISCOVERY_PATH
 
 from .test_contract import SdkDriver, run_contract

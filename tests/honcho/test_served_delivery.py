@@ -29,7 +29,7 @@ def free_port() -> int:
 
 
 class ServedHoncho:
-    """``python -m services.knowledge.outbox.honcho_serve`` in a child process, one life at a time."""
+    """``python -m services.served.honcho`` in a child process, one life at a time."""
 
     def __init__(self, state: Path, port: int) -> None:
         self.state = state
@@ -43,7 +43,7 @@ class ServedHoncho:
 
     def start(self, *extra: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "services.knowledge.outbox.honcho_serve", "--port", str(self.port),
+            [sys.executable, "-m", "services.served.honcho", "--port", str(self.port),
              "--state", str(self.state), *extra],
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline() if self.proc.stdout else ""

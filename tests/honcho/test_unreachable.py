@@ -8,7 +8,7 @@ from pathlib import Path
 
 from services.changes import ChangeFeed
 from services.knowledge.outbox import FakeHonchoService, MemoryOutbox, OutboxSettings
-from services.knowledge.outbox.honcho_serve import HonchoServer
+from services.served.honcho import HonchoServer
 
 FAST = OutboxSettings(workspace_id="w", retry_attempts=2, retry_base_s=0.01, retry_max_delay_s=0.02,
                       retry_budget_s=0.5, representation_cache=False)

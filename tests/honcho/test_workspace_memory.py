@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from services.knowledge.outbox import FakeHonchoService, OutboxError
-from services.knowledge.outbox.honcho_serve import HonchoServer
+from services.served.honcho import HonchoServer
 from services.knowledge.outbox.target import memory_target
 from services.workspace import Settings, Workspace
 

@@ -8,7 +8,7 @@ import json
 import threading
 
 from services.changes import ChangeFeed
-from services.cloud.change_log import ChangeLog
+from services.served.change_log import ChangeLog
 from services.sdk.sse import SSEParser
 
 

@@ -7,9 +7,9 @@ import asyncio
 import pytest
 
 from services.cloud import FakeCloud, generate_private_key_pem
-from services.cloud.remote import ControlError, RemoteCloud
+from services.attached.client import ControlError, RemoteCloud
 from services.sdk import APIConnectionError, MemoryConnectionStore, OAuth2Client, ServiceUnavailableError
-from services.serve import CloudServer, bind_socket, origin_url
+from services.served.server import CloudServer, bind_socket, origin_url
 
 
 async def _client(remote: RemoteCloud, url: str, user: str) -> tuple[OAuth2Client, object]:
@@ -118,7 +118,7 @@ async def test_the_change_stream_publishes_what_the_cloud_changes(served_cloud) 
 
 
 async def test_reset_and_state_import_through_the_control_api_are_kept_on_disk(tmp_path) -> None:
-    from services.cloud.persist import CloudStore
+    from services.served.persist import CloudStore
     from services.cloud.state import export_state
 
     sock = bind_socket("127.0.0.1", 0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from services.cloud.remote import RemoteCloud
+from services.attached.client import RemoteCloud
 
 from .conftest import Proc
 

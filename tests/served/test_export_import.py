@@ -7,7 +7,7 @@ import os
 import stat
 from pathlib import Path
 
-from services.cloud.remote import RemoteCloud
+from services.attached.client import RemoteCloud
 
 from .conftest import workbench
 

@@ -8,10 +8,10 @@ import httpx
 import uvicorn
 
 from services.cloud import FakeCloud
-from services.cloud.asgi import read_body
-from services.cloud.remote import RemoteCloud
+from services.served.asgi import read_body
+from services.attached.client import RemoteCloud
 from services.sdk import MemoryConnectionStore, OAuth2Client, verify_run_notice
-from services.serve import CloudServer, bind_socket, http_run_notices, origin_url
+from services.served.server import CloudServer, bind_socket, http_run_notices, origin_url
 
 from .test_control import KEY
 

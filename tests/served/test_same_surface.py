@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from services.cloud import FakeCloud, RemoteCloud
+from services.attached import RemoteCloud
+from services.cloud import FakeCloud
 from services.sdk import CrouterError, MemoryConnectionStore, OAuth2Client, ServiceUnavailableError
-from services.serve import CloudServer, bind_socket, origin_url
+from services.served.server import CloudServer, bind_socket, origin_url
 
 from .test_control import KEY
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from services.cloud.remote import ControlError, RemoteCloud
+from services.attached.client import ControlError, RemoteCloud
 
 from .conftest import workbench
 

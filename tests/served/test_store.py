@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy.exc import SQLAlchemyError
 
 from services.cloud import FakeCloud
-from services.cloud.persist import CloudStore
+from services.served.persist import CloudStore
 from services.cloud.state import CloudStateError, export_state, import_state
 from services.sdk import MemoryConnectionStore
 
@@ -110,7 +110,7 @@ def test_a_state_document_that_is_not_one_is_refused_and_changes_nothing() -> No
 async def test_state_with_text_that_is_not_valid_unicode_exports_and_imports_exactly(tmp_path: Path) -> None:
     from workbench.served import export_state as export_file
 
-    from services.cloud.persist import read_state_file
+    from services.served.persist import read_state_file
 
     cloud = FakeCloud("app", issuer=URL, runtime_url=URL)
     store = CloudStore(tmp_path / "ws" / "cloud.db")

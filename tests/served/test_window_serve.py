@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from services.cloud.remote import RemoteCloud
+from services.attached.client import RemoteCloud
 from services.sdk import CrouterError, MemoryConnectionStore, OAuth2Client
 from services.workspace import Settings
 from tests.served.test_control import KEY

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 
 from services.cloud import generate_private_key_pem
-from services.cloud.remote import RemoteCloud
+from services.attached.client import RemoteCloud
 from services.sdk import Connection, MemoryConnectionStore, OAuth2Client
 from services.workspace import Settings, Workspace
 

@@ -1,21 +1,13 @@
-"""Attaching to a served workspace: one cloud per workspace, every window on it.
+"""The desk of a window attached to a served workspace: ``ServedDesk``.
 
-``find_server(folder)`` reads the workspace's ``serve.json`` and answers the live server it names,
-or None. A file whose process is dead, or whose server does not answer the control API within a
-couple of seconds while the workspace's ``serve.lock`` is free, is stale: it is removed (a server
-started later writes a new one). A server that holds the lock but does not answer is refused with
-``AttachError`` in plain words (two clouds on one folder would drift apart).
-
-``ServedDesk`` is the operator's desk over a served cloud: the same views and actions as
-``OperatorDesk``, read through the control API and kept current by the server's change stream.
-Every change the server publishes is applied to the desk's snapshots first and then republished
-on the window's own ``ChangeFeed``, so panes redraw from fresh views. A window's own changes to
-the shared stores (canvas, insights, OKF, outbox) are relayed to the server (``POST /changes``),
-tagged with the window's ``origin``, so every other window redraws them too. Actions go through the
-control API (operator and grant actions); the server's answer is the truth, so two windows acting
-on one run see each other's refusals in the cloud's own words. App actions (start a run, send a
-message, cancel, fork a conversation) are made by the server as the app (``attach_app.py``). Text
-no store can keep (a lone surrogate, NUL) is refused before it is sent.
+It is the one ``services.desk.Desk``, acting through the server's control API (``RemoteCloud``) and
+reading a ``StreamBook``: the runs and people as last read from the server, kept current by its
+change stream. Every change the server publishes is applied to the book first and then
+republished on the window's own ``ChangeFeed``, so panes (and the follower, through ``BookRuns``)
+read fresh views without asking the server again. A window's own changes to the shared stores
+(canvas, insights, OKF, outbox) are relayed to the server (``POST /changes``), tagged with the
+window's ``origin``, so every other window redraws them too. The server's answer is the truth, so
+two windows acting on one run see each other's refusals in the cloud's own words.
 
 A dropped change stream reconnects with ``Last-Event-ID`` (the newest id read) and the server
 sends exactly what was missed; when it no longer holds all of it (``reset``), or when no id was
@@ -28,68 +20,19 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from .changes import Change, ChangeFeed
-from .clock import Clock
-from .desk import Desk, OperatorError
-from .errors import ServiceError
-from .follower import WIRE_RUN_FIELDS, FollowedRun
+from ..changes import Change, ChangeFeed
+from ..clock import Clock
+from ..desk import Desk, OperatorError
+from ..errors import ServiceError
+from ..follower import WIRE_RUN_FIELDS, FollowedRun
+from .client import ControlError
 
-__all__ = ["AttachError", "BookRuns", "ServedDesk", "ServerInfo", "StreamBook", "find_server"]
+__all__ = ["BookRuns", "ServedDesk", "ServedRuns", "StreamBook"]
 
-PROBE_TIMEOUT_S = 2.0
 RELAYED = frozenset({"canvas", "insights", "okf", "outbox"})
 """The sources whose changes a window relays to the others (through the server's change stream)."""
-
-
-class AttachError(ServiceError):
-    """The workspace's server holds it but cannot be reached, so no window can attach or start another."""
-
-
-@dataclass(frozen=True)
-class ServerInfo:
-    """A live server of a workspace, as ``serve.json`` names it."""
-
-    url: str
-    pid: int
-    token: str
-
-
-async def find_server(folder: Path) -> ServerInfo | None:
-    """The live, answering server of ``folder``; a stale ``serve.json`` is removed and None answered."""
-    from .cloud.remote import ControlError, RemoteCloud
-    from .files import FileLock
-    from .serve import SERVE_FILE, SERVE_LOCK, live_serve_info, read_serve_info
-
-    folder = Path(folder)
-    info = read_serve_info(folder)
-    if info is None:
-        return None
-    if live_serve_info(folder) is not None:
-        remote = RemoteCloud(info["url"], info["token"], timeout=PROBE_TIMEOUT_S)
-        try:
-            await remote.call("GET", "/people")
-            return ServerInfo(info["url"], int(info["pid"]), info["token"])
-        except ControlError:
-            pass
-        finally:
-            await remote.aclose()
-    lock = FileLock(folder / SERVE_LOCK)
-    if not lock.try_acquire():
-        raise AttachError(
-            f"{folder} is served by process {info['pid']} at {info['url']}, which does not answer; "
-            f"stop that process (or wait until it answers) and open the workspace again"
-        )
-    try:
-        if read_serve_info(folder) == info:  # still the stale one: nobody replaced it meanwhile
-            with contextlib.suppress(FileNotFoundError):
-                (folder / SERVE_FILE).unlink()
-    finally:
-        lock.release()
-    return None
 
 
 class StreamBook:
@@ -173,6 +116,32 @@ class BookRuns:
         return None if dto is None else self._followed(dto, events)
 
 
+class ServedRuns:
+    """Runs of any served cloud, read over the wire (its control API): a ``RunSource`` for the follower."""
+
+    def __init__(self, remote: Any) -> None:
+        self.remote = remote
+
+    @staticmethod
+    def _followed(dto: dict[str, Any]) -> FollowedRun:
+        wire = {k: dto[k] for k in WIRE_RUN_FIELDS if k in dto}
+        return FollowedRun(str(dto["id"]), str(dto["user_id"]), bool(dto.get("deleted")), wire,
+                           list(dto.get("events") or []))
+
+    async def all_runs(self) -> list[FollowedRun]:
+        answer = await self.remote.call("GET", "/runs", params={"events": "1"})
+        return [self._followed(dto) for dto in answer["runs"]]
+
+    async def get_run(self, run_id: str, *, events: bool = True) -> FollowedRun | None:
+        try:
+            dto = await self.remote.call("GET", f"/runs/{_q(run_id)}", params=None if events else {"events": "0"})
+        except ControlError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return self._followed(dto)
+
+
 class ServedDesk(Desk):
     """The operator's desk over a served cloud (``RemoteCloud``), kept current by its change stream."""
 
@@ -251,7 +220,7 @@ class ServedDesk(Desk):
         sends what was missed, or ``reset``, and then everything is read again)."""
         import httpx
 
-        from .cloud.remote import ControlError
+        from .client import ControlError
 
         while True:
             self._connection = asyncio.ensure_future(self._read_stream())

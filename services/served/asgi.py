@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 if TYPE_CHECKING:
-    from .cloud import FakeCloud
+    from ..cloud.cloud import FakeCloud
 
 __all__ = ["CloudApp", "CONTROL_PREFIX", "ASGIApp", "Scope", "Receive", "Send", "ScriptedUnreachable", "lifespan"]
 

@@ -35,7 +35,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..changes import Change
 from ..files import read_json
-from .state import (
+from ..cloud.state import (
     FORMAT,
     VERSION,
     CloudStateError,
@@ -61,9 +61,9 @@ from .tables import (
 )
 
 if TYPE_CHECKING:
-    from .cloud import FakeCloud
-    from .runs import FakeRun
-    from .users import FakeUser
+    from ..cloud.cloud import FakeCloud
+    from ..cloud.runs import FakeRun
+    from ..cloud.users import FakeUser
 
 __all__ = ["CloudStore", "open_durable_cloud", "CLOUD_DB"]
 
@@ -424,7 +424,7 @@ class CloudStore:
 
     def import_document(self, doc: Any, client_id: str) -> None:
         """Replace the stored state with ``doc`` (no cloud attached: before serving)."""
-        from . import FakeCloud
+        from ..cloud import FakeCloud
 
         probe = FakeCloud(client_id)
         import_state(probe, doc)  # validates
@@ -495,7 +495,7 @@ async def open_durable_cloud(
 
     from ..sdk import MemoryConnectionStore
     from ..world import load_world, seed_cloud
-    from . import FakeCloud
+    from ..cloud import FakeCloud
 
     store = CloudStore(Path(folder) / CLOUD_DB)
     try:

@@ -17,24 +17,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import json
 import logging
 import os
 import secrets
 import signal
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import ServiceError
-from .files import FileLock, atomic_write_json
+from ..files import FileLock, atomic_write_json
+from .listener import ServeError, SocketServer, bind_socket, is_loopback, origin_url
 
 if TYPE_CHECKING:
 
-    from .cloud import FakeCloud, RunNoticeConfig
-    from .cloud.persist import CloudStore
+    from ..cloud import FakeCloud, RunNoticeConfig
+    from .persist import CloudStore
 
 __all__ = [
     "ServeError",
@@ -59,20 +58,6 @@ DEFAULT_PORT = 8790
 """The port ``workbench serve`` uses when none is given."""
 
 
-class ServeError(ServiceError):
-    """The workspace cannot be served as asked (a remote host without consent, a port in use...)."""
-
-
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def who_can_reach(host: str, port: int) -> str:
     """A plain sentence saying who can reach a server bound to ``host``."""
     if is_loopback(host):
@@ -86,28 +71,6 @@ def who_can_reach(host: str, port: int) -> str:
         f"anyone who can reach {host} port {port} can use this cloud (its people, runs and tokens); "
         "the control API still needs the token in serve.json"
     )
-
-
-def origin_url(host: str, port: int) -> str:
-    """``http://HOST:PORT`` (IPv6 hosts in brackets)."""
-    shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
-    return f"http://{shown}:{port}"
-
-
-def bind_socket(host: str, port: int) -> socket.socket:
-    """A listening-ready TCP socket bound to ``(host, port)``; port 0 picks a free port."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    # accepted connections inherit it: an answer's head and body go out at once, not 40 ms apart
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    try:
-        sock.bind((host.strip("[]"), port))
-    except OSError as exc:
-        sock.close()
-        raise ServeError(f"cannot listen on {host} port {port}: {exc.strerror or exc}") from None
-    sock.set_inheritable(False)
-    return sock
 
 
 def read_serve_info(folder: Path) -> dict[str, Any] | None:
@@ -144,72 +107,9 @@ class _QuietDrops(logging.Filter):
     """Keeps scripted dropped connections (``fail_next(op, 'unreachable')``) out of the error log."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from .cloud.asgi import ScriptedUnreachable
+        from .asgi import ScriptedUnreachable
 
         return not (record.exc_info and isinstance(record.exc_info[1], ScriptedUnreachable))
-
-
-class SocketServer:
-    """An ASGI app served by uvicorn on an already bound socket, in this event loop.
-
-    ``start()`` returns once connections are accepted; ``request_stop()`` is safe from a signal
-    handler; ``stop()`` ends the serving task and closes the socket. The caller owns the process's
-    signals (uvicorn installs none). ``on_shutdown`` runs as uvicorn begins its shutdown (e.g. to
-    end open streams so the graceful wait does not outlast them).
-    """
-
-    def __init__(self, app: Any, sock: socket.socket, *, log_level: str = "warning", name: str = "the server",
-                 graceful_s: float = 5, on_shutdown: Callable[[], None] | None = None) -> None:
-        import uvicorn
-
-        self.sock = sock
-        self.name = name
-
-        class _Server(uvicorn.Server):
-            @contextlib.contextmanager
-            def capture_signals(self) -> Iterator[None]:  # the caller owns the signals
-                yield
-
-            async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-                if on_shutdown is not None:
-                    on_shutdown()
-                await super().shutdown(sockets=sockets)
-
-        config = uvicorn.Config(app, lifespan="off", log_level=log_level, access_log=False,
-                                timeout_graceful_shutdown=graceful_s, ws="none")
-        self._server = _Server(config)
-        self._task: asyncio.Task[None] | None = None
-
-    @property
-    def port(self) -> int:
-        return int(self.sock.getsockname()[1])
-
-    async def start(self) -> None:
-        """Serve, and return once connections are accepted."""
-        self._task = asyncio.ensure_future(self._server.serve(sockets=[self.sock]))
-        while not self._server.started:
-            if self._task.done():
-                self._task.result()
-                raise ServeError(f"{self.name} stopped while starting")
-            await asyncio.sleep(0.01)
-
-    def request_stop(self) -> None:
-        """Ask the server to stop (safe from a signal handler)."""
-        self._server.should_exit = True
-
-    async def wait(self) -> None:
-        """Wait until the server has stopped."""
-        if self._task is not None:
-            await asyncio.shield(self._task)
-
-    async def stop(self) -> None:
-        """Stop serving and close the socket."""
-        self.request_stop()
-        try:
-            if self._task is not None:
-                await self._task
-        finally:
-            self.sock.close()
 
 
 def _quiet_scripted_drops() -> None:
@@ -234,9 +134,9 @@ class CloudServer(SocketServer):
         lock: FileLock | None = None,
         honcho: Any = None,
     ) -> None:
-        from .cloud.asgi import CloudApp
-        from .cloud.control import ControlApp
-        from .knowledge.outbox.honcho_serve import HONCHO_PREFIX, HonchoApp
+        from .asgi import CloudApp
+        from .control import ControlApp
+        from .honcho import HONCHO_PREFIX, HonchoApp
 
         self.cloud = cloud
         self.folder = Path(folder) if folder is not None else None
@@ -297,7 +197,7 @@ def http_run_notices(url: str) -> "RunNoticeConfig":
     """Run notices POSTed to ``url`` over HTTP (the runtime's own timing: retries after 0.5 s, 2 s)."""
     import httpx
 
-    from .cloud import RunNoticeConfig
+    from ..cloud import RunNoticeConfig
 
     client = httpx.AsyncClient(timeout=httpx.Timeout(10.0))
 
@@ -358,7 +258,7 @@ async def serve_workspace(
     say: Callable[[str], None] = print,
 ) -> None:
     """``workbench serve``: the workspace's durable cloud on ``host:port`` until SIGTERM/SIGINT."""
-    from .cloud.persist import open_durable_cloud
+    from .persist import open_durable_cloud
 
     check_host(host, allow_remote)
     if public_url is not None:
@@ -378,7 +278,7 @@ async def serve_workspace(
         sock.close()
         lock.release()
         raise
-    from .knowledge.outbox import FakeHonchoService
+    from ..knowledge.outbox import FakeHonchoService
 
     honcho = FakeHonchoService(folder / "memory" / "served-honcho.json", clock=cloud.clock)  # the cloud's one clock
     server = CloudServer(cloud, sock, folder=folder, store=store, url=url, lock=lock, honcho=honcho)

@@ -7,7 +7,7 @@ the prefix goes to ``fallback`` when one is given (the workspace's cloud on ``wo
 else it is 404. ``go_down()`` on the service makes the app drop each connection, as a dead host.
 
 ``HonchoServer(service, host, port)`` runs it on its own port under uvicorn (``port=0`` picks a
-free one); ``python -m services.knowledge.outbox.honcho_serve --port N --state FILE`` does the same
+free one); ``python -m services.served.honcho --port N --state FILE`` does the same
 in a process of its own, with the state kept in ``FILE`` (see ``FakeHonchoService``), and prints
 ``serving URL`` once it accepts connections. ``--die-after-batches N`` is a fault for tests: the
 process kills itself with SIGKILL right after it has stored (and saved) its Nth message batch and
@@ -25,10 +25,10 @@ from pathlib import Path
 
 import httpx
 
-from ...cloud.asgi import ASGIApp, Receive, Scope, ScriptedUnreachable, Send, lifespan, read_body
-from ...errors import ServiceError
-from ...serve import SocketServer, bind_socket, origin_url
-from .honcho_fake import FakeHonchoService
+from .asgi import ASGIApp, Receive, Scope, ScriptedUnreachable, Send, lifespan, read_body
+from ..errors import ServiceError
+from .listener import SocketServer, bind_socket, origin_url
+from ..knowledge.outbox.honcho_fake import FakeHonchoService
 
 __all__ = ["HONCHO_PREFIX", "HonchoApp", "HonchoServer", "main"]
 
@@ -124,7 +124,7 @@ async def _serve(host: str, port: int, state: Path | None, prefix: str, die_afte
 
 def main(argv: list[str] | None = None) -> int:
     """Serve the fake Honcho on its own port until SIGTERM or SIGINT."""
-    parser = argparse.ArgumentParser(prog="python -m services.knowledge.outbox.honcho_serve",
+    parser = argparse.ArgumentParser(prog="python -m services.served.honcho",
                                      description="Serve the Honcho-compatible fake over HTTP.")
     parser.add_argument("--host", default="127.0.0.1", metavar="HOST")
     parser.add_argument("--port", type=int, default=0, metavar="PORT")

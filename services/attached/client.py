@@ -35,19 +35,11 @@ from urllib.parse import quote
 import httpx
 
 from ..changes import Change
-from ..errors import ServiceError
-from .asgi import CONTROL_PREFIX
-from .errors import CloudError
+from ..served.asgi import CONTROL_PREFIX
+from ..served.errors import ControlError
+from ..cloud.errors import CloudError
 
 __all__ = ["RemoteCloud", "RemoteRun", "RemoteUser", "RemoteGrant", "RemoteGate", "ControlError", "ChangeBatch"]
-
-
-class ControlError(ServiceError):
-    """A control call the served cloud refused (``status``, ``code``)."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(f"{status} {code}: {message}" if message else f"{status} {code}")
-        self.status, self.code, self.message = status, code, message
 
 
 def _q(value: str) -> str:
@@ -70,7 +62,7 @@ class RemoteCloud:
     @classmethod
     def from_workspace(cls, folder: Path | str, **options: Any) -> "RemoteCloud":
         """The served cloud named by ``folder/serve.json`` (``ControlError`` when none is running)."""
-        from ..serve import live_serve_info
+        from ..served.server import live_serve_info
 
         info = live_serve_info(Path(folder))
         if info is None:

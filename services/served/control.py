@@ -44,27 +44,21 @@ from urllib.parse import parse_qs, unquote
 from .app_actions import AppActions
 from .asgi import CONTROL_PREFIX, Receive, Scope, Send, read_body
 from .change_log import ChangeLog
-from .errors import CloudError
-from .state import CloudStateError, export_state, import_state
+from .dtos import person_dto, run_dto
+from .errors import ControlError
+from ..cloud.errors import CloudError
+from ..cloud.state import CloudStateError, export_state, import_state
 
 if TYPE_CHECKING:
     from .asgi import CloudApp
-    from .cloud import FakeCloud
+    from ..cloud.cloud import FakeCloud
     from .persist import CloudStore
 
-__all__ = ["ControlApp", "RUN_ACTIONS", "ControlRefusal", "run_dto", "person_dto"]
+__all__ = ["ControlApp", "RUN_ACTIONS", "GRANT_ACTIONS", "connection_json"]
 
 RUN_ACTIONS = ("reply", "fail_turn", "set_activity", "settle", "idle", "ask", "delete", "emit", "close_idle",
                "expire_events")
 GRANT_ACTIONS = ("revoke", "restore", "set", "setup", "sync")
-
-
-class ControlRefusal(Exception):
-    """A control call refused with a status and a code."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
 
 
 Handler = Callable[..., Awaitable[Any]]
@@ -149,16 +143,16 @@ class ControlApp:
             try:
                 body = json.loads(raw) if raw else {}
             except ValueError:
-                raise ControlRefusal(400, "invalid_request", "the body is not JSON") from None
+                raise ControlError(400, "invalid_request", "the body is not JSON") from None
             if not isinstance(body, dict):
-                raise ControlRefusal(400, "invalid_request", "the body must be a JSON object")
+                raise ControlError(400, "invalid_request", "the body must be a JSON object")
             for route_method, pattern, handler in self._routes:
                 found = pattern.match(path)
                 if found and route_method == method:
                     params = {k: unquote(v) for k, v in found.groupdict().items()}
                     return 200, await handler(body, query, **params)
-            raise ControlRefusal(404, "not_found", f"no control route {method} {path}")
-        except ControlRefusal as refusal:
+            raise ControlError(404, "not_found", f"no control route {method} {path}")
+        except ControlError as refusal:
             return refusal.status, _error(refusal.code, refusal.message)
         except CloudError as exc:
             return exc.status, _error(exc.code, exc.message or exc.code)
@@ -172,7 +166,7 @@ class ControlApp:
     def _user(self, user_id: str) -> Any:
         user = self.cloud.state.users.get(user_id)
         if user is None:
-            raise ControlRefusal(404, "person_not_found", f"no person {user_id}")
+            raise ControlError(404, "person_not_found", f"no person {user_id}")
         return user
 
     async def _people(self, body: dict[str, Any], query: dict[str, str]) -> Any:
@@ -186,7 +180,7 @@ class ControlApp:
 
     async def _grant(self, body: dict[str, Any], query: dict[str, str], user: str, action: str) -> Any:
         if action not in GRANT_ACTIONS:
-            raise ControlRefusal(404, "not_found", f"no grant action {action}; one of {', '.join(GRANT_ACTIONS)}")
+            raise ControlError(404, "not_found", f"no grant action {action}; one of {', '.join(GRANT_ACTIONS)}")
         grant = self._user(user).grant
         getattr(grant, action)(**body)
         return {"grant": grant.state}
@@ -211,7 +205,7 @@ class ControlApp:
     # -- runs --------------------------------------------------------------------------------
 
     async def _runs(self, body: dict[str, Any], query: dict[str, str]) -> Any:
-        from .state import run_log
+        from ..cloud.state import run_log
 
         user = query.get("user")
         events = query.get("events") in ("1", "true")
@@ -220,7 +214,7 @@ class ControlApp:
     def _fake_run(self, run_id: str) -> Any:
         run = self.cloud.state.runs.get(run_id)
         if run is None:
-            raise ControlRefusal(404, "run_not_found", f"no run {run_id}")
+            raise ControlError(404, "run_not_found", f"no run {run_id}")
         return run
 
     async def _run(self, body: dict[str, Any], query: dict[str, str], run_id: str) -> Any:
@@ -228,15 +222,15 @@ class ControlApp:
 
     async def _run_action(self, body: dict[str, Any], query: dict[str, str], run_id: str, action: str) -> Any:
         if action not in RUN_ACTIONS:
-            raise ControlRefusal(404, "not_found", f"no run action {action}; one of {', '.join(RUN_ACTIONS)}")
+            raise ControlError(404, "not_found", f"no run action {action}; one of {', '.join(RUN_ACTIONS)}")
         run = self._fake_run(run_id)
         if action == "settle" and run.settled:  # checked and done in one call: two windows cannot both settle
-            raise ControlRefusal(409, "run_settled", f"run {run_id} is already settled")
+            raise ControlError(409, "run_settled", f"run {run_id} is already settled")
         answer: dict[str, Any] = {}
         if action == "emit" and "events" in body:
             events = body["events"]
             if not isinstance(events, list):
-                raise ControlRefusal(400, "invalid_request", "events must be a list")
+                raise ControlError(400, "invalid_request", "events must be a list")
             answer["seqs"] = [run.emit(e["type"], e.get("fields"), node_id=e.get("node_id"))["seq"] for e in events]
         elif action == "emit":
             answer["event"] = run.emit(body["type"], body.get("fields"), node_id=body.get("node_id"))
@@ -276,7 +270,7 @@ class ControlApp:
     async def _release(self, body: dict[str, Any], query: dict[str, str], gate: str) -> Any:
         found = self._gates.pop(gate, None)
         if found is None:
-            raise ControlRefusal(404, "gate_not_found", f"no gate {gate}")
+            raise ControlError(404, "gate_not_found", f"no gate {gate}")
         held = found.held
         found.release()
         return {"id": gate, "released": True, "held": held}
@@ -284,7 +278,7 @@ class ControlApp:
     async def _remove_failure(self, body: dict[str, Any], query: dict[str, str], failure: str) -> Any:
         remover = self._removers.pop(failure, None)
         if remover is None:
-            raise ControlRefusal(404, "failure_not_found", f"no scripted failure {failure}")
+            raise ControlError(404, "failure_not_found", f"no scripted failure {failure}")
         remover()
         return {"id": failure, "removed": True}
 
@@ -318,12 +312,12 @@ class ControlApp:
         """A window's own change (an insight approved, a canvas write) for every other window."""
         source, kind = body.get("source"), body.get("kind")
         if not isinstance(source, str) or not isinstance(kind, str) or not source or not kind:
-            raise ControlRefusal(400, "invalid_request", "a change needs a source and a kind")
+            raise ControlError(400, "invalid_request", "a change needs a source and a kind")
         if source == "cloud":
-            raise ControlRefusal(400, "invalid_request", "only the cloud publishes cloud changes")
+            raise ControlError(400, "invalid_request", "only the cloud publishes cloud changes")
         data = body.get("data") or {}
         if not isinstance(data, dict):
-            raise ControlRefusal(400, "invalid_request", "a change's data must be an object")
+            raise ControlError(400, "invalid_request", "a change's data must be an object")
         self.cloud.changes.emit(source, kind, str(body.get("id") or ""), **data)
         return {"published": True}
 
@@ -356,9 +350,9 @@ async def connection_json(cloud: "FakeCloud", user_id: str, scopes: Any, depende
     from ..sdk import MemoryConnectionStore
 
     if scopes is not None and (not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes)):
-        raise ControlRefusal(400, "invalid_request", "scopes must be a list of strings")
+        raise ControlError(400, "invalid_request", "scopes must be a list of strings")
     if not isinstance(user_id, str) or not user_id.strip():
-        raise ControlRefusal(400, "invalid_request", "a person id is required")
+        raise ControlError(400, "invalid_request", "a person id is required")
     store = MemoryConnectionStore()
     conn = await cloud.connect(store, user_id, scopes=scopes, dependencies=dependencies)
     return {
@@ -371,34 +365,6 @@ async def connection_json(cloud: "FakeCloud", user_id: str, scopes: Any, depende
         "scope": list(conn.scope),
         "runtime_url": conn.runtime_url,
         "runtime_id": conn.runtime_id,
-    }
-
-
-def run_dto(run: Any, *, events: bool = True) -> dict[str, Any]:
-    """A run as the control API shows it: its wire DTO plus what only the fake knows."""
-    dto = run.to_dto()
-    dto.update(
-        deleted=run.deleted,
-        idempotency_key=run.idempotency_key,
-        turns=run.turns,
-        seq=run.seq,
-        first_seq=run.first_seq,
-        streams=len(run.streams),
-    )
-    if events:
-        dto["events"] = run.events
-    return dto
-
-
-def person_dto(user: Any) -> dict[str, Any]:
-    return {
-        "id": user.id,
-        "grant": user.grant.state,
-        "refusal": user.refusal,
-        "tokens_valid_from": user.tokens_valid_from,
-        "holding": user.holding,
-        "reads": len(user.reads),
-        "memory": [{k: v for k, v in d.items() if k != "body"} for d in user.memory.documents.values()],
     }
 
 

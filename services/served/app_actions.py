@@ -32,10 +32,12 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..text import value_problem
+from .dtos import run_dto
+from .errors import ControlError
 
 if TYPE_CHECKING:
     from ..sdk import Crouter
-    from .cloud import FakeCloud
+    from ..cloud.cloud import FakeCloud
 
 __all__ = ["AppActions", "ClientFor"]
 
@@ -126,8 +128,6 @@ class AppActions:
             raise _refusal(404, "run_not_found", f"no run {run_id}") from None
 
     def _dto(self, run_id: str) -> dict[str, Any]:
-        from .control import run_dto
-
         return run_dto(self.cloud.runs.get(run_id), events=False)
 
     async def _call(self, user_id: str, act: Callable[["Crouter"], Awaitable[Any]]) -> Any:
@@ -171,6 +171,4 @@ def _refused(message: str) -> Exception:
 
 
 def _refusal(status: int, code: str, message: str) -> Exception:
-    from .control import ControlRefusal
-
-    return ControlRefusal(status, code, message)
+    return ControlError(status, code, message)
