@@ -1,7 +1,7 @@
 """The control API of a served cloud: what only a fake can do, under ``CONTROL_PREFIX``.
 
 Every call needs ``Authorization: Bearer <token>`` (the token in ``serve.json``), compared in
-constant time; a missing or wrong token gets 401 with an empty body. Bodies and answers are JSON;
+constant time; a missing or wrong token gets 401 ``unauthorized`` (the wire's envelope, nothing more). Bodies and answers are JSON;
 a refused call answers ``{"error": {"code", "message"}}`` with 400 (bad input), 404 (unknown
 person, run or gate) or the cloud's own status (e.g. 404 ``run_not_found`` for a deleted run).
 
@@ -44,7 +44,7 @@ from ..control_wire import GRANT_ACTIONS, RUN_ACTIONS, body_problem, match_contr
 from .app_actions import AppActions
 from .asgi import CONTROL_PREFIX, Receive, Scope, Send, read_body, send_envelope, storage_full
 from .change_log import ChangeLog
-from .errors import CloudError
+from .errors import CloudError, envelope
 from .state import CloudStateError, export_state, import_state
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ class ControlApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self._authorized(scope):
-            await _send(send, 401, b"", content_type=None)
+            await send_envelope(send, envelope(401, "unauthorized", "the control API needs the token in serve.json"))
             return
         method = scope["method"]
         path = scope.get("path", "")[len(CONTROL_PREFIX):] or "/"

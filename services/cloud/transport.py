@@ -14,6 +14,7 @@ that person), so a callable ``runtime_url`` with a path works like a fixed one.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -176,6 +177,9 @@ class CloudTransport(httpx.AsyncBaseTransport):
         if isinstance(answer, CloudError):
             return answer.response()
         minimum = request.headers.get(MIN_RUNTIME_HEADER)
+        if minimum and not re.fullmatch(r"[0-9]{1,9}(\.[0-9A-Za-z-]{1,20}){0,4}", minimum):
+            raise CloudError(400, "invalid_request", f"{MIN_RUNTIME_HEADER} must be a version like 1.2.0",
+                             param=MIN_RUNTIME_HEADER)
         if minimum and version_tuple(cloud.runtime_version) < version_tuple(minimum):
             raise CloudError(
                 426,
