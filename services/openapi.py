@@ -111,6 +111,12 @@ def _answers(status: str, schema: dict[str, Any] | None, *, stream: bool = False
                                     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}}
 
 
+_RUN_LINKS = ("run_get", "run_message", "run_rename", "run_interrupt", "run_cancel", "run_delete", "trace_get")
+"""Operations a started run's ``id`` feeds (OpenAPI links: a stateful client follows them)."""
+_CONTROL_LINKS = {"failures.fail_next": ("control_failures_remove", "failure"),
+                  "failures.gate": ("control_failures_release", "gate")}
+
+
 def _runtime(paths: dict[str, Any]) -> None:
     for route in ROUTES:
         spec = RUNTIME_REQUESTS[route.op]
@@ -131,6 +137,9 @@ def _runtime(paths: dict[str, Any]) -> None:
             "parameters": params,
             "responses": _answers(spec.get("status", "200"), spec.get("answer"), stream=spec.get("stream", False)),
         }
+        if route.op == "run.start":
+            operation["responses"]["201"]["links"] = {
+                op: {"operationId": op, "parameters": {"run_id": "$response.body#/id"}} for op in _RUN_LINKS}
         if "body" in spec:
             operation["requestBody"] = {"required": route.method == "POST" and "required" in spec["body"],
                                         "content": {"application/json": {"schema": spec["body"]}}}
@@ -166,6 +175,10 @@ def _control(paths: dict[str, Any]) -> None:
             "parameters": params,
             "responses": _answers("200", route.answer, stream=route.stream),
         }
+        if route.name in _CONTROL_LINKS:
+            target, param = _CONTROL_LINKS[route.name]
+            operation["responses"]["200"]["links"] = {
+                target: {"operationId": target, "parameters": {param: "$response.body#/id"}}}
         if route.stream:
             operation["parameters"].append({"name": LAST_EVENT_ID, "in": "header", "required": False,
                                             "schema": _STR})

@@ -155,7 +155,7 @@ class ControlApp:
         try:
             try:
                 body = json.loads(raw) if raw else {}
-            except ValueError:
+            except (ValueError, RecursionError):
                 raise ControlRefusal(400, "invalid_request", "the body is not JSON") from None
             if not isinstance(body, dict):
                 raise ControlRefusal(400, "invalid_request", "the body must be a JSON object")

@@ -125,6 +125,8 @@ class GuardApp:
         self.openapi = openapi
         self._openapi_body: bytes | None = None
         self._streams: dict[str, int] = {}
+        self._host_seen: dict[bytes, bool] = {}
+        """``Host`` values already judged (a client sends the same one every time)."""
 
     def allow_origin(self, origin: str) -> None:
         """Accept pages of ``origin`` as this server's own (e.g. the public URL's)."""
@@ -184,9 +186,18 @@ class GuardApp:
 
     # -- checks ------------------------------------------------------------------------------
 
+    def _host_ok(self, raw: bytes) -> bool:
+        known = self._host_seen.get(raw)
+        if known is None:
+            known = host_allowed(raw.decode("latin-1"), self.hosts)
+            if len(self._host_seen) < 256:
+                self._host_seen[raw] = known
+        return known
+
     def _refuse_sender(self, headers: dict[bytes, bytes]) -> tuple[int, bytes] | None:
-        host = headers.get(b"host", b"").decode("latin-1")
-        if not host_allowed(host, self.hosts):
+        raw_host = headers.get(b"host", b"")
+        host = raw_host.decode("latin-1")
+        if not self._host_ok(raw_host):
             return _answer(421, "misdirected_request",
                            "this server does not serve that host name (use localhost, an IP address or its URL)",
                            param="Host")
@@ -245,6 +256,10 @@ class GuardApp:
         if kind == "":
             return _answer(415, "unsupported_media_type", f"a request body needs Content-Type: {_JSON}",
                            param="Content-Type")
+        if b"\\u" not in body and body.count(b"[") + body.count(b"{") <= self.limits.json_depth:
+            # no escape can hide a surrogate or NUL (raw ones are not JSON), and it cannot nest too
+            # deep: the route parses it and answers malformed JSON itself
+            return None
         try:
             value = json.loads(body)
         except RecursionError:
@@ -262,7 +277,7 @@ class GuardApp:
 
     def _stream_key(self, method: str, path: str, headers: dict[bytes, bytes]) -> str | None:
         """The bearer token's digest when this request opens an event stream, else None."""
-        if method != "GET":
+        if method != "GET" or not (path.endswith("/events") or path.endswith("/changes")):
             return None
         if path != CONTROL_PREFIX + "/changes":
             matched = match_route("GET", path)

@@ -71,3 +71,22 @@ def test_no_500_and_every_answer_matches_the_document(case: Any, live: dict[str,
         pytest.skip("an event stream answers for as long as it is open (tests/security/test_bad_input.py)")
     token = live["control"] if case.path.startswith(CONTROL_PREFIX) else live["access"]
     case.call_and_validate(base_url=live["url"], headers={"Authorization": f"Bearer {token}"}, checks=CHECKS)
+
+
+def test_stateful_sequences_follow_the_documented_links(api_schema: Any, live: dict[str, Any]) -> None:
+    """Start a run, then read, message, rename, cancel and delete it by the id the answer gave (and
+    script a failure, then remove it): the links in the document, followed for a bounded number of
+    steps."""
+    streams = api_schema.exclude(method="GET", path_regex=r"/(events|changes)$")  # answers that never end
+    base = streams.as_state_machine()
+
+    class Machine(base):  # type: ignore[misc,valid-type]
+        def get_call_kwargs(self, case: Any) -> dict[str, Any]:
+            token = live["control"] if case.path.startswith(CONTROL_PREFIX) else live["access"]
+            return {"base_url": live["url"], "headers": {"Authorization": f"Bearer {token}"}}
+
+        def validate_response(self, response: Any, case: Any, additional_checks: Any = None, **kwargs: Any) -> None:
+            case.validate_response(response, checks=CHECKS, transport_kwargs=kwargs)
+
+    Machine.run(settings=settings(max_examples=8, stateful_step_count=6, deadline=None,
+                                  suppress_health_check=list(HealthCheck)))
