@@ -115,9 +115,11 @@ class Directory:
         form = _form(raw) if op == "directory.token" else {}
         user = self._user_for(form.get("refresh_token")) if op == "directory.token" else None
         record = DirectoryCall(op, request.method, route, user.id if user else None, "", None, cloud.clock.time())
-        cloud.directory_calls.append(record)
-        if op == "directory.token":
-            cloud.refreshes.append(record)
+        cap = cloud.limits.calls
+        for kept in (cloud.directory_calls, cloud.refreshes) if op == "directory.token" else (cloud.directory_calls,):
+            kept.append(record)
+            if len(kept) > cap + cap // 8:  # bounded like ``cloud.calls``: the oldest go
+                del kept[: len(kept) - cap]
         ctx = InterceptContext(op, record.user_id, request.method, route, dict(request.url.params), form, None)
         answer = await self.state.failures.run(ctx)
         if answer == "unreachable":

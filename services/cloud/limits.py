@@ -28,7 +28,8 @@ class Limits:
     event_bytes: int = 256 * 1024
     """One event appended through the control API (``emit``), as JSON."""
     calls: int = 10_000
-    """How many runtime calls ``cloud.calls`` keeps (the oldest go first)."""
+    """How many calls ``cloud.calls``, ``cloud.directory_calls`` and ``cloud.refreshes`` keep (the oldest
+    go first)."""
     wait_s: float = 60.0
     """The longest ``grant.get`` long-poll (``?wait=`` above it holds this long)."""
     streams_per_token: int = 16

@@ -121,3 +121,11 @@ def test_memory_stays_flat_under_200_refused_5mb_bodies(serve, tmp_path: Path) -
     growth_mb = (after - before) / 1024
     assert growth_mb < 20, f"RSS grew by {growth_mb:.1f} MB over 200 refused 5 MB bodies (1000 MB sent)"
     assert httpx.get(served.url + "/.well-known/openid-configuration").status_code == 200
+
+
+async def test_the_directory_s_records_are_bounded_too(tight: Guarded) -> None:
+    for _ in range(80):
+        answer = await tight.http.post("/oauth/token", data={"grant_type": "refresh_token", "refresh_token": "x"})
+        assert answer.status_code in (400, 401)
+    assert len(tight.cloud.directory_calls) <= 50 + 50 // 8
+    assert len(tight.cloud.refreshes) <= 50 + 50 // 8
