@@ -11,6 +11,10 @@ subprocesses in the same run: ``workbench serve`` on a fresh workspace (state ke
    appends events through the control API in batches of 1,000 while the consumer reads; the rate
    is events over the time from the first append to the last event read (aim: at least 10,000/s).
    Every event is committed to ``cloud.db`` before the stream sends it.
+3. What the Host/Origin/limit checks cost (``services/cloud/guard.py``): the guard around an app that
+   answers at once, beside that app alone, called as ASGI apps in this process (no sockets), for a GET
+   with a bearer token and for a JSON POST (body read, content type, depth and text policy checked);
+   the difference is the checks' cost per request.
 """
 
 from __future__ import annotations
@@ -149,6 +153,51 @@ async def stream_rate(served: str, token: str, total: int) -> None:
           f"  ({total} events in {elapsed:.2f} s; aim >= 10,000/s)")
 
 
+async def guard_cost(calls: int) -> None:
+    try:
+        from services.served.guard import GuardApp
+    except ImportError:
+        print("request checks: none in this version")
+        return
+
+    async def answer(scope, receive, send):  # type: ignore[no-untyped-def]
+        await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    guarded = GuardApp(answer, origin="http://127.0.0.1:8790")
+    body = json.dumps({"prompt": "hello " * 20, "name": "a run", "params": {"a": [1, 2, {"b": "c"}]}}).encode()
+    headers = [(b"host", b"127.0.0.1:8790"), (b"authorization", b"Bearer " + b"x" * 600),
+               (b"user-agent", b"python-httpx/0.28"), (b"accept", b"*/*")]
+
+    async def send(message):  # type: ignore[no-untyped-def]
+        return None
+
+    def request(method: str, path: str, content: bytes):  # type: ignore[no-untyped-def]
+        scope = {"type": "http", "method": method, "path": path, "headers": headers + (
+            [(b"content-type", b"application/json"), (b"content-length", str(len(content)).encode())]
+            if content else [])}
+
+        async def receive():  # type: ignore[no-untyped-def]
+            return {"type": "http.request", "body": content, "more_body": False}
+
+        return scope, receive
+
+    for label, method, path, content in (("GET /v1/runs/{id}", "GET", "/v1/runs/run_1", b""),
+                                         ("POST /v1/runs (JSON)", "POST", "/v1/runs", body)):
+        scope, receive = request(method, path, content)
+        timings = {}
+        for name, app in (("bare", answer), ("guarded", guarded)):
+            for _ in range(200):
+                await app(scope, receive, send)
+            began = time.perf_counter()
+            for _ in range(calls):
+                await app(scope, receive, send)
+            timings[name] = (time.perf_counter() - began) / calls * 1e6
+        print(f"request checks, {label:22s}: {timings['guarded'] - timings['bare']:5.1f} us/request "
+              f"(app alone {timings['bare']:.1f} us, with the checks {timings['guarded']:.1f} us)")
+
+
 async def main(quick: bool) -> None:
     with tempfile.TemporaryDirectory() as folder:
         served_proc, served = start([sys.executable, "-m", "workbench", "serve", "--workspace",
@@ -158,6 +207,7 @@ async def main(quick: bool) -> None:
             token = json.loads((Path(folder) / "ws" / "serve.json").read_text())["token"]
             await round_trips(served, token, hello, rounds=3 if quick else 7, calls=200 if quick else 500)
             await stream_rate(served, token, total=20_000 if quick else 100_000)
+            await guard_cost(calls=5_000 if quick else 20_000)
         finally:
             for proc in (served_proc, hello_proc):
                 proc.terminate()

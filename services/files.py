@@ -57,6 +57,7 @@ __all__ = [
     "LOCK_WAIT_S",
     "fsync_dir",
     "sweep_temps",
+    "current_umask",
 ]
 
 
@@ -81,6 +82,20 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def current_umask() -> int:
+    """The process's umask (read from ``/proc`` where there is one, so no thread sees it changed)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> None:
     """Replace ``path`` with ``data`` atomically (temp file, fsync, rename, folder fsync)."""
     path = Path(path)
@@ -90,7 +105,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> N
         try:
             mode = stat.S_IMODE(os.lstat(path).st_mode)
         except FileNotFoundError:
-            mode = 0o644
+            mode = 0o666 & ~current_umask()  # a new file follows the umask, as open() would make it
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "wb") as handle:

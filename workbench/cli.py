@@ -6,7 +6,7 @@ plays the narrated walkthrough; ``workbench demo --headless --screenshots DIR`` 
 terminal and writes one SVG per step; ``--version``; ``--help``.
 
 ``workbench serve [--workspace DIR] [--host H] [--port P] [--allow-remote] [--export FILE]
-[--import FILE]`` serves the workspace's cloud (kept on disk) over HTTP until SIGTERM/SIGINT;
+[--import FILE] [--max-body B] [--max-depth N] [--max-text C] [--max-wait S] [--max-streams N]`` serves the workspace's cloud (kept on disk) over HTTP until SIGTERM/SIGINT;
 ``workbench connect --workspace DIR USER --scope S ...`` prints a person's connection as JSON;
 ``workbench --serve [--port P]`` opens the workbench and serves its cloud at the same time.
 """
@@ -70,6 +70,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="write the workspace's whole cloud state to FILE and exit")
     serve.add_argument("--import", type=Path, default=None, metavar="FILE", dest="import_file",
                        help="replace the workspace's cloud state with FILE, then serve")
+    serve.add_argument("--max-body", type=int, default=None, metavar="BYTES",
+                       help="refuse request bodies above this size with 413 (default 1048576)")
+    serve.add_argument("--max-depth", type=int, default=None, metavar="N",
+                       help="refuse JSON nested deeper than this (default 32)")
+    serve.add_argument("--max-text", type=int, default=None, metavar="CHARS",
+                       help="the longest prompt, message or run name (default 262144)")
+    serve.add_argument("--max-wait", type=float, default=None, metavar="SECONDS",
+                       help="the longest grant long-poll (?wait=) is held (default 60)")
+    serve.add_argument("--max-streams", type=int, default=None, metavar="N",
+                       help="event streams one token may hold open (default 16)")
     connect = sub.add_parser("connect", help="connect a person and print the connection an app stores, as JSON")
     connect.add_argument("--workspace", type=Path, default=None, dest="sub_workspace", metavar="DIR",
                          help="the workspace folder (default ./.workbench)")
@@ -111,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             return connect_command(workspace, args.user, args.scopes)
         return serve_command(workspace, host=args.host, port=args.sub_port, allow_remote=args.allow_remote,
                              export=args.export, import_file=args.import_file, notice_url=args.notice_url,
-                             public_url=args.public_url)
+                             public_url=args.public_url, limits=_limits(args))
     from services.workspace import Settings
 
     from .app import make_app
@@ -133,6 +143,13 @@ def main(argv: list[str] | None = None) -> int:
                    read_only=args.read_only, layout=args.layout, log=args.log)
     app.run()
     return app.return_code or 0
+
+
+def _limits(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``--max-*`` options given, as ``Limits`` fields."""
+    given = {"body_bytes": args.max_body, "json_depth": args.max_depth, "prompt_chars": args.max_text,
+             "message_chars": args.max_text, "wait_s": args.max_wait, "streams_per_token": args.max_streams}
+    return {name: value for name, value in given.items() if value is not None}
 
 
 def _memory(args: argparse.Namespace, config: object = None) -> dict[str, Any]:

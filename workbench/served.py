@@ -6,6 +6,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 __all__ = ["serve_command", "connect_command", "check_ui_serve"]
 
@@ -31,11 +32,17 @@ def serve_command(
     import_file: Path | None,
     notice_url: str | None = None,
     public_url: str | None = None,
+    limits: dict[str, Any] | None = None,
 ) -> int:
     """``workbench serve``; returns the exit status."""
+    from services.cloud.limits import Limits
     from services.errors import ServiceError
     from services.served.server import DEFAULT_PORT, serve_workspace
 
+    try:
+        caps = Limits(**(limits or {}))
+    except ValueError as exc:
+        return _fail("serve", exc)
     if port is not None and not 0 <= port <= 65535:
         return _fail("serve", ValueError("--port must be between 0 and 65535"))
     if export is not None and import_file is not None:
@@ -47,9 +54,12 @@ def serve_command(
             return 0
         asyncio.run(serve_workspace(folder, host=host, port=DEFAULT_PORT if port is None else port,
                                     allow_remote=allow_remote, import_file=import_file, notice_url=notice_url,
-                                    public_url=public_url, say=_say))
+                                    public_url=public_url, limits=caps, say=_say))
     except ServiceError as exc:
         return _fail("serve", exc)
+    except OSError as exc:  # a workspace that cannot be written, a disk that is full: one line
+        where = f" ({exc.filename})" if exc.filename else ""
+        return _fail("serve", OSError(f"{exc.strerror or exc}{where}"))
     except KeyboardInterrupt:
         return 130
     return 0

@@ -20,6 +20,7 @@ from typing import Any
 from ..changes import ChangeFeed
 from ..clock import Clock
 from .directory import Directory, DirectoryCall
+from .limits import DEFAULT_LIMITS
 from .errors import Answer, CloudError
 from .failures import Gate, InterceptContext
 from .notices import NoticeAttempt, NoticeSender, RunNoticeConfig
@@ -75,6 +76,8 @@ class FakeCloud:
         self.profiles: list[dict[str, Any]] = [
             {"name": "default", "description": "The runtime's default profile"},
         ]
+        self.limits = DEFAULT_LIMITS
+        """What the runtime accepts at most (``limits.Limits``); a served cloud's are its server's."""
         self.calls: list[CallRecord] = []
         self.directory_calls: list[DirectoryCall] = []
         self.refreshes: list[DirectoryCall] = []

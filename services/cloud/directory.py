@@ -2,12 +2,16 @@
 
 Client authentication is a signed client assertion (``private_key_jwt``). The directory learns
 the client's public key from the ``jwk`` header of its first valid assertion and holds the client
-to that key afterwards, as app registration would.
+to that key afterwards, as app registration would. As OpenID Connect Core (9) and RFC 7523 (3)
+ask, an assertion is used once: its ``jti`` is remembered until its ``exp`` and a replay is
+refused; it may live at most ``MAX_ASSERTION_LIFETIME_S`` (the SDK makes them for 300 s), and its
+time claims must be finite numbers.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -31,7 +35,12 @@ if TYPE_CHECKING:
     from .cloud import FakeCloud
     from .users import FakeUser
 
-__all__ = ["DirectoryCall", "Directory"]
+__all__ = ["DirectoryCall", "Directory", "MAX_ASSERTION_LIFETIME_S"]
+
+MAX_ASSERTION_LIFETIME_S = 300
+"""The longest a client assertion may be valid (``exp - iat``)."""
+CLOCK_SKEW_S = 30
+"""How far the app's clock may be from the cloud's."""
 
 
 @dataclass
@@ -68,6 +77,12 @@ class Directory:
         self.state = cloud.state
         self.trusted: list[dict[str, Any]] = []
         """Client keys accepted besides the pinned one, never pinned (``trust_client_key``)."""
+        self.used_jtis: dict[str, float] = {}
+        """The ``jti`` of every client assertion accepted, until it expires (a replay is refused)."""
+
+    def _forget_used(self, now: float) -> None:
+        if len(self.used_jtis) > 1024:
+            self.used_jtis = {jti: until for jti, until in self.used_jtis.items() if until >= now}
 
     def trust_client_key(self, private_key_pem: str) -> None:
         """Accept assertions signed with this key as well (a served workspace's own app side, so an
@@ -100,9 +115,11 @@ class Directory:
         form = _form(raw) if op == "directory.token" else {}
         user = self._user_for(form.get("refresh_token")) if op == "directory.token" else None
         record = DirectoryCall(op, request.method, route, user.id if user else None, "", None, cloud.clock.time())
-        cloud.directory_calls.append(record)
-        if op == "directory.token":
-            cloud.refreshes.append(record)
+        cap = cloud.limits.calls
+        for kept in (cloud.directory_calls, cloud.refreshes) if op == "directory.token" else (cloud.directory_calls,):
+            kept.append(record)
+            if len(kept) > cap + cap // 8:  # bounded like ``cloud.calls``: the oldest go
+                del kept[: len(kept) - cap]
         ctx = InterceptContext(op, record.user_id, request.method, route, dict(request.url.params), form, None)
         answer = await self.state.failures.run(ctx)
         if answer == "unreachable":
@@ -219,8 +236,25 @@ class Directory:
             raise _directory_error(401, "invalid_client", f"client assertion refused: {exc}") from None
         if claims.get("sub") != client_id:
             raise _directory_error(401, "invalid_client", "client assertion sub must be the client id")
-        if float(claims["exp"]) < self.cloud.clock.time() - 30:
+        exp, iat = claims["exp"], claims["iat"]
+        for name, value in (("exp", exp), ("iat", iat), ("nbf", claims.get("nbf", 0))):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise _directory_error(401, "invalid_client", f"client assertion {name} must be a number of seconds")
+        now = self.cloud.clock.time()
+        if exp < now - CLOCK_SKEW_S:
             raise _directory_error(401, "invalid_client", "client assertion expired")
+        if exp - iat > MAX_ASSERTION_LIFETIME_S or exp > now + MAX_ASSERTION_LIFETIME_S + CLOCK_SKEW_S:
+            raise _directory_error(401, "invalid_client",
+                                   f"client assertion lives longer than {MAX_ASSERTION_LIFETIME_S} s")
+        if claims.get("nbf", 0) > now + CLOCK_SKEW_S:
+            raise _directory_error(401, "invalid_client", "client assertion is not valid yet")
+        jti = claims["jti"]
+        if not isinstance(jti, str) or not jti:
+            raise _directory_error(401, "invalid_client", "client assertion jti must be a string")
+        self._forget_used(now)
+        if jti in self.used_jtis:
+            raise _directory_error(401, "invalid_client", "client assertion was already used (jti replayed)")
+        self.used_jtis[jti] = float(exp) + CLOCK_SKEW_S
         if pinned is None and public not in self.trusted:
             self.state.client_jwk = public
 

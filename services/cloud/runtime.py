@@ -7,6 +7,7 @@ import copy
 import hashlib
 import inspect
 import json
+import math
 import posixpath
 import re
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ import httpx
 from ..clock import iso
 from ..wire import FAILURES
 from .errors import CloudError
+from .limits import decimal_int
 from .runs import FakeRun
 from .shared import Keyed
 from .stream import EventStream
@@ -57,6 +59,13 @@ class ToolCall:
 
 def _invalid(message: str, param: str | None) -> CloudError:
     return CloudError(400, "invalid_request", message, param=param)
+
+
+def _check_size(text: str, limit: int, param: str) -> None:
+    """Refuse ``text`` longer than ``limit`` characters with 413 naming the field and the limit."""
+    if len(text) > limit:
+        raise CloudError(413, "payload_too_large", f"{param} is longer than the limit of {limit} characters",
+                         param=param, details={"limit": limit})
 
 
 def _fingerprint(op: str, scope: str, body: Any) -> str:
@@ -119,12 +128,16 @@ class RuntimeOps:
             wait = float(wait_text) if wait_text else 0.0
         except ValueError:
             raise _invalid("wait must be a number of seconds", "wait") from None
-        if since_text is not None and not since_text.lstrip("-").isdigit():
+        if not math.isfinite(wait) or wait < 0:
+            raise _invalid("wait must be a finite, non-negative number of seconds", "wait")
+        wait = min(wait, self.cloud.limits.wait_s)  # the runtime's own limit on a held read
+        since = decimal_int(since_text) if since_text is not None else None
+        if since_text is not None and since is None:
             raise _invalid("since must be a grant version", "since")
         state = user.grant.state
         if state is None:
             raise CloudError(404, "grant_not_found", f"{user.id} has no grant")
-        if wait > 0 and since_text is not None and int(since_text) == state["version"]:
+        if wait > 0 and since is not None and since == state["version"]:
             user.holding += 1
             try:
                 changed = asyncio.ensure_future(user.grant.wait_change())
@@ -153,6 +166,7 @@ class RuntimeOps:
         prompt = body.get("prompt", "")
         if not isinstance(prompt, str):
             raise _invalid("prompt must be a string", "prompt")
+        _check_size(prompt, cloud.limits.prompt_chars, "prompt")
         if "worktree" in body and body["worktree"] is not None:
             raise _invalid("worktree is not supported on this runtime", "worktree")
         isolated = body.get("isolated")
@@ -161,6 +175,8 @@ class RuntimeOps:
         name = body.get("name")
         if name is not None and not isinstance(name, str):
             raise _invalid("name must be a string", "name")
+        if name is not None:
+            _check_size(name, cloud.limits.message_chars, "name")
         run_id = body.get("id")
         if run_id is not None:
             if not isinstance(run_id, str) or not _RUN_ID.match(run_id):
@@ -201,6 +217,7 @@ class RuntimeOps:
         text = body.get("text")
         if not isinstance(text, str):
             raise _invalid("text must be a string", "text")
+        _check_size(text, self.cloud.limits.message_chars, "text")
         start_turn = body.get("start_turn", True)
         if not isinstance(start_turn, bool):
             raise _invalid("start_turn must be a boolean", "start_turn")
@@ -233,17 +250,19 @@ class RuntimeOps:
             runs = [r for r in runs if r.status == status]
         limit = req.query.get("limit")
         if limit is not None:
-            if not limit.isdigit():
+            count = decimal_int(limit)
+            if count is None or count < 0:
                 raise _invalid("limit must be a non-negative integer", "limit")
-            runs = runs[-int(limit) :] if int(limit) else []
+            runs = runs[-count:] if count else []
         return {"runs": [r.to_dto() for r in runs]}
 
     async def run_events(self, req: Request) -> httpx.Response:
         run = self._run(req)
         after_text = req.query.get("after") or req.http.headers.get("Last-Event-ID") or "0"
-        if not after_text.isdigit():
+        after = decimal_int(after_text)
+        if after is None or after < 0:
             raise _invalid("after must be an event id", "after")
-        stream = EventStream(self.cloud, run, int(after_text))
+        stream = EventStream(self.cloud, run, after)
         return httpx.Response(200, headers={"content-type": "text/event-stream", "cache-control": "no-cache"}, stream=stream)
 
     async def run_interrupt(self, req: Request) -> dict[str, Any]:
@@ -269,6 +288,7 @@ class RuntimeOps:
         name = self._body(req).get("name")
         if not isinstance(name, str) or not name.strip():
             raise _invalid("name must be a non-empty string", "name")
+        _check_size(name, self.cloud.limits.message_chars, "name")
         run.emit("run.renamed", {"name": name})
         return run.to_dto()
 

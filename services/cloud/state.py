@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import copy
 import itertools
+import logging
 import re
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ServiceError
+from ..text import repair_value
 from .keys import SigningKey
 from .runs import FakeRun, advance_entry_ids
 from .shared import Keyed
@@ -42,6 +44,8 @@ __all__ = [
     "key_record",
     "meta_record",
     "run_generations",
+    "state_problem",
+    "STATE_SCHEMA",
 ]
 
 FORMAT = "workbench-cloud-state"
@@ -163,11 +167,108 @@ def import_state(cloud: "FakeCloud", doc: Any) -> None:
     _advance_counters(cloud, runs)
 
 
+# The shape of a state document, checked whole before anything is replaced: a type name (or a
+# tuple of them), a dict of required ("name") and optional ("name?") fields, or a one-item list
+# ([item schema]) for a list. "any" accepts anything.
+_NUM = ("integer", "number")
+_RUN_SCHEMA: dict[str, Any] = {
+    "id": "string", "user_id": "string", "params": "object", "idempotency_key?": ("string", "null"),
+    "name?": ("string", "null"), "messages?": [{"id": "string", "text": "string", "delivered": "boolean"}],
+    "status?": "string", "activity?": ("string", "null"), "outcome?": ("object", "null"),
+    "result?": ("string", "null"), "last_turn_error?": ("object", "null"), "deleted?": "boolean",
+    "question?": ("object", "null"), "created_at?": _NUM, "updated_at?": _NUM, "turns?": "integer",
+    "seq?": "integer", "first_seq?": "integer", "events?": [{"seq": "integer", "type": "string"}],
+}
+STATE_SCHEMA: dict[str, Any] = {
+    "format": "string",
+    "version": "integer",
+    "meta": {"signing_key": {"pem": "string", "kid": "string"}, "token_serial?": "integer",
+             "client_jwk?": ("object", "null"), "client_id?": "string"},
+    "users?": [{
+        "id": "string", "grant?": ("null", {"version": "integer", "rev": "integer", "state": "string"}),
+        "refusal?": ("string", "null"), "tokens_valid_from?": "integer", "refresh_token?": ("string", "null"),
+        "superseded?": ["string"], "family_revoked?": "boolean",
+        "memory?": [{"name": "string", "body?": "string"}],
+    }],
+    "runs?": [_RUN_SCHEMA],
+    "idempotency?": [{"user_id": "string", "key": "string", "op": "string", "fingerprint": "string",
+                      "run_id?": ("string", "null"), "status": "integer", "body": "any"}],
+    "refresh_tokens?": "object",
+}
+"""What ``import_state`` accepts (``state_problem`` names the first field that does not fit)."""
+
+_JSON_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": (int, float), "boolean": bool,
+                               "object": dict, "array": list, "null": type(None)}
+
+
+def state_problem(doc: Any) -> str | None:
+    """The first field of ``doc`` that does not fit ``STATE_SCHEMA`` and why, or None."""
+    return _misfit(STATE_SCHEMA, doc, "")
+
+
+def _misfit(schema: Any, value: Any, where: str) -> str | None:
+    place = where or "the document"
+    if isinstance(schema, tuple):
+        problems = [_misfit(option, value, where) for option in schema]
+        if all(problems):
+            shapes = " or ".join(o if isinstance(o, str) else "an object" for o in schema)
+            nested = next((p for p, o in zip(problems, schema, strict=True) if not isinstance(o, str)
+                           and isinstance(value, dict)), None)
+            return nested or f"{place} must be {shapes}"
+        return None
+    if isinstance(schema, str):
+        if schema == "any":
+            return None
+        wanted = _JSON_TYPES[schema]
+        if isinstance(value, bool) and schema in ("integer", "number") or not isinstance(value, wanted):
+            return f"{place} must be {'an' if schema[0] in 'aeiou' else 'a'} {schema}, not {_shown(value)}"
+        return None
+    if isinstance(schema, list):
+        if not isinstance(value, list):
+            return f"{place} must be a list, not {_shown(value)}"
+        for index, item in enumerate(value):
+            problem = _misfit(schema[0], item, f"{where}[{index}]")
+            if problem:
+                return problem
+        return None
+    if not isinstance(value, dict):
+        return f"{place} must be an object, not {_shown(value)}"
+    for key, inner in schema.items():
+        name = key.rstrip("?")
+        child = f"{where}.{name}" if where else name
+        if name not in value:
+            if not key.endswith("?"):
+                return f"{child} is missing"
+            continue
+        problem = _misfit(inner, value[name], child)
+        if problem:
+            return problem
+    return None
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return f"the text {value[:40]!r}"
+    return "a list" if isinstance(value, list) else "an object"
+
+
 def _build(cloud: "FakeCloud", doc: Any) -> tuple[Any, ...]:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise CloudStateError(f"not a workbench cloud state (its format must be {FORMAT!r})")
     if doc.get("version") != VERSION:
         raise CloudStateError(f"cloud state version {doc.get('version')!r} is not {VERSION}")
+    problem = state_problem(doc)
+    if problem is not None:
+        raise CloudStateError(f"the cloud state is malformed: {problem}")
+    doc, repaired = repair_value(doc)  # text written by an older server: repaired, as captured turns are
+    if repaired:
+        logging.getLogger(__name__).warning("the cloud state held text that is not valid Unicode: repaired (U+FFFD)")
     try:
         meta = doc["meta"]
         signing = meta["signing_key"]

@@ -1,7 +1,8 @@
 """``CloudTransport``: the httpx transport through which every SDK request reaches the fake.
 
 It reads the request, sends URLs under the issuer to the directory and everything else to the
-runtime, records each runtime call in ``cloud.calls``, runs scripted failures and gates,
+runtime, records each runtime call made with a token it signed in ``cloud.calls`` (the newest
+``cloud.limits.calls`` of them), runs scripted failures and gates,
 checks the runtime version and the bearer token, then dispatches on ``services.wire.ROUTES``.
 
 Base URLs may carry a path (``https://h/tenant``): the route is what follows the base
@@ -13,6 +14,7 @@ that person), so a callable ``runtime_url`` with a path works like a fixed one.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -32,7 +34,6 @@ from ..wire import (
 )
 from .errors import CloudError
 from .failures import InterceptContext
-from .keys import SigningKey
 from .runtime import Request
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ class CloudTransport(httpx.AsyncBaseTransport):
     async def _runtime(self, request: httpx.Request, raw: bytes) -> httpx.Response:
         cloud = self.cloud
         token = _bearer(request)
-        claims = SigningKey.unverified_claims(token) if token else None
+        claims = self.state.key.claims_of(token) if token else None
         sub = claims.get("sub") if claims else None
         user_id = sub if isinstance(sub, str) and sub in self.state.users else None
         route = self._route(str(request.url), user_id)
@@ -120,6 +121,8 @@ class CloudTransport(httpx.AsyncBaseTransport):
             bad_body = None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             body, bad_body = None, str(exc)
+        except RecursionError:
+            body, bad_body = None, "nested too deeply"
         matched = match_route(request.method, route) if route is not None else None
         op = matched[0].op if matched else None
         params = matched[1] if matched else {}
@@ -141,7 +144,12 @@ class CloudTransport(httpx.AsyncBaseTransport):
             None,
             cloud.clock.time(),
         )
-        cloud.calls.append(record)
+        if user_id is not None:  # a call that names no person this directory signed for is not kept
+            calls = cloud.calls
+            calls.append(record)
+            cap = cloud.limits.calls
+            if len(calls) > cap + cap // 8:  # trimmed in batches: appending stays O(1) on average
+                del calls[: len(calls) - cap]
         try:
             response = await self._dispatch(request, record, token, params, body, bad_body)
         except CloudError as exc:
@@ -169,6 +177,9 @@ class CloudTransport(httpx.AsyncBaseTransport):
         if isinstance(answer, CloudError):
             return answer.response()
         minimum = request.headers.get(MIN_RUNTIME_HEADER)
+        if minimum and not re.fullmatch(r"[0-9]{1,9}(\.[0-9A-Za-z-]{1,20}){0,4}", minimum):
+            raise CloudError(400, "invalid_request", f"{MIN_RUNTIME_HEADER} must be a version like 1.2.0",
+                             param=MIN_RUNTIME_HEADER)
         if minimum and version_tuple(cloud.runtime_version) < version_tuple(minimum):
             raise CloudError(
                 426,

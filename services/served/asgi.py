@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -26,8 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CloudApp", "CONTROL_PREFIX", "ASGIApp", "Scope", "Receive", "Send", "ScriptedUnreachable", "lifespan"]
 
-CONTROL_PREFIX = "/_workbench/v1"
-"""Where the control API lives on a served cloud's origin."""
+from ..control_wire import CONTROL_PREFIX
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -50,10 +50,14 @@ class CloudApp:
         *,
         control: ASGIApp | None = None,
         ack: Callable[[], Awaitable[None]] | None = None,
+        broken: Callable[[], bool] | None = None,
     ) -> None:
         self.cloud = cloud
         self.control = control
         self.ack = ack or _no_ack
+        self.broken = broken or _never
+        """True while the store cannot write (a full disk): requests that change state are refused
+        with 507 before they change anything, reads are answered from memory."""
         self._streams: set[asyncio.Event] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -67,6 +71,13 @@ class CloudApp:
             await self.control(scope, receive, send)
             return
         body = await read_body(receive)
+        reading = scope["method"] in _READS
+        if not reading and self.broken():
+            try:
+                await self.ack()
+            except OSError as exc:
+                await send_envelope(send, storage_full(exc))
+                return
         request = httpx.Request(
             scope["method"],
             self.cloud.issuer + _raw_target(scope),
@@ -78,16 +89,27 @@ class CloudApp:
         except httpx.TransportError:
             await _drop(send)
             return
-        await self.send_response(response, receive, send)
+        await self.send_response(response, receive, send, reading=reading)
 
-    async def send_response(self, response: httpx.Response, receive: Receive, send: Send) -> None:
-        """Send ``response``; a streaming body goes chunk by chunk until it ends or the client leaves."""
+    async def send_response(self, response: httpx.Response, receive: Receive, send: Send, *,
+                            reading: bool = False) -> None:
+        """Send ``response``; a streaming body goes chunk by chunk until it ends or the client leaves.
+
+        When what it acknowledges cannot be written first, a change answers 507 instead (a read is
+        answered anyway: it promises nothing new)."""
         headers = [(k, v) for k, v in response.headers.raw if k.lower() not in _HOP_HEADERS]
         try:
             content: bytes | None = response.content
         except httpx.ResponseNotRead:
             content = None
-        await self.ack()
+        try:
+            await self.ack()
+        except OSError as exc:
+            if not reading:
+                if content is None:
+                    await response.aclose()
+                await send_envelope(send, storage_full(exc))
+                return
         await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
         if content is not None:
             await send({"type": "http.response.body", "body": content, "more_body": False})
@@ -124,7 +146,8 @@ class CloudApp:
                 except StopAsyncIteration:
                     break
                 if chunk:
-                    await self.ack()
+                    with contextlib.suppress(OSError):  # a full disk: the events are in memory still
+                        await self.ack()
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
             if not watcher.done():
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -143,6 +166,28 @@ class CloudApp:
         """End every open stream (at shutdown: a server waits for its answers to finish)."""
         for stop in list(self._streams):
             stop.set()
+
+
+_READS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def _never() -> bool:
+    return False
+
+
+def storage_full(exc: OSError) -> dict[str, Any]:
+    """The wire's envelope for a change that could not be made durable (507)."""
+    from .errors import envelope
+
+    return envelope(507, "insufficient_storage", f"the change was not stored: {exc}", retryable=True)
+
+
+async def send_envelope(send: Send, body: dict[str, Any]) -> None:
+    """Answer with an error envelope (its ``status`` is the HTTP status)."""
+    data = json.dumps(body).encode()
+    await send({"type": "http.response.start", "status": body["error"]["status"],
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})
+    await send({"type": "http.response.body", "body": data, "more_body": False})
 
 
 async def read_body(receive: Receive) -> bytes:

@@ -110,7 +110,7 @@ class ChangeLog:
 
     def _missed(self, last_id: str) -> list[bytes]:
         epoch, _, number = last_id.strip().rpartition("-")
-        seen = int(number) if number.isdigit() else -1
+        seen = int(number) if number.isascii() and number.isdigit() else -1  # "²" is a digit to isdigit
         oldest = self._ring[0][0] if self._ring else self._last + 1
         if epoch != self.epoch or seen < 0 or seen > self._last:
             reason = "the stream was restarted since that id"

@@ -1,7 +1,7 @@
 """The control API of a served cloud: what only a fake can do, under ``CONTROL_PREFIX``.
 
 Every call needs ``Authorization: Bearer <token>`` (the token in ``serve.json``), compared in
-constant time; a missing or wrong token gets 401 with an empty body. Bodies and answers are JSON;
+constant time; a missing or wrong token gets 401 ``unauthorized`` (the wire's envelope, nothing more). Bodies and answers are JSON;
 a refused call answers ``{"error": {"code", "message"}}`` with 400 (bad input), 404 (unknown
 person, run or gate) or the cloud's own status (e.g. 404 ``run_not_found`` for a deleted run).
 
@@ -36,18 +36,18 @@ import asyncio
 import hmac
 import itertools
 import json
-import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, unquote
+from urllib.parse import parse_qs
 
+from ..control_wire import GRANT_ACTIONS, RUN_ACTIONS, body_problem, match_control
 from .app_actions import AppActions
-from .asgi import CONTROL_PREFIX, Receive, Scope, Send, read_body
+from .asgi import CONTROL_PREFIX, Receive, Scope, Send, read_body, send_envelope, storage_full
 from .change_log import ChangeLog
+from ..cloud.errors import CloudError, envelope
+from ..cloud.state import CloudStateError, export_state, import_state
 from .dtos import person_dto, run_dto
 from .errors import ControlError
-from ..cloud.errors import CloudError
-from ..cloud.state import CloudStateError, export_state, import_state
 
 if TYPE_CHECKING:
     from .asgi import CloudApp
@@ -56,9 +56,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ControlApp", "RUN_ACTIONS", "GRANT_ACTIONS", "connection_json"]
 
-RUN_ACTIONS = ("reply", "fail_turn", "set_activity", "settle", "idle", "ask", "delete", "emit", "close_idle",
-               "expire_events")
-GRANT_ACTIONS = ("revoke", "restore", "set", "setup", "sync")
 
 
 Handler = Callable[..., Awaitable[Any]]
@@ -82,37 +79,38 @@ class ControlApp:
         self.change_log = ChangeLog(cloud.changes) if change_log else None
         """Recent changes by id, for a change stream resumed with ``Last-Event-ID`` (None in a process
         that answers control calls only for itself: its desk in an embedded window)."""
-        self._routes: list[tuple[str, re.Pattern[str], Handler]] = [
-            ("GET", re.compile(r"^/people$"), self._people),
-            ("GET", re.compile(r"^/people/(?P<user>[^/]+)$"), self._person),
-            ("POST", re.compile(r"^/people/(?P<user>[^/]+)/connect$"), self._connect),
-            ("POST", re.compile(r"^/people/(?P<user>[^/]+)/grant/(?P<action>\w+)$"), self._grant),
-            ("POST", re.compile(r"^/people/(?P<user>[^/]+)/refuse$"), self._refuse),
-            ("POST", re.compile(r"^/people/(?P<user>[^/]+)/expire_tokens$"), self._expire),
-            ("POST", re.compile(r"^/people/(?P<user>[^/]+)/memory$"), self._memory_put),
-            ("DELETE", re.compile(r"^/people/(?P<user>[^/]+)/memory/(?P<name>.+)$"), self._memory_remove),
-            ("GET", re.compile(r"^/runs$"), self._runs),
-            ("GET", re.compile(r"^/runs/(?P<run_id>[^/]+)$"), self._run),
-            ("POST", re.compile(r"^/people/(?P<user>[^/]+)/runs$"), self.app_actions.start_run),
-            ("POST", re.compile(r"^/people/(?P<user>[^/]+)/reconnect$"), self.app_actions.reconnect),
-            ("POST", re.compile(r"^/runs/(?P<run_id>[^/]+)/message$"), self.app_actions.message),
-            ("POST", re.compile(r"^/runs/(?P<run_id>[^/]+)/cancel$"), self.app_actions.cancel),
-            ("POST", re.compile(r"^/runs/(?P<run_id>[^/]+)/(?P<action>\w+)$"), self._run_action),
-            ("POST", re.compile(r"^/fail_next$"), self._fail_next),
-            ("POST", re.compile(r"^/gates$"), self._gate),
-            ("POST", re.compile(r"^/gates/(?P<gate>[^/]+)/release$"), self._release),
-            ("DELETE", re.compile(r"^/failures/(?P<failure>[^/]+)$"), self._remove_failure),
-            ("POST", re.compile(r"^/reset$"), self._reset),
-            ("GET", re.compile(r"^/state$"), self._export),
-            ("PUT", re.compile(r"^/state$"), self._import),
-            ("POST", re.compile(r"^/changes$"), self._publish),
-        ]
+        self._handlers: dict[str, Handler] = {
+            "people.list": self._people,
+            "people.get": self._person,
+            "people.connect": self._connect,
+            "people.grant": self._grant,
+            "people.refuse": self._refuse,
+            "people.expire_tokens": self._expire,
+            "people.memory.put": self._memory_put,
+            "people.memory.remove": self._memory_remove,
+            "people.start_run": self.app_actions.start_run,
+            "people.reconnect": self.app_actions.reconnect,
+            "runs.list": self._runs,
+            "runs.get": self._run,
+            "runs.message": self.app_actions.message,
+            "runs.cancel": self.app_actions.cancel,
+            "runs.action": self._run_action,
+            "failures.fail_next": self._fail_next,
+            "failures.gate": self._gate,
+            "failures.release": self._release,
+            "failures.remove": self._remove_failure,
+            "state.reset": self._reset,
+            "state.export": self._export,
+            "state.import": self._import,
+            "changes.publish": self._publish,
+        }
+        """One handler per declared control call (``services.control_wire.CONTROL_ROUTES``)."""
 
     # -- ASGI --------------------------------------------------------------------------------
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self._authorized(scope):
-            await _send(send, 401, b"", content_type=None)
+            await send_envelope(send, envelope(401, "unauthorized", "the control API needs the token in serve.json"))
             return
         method = scope["method"]
         path = scope.get("path", "")[len(CONTROL_PREFIX):] or "/"
@@ -121,9 +119,20 @@ class ControlApp:
             return
         raw = await read_body(receive)
         query = {k: v[-1] for k, v in parse_qs(scope.get("query_string", b"").decode("latin-1")).items()}
+        try:
+            if method != "GET" and self.store is not None and self.store.broken:
+                await self.store.flush()  # refuse a change before making it while nothing can be written
+        except OSError as exc:
+            await send_envelope(send, storage_full(exc))
+            return
         status, answer = await self.dispatch(method, path, raw, query)
         if self.store is not None:
-            await self.store.flush()
+            try:
+                await self.store.flush()
+            except OSError as exc:
+                if method != "GET":  # a read promises nothing new: it is answered from memory
+                    await send_envelope(send, storage_full(exc))
+                    return
         await _send(send, status, json.dumps(answer).encode())
 
     def _authorized(self, scope: Scope) -> bool:
@@ -142,24 +151,30 @@ class ControlApp:
         try:
             try:
                 body = json.loads(raw) if raw else {}
-            except ValueError:
+            except (ValueError, RecursionError):
                 raise ControlError(400, "invalid_request", "the body is not JSON") from None
             if not isinstance(body, dict):
                 raise ControlError(400, "invalid_request", "the body must be a JSON object")
-            for route_method, pattern, handler in self._routes:
-                found = pattern.match(path)
-                if found and route_method == method:
-                    params = {k: unquote(v) for k, v in found.groupdict().items()}
-                    return 200, await handler(body, query, **params)
-            raise ControlError(404, "not_found", f"no control route {method} {path}")
+            matched = match_control(method, path)
+            if matched is None or matched[0].stream:
+                raise ControlError(404, "not_found", f"no control route {method} {path}")
+            route, params = matched
+            for name, allowed in route.params.items():
+                if params[name] not in allowed:
+                    raise ControlError(404, "not_found", f"no {name} {params[name]}; one of {', '.join(allowed)}")
+            problem = body_problem(route, body)
+            if problem is not None:
+                raise ControlError(400, "invalid_request", problem[1], param=problem[0])
+            return 200, await self._handlers[route.name](body, query, **params)
         except ControlError as refusal:
-            return refusal.status, _error(refusal.code, refusal.message)
+            return refusal.status, _error(refusal.code, refusal.message, refusal.param)
         except CloudError as exc:
-            return exc.status, _error(exc.code, exc.message or exc.code)
+            return exc.status, _error(exc.code, exc.message or exc.code, exc.param)
         except CloudStateError as exc:
             return 400, _error("invalid_state", str(exc))
-        except (ValueError, TypeError) as exc:
-            return 400, _error("invalid_request", str(exc))
+        except (ValueError, TypeError, LookupError, AttributeError) as exc:
+            # a keyword the scripted method does not take, a field of the wrong shape deeper down
+            return 400, _error("invalid_request", f"{type(exc).__name__}: {exc}")
 
     # -- people ------------------------------------------------------------------------------
 
@@ -179,8 +194,6 @@ class ControlApp:
         return await connection_json(self.cloud, user, body.get("scopes"), body.get("dependencies"))
 
     async def _grant(self, body: dict[str, Any], query: dict[str, str], user: str, action: str) -> Any:
-        if action not in GRANT_ACTIONS:
-            raise ControlError(404, "not_found", f"no grant action {action}; one of {', '.join(GRANT_ACTIONS)}")
         grant = self._user(user).grant
         getattr(grant, action)(**body)
         return {"grant": grant.state}
@@ -221,16 +234,15 @@ class ControlApp:
         return run_dto(self._fake_run(run_id), events=query.get("events") not in ("0", "false"))
 
     async def _run_action(self, body: dict[str, Any], query: dict[str, str], run_id: str, action: str) -> Any:
-        if action not in RUN_ACTIONS:
-            raise ControlError(404, "not_found", f"no run action {action}; one of {', '.join(RUN_ACTIONS)}")
         run = self._fake_run(run_id)
         if action == "settle" and run.settled:  # checked and done in one call: two windows cannot both settle
             raise ControlError(409, "run_settled", f"run {run_id} is already settled")
         answer: dict[str, Any] = {}
+        self._check_sizes(action, body)
         if action == "emit" and "events" in body:
             events = body["events"]
-            if not isinstance(events, list):
-                raise ControlError(400, "invalid_request", "events must be a list")
+            if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
+                raise ControlError(400, "invalid_request", "events must be a list of objects", param="events")
             answer["seqs"] = [run.emit(e["type"], e.get("fields"), node_id=e.get("node_id"))["seq"] for e in events]
         elif action == "emit":
             answer["event"] = run.emit(body["type"], body.get("fields"), node_id=body.get("node_id"))
@@ -245,10 +257,33 @@ class ControlApp:
         answer["run"] = run_dto(run, events=False)
         return answer
 
+    def _check_sizes(self, action: str, body: dict[str, Any]) -> None:
+        """A scripted reply's text and each emitted event stay within the cloud's limits."""
+        limits = self.cloud.limits
+        if action == "reply" and isinstance(body.get("text"), str) and len(body["text"]) > limits.message_chars:
+            raise ControlError(413, "payload_too_large",
+                                 f"text is longer than the limit of {limits.message_chars} characters", param="text")
+        if action == "emit":
+            events = body["events"] if isinstance(body.get("events"), list) else [body]
+            for index, event in enumerate(events):
+                if len(json.dumps(event)) > limits.event_bytes:
+                    raise ControlError(413, "payload_too_large",
+                                         f"event {index} is larger than the limit of {limits.event_bytes} bytes",
+                                         param=f"events[{index}]" if "events" in body else "fields")
+
     # -- failures and gates ------------------------------------------------------------------
 
     async def _fail_next(self, body: dict[str, Any], query: dict[str, str]) -> Any:
         answer: Any = body.get("answer")
+        status = answer.get("status") if isinstance(answer, dict) else answer
+        if answer != "unreachable" and (isinstance(status, bool) or not isinstance(status, int)
+                                        or not 400 <= status <= 599):
+            raise ControlError(400, "invalid_request",
+                                 "answer must be a status 400-599, \"unreachable\" or {status, code, message}",
+                                 param="answer")
+        times = body.get("times", 1)
+        if times is not None and times < 1:
+            raise ControlError(400, "invalid_request", "times must be at least 1 (or null: always)", param="times")
         if isinstance(answer, dict):
             answer = CloudError(int(answer["status"]), str(answer.get("code") or "error"), answer.get("message"),
                                 origin=str(answer.get("origin", "runtime")), retryable=answer.get("retryable"),
@@ -368,8 +403,8 @@ async def connection_json(cloud: "FakeCloud", user_id: str, scopes: Any, depende
     }
 
 
-def _error(code: str, message: str) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message}}
+def _error(code: str, message: str, param: str | None = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "param": param}}
 
 
 async def _send(send: Send, status: int, body: bytes, *, content_type: bytes | None = b"application/json") -> None:

@@ -15,6 +15,8 @@ __all__ = ["ControlError"]
 class ControlError(ServiceError):
     """A control call the served cloud refused (``status``, ``code``, ``message``)."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(self, status: int, code: str, message: str, *, param: str | None = None) -> None:
         super().__init__(f"{status} {code}: {message}" if message else f"{status} {code}")
         self.status, self.code, self.message = status, code, message
+        self.param = param
+        """The request field the refusal is about, when there is one."""

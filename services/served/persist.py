@@ -65,11 +65,16 @@ if TYPE_CHECKING:
     from ..cloud.runs import FakeRun
     from ..cloud.users import FakeUser
 
-__all__ = ["CloudStore", "open_durable_cloud", "CLOUD_DB"]
+__all__ = ["CloudStore", "open_durable_cloud", "CLOUD_DB", "StoreWriteError"]
 
 CLOUD_DB = "cloud.db"
 AUTOFLUSH_S = 0.1
 """How soon a change no client was sent is committed anyway."""
+
+
+class StoreWriteError(OSError):
+    """The state could not be written (a full disk, a file-size limit, an I/O error): what was
+    changed stays in memory and is written by the next flush that succeeds."""
 
 
 def _dump(value: Any) -> str:
@@ -263,18 +268,26 @@ class CloudStore:
                 return
             upto = self._asked
             cloud = self.cloud
-            if self._broken:  # a failed write left the rows behind the marks: write the whole state
-                await asyncio.to_thread(self._write_all, export_state(cloud))
-                self._mark_written(cloud)
-                self._broken = False
-            batch = self._collect(cloud)
-            if batch is not None:
-                try:
-                    await asyncio.to_thread(self._write, batch)
-                except BaseException:
-                    self._broken = True
-                    raise
+            try:
+                if self._broken:  # a failed write left the rows behind the marks: write the whole state
+                    await asyncio.to_thread(self._write_all, export_state(cloud))
+                    self._mark_written(cloud)
+                    self._broken = False
+                batch = self._collect(cloud)
+                if batch is not None:
+                    try:
+                        await asyncio.to_thread(self._write, batch)
+                    except BaseException:
+                        self._broken = True
+                        raise
+            except (OSError, SQLAlchemyError) as exc:
+                raise StoreWriteError(f"cannot write the cloud state {self.path}: {_reason(exc)}") from None
             self._done = upto
+
+    @property
+    def broken(self) -> bool:
+        """True after a write failed, until a flush succeeds again."""
+        return self._broken
 
     def _cheap_meta(self, cloud: "FakeCloud") -> dict[str, Any]:
         """``meta_record`` without encoding the signing key again while it is the same key."""

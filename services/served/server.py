@@ -33,6 +33,7 @@ from .listener import ServeError, SocketServer, bind_socket, is_loopback, origin
 if TYPE_CHECKING:
 
     from ..cloud import FakeCloud, RunNoticeConfig
+    from ..cloud.limits import Limits
     from .persist import CloudStore
 
 __all__ = [
@@ -133,9 +134,12 @@ class CloudServer(SocketServer):
         url: str | None = None,
         lock: FileLock | None = None,
         honcho: Any = None,
+        limits: "Limits | None" = None,
     ) -> None:
+        from ..openapi import openapi_document
         from .asgi import CloudApp
         from .control import ControlApp
+        from .guard import GuardApp
         from .honcho import HONCHO_PREFIX, HonchoApp
 
         self.cloud = cloud
@@ -145,9 +149,12 @@ class CloudServer(SocketServer):
         host, port = sock.getsockname()[:2]
         self.url = url or origin_url(host, port)
         """The URL apps use: ``http://HOST:PORT``, or the public URL it was given."""
+        if limits is not None:
+            cloud.limits = limits
         ack = store.flush if store is not None else None
+        broken = (lambda: store.broken) if store is not None else None
         self.control = ControlApp(cloud, self.token, store=store)
-        self.app = CloudApp(cloud, control=self.control, ack=ack)
+        self.app = CloudApp(cloud, control=self.control, ack=ack, broken=broken)
         self.control.app = self.app
         self.honcho = honcho
         """The Honcho-compatible fake served under ``/honcho``, or None."""
@@ -158,7 +165,13 @@ class CloudServer(SocketServer):
             served = HonchoApp(honcho, prefix=HONCHO_PREFIX, fallback=self.app)
             self.honcho_url = self.url + HONCHO_PREFIX
         _quiet_scripted_drops()
-        super().__init__(served or self.app, sock, log_level=log_level, on_shutdown=self.app.close_streams)
+        bound = origin_url(host, port)
+        self.guard = GuardApp(served or self.app, origin=self.url, hosts=(str(host),), limits=cloud.limits,
+                              passthrough_prefix=HONCHO_PREFIX if honcho is not None else None,
+                              openapi=lambda: openapi_document(self.url))
+        """Host, Origin, size, depth and text checks around everything served (``cloud/guard.py``)."""
+        self.guard.allow_origin(bound)
+        super().__init__(self.guard, sock, log_level=log_level, on_shutdown=self.app.close_streams)
         self._lock = lock
         """The workspace's ``serve.lock`` (``claim_workspace``), given back by ``stop``."""
 
@@ -241,6 +254,14 @@ def claim_workspace(folder: Path) -> FileLock:
     return lock
 
 
+def _claim(folder: Path) -> FileLock:
+    """``claim_workspace``, with a folder that cannot be created or written said in one sentence."""
+    try:
+        return claim_workspace(folder)
+    except OSError as exc:
+        raise ServeError(f"cannot use the workspace {folder}: {exc.strerror or exc}") from None
+
+
 def check_not_served(folder: Path) -> None:
     """Refuse when another server holds the workspace (the lock is taken and given back)."""
     claim_workspace(folder).release()
@@ -255,16 +276,43 @@ async def serve_workspace(
     import_file: Path | None = None,
     notice_url: str | None = None,
     public_url: str | None = None,
+    limits: "Limits | None" = None,
     say: Callable[[str], None] = print,
 ) -> None:
-    """``workbench serve``: the workspace's durable cloud on ``host:port`` until SIGTERM/SIGINT."""
+    """``workbench serve``: the workspace's durable cloud on ``host:port`` until SIGTERM/SIGINT.
+
+    Every file it writes is 0600 and every folder it creates 0700 (the process's umask is 077
+    while it serves). A file-size limit or a full disk makes writes fail with an error the server
+    answers in words (507), not a signal that kills it (SIGXFSZ is ignored)."""
+    previous_umask = os.umask(0o077)
+    if hasattr(signal, "SIGXFSZ"):
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    try:
+        await _serve_workspace(folder, host=host, port=port, allow_remote=allow_remote, import_file=import_file,
+                               notice_url=notice_url, public_url=public_url, limits=limits, say=say)
+    finally:
+        os.umask(previous_umask)
+
+
+async def _serve_workspace(
+    folder: Path,
+    *,
+    host: str,
+    port: int,
+    allow_remote: bool,
+    import_file: Path | None,
+    notice_url: str | None,
+    public_url: str | None,
+    limits: "Limits | None",
+    say: Callable[[str], None],
+) -> None:
     from .persist import open_durable_cloud
 
     check_host(host, allow_remote)
     if public_url is not None:
         check_public_url(public_url)
     folder = Path(folder)
-    lock = claim_workspace(folder)
+    lock = _claim(folder)
     try:
         sock = bind_socket(host, port)
     except BaseException:
@@ -281,7 +329,7 @@ async def serve_workspace(
     from ..knowledge.outbox import FakeHonchoService
 
     honcho = FakeHonchoService(folder / "memory" / "served-honcho.json", clock=cloud.clock)  # the cloud's one clock
-    server = CloudServer(cloud, sock, folder=folder, store=store, url=url, lock=lock, honcho=honcho)
+    server = CloudServer(cloud, sock, folder=folder, store=store, url=url, lock=lock, honcho=honcho, limits=limits)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, server.request_stop)

@@ -62,7 +62,7 @@ async def test_app_process_over_http_is_driven_through_remote_cloud(serve, app, 
         assert (await run.refresh()).last_turn_error == {"code": "model_error", "message": "the model fell over"}
 
 
-async def test_control_api_without_the_token_or_with_a_wrong_one_is_a_bare_401(serve, tmp_path: Path) -> None:
+async def test_control_api_without_the_token_or_with_a_wrong_one_is_a_plain_401(serve, tmp_path: Path) -> None:
     served = serve(tmp_path / "ws")
     async with httpx.AsyncClient(base_url=served.url, timeout=10) as http:
         for headers in ({}, {"Authorization": "Bearer not-the-token"}, {"Authorization": served.info["token"]},
@@ -70,7 +70,10 @@ async def test_control_api_without_the_token_or_with_a_wrong_one_is_a_bare_401(s
             for method, path in (("GET", "/_workbench/v1/runs"), ("POST", "/_workbench/v1/reset"),
                                  ("GET", "/_workbench/v1/state"), ("GET", "/_workbench/v1/nothing")):
                 answer = await http.request(method, path, headers=headers)
-                assert answer.status_code == 401 and answer.content == b"", (method, path, headers)
+                assert answer.status_code == 401, (method, path, headers)
+                assert answer.json() == {"error": {"status": 401, "code": "unauthorized", "origin": "runtime",
+                                                   "message": "the control API needs the token in serve.json",
+                                                   "retryable": False, "details": None, "param": None}}
         ok = await http.get("/_workbench/v1/runs", headers={"Authorization": f"Bearer {served.info['token']}"})
         assert ok.status_code == 200 and len(ok.json()["runs"]) >= 4  # the sample world's runs
     async with RemoteCloud(served.url, "wrong") as remote:

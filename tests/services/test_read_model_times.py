@@ -17,7 +17,7 @@ import pytest
 
 from services.times import LATEST_TIME, ms_time, parse_time, time_or_none
 from services.clock import FakeClock
-from services.operator import OperatorError
+from services.desk import OperatorError
 from services.workspace import Settings, Workspace
 
 START = 1_800_000_000.0
