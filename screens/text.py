@@ -14,7 +14,7 @@ from typing import Any
 
 from rich.style import Style
 from rich.text import Text
-from textual import active_app
+from textual import active_app  # type: ignore[attr-defined]  # Textual re-exports it without __all__
 
 from services.clock import iso
 from services.text import clip, sanitize

@@ -18,7 +18,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.coordinate import Coordinate
 from textual.reactive import reactive
-from textual.widgets import Input, Label
+from textual.widgets import DataTable, Input, Label
 from textual.widgets.data_table import CellDoesNotExist
 from textual.worker import Worker, WorkerState
 
@@ -38,7 +38,7 @@ Said = str | tuple[str, str]
 """What a toast says after an action: its text, or ``(text, severity)`` when it did not do what was asked."""
 
 
-def is_current(event: Any) -> bool:
+def is_current(event: DataTable.RowHighlighted) -> bool:
     """Whether a ``RowHighlighted`` still describes the table's cursor (not a stale one from a refill)."""
     table = event.data_table
     if event.cursor_row != table.cursor_row or not table.row_count:

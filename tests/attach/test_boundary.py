@@ -1,4 +1,5 @@
-"""The panes' boundary, checked mechanically: a type checker over ``screens/`` and ``workbench/``,
+"""The panes' boundary, checked mechanically: a strict type checker over ``screens/``, ``workbench/``
+and ``services/desk/``,
 no ``Any`` where they hold the workspace or its desk, and no cloud internals outside the cloud."""
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ def _sources(*folders: str) -> list[Path]:
     return sorted(p for folder in folders for p in (ROOT / folder).rglob("*.py"))
 
 
-def test_the_type_checker_passes_over_screens_and_workbench() -> None:
+def test_the_type_checker_passes_strictly_over_screens_workbench_and_the_desk() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "mypy", "--follow-imports=silent", "--no-error-summary", "screens", "workbench"],
+        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-error-summary",
+         "screens", "workbench", "services/desk"],
         cwd=ROOT, capture_output=True, text=True,
     )
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]

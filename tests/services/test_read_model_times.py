@@ -1,7 +1,7 @@
 """One time type in the read models: every time a pane or the App reads is float seconds since the epoch.
 
 The stores keep their own formats on disk (OKF ISO-8601 strings, outbox epoch milliseconds); the
-read models convert once (``services.boundary``). A stamp that is no usable time reads as absent
+read models convert once (``services.times``). A stamp that is no usable time reads as absent
 and never stops a read model from being built.
 """
 

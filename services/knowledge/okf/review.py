@@ -1,6 +1,6 @@
 """Read models of runs for the approval queue: ``item_of`` (queue row) and ``detail_of`` (one judgment).
 
-The ISO-8601 times of ``run.json`` become float seconds here, once (``services.boundary``).
+The ISO-8601 times of ``run.json`` become float seconds here, once (``services.times``).
 """
 
 from __future__ import annotations

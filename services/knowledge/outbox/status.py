@@ -1,6 +1,6 @@
 """The status view for the UI: plain read models built from the stores (inside the mutex).
 
-Times in these models are float seconds since the epoch (``services.boundary``); the files keep
+Times in these models are float seconds since the epoch (``services.times``); the files keep
 epoch milliseconds, converted once here (``ms_time``). A stamp that is no usable time reads as
 None: it never stops the status from being built.
 """
