@@ -71,7 +71,7 @@ class ChangeFeed:
             else:
                 sub.loop.call_soon_threadsafe(sub.queue.put_nowait, change)
 
-    def emit(self, source: str, kind: str, id: str = "", **data: Any) -> Change:
+    def announce(self, source: str, kind: str, id: str = "", **data: Any) -> Change:
         """Build a ``Change`` and publish it; returns it."""
         change = Change(source, kind, id, data)
         self.publish(change)

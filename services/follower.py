@@ -229,7 +229,7 @@ class RunFollower:
         except Exception as exc:  # one bad change never stops the follower
             message = f"{change.kind} {change.id}: {type(exc).__name__}: {exc}"
             self.errors.append(message)
-            self.feed.emit("workspace", "follower.error", change.id, error=message)
+            self.feed.announce("workspace", "follower.error", change.id, error=message)
 
     async def _sync_run(self, run_id: str) -> None:
         if self.bridge is None:
@@ -242,7 +242,7 @@ class RunFollower:
         except Exception as exc:
             message = f"run {run_id}: {type(exc).__name__}: {exc}"
             self.errors.append(message)
-            self.feed.emit("workspace", "follower.error", run_id, error=message)
+            self.feed.announce("workspace", "follower.error", run_id, error=message)
 
     async def _turn_completed(self, run_id: str, event: dict[str, Any]) -> None:
         if self._captured.get(run_id, 0) >= event["seq"]:
@@ -255,7 +255,7 @@ class RunFollower:
             try:
                 await self.outbox.capture_turn(run_id, run.user_id, messages)
             except Exception as exc:  # shown as a capture badge; the turn is tried again on the next open
-                self.feed.emit("outbox", "capture.failed", run_id, error=f"{type(exc).__name__}: {exc}")
+                self.feed.announce("outbox", "capture.failed", run_id, error=f"{type(exc).__name__}: {exc}")
                 raise
         self._captured[run_id] = event["seq"]
         await self._save_state()

@@ -233,7 +233,7 @@ class ServedDesk(Desk):
                 # only the connection was dropped (``drop_stream``): reconnect below
             except (httpx.TransportError, httpx.StreamError, ControlError) as exc:
                 self.errors.append(f"change stream: {type(exc).__name__}: {exc}")
-                self.changes.emit("workspace", "attach.lost", self.remote.url, error=type(exc).__name__)
+                self.changes.announce("workspace", "attach.lost", self.remote.url, error=type(exc).__name__)
             await asyncio.sleep(self.reconnect_s)
             if self.last_event_id is None:  # nothing to resume from: read everything once, then follow
                 with contextlib.suppress(Exception):

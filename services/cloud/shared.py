@@ -147,7 +147,7 @@ class CloudState:
         run = FakeRun(cloud, run_id, user_id, params, key, name, created_at=now, updated_at=now)
         self.runs[run_id] = run
         self.run_log.append(run)
-        cloud.changes.emit("cloud", "run.started", run_id, user_id=user_id)
+        cloud.changes.announce("cloud", "run.started", run_id, user_id=user_id)
         return run
 
     def forget_run_keys(self, run: FakeRun) -> None:
@@ -203,9 +203,9 @@ class CloudState:
         """Publish a run's new event (``None``: the run was deleted); owe a notice when nobody streams it."""
         changes = self.cloud.changes
         if event is None:
-            changes.emit("cloud", "run.deleted", run.id, user_id=run.user_id)
+            changes.announce("cloud", "run.deleted", run.id, user_id=run.user_id)
             return
-        changes.emit("cloud", "run.event", run.id, event=event, user_id=run.user_id)
+        changes.announce("cloud", "run.event", run.id, event=event, user_id=run.user_id)
         if not run.streams:
             self.owe_notice(run)
 
@@ -216,7 +216,7 @@ class CloudState:
 
     def grant_changed(self, user: "FakeUser") -> None:
         """Publish that a person's grant changed."""
-        self.cloud.changes.emit("cloud", "grant.changed", user.id)
+        self.cloud.changes.announce("cloud", "grant.changed", user.id)
 
     def grant_revoked(self, user: "FakeUser", code: str) -> None:
         """End every open stream of the person's runs with a ``grant_revoked`` error frame."""

@@ -296,7 +296,7 @@ class Desk:
         grant = (self.book.person(user_id) or {}).get("grant") or {}
         record = RefusalRecord(user_id, code, message, grant.get("rev"), self.clock.time())
         self.refusals.append(record)
-        self.changes.emit("workspace", "refusal", record.user_id, code=record.code)
+        self.changes.announce("workspace", "refusal", record.user_id, code=record.code)
 
     # -- internals -------------------------------------------------------------------------
 
@@ -370,10 +370,10 @@ class Desk:
     def _note(self, run_id: str, action: str, detail: str, *, by: str = OPERATOR) -> None:
         entry = OperatorAction(run_id, action, detail, by, self.clock.time())
         self.actions.setdefault(run_id, []).append(entry)
-        self.changes.emit("workspace", "operator.action", run_id, action=action, by=by)
+        self.changes.announce("workspace", "operator.action", run_id, action=action, by=by)
 
     def _note_user(self, user_id: str, action: str, detail: str) -> None:
         for dto in list(self.book.run_dtos()):
             if dto["user_id"] == user_id and not dto.get("deleted"):
                 self._note(dto["id"], f"grant {action}", f"{user_id} {detail}".strip())
-        self.changes.emit("workspace", "grant.action", user_id, action=action)
+        self.changes.announce("workspace", "grant.action", user_id, action=action)

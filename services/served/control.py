@@ -353,7 +353,7 @@ class ControlApp:
         data = body.get("data") or {}
         if not isinstance(data, dict):
             raise ControlError(400, "invalid_request", "a change's data must be an object")
-        self.cloud.changes.emit(source, kind, str(body.get("id") or ""), **data)
+        self.cloud.changes.announce(source, kind, str(body.get("id") or ""), **data)
         return {"published": True}
 
     async def _changes(self, scope: Scope, receive: Receive, send: Send) -> None:

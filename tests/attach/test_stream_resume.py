@@ -36,7 +36,7 @@ def texts(window: Any, run_id: str) -> list[str]:
 
 async def following(served: Any, window: Any) -> None:
     """Make one change and wait until the window has read it (so it holds a last event id)."""
-    served.feed.emit("canvas", "object.updated", "obj_warmup")
+    served.feed.announce("canvas", "object.updated", "obj_warmup")
     assert await until(lambda: window.desk.last_event_id is not None)
 
 
@@ -51,7 +51,7 @@ async def test_a_dropped_stream_resumes_with_nothing_missed_and_nothing_applied_
         # meanwhile, with no stream open: events on a run, a grant change, a canvas change
         await served.desk.reply(run_id, "while you were away")
         await served.desk.revoke("user:grace", "grant_removed")
-        served.feed.emit("canvas", "object.updated", "obj_meanwhile")
+        served.feed.announce("canvas", "object.updated", "obj_meanwhile")
         server_seqs = [e["seq"] for e in served.cloud.runs.get(run_id).events]
         assert await until(lambda: [e["seq"] for e in window.desk.detail(run_id).events] == server_seqs)
         assert await until(lambda: any(c.id == "obj_meanwhile" for c in seen))
@@ -88,7 +88,7 @@ async def test_a_resume_from_an_id_older_than_the_log_reloads_everything(served:
         assert [e["seq"] for e in window.desk.detail(run_id).events] == [
             e["seq"] for e in served.cloud.runs.get(run_id).events]
         assert {g.user_id: g.state for g in window.desk.grants()}["user:ada"] == "revoked"
-        served.feed.emit("canvas", "object.updated", "obj_after")  # and it follows live again
+        served.feed.announce("canvas", "object.updated", "obj_after")  # and it follows live again
         assert await until(lambda: any(c.id == "obj_after" for c in seen))
     finally:
         unsubscribe()

@@ -27,10 +27,10 @@ async def test_a_resume_gets_exactly_the_changes_after_its_id_in_order() -> None
     feed = ChangeFeed()
     log = ChangeLog(feed, size=10)
     for n in range(5):
-        feed.emit("canvas", "object.updated", f"obj_{n}")
+        feed.announce("canvas", "object.updated", f"obj_{n}")
     third = f"{log.epoch}-3"
     listener = log.follow(third)
-    feed.emit("okf", "judgment.approved", "j1")
+    feed.announce("okf", "judgment.approved", "j1")
     got = await frames(listener)
     assert [f[2]["id"] for f in got] == ["obj_3", "obj_4", "j1"]
     assert [f[0] for f in got] == [f"{log.epoch}-{n}" for n in (4, 5, 6)]
@@ -41,7 +41,7 @@ async def test_an_id_older_than_the_log_or_from_another_epoch_is_answered_with_r
     feed = ChangeFeed()
     log = ChangeLog(feed, size=2)
     for n in range(5):
-        feed.emit("canvas", "object.updated", f"obj_{n}")
+        feed.announce("canvas", "object.updated", f"obj_{n}")
     for stale in (f"{log.epoch}-1", "0badc0de-4", f"{log.epoch}-99", "not an id"):
         (frame,) = await frames(log.follow(stale))
         assert frame[1] == "reset" and "reset" in frame[2] and frame[0] == log.last_id, stale
@@ -52,11 +52,11 @@ async def test_a_change_with_unencodable_text_or_values_is_carried_and_never_bre
     feed = ChangeFeed()
     log = ChangeLog(feed)
     listener = log.follow(None)
-    feed.emit("canvas", "bad\ud800kind\nline", "obj_\udc80", note="half \ud83d", value=object())
-    thread = threading.Thread(target=feed.emit, args=("okf", "from.a.thread", "t1"))
+    feed.announce("canvas", "bad\ud800kind\nline", "obj_\udc80", note="half \ud83d", value=object())
+    thread = threading.Thread(target=feed.announce, args=("okf", "from.a.thread", "t1"))
     thread.start()
     thread.join()
-    feed.emit("canvas", "object.updated", "after")
+    feed.announce("canvas", "object.updated", "after")
     got = await frames(listener)
     ids = [f[2]["id"] for f in got]
     assert ids == ["obj_\udc80", "t1", "after"]  # the log's order, whichever thread published

@@ -114,8 +114,8 @@ async def test_change_feed_reaches_async_subscribers() -> None:
 
     task = asyncio.create_task(consume())
     await asyncio.sleep(0)
-    feed.emit("cloud", "run.started", "run_1")
-    await asyncio.to_thread(feed.emit, "okf", "judgment.pending", "j1")
+    feed.announce("cloud", "run.started", "run_1")
+    await asyncio.to_thread(feed.announce, "okf", "judgment.pending", "j1")
     await asyncio.wait_for(task, 2)
     assert [(c.source, c.kind, c.id) for c in seen] == [
         ("cloud", "run.started", "run_1"),

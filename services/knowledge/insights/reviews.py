@@ -135,7 +135,7 @@ class InsightReviews:
             created_at=self.clock.time(),
         )
         await asyncio.to_thread(self._save, review)
-        self.changes.emit("insights", "review.pending", review.id, title=proposal.title)
+        self.changes.announce("insights", "review.pending", review.id, title=proposal.title)
         return review
 
     async def submit_markdown(self, markdown: str, *, proposer: str = "operator") -> InsightReview:
@@ -171,7 +171,7 @@ class InsightReviews:
                 revision=document.revision,
             )
             await asyncio.to_thread(self._save, decided)
-        self.changes.emit("insights", "review.approved", review_id, document=decided.document)
+        self.changes.announce("insights", "review.approved", review_id, document=decided.document)
         return decided
 
     async def reject(self, review_id: str, reason: str, *, actor: str = "operator") -> InsightReview:
@@ -183,7 +183,7 @@ class InsightReviews:
             self._require_pending(review)
             decided = replace(review, status="rejected", decided_at=self.clock.time(), decided_by=actor, reason=reason.strip())
             await asyncio.to_thread(self._save, decided)
-        self.changes.emit("insights", "review.rejected", review_id, reason=decided.reason)
+        self.changes.announce("insights", "review.rejected", review_id, reason=decided.reason)
         return decided
 
     async def _write_principle(self, proposal: Proposal, truth: str, actor: str) -> Any:

@@ -122,7 +122,7 @@ class Harvest:
         return harvest
 
     def _emit(self, kind: str, id: str = "", **data: Any) -> None:
-        self.changes.emit("okf", kind, id, **data)
+        self.changes.announce("okf", kind, id, **data)
 
     async def recover(self) -> list[RecoveryOutcome]:
         """Recover every base with a pending publication journal (roll forward or back, never a mix).

@@ -181,10 +181,10 @@ class DeliveryEngine:
             return ledger
 
         result = await self.stores.locked(commit)
-        self.changes.emit("outbox", "session.established", conv, session_id=result["sessionId"],
+        self.changes.announce("outbox", "session.established", conv, session_id=result["sessionId"],
                           forked=fork is not None)
         if fork is not None:
-            self.changes.emit("outbox", "fork.resolved", conv, parent_id=fork["parentId"],
+            self.changes.announce("outbox", "fork.resolved", conv, parent_id=fork["parentId"],
                               at_turn=fork["atTurn"], fallback=fork.get("fallback"))
         return result
 
@@ -294,7 +294,7 @@ class DeliveryEngine:
             peers["user"]: {"observe_me": True, "observe_others": False},
             peers["assistant"]: {"observe_me": False, "observe_others": True},
         })
-        self.changes.emit("outbox", "session.reestablished", conv, session_id=session_id, reason=str(cause))
+        self.changes.announce("outbox", "session.reestablished", conv, session_id=session_id, reason=str(cause))
 
     async def _round(self, conv: str, ledger: dict[str, Any], todo: list[dict[str, Any]],
                      progress: DeliveryProgress) -> dict[str, Any]:
@@ -355,11 +355,11 @@ class DeliveryEngine:
         progress.records += len(completed)
         progress.messages += sent
         if completed:
-            self.changes.emit("outbox", "delivery.delivered", conv, records=len(completed), messages=sent,
+            self.changes.announce("outbox", "delivery.delivered", conv, records=len(completed), messages=sent,
                               at=now)
             await self._refresh_representation(conv, ledger)
         if error is not None:
-            self.changes.emit("outbox", "delivery.failed", conv, error=str(error))
+            self.changes.announce("outbox", "delivery.failed", conv, error=str(error))
             raise error
         return ledger
 

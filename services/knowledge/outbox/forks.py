@@ -75,7 +75,7 @@ class ForkPlanner:
             self._stores.write_pending_fork(record)
 
         await self._stores.locked(write)
-        self._changes.emit("outbox", "fork.created", child, parent_id=parent_id, at_turn=at_turn,
+        self._changes.announce("outbox", "fork.created", child, parent_id=parent_id, at_turn=at_turn,
                            messages=len(messages))
         try:
             await self._engine.establish(child, owner)

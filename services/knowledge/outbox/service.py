@@ -150,14 +150,14 @@ class MemoryOutbox:
             record["repaired"] = repairs
         await self.stores.locked(lambda: self.stores.append_lines([record]))
         self._owners.setdefault(conv, owner)
-        self.changes.emit("outbox", "capture.appended", conv, batch_id=record["batchId"], messages=len(stored),
+        self.changes.announce("outbox", "capture.appended", conv, batch_id=record["batchId"], messages=len(stored),
                           repaired=len(repairs))
         if repairs:
             warning = (f"memory-honcho: captured turn {record['batchId']} of conversation {conv} was stored "
                        f"repaired ({'; '.join(repairs)})")
             log.warning("%s", warning)
             self.errors.append(warning)
-            self.changes.emit("outbox", "outbox.warning", conv, message=warning)
+            self.changes.announce("outbox", "outbox.warning", conv, message=warning)
         return record["batchId"]
 
     def _message(self, conv: str, owner: str, index: int, message: Any, now_ms: int,
@@ -218,10 +218,10 @@ class MemoryOutbox:
             if not await self._sweep_lock.try_acquire():
                 result = SweepResult(started_at=self.clock.time(), finished_at=self.clock.time(),
                                      skipped="another process is sweeping this outbox")
-                self.changes.emit("outbox", "sweep.skipped", "", reason=result.skipped)
+                self.changes.announce("outbox", "sweep.skipped", "", reason=result.skipped)
                 return result
             try:
-                self.changes.emit("outbox", "sweep.started", "")
+                self.changes.announce("outbox", "sweep.started", "")
                 result = await run_sweep(self.stores, self.engine, self.settings, self.clock, self.changes)
             finally:
                 self._sweep_lock.release()
@@ -231,7 +231,7 @@ class MemoryOutbox:
             self.unreachable = None
         elif result.unreachable is not None:
             self.unreachable = result.unreachable
-        self.changes.emit("outbox", "sweep.finished", "", **result.as_dict())
+        self.changes.announce("outbox", "sweep.finished", "", **result.as_dict())
         return result
 
     def start(self) -> None:
@@ -300,13 +300,13 @@ class MemoryOutbox:
         """Put a quarantined line back in the outbox when it now reads (its batch id), else
         ``QuarantineError`` and nothing changes."""
         record = await self.stores.locked(lambda: retry_quarantined(self.stores, item))
-        self.changes.emit("outbox", "quarantine.retried", str(record["conversationId"]), batch_id=record["batchId"])
+        self.changes.announce("outbox", "quarantine.retried", str(record["conversationId"]), batch_id=record["batchId"])
         return str(record["batchId"])
 
     async def drop_quarantined(self, item: QuarantinedLine) -> None:
         """Move a quarantined line out of the way (into ``dropped.jsonl``)."""
         await self.stores.locked(lambda: drop_quarantined(self.stores, item))
-        self.changes.emit("outbox", "quarantine.dropped", "", position=item.position)
+        self.changes.announce("outbox", "quarantine.dropped", "", position=item.position)
 
     async def status(self) -> OutboxStatus:
         """Counts per conversation, last delivery, pending forks, last sweep and recent errors."""

@@ -192,7 +192,7 @@ async def compact(stores: OutboxStores, retention_days: float, clock: Clock, cha
     for warning in warnings:
         log.warning("%s", warning)
         result.errors.append(warning)
-        changes.emit("outbox", "outbox.warning", "", message=warning)
+        changes.announce("outbox", "outbox.warning", "", message=warning)
     result.dropped_delivered += delivered
     result.dropped_expired += expired
     result.quarantined += quarantined
@@ -200,7 +200,7 @@ async def compact(stores: OutboxStores, retention_days: float, clock: Clock, cha
     if delivered + expired > 0:
         log.info("memory-honcho: outbox compaction dropped %d delivered, %d expired", delivered, expired)
     if rewrote:
-        changes.emit("outbox", "outbox.compacted", "", delivered=delivered, expired=expired,
+        changes.announce("outbox", "outbox.compacted", "", delivered=delivered, expired=expired,
                      quarantined=quarantined)
 
 
@@ -229,7 +229,7 @@ async def _retrying(step: str, conv: str, call: Callable[[], Awaitable[T]], sett
             if not budget.take(delay):
                 raise
             log.info("memory-honcho: %s of conversation %s failed (%s); trying again in %gs", step, conv, exc, delay)
-            changes.emit("outbox", "sweep.retrying", conv, step=step, attempt=attempt, delay_s=delay, error=str(exc))
+            changes.announce("outbox", "sweep.retrying", conv, step=step, attempt=attempt, delay_s=delay, error=str(exc))
             result.retries += 1
             attempt += 1
             await clock.sleep(delay)

@@ -97,5 +97,5 @@ class RecallTools:
             created = await self._client.create_conclusions([conclusion])
         except HonchoError as exc:
             raise unavailable(exc) from exc
-        self._changes.emit("outbox", "memory.remembered", conv, conclusion_id=created[0].get("id"))
+        self._changes.announce("outbox", "memory.remembered", conv, conclusion_id=created[0].get("id"))
         return created[0]
