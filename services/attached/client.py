@@ -57,7 +57,7 @@ class RemoteCloud:
             headers={"Authorization": f"Bearer {token}"},
             timeout=httpx.Timeout(timeout),
         )
-        self.runs = RemoteRunsView(self, None)
+        self.runs = RemoteRuns(self, None)
 
     @classmethod
     def from_workspace(cls, folder: Path | str, **options: Any) -> "RemoteCloud":
@@ -242,7 +242,7 @@ class RemoteGate:
         return int((await self._remote.call("POST", f"/gates/{_q(self.id)}/release"))["held"])
 
 
-class RemoteRunsView:
+class RemoteRuns:
     """``remote.runs`` and ``remote.user(id).runs``: ``await runs.all`` and ``await runs.get(id)``."""
 
     def __init__(self, remote: RemoteCloud, user_id: str | None) -> None:
@@ -395,7 +395,7 @@ class RemoteUser:
         self._remote = remote
         self.id = user_id
         self.grant = RemoteGrant(remote, user_id)
-        self.runs = RemoteRunsView(remote, user_id)
+        self.runs = RemoteRuns(remote, user_id)
         self.memory = RemoteMemory(remote, user_id)
 
     async def state(self) -> dict[str, Any]:

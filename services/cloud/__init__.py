@@ -16,7 +16,7 @@ from .notices import NoticeAttempt, RunNoticeConfig
 from .runs import FakeRun, ResponderContext
 from .runtime import ToolCall
 from .transport import CallRecord
-from .users import FakeGrant, FakeMemory, FakeUser, RunsView
+from .users import FakeGrant, FakeMemory, FakeUser, FakeRuns
 
 __all__ = [
     "FakeCloud",
@@ -24,7 +24,7 @@ __all__ = [
     "FakeUser",
     "FakeGrant",
     "FakeMemory",
-    "RunsView",
+    "FakeRuns",
     "CloudError",
     "CallRecord",
     "DirectoryCall",

@@ -28,7 +28,7 @@ from .providers import Providers
 from .runtime import RuntimeOps
 from .shared import UNSET, CloudState, ResponderError
 from .transport import CallRecord, CloudTransport
-from .users import FakeUser, RunsView
+from .users import FakeUser, FakeRuns
 
 __all__ = ["FakeCloud", "ResponderError"]
 
@@ -83,7 +83,7 @@ class FakeCloud:
         self.refreshes: list[DirectoryCall] = []
         self.responder_errors: list[ResponderError] = []
         self.providers = Providers()
-        self.runs = RunsView(self, None)
+        self.runs = FakeRuns(self, None)
         self.state = CloudState(self)
         """The state every part of this cloud shares (``services.cloud.shared``)."""
         if isinstance(run_notice, dict):

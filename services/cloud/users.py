@@ -15,10 +15,10 @@ from .shared import UNSET
 if TYPE_CHECKING:
     from .cloud import FakeCloud
 
-__all__ = ["FakeUser", "FakeGrant", "FakeMemory", "RunsView", "UNSET"]
+__all__ = ["FakeUser", "FakeGrant", "FakeMemory", "FakeRuns", "UNSET"]
 
 
-class RunsView:
+class FakeRuns:
     """``cloud.runs`` and ``cloud.user(id).runs``: ``all`` (start order, deleted kept) and ``respond``."""
 
     def __init__(self, cloud: "FakeCloud", user_id: str | None) -> None:
@@ -253,7 +253,7 @@ class FakeUser:
     def __post_init__(self) -> None:
         self.grant = FakeGrant(self)
         self.memory = FakeMemory(self)
-        self.runs = RunsView(self.cloud, self.id)
+        self.runs = FakeRuns(self.cloud, self.id)
 
     def refuse(self, code: str) -> None:
         """Refuse every refresh with ``code`` (one of ``services.wire.REFUSAL_CODES``) and invalidate
