@@ -253,8 +253,11 @@ class CloudServer(SocketServer):
         """The Honcho-compatible fake served under ``/honcho``, or None."""
         self.honcho_url: str | None = None
         """Where the Honcho-compatible memory fake answers (``URL/honcho``), when one is served."""
+        self.honcho_key: str | None = None
+        """The key ``/honcho`` requires (``Authorization: Bearer``), written to ``serve.json``."""
         served = None
         if honcho is not None:
+            honcho.api_key = self.honcho_key = honcho.api_key or secrets.token_urlsafe(32)
             served = HonchoApp(honcho, prefix=HONCHO_PREFIX, fallback=self.app)
             self.honcho_url = self.url + HONCHO_PREFIX
         _quiet_scripted_drops()
@@ -266,9 +269,10 @@ class CloudServer(SocketServer):
         """Serve, wait until connections are accepted, then write ``serve.json``."""
         await super().start()
         if self.folder is not None:
-            atomic_write_json(
-                self.folder / SERVE_FILE, {"url": self.url, "pid": os.getpid(), "token": self.token}, mode=0o600
-            )
+            info: dict[str, Any] = {"url": self.url, "pid": os.getpid(), "token": self.token}
+            if self.honcho_key is not None:
+                info["honcho_key"] = self.honcho_key
+            atomic_write_json(self.folder / SERVE_FILE, info, mode=0o600)
 
     async def stop(self) -> None:
         """Stop serving, commit the state, and remove ``serve.json`` when it is ours."""

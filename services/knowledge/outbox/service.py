@@ -107,6 +107,7 @@ class MemoryOutbox:
         fake = honcho_service
         if fake is not None:
             honcho_transport = fake.transport
+            api_key = api_key or fake.api_key  # a served fake requires its key, in-process too
         elif honcho_transport is None and base_url is None:
             fake = FakeHonchoService(clock=clock)
             honcho_transport = fake.transport
