@@ -91,7 +91,7 @@ def run_python_scenario(url: str, api_key: str, workspace: str = WS) -> dict[str
     # members
     s1.add_peers([alice, bob])
     s1.set_peer_configuration(alice, SessionPeerConfig(observe_others=True))
-    seen["alice_config"] = s1.get_peer_configuration(alice)
+    seen["alice_config"] = s1.get_peer_configuration(alice).observe_others
     s1.remove_peers([bob])
     seen["members_after_remove"] = sorted(p.id for p in s1.peers())
     s1.set_peers([alice, bob])
@@ -121,7 +121,7 @@ def run_python_scenario(url: str, api_key: str, workspace: str = WS) -> dict[str
     seen["card"] = alice.get_card()
     seen["representation"] = alice.representation()
     seen["session_representation"] = s1.representation(alice)
-    seen["peer_context"] = alice.context()
+    seen["peer_context_card"] = alice.context().peer_card
     seen["chat"] = alice.chat("what about bees?")
     seen["chat_stream"] = "".join(alice.chat_stream("bees"))
     context = s1.context(tokens=1000, peer_target="alice")

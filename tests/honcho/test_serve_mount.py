@@ -25,8 +25,11 @@ async def test_the_served_workspace_answers_honcho_under_a_prefix_beside_the_clo
         async with httpx.AsyncClient() as http:
             discovery = await http.get(url + DIRECTORY_DISCOVERY_PATH)
             assert discovery.status_code == 200 and discovery.json()["issuer"] == url
-            outside = await http.post(url + "/v3/workspaces", json={"id": "w"})
-            assert outside.status_code != 201  # Honcho's routes live only under the prefix
+            outside = await http.post(url + "/people", json={"id": "w"})
+            assert outside.status_code != 201  # the cloud's routes are not Honcho's
+            root = await http.post(url + "/v3/workspaces", json={"id": "w"},
+                                   headers={"Authorization": f"Bearer {server.honcho_key}"})
+            assert root.status_code == 201  # the root alias the TypeScript SDK reaches (it drops /honcho)
     finally:
         await server.stop()
     service.close()

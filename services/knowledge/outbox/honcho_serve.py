@@ -61,8 +61,14 @@ class HonchoApp:
         self.batches = 0
 
     def owns(self, path: str) -> bool:
-        """True when ``path`` is under this app's prefix."""
-        return not self.prefix or path == self.prefix or path.startswith(self.prefix + "/")
+        """True when ``path`` is under this app's prefix, or is a Honcho route at the root (``/v3/...``).
+
+        The root alias is for the TypeScript SDK (``@honcho-ai/sdk``), which builds each URL with
+        ``new URL(path, baseURL)`` and so drops a base URL's path: given ``http://HOST:PORT/honcho``
+        it calls ``http://HOST:PORT/v3/...``. The cloud has no ``/v3`` routes."""
+        if not self.prefix or path == self.prefix or path.startswith(self.prefix + "/"):
+            return True
+        return path == "/v3" or path.startswith("/v3/")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -82,7 +88,8 @@ class HonchoApp:
             return
         body = await read_body(receive)
         query = scope.get("query_string", b"").decode("latin-1")
-        target = "http://honcho.fake" + (path[len(self.prefix):] or "/") + ("?" + query if query else "")
+        inner = path[len(self.prefix):] if self.prefix and path.startswith(self.prefix) else path
+        target = "http://honcho.fake" + (inner or "/") + ("?" + query if query else "")
         request = httpx.Request(scope["method"], target, content=body,
                                 headers=[(k, v) for k, v in scope.get("headers", []) if k.lower() != b"host"])
         try:
