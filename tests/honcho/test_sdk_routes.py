@@ -28,6 +28,10 @@ from .sdk_scenario import run_python_scenario
 HERE = Path(__file__).resolve().parent
 
 
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+
+
 @pytest.fixture(scope="session")
 def ts_sdk(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A node_modules folder holding @honcho-ai/sdk: ``$WORKBENCH_HONCHO_TS_SDK``, else installed with npm
@@ -36,14 +40,14 @@ def ts_sdk(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if given:
         return Path(given)
     if shutil.which("node") is None or shutil.which("npm") is None:
-        if os.environ.get("CI") == "true":
+        if _in_ci():
             pytest.fail("CI needs node and npm for the TypeScript SDK's contract")
         pytest.skip("node and npm are not installed")
     folder = tmp_path_factory.mktemp("honcho-ts")
     done = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", str(folder), "@honcho-ai/sdk"],
                           capture_output=True, text=True, timeout=300, check=False)
     if done.returncode != 0:
-        if os.environ.get("CI") == "true":
+        if _in_ci():
             pytest.fail(f"npm install @honcho-ai/sdk failed: {done.stderr[-2000:]}")
         pytest.skip(f"npm install @honcho-ai/sdk failed: {done.stderr[-500:]}")
     return folder / "node_modules"
