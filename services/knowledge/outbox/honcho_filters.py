@@ -182,7 +182,7 @@ def _comparisons(key: str, column: str, kind: ColumnType, ops: dict[str, Any], p
             continue
         if op == "in":
             if isinstance(operand, (str, bytes)) or not isinstance(operand, (list, tuple)):
-                raise FilterError(f"Invalid value for 'in' operator: {operand}. Expected an iterable "
+                raise FilterError(f"Invalid value for 'in' operator: {operand!s}. Expected an iterable "
                                   f"(list, tuple, set), got {_type_name(operand)}")
             if "*" in operand:
                 continue
@@ -313,7 +313,7 @@ def _json_comparison(column: str, name: str, op: str, operand: Any, params: list
         return f"{expr} {sql_op} ?"
     if op == "in":
         if isinstance(operand, (str, bytes)) or not isinstance(operand, (list, tuple)):
-            raise FilterError(f"Invalid value for 'in' operator: {operand}. Expected an iterable "
+            raise FilterError(f"Invalid value for 'in' operator: {operand!s}. Expected an iterable "
                               f"(list, tuple, set), got {_type_name(operand)}")
         if "*" in operand:
             return None
