@@ -36,6 +36,7 @@ from .delivery import DeliveryEngine, DeliveryResult, StepHook
 from .forks import ForkPlanner
 from .honcho_client import HonchoClient
 from .honcho_fake import FakeHonchoService
+from .honcho_view import HonchoSnapshot, read_memory
 from .models import CaptureError, OutboxSettings, check_conversation_id, honcho_id
 from .quarantine import QuarantinedLine, drop_quarantined, read_quarantine, retry_quarantined
 from .status import OutboxStatus, Representation, build_status, representation_of
@@ -308,6 +309,11 @@ class MemoryOutbox:
         """Move a quarantined line out of the way (into ``dropped.jsonl``)."""
         await self.stores.locked(lambda: drop_quarantined(self.stores, item))
         self.changes.emit("outbox", "quarantine.dropped", "", position=item.position)
+
+    async def read_honcho(self, *, session_id: str | None = None, peer_id: str | None = None,
+                          query: str | None = None) -> HonchoSnapshot:
+        """What the memory service holds (``honcho_view``), read with the client this outbox delivers with."""
+        return await read_memory(self.client, session_id=session_id, peer_id=peer_id, query=query)
 
     async def status(self) -> OutboxStatus:
         """Counts per conversation, last delivery, pending forks, last sweep and recent errors."""
