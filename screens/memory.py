@@ -52,6 +52,7 @@ class MemoryScreen(Screen[None]):
     MemoryScreen .memory-heading { text-style: bold; margin-top: 1; }
     MemoryScreen #memory-sessions, MemoryScreen #memory-peers { height: auto; max-height: 10; width: 1fr; }
     MemoryScreen #memory-held { height: auto; }
+    MemoryScreen VerticalScroll > Vertical { height: auto; }
     MemoryScreen #memory-messages, MemoryScreen #memory-found { height: auto; max-height: 14; }
     """
 
@@ -104,12 +105,14 @@ class MemoryScreen(Screen[None]):
                 yield peers
             yield Label("messages of the selected session", classes="memory-heading")
             messages: DataTable[Any] = DataTable(id="memory-messages", cursor_type="row", zebra_stripes=True)
-            messages.add_columns("time", "peer", "message")
+            for label, width in (("time", 19), ("peer", 16), ("message", 90)):  # fixed: rows change under them
+                messages.add_column(label, width=width)
             yield messages
             yield Static("", id="memory-peer-representation", markup=False)
             yield Label("search results", classes="memory-heading")
             found: DataTable[Any] = DataTable(id="memory-found", cursor_type="row", zebra_stripes=True)
-            found.add_columns("time", "session", "peer", "message")
+            for label, width in (("time", 19), ("session", 20), ("peer", 16), ("message", 80)):
+                found.add_column(label, width=width)
             yield found
         yield Footer()
 
