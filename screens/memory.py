@@ -18,6 +18,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Label, Static
@@ -136,7 +137,10 @@ class MemoryScreen(Screen[None]):
         """Read what the memory service holds (sessions, peers, messages, representation, search)."""
         self.held = await self.outbox.read_honcho(session_id=self.held_session, peer_id=self.held_peer,
                                                   query=self.query_text)
-        self._draw_held()
+        try:
+            self._draw_held()
+        except NoMatches:  # the screen was closed while the memory service answered
+            return
 
     def _draw_held(self) -> None:
         held = self.held
