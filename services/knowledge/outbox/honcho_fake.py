@@ -16,6 +16,8 @@ plastic-labs/honcho ``src/routers``, ``src/schemas/api.py``, ``src/crud``):
   their authors members); a session never created lists as an empty page; deleting a session
   answers 202 and from then on the session answers 404 (its messages are gone).
 - filters are Honcho's whole language (``honcho_filters``), 422 on an unknown column.
+- search (workspace, session, a peer's messages) is a word match instead of Honcho's semantic
+  search: messages sharing any word of the query (FTS5), newest first, filters applied.
 - answers a model makes in real Honcho (representation, card, summaries, context, chat) are
   made by rule from the stored messages and can be scripted (``honcho_answers``, ``respond``).
 
@@ -454,12 +456,12 @@ class FakeHonchoService:
             match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
             rows = self._db.execute(
                 "SELECT m.* FROM messages_fts f JOIN messages m ON m.seq = f.rowid WHERE messages_fts MATCH ? "
-                f"AND m.workspace_id = ? {scope_sql} AND {where.sql} ORDER BY f.rank, m.seq LIMIT ?",
+                f"AND m.workspace_id = ? {scope_sql} AND {where.sql} ORDER BY f.rowid DESC LIMIT ?",
                 [match, wid, *scope_params, *where.params, limit]).fetchall()
         else:
             rows = self._db.execute(
                 f"SELECT m.* FROM messages m WHERE m.workspace_id = ? {scope_sql} AND {where.sql} "
-                "AND instr(lower(m.content), lower(?)) > 0 ORDER BY m.seq LIMIT ?",
+                "AND instr(lower(m.content), lower(?)) > 0 ORDER BY m.seq DESC LIMIT ?",
                 [wid, *scope_params, *where.params, query, limit]).fetchall()
         return [_message(r) for r in rows]
 
