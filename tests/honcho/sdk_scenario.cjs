@@ -86,6 +86,10 @@ async function main() {
   seen.conclusions_after_delete = (await all(honcho.conclusions.list())).map((c) => c.content);
   await honcho.scheduleDream({ observer: alice });
   seen.queue = (await honcho.queueStatus()).inProgressWorkUnits;
+  const docs = await honcho.session("docs");
+  const uploaded = await docs.uploadFile({ filename: "notes.txt", content: Buffer.from("lorem ipsum ".repeat(2500)),
+    content_type: "text/plain" }, bob, { metadata: { src: "notes" } });
+  seen.upload = [uploaded.map((m) => m.content.length), uploaded[0].metadata];
   const s2 = await honcho.session("s2");
   await s2.delete();
   seen.s2_after_delete = await status(() => s2.getMetadata());

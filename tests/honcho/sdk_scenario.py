@@ -39,6 +39,7 @@ step below that reaches it (``ROUTES_REACHED`` is checked against the fake's ``c
 | ``Session.search`` | ``POST .../sessions/{s}/search`` | search |
 | ``Session.add_messages`` | ``POST .../sessions/{s}/messages`` | messages |
 | ``Session.messages(filters)`` | ``POST .../sessions/{s}/messages/list`` | messages |
+| ``Session.upload_file`` | ``POST .../sessions/{s}/messages/upload`` | upload |
 | ``Session.get_message`` | ``GET .../sessions/{s}/messages/{m}`` | messages |
 | ``Session.update_message`` | ``PUT .../sessions/{s}/messages/{m}`` | messages |
 | ``conclusions.create`` | ``POST /v3/workspaces/{w}/conclusions`` | conclusions |
@@ -49,9 +50,9 @@ step below that reaches it (``ROUTES_REACHED`` is checked against the fake's ``c
 Calls the SDK has that the fake answers as the real server does, without a route of their own:
 ``Honcho.chat``/``chat_stream`` (``POST /v3/workspaces/{w}/chat``) and ``conclusions.get``
 (``GET .../conclusions/{c}``) have no route in plastic-labs/honcho's ``src/routers`` (404 and 405
-there and here). Not emulated: ``Session.upload_file`` (``POST .../messages/upload``, multipart)
-and the scope routes (``/scopes...``), which this version of the SDK calls but which need the
-server's scope peers; both answer 404.
+there and here). Not emulated: the scope routes (``/scopes...``), which this version of the SDK
+calls but which need the server's scope peers; they answer 404. ``Session.upload_file`` (``POST
+.../messages/upload``, multipart) reads text and JSON files, not PDFs (415 in the fake).
 """
 
 from __future__ import annotations
@@ -137,6 +138,11 @@ def run_python_scenario(url: str, api_key: str, workspace: str = WS) -> dict[str
     # dreams, queue
     honcho.schedule_dream(alice)
     seen["queue"] = honcho.queue_status().in_progress_work_units
+    # a file upload, split into messages of at most 25,000 characters
+    docs = honcho.session("docs")
+    uploaded = docs.upload_file(("notes.txt", ("lorem ipsum " * 2_500).encode(), "text/plain"), peer=bob,
+                                metadata={"src": "notes"})
+    seen["upload"] = [len(m.content) for m in uploaded], uploaded[0].metadata
     # cleanup: delete sessions (202, then 404), then the workspace
     s2 = honcho.session("s2")
     s2.delete()

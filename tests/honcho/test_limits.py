@@ -109,3 +109,21 @@ def test_answers_can_be_scripted(service: FakeHonchoService) -> None:
     assert call(service, "GET", "/v3/workspaces/w/peers/a/card").json() == {"peer_card": ["scripted card"]}
     service.respond("chat", None)
     assert "deterministic" in call(service, "POST", "/v3/workspaces/w/peers/a/chat", {"query": "hi"}).json()["content"]
+
+
+@pytest.mark.parametrize(("files", "data", "status", "needle"), [
+    ({"file": ("a.pdf", b"%PDF-1.4", "application/pdf")}, {"peer_id": "a"}, 415, "Unsupported file type"),
+    ({"file": ("big.txt", b"x" * 5_242_881, "text/plain")}, {"peer_id": "a"}, 413, "exceeds maximum"),
+    ({"file": ("a.txt", b"hello", "text/plain")}, {}, 422, "Field required"),
+    ({"file": ("a.json", b"{broken", "application/json")}, {"peer_id": "a"}, 422, "Uploaded JSON is invalid"),
+    ({"file": ("a.json", b'{"k": [1, 2]}', "application/json")}, {"peer_id": "a"}, 201, None),
+])
+def test_uploads(service: FakeHonchoService, files: dict[str, Any], data: dict[str, str], status: int,
+                 needle: str | None) -> None:
+    with httpx.Client(transport=httpx.MockTransport(service.handle), base_url="http://honcho.fake") as http:
+        answer = http.post("/v3/workspaces/w/sessions/up/messages/upload", files=files, data=data)
+    assert answer.status_code == status, answer.text
+    if needle is not None:
+        assert needle in str(answer.json()["detail"]) and service.session_messages("up", "w") == []
+    else:
+        assert [m["content"] for m in service.session_messages("up", "w")] == ['{"k": [1, 2]}']

@@ -89,6 +89,8 @@ def check(seen: dict[str, Any]) -> None:
     assert seen["conclusions"] == ["likes bees"] and seen["queried"] == ["likes bees"]
     assert seen["conclusions_after_delete"] == []
     assert seen["queue"] == 0
+    lengths, metadata = seen["upload"]
+    assert sum(lengths) == 30_000 and max(lengths) <= 25_000 and len(lengths) == 2 and metadata == {"src": "notes"}
     assert seen["s2_after_delete"] == 404 and seen["workspace_delete_with_sessions"] == 409
     assert seen["workspace_delete"] == 200 and "contract" not in seen["workspaces_after_delete"]
 

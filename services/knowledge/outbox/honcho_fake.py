@@ -57,6 +57,7 @@ from ...text import value_problem
 from .honcho_answers import AnswerKind, HonchoAsk, Responder, default_answer, rank
 from .honcho_filters import FilterError, compile_filter, extract_session_allowlist, parse_time, sortable_time
 from .honcho_store import FakeHonchoStateError, open_store
+from .honcho_upload import UploadError, read_upload, split_text
 
 __all__ = ["HONCHO_ROUTES", "FakeHonchoService", "FakeHonchoStateError", "FakeHonchoTransport"]
 
@@ -88,6 +89,7 @@ HONCHO_ROUTES: list[tuple[str, str]] = [
     ("PUT", "/v3/workspaces/{w}/sessions/{s}/peers/{p}/config"), ("GET", "/v3/workspaces/{w}/sessions/{s}/context"),
     ("GET", "/v3/workspaces/{w}/sessions/{s}/summaries"), ("POST", "/v3/workspaces/{w}/sessions/{s}/search"),
     ("POST", "/v3/workspaces/{w}/sessions/{s}/messages"), ("POST", "/v3/workspaces/{w}/sessions/{s}/messages/list"),
+    ("POST", "/v3/workspaces/{w}/sessions/{s}/messages/upload"),
     ("GET", "/v3/workspaces/{w}/sessions/{s}/messages/{m}"), ("PUT", "/v3/workspaces/{w}/sessions/{s}/messages/{m}"),
     ("POST", "/v3/workspaces/{w}/conclusions"), ("POST", "/v3/workspaces/{w}/conclusions/list"),
     ("POST", "/v3/workspaces/{w}/conclusions/query"), ("DELETE", "/v3/workspaces/{w}/conclusions/{c}"),
@@ -147,7 +149,7 @@ class FakeHonchoService:
                 self._session, self._list_sessions, self._update_session, self._delete_session, self._clone,
                 self._session_peers, self._add_peers, self._set_peers, self._remove_peers,
                 self._get_peer_config, self._set_peer_config, self._session_context, self._summaries,
-                self._session_search, self._add_messages, self._list_messages, self._get_message,
+                self._session_search, self._add_messages, self._list_messages, self._upload, self._get_message,
                 self._update_message, self._conclusions, self._list_conclusions, self._query_conclusions,
                 self._delete_conclusion]
 
@@ -266,7 +268,8 @@ class FakeHonchoService:
             if method != request.method:
                 continue
             try:
-                body = _body(request)
+                body = ((request.headers.get("content-type", ""), request.content) if handler == self._upload
+                        else _body(request))
                 groups = [unquote(g) for g in match.groups()]
                 return self._run(handler, groups, body, request.url.params)
             except _HttpError as exc:
@@ -812,6 +815,10 @@ class FakeHonchoService:
                 raise _invalid(["messages", index, "created_at"], "Input should be a valid datetime", "datetime_parsing")
             metadata = _metadata(item.get("metadata"), ["messages", index, "metadata"])
             checked.append((content, peer, metadata or {}, moment))
+        return 201, self._store(wid, sid, checked)
+
+    def _store(self, wid: str, sid: str, checked: list[tuple[str, str, dict[str, Any], datetime | None]]
+               ) -> list[dict[str, Any]]:
         self._ensure_session(wid, sid, peers={p: {"observe_me": None, "observe_others": None}
                                               for p in dict.fromkeys(c[1] for c in checked)})
         created = []
@@ -823,7 +830,27 @@ class FakeHonchoService:
                              (mid, wid, sid, peer, content, _j(metadata), at, ts, len(content.split())))
             created.append({"id": mid, "content": content, "peer_id": peer, "session_id": sid, "metadata": metadata,
                             "created_at": at, "workspace_id": wid, "token_count": len(content.split())})
-        return 201, created
+        return created
+
+    def _upload(self, wid: str, sid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        content_type, raw = body
+        try:
+            upload = read_upload(content_type, raw)
+        except UploadError as exc:
+            raise _HttpError(exc.status, exc.detail) from None
+        if not NAME.match(upload.peer_id) or len(upload.peer_id) > MAX_NAME:
+            raise _invalid(["peer_id"], "String should match pattern '^[a-zA-Z0-9_-]+$'", "string_pattern_mismatch",
+                           upload.peer_id)
+        moment = parse_time(upload.created_at) if upload.created_at else None
+        if upload.created_at and moment is None:
+            raise _invalid(["created_at"], "Input should be a valid datetime", "datetime_parsing")
+        metadata = _metadata(upload.metadata if isinstance(upload.metadata, dict) else None, ["metadata"]) or {}
+        text = upload.text.replace("\x00", "")
+        problem = value_problem(text, "file")
+        if problem is not None:
+            raise _invalid(["file"], problem, "string_unicode")
+        chunks = split_text(text, MAX_CONTENT)
+        return 201, self._store(wid, sid, [(c, upload.peer_id, metadata, moment) for c in chunks])
 
     def _list_messages(self, wid: str, sid: str, *, body: Any, params: Any) -> tuple[int, Any]:
         where = compile_filter(_optional_object(body).get("filters") or None, "messages")
