@@ -410,8 +410,11 @@ class FakeHonchoService:
         page, size = _int_param(query, "page", 1, 1, None), _int_param(query, "size", 50, 1, 100)
         reverse = _bool_param(query, "reverse")
         total = int(self._db.execute(f"SELECT count(*) FROM {table} WHERE {where}", params).fetchone()[0])
-        rows = self._db.execute(f"SELECT * FROM {table} WHERE {where} ORDER BY {order} {'DESC' if reverse else 'ASC'} "
-                                "LIMIT ? OFFSET ?", [*params, size, (page - 1) * size]).fetchall()
+        direction = "DESC" if reverse else "ASC"
+        # the page's rowids first (an index walk when unfiltered), then only those rows are read
+        rows = self._db.execute(f"SELECT * FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE {where} "
+                                f"ORDER BY {order} {direction} LIMIT ? OFFSET ?) ORDER BY {order} {direction}",
+                                [*params, size, (page - 1) * size]).fetchall()
         return {"items": [convert(r) for r in rows], "total": total, "page": page, "size": size,
                 "pages": -(-total // size)}
 
