@@ -9,7 +9,7 @@ stops uvicorn and removes ``serve.json`` (only when it is still this process's).
 
 ``serve_workspace(...)`` is ``workbench serve``: the workspace's cloud, kept on disk, served until
 SIGTERM or SIGINT, with the Honcho-compatible memory fake under ``/honcho`` on the same origin
-(its state in ``memory/served-honcho.json``). A host other than loopback is refused unless ``allow_remote`` is set. With a
+(its state in ``memory/served-honcho.db``, its key in ``serve.json`` as ``honcho_key``). A host other than loopback is refused unless ``allow_remote`` is set. With a
 ``notice_url`` the cloud POSTs run notices there (``http_run_notices``).
 """
 
