@@ -3,7 +3,10 @@
 Shows where memory goes (and why it cannot get there), the pending records per conversation with
 their delivered count, session and last error, the last delivery and last sweep, the forks
 waiting, the quarantined lines with their reasons, and the cached peer representation of the
-selected conversation. Keys: ``s`` sweep now, ``r`` retry the selected quarantined line, ``d``
+selected conversation. Below, what the memory service holds, read through the same client the
+outbox delivers with: the newest sessions and the peers with their metadata, the selected session's
+messages with their times, the selected peer's representation, and a search box (``/`` focuses it;
+enter searches the workspace's messages). Keys: ``s`` sweep now, ``r`` retry the selected quarantined line, ``d``
 drop it (both ask first), ``esc`` back. Everything shown is sanitised and markup-free.
 """
 
@@ -15,9 +18,10 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.css.query import NoMatches
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Label, Static
+from textual.widgets import DataTable, Footer, Input, Label, Static
 
 from services.desk import WorkspaceView
 from services.errors import ServiceError
@@ -39,6 +43,7 @@ class MemoryScreen(Screen[None]):
         Binding("s", "sweep", "Sweep now", id="workbench.memory.sweep"),
         Binding("r", "retry", "Retry quarantined", id="workbench.memory.retry"),
         Binding("d", "drop", "Drop quarantined", id="workbench.memory.drop"),
+        Binding("slash", "search", "Search memory", id="workbench.memory.search"),
         Binding("escape,M", "close", "Back", id="workbench.memory.close"),
     ]
 
@@ -46,6 +51,10 @@ class MemoryScreen(Screen[None]):
     MemoryScreen #memory-conversations { height: auto; max-height: 12; }
     MemoryScreen #memory-quarantine { height: auto; max-height: 10; }
     MemoryScreen .memory-heading { text-style: bold; margin-top: 1; }
+    MemoryScreen #memory-sessions, MemoryScreen #memory-peers { height: auto; max-height: 10; width: 1fr; }
+    MemoryScreen #memory-held { height: auto; }
+    MemoryScreen VerticalScroll > Vertical { height: auto; }
+    MemoryScreen #memory-messages, MemoryScreen #memory-found { height: auto; max-height: 14; }
     """
 
     @property
@@ -64,6 +73,11 @@ class MemoryScreen(Screen[None]):
         self.quarantine: list[Any] = []
         """The quarantined lines shown, in table order."""
         self.selected_conversation: str | None = None
+        self.held: Any = None
+        """The newest ``HonchoSnapshot`` shown (what the memory service holds)."""
+        self.held_session: str | None = None
+        self.held_peer: str | None = None
+        self.query_text: str | None = None
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
@@ -80,10 +94,32 @@ class MemoryScreen(Screen[None]):
             with Vertical():
                 yield Label("peer representation", classes="memory-heading")
                 yield Static("", id="memory-representation", markup=False)
+            yield Label("in the memory service", classes="memory-heading")
+            yield Input(placeholder="search memory (enter)", id="memory-search")
+            yield Static("", id="memory-held-where", markup=False)
+            with Horizontal(id="memory-held"):
+                sessions: DataTable[Any] = DataTable(id="memory-sessions", cursor_type="row", zebra_stripes=True)
+                sessions.add_columns("session", "metadata", "created")
+                yield sessions
+                peers: DataTable[Any] = DataTable(id="memory-peers", cursor_type="row", zebra_stripes=True)
+                peers.add_columns("peer", "metadata", "created")
+                yield peers
+            yield Label("messages of the selected session", classes="memory-heading")
+            messages: DataTable[Any] = DataTable(id="memory-messages", cursor_type="row", zebra_stripes=True)
+            for label, width in (("time", 19), ("peer", 16), ("message", 90)):  # fixed: rows change under them
+                messages.add_column(label, width=width)
+            yield messages
+            yield Static("", id="memory-peer-representation", markup=False)
+            yield Label("search results", classes="memory-heading")
+            found: DataTable[Any] = DataTable(id="memory-found", cursor_type="row", zebra_stripes=True)
+            for label, width in (("time", 19), ("session", 20), ("peer", 16), ("message", 80)):
+                found.add_column(label, width=width)
+            yield found
         yield Footer()
 
     def on_mount(self) -> None:
         self.reload()
+        self.reload_held()
         self.set_interval(2.0, self.reload)  # captures and the timer's sweeps land while it is open
 
     # -- loading ------------------------------------------------------------------------------
@@ -95,6 +131,70 @@ class MemoryScreen(Screen[None]):
         self.status = await outbox.status()
         self.quarantine = await outbox.quarantined()
         self._draw()
+
+    @work(exclusive=True, group="memory-held")
+    async def reload_held(self) -> None:
+        """Read what the memory service holds (sessions, peers, messages, representation, search)."""
+        self.held = await self.outbox.read_honcho(session_id=self.held_session, peer_id=self.held_peer,
+                                                  query=self.query_text)
+        try:
+            self._draw_held()
+        except NoMatches:  # the screen was closed while the memory service answered
+            return
+
+    def _draw_held(self) -> None:
+        held = self.held
+        where = Text()
+        where.append(f"{held.sessions_total} sessions · {len(held.peers)} peers shown · read from ")
+        where.append(safe(self.outbox.destination, 200))
+        if held.error:
+            where.append("\n⚠ ", style=tone("bad", bold=True))
+            where.append(safe(held.error, 600), style=tone("bad"))
+        self.query_one("#memory-held-where", Static).update(where)
+        for table_id, items in (("#memory-sessions", held.sessions), ("#memory-peers", held.peers)):
+            table = self.query_one(table_id, DataTable)
+            kept = table.cursor_row
+            table.clear()
+            for item in items:
+                table.add_row(cell_text(item.id, 28), cell_text(item.metadata or "—", 36),
+                              cell_text(item.created_at[:19].replace("T", " "), 19), key=item.id)
+            if table.row_count:
+                table.move_cursor(row=min(kept, table.row_count - 1))
+        messages = self.query_one("#memory-messages", DataTable)
+        messages.clear()
+        for m in held.messages:
+            messages.add_row(cell_text(m.created_at[:19].replace("T", " "), 19), cell_text(m.peer_id, 16),
+                             cell_text(m.content, 90))
+        representation = Text(f"representation of {safe(held.peer_id or '—', 80)}: ", style="bold")
+        representation.append(safe(held.representation or "none", 4000))
+        self.query_one("#memory-peer-representation", Static).update(representation)
+        found = self.query_one("#memory-found", DataTable)
+        found.clear()
+        for m in held.found:
+            found.add_row(cell_text(m.created_at[:19].replace("T", " "), 19), cell_text(m.session_id, 20),
+                          cell_text(m.peer_id, 16), cell_text(m.content, 80))
+
+    @on(DataTable.RowHighlighted, "#memory-sessions")
+    def _held_session(self, event: DataTable.RowHighlighted) -> None:
+        key = event.row_key.value
+        if is_current(event) and key is not None and key != (self.held.session_id if self.held else None):
+            self.held_session = str(key)
+            self.reload_held()
+
+    @on(DataTable.RowHighlighted, "#memory-peers")
+    def _held_peer(self, event: DataTable.RowHighlighted) -> None:
+        key = event.row_key.value
+        if is_current(event) and key is not None and key != (self.held.peer_id if self.held else None):
+            self.held_peer = str(key)
+            self.reload_held()
+
+    @on(Input.Submitted, "#memory-search")
+    def _search(self, event: Input.Submitted) -> None:
+        self.query_text = event.value.strip() or None
+        self.reload_held()
+
+    def action_search(self) -> None:
+        self.query_one("#memory-search", Input).focus()
 
     def _draw(self) -> None:
         outbox, status = self.outbox, self.status
@@ -186,6 +286,7 @@ class MemoryScreen(Screen[None]):
         else:
             notify_plain(self.app, f"swept: {result.delivered_records} records delivered", title="Memory")
         self.reload()
+        self.reload_held()
 
     def action_retry(self) -> None:
         self._ask("retry", "Put this quarantined line back in the outbox for the next sweep?")

@@ -246,7 +246,7 @@ class Workspace:
         from .knowledge.insights import InsightReviews
         from .knowledge.okf.attached import AttachedHarvest
         from .knowledge.outbox import MemoryOutbox
-        from .served.honcho import HONCHO_PREFIX
+        from .served.honcho import HONCHO_PREFIX, served_honcho_key
         from .knowledge.outbox.target import memory_target
 
         settings = self.settings
@@ -262,7 +262,8 @@ class Workspace:
         # Honcho server the settings name (a fork here reads the turns delivered there)
         self._outbox = await MemoryOutbox.open(
             self.path / "memory", self.feed, clock=settings.clock, start_child=self._start_child,
-            **memory_target(settings.honcho_url or found.url + HONCHO_PREFIX, settings.honcho_workspace_id),
+            **memory_target(settings.honcho_url or found.url + HONCHO_PREFIX, settings.honcho_workspace_id,
+                            api_key=None if settings.honcho_url else served_honcho_key(self.path)),
         )
         self._opening = self.path / "knowledge"
         self._insights = await InsightReviews.open(self.path / "knowledge", self.canvas, changes=self.feed,

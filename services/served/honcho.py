@@ -8,7 +8,8 @@ else it is 404. ``go_down()`` on the service makes the app drop each connection,
 
 ``HonchoServer(service, host, port)`` runs it on its own port under uvicorn (``port=0`` picks a
 free one); ``python -m services.served.honcho --port N --state FILE`` does the same
-in a process of its own, with the state kept in ``FILE`` (see ``FakeHonchoService``), and prints
+in a process of its own, with the state kept in the SQLite ``FILE`` (see ``FakeHonchoService``)
+and, with ``--key KEY``, requiring that API key, and prints
 ``serving URL`` once it accepts connections. ``--die-after-batches N`` is a fault for tests: the
 process kills itself with SIGKILL right after it has stored (and saved) its Nth message batch and
 before it answers, as a server that crashes between committing and replying.
@@ -30,10 +31,19 @@ from ..errors import ServiceError
 from .listener import SocketServer, bind_socket, origin_url
 from ..knowledge.outbox.honcho_fake import FakeHonchoService
 
-__all__ = ["HONCHO_PREFIX", "HonchoApp", "HonchoServer", "main"]
+__all__ = ["HONCHO_PREFIX", "HonchoApp", "HonchoServer", "main", "served_honcho_key"]
 
 HONCHO_PREFIX = "/honcho"
 """Where the fake Honcho lives on the origin ``workbench serve`` answers on."""
+
+def served_honcho_key(folder: Path) -> str | None:
+    """The key a workspace's served ``/honcho`` requires (``honcho_key`` in its ``serve.json``)."""
+    from .serve_file import read_serve_info
+
+    info = read_serve_info(folder)
+    key = info.get("honcho_key") if info else None
+    return key if isinstance(key, str) else None
+
 
 _HOP_HEADERS = frozenset({b"transfer-encoding", b"connection", b"keep-alive", b"content-length"})
 
@@ -51,8 +61,14 @@ class HonchoApp:
         self.batches = 0
 
     def owns(self, path: str) -> bool:
-        """True when ``path`` is under this app's prefix."""
-        return not self.prefix or path == self.prefix or path.startswith(self.prefix + "/")
+        """True when ``path`` is under this app's prefix, or is a Honcho route at the root (``/v3/...``).
+
+        The root alias is for the TypeScript SDK (``@honcho-ai/sdk``), which builds each URL with
+        ``new URL(path, baseURL)`` and so drops a base URL's path: given ``http://HOST:PORT/honcho``
+        it calls ``http://HOST:PORT/v3/...``. The cloud has no ``/v3`` routes."""
+        if not self.prefix or path == self.prefix or path.startswith(self.prefix + "/"):
+            return True
+        return path == "/v3" or path.startswith("/v3/")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -72,7 +88,8 @@ class HonchoApp:
             return
         body = await read_body(receive)
         query = scope.get("query_string", b"").decode("latin-1")
-        target = "http://honcho.fake" + (path[len(self.prefix):] or "/") + ("?" + query if query else "")
+        inner = path[len(self.prefix):] if self.prefix and path.startswith(self.prefix) else path
+        target = "http://honcho.fake" + (inner or "/") + ("?" + query if query else "")
         request = httpx.Request(scope["method"], target, content=body,
                                 headers=[(k, v) for k, v in scope.get("headers", []) if k.lower() != b"host"])
         try:
@@ -109,8 +126,10 @@ class HonchoServer(SocketServer):
         super().__init__(self.app, sock, log_level=log_level, name="the memory server", graceful_s=2)
 
 
-async def _serve(host: str, port: int, state: Path | None, prefix: str, die_after: int | None) -> None:
-    server = HonchoServer(FakeHonchoService(state), host, port, prefix=prefix, die_after_batches=die_after)
+async def _serve(host: str, port: int, state: Path | None, prefix: str, die_after: int | None,
+                 key: str | None) -> None:
+    server = HonchoServer(FakeHonchoService(state, api_key=key), host, port, prefix=prefix,
+                          die_after_batches=die_after)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, server.request_stop)
@@ -129,12 +148,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1", metavar="HOST")
     parser.add_argument("--port", type=int, default=0, metavar="PORT")
     parser.add_argument("--state", type=Path, default=None, metavar="FILE",
-                        help="keep the state in this JSON file (kept across restarts)")
+                        help="keep the state in this SQLite file (kept across restarts)")
+    parser.add_argument("--key", default=os.environ.get("HONCHO_FAKE_KEY") or None, metavar="KEY",
+                        help="require this API key (Authorization: Bearer KEY); default $HONCHO_FAKE_KEY, else none")
     parser.add_argument("--prefix", default="", metavar="PATH")
     parser.add_argument("--die-after-batches", type=int, default=None, metavar="N", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     try:
-        asyncio.run(_serve(args.host, args.port, args.state, args.prefix, args.die_after_batches))
+        asyncio.run(_serve(args.host, args.port, args.state, args.prefix, args.die_after_batches, args.key))
     except ServiceError as exc:  # a port in use, an unreadable state file
         print(f"error: {exc}", file=sys.stderr)
         return 2

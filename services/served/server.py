@@ -9,7 +9,7 @@ stops uvicorn and removes ``serve.json`` (only when it is still this process's).
 
 ``serve_workspace(...)`` is ``workbench serve``: the workspace's cloud, kept on disk, served until
 SIGTERM or SIGINT, with the Honcho-compatible memory fake under ``/honcho`` on the same origin
-(its state in ``memory/served-honcho.json``). A host other than loopback is refused unless ``allow_remote`` is set. With a
+(its state in ``memory/served-honcho.db``, its key in ``serve.json`` as ``honcho_key``). A host other than loopback is refused unless ``allow_remote`` is set. With a
 ``notice_url`` the cloud POSTs run notices there (``http_run_notices``).
 """
 
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import secrets
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..files import FileLock, atomic_write_json
 from .listener import ServeError, SocketServer, bind_socket, is_loopback, origin_url
+from .serve_file import SERVE_FILE, SERVE_LOCK, live_serve_info, read_serve_info
 
 if TYPE_CHECKING:
 
@@ -53,8 +53,6 @@ __all__ = [
     "SERVE_LOCK",
 ]
 
-SERVE_FILE = "serve.json"
-SERVE_LOCK = "serve.lock"
 DEFAULT_PORT = 8790
 """The port ``workbench serve`` uses when none is given."""
 
@@ -72,36 +70,6 @@ def who_can_reach(host: str, port: int) -> str:
         f"anyone who can reach {host} port {port} can use this cloud (its people, runs and tokens); "
         "the control API still needs the token in serve.json"
     )
-
-
-def read_serve_info(folder: Path) -> dict[str, Any] | None:
-    """``serve.json`` of a workspace, or None when there is none (or it is unreadable)."""
-    try:
-        info = json.loads((Path(folder) / SERVE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(info, dict) or not all(isinstance(info.get(k), t) for k, t in
-                                             (("url", str), ("pid", int), ("token", str))):
-        return None
-    return info
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def live_serve_info(folder: Path) -> dict[str, Any] | None:
-    """``serve.json`` when the process it names is alive (a stale file counts as none)."""
-    info = read_serve_info(folder)
-    if info is None or not _pid_alive(int(info["pid"])):
-        return None
-    return info
 
 
 class _QuietDrops(logging.Filter):
@@ -160,8 +128,11 @@ class CloudServer(SocketServer):
         """The Honcho-compatible fake served under ``/honcho``, or None."""
         self.honcho_url: str | None = None
         """Where the Honcho-compatible memory fake answers (``URL/honcho``), when one is served."""
+        self.honcho_key: str | None = None
+        """The key ``/honcho`` requires (``Authorization: Bearer``), written to ``serve.json``."""
         served = None
         if honcho is not None:
+            honcho.api_key = self.honcho_key = honcho.api_key or secrets.token_urlsafe(32)
             served = HonchoApp(honcho, prefix=HONCHO_PREFIX, fallback=self.app)
             self.honcho_url = self.url + HONCHO_PREFIX
         _quiet_scripted_drops()
@@ -179,9 +150,10 @@ class CloudServer(SocketServer):
         """Serve, wait until connections are accepted, then write ``serve.json``."""
         await super().start()
         if self.folder is not None:
-            atomic_write_json(
-                self.folder / SERVE_FILE, {"url": self.url, "pid": os.getpid(), "token": self.token}, mode=0o600
-            )
+            info: dict[str, Any] = {"url": self.url, "pid": os.getpid(), "token": self.token}
+            if self.honcho_key is not None:
+                info["honcho_key"] = self.honcho_key
+            atomic_write_json(self.folder / SERVE_FILE, info, mode=0o600)
 
     async def stop(self) -> None:
         """Stop serving, commit the state, and remove ``serve.json`` when it is ours."""

@@ -30,8 +30,8 @@ class Driver(Protocol):
 class SdkDriver:
     """The official SDK (its synchronous client, run off the loop the server answers on)."""
 
-    def __init__(self, url: str, workspace: str) -> None:
-        self.honcho = Honcho(base_url=url, workspace_id=workspace, api_key="test-key", max_retries=0)
+    def __init__(self, url: str, workspace: str, api_key: str = "test-key") -> None:
+        self.honcho = Honcho(base_url=url, workspace_id=workspace, api_key=api_key, max_retries=0)
 
     async def open_session(self, session_id: str, peers: list[str]) -> None:
         def go() -> None:
@@ -140,7 +140,7 @@ async def run_contract(driver: Driver, service: FakeHonchoService, workspace: st
 async def test_official_sdk_runs_the_contract_against_the_served_fake(served: HonchoServer,
                                                                       service: FakeHonchoService) -> None:
     await run_contract(SdkDriver(served.url, "sdk"), service, "sdk")
-    assert "sdk" in service.workspaces and {"alice", "assistant"} <= set(service.workspaces["sdk"].peers)
+    assert "sdk" in service.workspace_ids() and {"alice", "assistant"} <= set(service.peer_ids("sdk"))
 
 
 async def test_honcho_client_runs_the_same_contract_over_the_same_server(served: HonchoServer,
@@ -174,4 +174,4 @@ async def test_refusals_and_faults_reach_the_sdk_as_its_own_errors(served: Honch
     with pytest.raises(RateLimitError) as caught:
         await asyncio.to_thread(honcho.peer, "alice")
     assert caught.value.retry_after == 1
-    assert "alice" not in service.workspaces["w"].peers
+    assert "alice" not in service.peer_ids("w")

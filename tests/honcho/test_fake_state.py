@@ -1,11 +1,11 @@
-"""The fake's own store: text PostgreSQL cannot hold is stripped (NUL) or refused (lone
-surrogates) before anything is stored; a change that cannot be saved is answered 503 and undone;
-an unreadable state file is refused in plain words and left as it is."""
+"""The fake's own store (SQLite): text PostgreSQL cannot hold is stripped (NUL) or refused (lone
+surrogates) before anything is stored; a change that cannot be saved is answered 503 and rolled
+back; an unreadable state file is refused in plain words and left as it is; the old one-file JSON
+state is imported once."""
 
 from __future__ import annotations
 
-import errno
-import os
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -32,44 +32,61 @@ async def setup(service: FakeHonchoService) -> None:
 
 
 async def test_unstorable_text_is_refused_before_anything_is_stored(tmp_path: Path) -> None:
-    service = FakeHonchoService(tmp_path / "state.json")
+    service = FakeHonchoService(tmp_path / "state.db")
     await setup(service)
-    before = (tmp_path / "state.json").read_bytes()
     body = b'{"messages": [{"peer_id": "alice", "content": "ok"}, {"peer_id": "alice", "content": "bad \\ud800"}]}'
     answer = await post(service, "/v3/workspaces/w/sessions/s1/messages", body)
     assert answer.status_code == 422 and "lone surrogate" in answer.json()["detail"][0]["msg"]
-    assert service.session_messages("s1", "w") == [] and (tmp_path / "state.json").read_bytes() == before
+    assert service.session_messages("s1", "w") == []
     nul = await post(service, "/v3/workspaces/w/sessions/s1/messages",
                      {"messages": [{"peer_id": "alice", "content": "a\x00b", "metadata": {"k\x00": "v\x00"}}]})
     assert nul.status_code == 201 and nul.json()[0]["content"] == "ab" and nul.json()[0]["metadata"] == {"k": "v"}
 
 
-async def test_unsavable_change_is_answered_503_and_undone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    service = FakeHonchoService(tmp_path / "state.json")
+async def test_unsavable_change_is_answered_503_and_rolled_back(tmp_path: Path) -> None:
+    service = FakeHonchoService(tmp_path / "state.db")
     await setup(service)
-    before = (tmp_path / "state.json").read_bytes()
-
-    def full_disk(src: object, dst: object) -> None:
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(os, "replace", full_disk)
-    answer = await post(service, "/v3/workspaces/w/sessions/s1/messages",
-                        {"messages": [{"peer_id": "alice", "content": "not saved"}]})
-    assert answer.status_code == 503 and "No space left" in answer.json()["detail"]
-    assert service.session_messages("s1", "w") == [] and (tmp_path / "state.json").read_bytes() == before
-    monkeypatch.undo()
+    service.fill_disk(0)
+    big = [{"peer_id": "alice", "content": "x" * 20_000} for _ in range(50)]
+    answer = await post(service, "/v3/workspaces/w/sessions/s1/messages", {"messages": big})
+    assert answer.status_code == 503 and "full" in answer.json()["detail"]
+    assert service.session_messages("s1", "w") == []
+    service.fill_disk(None)
     again = await post(service, "/v3/workspaces/w/sessions/s1/messages",
                        {"messages": [{"peer_id": "alice", "content": "saved"}]})
     assert again.status_code == 201
-    assert [m["content"] for m in FakeHonchoService(tmp_path / "state.json").session_messages("s1", "w")] == ["saved"]
+    service.close()
+    assert [m["content"] for m in FakeHonchoService(tmp_path / "state.db").session_messages("s1", "w")] == ["saved"]
 
 
 def test_unreadable_state_file_is_refused_in_plain_words_and_left_as_it_is(tmp_path: Path) -> None:
-    state = tmp_path / "state.json"
-    state.write_bytes(b'{"workspaces": [tor')
+    state = tmp_path / "state.db"
+    state.write_bytes(b"this is not a database, it is a text file of some length " * 40)
+    before = state.read_bytes()
     with pytest.raises(FakeHonchoStateError, match="cannot be read.*move it aside"):
         FakeHonchoService(state)
     done = subprocess.run([sys.executable, "-m", "services.served.honcho", "--state", str(state)],
                           cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2 and "move it aside" in done.stderr and "Traceback" not in done.stderr
-    assert state.read_bytes() == b'{"workspaces": [tor'
+    assert state.read_bytes() == before
+
+
+def test_old_json_state_is_imported_once(tmp_path: Path) -> None:
+    legacy = tmp_path / "served-honcho.json"
+    legacy.write_text(json.dumps({"next_id": 3, "workspaces": {"w": {
+        "peers": {"alice": {"id": "alice", "metadata": {"k": 1}, "created_at": "2025-01-01T00:00:00+00:00"}},
+        "sessions": {"s1": {"id": "s1", "metadata": {"topic": "tea"}, "created_at": "2025-01-01T00:00:00+00:00"}},
+        "session_peers": {"s1": {"alice": {}}},
+        "messages": {"s1": [{"id": "msg_00000001", "content": "hello", "peer_id": "alice",
+                             "created_at": "2025-01-01T00:00:01+00:00", "token_count": 1}]},
+        "conclusions": [{"id": "con_00000002", "content": "likes tea", "observer_id": "alice",
+                         "observed_id": "alice", "created_at": "2025-01-01T00:00:02+00:00"}]}}}))
+    service = FakeHonchoService(legacy)
+    assert [m["content"] for m in service.session_messages("s1", "w")] == ["hello"]
+    assert service.session_members("s1", "w") == {"alice": {}}
+    assert [c["content"] for c in service.stored_conclusions("w")] == ["likes tea"]
+    assert not legacy.exists() and (tmp_path / "served-honcho.json.imported").exists()
+    assert (tmp_path / "served-honcho.db").exists()
+    service.close()
+    again = FakeHonchoService(legacy)  # the database is now the state; nothing imported twice
+    assert len(again.session_messages("s1", "w")) == 1

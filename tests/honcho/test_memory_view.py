@@ -117,3 +117,37 @@ async def test_header_shows_where_memory_goes_and_a_refusing_server_is_a_badge(t
             assert "kept while refused" in contents and "and still captured" in contents
     finally:
         await server.stop()
+
+
+async def test_memory_view_shows_what_the_memory_service_holds_and_searches_it(tmp_path: Path) -> None:
+    folder = tmp_path / "ws"
+    app = make_app(Settings(path=folder, clock=FakeClock()))
+    async with app.run_test(size=(160, 60)) as pilot:
+        ws = await ready(pilot)
+        await ws.outbox.capture_turn("conv-bees", "alice", [{"role": "user", "text": "I keep zymurgic bees on the roof"},
+                                                            {"role": "assistant", "text": "How many hives?"}])
+        await ws.outbox.capture_turn("conv-tea", "bob", [{"role": "user", "text": "Tea at five \x1b[31m"}])
+        await ws.outbox.sweep()
+        await pilot.press("M")
+        await settle(pilot)
+        screen = app.screen
+        sessions = screen.query_one("#memory-sessions")
+        ids = {str(k.value) for k in sessions.rows}
+        assert {ws.outbox.stores.read_ledger(c)["sessionId"] for c in ("conv-bees", "conv-tea")} <= ids
+        assert f"{len(ids)} sessions" in plain(app, "#memory-held-where")
+        peers = [str(k.value) for k in screen.query_one("#memory-peers").rows]
+        assert "assistant" in peers
+        shown = [screen.query_one("#memory-messages").get_row_at(i)[2].plain
+                 for i in range(screen.query_one("#memory-messages").row_count)]
+        assert shown and all("\x1b" not in s for s in shown)  # untrusted text shown sanitised
+        assert "fake Honcho representation" in plain(app, "#memory-peer-representation")
+        await pilot.press("slash")
+        await pilot.press(*"zymurgic", "enter")
+        await settle(pilot)
+        found = screen.query_one("#memory-found")
+        assert found.row_count == 1 and "zymurgic bees" in found.get_row_at(0)[3].plain
+        screen.query_one("#memory-sessions").focus()
+        await pilot.press("down")
+        await settle(pilot)
+        assert screen.held.session_id == str(list(sessions.rows)[1].value)
+        app.save_screenshot("memory-held.svg", str(tmp_path))

@@ -21,13 +21,17 @@ async def test_the_served_workspace_answers_honcho_under_a_prefix_beside_the_clo
     await server.start()
     try:
         assert server.honcho_url == url + "/honcho"
-        await run_contract(SdkDriver(server.honcho_url, "served"), service, "served")
+        await run_contract(SdkDriver(server.honcho_url, "served", server.honcho_key or ""), service, "served")
         async with httpx.AsyncClient() as http:
             discovery = await http.get(url + DIRECTORY_DISCOVERY_PATH)
             assert discovery.status_code == 200 and discovery.json()["issuer"] == url
-            outside = await http.post(url + "/v3/workspaces", json={"id": "w"})
-            assert outside.status_code != 201  # Honcho's routes live only under the prefix
+            outside = await http.post(url + "/people", json={"id": "w"})
+            assert outside.status_code != 201  # the cloud's routes are not Honcho's
+            root = await http.post(url + "/v3/workspaces", json={"id": "w"},
+                                   headers={"Authorization": f"Bearer {server.honcho_key}"})
+            assert root.status_code == 201  # the root alias the TypeScript SDK reaches (it drops /honcho)
     finally:
         await server.stop()
-    kept = FakeHonchoService(tmp_path / "served-honcho.json")
+    service.close()
+    kept = FakeHonchoService(tmp_path / "served-honcho.json")  # the database beside that name
     assert "I keep bees on the roof" in [m["content"] for m in kept.all_messages("served")]

@@ -96,9 +96,10 @@ async def test_a_served_workspace_delivers_its_memory_to_the_honcho_it_serves(tm
         assert workspace.outbox.embedded is False
         await workspace.outbox.capture_turn("conv-7", "alice", [{"role": "user", "text": "served memory"}])
         await workspace.outbox.sweep()
-        honcho = Honcho(base_url=url, workspace_id="workbench", api_key="any", max_retries=0)
+        honcho = Honcho(base_url=url, workspace_id="workbench", api_key=workspace.server.honcho_key, max_retries=0)
         found = await asyncio.to_thread(lambda: [m.content for m in honcho.peer("alice").search("served memory")])
         assert found == ["served memory"]
     finally:
         await workspace.close()
-    assert "served memory" in (folder / "memory" / "served-honcho.json").read_text(encoding="utf-8")
+    stored = FakeHonchoService(folder / "memory" / "served-honcho.db").all_messages()
+    assert "served memory" in [m["content"] for m in stored]

@@ -139,6 +139,21 @@ class HonchoClient:
                 return items
             page += 1
 
+    async def list_page(self, what: str, *parts: str, filters: dict[str, Any] | None = None, page: int = 1,
+                        size: int = 50, reverse: bool = False) -> dict[str, Any]:
+        """One page of a list route (``sessions``, ``peers``, ``sessions/{id}/messages``): Honcho's page."""
+        body = {"filters": filters} if filters else {}
+        answer = await self._call(f"list {what}", "POST", self._ws(*parts, "list"), json=body,
+                                  params={"page": page, "size": size, "reverse": str(reverse).lower()})
+        return dict(answer or {})
+
+    async def search(self, query: str, *, limit: int = 20, filters: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Messages of the whole workspace that match ``query``."""
+        body: dict[str, Any] = {"query": query, "limit": limit}
+        if filters:
+            body["filters"] = filters
+        return list(await self._call("workspace search", "POST", self._ws("search"), json=body) or [])
+
     # -- recall --------------------------------------------------------------------------
 
     async def peer_search(self, peer_id: str, query: str, limit: int = 10) -> list[dict[str, Any]]:

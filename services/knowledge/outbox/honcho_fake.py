@@ -1,36 +1,50 @@
 """An in-process Honcho-compatible memory service reached through an httpx transport.
 
-``FakeHonchoService`` keeps workspaces, peers, sessions, messages and conclusions in memory and
-answers the subset of Honcho v3 routes the outbox uses, with Honcho's status codes and shapes:
-get-or-create answers 201 when it created and 200 when it found; message batches hold at most
-100 messages of at most 25,000 characters (422 otherwise, FastAPI's ``{"detail": [...]}``); an
-unknown session or message is 404 ``{"detail": "..."}``; message, clone and conclusion creation
-answer 201. A message keeps the ``created_at`` it was sent with (ISO 8601; 422 when it is not
-one), else the time it arrived. Search, chat and representation are deterministic word matches,
-and chat says it is a fake.
+``FakeHonchoService`` answers the Honcho v3 routes the official SDKs call (``honcho-ai`` for
+Python, ``@honcho-ai/sdk`` for TypeScript; the list is in ``HONCHO_ROUTES`` and in the contract
+tests), with the real server's validation, limits, status codes and error bodies (read from
+plastic-labs/honcho ``src/routers``, ``src/schemas/api.py``, ``src/crud``):
 
-Like real Honcho, the NUL character is stripped from every string of a request (PostgreSQL text
-cannot hold it); a lone surrogate is refused with 422 before anything is stored; everything else
-is kept as sent. With ``state_path`` the service keeps its
-state in that JSON file: loaded when it starts, written atomically after every change and before
-the answer goes out, so a served fake killed at any moment comes back with every message it
-acknowledged (and perhaps one batch it stored but never acknowledged, as a real server may). A
-change that cannot be saved (a full disk) is answered 503 and undone in memory; an unreadable
-state file is refused at start with ``FakeHonchoStateError`` and left as it is.
+- ids are 1..512 characters of ``[a-zA-Z0-9_-]``; metadata at most 5 levels deep and 100
+  top-level keys; a batch holds 1..100 messages of at most 25,000 characters; a chat query
+  1..10,000 characters; search ``limit`` and pages' ``size`` 1..100. Validation failures are
+  422 with FastAPI's ``{"detail": [{"type", "loc", "msg", "input"}]}``; a missing resource is
+  404, a workspace with active sessions refuses deletion with 409, too many observers is 400,
+  all with ``{"detail": "..."}``; an unknown route is 404 and a known path with another method 405.
+- get-or-create answers 201 when it created and 200 when it found (a session's or peer's new
+  metadata replaces the stored one); messages to a session not yet created create it (and make
+  their authors members); a session never created lists as an empty page; deleting a session
+  answers 202 and from then on the session answers 404 (its messages are gone).
+- filters are Honcho's whole language (``honcho_filters``), 422 on an unknown column.
+- search (workspace, session, a peer's messages) is a word match instead of Honcho's semantic
+  search: messages sharing any word of the query (FTS5), newest first, filters applied.
+- answers a model makes in real Honcho (representation, card, summaries, context, chat) are
+  made by rule from the stored messages and can be scripted (``honcho_answers``, ``respond``).
+
+Like real Honcho, the NUL character is stripped from every string of a request; a lone
+surrogate is refused with 422 before anything is stored. With ``api_key`` set, every request must
+carry ``Authorization: Bearer <key>`` (else 401 ``{"detail": "No access token provided"}`` or
+``{"detail": "Invalid JWT"}``, as Honcho with auth on). A request with a body must be
+``application/json``; a body that is not UTF-8 JSON, or nests deeper than 64 levels, is 422.
+
+State lives in SQLite (``honcho_store``): each request is one transaction, so a batch is stored
+whole or not at all (also across a kill -9) and acknowledged only once committed. A change that
+cannot be saved (a full disk) is answered 503 and rolled back; an unreadable state file is refused
+at start with ``FakeHonchoStateError`` and left as it is.
 
 Faults for tests: ``go_down()`` (every call raises ``httpx.ConnectError``), ``fail_next(status,
-times, retry_after=...)`` (the next calls answer that status, with a ``Retry-After`` header when
-given), ``delete_session(id)`` (as if deleted on the server), ``come_up()``; ``calls`` records
-every request.
+times, retry_after=...)``, ``fill_disk()`` (a full disk), ``delete_session(id)`` (gone entirely, as after the server's
+background deletion), ``come_up()``; ``calls`` records every request.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import re
+import sqlite3
 import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -39,19 +53,48 @@ from urllib.parse import unquote
 import httpx
 
 from ...clock import Clock
-from ...errors import ServiceError
-from ...files import atomic_write_json
 from ...text import value_problem
+from .honcho_answers import AnswerKind, HonchoAsk, Responder, default_answer, rank
+from .honcho_filters import FilterError, compile_filter, extract_session_allowlist, parse_time, sortable_time
+from .honcho_store import FakeHonchoStateError, open_store
+from .honcho_upload import UploadError, read_upload, split_text
 
-__all__ = ["FakeHonchoService", "FakeHonchoStateError", "FakeHonchoTransport"]
+__all__ = ["HONCHO_ROUTES", "FakeHonchoService", "FakeHonchoStateError", "FakeHonchoTransport"]
 
-_ID = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
-_READS = re.compile(r"/(search|chat|representation|list)$")
+NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
+MAX_NAME = 512
 MAX_CONTENT = 25_000
+MAX_QUERY = 10_000
+MAX_JSON_DEPTH = 64
+OBSERVERS_LIMIT = 10
+METADATA_MAX_DEPTH = 5
+METADATA_MAX_KEYS = 100
+REASONING_LEVELS = ("minimal", "low", "medium", "high", "max")
+_W = "/v3/workspaces/([^/]+)"
 
-
-class FakeHonchoStateError(ServiceError):
-    """The fake's state file cannot be read (it is left as it is)."""
+HONCHO_ROUTES: list[tuple[str, str]] = [
+    ("POST", "/v3/workspaces"), ("POST", "/v3/workspaces/list"), ("PUT", "/v3/workspaces/{w}"),
+    ("DELETE", "/v3/workspaces/{w}"), ("POST", "/v3/workspaces/{w}/search"),
+    ("GET", "/v3/workspaces/{w}/queue/status"), ("POST", "/v3/workspaces/{w}/schedule_dream"),
+    ("POST", "/v3/workspaces/{w}/peers"), ("POST", "/v3/workspaces/{w}/peers/list"),
+    ("PUT", "/v3/workspaces/{w}/peers/{p}"), ("POST", "/v3/workspaces/{w}/peers/{p}/sessions"),
+    ("POST", "/v3/workspaces/{w}/peers/{p}/chat"), ("POST", "/v3/workspaces/{w}/peers/{p}/representation"),
+    ("GET", "/v3/workspaces/{w}/peers/{p}/card"), ("PUT", "/v3/workspaces/{w}/peers/{p}/card"),
+    ("GET", "/v3/workspaces/{w}/peers/{p}/context"), ("POST", "/v3/workspaces/{w}/peers/{p}/search"),
+    ("POST", "/v3/workspaces/{w}/sessions"), ("POST", "/v3/workspaces/{w}/sessions/list"),
+    ("PUT", "/v3/workspaces/{w}/sessions/{s}"), ("DELETE", "/v3/workspaces/{w}/sessions/{s}"),
+    ("POST", "/v3/workspaces/{w}/sessions/{s}/clone"), ("GET", "/v3/workspaces/{w}/sessions/{s}/peers"),
+    ("POST", "/v3/workspaces/{w}/sessions/{s}/peers"), ("PUT", "/v3/workspaces/{w}/sessions/{s}/peers"),
+    ("DELETE", "/v3/workspaces/{w}/sessions/{s}/peers"), ("GET", "/v3/workspaces/{w}/sessions/{s}/peers/{p}/config"),
+    ("PUT", "/v3/workspaces/{w}/sessions/{s}/peers/{p}/config"), ("GET", "/v3/workspaces/{w}/sessions/{s}/context"),
+    ("GET", "/v3/workspaces/{w}/sessions/{s}/summaries"), ("POST", "/v3/workspaces/{w}/sessions/{s}/search"),
+    ("POST", "/v3/workspaces/{w}/sessions/{s}/messages"), ("POST", "/v3/workspaces/{w}/sessions/{s}/messages/list"),
+    ("POST", "/v3/workspaces/{w}/sessions/{s}/messages/upload"),
+    ("GET", "/v3/workspaces/{w}/sessions/{s}/messages/{m}"), ("PUT", "/v3/workspaces/{w}/sessions/{s}/messages/{m}"),
+    ("POST", "/v3/workspaces/{w}/conclusions"), ("POST", "/v3/workspaces/{w}/conclusions/list"),
+    ("POST", "/v3/workspaces/{w}/conclusions/query"), ("DELETE", "/v3/workspaces/{w}/conclusions/{c}"),
+]
+"""Every route the fake answers, as the server spells it."""
 
 
 class _HttpError(Exception):
@@ -61,87 +104,60 @@ class _HttpError(Exception):
         self.detail = detail
 
 
-def _invalid(loc: list[Any], msg: str) -> _HttpError:
-    return _HttpError(422, [{"type": "value_error", "loc": ["body", *loc], "msg": msg, "input": None}])
+def _invalid(loc: list[Any], msg: str, kind: str = "value_error", value: Any = None) -> _HttpError:
+    return _HttpError(422, [{"type": kind, "loc": ["body", *loc], "msg": msg, "input": value}])
 
 
-@dataclass
-class _Workspace:
-    peers: dict[str, dict[str, Any]] = field(default_factory=dict)
-    sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
-    messages: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    session_peers: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
-    conclusions: list[dict[str, Any]] = field(default_factory=list)
+def _query_invalid(name: str, msg: str, kind: str = "value_error") -> _HttpError:
+    return _HttpError(422, [{"type": kind, "loc": ["query", name], "msg": msg, "input": None}])
+
+
+def _j(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
 
 
 class FakeHonchoService:
     """The fake memory service's state, its route table and its fault switches."""
 
-    def __init__(self, state_path: Path | str | None = None, *, clock: Clock | None = None) -> None:
+    def __init__(self, state_path: Path | str | None = None, *, clock: Clock | None = None,
+                 api_key: str | None = None) -> None:
         self.clock = clock or Clock()
         """Where ``created_at`` times come from (the workspace's injected clock)."""
-        self.workspaces: dict[str, _Workspace] = {}
-        """Everything stored, per workspace id."""
+        self.api_key = api_key
+        """When set, every request must carry ``Authorization: Bearer <api_key>``."""
         self.calls: list[tuple[str, str]] = []
         """Every request seen, as ``(method, path)``."""
         self.authorization: str | None = None
         """The ``Authorization`` header of the newest request."""
+        self.state_path = Path(state_path) if state_path is not None else None
+        """The state's path (SQLite; a ``.json`` path means the ``.db`` beside it), or None (memory)."""
         self._down = False
         self._failures: list[tuple[int, str | None]] = []
-        self._next_id = 1
+        self._scripts: dict[str, Responder] = {}
         self._lock = threading.Lock()
-        self.state_path = Path(state_path) if state_path is not None else None
-        """The JSON file the state is kept in, or None (memory only)."""
-        if self.state_path is not None and self.state_path.exists():
-            self._load(self.state_path)
+        self._db = open_store(self.state_path)
         self._routes: list[tuple[str, re.Pattern[str], Callable[..., tuple[int, Any]]]] = [
-            ("POST", re.compile(r"^/v3/workspaces$"), self._workspace),
-            ("POST", re.compile(r"^/v3/workspaces/([^/]+)/peers$"), self._peer),
-            ("POST", re.compile(r"^/v3/workspaces/([^/]+)/peers/([^/]+)/search$"), self._peer_search),
-            ("POST", re.compile(r"^/v3/workspaces/([^/]+)/peers/([^/]+)/chat$"), self._peer_chat),
-            ("POST", re.compile(r"^/v3/workspaces/([^/]+)/peers/([^/]+)/representation$"), self._representation),
-            ("POST", re.compile(r"^/v3/workspaces/([^/]+)/sessions$"), self._session),
-            ("POST", re.compile(r"^/v3/workspaces/([^/]+)/sessions/([^/]+)/peers$"), self._session_peers),
-            ("POST", re.compile(r"^/v3/workspaces/([^/]+)/sessions/([^/]+)/messages$"), self._add_messages),
-            ("POST", re.compile(r"^/v3/workspaces/([^/]+)/sessions/([^/]+)/messages/list$"), self._list_messages),
-            ("POST", re.compile(r"^/v3/workspaces/([^/]+)/sessions/([^/]+)/clone$"), self._clone),
-            ("POST", re.compile(r"^/v3/workspaces/([^/]+)/conclusions$"), self._conclusions),
-            ("POST", re.compile(r"^/v3/workspaces/([^/]+)/conclusions/list$"), self._list_conclusions),
+            (method, re.compile("^" + re.sub(r"\{\w\}", "([^/]+)", path) + "$"), handler)
+            for (method, path), handler in zip(HONCHO_ROUTES, self._handlers(), strict=True)
         ]
 
-    # -- state on disk -------------------------------------------------------------------
+    def _handlers(self) -> list[Callable[..., tuple[int, Any]]]:
+        return [self._workspace, self._list_workspaces, self._update_workspace, self._delete_workspace,
+                self._workspace_search, self._queue_status, self._schedule_dream,
+                self._peer, self._list_peers, self._update_peer, self._peer_sessions, self._peer_chat,
+                self._representation, self._get_card, self._set_card, self._peer_context, self._peer_search,
+                self._session, self._list_sessions, self._update_session, self._delete_session, self._clone,
+                self._session_peers, self._add_peers, self._set_peers, self._remove_peers,
+                self._get_peer_config, self._set_peer_config, self._session_context, self._summaries,
+                self._session_search, self._add_messages, self._list_messages, self._upload, self._get_message,
+                self._update_message, self._conclusions, self._list_conclusions, self._query_conclusions,
+                self._delete_conclusion]
 
-    def _now(self) -> str:
-        return datetime.fromtimestamp(self.clock.time(), UTC).isoformat()
+    def close(self) -> None:
+        """Close the store."""
+        self._db.close()
 
-    def _new_id(self) -> int:
-        value = self._next_id
-        self._next_id += 1
-        return value
-
-    def _load(self, path: Path) -> None:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            self._next_id = int(data.get("next_id", 1))
-            self.workspaces = {wid: _Workspace(**ws) for wid, ws in (data.get("workspaces") or {}).items()}
-        except (OSError, ValueError, TypeError, AttributeError) as exc:
-            raise FakeHonchoStateError(
-                f"the memory fake's state file {path} cannot be read ({exc}); move it aside to start empty"
-            ) from None
-
-    def _restore(self) -> None:
-        """Back to the state on disk (after a change that could not be saved)."""
-        self.workspaces, self._next_id = {}, 1
-        if self.state_path is not None and self.state_path.exists():
-            self._load(self.state_path)
-
-    def _save(self) -> None:
-        if self.state_path is None:
-            return
-        atomic_write_json(self.state_path, {"next_id": self._next_id,
-                                            "workspaces": {k: asdict(v) for k, v in self.workspaces.items()}})
-
-    # -- fault switches ------------------------------------------------------------------
+    # -- fault switches and scripts --------------------------------------------------------
 
     @property
     def transport(self) -> FakeHonchoTransport:
@@ -158,231 +174,719 @@ class FakeHonchoService:
         self._failures.clear()
 
     def fail_next(self, status: int = 503, times: int = 1, *, retry_after: str | float | None = None) -> None:
-        """Answer the next ``times`` calls with ``status`` and Honcho's ``{"detail": ...}``.
-
-        ``retry_after`` (seconds, or an HTTP date as text) is sent as the ``Retry-After`` header.
-        """
+        """Answer the next ``times`` calls with ``status`` and Honcho's ``{"detail": ...}``."""
         header = None if retry_after is None else str(retry_after)
         self._failures.extend([(status, header)] * times)
 
-    def delete_session(self, session_id: str, workspace_id: str = "workbench") -> None:
-        """Delete a session and its messages, as an operator of the server would."""
-        ws = self.workspaces.get(workspace_id)
-        if ws is not None:
-            ws.sessions.pop(session_id, None)
-            ws.messages.pop(session_id, None)
-            ws.session_peers.pop(session_id, None)
-            with self._lock:
-                self._save()
+    def fill_disk(self, extra_pages: int | None = 0) -> None:
+        """Let the store grow by at most ``extra_pages`` pages more, as a full disk (None lifts it)."""
+        with self._lock:
+            if extra_pages is None:
+                self._db.execute("PRAGMA max_page_count = 1073741823")
+            else:
+                used = int(self._db.execute("PRAGMA page_count").fetchone()[0])
+                self._db.execute(f"PRAGMA max_page_count = {used + int(extra_pages)}")
 
-    # -- inspection helpers for tests and demos -------------------------------------------
+    def respond(self, kind: AnswerKind, responder: Responder | None) -> None:
+        """Script the model-made answer of ``kind`` (see ``honcho_answers``); None removes it."""
+        if responder is None:
+            self._scripts.pop(kind, None)
+        else:
+            self._scripts[kind] = responder
+
+    def delete_session(self, session_id: str, workspace_id: str = "workbench") -> None:
+        """Delete a session entirely, as the server's background deletion ends."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._purge_session(workspace_id, session_id, keep_row=False)
+            self._db.execute("COMMIT")
+
+    # -- inspection helpers for tests and views ------------------------------------------
+
+    def _read(self, sql: str, params: tuple[Any, ...]) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
 
     def session_messages(self, session_id: str, workspace_id: str = "workbench") -> list[dict[str, Any]]:
         """Messages stored in a session, oldest first."""
-        ws = self.workspaces.get(workspace_id)
-        return list(ws.messages.get(session_id, [])) if ws else []
+        rows = self._read("SELECT * FROM messages WHERE workspace_id = ? AND session_id = ? ORDER BY seq",
+                          (workspace_id, session_id))
+        return [_message(r) for r in rows]
 
     def all_messages(self, workspace_id: str = "workbench") -> list[dict[str, Any]]:
         """Every message of a workspace, session by session."""
-        ws = self.workspaces.get(workspace_id)
-        return [m for msgs in ws.messages.values() for m in msgs] if ws else []
+        rows = self._read("SELECT * FROM messages WHERE workspace_id = ? ORDER BY session_id, seq", (workspace_id,))
+        return [_message(r) for r in rows]
+
+    def workspace_ids(self) -> list[str]:
+        """Every workspace's id."""
+        return [r["id"] for r in self._read("SELECT id FROM workspaces ORDER BY rowid", ())]
+
+    def peer_ids(self, workspace_id: str = "workbench") -> list[str]:
+        """Every peer's id in a workspace."""
+        return [r["id"] for r in self._read("SELECT id FROM peers WHERE workspace_id = ? ORDER BY rowid",
+                                            (workspace_id,))]
+
+    def session_members(self, session_id: str, workspace_id: str = "workbench") -> dict[str, dict[str, Any]]:
+        """A session's members and their session configuration."""
+        rows = self._read("SELECT peer_id, configuration FROM session_peers WHERE workspace_id = ? "
+                          "AND session_id = ? ORDER BY rowid", (workspace_id, session_id))
+        return {r["peer_id"]: json.loads(r["configuration"]) for r in rows}
+
+    def stored_conclusions(self, workspace_id: str = "workbench") -> list[dict[str, Any]]:
+        """Every conclusion of a workspace, oldest first."""
+        return [_conclusion(r) for r in self._read("SELECT * FROM conclusions WHERE workspace_id = ? ORDER BY seq",
+                                                   (workspace_id,))]
 
     # -- dispatch --------------------------------------------------------------------------
 
     def handle(self, request: httpx.Request) -> httpx.Response:
-        """Answer one request (called by the transport)."""
+        """Answer one request (called by the transport and by the served app)."""
         path = request.url.path
         self.calls.append((request.method, path))
         self.authorization = request.headers.get("authorization")
         if self._down:
             raise httpx.ConnectError("memory service unreachable", request=request)
-        with self._lock:  # served, requests are answered on worker threads
+        with self._lock:
             failure = self._failures.pop(0) if self._failures else None
         if failure is not None:
             status, retry_after = failure
             headers = {"Retry-After": retry_after} if retry_after is not None else {}
             return httpx.Response(status, json={"detail": f"fake Honcho failure {status}"}, headers=headers)
+        if self.api_key is not None:
+            given = self.authorization or ""
+            if not given.lower().startswith("bearer ") or not given[7:].strip():
+                return httpx.Response(401, json={"detail": "No access token provided"})
+            if not hmac.compare_digest(given[7:].strip().encode(), self.api_key.encode()):
+                return httpx.Response(401, json={"detail": "Invalid JWT"})
+        path_known = False
         for method, pattern, handler in self._routes:
             match = pattern.match(path)
-            if match and method == request.method:
-                try:
-                    body = _strip_nul(json.loads(request.content)) if request.content else None
-                except json.JSONDecodeError:
-                    return httpx.Response(422, json={"detail": [{"type": "json_invalid", "loc": ["body"],
-                                                                 "msg": "JSON decode error", "input": None}]})
-                problem = value_problem(body, "body")
-                if problem is not None:  # PostgreSQL cannot hold it: refused before anything is stored
-                    return httpx.Response(422, json={"detail": [{"type": "string_unicode", "loc": ["body"],
-                                                                 "msg": problem, "input": None}]})
-                try:
-                    with self._lock:
-                        status, answer = handler(*[unquote(g) for g in match.groups()], body=body,
-                                                 params=request.url.params)
-                        if status in (200, 201) and not _READS.search(path):
-                            try:
-                                self._save()
-                            except (OSError, ServiceError) as exc:  # answered as failed: keep only what is saved
-                                self._restore()
-                                return httpx.Response(503, json={"detail": f"fake Honcho could not save: {exc}"})
-                except _HttpError as exc:
-                    return httpx.Response(exc.status, json={"detail": exc.detail})
-                return httpx.Response(status, json=answer)
+            if not match:
+                continue
+            path_known = True
+            if method != request.method:
+                continue
+            try:
+                body = ((request.headers.get("content-type", ""), request.content) if handler == self._upload
+                        else _body(request))
+                groups = [unquote(g) for g in match.groups()]
+                return self._run(handler, groups, body, request.url.params)
+            except _HttpError as exc:
+                return httpx.Response(exc.status, json={"detail": exc.detail})
+        if path_known:
+            return httpx.Response(405, json={"detail": "Method Not Allowed"})
         return httpx.Response(404, json={"detail": "Not Found"})
 
-    def _ws(self, workspace_id: str) -> _Workspace:
-        ws = self.workspaces.get(workspace_id)
-        if ws is None:
-            raise _HttpError(404, f"Workspace {workspace_id} not found")
-        return ws
+    def _run(self, handler: Callable[..., tuple[int, Any]], groups: list[str], body: Any,
+             params: Any) -> httpx.Response:
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                status, answer = handler(*groups, body=body, params=params)
+                self._db.execute("COMMIT")
+            except (_HttpError, FilterError) as exc:
+                self._db.execute("ROLLBACK")
+                if isinstance(exc, FilterError):
+                    return httpx.Response(422, json={"detail": str(exc)})
+                return httpx.Response(exc.status, json={"detail": exc.detail})
+            except sqlite3.Error as exc:  # a full disk: nothing of this request is kept
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                return httpx.Response(503, json={"detail": f"fake Honcho could not save: {exc}"})
+        if isinstance(answer, httpx.Response):
+            return answer
+        if status == 204:
+            return httpx.Response(204)
+        return httpx.Response(status, json=answer)
 
-    def _session_of(self, ws: _Workspace, session_id: str) -> dict[str, Any]:
-        session = ws.sessions.get(session_id)
-        if session is None:
-            raise _HttpError(404, f"Session {session_id} not found")
-        return session
+    # -- plumbing --------------------------------------------------------------------------
 
-    # -- handlers --------------------------------------------------------------------------
+    def _now(self) -> datetime:
+        return datetime.fromtimestamp(self.clock.time(), UTC)
+
+    def _times(self, given: datetime | None = None) -> tuple[str, str]:
+        moment = given or self._now()
+        return moment.isoformat(), sortable_time(moment)
+
+    def _new_id(self, prefix: str) -> str:
+        row = self._db.execute("SELECT value FROM counter WHERE name = 'next_id'").fetchone()
+        value = int(row["value"]) if row else 1
+        self._db.execute("INSERT OR REPLACE INTO counter VALUES ('next_id', ?)", (value + 1,))
+        return f"{prefix}_{value:08d}"
+
+    def _one(self, sql: str, *params: Any) -> sqlite3.Row | None:
+        row: sqlite3.Row | None = self._db.execute(sql, params).fetchone()
+        return row
+
+    def _ensure_workspace(self, wid: str) -> None:
+        if self._one("SELECT 1 FROM workspaces WHERE id = ?", wid) is None:
+            self._db.execute("INSERT INTO workspaces (id, created_at, ts) VALUES (?, ?, ?)", (wid, *self._times()))
+
+    def _workspace_row(self, wid: str) -> sqlite3.Row:
+        row = self._one("SELECT * FROM workspaces WHERE id = ?", wid)
+        if row is None:
+            raise _HttpError(404, f"Workspace {wid} not found")
+        return row
+
+    def _ensure_peer(self, wid: str, pid: str, metadata: Any = None, configuration: Any = None) -> tuple[bool, sqlite3.Row]:
+        row = self._one("SELECT * FROM peers WHERE workspace_id = ? AND id = ?", wid, pid)
+        if row is None:
+            self._ensure_workspace(wid)
+            self._db.execute("INSERT INTO peers VALUES (?, ?, ?, ?, ?, ?)",
+                             (wid, pid, _j(metadata or {}), _j(configuration or {}), *self._times()))
+            created = True
+        else:
+            if metadata is not None:
+                self._db.execute("UPDATE peers SET metadata = ? WHERE workspace_id = ? AND id = ?",
+                                 (_j(metadata), wid, pid))
+            if configuration is not None:
+                self._db.execute("UPDATE peers SET configuration = ? WHERE workspace_id = ? AND id = ?",
+                                 (_j(configuration), wid, pid))
+            created = False
+        fresh = self._one("SELECT * FROM peers WHERE workspace_id = ? AND id = ?", wid, pid)
+        assert fresh is not None
+        return created, fresh
+
+    def _peer_row(self, wid: str, pid: str) -> sqlite3.Row:
+        row = self._one("SELECT * FROM peers WHERE workspace_id = ? AND id = ?", wid, pid)
+        if row is None:
+            raise _HttpError(404, f"Peer {pid} not found in workspace {wid}")
+        return row
+
+    def _session_row(self, wid: str, sid: str) -> sqlite3.Row:
+        row = self._one("SELECT * FROM sessions WHERE workspace_id = ? AND id = ?", wid, sid)
+        if row is None or not row["is_active"]:
+            raise _HttpError(404, f"Session {sid} not found in workspace {wid}")
+        return row
+
+    def _ensure_session(self, wid: str, sid: str, metadata: Any = None,
+                        configuration: Any = None, peers: dict[str, dict[str, Any]] | None = None) -> tuple[bool, sqlite3.Row]:
+        row = self._one("SELECT * FROM sessions WHERE workspace_id = ? AND id = ?", wid, sid)
+        if row is not None and not row["is_active"]:
+            raise _HttpError(404, f"Session {sid} not found in workspace {wid}")
+        created = row is None
+        if created:
+            observers = sum(1 for c in (peers or {}).values() if c.get("observe_others"))
+            if observers > OBSERVERS_LIMIT:
+                raise _HttpError(400, f"Cannot create session {sid} with {observers} observers. Maximum allowed is "
+                                      f"{OBSERVERS_LIMIT} observers per session. Observers are peers with "
+                                      "'observe_others' set to true.")
+            self._ensure_workspace(wid)
+            self._db.execute("INSERT INTO sessions VALUES (?, ?, ?, ?, 1, ?, ?)",
+                             (wid, sid, _j(metadata or {}), _j(configuration or {}), *self._times()))
+        else:
+            assert row is not None
+            if metadata is not None:
+                self._db.execute("UPDATE sessions SET metadata = ? WHERE workspace_id = ? AND id = ?",
+                                 (_j(metadata), wid, sid))
+            if configuration is not None:
+                merged = {**json.loads(row["configuration"]), **configuration}
+                self._db.execute("UPDATE sessions SET configuration = ? WHERE workspace_id = ? AND id = ?",
+                                 (_j(merged), wid, sid))
+        if peers:
+            self._join(wid, sid, peers, replace_config=False)
+        fresh = self._one("SELECT * FROM sessions WHERE workspace_id = ? AND id = ?", wid, sid)
+        assert fresh is not None
+        return created, fresh
+
+    def _join(self, wid: str, sid: str, peers: dict[str, dict[str, Any]], *, replace_config: bool) -> None:
+        for pid, config in peers.items():
+            self._ensure_peer(wid, pid)
+            verb = "INSERT OR REPLACE" if replace_config else "INSERT OR IGNORE"
+            self._db.execute(f"{verb} INTO session_peers VALUES (?, ?, ?, ?)", (wid, sid, pid, _j(config)))
+
+    def _purge_session(self, wid: str, sid: str, *, keep_row: bool) -> None:
+        self._db.execute("DELETE FROM messages WHERE workspace_id = ? AND session_id = ?", (wid, sid))
+        self._db.execute("DELETE FROM session_peers WHERE workspace_id = ? AND session_id = ?", (wid, sid))
+        self._db.execute("DELETE FROM conclusions WHERE workspace_id = ? AND session_id = ?", (wid, sid))
+        if keep_row:
+            self._db.execute("UPDATE sessions SET is_active = 0 WHERE workspace_id = ? AND id = ?", (wid, sid))
+        else:
+            self._db.execute("DELETE FROM sessions WHERE workspace_id = ? AND id = ?", (wid, sid))
+
+    def _page(self, table: str, where: str, params: list[Any], query: Any,
+              convert: Callable[[sqlite3.Row], dict[str, Any]], order: str = "rowid") -> dict[str, Any]:
+        page, size = _int_param(query, "page", 1, 1, None), _int_param(query, "size", 50, 1, 100)
+        reverse = _bool_param(query, "reverse")
+        total = int(self._db.execute(f"SELECT count(*) FROM {table} WHERE {where}", params).fetchone()[0])
+        direction = "DESC" if reverse else "ASC"
+        # the page's rowids first (an index walk when unfiltered), then only those rows are read
+        rows = self._db.execute(f"SELECT * FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE {where} "
+                                f"ORDER BY {order} {direction} LIMIT ? OFFSET ?) ORDER BY {order} {direction}",
+                                [*params, size, (page - 1) * size]).fetchall()
+        return {"items": [convert(r) for r in rows], "total": total, "page": page, "size": size,
+                "pages": -(-total // size)}
+
+    def _answer(self, ask: HonchoAsk) -> Any:
+        script = self._scripts.get(ask.kind)
+        if script is not None:
+            value = script(ask)
+            if value is not None:
+                return value
+        return default_answer(ask)
+
+    def _scope_messages(self, wid: str, observed: str | None, sessions: list[str] | None,
+                        limit: int = 200) -> list[dict[str, Any]]:
+        sql, params = "SELECT * FROM messages WHERE workspace_id = ?", [wid]
+        if observed is not None:
+            sql, params = sql + " AND peer_id = ?", [*params, observed]
+        if sessions is not None:
+            sql += f" AND session_id IN ({', '.join('?' * len(sessions))})"
+            params.extend(sessions)
+        rows = self._db.execute(sql + " ORDER BY seq DESC LIMIT ?", [*params, limit]).fetchall()
+        return [_message(r) for r in reversed(rows)]
+
+    def _conclusion_texts(self, wid: str, observer: str | None, observed: str | None) -> list[str]:
+        sql, params = "SELECT content FROM conclusions WHERE workspace_id = ?", [wid]
+        if observed is not None:
+            sql, params = sql + " AND observed_id = ?", [*params, observed]
+        if observer is not None:
+            sql, params = sql + " AND observer_id = ?", [*params, observer]
+        return [r["content"] for r in self._db.execute(sql + " ORDER BY seq", params).fetchall()]
+
+    def _card(self, wid: str, observer: str, observed: str) -> list[str] | None:
+        row = self._one("SELECT card FROM peer_cards WHERE workspace_id = ? AND observer_id = ? AND observed_id = ?",
+                        wid, observer, observed)
+        return json.loads(row["card"]) if row else None
+
+    def _search(self, wid: str, body: Any, scope_sql: str, scope_params: list[Any]) -> list[dict[str, Any]]:
+        body = _object(body)
+        query = body.get("query")
+        if not isinstance(query, str):
+            raise _invalid(["query"], "Field required", "missing")
+        limit = _int_field(body, "limit", 10, 1, 100)
+        where = compile_filter(body.get("filters"), "messages", alias="m")
+        words = re.findall(r"\w+", query)
+        if words:
+            match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+            rows = self._db.execute(
+                "SELECT m.* FROM messages_fts f JOIN messages m ON m.seq = f.rowid WHERE messages_fts MATCH ? "
+                f"AND m.workspace_id = ? {scope_sql} AND {where.sql} ORDER BY f.rowid DESC LIMIT ?",
+                [match, wid, *scope_params, *where.params, limit]).fetchall()
+        else:
+            rows = self._db.execute(
+                f"SELECT m.* FROM messages m WHERE m.workspace_id = ? {scope_sql} AND {where.sql} "
+                "AND instr(lower(m.content), lower(?)) > 0 ORDER BY m.seq DESC LIMIT ?",
+                [wid, *scope_params, *where.params, query, limit]).fetchall()
+        return [_message(r) for r in rows]
+
+    # -- workspaces ------------------------------------------------------------------------
 
     def _workspace(self, *, body: Any, params: Any) -> tuple[int, Any]:
-        wid = _require_id(body)
-        created = wid not in self.workspaces
-        self.workspaces.setdefault(wid, _Workspace())
-        return (201 if created else 200), {"id": wid, "metadata": {}, "configuration": {}, "created_at": self._now()}
-
-    def _ensure_peer(self, ws: _Workspace, workspace_id: str, peer_id: str) -> tuple[bool, dict[str, Any]]:
-        if peer_id in ws.peers:
-            return False, ws.peers[peer_id]
-        peer = {"id": peer_id, "workspace_id": workspace_id, "created_at": self._now(), "metadata": {},
-                "configuration": {}}
-        ws.peers[peer_id] = peer
-        return True, peer
-
-    def _peer(self, workspace_id: str, *, body: Any, params: Any) -> tuple[int, Any]:
-        ws = self._ws(workspace_id)
-        created, peer = self._ensure_peer(ws, workspace_id, _require_id(body))
-        return (201 if created else 200), peer
-
-    def _session(self, workspace_id: str, *, body: Any, params: Any) -> tuple[int, Any]:
-        ws = self._ws(workspace_id)
-        sid = _require_id(body)
-        created = sid not in ws.sessions
+        body = _object(body)
+        wid = _name(body, "id")
+        metadata = _metadata(body.get("metadata"), ["metadata"])
+        configuration = _config(body.get("configuration"), ["configuration"])
+        created = self._one("SELECT 1 FROM workspaces WHERE id = ?", wid) is None
         if created:
-            ws.sessions[sid] = {"id": sid, "is_active": True, "workspace_id": workspace_id,
-                                "metadata": body.get("metadata") or {}, "configuration": {}, "created_at": self._now()}
-            ws.messages[sid] = []
-            ws.session_peers[sid] = {}
-        self._add_peers(ws, workspace_id, sid, body.get("peers") or {})
-        return (201 if created else 200), ws.sessions[sid]
+            self._db.execute("INSERT INTO workspaces VALUES (?, ?, ?, ?, ?)",
+                             (wid, _j(metadata or {}), _j(configuration or {}), *self._times()))
+        return (201 if created else 200), _workspace(self._workspace_row(wid))
 
-    def _add_peers(self, ws: _Workspace, workspace_id: str, sid: str, peers: Any) -> None:
-        if not isinstance(peers, dict):
-            raise _invalid(["peers"], "Input should be a valid dictionary")
-        for peer_id, config in peers.items():
-            if not _ID.match(peer_id):
-                raise _invalid(["peers", peer_id], "String should match pattern '^[a-zA-Z0-9_-]+$'")
-            self._ensure_peer(ws, workspace_id, peer_id)
-            ws.session_peers[sid][peer_id] = dict(config or {})
+    def _list_workspaces(self, *, body: Any, params: Any) -> tuple[int, Any]:
+        where = compile_filter(_optional_object(body).get("filters") or None, "workspaces")
+        return 200, self._page("workspaces", where.sql, where.params, params, _workspace)
 
-    def _session_peers(self, workspace_id: str, session_id: str, *, body: Any, params: Any) -> tuple[int, Any]:
-        ws = self._ws(workspace_id)
-        session = self._session_of(ws, session_id)
-        self._add_peers(ws, workspace_id, session_id, body or {})
-        return 200, session
+    def _update_workspace(self, wid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        body = _object(body)
+        metadata = _metadata(body.get("metadata"), ["metadata"])
+        configuration = _config(body.get("configuration"), ["configuration"])
+        self._ensure_workspace(wid)
+        if metadata is not None:
+            self._db.execute("UPDATE workspaces SET metadata = ? WHERE id = ?", (_j(metadata), wid))
+        if configuration is not None:
+            self._db.execute("UPDATE workspaces SET configuration = ? WHERE id = ?", (_j(configuration), wid))
+        return 200, _workspace(self._workspace_row(wid))
 
-    def _add_messages(self, workspace_id: str, session_id: str, *, body: Any, params: Any) -> tuple[int, Any]:
-        ws = self._ws(workspace_id)
-        self._session_of(ws, session_id)
-        items = (body or {}).get("messages")
-        if not isinstance(items, list) or not items:
-            raise _invalid(["messages"], "List should have at least 1 item after validation")
-        if len(items) > 100:
-            raise _invalid(["messages"], f"List should have at most 100 items after validation, not {len(items)}")
-        for index, item in enumerate(items):
-            if not isinstance(item, dict) or not isinstance(item.get("content"), str):
-                raise _invalid(["messages", index, "content"], "Field required")
-            if len(item["content"]) > MAX_CONTENT:
-                raise _invalid(["messages", index, "content"],
-                               f"String should have at most {MAX_CONTENT} characters")
-            if not isinstance(item.get("peer_id"), str) or not _ID.match(item["peer_id"]):
-                raise _invalid(["messages", index, "peer_id"], "String should match pattern '^[a-zA-Z0-9_-]+$'")
-            if item.get("created_at") is not None and _datetime(item["created_at"]) is None:
-                raise _invalid(["messages", index, "created_at"], "Input should be a valid datetime")
-        created = []
-        for item in items:
-            self._ensure_peer(ws, workspace_id, item["peer_id"])
-            content = item["content"].replace("\x00", "")
-            message = {"id": f"msg_{self._new_id():08d}", "content": content, "peer_id": item["peer_id"],
-                       "session_id": session_id, "metadata": item.get("metadata") or {},
-                       "created_at": _datetime(item.get("created_at")) or self._now(), "workspace_id": workspace_id,
-                       "token_count": len(content.split())}
-            ws.messages[session_id].append(message)
-            created.append(message)
-        return 201, created
+    def _delete_workspace(self, wid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        self._workspace_row(wid)
+        if self._one("SELECT 1 FROM sessions WHERE workspace_id = ? AND is_active = 1", wid) is not None:
+            raise _HttpError(409, f"Cannot delete workspace '{wid}': active session(s) remain. "
+                                  "Delete all sessions first.")
+        for table in ("messages", "session_peers", "conclusions", "peer_cards", "peers", "sessions"):
+            self._db.execute(f"DELETE FROM {table} WHERE workspace_id = ?", (wid,))
+        self._db.execute("DELETE FROM workspaces WHERE id = ?", (wid,))
+        return 202, {"message": "Workspace deletion accepted"}
 
-    def _list_messages(self, workspace_id: str, session_id: str, *, body: Any, params: Any) -> tuple[int, Any]:
-        ws = self._ws(workspace_id)
-        self._session_of(ws, session_id)
-        filters = (body or {}).get("filters") or {}
-        return 200, _page([m for m in ws.messages[session_id] if _matches(m, filters)], params)
+    def _workspace_search(self, wid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        return 200, self._search(wid, body, "", [])
 
-    def _list_conclusions(self, workspace_id: str, *, body: Any, params: Any) -> tuple[int, Any]:
-        ws = self._ws(workspace_id)
-        filters = (body or {}).get("filters") or {}
-        return 200, _page([c for c in ws.conclusions if _matches(c, filters)], params)
+    def _queue_status(self, wid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        self._workspace_row(wid)
+        return 200, {"total_work_units": 0, "completed_work_units": 0, "in_progress_work_units": 0,
+                     "pending_work_units": 0, "sessions": None}
 
-    def _clone(self, workspace_id: str, session_id: str, *, body: Any, params: Any) -> tuple[int, Any]:
-        ws = self._ws(workspace_id)
-        original = self._session_of(ws, session_id)
-        messages = ws.messages[session_id]
-        cutoff = params.get("message_id")
-        if cutoff is not None:
-            positions = [i for i, m in enumerate(messages) if m["id"] == cutoff]
-            if not positions:
-                raise _HttpError(404, f"Message {cutoff} not found in session {session_id}")
-            messages = messages[: positions[0] + 1]
-        new_id = f"clone_{self._new_id():08d}"
-        ws.sessions[new_id] = {**original, "id": new_id, "created_at": self._now()}
-        ws.session_peers[new_id] = {k: dict(v) for k, v in ws.session_peers[session_id].items()}
-        ws.messages[new_id] = [{**m, "id": f"msg_{self._new_id():08d}", "session_id": new_id} for m in messages]
-        return 201, ws.sessions[new_id]
+    def _schedule_dream(self, wid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        body = _object(body)
+        self._workspace_row(wid)
+        if not isinstance(body.get("observer"), str):
+            raise _invalid(["observer"], "Field required", "missing")
+        return 204, None
 
-    def _peer_messages(self, ws: _Workspace, peer_id: str, session_id: str | None = None) -> list[dict[str, Any]]:
-        sessions = [ws.messages.get(session_id, [])] if session_id else ws.messages.values()
-        return [m for msgs in sessions for m in msgs if m["peer_id"] == peer_id]
+    # -- peers -----------------------------------------------------------------------------
 
-    def _peer_search(self, workspace_id: str, peer_id: str, *, body: Any, params: Any) -> tuple[int, Any]:
-        ws = self._ws(workspace_id)
-        query = _require_text(body, "query")
-        limit = int((body or {}).get("limit") or 10)
-        return 200, _rank(self._peer_messages(ws, peer_id), query)[:limit]
+    def _peer(self, wid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        body = _object(body)
+        pid = _name(body, "id")
+        metadata = _metadata(body.get("metadata"), ["metadata"])
+        configuration = _config(body.get("configuration"), ["configuration"])
+        created, row = self._ensure_peer(wid, pid, metadata, configuration)
+        return (201 if created else 200), _peer(row)
 
-    def _peer_chat(self, workspace_id: str, peer_id: str, *, body: Any, params: Any) -> tuple[int, Any]:
-        ws = self._ws(workspace_id)
-        query = _require_text(body, "query")
-        messages = self._peer_messages(ws, peer_id)
-        conclusions = [c for c in ws.conclusions if c["observed_id"] == peer_id]
-        hits = _rank(messages + [{"content": c["content"]} for c in conclusions], query)[:3]
-        lines = "; ".join(h["content"][:200] for h in hits) or "nothing stored matches the question"
-        content = (f"[fake Honcho: a deterministic answer, no model] About {peer_id}, from "
-                   f"{len(messages)} stored messages and {len(conclusions)} conclusions: {lines}")
+    def _list_peers(self, wid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        where = compile_filter(_optional_object(body).get("filters") or None, "peers")
+        return 200, self._page("peers", f"workspace_id = ? AND {where.sql}", [wid, *where.params], params, _peer)
+
+    def _update_peer(self, wid: str, pid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        body = _object(body)
+        metadata = _metadata(body.get("metadata"), ["metadata"])
+        configuration = _config(body.get("configuration"), ["configuration"])
+        return 200, _peer(self._ensure_peer(wid, pid, metadata, configuration)[1])
+
+    def _peer_sessions(self, wid: str, pid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        where = compile_filter(_optional_object(body).get("filters") or None, "sessions")
+        scope = ("workspace_id = ? AND is_active = 1 AND id IN (SELECT session_id FROM session_peers "
+                 "WHERE workspace_id = ? AND peer_id = ?)")
+        return 200, self._page("sessions", f"{scope} AND {where.sql}", [wid, wid, pid, *where.params], params,
+                               _session)
+
+    def _peer_chat(self, wid: str, pid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        body = _object(body)
+        query = body.get("query")
+        if not isinstance(query, str):
+            raise _invalid(["query"], "Field required", "missing")
+        if not 1 <= len(query) <= MAX_QUERY:
+            raise _invalid(["query"], f"String should have at {'least 1 character' if not query else 'most 10000 characters'}",
+                           "string_too_short" if not query else "string_too_long")
+        level = body.get("reasoning_level", "low")
+        if level not in REASONING_LEVELS:
+            raise _invalid(["reasoning_level"], "Input should be 'minimal', 'low', 'medium', 'high' or 'max'",
+                           "literal_error", level)
+        session_id = _optional_str(body, "session_id")
+        sessions = extract_session_allowlist(body.get("filters"), must_include=session_id)
+        if sessions is None and session_id is not None:
+            sessions = [session_id]
+        self._peer_row(wid, pid)
+        target = _optional_str(body, "target")
+        observed = target or pid
+        ask = HonchoAsk("chat", wid, pid, target, session_id, query, self._scope_messages(wid, observed, sessions),
+                        self._conclusion_texts(wid, None, observed), self._card(wid, pid, observed))
+        content = str(self._answer(ask))
+        if body.get("stream") is True:
+            chunks = [{"delta": {"content": content}, "done": False}, {"delta": {}, "done": True}]
+            text = "".join(f"data: {_j(c)}\n\n" for c in chunks)
+            return 200, httpx.Response(200, content=text.encode(), headers={"content-type": "text/event-stream"})
         return 200, {"content": content}
 
-    def _representation(self, workspace_id: str, peer_id: str, *, body: Any, params: Any) -> tuple[int, Any]:
-        ws = self._ws(workspace_id)
-        session_id = (body or {}).get("session_id")
-        messages = self._peer_messages(ws, peer_id, session_id)
-        conclusions = [c["content"] for c in ws.conclusions if c["observed_id"] == peer_id]
-        recent = " | ".join(m["content"][:80] for m in messages[-3:])
-        text = (f"[fake Honcho representation] {peer_id}: {len(messages)} messages"
-                + (f"; recent: {recent}" if recent else "")
-                + (f"; conclusions: {' | '.join(conclusions[-5:])}" if conclusions else ""))
-        return 200, {"representation": text}
+    def _representation(self, wid: str, pid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        body = _optional_object(body)
+        session_id = _optional_str(body, "session_id")
+        sessions = extract_session_allowlist(body.get("filters"), must_include=session_id)
+        if sessions is None and session_id is not None:
+            sessions = [session_id]
+        for key in ("search_top_k", "max_conclusions"):
+            if body.get(key) is not None:
+                _int_field(body, key, 0, 1, 100)
+        target = _optional_str(body, "target")
+        self._peer_row(wid, pid)
+        observed = target or pid
+        ask = HonchoAsk("representation", wid, pid, target, session_id, _optional_str(body, "search_query"),
+                        self._scope_messages(wid, observed, sessions), self._conclusion_texts(wid, None, observed))
+        return 200, {"representation": str(self._answer(ask))}
 
-    def _conclusions(self, workspace_id: str, *, body: Any, params: Any) -> tuple[int, Any]:
-        ws = self._ws(workspace_id)
-        items = (body or {}).get("conclusions")
+    def _get_card(self, wid: str, pid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        self._peer_row(wid, pid)
+        observed = params.get("target") or pid
+        card = self._answer(HonchoAsk("card", wid, pid, params.get("target"), card=self._card(wid, pid, observed)))
+        return 200, {"peer_card": card}
+
+    def _set_card(self, wid: str, pid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        body = _object(body)
+        card = body.get("peer_card")
+        if not isinstance(card, list) or not all(isinstance(c, str) for c in card):
+            raise _invalid(["peer_card"], "Input should be a valid list of strings", "list_type")
+        self._peer_row(wid, pid)
+        observed = params.get("target") or pid
+        self._ensure_peer(wid, observed)
+        self._db.execute("INSERT OR REPLACE INTO peer_cards VALUES (?, ?, ?, ?)", (wid, pid, observed, _j(card)))
+        return 200, {"peer_card": card}
+
+    def _peer_context(self, wid: str, pid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        self._peer_row(wid, pid)
+        target = params.get("target")
+        observed = target or pid
+        ask = HonchoAsk("representation", wid, pid, target, None, params.get("search_query"),
+                        self._scope_messages(wid, observed, None), self._conclusion_texts(wid, None, observed))
+        card = self._answer(HonchoAsk("card", wid, pid, target, card=self._card(wid, pid, observed)))
+        return 200, {"peer_id": pid, "target_id": observed, "representation": str(self._answer(ask)),
+                     "peer_card": card}
+
+    def _peer_search(self, wid: str, pid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        return 200, self._search(wid, body, "AND m.peer_id = ?", [pid])
+
+    # -- sessions --------------------------------------------------------------------------
+
+    def _session(self, wid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        body = _object(body)
+        sid = _name(body, "id")
+        metadata = _metadata(body.get("metadata"), ["metadata"])
+        configuration = _config(body.get("configuration"), ["configuration"])
+        peers = _peer_configs(body.get("peers"), ["peers"])
+        created, row = self._ensure_session(wid, sid, metadata, configuration, peers)
+        return (201 if created else 200), _session(row)
+
+    def _list_sessions(self, wid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        where = compile_filter(_optional_object(body).get("filters") or None, "sessions")
+        return 200, self._page("sessions", f"workspace_id = ? AND is_active = 1 AND {where.sql}",
+                               [wid, *where.params], params, _session)
+
+    def _update_session(self, wid: str, sid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        body = _object(body)
+        metadata = _metadata(body.get("metadata"), ["metadata"])
+        configuration = _config(body.get("configuration"), ["configuration"])
+        return 200, _session(self._ensure_session(wid, sid, metadata, configuration)[1])
+
+    def _delete_session(self, wid: str, sid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        self._session_row(wid, sid)
+        self._purge_session(wid, sid, keep_row=True)
+        return 202, {"message": "Session deleted successfully"}
+
+    def _clone(self, wid: str, sid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        original = self._session_row(wid, sid)
+        cutoff = params.get("message_id")
+        limit_seq = None
+        if cutoff is not None:
+            row = self._one("SELECT seq FROM messages WHERE workspace_id = ? AND session_id = ? AND id = ?",
+                            wid, sid, cutoff)
+            if row is None:
+                raise _HttpError(404, f"Message {cutoff} not found in session {sid}")
+            limit_seq = row["seq"]
+        new_id = self._new_id("clone")
+        self._db.execute("INSERT INTO sessions VALUES (?, ?, ?, ?, 1, ?, ?)",
+                         (wid, new_id, original["metadata"], original["configuration"], *self._times()))
+        self._db.execute("INSERT INTO session_peers SELECT workspace_id, ?, peer_id, configuration FROM session_peers "
+                         "WHERE workspace_id = ? AND session_id = ?", (new_id, wid, sid))
+        rows = self._db.execute("SELECT * FROM messages WHERE workspace_id = ? AND session_id = ? "
+                                + ("AND seq <= ? " if limit_seq is not None else "") + "ORDER BY seq",
+                                [wid, sid] + ([limit_seq] if limit_seq is not None else [])).fetchall()
+        for m in rows:
+            self._db.execute("INSERT INTO messages (id, workspace_id, session_id, peer_id, content, metadata, "
+                             "created_at, ts, token_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             (self._new_id("msg"), wid, new_id, m["peer_id"], m["content"], m["metadata"],
+                              m["created_at"], m["ts"], m["token_count"]))
+        return 201, _session(self._session_row(wid, new_id))
+
+    def _members(self, wid: str, sid: str) -> str:
+        return "workspace_id = ? AND id IN (SELECT peer_id FROM session_peers WHERE workspace_id = ? AND session_id = ?)"
+
+    def _session_peers(self, wid: str, sid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        self._session_row(wid, sid)
+        return 200, self._page("peers", self._members(wid, sid), [wid, wid, sid], params, _peer)
+
+    def _add_peers(self, wid: str, sid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        peers = _peer_configs(body, []) or {}
+        self._session_row(wid, sid)
+        self._join(wid, sid, peers, replace_config=False)
+        self._check_observers(wid, sid)
+        return 200, _session(self._session_row(wid, sid))
+
+    def _set_peers(self, wid: str, sid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        peers = _peer_configs(body, []) or {}
+        self._session_row(wid, sid)
+        self._db.execute("DELETE FROM session_peers WHERE workspace_id = ? AND session_id = ?", (wid, sid))
+        self._join(wid, sid, peers, replace_config=True)
+        self._check_observers(wid, sid)
+        return 200, _session(self._session_row(wid, sid))
+
+    def _remove_peers(self, wid: str, sid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        if not isinstance(body, list) or not all(isinstance(p, str) for p in body):
+            raise _invalid([], "Input should be a valid list", "list_type", body)
+        self._session_row(wid, sid)
+        for pid in body:
+            self._db.execute("DELETE FROM session_peers WHERE workspace_id = ? AND session_id = ? AND peer_id = ?",
+                             (wid, sid, pid))
+        return 200, _session(self._session_row(wid, sid))
+
+    def _check_observers(self, wid: str, sid: str) -> None:
+        count = sum(1 for c in self.session_members_in_tx(wid, sid).values() if c.get("observe_others"))
+        if count > OBSERVERS_LIMIT:
+            raise _HttpError(400, f"Cannot create session {sid} with {count} observers. Maximum allowed is "
+                                  f"{OBSERVERS_LIMIT} observers per session. Observers are peers with "
+                                  "'observe_others' set to true.")
+
+    def session_members_in_tx(self, wid: str, sid: str) -> dict[str, dict[str, Any]]:
+        """A session's members, read inside the running request's transaction."""
+        rows = self._db.execute("SELECT peer_id, configuration FROM session_peers WHERE workspace_id = ? "
+                                "AND session_id = ?", (wid, sid)).fetchall()
+        return {r["peer_id"]: json.loads(r["configuration"]) for r in rows}
+
+    def _get_peer_config(self, wid: str, sid: str, pid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        self._peer_row(wid, pid)
+        row = self._one("SELECT configuration FROM session_peers WHERE workspace_id = ? AND session_id = ? "
+                        "AND peer_id = ?", wid, sid, pid)
+        if row is None:
+            raise _HttpError(404, f"Session peer {pid} not found in session {sid} in workspace {wid}")
+        config = json.loads(row["configuration"])
+        return 200, {"observe_me": config.get("observe_me"), "observe_others": config.get("observe_others")}
+
+    def _set_peer_config(self, wid: str, sid: str, pid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        config = _peer_config(body, [])
+        self._session_row(wid, sid)
+        self._peer_row(wid, pid)
+        row = self._one("SELECT configuration FROM session_peers WHERE workspace_id = ? AND session_id = ? "
+                        "AND peer_id = ?", wid, sid, pid)
+        update = {k: v for k, v in config.items() if v is not None}
+        merged = {**(json.loads(row["configuration"]) if row else {}), **update}
+        self._db.execute("INSERT OR REPLACE INTO session_peers VALUES (?, ?, ?, ?)", (wid, sid, pid, _j(merged)))
+        self._check_observers(wid, sid)
+        return 204, None
+
+    def _summary(self, wid: str, sid: str, kind: str) -> dict[str, Any] | None:
+        messages = self._scope_messages(wid, None, [sid], limit=100 if kind == "short" else 300)
+        if not messages:
+            return None
+        text = str(self._answer(HonchoAsk("summary", wid, None, None, sid, kind, messages)))
+        return {"content": text, "message_id": messages[-1]["id"], "summary_type": kind,
+                "created_at": messages[-1]["created_at"], "token_count": len(text.split())}
+
+    def _session_context(self, wid: str, sid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        self._session_row(wid, sid)
+        tokens = _int_param(params, "tokens", 100_000, 1, 100_000)
+        include_summary = _bool_param(params, "summary", default=True)
+        rows = self._db.execute("SELECT * FROM messages WHERE workspace_id = ? AND session_id = ? ORDER BY seq DESC",
+                                (wid, sid))
+        picked: list[dict[str, Any]] = []
+        used = 0
+        for row in rows:
+            if used + row["token_count"] > tokens:
+                break
+            used += row["token_count"]
+            picked.append(_message(row))
+        picked.reverse()
+        target = params.get("peer_target")
+        perspective = params.get("peer_perspective")
+        representation = card = None
+        if target:
+            sessions = [sid] if _bool_param(params, "limit_to_session") else None
+            ask = HonchoAsk("representation", wid, perspective or target, target, sid, params.get("search_query"),
+                            self._scope_messages(wid, target, sessions), self._conclusion_texts(wid, None, target))
+            representation = str(self._answer(ask))
+            card = self._answer(HonchoAsk("card", wid, perspective or target, target,
+                                          card=self._card(wid, perspective or target, target)))
+        summary = self._summary(wid, sid, "short") if include_summary else None
+        return 200, {"id": sid, "messages": picked, "summary": summary, "peer_representation": representation,
+                     "peer_card": card}
+
+    def _summaries(self, wid: str, sid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        self._session_row(wid, sid)
+        return 200, {"id": sid, "short_summary": self._summary(wid, sid, "short"),
+                     "long_summary": self._summary(wid, sid, "long")}
+
+    def _session_search(self, wid: str, sid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        return 200, self._search(wid, body, "AND m.session_id = ?", [sid])
+
+    # -- messages --------------------------------------------------------------------------
+
+    def _add_messages(self, wid: str, sid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        items = _object(body).get("messages")
+        if not isinstance(items, list):
+            raise _invalid(["messages"], "Field required" if items is None else "Input should be a valid list",
+                           "missing" if items is None else "list_type")
+        if not items:
+            raise _invalid(["messages"], "List should have at least 1 item after validation, not 0", "too_short")
+        if len(items) > 100:
+            raise _invalid(["messages"], f"List should have at most 100 items after validation, not {len(items)}",
+                           "too_long")
+        checked = []
+        for index, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise _invalid(["messages", index], "Input should be a valid dictionary", "dict_type")
+            content = item.get("content")
+            if not isinstance(content, str):
+                raise _invalid(["messages", index, "content"], "Field required", "missing")
+            if len(content) > MAX_CONTENT:
+                raise _invalid(["messages", index, "content"], f"String should have at most {MAX_CONTENT} characters",
+                               "string_too_long")
+            peer = item.get("peer_id")
+            if not isinstance(peer, str) or not NAME.match(peer) or len(peer) > MAX_NAME:
+                raise _invalid(["messages", index, "peer_id"], "String should match pattern '^[a-zA-Z0-9_-]+$'",
+                               "string_pattern_mismatch", peer)
+            when = item.get("created_at")
+            moment = parse_time(when) if isinstance(when, str) else None
+            if when is not None and moment is None:
+                raise _invalid(["messages", index, "created_at"], "Input should be a valid datetime", "datetime_parsing")
+            metadata = _metadata(item.get("metadata"), ["messages", index, "metadata"])
+            checked.append((content, peer, metadata or {}, moment))
+        return 201, self._store(wid, sid, checked)
+
+    def _store(self, wid: str, sid: str, checked: list[tuple[str, str, dict[str, Any], datetime | None]]
+               ) -> list[dict[str, Any]]:
+        self._ensure_session(wid, sid, peers={p: {"observe_me": None, "observe_others": None}
+                                              for p in dict.fromkeys(c[1] for c in checked)})
+        created = []
+        for content, peer, metadata, moment in checked:
+            mid = self._new_id("msg")
+            at, ts = self._times(moment)
+            self._db.execute("INSERT INTO messages (id, workspace_id, session_id, peer_id, content, metadata, "
+                             "created_at, ts, token_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             (mid, wid, sid, peer, content, _j(metadata), at, ts, len(content.split())))
+            created.append({"id": mid, "content": content, "peer_id": peer, "session_id": sid, "metadata": metadata,
+                            "created_at": at, "workspace_id": wid, "token_count": len(content.split())})
+        return created
+
+    def _upload(self, wid: str, sid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        content_type, raw = body
+        try:
+            upload = read_upload(content_type, raw)
+        except UploadError as exc:
+            raise _HttpError(exc.status, exc.detail) from None
+        if not NAME.match(upload.peer_id) or len(upload.peer_id) > MAX_NAME:
+            raise _invalid(["peer_id"], "String should match pattern '^[a-zA-Z0-9_-]+$'", "string_pattern_mismatch",
+                           upload.peer_id)
+        moment = parse_time(upload.created_at) if upload.created_at else None
+        if upload.created_at and moment is None:
+            raise _invalid(["created_at"], "Input should be a valid datetime", "datetime_parsing")
+        metadata = _metadata(upload.metadata if isinstance(upload.metadata, dict) else None, ["metadata"]) or {}
+        text = upload.text.replace("\x00", "")
+        problem = value_problem(text, "file")
+        if problem is not None:
+            raise _invalid(["file"], problem, "string_unicode")
+        chunks = split_text(text, MAX_CONTENT)
+        return 201, self._store(wid, sid, [(c, upload.peer_id, metadata, moment) for c in chunks])
+
+    def _list_messages(self, wid: str, sid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        where = compile_filter(_optional_object(body).get("filters") or None, "messages")
+        return 200, self._page("messages", f"workspace_id = ? AND session_id = ? AND {where.sql}",
+                               [wid, sid, *where.params], params, _message, order="seq")
+
+    def _message_row(self, wid: str, sid: str, mid: str) -> sqlite3.Row:
+        row = self._one("SELECT * FROM messages WHERE workspace_id = ? AND session_id = ? AND id = ?", wid, sid, mid)
+        if row is None:
+            raise _HttpError(404, f"Message with ID {mid} not found")
+        return row
+
+    def _get_message(self, wid: str, sid: str, mid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        return 200, _message(self._message_row(wid, sid, mid))
+
+    def _update_message(self, wid: str, sid: str, mid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        metadata = _metadata(_object(body).get("metadata"), ["metadata"])
+        self._message_row(wid, sid, mid)
+        if metadata is not None:
+            self._db.execute("UPDATE messages SET metadata = ? WHERE id = ?", (_j(metadata), mid))
+        return 200, _message(self._message_row(wid, sid, mid))
+
+    # -- conclusions -----------------------------------------------------------------------
+
+    def _conclusions(self, wid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        body = _object(body)
+        items = body.get("conclusions", body.get("observations"))
         if not isinstance(items, list) or not items:
-            raise _invalid(["conclusions"], "List should have at least 1 item after validation")
+            raise _invalid(["conclusions"], "List should have at least 1 item after validation, not 0", "too_short")
+        if len(items) > 100:
+            raise _invalid(["conclusions"], f"List should have at most 100 items after validation, not {len(items)}",
+                           "too_long")
+        self._ensure_workspace(wid)
         created = []
         for index, item in enumerate(items):
             content = item.get("content") if isinstance(item, dict) else None
@@ -390,13 +894,37 @@ class FakeHonchoService:
                 raise _invalid(["conclusions", index, "content"], "String should have 1..65535 characters")
             for key in ("observer_id", "observed_id"):
                 if not isinstance(item.get(key), str):
-                    raise _invalid(["conclusions", index, key], "Field required")
-            conclusion = {"id": f"con_{self._new_id():08d}", "content": content.replace("\x00", ""),
-                          "observer_id": item["observer_id"], "observed_id": item["observed_id"],
-                          "session_id": item.get("session_id"), "level": "explicit", "created_at": self._now()}
-            ws.conclusions.append(conclusion)
-            created.append(conclusion)
+                    raise _invalid(["conclusions", index, key], "Field required", "missing")
+            session_id = item.get("session_id")
+            cid = self._new_id("con")
+            at, ts = self._times()
+            self._db.execute("INSERT INTO conclusions (id, workspace_id, observer_id, observed_id, session_id, "
+                             "content, created_at, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                             (cid, wid, item["observer_id"], item["observed_id"], session_id, content, at, ts))
+            created.append(_conclusion(self._one("SELECT * FROM conclusions WHERE id = ?", cid)))
         return 201, created
+
+    def _list_conclusions(self, wid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        where = compile_filter(_optional_object(body).get("filters") or None, "conclusions")
+        return 200, self._page("conclusions", f"workspace_id = ? AND {where.sql}", [wid, *where.params], params,
+                               _conclusion, order="seq")
+
+    def _query_conclusions(self, wid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        body = _object(body)
+        query = body.get("query")
+        if not isinstance(query, str):
+            raise _invalid(["query"], "Field required", "missing")
+        top_k = _int_field(body, "top_k", 10, 1, 100)
+        where = compile_filter(body.get("filters"), "conclusions")
+        rows = self._db.execute(f"SELECT * FROM conclusions WHERE workspace_id = ? AND {where.sql} ORDER BY seq",
+                                [wid, *where.params]).fetchall()
+        return 200, rank([_conclusion(r) for r in rows], query)[:top_k]
+
+    def _delete_conclusion(self, wid: str, cid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+        if self._one("SELECT 1 FROM conclusions WHERE workspace_id = ? AND id = ?", wid, cid) is None:
+            raise _HttpError(404, f"Conclusion {cid} not found")
+        self._db.execute("DELETE FROM conclusions WHERE workspace_id = ? AND id = ?", (wid, cid))
+        return 204, None
 
 
 class FakeHonchoTransport(httpx.AsyncBaseTransport):
@@ -410,34 +938,44 @@ class FakeHonchoTransport(httpx.AsyncBaseTransport):
         return self.service.handle(request)
 
 
-def _datetime(value: Any) -> str | None:
-    """An ISO 8601 time as the server stores it (UTC, ``isoformat``); None when it is not one."""
-    if not isinstance(value, str):
+# -- request reading ---------------------------------------------------------------------------
+
+def _body(request: httpx.Request) -> Any:
+    raw = request.content
+    if not raw:
         return None
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/json":
+        raise _HttpError(415, f"Unsupported Media Type: a request body must be application/json, not {kind or 'unset'}")
     try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat()
+        body = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise _HttpError(422, [{"type": "json_invalid", "loc": ["body"], "msg": "JSON decode error",
+                                "input": None}]) from None
+    if _depth(body) > MAX_JSON_DEPTH:
+        raise _HttpError(422, [{"type": "json_invalid", "loc": ["body"],
+                                "msg": f"JSON nests deeper than {MAX_JSON_DEPTH} levels", "input": None}])
+    body = _strip_nul(body)
+    problem = value_problem(body, "body")
+    if problem is not None:  # PostgreSQL cannot hold it: refused before anything is stored
+        raise _HttpError(422, [{"type": "string_unicode", "loc": ["body"], "msg": problem, "input": None}])
+    return body
 
 
-def _page(items: list[dict[str, Any]], params: Any) -> dict[str, Any]:
-    """One page of ``items`` as Honcho answers a list (``page``, ``size``, ``reverse`` in the query)."""
-    if str(params.get("reverse", "")).lower() == "true":
-        items = items[::-1]
-    try:
-        page, size = int(params.get("page", 1)), int(params.get("size", 50))
-    except ValueError:
-        raise _HttpError(422, [{"type": "int_parsing", "loc": ["query", "page"],
-                                "msg": "Input should be a valid integer", "input": None}]) from None
-    if page < 1 or not 1 <= size <= 100:
-        raise _HttpError(422, [{"type": "value_error", "loc": ["query", "size"],
-                                "msg": "page must be at least 1 and size 1..100", "input": None}])
-    pages = max(1, -(-len(items) // size))
-    chunk = items[(page - 1) * size: page * size]
-    return {"items": chunk, "total": len(items), "page": page, "size": size, "pages": pages}
+def _depth(value: Any) -> int:
+    depth, level = 0, [value]
+    while level:
+        depth += 1
+        if depth > MAX_JSON_DEPTH:
+            return depth
+        nxt: list[Any] = []
+        for item in level:
+            if isinstance(item, dict):
+                nxt.extend(item.values())
+            elif isinstance(item, list):
+                nxt.extend(item)
+        level = nxt
+    return depth - 1
 
 
 def _strip_nul(value: Any) -> Any:
@@ -451,50 +989,159 @@ def _strip_nul(value: Any) -> Any:
     return value
 
 
-def _require_id(body: Any) -> str:
-    value = (body or {}).get("id") if isinstance(body, dict) else None
-    if not isinstance(value, str) or not _ID.match(value):
-        raise _invalid(["id"], "String should match pattern '^[a-zA-Z0-9_-]+$'")
+def _object(body: Any) -> dict[str, Any]:
+    if body is None:
+        raise _invalid([], "Field required", "missing")
+    if not isinstance(body, dict):
+        raise _invalid([], "Input should be a valid dictionary or object to extract fields from",
+                       "model_attributes_type", body)
+    return body
+
+
+def _optional_object(body: Any) -> dict[str, Any]:
+    return {} if body is None else _object(body)
+
+
+def _name(body: dict[str, Any], key: str) -> str:
+    value = body.get(key)
+    if value is None:
+        raise _invalid([key], "Field required", "missing")
+    if not isinstance(value, str):
+        raise _invalid([key], "Input should be a valid string", "string_type", value)
+    if not value:
+        raise _invalid([key], "String should have at least 1 character", "string_too_short", value)
+    if len(value) > MAX_NAME:
+        raise _invalid([key], f"String should have at most {MAX_NAME} characters", "string_too_long", value)
+    if not NAME.match(value):
+        raise _invalid([key], "String should match pattern '^[a-zA-Z0-9_-]+$'", "string_pattern_mismatch", value)
     return value
 
 
-def _require_text(body: Any, key: str) -> str:
-    value = body.get(key) if isinstance(body, dict) else None
-    if not isinstance(value, str) or not value.strip():
-        raise _invalid([key], "Field required")
+def _optional_str(body: dict[str, Any], key: str) -> str | None:
+    value = body.get(key)
+    if value is not None and not isinstance(value, str):
+        raise _invalid([key], "Input should be a valid string", "string_type", value)
     return value
 
 
-def _matches(message: dict[str, Any], filters: dict[str, Any]) -> bool:
-    """Honcho's filter subset: equality on fields and metadata keys, ``in``, ``AND``, ``OR``."""
-    for key, want in filters.items():
-        if key == "OR":
-            if not any(_matches(message, branch) for branch in want):
-                return False
-        elif key == "AND":
-            if not all(_matches(message, branch) for branch in want):
-                return False
-        elif key == "metadata":
-            meta = message.get("metadata") or {}
-            for mkey, mwant in want.items():
-                have = meta.get(mkey)
-                if isinstance(mwant, dict) and "in" in mwant:
-                    if have not in mwant["in"]:
-                        return False
-                elif have != mwant:
-                    return False
-        elif message.get(key) != want:
-            return False
-    return True
+def _metadata(value: Any, loc: list[Any]) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise _invalid(loc, "Input should be a valid dictionary", "dict_type", value)
+    if len(value) > METADATA_MAX_KEYS:
+        raise _invalid(loc, f"Value error, Metadata exceeds maximum of {METADATA_MAX_KEYS} top-level keys")
+
+    def deep(data: dict[str, Any], level: int) -> None:
+        if level > METADATA_MAX_DEPTH:
+            raise _invalid(loc, f"Value error, Metadata nesting exceeds maximum depth of {METADATA_MAX_DEPTH}")
+        for v in data.values():
+            if isinstance(v, dict):
+                deep(v, level + 1)
+
+    deep(value, 1)
+    return value
 
 
-def _rank(items: list[dict[str, Any]], query: str) -> list[dict[str, Any]]:
-    words = [w for w in re.findall(r"\w+", query.lower()) if len(w) > 2] or [query.lower()]
-    scored = []
-    for order, item in enumerate(items):
-        text = item["content"].lower()
-        score = sum(text.count(w) for w in words)
-        if score:
-            scored.append((-score, order, item))
-    scored.sort(key=lambda t: (t[0], t[1]))
-    return [item for _, _, item in scored]
+def _config(value: Any, loc: list[Any]) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise _invalid(loc, "Input should be a valid dictionary", "dict_type", value)
+    return value
+
+
+def _peer_config(value: Any, loc: list[Any]) -> dict[str, Any]:
+    if value is None:
+        value = {}
+    if not isinstance(value, dict):
+        raise _invalid(loc, "Input should be a valid dictionary or object to extract fields from",
+                       "model_attributes_type", value)
+    config = {}
+    for key in ("observe_me", "observe_others"):
+        flag = value.get(key)
+        if flag is not None and not isinstance(flag, bool):
+            raise _invalid([*loc, key], "Input should be a valid boolean", "bool_type", flag)
+        config[key] = flag
+    return config
+
+
+def _peer_configs(value: Any, loc: list[Any]) -> dict[str, dict[str, Any]] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise _invalid(loc, "Input should be a valid dictionary", "dict_type", value)
+    configs = {}
+    for pid, config in value.items():
+        if not NAME.match(pid) or len(pid) > MAX_NAME:
+            raise _invalid([*loc, pid], "String should match pattern '^[a-zA-Z0-9_-]+$'", "string_pattern_mismatch", pid)
+        configs[pid] = _peer_config(config, [*loc, pid])
+    return configs
+
+
+def _int_field(body: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
+    value = body.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _invalid([key], "Input should be a valid integer", "int_type", value)
+    if value < low:
+        raise _invalid([key], f"Input should be greater than or equal to {low}", "greater_than_equal", value)
+    if value > high:
+        raise _invalid([key], f"Input should be less than or equal to {high}", "less_than_equal", value)
+    return value
+
+
+def _int_param(params: Any, key: str, default: int, low: int, high: int | None) -> int:
+    raw = params.get(key)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise _query_invalid(key, "Input should be a valid integer, unable to parse string as an integer",
+                             "int_parsing") from None
+    if value < low:
+        raise _query_invalid(key, f"Input should be greater than or equal to {low}", "greater_than_equal")
+    if high is not None and value > high:
+        raise _query_invalid(key, f"Input should be less than or equal to {high}", "less_than_equal")
+    return value
+
+
+def _bool_param(params: Any, key: str, default: bool = False) -> bool:
+    raw = params.get(key)
+    if raw is None:
+        return default
+    if raw.lower() in ("true", "1", "yes", "on"):
+        return True
+    if raw.lower() in ("false", "0", "no", "off"):
+        return False
+    raise _query_invalid(key, "Input should be a valid boolean, unable to interpret input", "bool_parsing")
+
+
+# -- answers -----------------------------------------------------------------------------------
+
+def _workspace(r: sqlite3.Row) -> dict[str, Any]:
+    return {"id": r["id"], "metadata": json.loads(r["metadata"]), "configuration": json.loads(r["configuration"]),
+            "created_at": r["created_at"]}
+
+
+def _peer(r: sqlite3.Row) -> dict[str, Any]:
+    return {"id": r["id"], "workspace_id": r["workspace_id"], "created_at": r["created_at"],
+            "metadata": json.loads(r["metadata"]), "configuration": json.loads(r["configuration"])}
+
+
+def _session(r: sqlite3.Row) -> dict[str, Any]:
+    return {"id": r["id"], "is_active": bool(r["is_active"]), "workspace_id": r["workspace_id"],
+            "metadata": json.loads(r["metadata"]), "configuration": json.loads(r["configuration"]),
+            "created_at": r["created_at"]}
+
+
+def _message(r: sqlite3.Row) -> dict[str, Any]:
+    return {"id": r["id"], "content": r["content"], "peer_id": r["peer_id"], "session_id": r["session_id"],
+            "metadata": json.loads(r["metadata"]), "created_at": r["created_at"], "workspace_id": r["workspace_id"],
+            "token_count": r["token_count"]}
+
+
+def _conclusion(r: sqlite3.Row | None) -> dict[str, Any]:
+    assert r is not None
+    return {"id": r["id"], "content": r["content"], "observer_id": r["observer_id"], "observed_id": r["observed_id"],
+            "session_id": r["session_id"], "level": r["level"], "created_at": r["created_at"]}

@@ -36,6 +36,7 @@ from .delivery import DeliveryEngine, DeliveryResult, StepHook
 from .forks import ForkPlanner
 from .honcho_client import HonchoClient
 from .honcho_fake import FakeHonchoService
+from .honcho_view import HonchoSnapshot, read_memory
 from .models import CaptureError, OutboxSettings, check_conversation_id, honcho_id
 from .quarantine import QuarantinedLine, drop_quarantined, read_quarantine, retry_quarantined
 from .status import OutboxStatus, Representation, build_status, representation_of
@@ -107,6 +108,7 @@ class MemoryOutbox:
         fake = honcho_service
         if fake is not None:
             honcho_transport = fake.transport
+            api_key = api_key or fake.api_key  # a served fake requires its key, in-process too
         elif honcho_transport is None and base_url is None:
             fake = FakeHonchoService(clock=clock)
             honcho_transport = fake.transport
@@ -307,6 +309,11 @@ class MemoryOutbox:
         """Move a quarantined line out of the way (into ``dropped.jsonl``)."""
         await self.stores.locked(lambda: drop_quarantined(self.stores, item))
         self.changes.announce("outbox", "quarantine.dropped", "", position=item.position)
+
+    async def read_honcho(self, *, session_id: str | None = None, peer_id: str | None = None,
+                          query: str | None = None) -> HonchoSnapshot:
+        """What the memory service holds (``honcho_view``), read with the client this outbox delivers with."""
+        return await read_memory(self.client, session_id=session_id, peer_id=peer_id, query=query)
 
     async def status(self) -> OutboxStatus:
         """Counts per conversation, last delivery, pending forks, last sweep and recent errors."""

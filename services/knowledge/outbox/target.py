@@ -21,11 +21,13 @@ API_KEY_ENV = "HONCHO_API_KEY"
 
 
 def memory_target(url: str | None, workspace_id: str = "workbench", *,
-                  environ: dict[str, str] | None = None, served: Any = None) -> dict[str, Any]:
+                  environ: dict[str, str] | None = None, served: Any = None,
+                  api_key: str | None = None) -> dict[str, Any]:
     """``MemoryOutbox.open`` keyword arguments for memory delivered to ``url``.
 
     Without a URL memory goes to the embedded fake, or, when ``served`` (a ``CloudServer``)
-    serves one under ``/honcho``, to that fake, so apps read it with Honcho's SDKs.
+    serves one under ``/honcho``, to that fake, so apps read it with Honcho's SDKs. ``api_key``
+    (a served ``/honcho``'s key from ``serve.json``) wins over the environment's.
     """
     settings = OutboxSettings(workspace_id=workspace_id)
     if url is None or not url.strip():
@@ -37,4 +39,4 @@ def memory_target(url: str | None, workspace_id: str = "workbench", *,
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise OutboxError(f"the Honcho URL must look like https://host or http://host:port, not {url!r}")
     env = os.environ if environ is None else environ
-    return {"settings": settings, "base_url": url.strip().rstrip("/"), "api_key": env.get(API_KEY_ENV) or None}
+    return {"settings": settings, "base_url": url.strip().rstrip("/"), "api_key": api_key or env.get(API_KEY_ENV) or None}

@@ -25,7 +25,7 @@ class Crash(BaseException):
 async def test_establish_is_idempotent_and_offline_once_the_ledger_exists(outbox: MemoryOutbox, fake) -> None:
     ledger = await outbox.engine.establish("run_1", "user:o1")
     assert ledger["sessionId"] == "conv-run_1"
-    assert set(fake.workspaces["workbench"].session_peers["conv-run_1"]) == {ledger["peerIds"]["user"], "assistant"}
+    assert set(fake.session_members("conv-run_1")) == {ledger["peerIds"]["user"], "assistant"}
     calls = len(fake.calls)
     again = await outbox.engine.establish("run_1", "user:o1")
     assert again == ledger

@@ -35,9 +35,11 @@ async def test_honcho_shapes_and_limits(fake: FakeHonchoService) -> None:
     assert (await _raw(fake, "POST", "/v3/workspaces/w/sessions/s1/messages", too_long)).status_code == 422
     bad_id = await _raw(fake, "POST", "/v3/workspaces/w/peers", {"id": "user:o1"})
     assert bad_id.status_code == 422
-    missing = await _raw(fake, "POST", "/v3/workspaces/w/sessions/nope/messages",
+    deleted = await _raw(fake, "POST", "/v3/workspaces/w/sessions", {"id": "gone"})
+    assert (await _raw(fake, "DELETE", "/v3/workspaces/w/sessions/gone")).status_code == 202
+    missing = await _raw(fake, "POST", "/v3/workspaces/w/sessions/gone/messages",
                          {"messages": [{"content": "x", "peer_id": "p"}]})
-    assert missing.status_code == 404 and "nope" in missing.json()["detail"]
+    assert deleted.status_code == 201 and missing.status_code == 404 and "gone" in missing.json()["detail"]
     ok = await _raw(fake, "POST", "/v3/workspaces/w/sessions/s1/messages",
                     {"messages": [{"content": "hi", "peer_id": "p", "metadata": {"k": 1}}]})
     assert ok.status_code == 201
@@ -51,8 +53,8 @@ async def test_honcho_shapes_and_limits(fake: FakeHonchoService) -> None:
 async def test_client_maps_errors(fake: FakeHonchoService) -> None:
     client = HonchoClient("w", transport=fake.transport)
     try:
-        with pytest.raises(HonchoRequestError, match="404"):
-            await client.add_messages("missing", [{"content": "x", "peer_id": "p"}])
+        with pytest.raises(HonchoRequestError, match="422"):
+            await client.add_messages("s", [{"content": "x", "peer_id": "user:p"}])
         with pytest.raises(HonchoRequestError, match="1..100"):
             await client.add_messages("s", [])
     finally:

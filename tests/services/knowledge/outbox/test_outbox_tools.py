@@ -35,7 +35,7 @@ async def test_remember_makes_a_user_level_conclusion(outbox: MemoryOutbox, fake
     await _delivered(outbox)
     conclusion = await outbox.remember("run_1", "allergic to peanuts")
     assert conclusion["session_id"] is None
-    stored = fake.workspaces["workbench"].conclusions
+    stored = fake.stored_conclusions()
     assert [(c["content"], c["observer_id"], c["session_id"]) for c in stored] == [
         ("allergic to peanuts", "assistant", None)]
     assert stored[0]["observed_id"] == outbox.settings.peer_for_owner("user:o1")
@@ -63,7 +63,7 @@ async def test_failures_read_honcho_unavailable(outbox: MemoryOutbox, fake, faul
     assert message.startswith("memory-honcho: Honcho unavailable (") and message.endswith(")")
     assert ("cannot reach Honcho" if fault == "down" else "HTTP 500") in message
     assert message in outbox.errors
-    assert fake.workspaces["workbench"].conclusions == []
+    assert fake.stored_conclusions() == []
 
 
 async def test_tool_failure_during_establish_reads_honcho_unavailable(outbox: MemoryOutbox, fake) -> None:
