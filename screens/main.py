@@ -18,6 +18,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 
 from services.boundary import WorkspaceView
+from services.canvas.engine import canvas_label
 
 from .canvas import CanvasPane
 from .grants import GrantsPane
@@ -213,6 +214,7 @@ class MainScreen(Screen[None]):
         await self.build_panes()
         self.workspace = event.workspace
         self.query_one("#badges", BadgeBar).status = event.workspace.header_status
+        self.query_one("#badges", BadgeBar).canvas = canvas_label(event.workspace.settings.canvas_url)
         for pane in self.panes():
             pane.attach(event.workspace)
         self.update_badges()
