@@ -241,6 +241,7 @@ class MainScreen(Screen[None]):
         accepting = {g.user_id for g in desk.grants() if g.state == "active" and g.refusal is None}
         badges.refusals = sum(1 for r in desk.refusals_since(60) if r.user_id not in accepting)  # a restore clears it
         badges.judgments = self.query_one("#judgments", JudgmentsPane).waiting
+        badges.settings_problem = getattr(self.app, "settings_problem", "") or ""
         failures = getattr(self.workspace, "capture_failures", None)
         badges.captures = len(failures()) if failures is not None else 0
         outbox = getattr(self.workspace, "outbox", None)

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 __all__ = ["serve_command", "connect_command", "check_ui_serve"]
 
@@ -217,7 +218,13 @@ def check_ui_serve(folder: Path, port: int | None) -> str | None:
 
     if port is not None and not 0 <= port <= 65535:
         return "--port must be between 0 and 65535"
-    if live_serve_info(folder) is not None:
+    info = live_serve_info(folder)
+    if info is not None:
+        served_port = urlsplit(str(info.get("url", ""))).port
+        if port not in (None, 0) and served_port is not None and served_port != port:
+            return (f"{folder} is already served at {info.get('url')} (process {info.get('pid')}), not on port "
+                    f"{port}: run it without --port to open a window attached to that server, or stop that "
+                    "server first to serve on this port")
         return None  # the window attaches to that server (or says why it cannot) instead of serving again
     try:
         check_not_served(folder)

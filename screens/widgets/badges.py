@@ -55,7 +55,7 @@ class BadgeBar(Static):
             text.append(f" ⚠ memory not delivered: {safe(self.memory_problem, 160)} ", style=tone("bad", bold=True))
         if self.settings_problem:
             text.append(" ")
-            text.append(f" ⚠ settings not used: {safe(self.settings_problem, 160)} ", style=tone("warn", bold=True))
+            text.append(f" ⚠ settings not used: {safe(self.settings_problem, 200)} ", style=tone("warn", bold=True))
         if self.status != "ready":  # where the cloud is (attached / serving) before where memory goes
             text.append(f"  {safe(self.status, 200)}", style="dim")
         if self.memory:

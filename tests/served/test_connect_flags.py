@@ -68,3 +68,16 @@ def test_bad_connect_flags_are_refused_in_plain_words(tmp_path: Path) -> None:
     junk = workbench("connect", "--workspace", ws, "--key", str(tmp_path / "junk.pem"), "--assertion")
     assert junk.returncode == 2 and "not a PEM private key" in junk.stderr and not junk.stdout
     assert (tmp_path / "junk.pem").read_text(encoding="utf-8") == "not a key"  # left as it was
+
+
+def test_serve_on_another_port_of_a_served_folder_says_so_instead_of_attaching(serve, tmp_path: Path) -> None:
+    from workbench import cli
+    from workbench.served import check_ui_serve
+
+    served = serve(tmp_path / "ws")
+    other = served.port + 1 if served.port < 65535 else served.port - 1
+    problem = check_ui_serve(tmp_path / "ws", other)
+    assert problem is not None and f"already served at {served.url}" in problem and f"not on port {other}" in problem
+    assert check_ui_serve(tmp_path / "ws", served.port) is None  # the same port: the window attaches
+    assert check_ui_serve(tmp_path / "ws", None) is None and check_ui_serve(tmp_path / "ws", 0) is None
+    assert cli.main(["--workspace", str(tmp_path / "ws"), "--serve", "--port", str(other)]) == 2
