@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Static
 
 from services.wire import RefusalCode
 
-from .dialogs import Field
+from .dialogs import ConfirmDialog, Field, wants_confirmation
 from .text import cell_text, highlight, notify_plain, safe, safe_text, short_time, tone
 from .widgets.fit_table import FitTable, fit_cell
 from .widgets.pane import Pane, PaletteAction, is_current
@@ -165,7 +165,16 @@ class GrantsPane(Pane):
         user = self._need()
         if user:
             desk = self.desk
-            self.act(f"Grant of {user} restored.", lambda: desk.restore(user))
+            if not wants_confirmation(self.app, "restore"):
+                self.act(f"Grant of {user} restored.", lambda: desk.restore(user))
+                return
+
+            def confirmed(yes: bool | None) -> None:
+                if yes:
+                    self.act(f"Grant of {user} restored.", lambda: desk.restore(user))
+            self.app.push_screen(ConfirmDialog(
+                f"Restore the grant of {safe(user, 80)}? Their app's refreshes are accepted again and the refusal "
+                "is cleared (confirm_restore = false in the settings skips this question)"), confirmed)
 
     def action_refuse(self) -> None:
         user = self._need()

@@ -23,7 +23,7 @@ from textual.widgets import DataTable, SelectionList, Static
 
 from services.errors import ServiceError
 
-from .dialogs import ConfirmDialog, Field
+from .dialogs import ConfirmDialog, Field, wants_confirmation
 from .text import DETAIL_CAP, cell_text, date_time, day_minute, highlight, notify_plain, safe, tone
 from .widgets.fit_table import FitTable, fit_cell
 from .widgets.pane import DEBOUNCE, Pane, PaletteAction, is_current
@@ -346,7 +346,18 @@ class JudgmentsPane(Pane):
             declined = [outcomes.get_option_at_index(i) for i in range(outcomes.option_count)]
             declined = [o for o in declined if o.value not in ticked] if ticked else []
             if not declined:
-                self.act(what, lambda: okf.approve(ident, ticked or None))
+                if not wants_confirmation(self.app, "approve"):
+                    self.act(what, lambda: okf.approve(ident, ticked or None))
+                    return
+
+                def whole(yes: bool | None) -> None:
+                    if yes:
+                        self.act(what, lambda: okf.approve(ident, ticked or None))
+                count = outcomes.option_count
+                self.app.push_screen(ConfirmDialog(
+                    f"Approve the whole judgment and deliver its {count} outcome{'' if count == 1 else 's'} to the "
+                    "knowledge base? (space ticks outcomes to approve one by one; confirm_approve = false in the "
+                    "settings skips this question)"), whole)
                 return
 
             def confirmed(yes: bool | None) -> None:

@@ -17,6 +17,7 @@ from textual.events import Resize
 from textual.reactive import reactive
 from textual.screen import Screen
 
+from services.canvas.engine import canvas_label
 from services.desk import WorkspaceView
 
 from .canvas import CanvasPane
@@ -213,6 +214,7 @@ class MainScreen(Screen[None]):
         await self.build_panes()
         self.workspace = event.workspace
         self.query_one("#badges", BadgeBar).status = event.workspace.header_status
+        self.query_one("#badges", BadgeBar).canvas = canvas_label(event.workspace.settings.canvas_url)
         for pane in self.panes():
             pane.attach(event.workspace)
         self.update_badges()
@@ -239,6 +241,7 @@ class MainScreen(Screen[None]):
         accepting = {g.user_id for g in desk.grants() if g.state == "active" and g.refusal is None}
         badges.refusals = sum(1 for r in desk.refusals_since(60) if r.user_id not in accepting)  # a restore clears it
         badges.judgments = self.query_one("#judgments", JudgmentsPane).waiting
+        badges.settings_problem = getattr(self.app, "settings_problem", "") or ""
         failures = getattr(self.workspace, "capture_failures", None)
         badges.captures = len(failures()) if failures is not None else 0
         outbox = getattr(self.workspace, "outbox", None)

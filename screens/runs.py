@@ -296,7 +296,7 @@ class RunsPane(Pane):
         run_id = self._need_run()
         if run_id:
             desk, before = self.desk, self._now(run_id)
-            self.form_act("Reply as the model", [Field("text", "Reply text", multiline=True)],
+            self.form_act(self._about("Reply as the model to", run_id), [Field("text", "Reply text", multiline=True)],
                           lambda: self._left(run_id, "Replied as the model.", before),
                           lambda v: desk.reply(run_id, v["text"]), submit="Reply")
 
@@ -304,7 +304,7 @@ class RunsPane(Pane):
         run_id = self._need_run()
         if run_id:
             desk, before = self.desk, self._now(run_id)
-            self.form_act("Fail the turn", [Field("code", "Code", choices=TURN_CODES), Field("message", "Message", "the model failed")],
+            self.form_act(self._about("Fail the turn of", run_id), [Field("code", "Code", choices=TURN_CODES), Field("message", "Message", "the model failed")],
                           lambda: self._left(run_id, "Turn failed.", before),
                           lambda v: desk.fail_turn(run_id, v["code"], v["message"]), submit="Fail")
 
@@ -314,7 +314,7 @@ class RunsPane(Pane):
             desk, before = self.desk, self._now(run_id)
             if self._refuse_settled(run_id, before, "settle"):
                 return
-            self.form_act("Settle the run", [Field("kind", "Outcome", choices=SETTLE_KINDS), Field("value", "Result / reason")],
+            self.form_act(self._about("Settle", run_id), [Field("kind", "Outcome", choices=SETTLE_KINDS), Field("value", "Result / reason")],
                           lambda: self._left(run_id, "Run settled.", before, want=("settled",)),
                           lambda v: desk.settle(run_id, v["kind"], v["value"]), submit="Settle")
 
@@ -322,7 +322,7 @@ class RunsPane(Pane):
         run_id = self._need_run()
         if run_id:
             desk, before = self.desk, self._now(run_id)
-            self.form_act("Ask the person a question", [Field("title", "Question")],
+            self.form_act(self._about("Ask the person of", run_id, "a question"), [Field("title", "Question")],
                           lambda: self._left(run_id, "Question asked.", before, want=("waiting_on_user",)),
                           lambda v: desk.ask(run_id, v["title"]), submit="Ask")
 
@@ -343,7 +343,7 @@ class RunsPane(Pane):
         run_id = self._need_run()
         if run_id:
             desk, before = self.desk, self._now(run_id)
-            self.form_act("Emit an event", [Field("type", "Type", placeholder="node.activity"),
+            self.form_act(self._about("Emit an event on", run_id), [Field("type", "Type", placeholder="node.activity"),
                                             Field("fields", "Fields (JSON object)", "{}"),
                                             Field("node", "Node id (empty: the root)")],
                           lambda: self._left(run_id, "Event emitted.", before),
@@ -408,6 +408,12 @@ class RunsPane(Pane):
                     self.act(canceled, lambda: desk.cancel_run(run_id))
             self.app.push_screen(ConfirmDialog(f"Cancel run “{self._run_title(run_id)}” ({safe(run_id, 80)})? "
                                                "Its turn ends and the app is told."), done)
+
+    def _about(self, verb: str, run_id: str, after: str = "") -> str:
+        """A dialog's title naming the run it acts on: ``Reply as the model to “title” (run id)``."""
+        title = self._run_title(run_id)
+        named = f"“{title}”" if title == safe(run_id, 80) else f"“{title}” ({safe(run_id, 80)})"
+        return f"{verb} {named}" + (f" {after}" if after else "")
 
     def _run_title(self, run_id: str) -> str:
         """The run's title as its row shows it (name — prompt), for confirmations."""

@@ -88,20 +88,37 @@ async def _seed_run(cloud: FakeCloud, spec: dict[str, Any]) -> None:
         await client.aclose()
 
 
-async def seed_canvas(canvas: Any, world: dict[str, Any]) -> None:
-    """Create the world's owners, documents, listeners and node messages on a new canvas."""
+async def seed_canvas(canvas: Any, world: dict[str, Any]) -> bool:
+    """Create the world's owners, documents, listeners and node messages, unless the canvas holds them.
+
+    A team's canvas (PostgreSQL) is shared by many workspaces, each new one seeded with the same
+    world: the first document is the claim. The workspace whose write of it succeeds seeds the rest
+    (documents or listeners someone wrote meanwhile are kept as they are); one that finds it taken
+    (``NameTakenError``, decided by the database even when several open at once) seeds nothing, so
+    no document is written twice and no node gets the world's messages twice. True when it seeded.
+    """
+    from .canvas import NameTakenError
+
     spec = world.get("canvas", {})
     for owner in spec.get("owners", []):
         await canvas.ensure_owner(owner["type"], owner["handle"])
-    for doc in spec.get("documents", []):
-        await canvas.write(
-            doc["name"], preview=doc["preview"], body=doc.get("body", ""), owner=doc["owner"],
-            kind=doc.get("kind", "knowledge"), privacy=doc.get("privacy", "public"),
-        )
+    for index, doc in enumerate(spec.get("documents", [])):
+        try:
+            await canvas.write(
+                doc["name"], preview=doc["preview"], body=doc.get("body", ""), owner=doc["owner"],
+                kind=doc.get("kind", "knowledge"), privacy=doc.get("privacy", "public"),
+            )
+        except NameTakenError:
+            if index == 0:  # the canvas already holds a world
+                return False
     for listener in spec.get("listeners", []):
-        await canvas.create_listener(listener["topic"], owner=listener["owner"], domain=listener["domain"])
+        try:
+            await canvas.create_listener(listener["topic"], owner=listener["owner"], domain=listener["domain"])
+        except NameTakenError:
+            pass
     for message in spec.get("messages", []):
         await canvas.message_send(message["body"], to=message["to"], sender=message.get("sender"))
+    return True
 
 
 async def seed_insights(reviews: Any, world: dict[str, Any]) -> None:
@@ -118,11 +135,14 @@ async def seed_knowledge(harvest: Any, world: dict[str, Any], *, homes: Path, ba
     if not spec:
         return None
     base = spec["base"]
-    await harvest.init_base(base["alias"], base["nodes"], base_id=base.get("id"), path=bases / base["alias"])
+    # an open that failed after binding the base (or registering the home) is retried: keep what it made
+    if base["alias"] not in harvest.bindings.bases:
+        await harvest.init_base(base["alias"], base["nodes"], base_id=base.get("id"), path=bases / base["alias"])
     home_spec = spec["home"]
     home = homes / home_spec["agent"]
     soul = SoulDecl(home_spec["owner"], tuple(home_spec["owns"]), tuple(home_spec.get("reads", ())))
-    source_id = await harvest.register_home(home, soul, agent=home_spec["agent"])
+    known = [s.id for s in await harvest.sources() if Path(s.home).resolve() == home.resolve()]
+    source_id = known[0] if known else await harvest.register_home(home, soul, agent=home_spec["agent"])
     notes = home / "notes"
     notes.mkdir(parents=True, exist_ok=True)
     for name, text in spec.get("notes", {}).items():

@@ -76,6 +76,8 @@ class WorkbenchApp(App[None]):
     """The operator's ``UserConfig`` (theme, keymap, ...), applied at mount; None: no settings file."""
     layout: str | None = None
     """``dashboard`` or ``single`` (``--layout`` or the settings file); None: chosen by the terminal's size."""
+    settings_problem: str = ""
+    """Why the settings file is not in use (a header badge shows it until the file is fixed); empty: none."""
     log_path: Any = None
     """``--log FILE``; None: ``logs/workbench.log`` in the workspace (``workbench.log``)."""
     error_log: Any = None
@@ -239,8 +241,44 @@ class WorkbenchApp(App[None]):
         return None if saved is None else str(saved)
 
     async def action_quit(self) -> None:
-        """Quit; with status 2 when the workspace could not open."""
-        self.exit(return_code=OPEN_FAILED_STATUS if self.open_error is not None else 0)
+        """Quit; with status 2 when the workspace could not open. With work in flight
+        (``work_in_flight``) it asks first, unless the settings say ``confirm_quit = false``."""
+        if self.open_error is not None:
+            self.exit(return_code=OPEN_FAILED_STATUS)
+            return
+        from screens.dialogs import ConfirmDialog, wants_confirmation
+
+        work = self.work_in_flight() if wants_confirmation(self, "quit") else []
+        if not work:
+            self.exit(return_code=0)
+            return
+        if isinstance(self.screen, ConfirmDialog):  # already asking
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.exit(return_code=0)
+        self.push_screen(ConfirmDialog(f"Quit with work in flight? {'; '.join(work)}. (confirm_quit = false in "
+                                       "the settings quits without asking)"), answered)
+
+    def work_in_flight(self) -> list[str]:
+        """What quitting now would cut short, in words: operator actions still on their way to the
+        services, and, on the embedded cloud (it lives in memory and ends with the window), runs
+        whose turn is in progress."""
+        from textual.worker import WorkerState
+
+        work = []
+        actions = sum(1 for w in self.workers if w.group == "actions"
+                      and w.state in (WorkerState.PENDING, WorkerState.RUNNING))
+        if actions:
+            work.append(f"{actions} action{'' if actions == 1 else 's'} on {'its' if actions == 1 else 'their'} way")
+        workspace = self.workspace
+        if workspace is not None and workspace.attached is None and workspace.server is None:
+            running = sum(1 for run in workspace.desk.runs() if run.status == "running")
+            if running:
+                work.append(f"{running} run{'' if running == 1 else 's'} with a turn in progress on the embedded "
+                            "cloud (it lives in memory: the turn is lost)")
+        return work
 
     async def on_unmount(self) -> None:
         from .log import stop_log

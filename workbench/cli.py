@@ -7,7 +7,8 @@ terminal and writes one SVG per step; ``--version``; ``--help``.
 
 ``workbench serve [--workspace DIR] [--host H] [--port P] [--allow-remote] [--export FILE]
 [--import FILE] [--max-body B] [--max-depth N] [--max-text C] [--max-wait S] [--max-streams N]`` serves the workspace's cloud (kept on disk) over HTTP until SIGTERM/SIGINT;
-``workbench connect --workspace DIR USER --scope S ...`` prints a person's connection as JSON;
+``workbench connect --workspace DIR USER --scope S ...`` prints a person's connection as JSON (with
+``--key FILE``, ``--assertion`` prints a client assertion and ``--access-token`` a fresh access token);
 ``workbench --serve [--port P]`` opens the workbench and serves its cloud at the same time.
 """
 
@@ -83,9 +84,17 @@ def build_parser() -> argparse.ArgumentParser:
     connect = sub.add_parser("connect", help="connect a person and print the connection an app stores, as JSON")
     connect.add_argument("--workspace", type=Path, default=None, dest="sub_workspace", metavar="DIR",
                          help="the workspace folder (default ./.workbench)")
-    connect.add_argument("user", help="the person's id, e.g. user:ada")
+    connect.add_argument("user", nargs="?", default=None, help="the person's id, e.g. user:ada")
     connect.add_argument("--scope", action="extend", nargs="+", default=None, dest="scopes", metavar="S",
                          help="a scope to grant (repeat or list several; default crtr:llm crtr:act)")
+    connect.add_argument("--key", type=Path, default=None, metavar="FILE",
+                         help="your app's private key (PEM; created at FILE, mode 0600, when missing): the key "
+                              "--assertion and --access-token sign with")
+    shown = connect.add_mutually_exclusive_group()
+    shown.add_argument("--assertion", action="store_true",
+                       help="print only a client assertion signed with --key (valid 5 minutes; no person needed)")
+    shown.add_argument("--access-token", action="store_true",
+                       help="print only a fresh access token for the person (refreshed with --key)")
     demo = sub.add_parser("demo", help="play the narrated walkthrough over the real services")
     demo.add_argument("--speed", type=float, default=None,
                       help="speed factor for auto-advance (2 = twice as fast; default 1, headless: full speed)")
@@ -118,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
 
         workspace = args.sub_workspace or args.workspace
         if args.command == "connect":
-            return connect_command(workspace, args.user, args.scopes)
+            return connect_command(workspace, args.user, args.scopes, key=args.key, assertion=args.assertion,
+                                   access_token=args.access_token)
         return serve_command(workspace, host=args.host, port=args.sub_port, allow_remote=args.allow_remote,
                              export=args.export, import_file=args.import_file, notice_url=args.notice_url,
                              public_url=args.public_url, limits=_limits(args))

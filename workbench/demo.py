@@ -284,6 +284,10 @@ class DemoApp(WorkbenchApp):
                 return
             await asyncio.sleep(0.02)
 
+    def work_in_flight(self) -> list[str]:
+        """Nothing to lose: the tour's workspace is its own and is thrown away, so ``q`` never asks."""
+        return []
+
     def action_toggle_pause(self) -> None:
         self.paused = not self.paused
         if self.main.query("#caption"):

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 __all__ = ["serve_command", "connect_command", "check_ui_serve"]
 
@@ -95,33 +96,109 @@ async def export_state(folder: Path, target: Path) -> str:
     return f"{len(doc['users'])} people, {len(doc['runs'])} runs"
 
 
-def connect_command(folder: Path, user_id: str, scopes: list[str] | None) -> int:
-    """``workbench connect``: the connection as JSON, through the server when it runs."""
+def connect_command(folder: Path, user_id: str | None, scopes: list[str] | None, *, key: Path | None = None,
+                    assertion: bool = False, access_token: bool = False) -> int:
+    """``workbench connect``: the connection as JSON, through the server when it runs; or, with
+    ``key``, only a client assertion (``assertion``) or a freshly refreshed access token (``access_token``)."""
     from services.errors import ServiceError
 
+    if (assertion or access_token) and key is None:
+        return _fail("connect", ValueError("--assertion and --access-token need --key FILE (your app's private key)"))
+    if user_id is None and not assertion:
+        return _fail("connect", ValueError("name the person to connect, e.g. user:ada"))
     try:
-        answer = asyncio.run(_connect(folder, user_id, scopes))
-    except ServiceError as exc:
+        pem = app_key(key) if key is not None else None
+        if assertion:
+            assert pem is not None
+            print(asyncio.run(client_assertion(folder, pem)), flush=True)
+            return 0
+        assert user_id is not None
+        answer = asyncio.run(_connect(folder, user_id, scopes, refresh_with=pem))
+    except (ServiceError, OSError) as exc:
         return _fail("connect", exc)
-    print(json.dumps(answer, indent=2), flush=True)
+    print(answer["access_token"] if access_token else json.dumps(answer, indent=2), flush=True)
     return 0
 
 
-async def _connect(folder: Path, user_id: str, scopes: list[str] | None) -> dict[str, object]:
+def app_key(path: Path) -> str:
+    """The app's private key at ``path`` (PEM), made there (mode 0600) when the file does not exist yet."""
+    from services.cloud import generate_private_key_pem
+    from services.files import atomic_write_bytes
+    from services.sdk.assertion import load_signing_key
+
+    path = Path(path).expanduser()
+    if not path.exists():
+        atomic_write_bytes(path, generate_private_key_pem().encode(), mode=0o600)
+    pem = path.read_text(encoding="utf-8")
+    load_signing_key(pem)  # a file that is not an RSA or P-256 key is refused here, in plain words
+    return pem
+
+
+async def client_assertion(folder: Path, pem: str) -> str:
+    """A client assertion for the workspace's token endpoint, signed with ``pem``."""
+    import time
+
+    from services.sdk.assertion import load_signing_key
+    from services.wire import DIRECTORY_TOKEN_PATH
+
+    issuer, client_id = await _issuer(folder)
+    return load_signing_key(pem).assertion(client_id=client_id, audience=issuer.rstrip("/") + DIRECTORY_TOKEN_PATH,
+                                           now=time.time())
+
+
+async def _issuer(folder: Path) -> tuple[str, str]:
+    """The issuer (the served URL, else the one the state was last served at) and the client id."""
+    from services.served.persist import CLOUD_DB, CloudStore
+    from services.served.server import DEFAULT_PORT, live_serve_info, origin_url
+
+    info = live_serve_info(folder)
+    url = str(info["url"]) if info is not None else None
+    if url is None and (Path(folder) / CLOUD_DB).exists():
+        probe = CloudStore(Path(folder) / CLOUD_DB)
+        try:
+            url = await asyncio.to_thread(probe.stored_meta, "served_url")
+        finally:
+            probe.engine.dispose()
+    return url or origin_url("127.0.0.1", DEFAULT_PORT), "workbench"
+
+
+async def _connect(folder: Path, user_id: str, scopes: list[str] | None,
+                   refresh_with: str | None = None) -> dict[str, object]:
     from services.attached.client import RemoteCloud
     from services.served.server import claim_workspace, live_serve_info
 
     if live_serve_info(folder) is not None:
         async with RemoteCloud.from_workspace(folder) as remote:
-            return await remote.connection(user_id, scopes=scopes)
+            answer = await remote.connection(user_id, scopes=scopes)
+        return await _refreshed(answer, refresh_with, None) if refresh_with else answer
     lock = claim_workspace(folder)  # no server may start meanwhile
     try:
-        return await _connect_stored(folder, user_id, scopes)
+        return await _connect_stored(folder, user_id, scopes, refresh_with)
     finally:
         lock.release()
 
 
-async def _connect_stored(folder: Path, user_id: str, scopes: list[str] | None) -> dict[str, object]:
+async def _refreshed(answer: dict[str, Any], pem: str, transport: Any) -> dict[str, Any]:
+    """``answer`` with its tokens refreshed through the directory, as the app with key ``pem`` would."""
+    from services.sdk import Connection, MemoryConnectionStore, OAuth2Client
+
+    store = MemoryConnectionStore()
+    await store.save(Connection(**{k: answer[k] for k in ("user_id", "access_token", "refresh_token", "expires_at",
+                                                          "scope", "runtime_url", "runtime_id")}))
+    oauth = OAuth2Client(client_id=answer["client_id"], issuer=answer["issuer"], private_key=pem, store=store,
+                         transport=transport)
+    try:
+        await oauth.client(answer["user_id"])  # the first call refreshes the expired token
+        fresh = await store.get(answer["user_id"])
+    finally:
+        await oauth.aclose()
+    assert fresh is not None
+    return {**answer, "access_token": fresh.access_token, "refresh_token": fresh.refresh_token,
+            "expires_at": fresh.expires_at}
+
+
+async def _connect_stored(folder: Path, user_id: str, scopes: list[str] | None,
+                          refresh_with: str | None = None) -> dict[str, object]:
     from services.served.control import connection_json
     from services.served.persist import CLOUD_DB, CloudStore, open_durable_cloud
     from services.served.server import DEFAULT_PORT, origin_url
@@ -135,7 +212,8 @@ async def _connect_stored(folder: Path, user_id: str, scopes: list[str] | None) 
             probe.engine.dispose()
     cloud, store = await open_durable_cloud(Path(folder), url or origin_url("127.0.0.1", DEFAULT_PORT))
     try:
-        return await connection_json(cloud, user_id, scopes, None)
+        answer = await connection_json(cloud, user_id, scopes, None)
+        return await _refreshed(answer, refresh_with, cloud.transport) if refresh_with else answer
     finally:
         await store.close()
 
@@ -146,7 +224,13 @@ def check_ui_serve(folder: Path, port: int | None) -> str | None:
 
     if port is not None and not 0 <= port <= 65535:
         return "--port must be between 0 and 65535"
-    if live_serve_info(folder) is not None:
+    info = live_serve_info(folder)
+    if info is not None:
+        served_port = urlsplit(str(info.get("url", ""))).port
+        if port not in (None, 0) and served_port is not None and served_port != port:
+            return (f"{folder} is already served at {info.get('url')} (process {info.get('pid')}), not on port "
+                    f"{port}: run it without --port to open a window attached to that server, or stop that "
+                    "server first to serve on this port")
         return None  # the window attaches to that server (or says why it cannot) instead of serving again
     try:
         check_not_served(folder)

@@ -10,6 +10,9 @@ on Linux) unless ``--config PATH`` names another::
     canvas_url = "postgresql+psycopg://ada@db.team.internal:5432/canvas"   # leave out for canvas.db
     honcho_url = "https://honcho.team.internal"   # where memory goes; leave out for the embedded fake
     honcho_workspace = "agents"   # the Honcho workspace id (the key only ever from $HONCHO_API_KEY)
+    confirm_approve = true       # false: y approves a whole judgment without asking
+    confirm_restore = true       # false: u restores a grant without asking
+    confirm_quit = true          # false: q quits at once, even with work in flight
 
     [keymap]                     # binding id = keys (comma-separated); ids are listed by ?
     "workbench.runs.reply" = "ctrl+r"
@@ -45,7 +48,8 @@ __all__ = [
 LAYOUTS = ("dashboard", "single")
 """The layouts ``layout =`` and ``--layout`` accept."""
 KEYS = {"theme": str, "workspace": str, "layout": str, "read_only": bool, "keymap": dict, "canvas_url": str,
-        "honcho_url": str, "honcho_workspace": str}
+        "honcho_url": str, "honcho_workspace": str, "confirm_approve": bool, "confirm_restore": bool,
+        "confirm_quit": bool}
 """Every top-level setting and its TOML type."""
 
 
@@ -70,6 +74,13 @@ class UserConfig:
     """The Honcho server memory is delivered to, or None for the embedded fake."""
     honcho_workspace: str | None = None
     """The Honcho workspace id memory goes to, or None for the default."""
+    confirm_approve: bool = True
+    """Ask before ``y`` approves (and delivers) a whole judgment."""
+    confirm_restore: bool = True
+    """Ask before ``u`` restores a revoked grant."""
+    confirm_quit: bool = True
+    """Ask before ``q`` quits with work in flight (an action on its way, or a turn in progress on the
+    embedded cloud, which lives in memory)."""
     problem: str | None = None
     """Why the file was not used (names the file and the line), or None."""
 
@@ -125,6 +136,8 @@ def load_config(path: Path | None = None) -> UserConfig:
     config.canvas_url = data.get("canvas_url") or None
     config.honcho_url = data.get("honcho_url") or None
     config.honcho_workspace = data.get("honcho_workspace") or None
+    for name in ("confirm_approve", "confirm_restore", "confirm_quit"):
+        setattr(config, name, bool(data.get(name, True)))
     return config
 
 
@@ -190,12 +203,64 @@ def save_setting(path: Path, key: str, value: str | bool) -> None:
 
 def apply_config(app: Any, config: UserConfig) -> None:
     """Apply ``config`` to a mounted App: say what was wrong with the file, set theme and keymap,
-    and save the theme to the file whenever the operator changes it."""
+    and save the theme to the file whenever the operator changes it.
+
+    A file with a problem is named in a toast, in the log and in a header badge
+    (``app.settings_problem``) that stays until the file is fixed: the file is looked at again every
+    second, and once it reads cleanly its theme and keys apply and the badge goes. A theme chosen
+    meanwhile is not written into the broken file: a toast says so, the badge keeps saying it, and it
+    is saved once the file is fixed."""
     from screens.text import notify_plain
+
+    from .log import log_error
+
+    pending: dict[str, str] = {}
+    """The theme chosen while the file had a problem, saved once it is fixed."""
+
+    def show_problem() -> None:
+        waiting = f"theme {pending['theme']!r} not saved until it is fixed · " if pending else ""
+        short = (config.problem or "").replace(str(config.path), config.path.name)  # the toast and log name the path
+        app.settings_problem = f"{waiting}{short}" if config.problem else ""
 
     if config.problem:
         app.errors.append(config.problem)
+        log_error(app, f"settings: {config.problem}", None)
         notify_plain(app, config.problem, title="Settings", severity="warning", timeout=12)
+        show_problem()
+        seen = _stamp(config.path)
+
+        def recheck() -> None:
+            nonlocal seen
+            stamp = _stamp(config.path)
+            if stamp == seen:
+                return
+            seen = stamp
+            fresh = load_config(config.path)
+            if fresh.problem:
+                if fresh.problem != config.problem:
+                    config.problem = fresh.problem
+                    log_error(app, f"settings: {fresh.problem}", None)
+                    show_problem()
+                return
+            timer.stop()
+            for name in ("theme", "keymap", "confirm_approve", "confirm_restore", "confirm_quit"):
+                setattr(config, name, getattr(fresh, name))
+            config.problem = None
+            theme = pending.pop("theme", None)
+            if theme is not None:
+                save_theme(app.theme)
+            elif config.theme and config.theme in app.available_themes:
+                app.theme = config.theme
+            if config.keymap:
+                app.set_keymap(config.keymap)
+            show_problem()
+            if getattr(app, "error_log", None) is not None:
+                app.error_log.info("settings: %s fixed, now in use", config.path)
+            notify_plain(app, f"{config.path} is fixed: its settings are in use"
+                         + (f" and the theme {theme!r} is saved in it." if theme else "."),
+                         title="Settings", timeout=6)
+
+        timer = app.set_interval(1.0, recheck)
     if config.theme:
         if config.theme in app.available_themes:
             app.theme = config.theme
@@ -205,14 +270,30 @@ def apply_config(app: Any, config: UserConfig) -> None:
     if config.keymap:
         app.set_keymap(config.keymap)
 
-    def theme_changed(theme: Any) -> None:
-        if config.problem:  # never rewrite a file the operator still has to fix
-            return
+    def save_theme(name: str) -> None:
         try:
-            save_setting(config.path, "theme", theme.name)
+            save_setting(config.path, "theme", name)
         except ConfigWriteError as error:
             app.report_error(error)
         else:
-            config.theme = theme.name
+            config.theme = name
+
+    def theme_changed(theme: Any) -> None:
+        if config.problem:  # never rewrite a file the operator still has to fix: say so, and keep it
+            pending["theme"] = theme.name
+            show_problem()
+            notify_plain(app, f"The theme {theme.name!r} is not saved: {config.path} has a problem to fix first. "
+                         "It is saved once the file reads cleanly.", title="Settings", severity="warning", timeout=10)
+            return
+        save_theme(theme.name)
 
     app.theme_changed_signal.subscribe(app, theme_changed)
+
+
+def _stamp(path: Path) -> tuple[float, int] | None:
+    """The file's modification time and size (None when it cannot be read), to notice an edit."""
+    try:
+        status = path.stat()
+    except OSError:
+        return None
+    return status.st_mtime, status.st_size

@@ -1,4 +1,4 @@
-"""``ChooseDialog``: pick one of a few labelled texts (``enter``), or ``esc``; returns the text or None."""
+"""``ChooseDialog``: pick one of a few labelled texts (``enter``, or its number), or ``esc``; returns the text or None."""
 
 from __future__ import annotations
 
@@ -20,7 +20,10 @@ __all__ = ["ChooseDialog"]
 class ChooseDialog(ModalScreen[str | None]):
     """A short list of ``(label, text)``; each row shows the label and the text's first line."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel")]
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", id="dialog.cancel"),
+        *[Binding(str(n), f"pick({n - 1})", f"Choose {n}", show=False) for n in range(1, 10)],
+    ]
 
     def __init__(self, title: str, choices: list[tuple[str, str]]) -> None:
         super().__init__()
@@ -38,11 +41,18 @@ class ChooseDialog(ModalScreen[str | None]):
                 row.append(f"  {safe(first, 60)}", style="dim")
                 options.append(Option(row, id=str(index)))
             yield OptionList(*options, id="choices")
-            yield Label(Text(keys_line(self) + "   enter choose   ↑ ↓ move", style="dim"), classes="dialog-keys")
+            last = min(len(self.choices), 9)
+            yield Label(Text(keys_line(self) + f"   1-{last} or enter choose   ↑ ↓ move", style="dim"),
+                        classes="dialog-keys")
 
     @on(OptionList.OptionSelected)
     def _chosen(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(self.choices[int(event.option.id or 0)][1])
+
+    def action_pick(self, index: int) -> None:
+        """The choice numbered ``index + 1`` on screen (a number past the list does nothing)."""
+        if 0 <= index < len(self.choices):
+            self.dismiss(self.choices[index][1])
 
     def action_cancel(self) -> None:
         self.dismiss(None)

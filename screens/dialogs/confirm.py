@@ -13,7 +13,13 @@ from textual.widgets import Button, Label
 from ..help_keys import keys_line
 from ..text import DETAIL_CAP, safe
 
-__all__ = ["ConfirmDialog"]
+__all__ = ["ConfirmDialog", "wants_confirmation"]
+
+
+def wants_confirmation(app: object, what: str) -> bool:
+    """Whether the settings ask to confirm ``what`` (``approve``, ``restore``, ``quit``): yes unless
+    the settings file says ``confirm_<what> = false``."""
+    return bool(getattr(getattr(app, "config", None), f"confirm_{what}", True))
 
 
 class ConfirmDialog(ModalScreen[bool]):

@@ -19,7 +19,21 @@ from services.errors import ServiceError
 from ..help_keys import keys_line
 from ..text import DETAIL_CAP, safe
 
-__all__ = ["Field", "FormDialog", "json_object_check"]
+__all__ = ["Field", "FormDialog", "FormSelect", "json_object_check"]
+
+
+class FormSelect(Select[str]):
+    """A form's dropdown: ``enter`` submits the form (as in a text field); ``space`` or the arrows open the list."""
+
+    BINDINGS = [
+        Binding("enter", "submit_form", "Submit", show=False),
+        Binding("down,space,up", "show_overlay", "Show menu", show=False),
+    ]
+
+    def action_submit_form(self) -> None:
+        submit = getattr(self.screen, "action_submit", None)
+        if submit is not None:
+            submit()
 
 
 @dataclass(frozen=True)
@@ -72,8 +86,8 @@ class FormDialog(ModalScreen[dict[str, str] | None]):
                 yield Label(Text(safe(field.label, 200)), classes="dialog-label")
                 if field.choices:  # shown sanitised; the value chosen is the choice itself
                     value = field.default if field.default in field.choices else field.choices[0]
-                    yield Select([(Text(safe(c, 200)), c) for c in field.choices], value=value, allow_blank=False,
-                                 id=f"field-{field.name}")
+                    yield FormSelect([(Text(safe(c, 200)), c) for c in field.choices], value=value,
+                                     allow_blank=False, id=f"field-{field.name}")
                 elif field.multiline:
                     from textual.widgets import TextArea  # the editor loads with the first multi-line form
 

@@ -29,6 +29,10 @@ class BadgeBar(Static):
     """Where memory goes when it is a Honcho server (empty: the embedded fake)."""
     memory_problem: reactive[str] = reactive("")
     """Why that server cannot be reached or refuses the key (empty: none known)."""
+    canvas: reactive[str] = reactive("")
+    """Where the canvas is when it is on a server (``canvas_label``; empty: ``canvas.db`` in the workspace)."""
+    settings_problem: reactive[str] = reactive("")
+    """Why the settings file is not used (empty: none); shown until the file is fixed."""
     status: reactive[str] = reactive("opening the workspace…")
     """A short state word (opening / ready / the workspace error)."""
 
@@ -49,10 +53,15 @@ class BadgeBar(Static):
         if self.memory_problem:
             text.append(" ")
             text.append(f" ⚠ memory not delivered: {safe(self.memory_problem, 160)} ", style=tone("bad", bold=True))
+        if self.settings_problem:
+            text.append(" ")
+            text.append(f" ⚠ settings not used: {safe(self.settings_problem, 200)} ", style=tone("warn", bold=True))
         if self.status != "ready":  # where the cloud is (attached / serving) before where memory goes
             text.append(f"  {safe(self.status, 200)}", style="dim")
         if self.memory:
             text.append(f"  memory → {safe(self._memory_where(), 120)}", style="dim")
+        if self.canvas:
+            text.append(f"  {safe(self.canvas, 160)}", style="dim")
         return text
 
     def _memory_where(self) -> str:

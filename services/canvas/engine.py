@@ -21,6 +21,7 @@ connection before use (``pool_pre_ping``), so the next unit of work reconnects.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import time
 
@@ -38,7 +39,7 @@ from .errors import CanvasBusyError, CanvasUnavailableError, NameTakenError
 from .schema import prepare_schema
 
 __all__ = ["make_engine", "database_url", "read_session", "write_session", "create_schema", "BUSY_TIMEOUT_MS",
-           "is_postgres", "display_url"]
+           "is_postgres", "display_url", "canvas_label"]
 
 BUSY_TIMEOUT_MS = 5000
 """How long a writer waits for another writer's lock before giving up with ``CanvasBusyError``."""
@@ -60,6 +61,32 @@ def display_url(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except Exception:  # noqa: BLE001 - a message must never fail
         return "the canvas database"
+
+
+def canvas_label(url: str | None) -> str:
+    """Where a canvas on a server is, for the header: engine, user, host, database and schema (the
+    ``search_path`` the URL's options set, else ``public``), never the password. Empty for a canvas
+    in a file (SQLite), the workspace's own."""
+    if not url or "://" not in str(url):
+        return ""
+    try:
+        parsed = make_url(str(url))
+    except Exception:  # noqa: BLE001 - a header must never fail
+        return "canvas → a server (its URL does not parse)"
+    if parsed.get_backend_name() != "postgresql":
+        return f"canvas → {parsed.get_backend_name()} {parsed.database or ''}".rstrip()
+    where = f"{parsed.username}@" if parsed.username else ""
+    where += parsed.host or "localhost"
+    where += f":{parsed.port}" if parsed.port else ""
+    where += f"/{parsed.database}" if parsed.database else ""
+    return f"canvas → PostgreSQL {where} (schema {_search_path(parsed.query.get('options'))})"
+
+
+def _search_path(options: Any) -> str:
+    """The schema ``-csearch_path=NAME`` (or ``-c search_path=NAME``) in libpq's options, else ``public``."""
+    text = " ".join(options) if isinstance(options, tuple) else str(options or "")
+    match = re.search(r"search_path\s*=\s*([^\s,]+)", text.replace("%3D", "="))
+    return match.group(1).strip("'\"") if match else "public"
 
 
 def database_url(path_or_url: str | Path) -> str:

@@ -98,6 +98,8 @@ class RuntimeOps:
 
     def _replay(self, req: Request, fingerprint: str) -> httpx.Response | None:
         key = req.idempotency_key
+        if key is not None and not key.strip():  # sent but blank: a client bug that would drop the retry safety
+            raise _invalid("Idempotency-Key must not be empty: send a unique key, or leave the header out", "Idempotency-Key")
         if not key:
             return None
         stored = self.state.idempotency.get((req.user.id, key))

@@ -43,6 +43,8 @@ async def test_a_judgment_pending_in_the_serving_workspace_is_approved_in_an_att
             assert pane.items[key].state == "pending"
             await pilot.press("y")
             await settle(pilot)
+            await pilot.press("y")  # the whole judgment: confirmed
+            await settle(pilot)
             assert attached.errors == []
             assert await until(pilot, lambda: pane.items[key].state == "approved"), pane.items[key].state
             assert [j.state for j in await served.okf.queue() if j.id == pending.id] == ["approved"]

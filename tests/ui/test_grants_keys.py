@@ -40,6 +40,9 @@ async def test_k_revokes_with_a_code_and_u_restores(app) -> None:
         assert "revoked" in detail and "grant_removed" in detail
         await pilot.press("u")
         await settle(pilot)
+        assert ws.cloud.user("user:grace").grant.state["state"] == "revoked"  # it asks first
+        await pilot.press("y")
+        await settle(pilot)
         assert ws.cloud.user("user:grace").grant.state["state"] == "active"
         run_id = await ws.desk.start_run("user:grace", "works again")
         assert ws.cloud.runs.get(run_id).user_id == "user:grace"

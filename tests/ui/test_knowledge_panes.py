@@ -176,6 +176,8 @@ async def test_y_approves_a_harvest_judgment_and_the_base_file_really_changes(ap
         assert files, [(i.id, i.state, i.inputs, i.receipts, i.promote) for i in await ws.okf.queue()]
         assert "concept diff against the base" in str(app.main.query_one("#judgment-text").render())
         await pilot.press("y")
+        await settle(pilot)
+        await pilot.press("y")  # the whole judgment: confirmed
         await settle(pilot, 5)
         done = next(i for i in await ws.okf.queue() if i.id == item.id)
         assert done.state == "approved"

@@ -47,7 +47,10 @@ async def test_hostile_person_ids_in_every_pane_toast_and_title_show_verbatim_an
             await pilot.press("4")
             grants.select_key(uid)
             await settle(pilot)
-            await pilot.press("u")  # toast: "Grant of <id> restored."
+            await pilot.press("u")  # asks first, naming the person; then toast: "Grant of <id> restored."
+            await settle(pilot)
+            assert safe(uid) in str(app.screen.query_one(".dialog-title").render())
+            await pilot.press("y")
             await settle(pilot)
             await pilot.press("t")  # toast: "Tokens of <id> expired."
             await settle(pilot)

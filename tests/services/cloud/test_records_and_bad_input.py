@@ -38,8 +38,9 @@ async def test_run_id_as_sent_even_when_unknown(cloud: FakeCloud, client) -> Non
     assert (qget.run_id, qget.question_id) == (None, "q_nope")
 
 
-async def _raw(cloud: FakeCloud, method: str, path: str, token: str | None, **kwargs) -> httpx.Response:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+async def _raw(cloud: FakeCloud, method: str, path: str, token: str | None, *, headers: dict[str, str] | None = None,
+               **kwargs) -> httpx.Response:
+    headers = {**({"Authorization": f"Bearer {token}"} if token else {}), **(headers or {})}
     async with httpx.AsyncClient(transport=cloud.transport, base_url="https://runtime.test") as http:
         return await http.request(method, path, headers=headers, **kwargs)
 
@@ -90,3 +91,19 @@ async def test_unknown_route_is_404(cloud: FakeCloud) -> None:
     token, _ = cloud.state.mint_access(cloud.user(USER))
     answer = await _raw(cloud, "GET", "/v1/nothing", token)
     assert answer.status_code == 404 and answer.json()["error"]["code"] == "not_found"
+
+
+async def test_an_empty_idempotency_key_is_refused_and_starts_nothing(cloud: FakeCloud, client) -> None:
+    token, _ = cloud.state.mint_access(cloud.user(USER))
+    for blank in ("", "   "):
+        answer = await _raw(cloud, "POST", "/v1/runs", token, json={"prompt": "p"}, headers={"Idempotency-Key": blank})
+        error = answer.json()["error"]
+        assert (answer.status_code, error["code"], error["param"]) == (400, "invalid_request", "Idempotency-Key")
+        assert "must not be empty" in error["message"]
+    run = await client.runs.start(prompt="p")
+    answer = await _raw(cloud, "POST", f"/v1/runs/{run.id}/messages", token, json={"text": "x"},
+                        headers={"Idempotency-Key": ""})
+    assert answer.status_code == 400
+    assert len(cloud.runs.all) == 1 and cloud.runs.all[0].messages == []  # nothing was started or sent
+    keyed = await _raw(cloud, "POST", "/v1/runs", token, json={"prompt": "p"}, headers={"Idempotency-Key": "k"})
+    assert keyed.status_code == 201  # a real key is still welcome
