@@ -55,6 +55,8 @@ from sqlalchemy import bindparam, text
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session
 
+from .eligibility import Access
+
 __all__ = [
     "SNIPPET_SCAN",
     "MAX_SNIPPET_HITS",
@@ -280,19 +282,22 @@ def _snippets(session: Session, pks: list[int], words: list[str]) -> dict[int, S
     return {int(pk): make_snippet([preview or "", body or "", name or ""], words) for pk, name, preview, body in rows}
 
 
-def _pg_tier(session: Session, where: str, params: dict[str, object], type: str | None, limit: int) -> list[int]:
+def _pg_tier(session: Session, where: str, params: dict[str, object], type: str | None, limit: int,
+             visible: str = "") -> list[int]:
     sql = (
         "WITH q AS MATERIALIZED (SELECT to_tsquery('simple', :match) AS q) SELECT f.pk FROM q, object_search f "
-        + ("JOIN objects o ON o.pk = f.pk " if type else "")
-        + f"WHERE {where} " + ("AND o.type = :type " if type else "")
+        + ("JOIN objects o ON o.pk = f.pk " if type or visible else "")
+        + f"WHERE {where} " + ("AND o.type = :type " if type else "") + (f"AND {visible} " if visible else "")
         + f"ORDER BY ts_rank({_PG_WEIGHTS}, f.doc, q.q) DESC, f.pk LIMIT :limit"
     )
     return [int(pk) for pk in session.execute(text(sql), {**params, "type": type, "limit": limit}).scalars()]
 
 
-def ranked_pks(session: Session, query: str, *, type: str | None = None, limit: int = 20) -> list[int]:
+def ranked_pks(session: Session, query: str, *, type: str | None = None, limit: int = 20,
+               access: Access | None = None) -> list[int]:
     """The keys of the best matches for ``query``, best first, ranked inside the index and cut to
-    ``limit`` there (at most ``MAX_RESULTS``); never raises on odd input.
+    ``limit`` there (at most ``MAX_RESULTS``); never raises on odd input. With ``access`` (a reader),
+    only objects it may read are ranked: the filter is part of the query, so a page is still full.
 
     On PostgreSQL in two tiers, each ranked by ``ts_rank`` and found through its own GIN index:
     first the objects whose name holds every word (the weight-A part of their ``tsvector``), then,
@@ -303,28 +308,32 @@ def ranked_pks(session: Session, query: str, *, type: str | None = None, limit: 
     if not match:
         return []
     limit = max(1, min(int(limit), MAX_RESULTS))
+    visible, extra = access.sql("o") if access is not None else ("", {})
     if _is_sqlite(session):
         sql = (
             "SELECT f.rowid FROM object_fts f "
-            + ("JOIN objects o ON o.pk = f.rowid " if type else "")
+            + ("JOIN objects o ON o.pk = f.rowid " if type or visible else "")
             + "WHERE object_fts MATCH :match "
             + ("AND o.type = :type " if type else "")
+            + (f"AND {visible} " if visible else "")
             + "ORDER BY bm25(object_fts, 10.0, 4.0, 1.0) LIMIT :limit"
         )
-        return [int(pk) for pk in session.execute(text(sql), {"match": match, "type": type, "limit": limit}).scalars()]
+        return [int(pk) for pk in session.execute(text(sql), {"match": match, "type": type, "limit": limit,
+                                                              **extra}).scalars()]
     if _is_postgres(session):
-        params: dict[str, object] = {"match": pg_tsquery(query)}
-        pks = _pg_tier(session, f"{_PG_NAME} @@ q.q", params, type, limit)
+        params: dict[str, object] = {"match": pg_tsquery(query), **extra}
+        pks = _pg_tier(session, f"{_PG_NAME} @@ q.q", params, type, limit, visible)
         if len(pks) < limit:
-            pks += _pg_tier(session, f"f.doc @@ q.q AND NOT {_PG_NAME} @@ q.q", params, type, limit - len(pks))
+            pks += _pg_tier(session, f"f.doc @@ q.q AND NOT {_PG_NAME} @@ q.q", params, type, limit - len(pks), visible)
         return pks
     like = "%" + " ".join(query_words(query)) + "%"
     sql = (
         "SELECT o.pk FROM objects o LEFT JOIN documents d ON d.object_id = o.id "
         "WHERE (o.name LIKE :like OR d.preview LIKE :like OR d.body LIKE :like)"
-        + (" AND o.type = :type" if type else "") + " ORDER BY o.pk LIMIT :limit"
+        + (" AND o.type = :type" if type else "") + (f" AND {visible}" if visible else "") + " ORDER BY o.pk LIMIT :limit"
     )
-    return [int(pk) for pk in session.execute(text(sql), {"like": like, "type": type, "limit": limit}).scalars()]
+    return [int(pk) for pk in session.execute(text(sql), {"like": like, "type": type, "limit": limit,
+                                                          **extra}).scalars()]
 
 
 def search_ids(session: Session, query: str, *, type: str | None = None, limit: int = 20) -> list[tuple[int, str]]:
