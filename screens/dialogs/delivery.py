@@ -40,9 +40,8 @@ def boot_text(context: Any) -> Text:
     if not context.items:
         text.append("  nothing\n", style="dim")
     for n, item in enumerate(context.items, 1):
-        text.append(f"{n:>3}. ", style="bold")
-        text.append(f"{safe(item.document.full_name, 200)}", style="bold")
-        text.append(f"  [{safe(item.level, 20)}]\n")
+        text.append(f"{n}. {safe(item.document.full_name, 200)}", style="bold")
+        text.append(f" · {safe(item.level, 20)}\n")
         text.append(f"     why: {safe(item.why, 400)}\n", style="dim")
         if item.level != "name":
             text.append(f"     {safe(item.preview, 300)}\n")

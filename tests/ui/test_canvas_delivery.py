@@ -44,7 +44,7 @@ async def test_b_shows_a_nodes_boot_context_with_level_and_why(app: Any) -> None
         await settle(pilot)
         text = dialog_text(pilot.app)
         assert "loads (1), in boot order" in text
-        assert "ada/insights/writing  [preview]" in text
+        assert "1. ada/insights/writing · preview" in text
         assert "why: rule {on: boot, deliver: preview} of ada" in text
         assert "ada/preferences/replies  no rule for this event: no rule delivers it on boot" in text
         await pilot.press("escape")
