@@ -195,3 +195,35 @@ async def test_nodes_carry_kind_mode_and_profile_and_children_inherit_it(canvas:
     assert child.profile == "profile:work"
     view = await canvas.reader_view("c")
     assert view.profile == "profile:work" and view.node == "c"
+
+
+async def test_boot_context_and_why_not_refuse_the_wrong_types(canvas: Canvas) -> None:
+    await _world(canvas)
+    with pytest.raises(CanvasError, match="is a document, not a node"):
+        await canvas.boot_context("ada/diary")
+    with pytest.raises(CanvasError, match="is a node, not a document"):
+        await canvas.why_not("n1", "n1")
+
+
+async def test_a_version_3_canvas_is_migrated_and_keeps_its_objects(canvas_url: str, clock) -> None:
+    from sqlalchemy import inspect, text
+
+    from services.canvas.schema import SCHEMA_VERSION, schema_version
+
+    first = await Canvas.open(canvas_url, clock=clock)
+    await first.register_custom_object("acme.q", name="q", events={"ping": 3}, receiver="queue")
+    with first.engine.begin() as conn:  # as a canvas written before profiles and receivers delivered
+        conn.execute(text("DROP TABLE profile_defaults"))
+        conn.execute(text("DROP TABLE profiles"))
+        conn.execute(text("DROP TABLE receiver_attempts"))
+        conn.execute(text("ALTER TABLE custom_objects DROP COLUMN config"))
+        conn.execute(text("UPDATE canvas_meta SET value = '3' WHERE key = 'schema_version'"))
+    await first.close()
+    again = await Canvas.open(canvas_url, clock=clock)
+    with again.engine.connect() as conn:
+        assert schema_version(conn) == SCHEMA_VERSION == 4
+        assert {"profiles", "profile_defaults", "receiver_attempts"} <= set(inspect(conn).get_table_names())
+    assert (await again.list_objects(type="custom")).items[0].name == "q"
+    await again.create_profile("work", purview=[("garden", "content")])
+    assert (await again.profile("work")).purview == (("garden", "content"),)
+    await again.close()
