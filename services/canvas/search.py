@@ -51,11 +51,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import bindparam, text
+from sqlalchemy import bindparam, select, text
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session
 
 from .eligibility import Access
+from .models import ObjectRow
 
 __all__ = [
     "SNIPPET_SCAN",
@@ -85,6 +86,9 @@ SNIPPET_CHARS = 120
 """About how long a snippet is (it is cut at word boundaries and marked with ``…``)."""
 MAX_RESULTS = 100
 """The most hits one search returns, whatever ``limit`` asks for."""
+
+WINDOW_FACTOR = 4
+"""A reader's search first ranks ``limit * WINDOW_FACTOR`` hits unfiltered, then keeps what it may read."""
 
 PG_INDEX_CHARS = 200_000
 """How many characters of each body PostgreSQL indexes (a ``tsvector`` is limited to 1 MB)."""
@@ -308,6 +312,23 @@ def ranked_pks(session: Session, query: str, *, type: str | None = None, limit: 
     if not match:
         return []
     limit = max(1, min(int(limit), MAX_RESULTS))
+    if access is not None:
+        # Rank a window of the best hits as the operator would (the cheap query), keep those the
+        # reader may read; only when the window is full and still leaves the page short does the
+        # filter go inside the ranking query. Either way the page is the reader's best ``limit``.
+        window = limit * WINDOW_FACTOR
+        pks = _ranked(session, query, match, type, window)
+        if not pks:
+            return []
+        seen = set(session.execute(select(ObjectRow.pk).where(ObjectRow.pk.in_(pks), access.clause())).scalars())
+        kept = [pk for pk in pks if pk in seen]
+        if len(kept) >= limit or len(pks) < window:
+            return kept[:limit]
+    return _ranked(session, query, match, type, limit, access)
+
+
+def _ranked(session: Session, query: str, match: str, type: str | None, limit: int,
+            access: Access | None = None) -> list[int]:
     visible, extra = access.sql("o") if access is not None else ("", {})
     if _is_sqlite(session):
         sql = (

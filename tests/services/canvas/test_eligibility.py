@@ -133,3 +133,16 @@ async def test_a_bare_name_resolves_only_to_what_the_reader_may_read(canvas: Can
         await canvas.read("ada/diary", view=GRACE)
     with pytest.raises(ObjectNotFoundError, match="no object is named 'ada/nothing'"):
         await canvas.read("ada/nothing", view=GRACE)  # the same words as a name nobody holds
+
+
+async def test_a_readers_search_page_is_full_even_when_the_best_hits_are_hidden(canvas: Canvas) -> None:
+    await _world(canvas)
+    hidden = [{"name": f"quux/{i}", "owner": "user:grace", "privacy": "private", "preview": PREVIEW,
+               "body": "quux quux quux"} for i in range(30)]
+    await canvas.write_many(hidden)
+    shown = [await canvas.write(f"notes/{i}", owner="user:ada", preview=PREVIEW, body=f"a quux among words {i}")
+             for i in range(3)]
+    found = await canvas.search("quux", limit=2, view=ADA)  # the 8 best-ranked hits are all Grace's
+    assert len(found) == 2 and {h.object.id for h in found} <= {d.object.id for d in shown}
+    assert {h.object.id for h in await canvas.search("quux", limit=10, view=ADA)} == {d.object.id for d in shown}
+    assert len(await canvas.search("quux", limit=40)) == 33  # the operator sees them all
