@@ -13,6 +13,12 @@ with a name filter, a count, one object's neighbourhood both ways, a full-text s
 page, one object's detail), the median over ``--repeat`` calls through the async ``Canvas`` API,
 and its ratio to an indexed point lookup (``Canvas.get`` by id) measured in the same run.
 The target is every query under 20 ms at 100k objects / 300k edges, on each engine.
+
+Eligibility and delivery: a node whose person owns about 1,000 documents (with boot rules at
+every level, a seventh private and a seventh friends-only) gets its boot context timed (target
+< 20 ms), and the searches and a list page are timed again as that node reads them (filtered
+by eligibility inside the query), each with its ratio to the operator's unfiltered figure
+(target <= 1.5).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sqlalchemy import insert, text  # noqa: E402
 
-from services.canvas import Canvas  # noqa: E402
+from services.canvas import Canvas, ReaderView  # noqa: E402
 from services.canvas.engine import is_postgres, write_session  # noqa: E402
 from services.canvas.search import index_many  # noqa: E402
 from services.changes import ChangeFeed  # noqa: E402
@@ -81,13 +87,16 @@ def build(canvas: Canvas, n_objects: int, n_edges: int, seed: int = 7) -> dict[s
     for i in range(n_docs):
         pk += 1
         owner = doc_owner_ids[i % len(doc_owner_ids)] if i % 3 else "repo:repo0"
+        owner = "user:o1" if i % 97 == 1 else owner  # about 1,000 documents of 100,000: the boot node's person
         name = f"{rng.choice(WORDS)}/{rng.choice(WORDS)}-{i:06d}"
         preview = f"When {rng.choice(WORDS)} {rng.choice(WORDS)} comes up, read this because {rng.choice(WORDS)}."
         body = " ".join(rng.choice(VOCABULARY) for _ in range(30)) + " " + rng.choice(WORDS)
+        privacy = "private" if i % 7 == 3 else "friends" if i % 7 == 5 else "public"
+        rules = BOOT_RULES[i % len(BOOT_RULES)] if owner == "user:o1" else "[]"
         objects.append(dict(pk=pk, id=f"doc_{i:07d}", type="document", kind="knowledge", name=name, handle=None,
-                            owner_id=owner, privacy="public", status="", created_at=now, updated_at=now))
+                            owner_id=owner, privacy=privacy, status="", created_at=now, updated_at=now))
         docs.append(dict(object_id=f"doc_{i:07d}", kind="knowledge", preview=preview, summary=None, body=body,
-                         rules="[]", revision=1, updated_by=None))
+                         rules=rules, revision=1, updated_by=None))
         fts.append(dict(pk=pk, name=name, preview=preview, body=body))
     all_ids = [o["id"] for o in objects]
     hub = "doc_0000000"
@@ -130,7 +139,9 @@ def build(canvas: Canvas, n_objects: int, n_edges: int, seed: int = 7) -> dict[s
         conn.commit()
         if not is_postgres(canvas.engine):
             conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-    return {"hub": hub, "inbox_owner": inbox_owner, "node": node_ids[1], "docs": n_docs, "edges": len(edges)}
+    boot_node = node_ids[min(60, len(node_ids) - 1)]  # owns no documents; its person (user:o1) owns ~1,000
+    return {"hub": hub, "inbox_owner": inbox_owner, "node": node_ids[1], "docs": n_docs, "edges": len(edges),
+            "boot_node": boot_node}
 
 
 async def timed(repeat: int, call) -> float:
@@ -159,6 +170,28 @@ QUERIES = {
     "object detail (document, revisions, events, watchers)": lambda c, ids: c.read(str(ids["hub"])),
 }
 PREVIEW = "When measuring the canvas, read this because it is a benchmark."
+BOOT_RULES = ('[{"deliver": "preview", "on": "boot"}]', '[{"deliver": "name", "on": "boot"}]',
+              '[{"deliver": "content", "on": "boot"}]', '[{"deliver": "preview", "if": {"mode": "orchestrator"}, "on": "boot"}]',
+              "[]")
+"""The rules of user:o1's documents, in turn: most load at some level, some need an orchestrator, some have none."""
+
+
+def reader(ids: dict[str, object]) -> ReaderView:
+    """The benchmark's reader: the boot node, run by user o1."""
+    return ReaderView(node=str(ids["boot_node"]), person="o1")
+
+
+DELIVERY = {
+    "boot context, node with ~1,000 eligible docs (< 20 ms)":
+        lambda c, ids: c.boot_context(str(ids["boot_node"])),
+    "search 'pricing' as a node (eligibility filtered)":
+        lambda c, ids: c.search("pricing", view=reader(ids)),
+    "search 'annual discount' as a node (filtered)":
+        lambda c, ids: c.search("annual discount", view=reader(ids)),
+    "list page 'pricing' as a node (filtered)":
+        lambda c, ids: c.list_objects(type="document", name_filter="pricing", limit=50, view=reader(ids)),
+}
+"""Eligibility and delivery figures; each search is also given as a ratio to the operator's same search."""
 
 
 async def feed_latency(target: str, samples: int = 20) -> float:
@@ -213,6 +246,18 @@ async def run_engine(target: str, args: argparse.Namespace) -> dict[str, float]:
         worst = max(worst, median)
         out[label] = median * 1e3
     out["slowest query, ms (target < 20)"] = worst * 1e3
+    context = await canvas.boot_context(str(ids["boot_node"]))
+    out["boot context: share of its view loaded"] = len(context.items) / max(1, len(context.items) + len(context.not_loaded))
+    out["boot context: documents loaded"] = float(len(context.items))
+    for label, call in DELIVERY.items():
+        out[label] = await timed(args.repeat, lambda call=call: call(canvas, ids)) * 1e3
+    out["  filtered / operator search 'pricing' (<= 1.5)"] = (
+        out["search 'pricing' as a node (eligibility filtered)"] / out["full-text search 'pricing' (common word)"])
+    out["  filtered / operator 'annual discount' (<= 1.5)"] = (
+        out["search 'annual discount' as a node (filtered)"] / out["full-text search 'annual discount'"])
+    plain = await timed(args.repeat, lambda: canvas.list_objects(type="document", name_filter="pricing", limit=50))
+    out["  filtered / operator list page 'pricing'"] = (
+        out["list page 'pricing' as a node (filtered)"] / (plain * 1e3))
     await canvas.close()
     return out
 

@@ -1,6 +1,12 @@
 """``CanvasPane`` (``#canvas``): the object graph as a lazy tree by type and owner, the selected
 object's neighbourhood as a small graph (``enter`` follows an edge), and its detail.
 
+``b`` shows the selected node's boot context (what it loads, at which level, why, in boot order,
+and what in its view it does not load); ``L`` shows who loads the selected document (the nodes
+that do, and those that don't with the reason). ``v`` reads the canvas as a chosen node: every
+list, count, detail and edge is then what that node may see, and the line above the tree says so;
+``v`` again and "operator" returns to the operator's view, which sees everything.
+
 Nothing off-screen is built: tree groups load one page (``PAGE`` objects) when expanded, with a
 "more" node for the next page; a filter asks the canvas for matching names, one page at a time.
 """
@@ -22,7 +28,7 @@ from textual.widgets.tree import TreeNode
 from services.changes import Change
 from services.errors import ServiceError
 
-from .text import DETAIL_CAP, highlight, iso, level_style, safe, safe_text, short_time
+from .text import DETAIL_CAP, highlight, iso, level_style, notify_plain, safe, safe_text, short_time
 from .widgets.fit_tree import FitTree
 from .widgets.graph import NeighbourhoodGraph
 from .widgets.pane import DEBOUNCE, Pane, PaletteAction
@@ -52,6 +58,9 @@ class CanvasPane(Pane):
         Binding("enter", "follow_edge", "Follow edge", show=False, id="workbench.canvas.follow_edge"),
         Binding("backspace", "go_back", "Back", id="workbench.canvas.go_back"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="workbench.canvas.clear_filter"),
+        Binding("b", "boot_context", "Boot context", id="workbench.canvas.boot_context"),
+        Binding("L", "who_loads", "Who loads it", id="workbench.canvas.who_loads"),
+        Binding("v", "read_as", "Read as…", id="workbench.canvas.read_as"),
     ]
 
     def __init__(self, **kwargs: Any) -> None:
@@ -64,11 +73,20 @@ class CanvasPane(Pane):
         """The selected object's ``ObjectDetail``."""
         self.neighbourhood: Any = None
         """The selected object's ``Neighbourhood``."""
+        self.attempts: list[Any] = []
+        """The selected custom object's receiver attempts (url and argv receivers)."""
+        self.view: Any = None
+        """The ``ReaderView`` the canvas is read as (None: the operator's view, which sees everything)."""
+        self.view_node: str | None = None
+        """The node whose view ``view`` is."""
 
     def compose_body(self) -> ComposeResult:
         connection = Static("", id="canvas-connection", markup=False)
         connection.display = False
         yield connection
+        viewing = Static("", id="canvas-viewing", markup=False)
+        viewing.display = False
+        yield viewing
         with Horizontal(id="canvas-top"):
             tree = FitTree(Text("canvas"), id="canvas-tree")  # a long title ends in … at the pane's edge
             tree.show_root = False
@@ -120,20 +138,21 @@ class CanvasPane(Pane):
         await asyncio.sleep(DEBOUNCE)  # a newer reload cancels this one while it waits (exclusive)
         canvas = self.canvas
         tree = self.query_one("#canvas-tree", Tree)
-        total = await canvas.count_objects(name_filter=needle or None)
+        view = self.view
+        total = await canvas.count_objects(name_filter=needle or None, view=view)
         self.count_label = f"{total}" + (" match" if needle else "")
         if needle:
-            page = await canvas.list_objects(name_filter=needle, limit=PAGE)
+            page = await canvas.list_objects(name_filter=needle, limit=PAGE, view=view)
             self._root_counts = None
             tree.clear()
             group = tree.root.add(Text(f"{total} matching “{safe(needle, 80)}”"), expand=True,
                                   data={"kind": "list", "args": {"name_filter": needle}})
             self._add_page(group, page, {"name_filter": needle}, needle)
             return
-        counts = {t: await canvas.count_objects(type=t) for t in TYPES}
-        if getattr(self, "_root_counts", None) == counts and tree.root.children:
+        counts = {t: await canvas.count_objects(type=t, view=view) for t in TYPES}
+        if getattr(self, "_root_counts", None) == (counts, view) and tree.root.children:
             return
-        self._root_counts = counts
+        self._root_counts = (counts, view)
         tree.clear()
         by_type = tree.root.add(Text("by type", style="bold"), expand=True, data={"kind": "heading"})
         for type_ in TYPES:
@@ -149,7 +168,7 @@ class CanvasPane(Pane):
         if first_type is not None:
             by_type.children[0].expand()
             if self.selected is None:
-                page = await canvas.list_objects(type=first_type, limit=1)
+                page = await canvas.list_objects(type=first_type, limit=1, view=view)
                 if page.items:
                     self.load_object(page.items[0].id)
 
@@ -175,7 +194,7 @@ class CanvasPane(Pane):
     @work(group="canvas-page", exit_on_error=False)
     async def load_page(self, node: TreeNode[Any], args: dict[str, Any], offset: int, owners: bool) -> None:
         """Add one page of objects under ``node``."""
-        page = await self.canvas.list_objects(offset=offset, limit=PAGE, **args)
+        page = await self.canvas.list_objects(offset=offset, limit=PAGE, view=self.view, **args)
         self._add_page(node, page, args, str(args.get("name_filter") or ""), owners)
 
     @on(Tree.NodeSelected, "#canvas-tree")
@@ -198,11 +217,22 @@ class CanvasPane(Pane):
     @work(group="canvas-object", exclusive=True, exit_on_error=False)
     async def load_object(self, object_id: str, remember: bool = True) -> None:
         """Load an object's detail and neighbourhood and show them."""
-        detail = await self.canvas.read(object_id, events_limit=20)
-        edges = await self.canvas.edges(object_id, limit=20)
+        try:
+            detail = await self.canvas.read(object_id, events_limit=20, view=self.view)
+            edges = await self.canvas.edges(object_id, limit=20, view=self.view)
+        except ServiceError:
+            if self.view is None:
+                raise
+            self.selected = None  # not in this reader's view: as if it did not exist
+            self.query_one("#canvas-meta", Static).update(Text("Nothing selected in this view.", style="dim"))
+            return
+        attempts: list[Any] = []
+        if detail.custom is not None and detail.custom.receiver in ("url", "argv"):
+            attempts = await self.canvas.receiver_attempts(object_id, limit=20)
         if remember and self.selected and self.selected != object_id:
             self.history.append(self.selected)
         self.selected, self.detail, self.neighbourhood = object_id, detail, edges
+        self.attempts = attempts
         self._show_graph()
         self._show_detail()
 
@@ -231,6 +261,12 @@ class CanvasPane(Pane):
                         f"{' · ' + safe(n.activity, 40) if n.activity else ''} · wakes {n.wakes}\n")
         if d.job is not None:
             meta.append(f"job: {safe(d.job.command, 200)} · {safe(d.job.status, 40)} · exit {safe(d.job.exit_code, 20)}\n")
+        if d.custom is not None and d.custom.receiver:
+            meta.append(f"receiver: {safe(d.custom.receiver, 20)}\n")
+            for a in self.attempts:
+                meta.append(f"  {short_time(a.at)} entry {a.entry_id} {safe(a.event_type, 60)} attempt {a.attempt} "
+                            f"{safe(a.outcome, 20)} {safe(a.status if a.status is not None else '—', 20)} "
+                            f"{safe(a.error, 300)}\n", style="dim")
         self.query_one("#canvas-meta", Static).update(meta)
         self._show_body(safe(d.document.body, DETAIL_CAP) if d.document is not None and d.document.body else "")
         more = Text()
@@ -292,16 +328,78 @@ class CanvasPane(Pane):
         actions: list[PaletteAction] = []
         if self.history:
             actions.append(("Back to the previous object", "backspace", "go_back"))
+        kind = self.detail.object.type if self.detail is not None else None
+        if kind == "node":
+            actions.append(("Boot context of this node", "b", "boot_context"))
+        if kind == "document":
+            actions.append(("Who loads this document", "L", "who_loads"))
+        actions.append(("Read the canvas as a node…", "v", "read_as"))
         return actions
+
+    # -- delivery and reading as a node ---------------------------------------------------------
+
+    @work(group="canvas-delivery", exclusive=True, exit_on_error=False)
+    async def action_boot_context(self) -> None:
+        """Show what the selected node loads at boot, at which level and why, in boot order."""
+        from .dialogs.delivery import DeliveryDialog, boot_text
+
+        if self.detail is None or self.detail.object.type != "node":
+            notify_plain(self.app, "Select a node to see its boot context.", severity="warning")
+            return
+        context = await self.canvas.boot_context(self.detail.object.id)
+        self.app.push_screen(DeliveryDialog(f"boot context of {safe(context.node_name, 120)}", boot_text(context)))
+
+    @work(group="canvas-delivery", exclusive=True, exit_on_error=False)
+    async def action_who_loads(self) -> None:
+        """Show which nodes load the selected document at boot, and why the others don't."""
+        from .dialogs.delivery import DeliveryDialog, loads_text
+
+        if self.detail is None or self.detail.object.type != "document":
+            notify_plain(self.app, "Select a document to see who loads it.", severity="warning")
+            return
+        name = self.detail.object.full_name
+        verdicts = await self.canvas.who_loads(self.detail.object.id)
+        self.app.push_screen(DeliveryDialog(f"who loads {safe(name, 200)}", loads_text(name, verdicts)))
+
+    @work(group="canvas-delivery", exclusive=True, exit_on_error=False)
+    async def action_read_as(self) -> None:
+        """Choose a node (or the operator) and read the canvas as it may see it."""
+        from .dialogs.choose import ChooseDialog
+
+        page = await self.canvas.list_objects(type="node", limit=50)
+        choices = [("operator", "")] + [(o.label, o.id) for o in page.items]
+
+        def chosen(node: str | None) -> None:
+            if node is not None:
+                self.read_as(node or None)
+        self.app.push_screen(ChooseDialog("Read the canvas as…", choices), chosen)
+
+    @work(group="canvas-read-as", exclusive=True, exit_on_error=False)
+    async def read_as(self, node: str | None) -> None:
+        """Read the canvas as ``node`` (None: the operator's view) and reload."""
+        self.view = await self.canvas.reader_view(node) if node else None
+        self.view_node = node
+        line = self.query_one("#canvas-viewing", Static)
+        if node is None:
+            line.update("")
+            line.display = False
+        else:
+            line.update(Text(f"Reading as node {safe(node, 120)}: only what it may see. v changes it.",
+                             style="bold"))
+            line.display = True
+        self._root_counts = None
+        self.history.clear()
+        self.selected = None
+        self.reload()
 
     async def palette_search(self, query: str) -> list[tuple[str, str]]:
         """Objects whose name contains ``query`` (one page; nothing when the query is empty)."""
         if self.canvas is None or not query.strip():
             return []
-        page = await self.canvas.list_objects(name_filter=query.strip(), limit=20)
+        page = await self.canvas.list_objects(name_filter=query.strip(), limit=20, view=self.view)
         items = [(f"object {o.label} ({o.type}) · {o.id}", o.id) for o in page.items]
         try:
-            found = await self.canvas.get(query.strip())
+            found = await self.canvas.get(query.strip(), view=self.view)
             items.insert(0, (f"object {found.label} ({found.type}) · {found.id}", found.id))
         except ServiceError:  # not an id or full name: the name matches above are the answer
             pass

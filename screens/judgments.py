@@ -65,6 +65,8 @@ class JudgmentsPane(Pane):
         """The selected judgment's detail or insight review."""
         self.candidate = 0
         """The candidate truth picked for the selected insight review."""
+        self.loaders: list[Any] | None = None
+        """For an approved insight, the nodes that load its listener at boot (``Canvas.who_loads``)."""
         self.notices: list[Any] = []
         """What needs the operator in OKF (blocked bases, failed captures, refused notes)."""
         self.waiting = 0
@@ -203,7 +205,19 @@ class JudgmentsPane(Pane):
             self.detail = await self.okf.detail(ident)
         else:
             self.detail = await self.insights.get(ident)
+            self.loaders = await self._listener_loaders(self.detail)
         self._show_detail()
+
+    async def _listener_loaders(self, review: Any) -> list[Any] | None:
+        """For an approved insight, the nodes that now load its listener at boot (None: not known)."""
+        canvas = getattr(self.workspace, "canvas", None)
+        listener = getattr(review.proposal, "listener", None)
+        if canvas is None or review.status != "approved" or not listener:
+            return None
+        try:
+            return [v for v in await canvas.who_loads(listener) if v.loaded]
+        except ServiceError:  # the listener is gone or was never written
+            return None
 
     def _show_detail(self) -> None:
         text_widget = self.query_one("#judgment-text", Static)
@@ -313,6 +327,9 @@ class JudgmentsPane(Pane):
         if r.status == "approved":
             text.append(f"approved: {safe(r.text, 2000)}\n", style=tone("ok"))
             text.append(f"written to {safe(r.document, 200)} revision {r.revision}\n", style=tone("ok"))
+            if self.loaders is not None:
+                names = ", ".join(f"{safe(v.node_name, 60)} ({safe(v.level, 20)})" for v in self.loaders[:20])
+                text.append(f"nodes that now load the listener at boot: {names or 'none yet'}\n", style=tone("ok"))
         if r.reason:
             text.append(f"rejected: {safe(r.reason, 400)}\n", style=tone("warn"))
         for error in r.errors:

@@ -1,7 +1,8 @@
 """Typed modal dialogs: forms, confirmations and paged details."""
 
 from .confirm import ConfirmDialog, wants_confirmation
+from .delivery import DeliveryDialog
 from .detail import DetailDialog
 from .form import Field, FormDialog
 
-__all__ = ["ConfirmDialog", "DetailDialog", "Field", "FormDialog", "wants_confirmation"]
+__all__ = ["ConfirmDialog", "DeliveryDialog", "DetailDialog", "Field", "FormDialog", "wants_confirmation"]

@@ -30,7 +30,7 @@ _EVENT = re.compile(r"^[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*$")
 
 
 def register_custom(tx: Tx, *, kind: str, name: str, owner_id: str | None, events: Mapping[str, int],
-                    receiver: str | None = None) -> ObjectRow:
+                    receiver: str | None = None, config: Mapping[str, Any] | None = None) -> ObjectRow:
     """A new custom object of ``kind`` declaring ``events`` (``{type: level}``)."""
     if not isinstance(kind, str) or not _DOTTED.match(kind):
         raise NameRefusedError(f"the custom object kind {kind!r} must be dotted, like 'acme.deploy'")
@@ -46,7 +46,8 @@ def register_custom(tx: Tx, *, kind: str, name: str, owner_id: str | None, event
             raise DocumentInvalidError(f"{name!r} declares an invalid event name {event!r}")
         catalog[event] = check_level(level, f"level of {event!r}")
     row = create_object(tx, type="custom", name=name.strip(), owner_id=owner_id, kind=kind, handle=None)
-    tx.session.add(CustomObjectRow(object_id=row.id, catalog=json.dumps(catalog, sort_keys=True), receiver=receiver))
+    tx.session.add(CustomObjectRow(object_id=row.id, catalog=json.dumps(catalog, sort_keys=True), receiver=receiver,
+                                   config=json.dumps(dict(config or {}), sort_keys=True)))
     tx.session.flush()
     publish_event(tx.session, row, "created", tx.now, data={"kind": kind})
     return row

@@ -27,6 +27,9 @@ __all__ = [
     "EventRow",
     "WatchRow",
     "InboxRow",
+    "ProfileRow",
+    "ProfileDefaultRow",
+    "ReceiverAttemptRow",
     "TABLES",
 ]
 
@@ -154,6 +157,8 @@ class CustomObjectRow(SQLModel, table=True):
     object_id: str = Field(sa_column=Column(String, ForeignKey("objects.id", ondelete="CASCADE"), primary_key=True))
     catalog: str = "{}"
     receiver: str | None = None
+    config: str = Field(default="{}", sa_column=Column(Text, nullable=False, server_default="{}"))
+    """The receiver's settings as JSON: ``{"url": ...}`` or ``{"argv": [...], "timeout": s}``."""
 
 
 class EdgeRow(SQLModel, table=True):
@@ -232,6 +237,44 @@ class InboxRow(SQLModel, table=True):
     """An outside id (a run message id) so the same message is never filed twice."""
 
 
+class ProfileRow(SQLModel, table=True):
+    """A profile's purview: JSON ``[{"project": <repo handle or repo:<handle>>, "limit": <level>}]``."""
+
+    __tablename__ = "profiles"
+
+    object_id: str = Field(sa_column=Column(String, ForeignKey("objects.id", ondelete="CASCADE"), primary_key=True))
+    purview: str = Field(default="[]", sa_column=Column(Text, nullable=False))
+
+
+class ProfileDefaultRow(SQLModel, table=True):
+    """The profile a directory (and everything under it) starts nodes with."""
+
+    __tablename__ = "profile_defaults"
+
+    directory: str = Field(sa_column=Column(String, primary_key=True))
+    profile_id: str = Field(sa_column=_fk("objects.id", index=True))
+
+
+class ReceiverAttemptRow(SQLModel, table=True):
+    """One attempt to hand an inbox entry to a custom object's ``url`` or ``argv`` receiver."""
+
+    __tablename__ = "receiver_attempts"
+    __table_args__ = (Index("ix_receiver_attempts_object", "object_id", "id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    object_id: str = Field(sa_column=_fk("objects.id"))
+    entry_id: int
+    event_type: str = ""
+    attempt: int = 1
+    outcome: str = ""
+    """``delivered``, ``retrying`` or ``failed``."""
+    status: int | None = None
+    """The HTTP status, or the command's exit status."""
+    error: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))
+    """What went wrong (a timeout, a connection error), or the command's stderr (its end), even on success."""
+    at: float
+
+
 TABLES = [
     ObjectRow.__table__,
     DocumentRow.__table__,
@@ -244,5 +287,8 @@ TABLES = [
     EventRow.__table__,
     WatchRow.__table__,
     InboxRow.__table__,
+    ProfileRow.__table__,
+    ProfileDefaultRow.__table__,
+    ReceiverAttemptRow.__table__,
 ]
 """Every canvas table, in creation order."""

@@ -115,9 +115,16 @@ class ReaderView:
     repos: tuple[str, ...] = ()
     """Repo handles, nearest first."""
     profile: str | None = None
+    """A profile handle, or its object id ``profile:<id>`` (which stays when the profile is renamed)."""
     app: str | None = None
     person: str | None = None
     plugins: tuple[str, ...] = ()
+
+    def profile_id(self) -> str | None:
+        """The profile's object id (``profile:<handle>`` for a bare handle)."""
+        if not self.profile:
+            return None
+        return self.profile if self.profile.startswith("profile:") else owner_id("profile", self.profile)
 
     def owner_ids(self) -> list[str]:
         """Owner object ids to try, first match wins."""
@@ -126,7 +133,7 @@ class ReaderView:
             order.append(self.node)
         order += [owner_id("repo", r) for r in self.repos]
         if self.profile:
-            order.append(owner_id("profile", self.profile))
+            order.append(self.profile_id() or "")
         if self.app:
             order.append(owner_id("app", self.app))
         if self.person:

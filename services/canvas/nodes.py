@@ -11,16 +11,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, or_, select, update
 from sqlmodel import Session
 
 from services.text import clip
 
+from .eligibility import OPERATOR, Access
 from .errors import CanvasError, DocumentInvalidError, NameTakenError
 from .events import add_edge, ensure_watch, publish_event
 from .models import InboxRow, JobRow, NodeRow, ObjectRow
 from .names import NODE_LIFECYCLES, NODE_MODES, NODE_STATUSES, check_handle, check_node_kind
 from .objects import Tx, create_object, get_row, new_id, summary_of
+from .profiles import resolve_profile
 from .views import InboxEntryView, InboxPage, JobView, NodeView
 
 __all__ = [
@@ -61,6 +63,9 @@ def spawn_node(tx: Tx, *, node_id: str | None, name: str | None, owner_id: str |
     node_id = check_handle(node_id, "node id") if node_id else new_id("node")
     if get_row(tx.session, node_id) is not None:
         raise NameTakenError(f"the id {node_id!r} is taken by another object; choose another node id")
+    if profile is None and parent is not None:  # a child inherits its caller's profile
+        profile = tx.session.execute(select(NodeRow.profile).where(NodeRow.object_id == parent.id)).scalar_one_or_none()
+    profile = resolve_profile(tx.session, profile)
     row = create_object(tx, type="node", name=name or node_id, owner_id=owner_id, id=node_id, kind=kind,
                         status=status, handle=node_id)
     tx.session.add(NodeRow(object_id=row.id, kind=kind, mode=mode, lifecycle=lifecycle, profile=profile,
@@ -82,6 +87,8 @@ def configure_node(tx: Tx, node: ObjectRow, *, actor_id: str | None = None, **fi
     if "kind" in fields and fields["kind"] is not None:
         check_node_kind(fields["kind"])
     _check_shape(fields.get("mode"), fields.get("lifecycle"), fields.get("status"))
+    if fields.get("profile"):
+        fields["profile"] = resolve_profile(tx.session, fields["profile"])
     row = tx.session.execute(select(NodeRow).where(NodeRow.object_id == node.id)).scalar_one()
     changed: dict[str, Any] = {}
     for key, value in fields.items():
@@ -228,18 +235,23 @@ def entry_view(row: InboxRow) -> InboxEntryView:
 
 
 def inbox_page(session: Session, owner_id: str, *, offset: int = 0, limit: int = 50,
-               unread_only: bool = False, oldest_first: bool = False) -> InboxPage:
-    """One page of ``owner_id``'s inbox (newest first by default) with unread and total counts."""
+               unread_only: bool = False, oldest_first: bool = False, access: Access | None = None) -> InboxPage:
+    """One page of ``owner_id``'s inbox (newest first by default) with unread and total counts; for a
+    reader (``access``), entries about an object it may not read (or one gone) are left out, messages stay."""
     limit = max(1, min(int(limit), 1000))
-    stmt = select(InboxRow).where(InboxRow.owner_id == owner_id)
+    where: list[Any] = [InboxRow.owner_id == owner_id]
+    if access is not None:
+        where.append(or_(InboxRow.kind == "message", InboxRow.object_id.in_(select(ObjectRow.id).where(access.clause()))))
+    stmt = select(InboxRow).where(*where)
     if unread_only:
         stmt = stmt.where(InboxRow.read_at.is_(None))
     stmt = stmt.order_by(InboxRow.id if oldest_first else InboxRow.id.desc()).offset(max(0, offset)).limit(limit)
     rows = session.execute(stmt).scalars().all()
     unread, total = session.execute(select(func.count().filter(InboxRow.read_at.is_(None)), func.count())
-                                    .select_from(InboxRow).where(InboxRow.owner_id == owner_id)).one()
+                                    .select_from(InboxRow).where(*where)).one()
     return InboxPage(owner_id=owner_id, items=tuple(entry_view(r) for r in rows), unread=int(unread),
-                     total=int(total), offset=max(0, offset), limit=limit)
+                     total=int(total), offset=max(0, offset), limit=limit,
+                     seen_as=access.label if access else OPERATOR)
 
 
 def mark_read(tx: Tx, owner_id: str, entry_ids: list[int] | None = None, *, up_to: int | None = None) -> int:

@@ -24,6 +24,7 @@ from sqlmodel import Session
 
 from services.changes import Change
 
+from .eligibility import OPERATOR, Access, access_for
 from .errors import AmbiguousNameError, ObjectNotFoundError
 from .models import EdgeRow, ObjectRow
 from .names import OWNER_TYPES, RESOLVE_TYPES, ReaderView, check_handle, owner_id, split_owner_ref
@@ -36,6 +37,7 @@ __all__ = [
     "summaries",
     "get_row",
     "find_object",
+    "find_readable",
     "ensure_owner",
     "create_object",
     "list_objects",
@@ -45,6 +47,8 @@ __all__ = [
     "owner_ref",
     "full_name",
     "with_owner",
+    "OWNER",
+    "OWNER_REF",
 ]
 
 _Owner = aliased(ObjectRow, name="owner")
@@ -91,6 +95,10 @@ def _ref_of(owner: Any) -> Any:
 
 
 _OWNER_REF = _ref_of(_Owner).label("owner_ref")
+OWNER = _Owner
+"""The owner alias ``with_owner`` joins (for statements selecting plain columns)."""
+OWNER_REF = _OWNER_REF
+"""The owner reference column of ``with_owner`` (join ``OWNER`` on ``objects.owner_id``)."""
 
 
 def with_owner(stmt_where: Any = None) -> Select[Any]:
@@ -182,6 +190,16 @@ def find_object(session: Session, ref: str, view: ReaderView | None = None) -> O
     raise ObjectNotFoundError(f"no object is named {ref!r}")
 
 
+def find_readable(session: Session, ref: str, view: ReaderView | None) -> tuple[ObjectRow, Access | None]:
+    """``find_object`` for a reader: an object it may not read is absent (the same
+    ``ObjectNotFoundError`` as a name nobody holds, so the answer confirms nothing)."""
+    row = find_object(session, ref, view)
+    access = access_for(session, view)
+    if access is not None and not access.allows(row.id, row.owner_id, row.privacy):
+        raise ObjectNotFoundError(f"no object is named {ref!r}")
+    return row, access
+
+
 def create_object(tx: Tx, *, type: str, name: str, owner_id: str | None, id: str | None = None,
                   kind: str = "", privacy: str = "public", status: str = "", handle: str | None = None) -> ObjectRow:
     """Insert a new object row and queue an ``object.created`` change."""
@@ -205,8 +223,9 @@ def ensure_owner(tx: Tx, type_: str, handle: str, *, name: str | None = None) ->
     return row
 
 
-def _filters(session: Session, type: str | None, owner: str | None, name_filter: str | None) -> list[Any]:
-    where: list[Any] = []
+def _filters(session: Session, type: str | None, owner: str | None, name_filter: str | None,
+             access: Access | None = None) -> list[Any]:
+    where: list[Any] = [] if access is None else [access.clause()]
     if type:
         where.append(ObjectRow.type == type)
     if owner:
@@ -220,11 +239,13 @@ def _filters(session: Session, type: str | None, owner: str | None, name_filter:
 
 
 def list_objects(session: Session, *, type: str | None = None, owner: str | None = None,
-                 name_filter: str | None = None, offset: int = 0, limit: int = 50) -> ObjectPage:
-    """One page of objects ordered by name, filtered by type, owner id and a name substring."""
+                 name_filter: str | None = None, offset: int = 0, limit: int = 50,
+                 access: Access | None = None) -> ObjectPage:
+    """One page of objects ordered by name, filtered by type, owner id and a name substring, and
+    to what ``access`` may read (``None``: the operator, everything)."""
     limit = max(1, min(int(limit), 1000))
     offset = max(0, int(offset))
-    where = _filters(session, type, owner, name_filter)
+    where = _filters(session, type, owner, name_filter, access)
     if session.get_bind().dialect.name == "postgresql":
         # PostgreSQL works out the owner reference of every row it skips for the offset; pick the
         # page's keys first, then describe only those rows (same page, same order).
@@ -235,17 +256,19 @@ def list_objects(session: Session, *, type: str | None = None, owner: str | None
     else:
         stmt = with_owner().where(*where).order_by(ObjectRow.name, ObjectRow.pk)
         items = summaries(session, stmt.offset(offset).limit(limit + 1))
-    return ObjectPage(items=tuple(items[:limit]), offset=offset, limit=limit, has_more=len(items) > limit)
+    return ObjectPage(items=tuple(items[:limit]), offset=offset, limit=limit, has_more=len(items) > limit,
+                      seen_as=access.label if access else OPERATOR)
 
 
 def count_objects(session: Session, *, type: str | None = None, owner: str | None = None,
-                  name_filter: str | None = None) -> int:
+                  name_filter: str | None = None, access: Access | None = None) -> int:
     """How many objects the same filters match."""
-    stmt = select(func.count()).select_from(ObjectRow).where(*_filters(session, type, owner, name_filter))
+    stmt = select(func.count()).select_from(ObjectRow).where(*_filters(session, type, owner, name_filter, access))
     return int(session.execute(stmt).scalar_one())
 
 
-def neighbourhood(session: Session, row: ObjectRow, *, kind: str | None = None, limit: int = 50) -> Neighbourhood:
+def neighbourhood(session: Session, row: ObjectRow, *, kind: str | None = None, limit: int = 50,
+                  access: Access | None = None) -> Neighbourhood:
     """``row``'s edges both ways grouped by kind: counts of all, and up to ``limit`` per group (by the
     other end's id). Four statements whatever the number of groups: the counts, every group's page of
     edges (each an ordered index range cut to ``limit``), the other ends' summaries, and the owner."""
@@ -253,6 +276,9 @@ def neighbourhood(session: Session, row: ObjectRow, *, kind: str | None = None, 
     counted = []
     for direction, (here, _, _) in sides.items():
         where = [here == row.id] + ([EdgeRow.kind == kind] if kind else [])
+        if access is not None:  # an edge to an object the reader may not read is not drawn
+            there = EdgeRow.dst_id if direction == "out" else EdgeRow.src_id
+            where.append(there.in_(select(ObjectRow.id).where(access.clause())))
         counted.append(select(literal(direction).label("direction"), EdgeRow.kind, func.count().label("n"))
                        .where(*where).group_by(EdgeRow.kind))
     counts: dict[str, int] = {}
@@ -260,6 +286,11 @@ def neighbourhood(session: Session, row: ObjectRow, *, kind: str | None = None, 
     found = [(str(d), str(k), int(n)) for d, k, n in session.execute(union_all(*counted)).all()]
     members: list[str] = []
     params: dict[str, Any] = {"id": row.id, "limit": max(0, int(limit))}
+    visible = ""
+    if access is not None:
+        condition, extra = access.sql("v")
+        params.update(extra)
+        visible = f" AND {{there}} IN (SELECT v.id FROM objects v WHERE {condition})"
     for i, (direction, edge_kind, n) in enumerate(found):
         counts[f"{direction}:{edge_kind}"] = n
         _, here_name, there_name = sides[direction]
@@ -267,7 +298,7 @@ def neighbourhood(session: Session, row: ObjectRow, *, kind: str | None = None, 
         members.append(  # column names from the table above, never from input
             f"SELECT * FROM (SELECT '{direction}' AS direction, kind, {there_name} AS other, created_at, "
             f"row_number() OVER (ORDER BY {there_name}) AS place FROM edges WHERE {here_name} = :id "
-            f"AND kind = :k{i} ORDER BY {there_name} LIMIT :limit) AS g{i}")
+            f"AND kind = :k{i}{visible.format(there=there_name)} ORDER BY {there_name} LIMIT :limit) AS g{i}")
     pages: dict[tuple[str, str], list[Any]] = {(d, k): [] for d, k, _ in found}
     if members and params["limit"]:
         edge_rows = session.execute(text(" UNION ALL ".join(members)), params).all()

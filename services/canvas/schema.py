@@ -30,7 +30,7 @@ from .errors import CanvasSchemaError
 
 __all__ = ["SCHEMA_VERSION", "OLDEST_MIGRATABLE", "MIGRATIONS", "schema_version", "prepare_schema"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The schema version this code creates and expects."""
 OLDEST_MIGRATABLE = 0
 """The oldest version ``MIGRATIONS`` can bring forward."""
@@ -59,10 +59,22 @@ def _page_index(conn: Connection) -> None:
     conn.execute(text("DROP INDEX IF EXISTS ix_objects_type_owner_name"))  # what it replaces
 
 
+def _profiles_receivers(conn: Connection) -> None:
+    from . import models
+
+    tables = [models.ProfileRow.__table__, models.ProfileDefaultRow.__table__,  # type: ignore[attr-defined]
+              models.ReceiverAttemptRow.__table__]  # type: ignore[attr-defined]
+    SQLModel.metadata.create_all(conn, tables=tables)
+    columns = {c["name"] for c in inspect(conn).get_columns("custom_objects")}
+    if "config" not in columns:
+        conn.execute(text("ALTER TABLE custom_objects ADD COLUMN config TEXT NOT NULL DEFAULT '{}'"))
+
+
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     0: _create_missing,  # 0 -> 1: versioning, every table and index of version 1, the search index
     1: _name_search,  # 1 -> 2: PostgreSQL's index of name words (search's first tier); nothing on SQLite
     2: _page_index,  # 2 -> 3: a page by owner and name takes its keys from one index (..._name_pk replaces ..._name)
+    3: _profiles_receivers,  # 3 -> 4: profiles' purview, directory defaults, receiver attempts, receiver settings
 }
 """``MIGRATIONS[v]`` brings a version-``v`` canvas to version ``v + 1``."""
 

@@ -51,9 +51,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import bindparam, text
+from sqlalchemy import bindparam, select, text
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session
+
+from .eligibility import Access
+from .models import ObjectRow
 
 __all__ = [
     "SNIPPET_SCAN",
@@ -83,6 +86,9 @@ SNIPPET_CHARS = 120
 """About how long a snippet is (it is cut at word boundaries and marked with ``…``)."""
 MAX_RESULTS = 100
 """The most hits one search returns, whatever ``limit`` asks for."""
+
+WINDOW_FACTOR = 4
+"""A reader's search first ranks ``limit * WINDOW_FACTOR`` hits unfiltered, then keeps what it may read."""
 
 PG_INDEX_CHARS = 200_000
 """How many characters of each body PostgreSQL indexes (a ``tsvector`` is limited to 1 MB)."""
@@ -280,19 +286,22 @@ def _snippets(session: Session, pks: list[int], words: list[str]) -> dict[int, S
     return {int(pk): make_snippet([preview or "", body or "", name or ""], words) for pk, name, preview, body in rows}
 
 
-def _pg_tier(session: Session, where: str, params: dict[str, object], type: str | None, limit: int) -> list[int]:
+def _pg_tier(session: Session, where: str, params: dict[str, object], type: str | None, limit: int,
+             visible: str = "") -> list[int]:
     sql = (
         "WITH q AS MATERIALIZED (SELECT to_tsquery('simple', :match) AS q) SELECT f.pk FROM q, object_search f "
-        + ("JOIN objects o ON o.pk = f.pk " if type else "")
-        + f"WHERE {where} " + ("AND o.type = :type " if type else "")
+        + ("JOIN objects o ON o.pk = f.pk " if type or visible else "")
+        + f"WHERE {where} " + ("AND o.type = :type " if type else "") + (f"AND {visible} " if visible else "")
         + f"ORDER BY ts_rank({_PG_WEIGHTS}, f.doc, q.q) DESC, f.pk LIMIT :limit"
     )
     return [int(pk) for pk in session.execute(text(sql), {**params, "type": type, "limit": limit}).scalars()]
 
 
-def ranked_pks(session: Session, query: str, *, type: str | None = None, limit: int = 20) -> list[int]:
+def ranked_pks(session: Session, query: str, *, type: str | None = None, limit: int = 20,
+               access: Access | None = None) -> list[int]:
     """The keys of the best matches for ``query``, best first, ranked inside the index and cut to
-    ``limit`` there (at most ``MAX_RESULTS``); never raises on odd input.
+    ``limit`` there (at most ``MAX_RESULTS``); never raises on odd input. With ``access`` (a reader),
+    only objects it may read are ranked: the filter is part of the query, so a page is still full.
 
     On PostgreSQL in two tiers, each ranked by ``ts_rank`` and found through its own GIN index:
     first the objects whose name holds every word (the weight-A part of their ``tsvector``), then,
@@ -303,28 +312,49 @@ def ranked_pks(session: Session, query: str, *, type: str | None = None, limit: 
     if not match:
         return []
     limit = max(1, min(int(limit), MAX_RESULTS))
+    if access is not None:
+        # Rank a window of the best hits as the operator would (the cheap query), keep those the
+        # reader may read; only when the window is full and still leaves the page short does the
+        # filter go inside the ranking query. Either way the page is the reader's best ``limit``.
+        window = limit * WINDOW_FACTOR
+        pks = _ranked(session, query, match, type, window)
+        if not pks:
+            return []
+        seen = set(session.execute(select(ObjectRow.pk).where(ObjectRow.pk.in_(pks), access.clause())).scalars())
+        kept = [pk for pk in pks if pk in seen]
+        if len(kept) >= limit or len(pks) < window:
+            return kept[:limit]
+    return _ranked(session, query, match, type, limit, access)
+
+
+def _ranked(session: Session, query: str, match: str, type: str | None, limit: int,
+            access: Access | None = None) -> list[int]:
+    visible, extra = access.sql("o") if access is not None else ("", {})
     if _is_sqlite(session):
         sql = (
             "SELECT f.rowid FROM object_fts f "
-            + ("JOIN objects o ON o.pk = f.rowid " if type else "")
+            + ("JOIN objects o ON o.pk = f.rowid " if type or visible else "")
             + "WHERE object_fts MATCH :match "
             + ("AND o.type = :type " if type else "")
+            + (f"AND {visible} " if visible else "")
             + "ORDER BY bm25(object_fts, 10.0, 4.0, 1.0) LIMIT :limit"
         )
-        return [int(pk) for pk in session.execute(text(sql), {"match": match, "type": type, "limit": limit}).scalars()]
+        return [int(pk) for pk in session.execute(text(sql), {"match": match, "type": type, "limit": limit,
+                                                              **extra}).scalars()]
     if _is_postgres(session):
-        params: dict[str, object] = {"match": pg_tsquery(query)}
-        pks = _pg_tier(session, f"{_PG_NAME} @@ q.q", params, type, limit)
+        params: dict[str, object] = {"match": pg_tsquery(query), **extra}
+        pks = _pg_tier(session, f"{_PG_NAME} @@ q.q", params, type, limit, visible)
         if len(pks) < limit:
-            pks += _pg_tier(session, f"f.doc @@ q.q AND NOT {_PG_NAME} @@ q.q", params, type, limit - len(pks))
+            pks += _pg_tier(session, f"f.doc @@ q.q AND NOT {_PG_NAME} @@ q.q", params, type, limit - len(pks), visible)
         return pks
     like = "%" + " ".join(query_words(query)) + "%"
     sql = (
         "SELECT o.pk FROM objects o LEFT JOIN documents d ON d.object_id = o.id "
         "WHERE (o.name LIKE :like OR d.preview LIKE :like OR d.body LIKE :like)"
-        + (" AND o.type = :type" if type else "") + " ORDER BY o.pk LIMIT :limit"
+        + (" AND o.type = :type" if type else "") + (f" AND {visible}" if visible else "") + " ORDER BY o.pk LIMIT :limit"
     )
-    return [int(pk) for pk in session.execute(text(sql), {"like": like, "type": type, "limit": limit}).scalars()]
+    return [int(pk) for pk in session.execute(text(sql), {"like": like, "type": type, "limit": limit,
+                                                          **extra}).scalars()]
 
 
 def search_ids(session: Session, query: str, *, type: str | None = None, limit: int = 20) -> list[tuple[int, str]]:

@@ -30,8 +30,10 @@ from services.changes import ChangeFeed
 from services.clock import Clock
 
 from . import custom as _custom
+from . import delivery as _delivery
 from . import documents as _docs
 from . import nodes as _nodes
+from . import profiles as _profiles
 from .engine import (BUSY_TIMEOUT_MS, create_schema, database_url, is_postgres, make_engine, read_session,
                      write_session)
 from .errors import CanvasError, DocumentInvalidError, ObjectNotFoundError, OwnerInUseError
@@ -39,15 +41,17 @@ from .events import ensure_watch, publish_event, remove_watch
 from .guard import checks_text
 from .insights import LISTENER_OWNER_TYPES, LISTENER_RULES, append_approved_link, listener_body, listener_path, listener_preview
 from .lint import lint_documents
-from .models import DocumentRow, EventRow, ObjectRow, WatchRow
+from .models import DocumentRow, EventRow, NodeRow, ObjectRow, ReceiverAttemptRow, WatchRow
 from .notify import ChangeListener, channel_name, send_changes
 from .names import CRTR_APP, OWNER_TYPES, ReaderView, split_owner_ref
-from .objects import (Tx, count_objects, ensure_owner, find_object, get_row, list_objects, neighbourhood, owner_handle,
-                      summary_of, with_owner)
+from .eligibility import OPERATOR, Access, access_for
+from .objects import (Tx, count_objects, ensure_owner, find_object, find_readable, get_row, list_objects, neighbourhood,
+                      owner_handle, summary_of, with_owner)
+from .receivers import ReceiverDispatcher, attempt_view, check_receiver
 from .search import SNIPPET_SCAN, make_snippet, query_words, ranked_pks
-from .views import (CustomObjectView, DocumentView, EventView, InboxEntryView, InboxPage, JobView, LintFinding,
-                    MessageReceipt, Neighbourhood, NodeView, ObjectDetail, ObjectPage, ObjectSummary, RevisionView,
-                    SearchHit, WatchView)
+from .views import (BootContext, CustomObjectView, DocumentView, EventView, InboxEntryView, InboxPage, JobView,
+                    LintFinding, LoadVerdict, MessageReceipt, Neighbourhood, NodeView, ObjectDetail, ObjectPage,
+                    ObjectSummary, ProfileView, ReceiverAttempt, RevisionView, SearchHit, WatchView)
 
 __all__ = ["Canvas", "WRITE_MANY_LIMIT"]
 
@@ -81,6 +85,8 @@ class Canvas:
         """The clock stamping objects, events and inbox entries."""
         self.listener: ChangeListener | None = None
         """On PostgreSQL, the thread hearing other canvases' changes (``None`` on SQLite)."""
+        self.receivers = ReceiverDispatcher(engine, self.clock)
+        """Hands events custom objects hear to their ``url`` and ``argv`` receivers."""
         self._channel: str | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -99,6 +105,7 @@ class Canvas:
         except BaseException:
             await canvas.close()
             raise
+        canvas.receivers.poke()  # what custom objects heard while no canvas was open
         return canvas
 
     def _setup(self, listen: bool) -> None:
@@ -112,9 +119,11 @@ class Canvas:
                 self.listener.start()
         with write_session(self.engine) as session:
             ensure_owner(Tx(session, self.clock.time()), "app", "crtr", name="crtr")
+        self.receivers.refresh()
 
     async def close(self) -> None:
         """Stop listening and release the engine's connections."""
+        await self.receivers.close()
         listener, self.listener = self.listener, None
         if listener is not None:
             await asyncio.to_thread(listener.stop)
@@ -139,6 +148,7 @@ class Canvas:
         result, changes = await asyncio.to_thread(run)
         for change in changes:
             self.changes.publish(change)
+        self.receivers.poke()
         return result
 
     @staticmethod
@@ -164,24 +174,27 @@ class Canvas:
         return await self._write(lambda tx: summary_of(ensure_owner(tx, type, handle, name=name), None))
 
     async def list_objects(self, *, type: str | None = None, owner: str | None = None, name_filter: str | None = None,
-                           offset: int = 0, limit: int = 50) -> ObjectPage:
-        """One page of objects by name; filters: type, owner id, a name substring. Records nothing."""
+                           offset: int = 0, limit: int = 50, view: ReaderView | None = None) -> ObjectPage:
+        """One page of objects by name; filters: type, owner id, a name substring. Records nothing.
+        With a reader's ``view``, only what it may read (``eligibility``); without, everything."""
         return await self._read(lambda s: list_objects(s, type=type, owner=owner, name_filter=name_filter,
-                                                       offset=offset, limit=limit))
+                                                       offset=offset, limit=limit, access=access_for(s, view)))
 
     async def count_objects(self, *, type: str | None = None, owner: str | None = None,
-                            name_filter: str | None = None) -> int:
+                            name_filter: str | None = None, view: ReaderView | None = None) -> int:
         """How many objects match the same filters as ``list_objects``."""
-        return await self._read(lambda s: count_objects(s, type=type, owner=owner, name_filter=name_filter))
+        return await self._read(lambda s: count_objects(s, type=type, owner=owner, name_filter=name_filter,
+                                                        access=access_for(s, view)))
 
     async def get(self, ref: str, *, view: ReaderView | None = None) -> ObjectSummary:
-        """The object ``ref`` names (id, full name, or bare name in ``view``); records nothing."""
+        """The object ``ref`` names (id, full name, or bare name in ``view``); records nothing. An
+        object the reader may not read is ``ObjectNotFoundError``, as a name nobody holds."""
         def run(s: Session) -> ObjectSummary:
-            row = find_object(s, ref, view)
+            row, _ = find_readable(s, ref, view)
             return summary_of(row, _owner_handle(s, row))
         return await self._read(run)
 
-    def _detail(self, s: Session, row: ObjectRow, events_limit: int) -> ObjectDetail:
+    def _detail(self, s: Session, row: ObjectRow, events_limit: int, access: Access | None = None) -> ObjectDetail:
         events = s.execute(select(EventRow).where(EventRow.object_id == row.id).order_by(EventRow.id.desc())
                            .limit(events_limit)).scalars().all()
         watchers = s.execute(select(WatchRow).where(WatchRow.object_id == row.id).order_by(WatchRow.id)
@@ -197,16 +210,21 @@ class Canvas:
         elif row.type == "custom":
             parts["custom"] = _custom.custom_view(s, row)
         return ObjectDetail(object=summary_of(row, _owner_handle(s, row)), events=tuple(map(_event_view, events)),
-                            watchers=tuple(map(_watch_view, watchers)), **parts)
+                            watchers=tuple(map(_watch_view, watchers)), seen_as=access.label if access else OPERATOR,
+                            **parts)
 
     async def read(self, ref: str, *, reader: str | None = None, view: ReaderView | None = None,
                    events_limit: int = 20) -> ObjectDetail:
-        """One object with its detail. A ``reader`` is recorded: a ``read`` event, and it becomes a watcher."""
+        """One object with its detail. A ``reader`` is recorded: a ``read`` event, and it becomes a watcher.
+        With a ``view``, an object that reader may not read is ``ObjectNotFoundError`` (nothing recorded)."""
         if reader is None:
-            return await self._read(lambda s: self._detail(s, find_object(s, ref, view), events_limit))
+            def plain(s: Session) -> ObjectDetail:
+                row, access = find_readable(s, ref, view)
+                return self._detail(s, row, events_limit, access)
+            return await self._read(plain)
 
         def run(tx: Tx) -> ObjectDetail:
-            row = find_object(tx.session, ref, view)
+            row, access = find_readable(tx.session, ref, view)
             reader_id = self._actor(tx.session, reader)
             assert reader_id is not None
             revision = _docs.document_view(tx.session, row).revision if row.type == "document" else None
@@ -215,10 +233,11 @@ class Canvas:
             if created:
                 publish_event(tx.session, row, "watched", tx.now, actor_id=reader_id)
                 tx.change("watch.added", row.id, watcher=reader_id)
-            return self._detail(tx.session, row, events_limit)
+            return self._detail(tx.session, row, events_limit, access)
         return await self._write(run)
 
-    async def search(self, query: str, *, type: str | None = None, limit: int = 20) -> list[SearchHit]:
+    async def search(self, query: str, *, type: str | None = None, limit: int = 20,
+                     view: ReaderView | None = None) -> list[SearchHit]:
         """Full-text search over names, previews and bodies, best first (at most 100). Records nothing.
 
         The cost is bounded whatever the documents' size: each hit's snippet comes from a bounded
@@ -226,7 +245,7 @@ class Canvas:
         ``search.MAX_SNIPPET_HITS`` matches.
         """
         def run(s: Session) -> list[SearchHit]:
-            pks = ranked_pks(s, query, type=type, limit=limit)
+            pks = ranked_pks(s, query, type=type, limit=limit, access=access_for(s, view))
             if not pks:
                 return []
             words = query_words(query)
@@ -239,10 +258,12 @@ class Canvas:
             return [hits[pk] for pk in pks if pk in hits]
         return await self._read(run)
 
-    async def watch(self, ref: str, *, watcher: str, pattern: str = "*", min_level: int = 1) -> WatchView:
-        """``watcher`` watches ``ref`` for events matching ``pattern`` at ``min_level`` or above."""
+    async def watch(self, ref: str, *, watcher: str, pattern: str = "*", min_level: int = 1,
+                    view: ReaderView | None = None) -> WatchView:
+        """``watcher`` watches ``ref`` for events matching ``pattern`` at ``min_level`` or above; with a
+        ``view``, only an object that reader may read (else ``ObjectNotFoundError``)."""
         def run(tx: Tx) -> WatchView:
-            row = find_object(tx.session, ref)
+            row, _ = find_readable(tx.session, ref, view)
             watcher_id = self._actor(tx.session, watcher)
             assert watcher_id is not None
             watch, created = ensure_watch(tx.session, watcher_id, row.id, tx.now, pattern=pattern, min_level=min_level)
@@ -263,14 +284,20 @@ class Canvas:
             return gone
         return await self._write(run)
 
-    async def edges(self, ref: str, *, kind: str | None = None, limit: int = 50) -> Neighbourhood:
-        """``ref``'s edges both ways grouped by kind (up to ``limit`` per group). Records nothing."""
-        return await self._read(lambda s: neighbourhood(s, find_object(s, ref), kind=kind, limit=limit))
+    async def edges(self, ref: str, *, kind: str | None = None, limit: int = 50,
+                    view: ReaderView | None = None) -> Neighbourhood:
+        """``ref``'s edges both ways grouped by kind (up to ``limit`` per group). Records nothing.
+        With a ``view``, edges to objects that reader may not read are left out."""
+        def run(s: Session) -> Neighbourhood:
+            row, access = find_readable(s, ref, view)
+            return neighbourhood(s, row, kind=kind, limit=limit, access=access)
+        return await self._read(run)
 
-    async def events(self, ref: str, *, limit: int = 50, before: int | None = None) -> list[EventView]:
+    async def events(self, ref: str, *, limit: int = 50, before: int | None = None,
+                     view: ReaderView | None = None) -> list[EventView]:
         """``ref``'s events, newest first, optionally before an event id."""
         def run(s: Session) -> list[EventView]:
-            row = find_object(s, ref)
+            row, _ = find_readable(s, ref, view)
             stmt = select(EventRow).where(EventRow.object_id == row.id)
             if before is not None:
                 stmt = stmt.where(EventRow.id < before)
@@ -463,10 +490,14 @@ class Canvas:
             return MessageReceipt(entry=_nodes.entry_view(entry), woke=woke, coalesced=coalesced)
         return await self._write(run)
 
-    async def inbox(self, owner: str, *, offset: int = 0, limit: int = 50, unread_only: bool = False) -> InboxPage:
-        """One page of an object's inbox, newest first, with unread and total counts."""
-        return await self._read(lambda s: _nodes.inbox_page(s, find_object(s, owner).id, offset=offset, limit=limit,
-                                                            unread_only=unread_only))
+    async def inbox(self, owner: str, *, offset: int = 0, limit: int = 50, unread_only: bool = False,
+                    view: ReaderView | None = None) -> InboxPage:
+        """One page of an object's inbox, newest first, with unread and total counts. With a ``view``,
+        entries about objects that reader may not read are left out (and not counted)."""
+        def run(s: Session) -> InboxPage:
+            row, access = find_readable(s, owner, view)
+            return _nodes.inbox_page(s, row.id, offset=offset, limit=limit, unread_only=unread_only, access=access)
+        return await self._read(run)
 
     async def mark_read(self, owner: str, entry_ids: Sequence[int] | None = None, *, up_to: int | None = None) -> int:
         """Mark inbox entries read (the ids, all up to ``up_to``, or all); returns how many changed."""
@@ -501,13 +532,32 @@ class Canvas:
     # -- custom objects --------------------------------------------------------------------------
 
     async def register_custom_object(self, kind: str, *, name: str, events: Mapping[str, int],
-                                     owner: str | None = None, receiver: str | None = None) -> CustomObjectView:
-        """Register a custom object with a dotted kind and a catalog ``{event: level}``."""
+                                     owner: str | None = None, receiver: str | None = None, url: str | None = None,
+                                     argv: Sequence[str] | None = None, timeout: float | None = None) -> CustomObjectView:
+        """Register a custom object with a dotted kind and a catalog ``{event: level}``; a ``url``
+        receiver takes ``url`` (https; http only on loopback), an ``argv`` one its command as a list
+        (run without a shell); ``timeout`` in seconds for either (``services.canvas.receivers``)."""
+        config = check_receiver(receiver, url=url, argv=list(argv) if isinstance(argv, (list, tuple)) else argv,
+                                timeout=timeout)
+
         def run(tx: Tx) -> CustomObjectView:
             owner_id = self._owner(tx, owner).id if owner else None
-            row = _custom.register_custom(tx, kind=kind, name=name, owner_id=owner_id, events=events, receiver=receiver)
+            row = _custom.register_custom(tx, kind=kind, name=name, owner_id=owner_id, events=events, receiver=receiver,
+                                          config=config)
             return _custom.custom_view(tx.session, row)
-        return await self._write(run)
+        view = await self._write(run)
+        if receiver in ("url", "argv"):
+            self.receivers.active = True
+        return view
+
+    async def receiver_attempts(self, ref: str, *, limit: int = 50) -> list[ReceiverAttempt]:
+        """A custom object's receiver attempts, newest first: outcome, HTTP or exit status, error."""
+        def run(s: Session) -> list[ReceiverAttempt]:
+            row = _typed(s, ref, "custom")
+            rows = s.execute(select(ReceiverAttemptRow).where(ReceiverAttemptRow.object_id == row.id)
+                             .order_by(ReceiverAttemptRow.id.desc()).limit(max(1, limit))).scalars().all()
+            return [attempt_view(r) for r in rows]
+        return await self._read(run)
 
     async def publish(self, ref: str, event: str, *, data: Mapping[str, Any] | None = None,
                       actor: str | None = None) -> int:
@@ -523,6 +573,71 @@ class Canvas:
     async def ack(self, ref: str, entry_ids: Sequence[int]) -> int:
         """Acknowledge queue entries; returns how many were still open."""
         return await self._write(lambda tx: _nodes.mark_read(tx, _typed(tx.session, ref, "custom").id, list(entry_ids)))
+
+    # -- delivery and profiles -------------------------------------------------------------------
+
+    async def reader_view(self, node: str) -> ReaderView:
+        """The reader's view of node ``node``: itself, its profile's purview repos, its profile, and
+        the app or person that owns it (``delivery.node_view_of``)."""
+        def run(s: Session) -> ReaderView:
+            row = _typed(s, node, "node")
+            return _delivery.node_view_of(s, row, s.execute(select(NodeRow).where(NodeRow.object_id == row.id)).scalar_one())
+        return await self._read(run)
+
+    async def boot_context(self, node: str, *, event: str = "boot") -> BootContext:
+        """What ``node`` loads for ``event`` (``boot`` or ``workspace-open``), in load order, each with
+        its level, rule, owner and capping limit; and each document of its view it does not load, with why."""
+        return await self._read(lambda s: _delivery.boot_context(s, node, event))
+
+    async def why_not(self, node: str, document: str, *, event: str = "boot") -> LoadVerdict:
+        """Whether ``node`` loads ``document`` for ``event``, and if not, the reason: ``privacy``,
+        ``not_eligible``, ``shadowed``, ``no_rule``, ``if_mismatch`` or ``capped``."""
+        return await self._read(lambda s: _delivery.explain(s, node, _document(s, document), event))
+
+    async def who_loads(self, document: str, *, event: str = "boot", limit: int = 200) -> list[LoadVerdict]:
+        """For each node (up to ``limit``), whether it loads ``document`` for ``event``; loaders first."""
+        return await self._read(lambda s: _delivery.who_loads(s, _document(s, document), event, limit=limit))
+
+    async def create_profile(self, name: str, *, display_name: str | None = None,
+                             purview: Sequence[tuple[str, str]] = ()) -> ProfileView:
+        """A new profile (id ``profile:<name>``) with projects and their delivery limits."""
+        return await self._write(lambda tx: _profiles.profile_view(tx.session, _profiles.create_profile(
+            tx, name, display_name=display_name, purview=[tuple(p) for p in purview])))  # type: ignore[misc]
+
+    async def profile(self, ref: str) -> ProfileView:
+        """A profile by id, ``profile:<name>`` or name."""
+        return await self._read(lambda s: _profiles.profile_view(s, _profiles.profile_row(s, ref)))
+
+    async def set_profile_project(self, profile: str, project: str, limit: str | None) -> ProfileView:
+        """Add or change a project of the profile's purview with its delivery limit
+        (``content``/``preview``/``name``/``none``); ``limit=None`` removes the project."""
+        def run(tx: Tx) -> ProfileView:
+            row = _profiles.profile_row(tx.session, profile)
+            _profiles.set_project(tx, row, project, limit)
+            return _profiles.profile_view(tx.session, row)
+        return await self._write(run)
+
+    async def rename_profile(self, profile: str, new_name: str, *, display_name: str | None = None) -> ProfileView:
+        """Rename a profile: the id stays, the handle (and full names of its documents) follow;
+        refused with ``NameTakenError`` when another live profile holds ``new_name``."""
+        def run(tx: Tx) -> ProfileView:
+            row = _profiles.rename_profile(tx, _profiles.profile_row(tx.session, profile), new_name,
+                                           display_name=display_name)
+            return _profiles.profile_view(tx.session, row)
+        return await self._write(run)
+
+    async def set_default_profile(self, directory: str, profile: str | None) -> None:
+        """Pin ``profile`` as the default of ``directory`` and everything under it (``None`` unpins)."""
+        def run(tx: Tx) -> None:
+            _profiles.set_default(tx, directory, _profiles.profile_row(tx.session, profile) if profile else None)
+        await self._write(run)
+
+    async def default_profile(self, directory: str) -> ProfileView | None:
+        """The profile pinned on ``directory`` or its nearest parent, or None."""
+        def run(s: Session) -> ProfileView | None:
+            row = _profiles.default_for(s, directory)
+            return _profiles.profile_view(s, row) if row is not None else None
+        return await self._read(run)
 
     # -- insight listeners -----------------------------------------------------------------------
 

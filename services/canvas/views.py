@@ -23,6 +23,12 @@ __all__ = [
     "SearchHit",
     "LintFinding",
     "ObjectDetail",
+    "ProfileView",
+    "BootItem",
+    "NotLoaded",
+    "BootContext",
+    "LoadVerdict",
+    "ReceiverAttempt",
 ]
 
 
@@ -58,6 +64,8 @@ class ObjectPage:
     offset: int
     limit: int
     has_more: bool
+    seen_as: str = "operator (no reader: sees everything)"
+    """Whose view the page was read in (the operator's sees everything)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +182,8 @@ class Neighbourhood:
     incoming: dict[str, tuple[EdgeView, ...]]
     counts: dict[str, int]
     """``"out:<kind>"`` / ``"in:<kind>"`` -> number of edges (the pages above may be shorter)."""
+    seen_as: str = "operator (no reader: sees everything)"
+    """Whose view the edges were read in (edges to what that reader may not read are left out)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +214,8 @@ class InboxPage:
     total: int
     offset: int
     limit: int
+    seen_as: str = "operator (no reader: sees everything)"
+    """Whose view the page was read in (entries about what that reader may not read are left out)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,3 +256,97 @@ class ObjectDetail:
     revisions: tuple[RevisionView, ...] = ()
     events: tuple[EventView, ...] = ()
     watchers: tuple[WatchView, ...] = ()
+    seen_as: str = "operator (no reader: sees everything)"
+    """Whose view the object was read in."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileView:
+    """A profile: its fixed id, handle, display name, purview (project, delivery limit) and pinned directories."""
+
+    object: ObjectSummary
+    handle: str
+    display_name: str
+    purview: tuple[tuple[str, str], ...]
+    defaults: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BootItem:
+    """One document a node loads for an event: at which level, which rule of which owner brought it,
+    and the profile limit that capped it (if one did)."""
+
+    document: ObjectSummary
+    level: str
+    """``name``, ``preview`` or ``content``: what the node is given."""
+    rule: dict[str, Any]
+    owner: str
+    """The owner's full-name reference (``ada``, ``repo:x``)."""
+    requested: str
+    """The level the rule asked for, before any cap."""
+    capped_by: str | None
+    """``profile <handle>: <project> -> <limit>`` when the profile's limit lowered the level."""
+    preview: str
+    body: str | None = None
+    """The body, at ``content`` level only."""
+    attached: tuple[tuple[str, str], ...] = ()
+    """At ``content`` level: each ``[[link]]`` target the node may read, with its preview."""
+
+    @property
+    def why(self) -> str:
+        """The rule and owner that brought it in, in words."""
+        keys = sorted(self.rule, key=lambda k: (k != "on", k not in ("deliver", "at"), k))
+        rule = ", ".join(f"{k}: {self.rule[k]}" for k in keys)
+        text = f"rule {{{rule}}} of {self.owner}"
+        return text + (f"; capped by {self.capped_by}" if self.capped_by else "")
+
+
+@dataclass(frozen=True, slots=True)
+class NotLoaded:
+    """A document a node does not load, with the reason (a code from ``delivery.REASONS``) and the words."""
+
+    document: ObjectSummary
+    reason: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class BootContext:
+    """What a node loads for one event (``boot`` or ``workspace-open``), in load order, and the
+    documents in its view that it does not load, each with why."""
+
+    node: str
+    node_name: str
+    event: str
+    kind: str
+    mode: str
+    profile: str | None
+    seen_as: str
+    items: tuple[BootItem, ...]
+    not_loaded: tuple[NotLoaded, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LoadVerdict:
+    """Whether one node loads one document for an event: the level, or the reason it does not."""
+
+    node: str
+    node_name: str
+    loaded: bool
+    level: str | None
+    reason: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiverAttempt:
+    """One attempt to deliver an inbox entry to a ``url`` or ``argv`` receiver."""
+
+    object_id: str
+    entry_id: int
+    event_type: str
+    attempt: int
+    outcome: str
+    status: int | None
+    error: str
+    at: float

@@ -173,7 +173,7 @@ async def test_a_version_1_canvas_gets_the_new_indexes_at_open_and_keeps_its_obj
     await canvas.close()
     again = await Canvas.open(canvas_url, clock=clock)
     with again.engine.connect() as conn:
-        assert schema_version(conn) == SCHEMA_VERSION == 3
+        assert schema_version(conn) == SCHEMA_VERSION == 4
         indexes = {index["name"] for index in inspect(conn).get_indexes("objects")}
         assert "ix_objects_type_owner_name_pk" in indexes and "ix_objects_type_owner_name" not in indexes
         if postgres:

@@ -74,6 +74,19 @@ ENTRY_POINTS: dict[str, Call] = {
     "create_listener exclusions": lambda c, w, bad: c.create_listener("pricing", owner="user:o1", domain="prices",
                                                                       exclusions=["taxes", bad]),
     "approve_insight principle": lambda c, w, bad: c.approve_insight("o1/insights/tax", "o1/" + bad),
+    "register_custom_object url": lambda c, w, bad: c.register_custom_object("acme.deploy", name="d", events={"done": 5},
+                                                                             receiver="url", url="https://x/" + bad),
+    "receiver_attempts ref": lambda c, w, bad: c.receiver_attempts(bad),
+    "reader_view node": lambda c, w, bad: c.reader_view(bad),
+    "boot_context node": lambda c, w, bad: c.boot_context(bad),
+    "why_not document": lambda c, w, bad: c.why_not("n1", bad),
+    "who_loads document": lambda c, w, bad: c.who_loads(bad),
+    "create_profile name": lambda c, w, bad: c.create_profile("p" + bad),
+    "profile ref": lambda c, w, bad: c.profile(bad),
+    "set_profile_project project": lambda c, w, bad: c.set_profile_project("p", "x" + bad, "content"),
+    "rename_profile name": lambda c, w, bad: c.rename_profile("p", "q" + bad),
+    "set_default_profile directory": lambda c, w, bad: c.set_default_profile("/x" + bad, None),
+    "default_profile directory": lambda c, w, bad: c.default_profile("/x" + bad),
 }
 """One call per way text enters the canvas, each carrying ``bad`` somewhere."""
 

@@ -1,0 +1,240 @@
+"""Delivery, evaluated: which documents a node loads for an event, at which level, and why not.
+
+The owner decides *eligibility* and a rule decides *loading* (the seed). For a node and an event
+(``boot``, or ``workspace-open``), every document whose owner is in the node's view is weighed:
+
+1. **privacy**: the node must be allowed to read it (``eligibility.Access``);
+2. **shadowed**: of documents sharing a name, the one whose owner is nearest in the view wins
+   (own node, repos nearest first, profile, app, person, plugins, ``crtr`` last);
+3. **no rule**: it needs a rule ``on: <event>``;
+4. **if**: a rule's ``if`` (``{kind, mode, lifecycle}``, each a value or a list of values) must
+   match the node; a sub-kind ``review/security`` matches ``kind: review``; when several rules
+   match, the widest level wins;
+5. **capped**: on ``boot`` and ``workspace-open``, the node's profile limit for the document's
+   project (a repo by handle or ``repo:<handle>``; another owner by ``<type>:<handle>``) lowers the
+   level, and ``none`` drops it; the profile's own documents are never capped.
+
+A document whose owner is not in the view at all is **not eligible** (unless privacy already
+keeps it from the node). Load order: the widest owner first (``crtr``, plugins, the person, the
+app, the profile, repos farthest first, the node last), so narrower guidance comes later and
+refines what came before; by name within one owner. At ``content`` level each ``[[link]]`` of the
+body attaches its target's preview (targets the node may read).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import select
+from sqlmodel import Session
+
+from .eligibility import Access, access_for, describe
+from .errors import CanvasError
+from .models import DocumentRow, LinkRow, NodeRow, ObjectRow
+from .names import ReaderView
+from .objects import OWNER, OWNER_REF, get_row, summaries, with_owner
+from .profiles import LIMIT_RANK, limit_for, purview_of
+from .views import BootContext, BootItem, LoadVerdict, NotLoaded, ObjectSummary
+
+__all__ = ["REASONS", "DELIVERY_EVENTS", "node_view_of", "boot_context", "explain", "who_loads"]
+
+REASONS = ("loaded", "privacy", "not_eligible", "shadowed", "no_rule", "if_mismatch", "capped")
+"""Why a document is or is not loaded, as a stable code."""
+DELIVERY_EVENTS = ("boot", "workspace-open")
+"""The events a node's automatic context is evaluated for (the profile limit applies to both)."""
+_LEVELS = ("name", "preview", "content")
+_MAX_LINKS = 50
+
+
+def _node(session: Session, ref: str) -> tuple[ObjectRow, NodeRow]:
+    from .objects import find_object
+
+    row = find_object(session, ref)
+    if row.type != "node":
+        raise CanvasError(f"{ref!r} is a {row.type}, not a node")
+    return row, session.execute(select(NodeRow).where(NodeRow.object_id == row.id)).scalar_one()
+
+
+def node_view_of(session: Session, node: ObjectRow, shape: NodeRow) -> ReaderView:
+    """The node's reader view: itself, its profile's purview repos (in purview order), its profile,
+    the app or person that owns it (or owns the nearest ancestor that has an owner)."""
+    profile = shape.profile
+    repos: tuple[str, ...] = ()
+    if profile:
+        prof = get_row(session, profile) or get_row(session, f"profile:{profile}")
+        if prof is not None and prof.type == "profile":
+            profile = prof.id
+            repos = tuple(dict.fromkeys(p[len("repo:"):] if p.startswith("repo:") else p
+                                        for p, _ in purview_of(session, prof.id)))
+    owner, seen = node, set()
+    while owner is not None and owner.owner_id is None and owner.id not in seen:
+        seen.add(owner.id)
+        parent = session.execute(select(NodeRow.parent_id).where(NodeRow.object_id == owner.id)).scalar_one_or_none()
+        owner = get_row(session, parent) if parent else None
+    held = get_row(session, owner.owner_id) if owner is not None and owner.owner_id else None
+    person = held.handle if held is not None and held.type == "user" else None
+    app = held.handle if held is not None and held.type == "app" else None
+    return ReaderView(node=node.id, repos=repos, profile=profile, app=app, person=person)
+
+
+def _matches(cond: dict[str, Any] | None, shape: NodeRow) -> bool:
+    if not cond:
+        return True
+    for key, wanted in cond.items():
+        have = getattr(shape, key, None) if key in ("kind", "mode", "lifecycle") else None
+        options = wanted if isinstance(wanted, list) else [wanted]
+        if have is None or not any(have == o or (key == "kind" and str(have).startswith(f"{o}/")) for o in options):
+            return False
+    return True
+
+
+def _level(rule: dict[str, Any]) -> str:
+    return str(rule.get("deliver", rule.get("at", "preview")))
+
+
+def _cap(level: str, limit: str) -> str:
+    return level if LIMIT_RANK[level] <= LIMIT_RANK[limit] else limit
+
+
+class _Weigher:
+    """Everything one evaluation needs, loaded once: the node, its view, access and profile limits."""
+
+    def __init__(self, session: Session, node: ObjectRow, shape: NodeRow, event: str) -> None:
+        if event not in DELIVERY_EVENTS:
+            raise CanvasError(f"delivery is evaluated for {', '.join(DELIVERY_EVENTS)}, not {event!r}")
+        self.session, self.node, self.shape, self.event = session, node, shape, event
+        self.view = node_view_of(session, node, shape)
+        self.access: Access = access_for(session, self.view)  # type: ignore[assignment]
+        self.order = self.view.owner_ids()
+        self.rank = {owner: i for i, owner in enumerate(self.order)}
+        self.profile_id = self.view.profile_id()
+        self.profile = get_row(session, self.profile_id) if self.profile_id else None
+        self.purview = purview_of(session, self.profile_id) if self.profile_id else []
+        self.owners = {o.id: o for o in session.execute(select(ObjectRow).where(ObjectRow.id.in_(self.order))).scalars()}
+
+    def candidates(self) -> list[tuple[ObjectSummary, str, str]]:
+        """Every document owned in the view: ``(summary, preview, rules json)``."""
+        o = ObjectRow
+        stmt = (select(o.id, o.kind, o.name, o.owner_id, o.privacy, o.status, o.created_at, o.updated_at, OWNER_REF,
+                       DocumentRow.preview, DocumentRow.rules)
+                .select_from(o).outerjoin(OWNER, OWNER.id == o.owner_id)
+                .join(DocumentRow, DocumentRow.object_id == o.id)
+                .where(o.owner_id.in_(self.order), o.type == "document"))
+        return [(ObjectSummary(id=r[0], type="document", kind=r[1], name=r[2], full_name=f"{r[8]}/{r[2]}" if r[8] else r[2],
+                               owner_id=r[3], privacy=r[4], status=r[5], created_at=r[6], updated_at=r[7]), r[9], r[10])
+                for r in self.session.execute(stmt).all()]  # plain columns: no ORM object per row
+
+    def weigh(self, doc: ObjectSummary, rules_json: str, nearest: dict[str, ObjectSummary]) -> tuple[str, str, Any]:
+        """``(reason, words, (level, rule, requested, capped_by) or None)`` for one candidate."""
+        if not self.access.allows(doc.id, doc.owner_id, doc.privacy):
+            return "privacy", f"{doc.privacy} to {doc.owner_id}; this node may not read it", None
+        winner = nearest.get(doc.name)
+        if winner is not None and winner.id != doc.id:
+            return "shadowed", f"shadowed by the nearer {winner.full_name} (same name, owner nearer in the view)", None
+        rules = [r for r in json.loads(rules_json or "[]") if r.get("on") == self.event]
+        if not rules:
+            return "no_rule", f"no rule delivers it on {self.event}", None
+        fitting = [r for r in rules if _matches(r.get("if"), self.shape)]
+        if not fitting:
+            conds = "; ".join(json.dumps(r.get("if"), sort_keys=True) for r in rules)
+            return ("if_mismatch", f"its {self.event} rule needs if {conds}; this node is kind {self.shape.kind}, "
+                    f"mode {self.shape.mode}", None)
+        rule = max(fitting, key=lambda r: _LEVELS.index(_level(r)) if _level(r) in _LEVELS else -1)
+        requested = _level(rule) if _level(rule) in _LEVELS else "preview"
+        level, capped_by = requested, None
+        owner = self.owners.get(doc.owner_id or "")
+        if owner is not None and owner.id != self.profile_id and self.profile is not None:
+            found = limit_for(self.purview, owner)
+            if found is not None and LIMIT_RANK[found[1]] < LIMIT_RANK[requested]:
+                level = _cap(requested, found[1])
+                capped_by = f"profile {self.profile.handle}: {found[0]} -> {found[1]}"
+        if level == "none":
+            return "capped", f"its rule asks for {requested}, but {capped_by}", None
+        return "loaded", f"at {level}", (level, rule, requested, capped_by)
+
+
+def _evaluate(w: _Weigher) -> tuple[list[tuple[ObjectSummary, str, Any]], list[NotLoaded]]:
+    found = w.candidates()
+    nearest: dict[str, ObjectSummary] = {}
+    for doc, _, _ in found:  # the readable document nearest in the view holds each name
+        if not w.access.allows(doc.id, doc.owner_id, doc.privacy):
+            continue
+        held = nearest.get(doc.name)
+        if held is None or w.rank[doc.owner_id or ""] < w.rank[held.owner_id or ""]:
+            nearest[doc.name] = doc
+    loaded, skipped = [], []
+    for doc, preview, rules in found:
+        reason, words, got = w.weigh(doc, rules, nearest)
+        if got is None:
+            skipped.append(NotLoaded(document=doc, reason=reason, detail=words))
+        else:
+            loaded.append((doc, preview, got))
+    loaded.sort(key=lambda item: (-w.rank[item[0].owner_id or ""], item[0].name))
+    skipped.sort(key=lambda n: (-w.rank[n.document.owner_id or ""], n.document.name))
+    return loaded, skipped
+
+
+def boot_context(session: Session, ref: str, event: str = "boot") -> BootContext:
+    """What node ``ref`` loads for ``event``, in load order, and what in its view it does not load."""
+    node, shape = _node(session, ref)
+    w = _Weigher(session, node, shape, event)
+    loaded, skipped = _evaluate(w)
+    content_ids = [doc.id for doc, _, got in loaded if got[0] == "content"]
+    bodies: dict[str, str] = {}
+    links: dict[str, list[tuple[str, str]]] = {}
+    if content_ids:
+        bodies = dict(session.execute(select(DocumentRow.object_id, DocumentRow.body)
+                                      .where(DocumentRow.object_id.in_(content_ids))).all())
+        pairs = session.execute(select(LinkRow.document_id, LinkRow.target_id).where(
+            LinkRow.document_id.in_(content_ids), LinkRow.target_id.is_not(None)).order_by(LinkRow.id)).all()
+        target_ids = sorted({str(t) for _, t in pairs})
+        targets = {s.id: s for s in summaries(session, with_owner(ObjectRow.id.in_(target_ids)))} if target_ids else {}
+        previews = dict(session.execute(select(DocumentRow.object_id, DocumentRow.preview)
+                                        .where(DocumentRow.object_id.in_(target_ids))).all()) if target_ids else {}
+        for src, target in pairs:
+            t = targets.get(str(target))
+            if t is not None and w.access.allows(t.id, t.owner_id, t.privacy) and len(links.get(src, [])) < _MAX_LINKS:
+                links.setdefault(src, []).append((t.full_name, previews.get(t.id, "")))
+    items = []
+    for doc, preview, (level, rule, requested, capped_by) in loaded:
+        ref = doc.full_name[:-len(doc.name) - 1] if doc.full_name.endswith("/" + doc.name) else str(doc.owner_id)
+        items.append(BootItem(document=doc, level=level, rule=dict(rule), requested=requested, capped_by=capped_by,
+                              owner=ref,
+                              preview=preview, body=bodies.get(doc.id) if level == "content" else None,
+                              attached=tuple(links.get(doc.id, ())) if level == "content" else ()))
+    return BootContext(node=node.id, node_name=node.name, event=event, kind=shape.kind, mode=shape.mode,
+                       profile=w.profile.handle if w.profile is not None else shape.profile,
+                       seen_as=describe(w.view), items=tuple(items), not_loaded=tuple(skipped))
+
+
+def _verdict(session: Session, w: _Weigher, doc: ObjectRow) -> LoadVerdict:
+    loaded, skipped = _evaluate(w)
+    for summary, _, got in loaded:
+        if summary.id == doc.id:
+            return LoadVerdict(node=w.node.id, node_name=w.node.name, loaded=True, level=got[0], reason="loaded",
+                               detail=f"at {got[0]}" + (f"; capped by {got[3]}" if got[3] else ""))
+    for n in skipped:
+        if n.document.id == doc.id:
+            return LoadVerdict(node=w.node.id, node_name=w.node.name, loaded=False, level=None, reason=n.reason,
+                               detail=n.detail)
+    if not w.access.allows(doc.id, doc.owner_id, doc.privacy):
+        return LoadVerdict(node=w.node.id, node_name=w.node.name, loaded=False, level=None, reason="privacy",
+                           detail=f"{doc.privacy} to {doc.owner_id}; this node may not read it")
+    return LoadVerdict(node=w.node.id, node_name=w.node.name, loaded=False, level=None, reason="not_eligible",
+                       detail=f"its owner {doc.owner_id} is not in this node's view")
+
+
+def explain(session: Session, node_ref: str, doc: ObjectRow, event: str = "boot") -> LoadVerdict:
+    """Whether node ``node_ref`` loads ``doc`` for ``event``, and if not, why."""
+    node, shape = _node(session, node_ref)
+    return _verdict(session, _Weigher(session, node, shape, event), doc)
+
+
+def who_loads(session: Session, doc: ObjectRow, event: str = "boot", *, limit: int = 200) -> list[LoadVerdict]:
+    """For each node (up to ``limit``, by name), whether it loads ``doc`` for ``event`` and why not;
+    the nodes that load it first."""
+    nodes = session.execute(select(ObjectRow, NodeRow).join(NodeRow, NodeRow.object_id == ObjectRow.id)
+                            .order_by(ObjectRow.name, ObjectRow.pk).limit(max(1, limit))).all()
+    verdicts = [_verdict(session, _Weigher(session, node, shape, event), doc) for node, shape in nodes]
+    return sorted(verdicts, key=lambda v: (not v.loaded, v.node_name))

@@ -1,0 +1,109 @@
+"""Who may read an object: the one place the canvas decides it (owner and privacy, seen by a reader).
+
+A reader is a ``ReaderView`` (node, repos nearest first, profile, app, person, plugins). The
+operator's own view is no reader at all (``None``): it sees everything, and read models say so
+(``seen_as``). For a reader, an object it may not read is **absent**: a read of it answers
+``ObjectNotFoundError`` with the same words as a name nobody holds, a listing skips it, a search
+never ranks it, an edge to it is not drawn and an inbox entry about it is not listed.
+
+The rule (``Access.allows``), for an object with owner ``O`` and privacy ``P``:
+
+- ``public``: every reader.
+- ``friends``: a reader whose **friends** include ``O``. A reader's friends are every owner in its
+  view (its own node, its repos, its profile, its app, its person, its plugins and ``crtr``) plus
+  the nodes next to its node in the spawn tree (the node that spawned it and the nodes it
+  spawned). The seed leaves ``friends`` open; this is the choice: the owners a reader already
+  works under, and its immediate collaborators, never a stranger.
+- ``private``: a reader that **is** ``O``: its own node, its profile, its app or its person (not a
+  repo, which owns only public documents, nor a plugin or ``crtr``, which ship public documents).
+
+An object is also always visible to a reader that is that object (a node sees itself, its profile
+object, its person object). Owner objects themselves (people, apps, repos, profiles) have no owner
+and are public.
+
+The same rule is written twice, as a Python test and as SQL, so listing and search filter inside
+the database; ``tests/services/canvas/test_eligibility.py`` checks they agree on every row of its table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import and_, or_, select
+from sqlmodel import Session
+
+from .models import EdgeRow, ObjectRow
+from .names import ReaderView
+
+__all__ = ["Access", "access_for", "describe", "OPERATOR"]
+
+OPERATOR = "operator (no reader: sees everything)"
+"""What ``seen_as`` says for the operator's own view."""
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """A reader's resolved access: the owners it is (``own``) and its friends (``friends`` ⊇ ``own``)."""
+
+    own: frozenset[str]
+    friends: frozenset[str]
+    label: str
+
+    def allows(self, object_id: str, owner_id: str | None, privacy: str) -> bool:
+        """Whether this reader may read an object with that id, owner and privacy."""
+        if object_id in self.own or privacy == "public" or owner_id is None:
+            return True
+        if privacy == "friends":
+            return owner_id in self.friends
+        return owner_id in self.own
+
+    def clause(self, table: Any = ObjectRow) -> Any:
+        """The same rule as a SQL condition on ``table`` (``objects`` or an alias of it)."""
+        return or_(table.privacy == "public", table.owner_id.is_(None), table.id.in_(sorted(self.own)),
+                   and_(table.privacy == "friends", table.owner_id.in_(sorted(self.friends))),
+                   and_(table.privacy == "private", table.owner_id.in_(sorted(self.own))))
+
+    def sql(self, alias: str) -> tuple[str, dict[str, Any]]:
+        """The rule as a text condition on the objects row ``alias`` with its parameters (for raw SQL);
+        the lists are inlined as numbered parameters so no expanding parameter is needed."""
+        params: dict[str, Any] = {}
+
+        def listed(prefix: str, values: frozenset[str]) -> str:
+            names = []
+            for i, value in enumerate(sorted(values)):
+                params[f"{prefix}{i}"] = value
+                names.append(f":{prefix}{i}")
+            return "(" + ", ".join(names) + ")" if names else "(NULL)"
+        own, friends = listed("acc_own", self.own), listed("acc_fr", self.friends)
+        return (f"({alias}.privacy = 'public' OR {alias}.owner_id IS NULL OR {alias}.id IN {own} "
+                f"OR ({alias}.privacy = 'friends' AND {alias}.owner_id IN {friends}) "
+                f"OR ({alias}.privacy = 'private' AND {alias}.owner_id IN {own}))"), params
+
+
+def describe(view: ReaderView | None) -> str:
+    """How a read model names who it was seen as."""
+    if view is None:
+        return OPERATOR
+    parts = [f"node {view.node}" if view.node else None,
+             f"repos {', '.join(view.repos)}" if view.repos else None,
+             f"profile {view.profile}" if view.profile else None,
+             f"app {view.app}" if view.app else None,
+             f"person {view.person}" if view.person else None,
+             f"plugins {', '.join(view.plugins)}" if view.plugins else None]
+    return "reader " + " · ".join(p for p in parts if p) if any(parts) else "reader with an empty view"
+
+
+def access_for(session: Session, view: ReaderView | None) -> Access | None:
+    """The reader's access (``None`` for the operator's view, which sees everything)."""
+    if view is None:
+        return None
+    order = view.owner_ids()
+    own = {i for i in (view.node, view.profile_id(), view.app and f"app:{view.app}",
+                       view.person and f"user:{view.person}") if i}
+    friends = set(order) | own
+    if view.node:
+        children = select(EdgeRow.dst_id).where(EdgeRow.src_id == view.node, EdgeRow.kind == "spawned").limit(1000)
+        parents = select(EdgeRow.src_id).where(EdgeRow.dst_id == view.node, EdgeRow.kind == "spawned").limit(10)
+        friends |= set(session.execute(children).scalars()) | set(session.execute(parents).scalars())
+    return Access(own=frozenset(own), friends=frozenset(friends), label=describe(view))
