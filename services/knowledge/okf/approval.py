@@ -167,7 +167,7 @@ class DeliveryBook:
     # -- Git: resuming deliveries and merge-visible acceptance ---------------------------------------
 
     def in_flight(self) -> list[tuple[str, str]]:
-        """``(source, run)`` of every approved run whose Git delivery started and did not finish."""
+        """``(source, run)`` of every approved run with a Git delivery that started and was not settled."""
         found = []
         git = set(self.git_aliases())
         for source_id in self.state.source_ids():
@@ -175,8 +175,7 @@ class DeliveryBook:
                 with contextlib.suppress(ServiceError, OSError, KeyError, TypeError):
                     run = self.state.load_run(source_id, run_id)
                     if run["review"]["state"] == "delivering" and any(
-                            r.get("status") in IN_FLIGHT or (alias in git and r.get("status") == "validated")
-                            for alias, r in run["receipts"].items()):
+                            r.get("status") in IN_FLIGHT or alias in git for alias, r in run["receipts"].items()):
                         found.append((source_id, run_id))
         return found
 
