@@ -33,7 +33,7 @@ from .errors import OkfConfigError, OkfError, OkfPathError, RecoveryError
 from .tree import Tree
 
 __all__ = ["GitBase", "GitCommandError", "GIT_TIMEOUT_S", "ACCEPTED_REF", "git_available", "run_git",
-           "repository_locator", "descriptor_of"]
+           "repository_locator", "descriptor_of", "seed_repository"]
 
 GIT_TIMEOUT_S = 300.0
 """The longest one ``git`` command may run (a fetch or push over a slow network)."""
@@ -278,3 +278,36 @@ class GitBase:
             if ref == f"refs/heads/{branch}":
                 return sha
         return None
+
+
+def seed_repository(path: Path, files: Mapping[str, bytes], *, branch: str, message: str, at: float) -> str:
+    """Create the bare repository ``path`` whose ``branch`` holds ``files`` in one commit; the commit id.
+
+    For sample worlds and demos: it stands for a repository a team already keeps (its knowledge
+    base reviewed and merged long ago). It is never used on an operator's repository.
+    """
+    if os.path.lexists(path):
+        raise OkfPathError(f"{path} already exists")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    run_git(["init", "--quiet", "--bare", str(path)], what="git init")
+    when = f"@{int(at)} +0000"
+    identity = {"GIT_AUTHOR_NAME": "Sample team", "GIT_AUTHOR_EMAIL": "team@localhost", "GIT_AUTHOR_DATE": when,
+                "GIT_COMMITTER_NAME": "Sample team", "GIT_COMMITTER_EMAIL": "team@localhost", "GIT_COMMITTER_DATE": when}
+    fd, index = tempfile.mkstemp(prefix="seed-index.", suffix=".tmp", dir=path)
+    os.close(fd)
+    os.unlink(index)
+    try:
+        lines = []
+        for rel, data in sorted(files.items()):
+            blob = run_git(["hash-object", "-w", "--stdin"], git_dir=path, input=data).stdout.decode().strip()
+            lines.append(f"100644 {blob}\t{rel}\n")
+        env = {"GIT_INDEX_FILE": index}
+        run_git(["update-index", "--add", "--index-info"], git_dir=path, input="".join(lines).encode(), env=env)
+        tree = run_git(["write-tree"], git_dir=path, env=env).stdout.decode().strip()
+    finally:
+        Path(index).unlink(missing_ok=True)
+    commit = run_git(["commit-tree", "--no-gpg-sign", tree, "-m", message], git_dir=path,
+                     env=identity).stdout.decode().strip()
+    run_git(["update-ref", f"refs/heads/{branch}", commit], git_dir=path)
+    run_git(["symbolic-ref", "HEAD", f"refs/heads/{branch}"], git_dir=path)
+    return commit
