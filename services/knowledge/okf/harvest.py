@@ -333,8 +333,9 @@ class Harvest:
             base = DirectoryBase(self.bindings.directory(alias))
             tree, digest = base.snapshot()
             snapshots[alias] = (base, tree, digest)
-        for alias in self.runs.git_aliases():
-            if alias in self.unusable:
+        wanted = {ref.split("/", 1)[0] for ref in (*decl.owns, *decl.reads)}
+        for alias in self.runs.git_aliases():  # a Git base only for a source that owns or reads it (a fetch)
+            if alias in self.unusable or alias not in wanted:
                 continue
             provider = self.runs.provider(alias)
             tree, digest = provider.snapshot()

@@ -60,6 +60,11 @@ def owned_aliases(source: dict[str, Any]) -> list[str]:
     return sorted({str(ref).split("/", 1)[0] for ref in source.get("decl", {}).get("owns", [])})
 
 
+def read_aliases(source: dict[str, Any]) -> list[str]:
+    """The bases a source reads a node of."""
+    return sorted({str(ref).split("/", 1)[0] for ref in source.get("decl", {}).get("reads", [])})
+
+
 def stored_reply(reply: str) -> str:
     """The judge's reply as kept for the operator: storable text, cut past ``MAX_JUDGMENT_BYTES``."""
     text, _ = repair_text(reply)
@@ -141,7 +146,7 @@ class RunBook(DeliveryBook):
         written) no run is left behind: the inputs stay outstanding and the error says why.
         """
         source = self.state.source(source_id)
-        snapshots = self.snapshots(owned_aliases(source))
+        snapshots = self.snapshots(owned_aliases(source), read_aliases(source))
         run_id = str(uuid.uuid4())
         run: dict[str, Any] = {
             "version": 1, "id": run_id, "source": source_id, "created": iso(at), "inputs": list(inputs),
@@ -164,16 +169,21 @@ class RunBook(DeliveryBook):
         """The run's working folder (the judge's ``cwd``)."""
         return self.state.runs_dir(source_id) / run_id / "work"
 
-    def snapshots(self, required: Sequence[str] = ()) -> dict[str, tuple[Any, str, str | None]]:
+    def snapshots(self, required: Sequence[str] = (), reads: Sequence[str] = ()) -> dict[str, tuple[Any, str, str | None]]:
         """A locked snapshot of every usable base: ``(tree, digest, Git accepted head or None)``.
+
+        A Git base is fetched only when it is in ``required`` or ``reads`` (a source that neither
+        owns nor reads it has no use for it, and a fetch may cross the network).
 
         A base named in ``required`` (those the source owns) that cannot be read raises (a pending
         journal, a linked file, a missing index ...); any other such base is left out of the run,
         so one broken base does not stop judging into the others.
         """
         found = {}
-        for alias in self.bindings.bases:
+        for alias, binding in self.bindings.bases.items():
             if alias in self.unusable and alias not in required:
+                continue
+            if isinstance(binding, GitBinding) and alias not in required and alias not in reads:
                 continue
             try:
                 provider = self.provider(alias)
@@ -192,7 +202,7 @@ class RunBook(DeliveryBook):
         """Write ``work/`` (input.json, staging.json, bases/) from base snapshots and mark ``ready``."""
         source = self.state.source(source_id)
         owns = source["decl"]["owns"]
-        snapshots = self.snapshots(owned_aliases(source)) if snapshots is None else snapshots
+        snapshots = self.snapshots(owned_aliases(source), read_aliases(source)) if snapshots is None else snapshots
         try:
             return self._stage(source_id, run_id, source, owns, snapshots, at=at)
         except OSError as exc:
@@ -394,7 +404,7 @@ class RunBook(DeliveryBook):
     def begin_rejudge(self, source_id: str, run_id: str, *, at: float) -> dict[str, Any]:
         """Archive the attempt under ``rejudgments/<attempt>/`` and restage the unprocessed inputs."""
         processed = set(self.state.status(source_id)["processed"])
-        snapshots = self.snapshots(owned_aliases(self.state.source(source_id)))
+        snapshots = self.snapshots(owned_aliases(self.state.source(source_id)), read_aliases(self.state.source(source_id)))
         with self.state.editing_run(source_id, run_id) as run:
             state = run["review"]["state"]
             remaining = [i for i in run["inputs"] if i not in processed]
