@@ -5,6 +5,9 @@ base. ``y`` approves (the ticked outcomes only, when some are ticked with ``spac
 rejects with a reason. For an insight review ``c`` picks the candidate truth and ``y`` opens it
 for editing before approving. After approval the receipts (status, digest, time) are shown.
 ``j`` judges an invalid, failed or rejected judgment again, or retries a delivery left unfinished.
+A judgment delivered to a Git base shows its branch, its pull request (``o`` opens it, asking
+first) or how to open the review, and waits for the merge (state ``delivered``); ``j`` checks for
+the merge now, and once the accepted branch shows it the judgment is accepted at that head.
 What needs the operator in OKF (a blocked base, a failed capture, a refused note) heads the detail,
 with the way out, and its count shows beside the open count.
 """
@@ -51,7 +54,8 @@ class JudgmentsPane(Pane):
         Binding("n", "reject", "Reject", id="workbench.judgments.reject"),
         Binding("c", "next_candidate", "Candidate", id="workbench.judgments.next_candidate"),
         Binding("space", "tick_outcome", "Tick outcome", id="workbench.judgments.tick_outcome"),
-        Binding("j", "rejudge", "Rejudge / retry", show=False, id="workbench.judgments.rejudge"),
+        Binding("j", "rejudge", "Rejudge / retry / check merge", show=False, id="workbench.judgments.rejudge"),
+        Binding("o", "open_review", "Open PR", show=False, id="workbench.judgments.open_review"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="workbench.judgments.clear_filter"),
     ]
 
@@ -276,6 +280,7 @@ class JudgmentsPane(Pane):
             text.append("the delivery did not finish · j retries it\n", style="dim")
         if item.reason:
             text.append(f"rejected: {safe(item.reason, 400)}\n", style=tone("warn"))
+        git = {g.alias: g for g in getattr(item, "git", ())}
         if item.receipts:
             text.append("receipts\n", style="bold underline")
             accepted = {alias: (digest, at) for alias, digest, at in getattr(item, "accepted", ())}
@@ -283,10 +288,12 @@ class JudgmentsPane(Pane):
                 digest, at = accepted.get(alias, (None, None))
                 text.append(f"  {safe(alias, 60)}: {safe(status, 40)}")
                 if digest:
-                    text.append(f" · digest {safe(digest, 80)}")
+                    text.append(f" · {'head' if alias in git else 'digest'} {safe(digest, 80)}")
                 if at:
                     text.append(f" · at {date_time(at)}")
                 text.append("\n")
+        for g in git.values():
+            text.append(self._git_text(g))
         text.append("outcomes\n", style="bold underline")
         for o in d.outcomes:
             text.append(f"  {safe(o.verdict, 20)}", style=_verdict_style(o.verdict, bold=True))
@@ -308,6 +315,32 @@ class JudgmentsPane(Pane):
         if d.reply:
             text.append("judge reply\n", style="bold underline")
             text.append(safe(d.reply, 8000) + "\n")
+        return text
+
+    @staticmethod
+    def _git_text(g: Any) -> Text:
+        """One Git delivery: the branch, its review, and whether the merge is visible yet."""
+        text = Text()
+        text.append(f"git · {safe(g.alias, 60)}\n", style="bold underline")
+        if g.branch:
+            text.append(f"  branch {safe(g.branch, 200)}")
+            if g.commit:
+                text.append(f" · commit {safe(g.commit[:12], 12)}")
+            text.append("\n")
+        if g.pr_url:
+            text.append(f"  pull request {safe(g.pr_url, 300)}", style=tone("accent"))
+            text.append(f" · {safe(g.pr_state or '?', 20)} · o opens it (asks first)\n", style="dim")
+        elif g.review and g.status == "delivered":
+            text.append(f"  review: {safe(g.review, 600)}\n")
+        if g.status == "delivered":
+            text.append("  … waiting for the merge into the accepted branch; it counts once merged · j checks now\n",
+                        style=tone("warn"))
+        elif g.status == "accepted":
+            text.append(f"  ✓ merged: accepted at head {safe(g.accepted_commit or '?', 80)}\n", style=tone("ok"))
+        elif g.status == "rejected":
+            text.append(f"  ✗ rejected upstream: {safe(g.rejected or '', 400)}\n", style=tone("bad"))
+        else:
+            text.append(f"  delivery stopped at {safe(g.status, 40)} · j retries it\n", style="dim")
         return text
 
     def _insight_text(self, r: Any) -> Text:
@@ -410,11 +443,30 @@ class JudgmentsPane(Pane):
         ident, state, okf = self.selected.partition(":")[2], self.detail.item.state, self.okf
         if state == "delivering":
             self.act("Delivery retried.", lambda: okf.retry(ident))
+        elif state == "delivered":
+            changed: list[Any] = []
+
+            async def check() -> None:
+                changed.extend(await okf.recheck(ident))
+
+            self.act(lambda: f"Checked: the judgment is now {safe(changed[0].state, 20)}." if changed
+                     else "Checked: still waiting for the merge.", check)
         elif state in ("invalid", "failed", "rejected", "approved"):
             self.act("Judged again.", lambda: okf.rejudge(ident))
         else:
             self.app.notify(f"This judgment is {safe(state, 20)}; it cannot be judged again now.", severity="warning",
                             markup=False)
+
+    @work(group="judgments-open", exclusive=True, exit_on_error=False)
+    async def action_open_review(self) -> None:
+        """Open the selected judgment's pull request in the browser, after asking."""
+        urls = [g.pr_url for g in getattr(getattr(self.detail, "item", None), "git", ()) if g.pr_url]
+        if not urls:
+            notify_plain(self.app, "This judgment has no pull request to open.", severity="warning")
+            return
+        url = urls[0]
+        if await self.app.push_screen_wait(ConfirmDialog(f"Open this pull request in your browser?\n\n{safe(url, 400)}")):
+            self.app.open_url(url)
 
     def action_tick_outcome(self) -> None:
         """``space`` from the queue: tick (or untick) the highlighted outcome without tabbing into the list."""
@@ -446,6 +498,11 @@ class JudgmentsPane(Pane):
             return [("Judge it again", "j", "rejudge")]
         if not insight and state == "delivering":
             return [("Retry the delivery", "j", "rejudge")]
+        if not insight and state == "delivered":
+            actions_git: list[PaletteAction] = [("Check for the merge now", "j", "rejudge")]
+            if any(g.pr_url for g in getattr(self.detail.item, "git", ())):
+                actions_git.append(("Open the pull request (asks first)", "o", "open_review"))
+            return actions_git
         if state != "pending":
             return []
         actions: list[PaletteAction] = [("Approve" + (" the picked candidate" if insight else " the judgment"), "y", "approve"),

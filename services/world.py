@@ -138,6 +138,8 @@ async def seed_knowledge(harvest: Any, world: dict[str, Any], *, homes: Path, ba
     # an open that failed after binding the base (or registering the home) is retried: keep what it made
     if base["alias"] not in harvest.bindings.bases:
         await harvest.init_base(base["alias"], base["nodes"], base_id=base.get("id"), path=bases / base["alias"])
+    if spec.get("git"):
+        await seed_git_base(harvest, spec["git"], bases=bases)
     home_spec = spec["home"]
     home = homes / home_spec["agent"]
     soul = SoulDecl(home_spec["owner"], tuple(home_spec["owns"]), tuple(home_spec.get("reads", ())))
@@ -149,3 +151,26 @@ async def seed_knowledge(harvest: Any, world: dict[str, Any], *, homes: Path, ba
         (notes / name).write_text(text, encoding="utf-8")
     await harvest.capture_now(source_id)
     return source_id
+
+
+async def seed_git_base(harvest: Any, spec: dict[str, Any], *, bases: Path) -> None:
+    """The world's Git base: a bare repository ``<bases>/<alias>.git`` whose accepted branch already holds
+    the base at its root (as a team's repository would), bound as the second binding. Skipped without git."""
+    import asyncio
+
+    from .knowledge.okf.bases import new_base_tree
+    from .knowledge.okf.git import git_available, seed_repository
+
+    if not git_available() or spec["alias"] in harvest.bindings.bases:  # no git, or bound by an earlier open
+        return
+    at = harvest.clock.time()
+    _, tree = new_base_tree(spec["id"], spec["nodes"], at=at)
+    root = spec["root"].strip("/")
+    files = {(f"{root}/{rel}" if root not in ("", ".") else rel): data for rel, data in tree.items()}
+    files["README.md"] = b"# project\n\nThe project's repository; its reviewed knowledge lives under knowledge/.\n"
+    repository = bases / f"{spec['alias']}.git"
+    await asyncio.to_thread(seed_repository, repository, files, branch=spec["acceptedBranch"],
+                            message="Add the knowledge base", at=at)
+    await harvest.bind_git_base(spec["alias"], repository=str(repository), root=spec["root"],
+                                accepted_branch=spec["acceptedBranch"], pr_repository=spec["pr"]["repository"],
+                                base_id=spec["id"])

@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 from ...clock import iso
 from ...errors import ServiceError
 from ...files import atomic_write_json
-from .delivery import DirectoryProvider, RecoveryOutcome, describe
+from .delivery import RecoveryOutcome, describe
+from .git_acceptance import WAITING, check_delivery
+from .git_delivery import IN_FLIGHT
 from .bundle import validate_tree
 from .errors import ConfirmError, OkfError, OkfValidationError, PublicationInterrupted, RecoveryError, RunStateError
 from .judgment import owned_node_paths
@@ -28,10 +30,24 @@ from .proposal import apply_judgment, changed_paths, proposal_document, proposal
 from .state import StateDir
 from .tree import Tree
 
-__all__ = ["DeliveryBook", "SETTLED_RECEIPTS"]
+__all__ = ["DeliveryBook", "SETTLED_RECEIPTS", "summary_of"]
 
 SETTLED_RECEIPTS = ("accepted", "delivered", "no-change")
 """Receipt statuses that settle a base for a run."""
+
+
+def summary_of(run: dict[str, Any]) -> str:
+    """The judgment's summary (a pull request's body): each approved outcome with its reason and concepts."""
+    judgment: dict[str, Any] = run["judgment"] if isinstance(run.get("judgment"), dict) else {}
+    approved = set((run.get("review") or {}).get("approved") or [])
+    lines = [f"Knowledge proposed by OKF judgment {run.get('id')} (attempt {run.get('attempt', 1)}).", ""]
+    for outcome in judgment.get("outcomes") or []:
+        if not isinstance(outcome, dict) or (approved and outcome.get("input") not in approved):
+            continue
+        concepts = ", ".join(f"{c.get('base')}/{c.get('path')}" for c in outcome.get("concepts") or []
+                             if isinstance(c, dict))
+        lines.append(f"- {outcome.get('verdict')}: {outcome.get('reason')}" + (f" ({concepts})" if concepts else ""))
+    return "\n".join(lines) + "\n"
 
 
 class DeliveryBook:
@@ -40,9 +56,11 @@ class DeliveryBook:
     state: StateDir
 
     if TYPE_CHECKING:
-        def provider(self, alias: str) -> DirectoryProvider: ...
+        def provider(self, alias: str) -> Any: ...
 
         def directory_aliases(self) -> list[str]: ...
+
+        def git_aliases(self) -> list[str]: ...
 
         def work_dir(self, source_id: str, run_id: str) -> Path: ...
 
@@ -134,18 +152,92 @@ class DeliveryBook:
                 self._delivery_error(source_id, run_id, exc, failed=False)
                 raise
             try:
-                provider.publish(file, proposal, dict(receipt), save, at=at)
+                provider.publish(file, proposal, dict(receipt), save, at=at, summary=summary_of(run))
             except PublicationInterrupted as exc:
                 self._recover_interrupted(source_id, run_id, alias, exc, at=at)
-            except OkfError as exc:  # refused before its journal (nothing written): the judgment failed
-                refused = exc.code in ("E_BASELINE", "E_PATH", "E_CONFIRM") and not provider.base.journal_pending()
-                self._delivery_error(source_id, run_id, exc, failed=refused)
+            except OkfError as exc:  # refused before its journal or its push (nothing written): the judgment failed
+                self._delivery_error(source_id, run_id, exc, failed=provider.is_refusal(exc))
                 raise
         try:
             return self.settle(source_id, run_id, at=at)
         except OSError as exc:
             raise RecoveryError(f"judgment {run_id} was delivered but could not be marked processed ({describe(exc)})",
                                 remedy="fix the cause, then retry the delivery; nothing is published twice") from exc
+
+    # -- Git: resuming deliveries and merge-visible acceptance ---------------------------------------
+
+    def in_flight(self) -> list[tuple[str, str]]:
+        """``(source, run)`` of every approved run with a Git delivery that started and was not settled."""
+        found = []
+        git = set(self.git_aliases())
+        for source_id in self.state.source_ids():
+            for run_id in self.state.run_ids(source_id):
+                with contextlib.suppress(ServiceError, OSError, KeyError, TypeError):
+                    run = self.state.load_run(source_id, run_id)
+                    if run["review"]["state"] == "delivering" and any(
+                            r.get("status") in IN_FLIGHT or alias in git for alias, r in run["receipts"].items()):
+                        found.append((source_id, run_id))
+        return found
+
+    def waiting(self) -> list[tuple[str, str]]:
+        """``(source, run)`` of every run with a Git delivery waiting for its merge."""
+        found = []
+        for source_id in self.state.source_ids():
+            for run_id in self.state.run_ids(source_id):
+                with contextlib.suppress(ServiceError, OSError, KeyError, TypeError):
+                    run = self.state.load_run(source_id, run_id)
+                    if any(r.get("status") == WAITING for r in run["receipts"].values()):
+                        found.append((source_id, run_id))
+        return found
+
+    def recheck(self, source_id: str, run_id: str, *, at: float) -> dict[str, Any]:
+        """Check each waiting Git delivery of a run for its merge; record accepted or rejected upstream.
+
+        All accepted: the judgment is ``approved`` and the receipts join ``status.json``'s
+        ``accepted``. One rejected upstream: the judgment is ``rejected`` with that reason and its
+        inputs are no longer processed, so it can be judged again.
+        """
+        run = self.state.load_run(source_id, run_id)
+        for alias, receipt in run["receipts"].items():
+            if receipt.get("status") != WAITING:
+                continue
+            provider = self.provider(alias)
+            updated = check_delivery(provider.base, receipt, provider.prs, at=at)
+            if updated is None:
+                continue
+            with self.state.status_lock(source_id):
+                current = self.state.load_run(source_id, run_id)
+                current["receipts"][alias] = updated
+                current["error"] = None
+                self._after_check(source_id, current, alias, updated, at=at)
+                self.state.save_run(source_id, current)
+        return self.state.load_run(source_id, run_id)
+
+    def note_check_error(self, source_id: str, run_id: str, exc: OkfError) -> None:
+        """Record that a merge check failed (the receipts stay as they were)."""
+        self._delivery_error(source_id, run_id, exc, failed=False)
+
+    def _after_check(self, source_id: str, run: dict[str, Any], alias: str, receipt: dict[str, Any], *,
+                     at: float) -> None:
+        """Fold one checked receipt into the run and ``status.json`` (the caller holds the status lock)."""
+        status = self.state.status(source_id)
+        key = f"{run['id']}/{alias}"
+        status["delivered"][key] = receipt
+        if receipt["status"] == "accepted":
+            status["accepted"][key] = receipt
+            run["history"].append({"status": "accepted", "alias": alias, "at": iso(at)})
+            if run["review"]["state"] == "delivered" and not any(
+                    r["status"] == WAITING for r in run["receipts"].values()):
+                run["review"]["state"] = "approved"
+        elif receipt["status"] == "rejected":
+            approved = set(run["review"].get("approved", []))
+            status["processed"] = [i for i in status["processed"] if i not in approved]
+            reason = f"rejected upstream ({alias}): {receipt.get('rejectedUpstream')}"
+            run["status"] = "rejected"
+            run["review"] = {**run["review"], "state": "rejected", "reason": reason, "rejectedAt": iso(at),
+                             "was": run["review"]["state"]}
+            run["history"].append({"status": "rejected", "alias": alias, "at": iso(at)})
+        atomic_write_json(self.state.source_dir(source_id) / "status.json", status)
 
     def _validated_proposal(self, alias: str, receipt: dict[str, Any]) -> tuple[Path, dict[str, Any]]:
         """The proposal file the receipt names, refused unless it still hashes to the receipt's hash."""
@@ -199,7 +291,8 @@ class DeliveryBook:
                 if receipt["status"] == "accepted":
                     status["accepted"][f"{run_id}/{alias}"] = receipt
             run.update(status="processed", error=None, settled=sorted(run["receipts"]))
-            run["review"]["state"] = "approved"
+            waiting = any(r["status"] == "delivered" for r in run["receipts"].values())
+            run["review"]["state"] = "delivered" if waiting else "approved"
             run["history"].append({"status": "processed", "at": iso(at)})
             atomic_write_json(self.state.source_dir(source_id) / "status.json", status)
             self.state.save_run(source_id, run)

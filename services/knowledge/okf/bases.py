@@ -24,7 +24,7 @@ from .descriptors import BaseDescriptor, DirectoryBinding, NodeDecl, load_json_f
 from .errors import OkfConfigError, OkfError, OkfPathError, OkfValidationError, RecoveryError
 from .tree import Tree, check_physical_dir, inside_git_worktree, read_tree, tree_digest
 
-__all__ = ["DirectoryBase", "init_directory_base", "log_heading", "LOCK_WAIT_S"]
+__all__ = ["DirectoryBase", "init_directory_base", "init_git_proposal", "new_base_tree", "log_heading", "LOCK_WAIT_S"]
 
 LOCK_WAIT_S = 10.0
 """How long a reader waits for a base's publication lock."""
@@ -49,9 +49,39 @@ def init_directory_base(path: Path, base_id: str, nodes: dict[str, NodeDecl] | d
     git = inside_git_worktree(path)
     if git is not None:
         raise OkfPathError(f"destination {path} is inside the Git working tree {git}")
+    at = (clock or Clock()).time() if at is None else at
+    descriptor, tree = new_base_tree(base_id, nodes, at=at)
+    try:
+        publish_tree(path, tree)
+    except FileExistsError:
+        raise OkfPathError(f"destination {path} already exists; okf init never overwrites a base") from None
+    return descriptor
+
+
+def init_git_proposal(output: Path, base_id: str, nodes: dict[str, NodeDecl] | dict[str, dict[str, str]],
+                      *, at: float) -> BaseDescriptor:
+    """``okf init`` for a Git base: write the new base as a staged folder ``output`` (an operator proposal).
+
+    Nothing is committed or pushed and nothing is accepted: the operator puts the folder at the
+    base's ``root`` in their own checkout and has it reviewed and merged into the accepted branch.
+    Refuses an existing ``output`` and one reached through a symlink.
+    """
+    output = check_physical_dir(Path(output), "output")
+    if os.path.lexists(output):
+        raise OkfPathError(f"output {output} already exists; okf init never overwrites")
+    descriptor, tree = new_base_tree(base_id, nodes, at=at)
+    try:
+        publish_tree(output, tree)
+    except FileExistsError:
+        raise OkfPathError(f"output {output} already exists; okf init never overwrites") from None
+    return descriptor
+
+
+def new_base_tree(base_id: str, nodes: dict[str, NodeDecl] | dict[str, dict[str, str]], *,
+                  at: float) -> tuple[BaseDescriptor, Tree]:
+    """The files of a new base (descriptor, root and node indexes and logs), validated (strict)."""
     raw_nodes = {n: (d if isinstance(d, dict) else {"path": d.path, "owner": d.owner}) for n, d in nodes.items()}
     descriptor = parse_base_descriptor({"version": 1, "id": base_id, "nodes": raw_nodes}, f"nodes for {base_id}")
-    at = (clock or Clock()).time() if at is None else at
     heading = log_heading(at)
     tree: Tree = {
         "okf-base.json": _json_bytes(descriptor.to_json()),
@@ -66,11 +96,7 @@ def init_directory_base(path: Path, base_id: str, nodes: dict[str, NodeDecl] | d
     findings = validate_tree(tree)
     if findings:
         raise OkfValidationError(f"new base {base_id} does not validate", findings)
-    try:
-        publish_tree(path, tree)
-    except FileExistsError:
-        raise OkfPathError(f"destination {path} already exists; okf init never overwrites a base") from None
-    return descriptor
+    return descriptor, tree
 
 
 def _json_bytes(value: object) -> bytes:

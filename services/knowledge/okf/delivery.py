@@ -26,7 +26,7 @@ publication from its journal: forward to the after-state when that validates and
 path is checked as in step 4 before anything is written), and a journal it cannot follow stays
 with a ``RecoveryError`` whose ``remedy`` says what to put back or move aside. ``sweep`` removes
 the temp files a killed publication left (``.publish.*.tmp``, ``.<base>.okf-publication.json.*.tmp``).
-A Git provider would implement the same ``DeliveryProvider`` protocol.
+``git_delivery.GitProvider`` implements the same ``DeliveryProvider`` protocol for Git custody.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class RecoveryOutcome:
 
 
 class DeliveryProvider(Protocol):
-    """Delivers a proposal to one accepted base (directory here; Git would be another)."""
+    """Delivers a proposal to one accepted base (``DirectoryProvider`` or ``GitProvider``)."""
 
     alias: str
 
@@ -87,8 +87,12 @@ class DeliveryProvider(Protocol):
         ...
 
     def publish(self, proposal_file: Path, proposal: Mapping[str, Any], receipt: dict[str, Any],
-                save: SaveReceipt, *, at: float) -> dict[str, Any]:
+                save: SaveReceipt, *, at: float, summary: str = "") -> dict[str, Any]:
         """Deliver ``proposal``; persists every receipt step through ``save``; returns the receipt."""
+        ...
+
+    def is_refusal(self, exc: OkfError) -> bool:
+        """True when ``exc`` refuses the delivery for good (the judgment failed) rather than interrupting it."""
         ...
 
     def recover(self, complete: Callable[[RecoveryOutcome], None], *, at: float) -> RecoveryOutcome | None:
@@ -205,9 +209,13 @@ class DirectoryProvider:
 
     # -- publication ---------------------------------------------------------------------------
 
+    def is_refusal(self, exc: OkfError) -> bool:
+        """Refused before its journal (nothing written): a changed base, a bad path, a proposal that does not add up."""
+        return exc.code in ("E_BASELINE", "E_PATH", "E_CONFIRM") and not self.base.journal_pending()
+
     def publish(self, proposal_file: Path, proposal: Mapping[str, Any], receipt: dict[str, Any],
-                save: SaveReceipt, *, at: float) -> dict[str, Any]:
-        """Deliver ``proposal`` by the journal protocol; returns the ``accepted`` receipt."""
+                save: SaveReceipt, *, at: float, summary: str = "") -> dict[str, Any]:
+        """Deliver ``proposal`` by the journal protocol; returns the ``accepted`` receipt (``summary`` unused)."""
         delta = read_proposal(dict(proposal))
         digest_hash = proposal_hash(proposal)
         self.base.check_plain()

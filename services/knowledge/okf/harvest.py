@@ -33,12 +33,14 @@ from ...changes import ChangeFeed
 from ...clock import Clock
 from ...errors import ServiceError
 from ...files import FileLock, atomic_write_json, contained_path
-from .bases import DirectoryBase, init_directory_base
+from .bases import DirectoryBase, init_directory_base, init_git_proposal
 from .capture import CaptureReport, capture_notes, capture_record
 from .delivery import RecoveryOutcome, describe
-from .descriptors import (BaseDescriptor, Bindings, DirectoryBinding, NodeDecl, SoulDecl, binding_path_problems,
+from .descriptors import (BaseDescriptor, Bindings, DirectoryBinding, GitBinding, NodeDecl, SoulDecl, binding_path_problems,
                           check_id, load_bindings, load_soul)
 from .errors import OkfConfigError, OkfError, OkfPathError, SourceError
+from .git import GitBase
+from .git_acceptance import POLL_INTERVAL_S
 from .health import BINDINGS_LOCK, base_blocked, binding_unusable, capture_notices, check_bases, sweep_leftovers
 from .home import InstanceHome, publish_view
 from .inspect import inspect_source
@@ -98,6 +100,7 @@ class Harvest:
         self.swept: list[str] = []
         """The leftover temp files the last ``open`` removed."""
         self._capture_locks: dict[str, asyncio.Lock] = {}
+        self._poller: asyncio.Task[None] | None = None
         self.watcher.subscribe(self._on_notes_changed)
 
     @classmethod
@@ -111,6 +114,8 @@ class Harvest:
                       unusable=unusable)
         harvest.swept = await asyncio.to_thread(sweep_leftovers, root, harvest.runs)
         await harvest.recover()
+        await harvest.resume_git()
+        await harvest.recheck()
         for run_id in await asyncio.to_thread(harvest.runs.mark_interrupted, at=harvest.clock.time()):
             harvest._emit("judgment.invalid", run_id, interrupted=True)
         for source_id in harvest.state.source_ids():
@@ -155,6 +160,55 @@ class Harvest:
         for alias, notice in self.blocked.items():
             self._emit("base.blocked", alias, reason=notice.reason, remedy=notice.remedy)
         return self.recovered
+
+    # -- Git custody: resuming deliveries, waiting for merges ------------------------------------------
+
+    async def resume_git(self) -> list[str]:
+        """Finish every Git delivery a kill interrupted (from its receipt: no second branch or commit)."""
+        resumed = []
+        for source_id, run_id in await asyncio.to_thread(self.runs.in_flight):
+            try:
+                run = await asyncio.to_thread(self.runs.deliver, source_id, run_id, at=self.clock.time())
+            except OkfError as exc:  # recorded on the run; j retries (or rejudges a refused one)
+                self._emit("judgment.failed", run_id, source_id=source_id, error=str(exc))
+                continue
+            self._announce(run, source_id)
+            resumed.append(run_id)
+        return resumed
+
+    async def recheck(self, judgment_id: str | None = None) -> list[JudgmentItem]:
+        """Check Git deliveries waiting for their merge (all, or one judgment's) now; the items that changed.
+
+        A check that cannot reach the repository is recorded on the judgment (shown as its
+        problem) and tried again at the next poll; it never changes a receipt.
+        """
+        if judgment_id is not None:
+            source_id = await asyncio.to_thread(self.state.find_run, judgment_id)
+            targets = [(source_id, judgment_id)]
+        else:
+            targets = await asyncio.to_thread(self.runs.waiting)
+        changed = []
+        for source_id, run_id in targets:
+            before = await asyncio.to_thread(self.state.load_run, source_id, run_id)
+            try:
+                run = await asyncio.to_thread(self.runs.recheck, source_id, run_id, at=self.clock.time())
+            except OkfError as exc:
+                await asyncio.to_thread(self.runs.note_check_error, source_id, run_id, exc)
+                self._emit("judgment.recheck-failed", run_id, source_id=source_id, error=str(exc))
+                if judgment_id is not None:
+                    raise
+                continue
+            if run["receipts"] != before["receipts"] or run["review"] != before["review"]:
+                changed.append(self._announce(run, source_id))
+        return changed
+
+    async def _poll(self) -> None:
+        while True:
+            await self.clock.sleep(POLL_INTERVAL_S)
+            try:
+                await self.recheck()
+            except Exception as exc:  # a poll that fails is reported and tried again next time
+                self._emit("recheck.failed", "", error=describe(exc))
 
     async def notices(self) -> list[OkfNotice]:
         """What needs the operator: blocked bases, the last failed capture and refused notes, with the way out."""
@@ -205,6 +259,43 @@ class Harvest:
         self._emit("base.created", alias, path=str(target))
         return descriptor
 
+    async def propose_git_base(self, output: Path, nodes: dict[str, NodeDecl] | dict[str, dict[str, str]], *,
+                               base_id: str) -> BaseDescriptor:
+        """``okf init`` for a Git base: write the new base to the staged folder ``output``, nothing else.
+
+        It is an operator proposal: put it at the base's ``root`` in your own checkout, have it
+        reviewed and merged into the accepted branch, then ``bind_git_base``. Nothing is pushed
+        and nothing is accepted here.
+        """
+        check_id(base_id, "base id")
+        target = Path(os.path.abspath(output))
+        descriptor = await asyncio.to_thread(init_git_proposal, target, base_id, nodes, at=self.clock.time())
+        self._emit("base.proposed", base_id, path=str(target))
+        return descriptor
+
+    async def bind_git_base(self, alias: str, *, repository: str, root: str, accepted_branch: str,
+                            pr_repository: str, base_id: str | None = None) -> BaseDescriptor:
+        """Bind a Git base whose accepted branch already holds it at ``root`` (fetched and checked first)."""
+        check_id(alias, "base alias")
+        if alias in self.bindings.bases:
+            raise OkfConfigError(f"base alias {alias!r} is already bound")
+        binding = GitBinding(alias, check_id(base_id or alias, "base id"), repository, root, accepted_branch,
+                             pr_repository)
+
+        def work() -> BaseDescriptor:
+            with FileLock(self.root / BINDINGS_LOCK):
+                descriptor = GitBase(binding, self.bindings.state_dir, self.bindings.file.parent).descriptor()
+                bases = {**self.bindings.bases, alias: binding}
+                updated = Bindings(self.bindings.file, self.bindings.state_dir, bases, self.bindings.cron,
+                                   self.bindings.tz)
+                atomic_write_json(self.bindings.file, updated.to_json())
+                self._rebind(updated)
+                return descriptor
+
+        descriptor = await asyncio.to_thread(work)
+        self._emit("base.bound", alias, repository=repository)
+        return descriptor
+
     def _rebind(self, bindings: Bindings) -> None:
         self.bindings = bindings
         self.runs = RunBook(self.state, bindings, unusable=self.unusable)
@@ -216,7 +307,9 @@ class Harvest:
             decl = soul if isinstance(soul, SoulDecl) else load_soul(Path(soul))
             for ref in decl.owns + decl.reads:
                 alias, node = ref.split("/", 1)
-                base = DirectoryBase(self.bindings.directory(alias))
+                binding = self.bindings.bases.get(alias)
+                base: Any = (self.runs.git_base(alias) if isinstance(binding, GitBinding)
+                             else DirectoryBase(self.bindings.directory(alias)))
                 if node not in base.descriptor().nodes:
                     raise OkfConfigError(f"{ref}: base {alias!r} has no node {node!r}")
             self.state.claim_owner(decl.owner, soul_name or decl.owner)
@@ -235,11 +328,18 @@ class Harvest:
         return source_id
 
     def _publish_view(self, target: Path, decl: SoulDecl) -> dict[str, Any]:
-        snapshots = {}
+        snapshots: dict[str, tuple[Any, Any, str]] = {}
         for alias in self.runs.directory_aliases():
             base = DirectoryBase(self.bindings.directory(alias))
             tree, digest = base.snapshot()
             snapshots[alias] = (base, tree, digest)
+        wanted = {ref.split("/", 1)[0] for ref in (*decl.owns, *decl.reads)}
+        for alias in self.runs.git_aliases():  # a Git base only for a source that owns or reads it (a fetch)
+            if alias in self.unusable or alias not in wanted:
+                continue
+            provider = self.runs.provider(alias)
+            tree, digest = provider.snapshot()
+            snapshots[alias] = (provider.base, tree, digest)
         view = publish_view(target, snapshots, decl, at=self.clock.time())
         return {"path": str(target), **view}
 
@@ -449,8 +549,9 @@ class Harvest:
 
     async def read(self, source_id: str, base: str, path: str, *, durable: bool = False) -> ReadResult:
         """The full text of ``base``/``path`` as currently accepted (through a fresh view; no cap)."""
-        binding = self.bindings.directory(base)
-        await asyncio.to_thread(contained_path, binding.path, path)  # refuse a bad path before making a view
+        binding = self.bindings.bases.get(base)
+        if not isinstance(binding, GitBinding):  # refuse a bad path before making a view
+            await asyncio.to_thread(contained_path, self.bindings.directory(base).path, path)
         view = await self.refresh(source_id, durable=durable)
 
         def work() -> ReadResult:
@@ -468,12 +569,23 @@ class Harvest:
         await self.capture_now(source_id)
 
     async def start_watcher(self) -> None:
-        """Watch every home's ``notes/`` and capture (then judge) within the debounce window."""
+        """Watch every home's ``notes/`` and capture (then judge) within the debounce window; poll Git merges.
+
+        Git deliveries waiting for their merge are checked every ``POLL_INTERVAL_S`` from now on
+        (they were checked at open, and ``recheck`` checks at once).
+        """
+        if self._poller is None and self.runs.git_aliases():
+            self._poller = asyncio.create_task(self._poll())
         await self.watcher.start()
         self._emit("watcher.started", "", mode=self.watcher.mode, problem=self.watcher.problem)
 
     async def stop_watcher(self) -> None:
-        """Stop watching."""
+        """Stop watching (and polling)."""
+        if self._poller is not None:
+            self._poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poller
+            self._poller = None
         await self.watcher.stop()
         self._emit("watcher.stopped")
 

@@ -19,7 +19,6 @@ from typing import Any
 
 from ...clock import iso
 from ...files import atomic_write_json, atomic_write_text, publish_tree, read_json
-from .bases import DirectoryBase
 from .descriptors import SoulDecl
 from .errors import CaptureError, OkfPathError, ViewError
 from .tree import Tree
@@ -164,11 +163,12 @@ class InstanceHome:
         return first if not os.path.lexists(first) else self.path / f"knowledge-view-{uuid.uuid4()}"
 
 
-def publish_view(target: Path, snapshots: dict[str, tuple[DirectoryBase, Tree, str]], decl: SoulDecl,
+def publish_view(target: Path, snapshots: dict[str, tuple[Any, Tree, str]], decl: SoulDecl,
                  *, at: float) -> dict[str, Any]:
     """Write an immutable view at ``target`` from locked base snapshots; returns ``view.json``.
 
-    ``snapshots`` maps alias -> (base, tree, digest). The view is assembled in a sibling temp
+    ``snapshots`` maps alias -> (base, tree, digest); a base is a ``DirectoryBase`` (``head`` None) or a
+    ``GitBase`` (``head`` the accepted commit the tree was read at). The view is assembled in a sibling temp
     folder and renamed into place; an existing ``target`` raises ``ViewError``.
     """
     target = Path(target)
@@ -176,7 +176,7 @@ def publish_view(target: Path, snapshots: dict[str, tuple[DirectoryBase, Tree, s
         raise ViewError(f"view {target} already exists; views are immutable")
     view = {
         "version": 1, "at": iso(at),
-        "bases": {alias: {"path": f"bases/{alias}", "id": base.binding.id, "digest": digest, "head": None,
+        "bases": {alias: {"path": f"bases/{alias}", "id": base.binding.id, "digest": digest, "head": getattr(base, "head", None),
                           "nodes": {n: {"path": d.path, "owner": d.owner} for n, d in base.descriptor().nodes.items()}}
                   for alias, (base, tree, digest) in snapshots.items()},
         "owns": list(decl.owns), "reads": list(decl.reads),

@@ -11,12 +11,13 @@ from typing import NamedTuple
 
 from .proposal import FileChange
 
-__all__ = ["QUEUE_STATES", "NOTICE_KINDS", "AcceptedReceipt", "JudgmentItem", "OutcomeView", "JudgmentDetail", "SourceInfo", "ReadResult",
+__all__ = ["QUEUE_STATES", "NOTICE_KINDS", "AcceptedReceipt", "GitDelivery", "JudgmentItem", "OutcomeView", "JudgmentDetail", "SourceInfo", "ReadResult",
            "OkfNotice"]
 
-QUEUE_STATES = ("judging", "pending", "invalid", "delivering", "approved", "rejected", "failed")
+QUEUE_STATES = ("judging", "pending", "invalid", "delivering", "delivered", "approved", "rejected", "failed")
 """Where a judgment is: being judged, awaiting the operator, refused by a rule, being delivered,
-delivered, rejected by the operator, or refused at delivery (e.g. the base changed)."""
+delivered to a Git base and waiting for the merge, accepted, rejected (by the operator, or upstream:
+its pull request closed unmerged), or refused at delivery (e.g. the base changed)."""
 
 NOTICE_KINDS = ("base-blocked", "capture-failed", "note-skipped")
 """What an ``OkfNotice`` is about: a base nothing can be published to (or read from) until the
@@ -30,6 +31,27 @@ class AcceptedReceipt(NamedTuple):
     digest: str
     accepted_at: float | None
     """Seconds since the epoch; None when the receipt holds no usable time."""
+
+
+@dataclass(frozen=True)
+class GitDelivery:
+    """A judgment's delivery to one Git base: the branch, its review and whether the merge is visible."""
+
+    alias: str
+    status: str
+    """The Git receipt status (``commit-intent`` ... ``delivered``, ``accepted``, ``rejected``)."""
+    branch: str | None
+    commit: str | None
+    """The proposal commit."""
+    pr_url: str | None
+    pr_state: str | None
+    """``OPEN``, ``CLOSED`` or ``MERGED`` as ``gh`` last said; None without a PR."""
+    review: str | None
+    """How to open the review by hand (no PR was opened)."""
+    accepted_commit: str | None
+    """The accepted head that showed the merge."""
+    rejected: str | None
+    """Why it was rejected upstream."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +88,8 @@ class JudgmentItem:
     """``(alias, receipt status)`` per base."""
     accepted: tuple[AcceptedReceipt, ...] = ()
     """``(alias, digest, accepted_at)`` per base whose delivery was accepted."""
+    git: tuple[GitDelivery, ...] = ()
+    """Per Git base delivered to: branch, review and merge state."""
 
 
 @dataclass(frozen=True)

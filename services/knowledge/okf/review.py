@@ -11,7 +11,7 @@ from typing import Any
 
 from ...times import parse_time, time_or_none
 from .errors import OkfError
-from .models import AcceptedReceipt, JudgmentDetail, JudgmentItem, OutcomeView
+from .models import AcceptedReceipt, GitDelivery, JudgmentDetail, JudgmentItem, OutcomeView
 from .proposal import FileChange, file_changes, read_proposal
 from .runs import RunBook
 from .state import StateDir
@@ -35,9 +35,25 @@ def item_of(run: dict[str, Any], agent: str) -> JudgmentItem:
         inputs=len(run["inputs"]), promote=counts["promote"], merge=counts["merge"], drop=counts["drop"],
         problems=tuple(error.get("problems", [])), reason=review.get("reason"),
         receipts=tuple(sorted((alias, r.get("status", "")) for alias, r in run.get("receipts", {}).items())),
-        accepted=tuple(sorted(AcceptedReceipt(alias, str(r["acceptedDigest"]), time_or_none(r.get("acceptedAt")))
-                              for alias, r in run.get("receipts", {}).items() if r.get("acceptedDigest"))),
+        accepted=tuple(sorted(AcceptedReceipt(alias, str(r.get("acceptedDigest") or r.get("acceptedCommit")),
+                                              time_or_none(r.get("acceptedAt")))
+                              for alias, r in run.get("receipts", {}).items()
+                              if r.get("acceptedDigest") or r.get("acceptedCommit"))),
+        git=tuple(git_delivery(alias, r) for alias, r in sorted(run.get("receipts", {}).items()) if r.get("branch")),
     )
+
+
+def git_delivery(alias: str, receipt: dict[str, Any]) -> GitDelivery:
+    """The pane's view of one Git receipt."""
+    pr = receipt.get("pr") if isinstance(receipt.get("pr"), dict) else {}
+
+    def text(value: object) -> str | None:
+        return None if value is None else str(value)
+
+    return GitDelivery(alias=alias, status=str(receipt.get("status", "")), branch=text(receipt.get("branch")),
+                       commit=text(receipt.get("commit")), pr_url=text(pr.get("url")), pr_state=text(pr.get("state")),
+                       review=text(receipt.get("review")), accepted_commit=text(receipt.get("acceptedCommit")),
+                       rejected=text(receipt.get("rejectedUpstream")))
 
 
 def _input_view(state: StateDir, source_id: str, input_id: str) -> tuple[str, str, str]:

@@ -36,7 +36,9 @@ from ...files import atomic_write_json, atomic_write_text
 from ...text import clip, repair_text
 from .approval import SETTLED_RECEIPTS, DeliveryBook
 from .delivery import DirectoryProvider, describe
-from .descriptors import Bindings, DirectoryBinding
+from .descriptors import BaseDescriptor, Bindings, DirectoryBinding, GitBinding
+from .git import GitBase, descriptor_of
+from .git_delivery import GitProvider
 from .bases import DirectoryBase
 from .errors import BaselineError, OkfConfigError, OkfError, RunStateError
 from .judge import build_prompt
@@ -58,6 +60,11 @@ def owned_aliases(source: dict[str, Any]) -> list[str]:
     return sorted({str(ref).split("/", 1)[0] for ref in source.get("decl", {}).get("owns", [])})
 
 
+def read_aliases(source: dict[str, Any]) -> list[str]:
+    """The bases a source reads a node of."""
+    return sorted({str(ref).split("/", 1)[0] for ref in source.get("decl", {}).get("reads", [])})
+
+
 def stored_reply(reply: str) -> str:
     """The judge's reply as kept for the operator: storable text, cut past ``MAX_JUDGMENT_BYTES``."""
     text, _ = repair_text(reply)
@@ -77,15 +84,36 @@ class RunBook(DeliveryBook):
 
     # -- providers -------------------------------------------------------------------------
 
-    def provider(self, alias: str) -> DirectoryProvider:
-        """The delivery provider of a bound base (directory custody only, for now)."""
+    def provider(self, alias: str) -> Any:
+        """The delivery provider of a bound base: ``DirectoryProvider`` or ``GitProvider``."""
         if alias in self.unusable:
             raise OkfConfigError(f"base {alias!r} cannot be used: {self.unusable[alias]}")
+        binding = self.bindings.bases.get(alias)
+        if isinstance(binding, GitBinding):
+            return GitProvider(self.git_base(alias), step_hook=self.step_hook)
         return DirectoryProvider(DirectoryBase(self.bindings.directory(alias)), step_hook=self.step_hook)
+
+    def git_base(self, alias: str) -> GitBase:
+        """The Git base bound as ``alias`` (its private cache lives under the state dir)."""
+        binding = self.bindings.bases.get(alias)
+        if not isinstance(binding, GitBinding):
+            raise OkfConfigError(f"base {alias!r} is not a Git base")
+        return GitBase(binding, self.bindings.state_dir, self.bindings.file.parent)
 
     def directory_aliases(self) -> list[str]:
         """Every directory base alias."""
         return [a for a, b in self.bindings.bases.items() if isinstance(b, DirectoryBinding)]
+
+    def git_aliases(self) -> list[str]:
+        """Every Git base alias."""
+        return [a for a, b in self.bindings.bases.items() if isinstance(b, GitBinding)]
+
+    def descriptor_of(self, alias: str, tree: Tree) -> BaseDescriptor:
+        """The descriptor of base ``alias`` as ``tree`` (its snapshot) holds it."""
+        binding = self.bindings.bases[alias]
+        if isinstance(binding, GitBinding):
+            return descriptor_of(alias, binding.id, tree, f"{binding.repository}#{binding.accepted_branch}")
+        return DirectoryBase(binding).descriptor()
 
     # -- creating and staging ------------------------------------------------------------------
 
@@ -118,7 +146,7 @@ class RunBook(DeliveryBook):
         written) no run is left behind: the inputs stay outstanding and the error says why.
         """
         source = self.state.source(source_id)
-        snapshots = self.snapshots(owned_aliases(source))
+        snapshots = self.snapshots(owned_aliases(source), read_aliases(source))
         run_id = str(uuid.uuid4())
         run: dict[str, Any] = {
             "version": 1, "id": run_id, "source": source_id, "created": iso(at), "inputs": list(inputs),
@@ -141,17 +169,26 @@ class RunBook(DeliveryBook):
         """The run's working folder (the judge's ``cwd``)."""
         return self.state.runs_dir(source_id) / run_id / "work"
 
-    def snapshots(self, required: Sequence[str] = ()) -> dict[str, tuple[Any, str]]:
-        """A locked snapshot of every usable base.
+    def snapshots(self, required: Sequence[str] = (), reads: Sequence[str] = ()) -> dict[str, tuple[Any, str, str | None]]:
+        """A locked snapshot of every usable base: ``(tree, digest, Git accepted head or None)``.
+
+        A Git base is fetched only when it is in ``required`` or ``reads`` (a source that neither
+        owns nor reads it has no use for it, and a fetch may cross the network).
 
         A base named in ``required`` (those the source owns) that cannot be read raises (a pending
         journal, a linked file, a missing index ...); any other such base is left out of the run,
         so one broken base does not stop judging into the others.
         """
         found = {}
-        for alias in self.directory_aliases():
+        for alias, binding in self.bindings.bases.items():
+            if alias in self.unusable and alias not in required:
+                continue
+            if isinstance(binding, GitBinding) and alias not in required and alias not in reads:
+                continue
             try:
-                found[alias] = self.provider(alias).snapshot()
+                provider = self.provider(alias)
+                tree, digest = provider.snapshot()
+                found[alias] = (tree, digest, getattr(provider.base, "head", None))
             except (ServiceError, OSError) as exc:
                 if alias not in required:
                     continue
@@ -161,30 +198,32 @@ class RunBook(DeliveryBook):
         return found
 
     def stage(self, source_id: str, run_id: str, *, at: float,
-              snapshots: dict[str, tuple[Any, str]] | None = None) -> dict[str, Any]:
+              snapshots: dict[str, tuple[Any, str, str | None]] | None = None) -> dict[str, Any]:
         """Write ``work/`` (input.json, staging.json, bases/) from base snapshots and mark ``ready``."""
         source = self.state.source(source_id)
         owns = source["decl"]["owns"]
-        snapshots = self.snapshots(owned_aliases(source)) if snapshots is None else snapshots
+        snapshots = self.snapshots(owned_aliases(source), read_aliases(source)) if snapshots is None else snapshots
         try:
             return self._stage(source_id, run_id, source, owns, snapshots, at=at)
         except OSError as exc:
             raise OkfError(f"judgment {run_id} could not be staged ({describe(exc)})", code="E_RUN") from exc
 
     def _stage(self, source_id: str, run_id: str, source: dict[str, Any], owns: list[str],
-               snapshots: dict[str, tuple[Any, str]], *, at: float) -> dict[str, Any]:
+               snapshots: dict[str, tuple[Any, str, str | None]], *, at: float) -> dict[str, Any]:
         work = self.work_dir(source_id, run_id)
         if work.exists():
             shutil.rmtree(work)
         with self.state.editing_run(source_id, run_id) as run:
             staging: dict[str, Any] = {}
             stages: dict[str, Any] = {}
-            for alias, (tree, digest) in snapshots.items():
-                descriptor = self.provider(alias).base.descriptor()
+            for alias, (tree, digest, head) in snapshots.items():
+                descriptor = self.descriptor_of(alias, tree)
                 owned = [n for n in descriptor.nodes if f"{alias}/{n}" in owns]
                 nodes = {n: {"path": d.path, "owner": d.owner} for n, d in descriptor.nodes.items()}
                 staging[alias] = {"root": f"bases/{alias}", "owned": owned, "nodes": nodes, "baseline": digest}
                 stages[alias] = {"root": f"bases/{alias}", "digest": digest, "owned": owned, "files": len(tree)}
+                if head is not None:
+                    stages[alias]["head"] = head
                 for rel, data in tree.items():
                     target = work / "bases" / alias / rel
                     target.parent.mkdir(parents=True, exist_ok=True)
@@ -320,7 +359,7 @@ class RunBook(DeliveryBook):
         else:
             staging = json.loads((work / "staging.json").read_text("utf-8"))
             baselines = {a: self.staged_tree(source_id, run_id, a, s) for a, s in run["stages"].items()}
-            roots = {a: self.bindings.directory(a).path for a in baselines if a in self.bindings.bases}
+            roots = {a: self.bindings.directory(a).path for a in baselines if a in self.directory_aliases()}
             check = check_judgment(reply or "", inputs=run["inputs"], staging=staging, baselines=baselines, at=at,
                                    limits=self.path_limits(source_id, run_id), roots=roots)
         receipts: dict[str, Any] = {}
@@ -365,7 +404,7 @@ class RunBook(DeliveryBook):
     def begin_rejudge(self, source_id: str, run_id: str, *, at: float) -> dict[str, Any]:
         """Archive the attempt under ``rejudgments/<attempt>/`` and restage the unprocessed inputs."""
         processed = set(self.state.status(source_id)["processed"])
-        snapshots = self.snapshots(owned_aliases(self.state.source(source_id)))
+        snapshots = self.snapshots(owned_aliases(self.state.source(source_id)), read_aliases(self.state.source(source_id)))
         with self.state.editing_run(source_id, run_id) as run:
             state = run["review"]["state"]
             remaining = [i for i in run["inputs"] if i not in processed]

@@ -268,7 +268,7 @@ async def test_the_workspace_opens_with_a_blocked_base_and_says_so(tmp_path: Pat
 
     settings = Settings(path=tmp_path / "ws", bases_path=tmp_path / "bases")
     workspace = await Workspace.open(settings=settings)
-    [alias] = workspace.okf.bindings.bases
+    [alias] = workspace.okf.runs.directory_aliases()  # the sample world's directory base (its second is a Git base)
     base = workspace.okf.bindings.bases[alias].path
     await workspace.close()
     journal_of(base).write_text(json.dumps({"version": 1, "run": "r", "proposalHash": "sha256-x",
