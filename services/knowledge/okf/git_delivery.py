@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ...boundary import parse_time
+from ...times import parse_time
 from ...clock import iso
 from .bundle import validate_tree
 from .delivery import RecoveryOutcome, SaveReceipt, StepHook
