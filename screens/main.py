@@ -27,6 +27,7 @@ from .inbox import InboxPane
 from .judgments import JudgmentsPane
 from .messages import JumpRequested, ServicesChanged, WorkspaceOpened
 from .runs import RunsPane
+from .text import notify_plain
 from .widgets.badges import BadgeBar, PaneStrip
 from .widgets.footer import KeyFooter
 from .widgets.pane import Pane
@@ -225,6 +226,14 @@ class MainScreen(Screen[None]):
         for pane in self.panes():
             pane.changed(event.changes)
         self.update_badges()
+        for change in event.changes:
+            if change.source != "workspace":
+                continue
+            if change.kind == "attach.lost":
+                notify_plain(self.app, f"The server at {change.id} stopped answering; this window keeps trying.",
+                             severity="warning", timeout=6)
+            elif change.kind == "attach.back":
+                notify_plain(self.app, f"The server is back at {change.id}; everything was read again.", timeout=6)
 
     @on(JumpRequested)
     def _jump(self, event: JumpRequested) -> None:
@@ -237,6 +246,7 @@ class MainScreen(Screen[None]):
             return
         desk = self.workspace.desk
         badges = self.query_one("#badges", BadgeBar)
+        badges.status = self.workspace.header_status  # an attached window's server may go away and come back
         badges.waiting = desk.waiting_on_user()
         accepting = {g.user_id for g in desk.grants() if g.state == "active" and g.refusal is None}
         badges.refusals = sum(1 for r in desk.refusals_since(60) if r.user_id not in accepting)  # a restore clears it

@@ -48,7 +48,7 @@ from .open_errors import WorkspaceOpenError, canvas_location, open_error
 from .settings import Settings
 
 if TYPE_CHECKING:
-    from .attached import ServerInfo
+    from .attached import ServedDesk, ServerInfo
     from .canvas import Canvas
     from .cloud import FakeCloud
     from .served.persist import CloudStore
@@ -95,6 +95,7 @@ class Workspace:
     remote: RemoteCloud | None = None
     """The control API of that server, when attached."""
     _follower_lock: FileLock | None = None
+    _served_desk: ServedDesk | None = None
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -252,7 +253,8 @@ class Workspace:
         settings = self.settings
         self.attached = found
         self.remote = RemoteCloud(found.url, found.token)
-        desk = self._desk = ServedDesk(self.remote, self.feed, clock=settings.clock)
+        desk = self._desk = ServedDesk(self.remote, self.feed, clock=settings.clock, folder=self.path, info=found)
+        self._served_desk = desk
         await desk.start()
         self._opening = canvas_location(settings.canvas_url, self.path)
         self._canvas = await Canvas.open(settings.canvas_url or self.path / "canvas.db", changes=self.feed,
@@ -293,6 +295,15 @@ class Workspace:
     @property
     def header_status(self) -> str:
         """What the header says about where this window's cloud is: ``ready`` for its own."""
+        desk = self._served_desk
+        if desk is not None:  # the server it follows now (a restarted one may have another port)
+            info = desk.info or self.attached
+            assert info is not None
+            if desk.lost_since is not None:
+                from .clock import iso
+
+                return f"server gone since {iso(desk.lost_since)[11:19]} UTC (was {info.url}); retrying"
+            return f"attached to {info.url} (served by process {info.pid})"
         if self.attached is not None:
             return f"attached to {self.attached.url} (served by process {self.attached.pid})"
         if self.server is not None:

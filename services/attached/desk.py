@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from ..changes import Change, ChangeFeed
@@ -27,6 +28,7 @@ from ..clock import Clock
 from ..desk import Desk, OperatorError
 from ..errors import ServiceError
 from ..follower import WIRE_RUN_FIELDS, FollowedRun
+from .discovery import ServerInfo
 from .client import ControlError
 
 __all__ = ["BookRuns", "ServedDesk", "ServedRuns", "StreamBook"]
@@ -146,11 +148,17 @@ class ServedDesk(Desk):
     """The operator's desk over a served cloud (``RemoteCloud``), kept current by its change stream."""
 
     def __init__(self, remote: Any, changes: ChangeFeed, *, clock: Clock | None = None,
-                 reconnect_s: float = 0.5) -> None:
+                 reconnect_s: float = 0.5, folder: Path | None = None, info: ServerInfo | None = None) -> None:
         self.stream_book = StreamBook(remote)
         super().__init__(remote, self.stream_book, changes, clock=clock or Clock())
         self.remote = remote
         """The ``RemoteCloud`` of the server."""
+        self.folder = folder
+        """The served workspace: where a server that went away is looked for again (``serve.json``)."""
+        self.info = info
+        """The server this desk follows (its URL, process and token), as ``serve.json`` last named it."""
+        self.lost_since: float | None = None
+        """When the server stopped answering (None while it answers)."""
         self.errors: deque[str] = deque(maxlen=100)
         """What went wrong following the server (a dropped stream, a run that could not be read)."""
         self.last_event_id: str | None = None
@@ -224,25 +232,71 @@ class ServedDesk(Desk):
 
         while True:
             self._connection = asyncio.ensure_future(self._read_stream())
+            dropped_here = False
             try:
                 await asyncio.shield(self._connection)
+                error = "the server closed the change stream"
             except asyncio.CancelledError:
                 if not self._connection.cancelled():  # this task itself was cancelled: stop
                     self._connection.cancel()
                     raise
-                # only the connection was dropped (``drop_stream``): reconnect below
+                dropped_here = True  # only the connection was dropped (``drop_stream``): reconnect below
             except (httpx.TransportError, httpx.StreamError, ControlError) as exc:
-                self.errors.append(f"change stream: {type(exc).__name__}: {exc}")
-                self.changes.announce("workspace", "attach.lost", self.remote.url, error=type(exc).__name__)
+                error = f"{type(exc).__name__}: {exc}"
+                if self.lost_since is None:
+                    self.errors.append(f"change stream: {error}")
+            if not dropped_here and self.lost_since is None:
+                self.lost_since = self.clock.time()
+                self.changes.announce("workspace", "attach.lost", self.remote.url, error=error)
             await asyncio.sleep(self.reconnect_s)
+            if self.lost_since is not None:
+                await self._find_server_again()
             if self.last_event_id is None:  # nothing to resume from: read everything once, then follow
                 with contextlib.suppress(Exception):
                     await self._reload()
+
+    async def _find_server_again(self) -> None:
+        """While the server is gone: read ``serve.json`` again, and follow the server it names now
+        (the same one back, or a new process on another port with another token)."""
+        if self.folder is None:
+            return
+        from .client import RemoteCloud
+        from .discovery import find_server
+
+        try:
+            found = await find_server(self.folder)
+        except ServiceError:  # a server holds the folder but does not answer yet: try again later
+            return
+        if found is None or (self.info is not None and (found.url, found.token) == (self.info.url, self.info.token)):
+            return
+        old, self.info = self.remote, found
+        self.remote = self.control = self.stream_book.remote = RemoteCloud(found.url, found.token)
+        self.last_event_id = None  # another process: nothing to resume, everything is read again
+        with contextlib.suppress(Exception):
+            await old.aclose()
+
+    def unavailable(self) -> str | None:
+        """Why an action cannot reach the server now (None while it answers)."""
+        if self.lost_since is None:
+            return None
+        from ..clock import iso
+
+        return (f"the server at {self.remote.url} has not answered since {iso(self.lost_since)[11:19]} UTC; "
+                f"the window keeps trying and says when it is back")
+
+    def _came_back(self) -> None:
+        if self.lost_since is not None:
+            self.lost_since = None
+            self.changes.announce("workspace", "attach.back", self.remote.url)
 
     async def _read_stream(self) -> None:
         async for batch in self.remote.change_batches(self.last_event_id):
             if batch.subscribed:
                 self._subscribed.set()
+                if self.lost_since is not None:
+                    if self.last_event_id is None:
+                        await self._reload()  # a new server process: read everything, publish what changed
+                    self._came_back()
                 continue
             if batch.reset:
                 await self._reload()

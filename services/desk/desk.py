@@ -324,9 +324,19 @@ class Desk:
             return str(found["user_id"])
         return str(dto["user_id"])
 
+    def unavailable(self) -> str | None:
+        """Why the cloud cannot be reached now (None while it can: always, in this process)."""
+        return None
+
+    def _reachable(self) -> None:
+        reason = self.unavailable()
+        if reason is not None:
+            raise OperatorError(reason)
+
     async def _call(self, method: str, path: str, body: dict[str, Any]) -> Any:
         from ..served.errors import ControlError
 
+        self._reachable()
         sendable(body)
         try:
             return await self.control.call(method, path, body)
@@ -352,6 +362,7 @@ class Desk:
         so the cloud does it at most once."""
         from ..served.errors import ControlError
 
+        self._reachable()
         sendable(body)
         if key:
             body = {**body, "idempotency_key": f"wb-{self.origin}-{uuid.uuid4().hex}"}
