@@ -22,7 +22,7 @@ from textual.widgets.tree import TreeNode
 from services.changes import Change
 from services.errors import ServiceError
 
-from .text import DETAIL_CAP, highlight, iso, level_style, safe, safe_text, short_time
+from .text import DETAIL_CAP, counted, highlight, iso, level_style, safe, safe_text, short_time
 from .widgets.fit_tree import FitTree
 from .widgets.graph import NeighbourhoodGraph
 from .widgets.pane import DEBOUNCE, Pane, PaletteAction
@@ -121,7 +121,7 @@ class CanvasPane(Pane):
         canvas = self.canvas
         tree = self.query_one("#canvas-tree", Tree)
         total = await canvas.count_objects(name_filter=needle or None)
-        self.count_label = f"{total}" + (" match" if needle else "")
+        self.count_label = counted(total, "match", "matches") if needle else counted(total, "object")
         if needle:
             page = await canvas.list_objects(name_filter=needle, limit=PAGE)
             self._root_counts = None
