@@ -302,7 +302,8 @@ class CanvasPane(Pane):
         items = [(f"object {o.label} ({o.type}) · {o.id}", o.id) for o in page.items]
         try:
             found = await self.canvas.get(query.strip())
-            items.insert(0, (f"object {found.label} ({found.type}) · {found.id}", found.id))
+            items = [(f"object {found.label} ({found.type}) · {found.id}", found.id),
+                     *(item for item in items if item[1] != found.id)]  # an exact hit is listed once, first
         except ServiceError:  # not an id or full name: the name matches above are the answer
             pass
         return items

@@ -17,7 +17,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
 from .dialogs import Field
-from .text import counted, date_time, highlight, level_style, notify_plain, safe, safe_text, short_time, words
+from .text import counted, highlight, iso, level_style, notify_plain, safe, safe_text, short_time, words
 from .widgets.fit_table import FitTable, fit_cell
 from .widgets.pane import DEBOUNCE, Pane, PaletteAction, is_current
 
@@ -196,7 +196,7 @@ class InboxPane(Pane):
             about.append(f"from {safe(e.actor_id, 80)}")
         if e.object_name:
             about.append(f"object {safe(e.object_name, 120)}")
-        about.append(date_time(e.at))
+        about.append(iso(e.at)[:19])  # one word: a wrapped line never splits the date from its time
         text.append("\n" + " · ".join(about), style="dim")
         if e.body and e.body.strip() != (e.summary or "").strip():
             text.append("\n" + safe(e.body, 2000))

@@ -79,8 +79,8 @@ class RunsPane(Pane):
         self._refusals = 0
 
     def compose_body(self) -> ComposeResult:
-        # the title second, sized to the room left: a narrow pane clips the columns after it instead
-        table = FitTable(id="runs-table", flex=1, cursor_type="row", zebra_stripes=True)
+        # the title second, sized to the room left: the columns after status show only while they fit whole
+        table = FitTable(id="runs-table", flex=1, keep=3, cursor_type="row", zebra_stripes=True)
         table.add_columns("", "run", "status", "age", "person", "activity")
         yield table
         yield Static("", id="run-info", markup=False)

@@ -23,6 +23,7 @@ from typing import Any
 from rich.cells import cell_len
 from rich.text import Text
 from textual import events
+from textual.coordinate import Coordinate
 from textual.geometry import Size
 from textual.widgets import DataTable
 
@@ -64,6 +65,18 @@ class FitTable(DataTable[Any]):
         self._rows.append((cells, key))
         shown = self._shown if self._shown is not None else range(len(cells))
         return super().add_row(*(cells[i] for i in shown if i < len(cells)), key=key, **kwargs)
+
+    def update_cell_at(self, coordinate: Coordinate, value: Any, *, update_width: bool = False) -> None:
+        """``coordinate``'s column counts every column, shown or not (as ``add_row``'s cells do)."""
+        if self.keep is None:
+            super().update_cell_at(coordinate, value, update_width=update_width)
+            return
+        row, column = coordinate
+        cells, key = self._rows[row]
+        self._rows[row] = (tuple(value if i == column else cell for i, cell in enumerate(cells)), key)
+        shown = self._shown if self._shown is not None else tuple(range(len(self._labels)))
+        if column in shown:
+            super().update_cell_at(Coordinate(row, shown.index(column)), value, update_width=update_width)
 
     def clear(self, columns: bool = False) -> "FitTable":
         self._rows = []
