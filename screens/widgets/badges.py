@@ -85,9 +85,8 @@ class PaneStrip(Static):
         self._spans: list[tuple[int, int, str]] = []
         for number, title, headlines, active in self.labels:
             start = len(text)
-            style = "bold reverse" if active else ""
-            text.append(f" {number}", style=style or tone("accent", bold=True))  # the key, as the footer draws keys
-            text.append(f" {headlines[min(tier, len(headlines) - 1)]} ", style=style)
+            text.append(f" {number} ", style=tone("accent", bold=True))  # the key, as the footer draws keys
+            text.append(f" {headlines[min(tier, len(headlines) - 1)]} ", style="bold reverse" if active else "")
             self._spans.append((start, len(text), title))
             text.append("│", style="dim")
         return text

@@ -126,6 +126,12 @@ class Pane(Vertical):
             return count  # the count names the pane itself (``7 runs``)
         return f"{self.title} · {count}"
 
+    def strip_labels(self) -> tuple[str, ...]:
+        """The pane's labels for the strip, fullest first: ``headline``, its short form, the name and
+        its first number (``runs 7``), the name alone."""
+        number = next((word for word in self.count_label.split() if word.isdigit()), "")
+        return (self.headline(), self.headline(short=True), f"{self.title} {number}".strip(), self.title)
+
     def heading_text(self) -> Text:
         """The heading: the key that brings the pane forward, then ``headline``."""
         text = Text()
