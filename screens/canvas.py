@@ -28,7 +28,7 @@ from textual.widgets.tree import TreeNode
 from services.changes import Change
 from services.errors import ServiceError
 
-from .text import DETAIL_CAP, highlight, iso, level_style, notify_plain, safe, safe_text, short_time
+from .text import DETAIL_CAP, counted, highlight, iso, level_style, notify_plain, safe, safe_text, short_time
 from .widgets.fit_tree import FitTree
 from .widgets.graph import NeighbourhoodGraph
 from .widgets.pane import DEBOUNCE, Pane, PaletteAction
@@ -140,7 +140,7 @@ class CanvasPane(Pane):
         tree = self.query_one("#canvas-tree", Tree)
         view = self.view
         total = await canvas.count_objects(name_filter=needle or None, view=view)
-        self.count_label = f"{total}" + (" match" if needle else "")
+        self.count_label = counted(total, "match", "matches") if needle else counted(total, "object")
         if needle:
             page = await canvas.list_objects(name_filter=needle, limit=PAGE, view=view)
             self._root_counts = None
@@ -400,7 +400,8 @@ class CanvasPane(Pane):
         items = [(f"object {o.label} ({o.type}) · {o.id}", o.id) for o in page.items]
         try:
             found = await self.canvas.get(query.strip(), view=self.view)
-            items.insert(0, (f"object {found.label} ({found.type}) · {found.id}", found.id))
+            items = [(f"object {found.label} ({found.type}) · {found.id}", found.id),
+                     *(item for item in items if item[1] != found.id)]  # an exact hit is listed once, first
         except ServiceError:  # not an id or full name: the name matches above are the answer
             pass
         return items

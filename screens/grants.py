@@ -18,7 +18,7 @@ from textual.widgets import DataTable, Static
 from services.wire import RefusalCode
 
 from .dialogs import ConfirmDialog, Field, wants_confirmation
-from .text import cell_text, highlight, notify_plain, safe, safe_text, short_time, tone
+from .text import cell_text, counted, highlight, notify_plain, safe, safe_text, short_time, tone
 from .widgets.fit_table import FitTable, fit_cell
 from .widgets.pane import Pane, PaletteAction, is_current
 
@@ -52,7 +52,7 @@ class GrantsPane(Pane):
         self._shown: list[tuple[Any, ...]] = []
 
     def compose_body(self) -> ComposeResult:
-        table = FitTable(id="grants-table", cursor_type="row", zebra_stripes=True)  # cut scopes end in …
+        table = FitTable(id="grants-table", keep=2, cursor_type="row", zebra_stripes=True)  # a column shows whole or not at all
         table.add_columns("person", "state", "rev", "refusal", "held", "cap", "deps", "scopes")
         yield table
         yield Static("", id="grant-detail", markup=False)
@@ -82,7 +82,7 @@ class GrantsPane(Pane):
                 self.selected = keys[0]
             self._shown = rows
         revoked = sum(1 for v in views if v.state != "active")
-        self.count_label = f"{len(views)}" + (f" · {revoked} revoked" if revoked else "")
+        self.count_label = counted(len(views), "grant") + (f" · {revoked} revoked" if revoked else "")
         self._show_detail()
 
     def _row(self, v: Any, needle: str) -> tuple[Any, ...]:
@@ -113,7 +113,7 @@ class GrantsPane(Pane):
         text = Text()
         text.append(safe(view.user_id, 80) + " ", style="bold")
         text.append(f"  {safe(view.state, 20)}", style=tone("ok") if view.state == "active" else tone("bad", bold=True))
-        text.append(f"  rev {view.rev} · version {view.version} · {view.runs} runs\n")
+        text.append(f"  rev {view.rev} · version {view.version} · {counted(view.runs, 'run')}\n")
         text.append("scopes: ", style="bold")
         text.append(safe(" ".join(view.scopes) or "none", 400) + "\n")
         text.append("dependencies: ", style="bold")
@@ -129,9 +129,15 @@ class GrantsPane(Pane):
         text.append("spend cap: ", style="bold")
         text.append(safe(view.spend_cap, 80) + "\n")
         text.append("current refusal: ", style="bold")
-        text.append(safe(view.refusal or "none", 80), style=tone("bad") if view.refusal else "")
-        if view.revoked_code:
-            text.append(f" · revoked with {safe(view.revoked_code, 80)}", style=tone("bad"))
+        if view.state != "active":  # a revoked grant refuses with its revocation's code, whatever else is set
+            code = view.revoked_code or view.refusal or view.state
+            text.append(safe(code, 80), style=tone("bad", bold=True))
+            text.append(f" (the grant is {safe(view.state, 20)}; u restores it)", style=tone("bad"))
+        elif view.refusal:
+            text.append(safe(view.refusal, 80), style=tone("bad", bold=True))
+            text.append(" (every refresh is refused; u restores the grant)", style=tone("bad"))
+        else:
+            text.append("none")
         text.append(f"\nheld reads: {view.holding} waiting · {view.reads} made\n")
         refusals = [r for r in getattr(self, "_refusal_cache", []) if r.user_id == view.user_id][-5:]
         if refusals:

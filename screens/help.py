@@ -31,12 +31,15 @@ def _lines(entries: list[Any]) -> list[KeyLine]:
 
 
 def key_table(groups: list[tuple[str, list[Any]]]) -> Text:
-    """The keys of each group (``KeyLine``s or ``Binding``s) as aligned plain text."""
+    """The keys of each group (``KeyLine``s or ``Binding``s) as aligned plain text: the key column is as
+    wide as the longest keys plus two cells, so a key never runs into its description."""
     text = Text()
-    for title, entries in groups:
+    lined = [(title, _lines(entries)) for title, entries in groups]
+    width = max([16, *(len(line.keys) + 2 for _title, lines in lined for line in lines)])
+    for title, lines in lined:
         text.append(f"{title}\n", style="bold underline")
-        for line in _lines(entries):
-            text.append(f"  {line.keys:<16}", style="bold")
+        for line in lines:
+            text.append(f"  {line.keys:<{width}}", style="bold")
             text.append(f"{line.description}\n")
         text.append("\n")
     return text

@@ -3,8 +3,9 @@
 ``key_label("slash")`` is ``/``, ``key_label("ctrl+p")`` is ``ctrl+p``, ``key_label("left")`` is ``←``.
 ``effective_bindings(node)`` is a node's bindings after the App's keymap (a remapped key shows its new
 key), merged per action so ``n,escape`` reads ``n / esc``. ``help_groups(screen)`` builds the groups
-the ``?`` screen lists: the focused pane (and the widget in it), everywhere (the screen, the App,
-and the keys Textual answers itself: tab, shift+tab, ctrl+p, esc), then the other panes.
+the ``?`` screen lists: the focused pane (and the workbench's own keys of the widget in it), everywhere
+(the screen, the App, and the keys Textual answers itself: tab, shift+tab, ctrl+p, esc, each listed
+once), then the other panes.
 """
 
 from __future__ import annotations
@@ -104,12 +105,15 @@ def help_groups(screen: Any) -> list[tuple[str, list[KeyLine]]]:
     widget = screen.focused
     inner: list[KeyLine] = []
     while widget is not None and widget is not active and widget is not screen:
-        inner.extend(line for line in effective_bindings(widget) if line.description)
+        # the workbench's own keys only: a list's cursor keys are Textual's, and NAVIGATION says them once
+        inner.extend(line for line in effective_bindings(widget) if line.description and line.binding_id)
         widget = widget.parent
     groups.append((f"{active.number} {active.title} (focused)", focused_lines))
     if inner:
         groups.append((f"In the {active.title} list", inner))
-    groups.append(("Everywhere", [*effective_bindings(screen), *effective_bindings(app), *NAVIGATION]))
+    said = {line.keys for line in NAVIGATION}  # tab, shift+tab, ctrl+p: said once, in NAVIGATION's words
+    everywhere = [line for line in [*effective_bindings(screen), *effective_bindings(app)] if line.keys not in said]
+    groups.append(("Everywhere", [*everywhere, *NAVIGATION]))
     for pane in panes:
         if pane is not active:
             groups.append((f"{pane.number} {pane.title}", effective_bindings(pane)))

@@ -17,7 +17,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
 from .dialogs import Field
-from .text import highlight, iso, level_style, notify_plain, safe, safe_text, short_time
+from .text import counted, highlight, iso, level_style, notify_plain, safe, safe_text, short_time, words
 from .widgets.fit_table import FitTable, fit_cell
 from .widgets.pane import DEBOUNCE, Pane, PaletteAction, is_current
 
@@ -92,10 +92,10 @@ class InboxPane(Pane):
         self._unread = 0
 
     def compose_body(self) -> ComposeResult:
-        nodes = FitTable(id="inbox-nodes", flex=0, min_width=12, cursor_type="row")  # a long name ends in …
+        nodes = FitTable(id="inbox-nodes", flex=0, min_width=12, keep=1, cursor_type="row")  # a long name ends in …
         nodes.add_columns("node", "status", "unread")
         yield nodes
-        table = FitTable(id="inbox-table", cursor_type="row", zebra_stripes=True)  # the object's name ends in … when cut
+        table = FitTable(id="inbox-table", keep=4, cursor_type="row", zebra_stripes=True)  # the object's name ends in … when cut
         table.add_columns("", "time", "level", "event", "×", "actor", "object")
         yield table
         yield Static("", id="inbox-detail", markup=False)
@@ -138,13 +138,13 @@ class InboxPane(Pane):
         self._node_rows = rows
         table.clear()
         for node_id, name, status, unread in rows:
-            table.add_row(fit_cell(safe_text(name, 80)), safe_text(status, 40), Text("" if unread is None else str(unread),
+            table.add_row(fit_cell(safe_text(name, 80)), Text(words(status)), Text("" if unread is None else str(unread),
                                                                       style="bold" if unread else "dim"), key=node_id)
         keys = [r[0] for r in rows]
         if self.node in keys:
             table.move_cursor(row=keys.index(self.node))
         self._unread = sum(r[3] or 0 for r in rows)
-        self.count_label = f"{self._unread} new"
+        self.count_label = counted(len(rows), "node") + f" · {self._unread} unread"
 
     def _show_inbox(self, inbox: Any, needle: str) -> None:
         table = self.query_one("#inbox-table", DataTable)
@@ -191,8 +191,13 @@ class InboxPane(Pane):
         text.append(safe(e.summary, 400), style="bold")
         if group.count > 1:
             text.append(f"  (a burst of {group.count}, {group.unread} unread)")
-        text.append(f"\nL{e.level} {safe(e.event_type, 80)} · by {safe(e.actor_id or '—', 80)} · on "
-                    f"{safe(e.object_name or '—', 120)} · {iso(e.at)[:19]}", style="dim")
+        about = [f"L{e.level} {safe(e.event_type, 80)}"]  # only what is known: no "by —"
+        if e.actor_id:
+            about.append(f"from {safe(e.actor_id, 80)}")
+        if e.object_name:
+            about.append(f"object {safe(e.object_name, 120)}")
+        about.append(iso(e.at)[:19])  # one word: a wrapped line never splits the date from its time
+        text.append("\n" + " · ".join(about), style="dim")
         if e.body and e.body.strip() != (e.summary or "").strip():
             text.append("\n" + safe(e.body, 2000))
         detail.update(text)

@@ -80,8 +80,8 @@ class JudgmentsPane(Pane):
         """The input names of each harvest judgment, by ``(id, attempt)``."""
 
     def compose_body(self) -> ComposeResult:
-        # what each row judges comes second, sized to the room left: a narrow pane clips the columns after it
-        table = FitTable(id="judgments-table", flex=1, min_width=20, cursor_type="row", zebra_stripes=True)
+        # what each row judges comes second, sized to the room left: the columns after it show only while they fit whole
+        table = FitTable(id="judgments-table", flex=1, min_width=20, keep=2, cursor_type="row", zebra_stripes=True)
         table.add_columns("kind", "what", "state", "verdicts", "created")
         yield table
         yield SelectionList[str](id="judgment-outcomes")
@@ -120,7 +120,7 @@ class JudgmentsPane(Pane):
                 items[f"insight:{review.id}"] = review
         self.notices = list(await self.okf.notices()) if hasattr(self.okf, "notices") else []
         self.waiting = sum(1 for key, i in items.items() if (i.state if key.startswith("okf:") else i.status) == "pending")
-        self.count_label = f"{self.waiting} open" + (f" · {len(self.notices)} ⚠" if self.notices else "")
+        self.count_label = f"{self.waiting} to judge" + (f" · {len(self.notices)} ⚠" if self.notices else "")
         await self._learn_inputs(items)
         self.items = items
         if needle:

@@ -176,7 +176,7 @@ class MainScreen(Screen[None]):
         if not self.is_mounted:
             return
         self.query_one("#strip", PaneStrip).labels = tuple(
-            (p.number, p.title, p.count_label, p.id == self.active) for p in self.panes())
+            (p.number, p.title, p.strip_labels(), p.id == self.active) for p in self.panes())
 
     def on_descendant_focus(self, event: Any) -> None:
         node = event.widget if hasattr(event, "widget") else None

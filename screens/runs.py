@@ -25,7 +25,7 @@ from .dialogs import ConfirmDialog, DetailDialog, Field
 from .dialogs.form import json_object_check
 from .messages import JumpRequested
 from .run_lines import STATUS_GLYPHS, conversation_lines, merge_lines, raw_line, refusal_line, action_line
-from .text import DETAIL_CAP, age, cell_text, highlight, iso, notify_plain, safe, safe_text, tone
+from .text import DETAIL_CAP, age, cell_text, counted, words, highlight, iso, notify_plain, safe, safe_text, tone
 from .widgets.fit_table import FitTable, fit_cell
 from .widgets.pane import Pane, PaletteAction, Said, is_current
 from .widgets.stream import EventStream
@@ -79,8 +79,8 @@ class RunsPane(Pane):
         self._refusals = 0
 
     def compose_body(self) -> ComposeResult:
-        # the title second, sized to the room left: a narrow pane clips the columns after it instead
-        table = FitTable(id="runs-table", flex=1, cursor_type="row", zebra_stripes=True)
+        # the title second, sized to the room left: the columns after status show only while they fit whole
+        table = FitTable(id="runs-table", flex=1, keep=3, cursor_type="row", zebra_stripes=True)
         table.add_columns("", "run", "status", "age", "person", "activity")
         yield table
         yield Static("", id="run-info", markup=False)
@@ -102,7 +102,7 @@ class RunsPane(Pane):
         self._preferred = next((v.id for v in views if v.user_id != JUDGE_USER), None)
         self._show_rows(rows)
         waiting = sum(1 for v in views if v.status == "waiting_on_user")
-        self.count_label = f"{len(views)}" + (f" · {waiting} waiting" if waiting else "")
+        self.count_label = counted(len(views), "run") + (f" · {waiting} waiting on user" if waiting else "")
         if self.selected is not None:
             self._update_stream()
         self._show_info()
@@ -290,7 +290,11 @@ class RunsPane(Pane):
 
     @staticmethod
     def _outcome(run: Any) -> str:
-        return safe((run.outcome or {}).get("outcome") or "settled", 60)
+        """How a settled run ended, as a phrase: ``with a result``, ``canceled``, ``with a runtime error``."""
+        outcome = safe((run.outcome or {}).get("outcome") or "", 60)
+        phrases = {"result": "with a result", "declined": "declined", "canceled": "canceled",
+                   "deadline_exceeded": "past its deadline", "runtime_error": "with a runtime error"}
+        return phrases.get(outcome) or (f"as {words(outcome)}" if outcome else "settled")
 
     def action_reply(self) -> None:
         run_id = self._need_run()
@@ -324,7 +328,8 @@ class RunsPane(Pane):
             desk, before = self.desk, self._now(run_id)
             self.form_act(self._about("Ask the person of", run_id, "a question"), [Field("title", "Question")],
                           lambda: self._left(run_id, "Question asked.", before, want=("waiting_on_user",)),
-                          lambda v: desk.ask(run_id, v["title"]), submit="Ask")
+                          lambda v: desk.ask(run_id, v["title"]), submit="Ask",
+                          check=lambda v: None if v["title"].strip() else "Type the question to ask first.")
 
     def action_go_idle(self) -> None:
         run_id = self._need_run()

@@ -20,7 +20,7 @@ from services.clock import iso
 from services.text import clip, sanitize
 
 __all__ = ["safe", "safe_text", "cell_text", "highlight", "iso", "short_time", "date_time", "day_minute", "age",
-           "level_style", "tone", "TONES", "LINE_CAP", "DETAIL_CAP", "TOAST_CAP", "notify_plain"]
+           "level_style", "tone", "TONES", "LINE_CAP", "DETAIL_CAP", "TOAST_CAP", "notify_plain", "counted", "words"]
 
 LINE_CAP = 2_000
 """Characters of one untrusted value shown on a list row or stream line."""
@@ -65,6 +65,16 @@ def highlight(text: Text | str, needle: str, style: str = "reverse") -> Text:
         out.stylize(style, start, start + len(low))
         start = plain.find(low, start + len(low))
     return out
+
+
+def counted(number: int, noun: str, plural: str | None = None) -> str:
+    """``1 run``, ``3 runs``, ``0 refusals``: a count with its noun in the right number."""
+    return f"{number} {noun if number == 1 else plural or noun + 's'}"
+
+
+def words(value: object) -> str:
+    """A wire word as people read it: ``waiting_on_user`` is ``waiting on user`` (sanitised)."""
+    return safe(value, 80).replace("_", " ")
 
 
 def short_time(ts: float) -> str:

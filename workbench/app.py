@@ -227,18 +227,19 @@ class WorkbenchApp(App[None]):
         return await super()._dispatch_action(namespace, action_name, params)
 
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
-        """``S``: an SVG of the screen into the workspace's ``screenshots/`` (the path is shown)."""
-        from .screenshot import save_to_workspace
+        """``S``: an SVG of the screen, without its toasts, into the workspace's ``screenshots/`` (the path is shown)."""
+        from .screenshot import take_screenshot
 
-        save_to_workspace(self)
+        take_screenshot(self)
 
     def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
                            time_format: str | None = None) -> str | None:
-        """The palette's "Screenshot" writes into the workspace too (never a Downloads folder that may not exist)."""
-        from .screenshot import save_to_workspace
+        """The palette's "Screenshot" writes into the workspace too (never a Downloads folder that may not exist);
+        the file is written by a worker, and its path is said in a toast."""
+        from .screenshot import take_screenshot
 
-        saved = save_to_workspace(self)
-        return None if saved is None else str(saved)
+        take_screenshot(self)
+        return None
 
     async def action_quit(self) -> None:
         """Quit; with status 2 when the workspace could not open. With work in flight

@@ -4,6 +4,10 @@
 ``assets/demo/walkthrough.json``; each step id maps to one ``DemoSteps`` method that calls the
 same pane actions a person's keys call. Auto-advance waits ``seconds / speed``; ``space`` pauses,
 ``right`` steps. Headless runs write one SVG per step and exit at the end.
+
+The tour shows no toasts: what a toast would say (an action's result, an error) is narrated on the
+caption's own line, so every picture shows the five panes whole. An operator's own session keeps
+its toasts.
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ from typing import Any, cast
 
 from textual import work
 from textual.binding import Binding
+from textual.notifications import SeverityLevel
 from textual.worker import WorkerState
 
 from assets import ASSETS_DIR
-from screens.text import notify_plain
+from screens.text import TOAST_CAP, notify_plain, safe
 from screens.widgets.caption import CaptionBar
 from screens.widgets.stream import EventStream
 from services.desk import WorkspaceView
@@ -205,11 +210,7 @@ async def _finished(worker: Any) -> None:
 
 
 class DemoApp(WorkbenchApp):
-    """The workbench playing the walkthrough (toasts at the top: the narration at the bottom stays in view)."""
-
-    CSS = """
-    ToastRack { dock: top; align: right top; margin-top: 1; }
-    """
+    """The workbench playing the walkthrough (what a toast would say is narrated under the caption)."""
 
     BINDINGS = [
         *WorkbenchApp.BINDINGS,
@@ -236,7 +237,30 @@ class DemoApp(WorkbenchApp):
         """Steps that could not do what they narrate."""
         self.driver: DemoSteps | None = None
         """The step actions (after the workspace opened)."""
+        self.said: list[tuple[str, str, str]] = []
+        """``(step id, text, severity)`` of everything the tour narrated instead of a toast, in order."""
         self._skip = False
+        self._step = 0
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """What a toast would say goes to the narration's own line (sanitised, never markup): no toast
+        covers a pane during the tour or in its pictures."""
+        text = safe(message, TOAST_CAP)
+        title = safe(title, 120)
+        if title and not text.startswith(title):
+            text = f"{title}: {text}"
+        step = self.steps[self._step - 1].id if self._step else ""
+        self.said.append((step, text, severity))
+        for caption in self.main.query(CaptionBar) if self.screen_stack else ():
+            caption.said = (*caption.said, (text, severity))
 
     def _attach_workspace(self, workspace: WorkspaceView) -> None:
         super()._attach_workspace(workspace)
@@ -247,24 +271,33 @@ class DemoApp(WorkbenchApp):
         """Play every step: caption, action, screenshot, wait."""
         caption = CaptionBar(id="caption")
         await self.main.mount(caption, before=self.main.query_one("#strip"))
+        caption.said = tuple((text, severity) for _step, text, severity in self.said)  # said while opening
         self.driver = DemoSteps(self)
         for number, step in enumerate(self.steps, start=1):
+            self._step = number
             caption.position = f"{number}/{len(self.steps)}"
             caption.caption = step.caption
+            caption.said = () if number > 1 else caption.said
             try:
                 await getattr(self.driver, step.id)()
             except ServiceError as exc:
                 self.failures.append(f"{step.id}: {exc}")
                 self.report_error(exc)
             await self._quiet()
-            if self.screenshots is not None:
-                self.screenshots.mkdir(parents=True, exist_ok=True)
-                self.main.query_one("#runs-stream", EventStream).flush()
-                self.save_screenshot(str(self.screenshots / f"{number:02d}-{step.id}.svg"))
+            self.main.query_one("#runs-stream", EventStream).flush()
+            await self.step_shown(number, step)
             self.completed.append(step.id)
             await self._wait(step.seconds / self.speed)
         if self.exit_at_end:
             self.exit()
+
+    async def step_shown(self, number: int, step: DemoStep) -> None:
+        """The step is done and drawn: write its picture (headless runs); tests look at the screen here."""
+        if self.screenshots is not None:
+            from .screenshot import picture
+
+            self.screenshots.mkdir(parents=True, exist_ok=True)
+            await picture(self, f"{number:02d}-{step.id}.svg", str(self.screenshots))
 
     async def _quiet(self) -> None:
         """Let the panes take in the step's changes before the screenshot."""

@@ -1,15 +1,23 @@
-"""Screenshots into the workspace: ``S`` (and the palette's "Screenshot") write an SVG into the
-workspace's ``screenshots/`` folder and say where; a failure to write says why."""
+"""Screenshots: ``S`` (and the palette's "Screenshot") write an SVG into the workspace's ``screenshots/``
+folder and say where; a failure to write says why.
+
+A picture shows the panes, not the toasts piled over them: ``picture`` hides the screen's toasts for
+the one frame it draws (they stay listed and come back at once, with their own timeouts), so what the
+operator keeps on screen is what the file shows. Only then does the "Screenshot saved" toast appear.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import Any
 
+from textual.widgets._toast import ToastRack  # the screen's toast layer (no public alias)
+
 from screens.text import notify_plain
 
-__all__ = ["save_to_workspace", "screenshot_folder"]
+__all__ = ["picture", "save_to_workspace", "screenshot_folder", "take_screenshot"]
 
 
 def screenshot_folder(app: Any) -> Path:
@@ -17,7 +25,27 @@ def screenshot_folder(app: Any) -> Path:
     return Path(app.settings.path) / "screenshots"
 
 
-def save_to_workspace(app: Any) -> Path | None:
+async def picture(app: Any, filename: str, path: str | None = None) -> str:
+    """Save the current screen as an SVG with no toast in it; returns the file written."""
+    racks = [rack for rack in app.screen.query(ToastRack) if rack.display]
+    for rack in racks:
+        rack.display = False
+    try:
+        if racks:
+            drawn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+            def laid_out() -> None:
+                if not drawn.done():
+                    drawn.set_result(None)
+            app.screen.call_after_refresh(laid_out)
+            await drawn  # the screen laid out again without its toasts
+        return str(app.save_screenshot(filename, path))
+    finally:
+        for rack in racks:
+            rack.display = True
+
+
+async def save_to_workspace(app: Any) -> Path | None:
     """Write the screen as an SVG into the workspace's ``screenshots/``; returns the file, or None."""
     folder = screenshot_folder(app)
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -28,7 +56,7 @@ def save_to_workspace(app: Any) -> Path | None:
         name = f"workbench-{stamp}-{number}.svg"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        path = Path(app.save_screenshot(name, str(folder)))
+        path = Path(await picture(app, name, str(folder)))
     except OSError as error:
         reason = error.strerror or str(error)
         message = f"Screenshot not saved: {folder / name} cannot be written ({reason})."
@@ -40,3 +68,8 @@ def save_to_workspace(app: Any) -> Path | None:
         return None
     notify_plain(app, f"Screenshot saved: {path}", title="Screenshot", timeout=6)
     return path
+
+
+def take_screenshot(app: Any) -> None:
+    """Start writing a screenshot (a worker: the toasts are hidden for a frame first)."""
+    app.run_worker(save_to_workspace(app), group="screenshot", exit_on_error=False)

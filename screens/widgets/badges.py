@@ -8,7 +8,7 @@ from textual.events import Click
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from ..text import safe, tone
+from ..text import counted, safe, tone
 
 __all__ = ["BadgeBar", "PaneStrip"]
 
@@ -45,7 +45,7 @@ class BadgeBar(Static):
         text.append(" ")
         text.append(f" ? {self.waiting} waiting on the user ", style="bold" if self.waiting else "dim")
         text.append(" ")
-        text.append(f" ‼ {self.refusals} refusals/min ", style=tone("bad", bold=True) if self.refusals else "dim")
+        text.append(f" ‼ {counted(self.refusals, 'refusal')}/min ", style=tone("bad", bold=True) if self.refusals else "dim")
         if self.captures:
             text.append(" ")
             failures = "capture failed" if self.captures == 1 else "captures failed"
@@ -76,17 +76,26 @@ class BadgeBar(Static):
 class PaneStrip(Static):
     """The other panes with their live counts (shown when one pane fills the body)."""
 
-    labels: reactive[tuple[tuple[int, str, str, bool], ...]] = reactive(())
-    """``(number, title, count, active)`` per pane."""
+    labels: reactive[tuple[tuple[int, str, tuple[str, ...], bool], ...]] = reactive(())
+    """``(number, pane id, headlines, active)`` per pane; the headlines go from the fullest (the pane's
+    name and its counts) to the shortest (its name), and the strip uses the fullest that fits."""
 
     def render(self) -> Text:
+        width = self.size.width or self.app.size.width
+        tiers = max((len(headlines) for _n, _t, headlines, _a in self.labels), default=1)
+        for tier in range(tiers):
+            text = self._strip(tier)
+            if text.cell_len <= width:
+                break
+        return text
+
+    def _strip(self, tier: int) -> Text:
         text = Text()
         self._spans: list[tuple[int, int, str]] = []
-        for number, title, count, active in self.labels:
+        for number, title, headlines, active in self.labels:
             start = len(text)
-            style = "bold reverse" if active else ""
-            text.append(f" {number} {title}", style=style)
-            text.append(f" {count} " if count else " ", style=style if active else "dim")
+            text.append(f" {number} ", style=tone("accent", bold=True))  # the key, as the footer draws keys
+            text.append(f" {headlines[min(tier, len(headlines) - 1)]} ", style="bold reverse" if active else "")
             self._spans.append((start, len(text), title))
             text.append("│", style="dim")
         return text

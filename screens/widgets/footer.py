@@ -4,7 +4,9 @@ Textual's ``Footer`` lays every shown binding out in order and cuts the row at t
 columns the runs pane's last keys and ``q`` never showed. This footer measures: when everything fits
 it shows everything; when not, it always keeps ``?`` (the full list) and ``q``, fills the rest with the
 focused pane's keys in their declared order (most important first), and leaves out the pane numbers
-(the strip and the pane titles show them). Keys read as people press them (``/``, ``?``, ``ctrl+p``).
+(the strip and the pane titles show them). Keys read as people press them (``/``, ``?``, ``ctrl+p``),
+each drawn as a chip with its label set apart from the next key (``main.tcss``), so ``space Pause`` reads
+as the key ``space``.
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ PALETTE_WIDTH = 14
 
 
 def _width(binding: Binding) -> int:
-    """Cells one key takes in the footer (key padding, key, description, padding)."""
-    return len(key_label(binding.key)) + 2 + len(binding.description) + 1
+    """Cells one key takes in the footer (the key chip, its padding, the description and the gap after it)."""
+    return len(key_label(binding.key)) + 2 + 1 + len(binding.description) + 2
 
 
 def fit_keys(bindings: list[Binding], width: int) -> list[Binding]:

@@ -62,7 +62,7 @@ class Pane(Vertical):
     """The change sources this pane listens to."""
 
     count_label: reactive[str] = reactive("")
-    """A short live count for the strip (``4 runs``)."""
+    """A short live count for the title and the strip (``4 runs · 1 waiting on user``, ``19 objects``)."""
     filter_text: reactive[str] = reactive("")
     """The filter typed after ``/`` (empty: no filter)."""
 
@@ -111,7 +111,38 @@ class Pane(Vertical):
 
     def heading(self) -> Label:
         """The pane's heading line."""
-        return Label(Text(f"{self.number} {self.title}"), classes="pane-title")
+        return Label(self.heading_text(), classes="pane-title")
+
+    def headline(self, *, short: bool = False) -> str:
+        """The pane's name and its count: ``7 runs · 1 waiting on user``, ``canvas · 19 objects``
+        (the name alone until the count is known); ``short`` keeps the first count only."""
+        count = self.count_label if self.count_label not in ("", "—") else ""
+        if short:
+            count = count.split(" · ")[0]
+        if not count:
+            return self.title
+        first = count.split(" · ")[0].split()
+        if len(first) >= 2 and first[1] in (self.title, self.title.removesuffix("s")):
+            return count  # the count names the pane itself (``7 runs``)
+        return f"{self.title} · {count}"
+
+    def strip_labels(self) -> tuple[str, ...]:
+        """The pane's labels for the strip, fullest first: ``headline``, its short form, the name and
+        its first number (``runs 7``), the name alone."""
+        number = next((word for word in self.count_label.split() if word.isdigit()), "")
+        return (self.headline(), self.headline(short=True), f"{self.title} {number}".strip(), self.title)
+
+    def heading_text(self) -> Text:
+        """The heading: the key that brings the pane forward, then ``headline``."""
+        text = Text()
+        text.append(f" {self.number} ", style="reverse")
+        text.append(f" {self.headline()}")
+        return text
+
+    def watch_count_label(self) -> None:
+        if self.is_mounted:
+            for label in self.query(".pane-title").results(Label):
+                label.update(self.heading_text())
 
     # -- workspace and changes --------------------------------------------------------------
 

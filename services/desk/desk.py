@@ -198,7 +198,7 @@ class Desk:
         """Open a question to the run's person; returns its id."""
         self._live(run_id)
         if not title.strip():
-            raise OperatorError("a question needs a title")
+            raise OperatorError("a question needs its text: type the question to ask")
         answer = await self._act(run_id, "ask", {"title": title})
         self._note(run_id, "ask", title)
         return str(answer["question_id"])

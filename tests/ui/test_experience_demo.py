@@ -1,4 +1,4 @@
-"""The demo: toasts never cover the narration, quitting early is a normal end (status 0), and a
+"""The demo: what a toast would say is narrated under the caption (no toast covers a pane), quitting early is a normal end (status 0), and a
 headless run goes at full speed unless ``--speed`` is given."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def test_headless_runs_at_full_speed_unless_speed_is_given() -> None:
     assert demo_speed(None, headless=False) == 1.0
     assert demo_speed(2.0, headless=True) == 2.0
 
-async def test_quitting_early_exits_0_and_toasts_leave_the_narration_visible(tmp_path: Path) -> None:
+async def test_quitting_early_exits_0_and_toasts_are_narrated_under_the_caption(tmp_path: Path) -> None:
     steps = load_walkthrough()
     app = DemoApp(Settings(path=tmp_path / "ws"), steps=steps, speed=0.001)
     async with app.run_test(size=(160, 48), notifications=True) as pilot:
@@ -34,10 +34,10 @@ async def test_quitting_early_exits_0_and_toasts_leave_the_narration_visible(tmp
         app.notify("a toast during the tour", timeout=30)
         for _ in range(5):  # the tour's own worker never completes mid-tour: pause, not settle
             await pilot.pause(0.05)
-        caption = app.main.query_one("#caption", CaptionBar).region
-        toasts = [t.region for t in app.screen.query(Toast)]
-        assert toasts and caption.height
-        assert all(not toast.overlaps(caption) for toast in toasts)
+        caption = app.main.query_one("#caption", CaptionBar)
+        assert not list(app.screen.query(Toast))  # no toast covers the panes or the narration
+        assert caption.said[-1] == ("a toast during the tour", "information")
+        assert "said: " in caption.render().plain and caption.region.height >= 3
         await pilot.press("q")
     assert len(app.completed) < len(steps)
     assert demo_status(app, headless=False) == 0

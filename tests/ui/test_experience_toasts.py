@@ -43,7 +43,7 @@ async def test_idle_settle_and_cancel_of_a_settled_run_are_refused_and_nothing_c
             await pilot.press(key)
             await settle(pilot)
             assert not isinstance(app.screen, (FormDialog, ConfirmDialog)), key
-            assert any(f"is already settled: nothing to {verb}. It ended result." in t for t in toasts(app)), key
+            assert any(f"is already settled: nothing to {verb}. It ended with a result." in t for t in toasts(app)), key
         detail = ws.desk.detail(run.id)
         assert detail.settled and detail.outcome["outcome"] == "result" and len(detail.events) == events
         assert [a.action for a in ws.desk.log(run.id)] == ["settle"]

@@ -29,8 +29,9 @@ async def test_keys_1_to_5_bring_each_pane_forward_in_the_small_layout(app) -> N
             assert app.focused is not None and pane_id in [n.id for n in app.focused.ancestors_with_self]
         strip = app.main.query_one("#strip").render().plain
         runs, grants = len(app.workspace.desk.runs()), len(app.workspace.desk.grants())
-        assert f"3 runs {runs} · 1 waiting" in strip
-        assert f"4 grants {grants} " in strip
+        assert f"3  runs {runs} " in strip  # 80 columns: each pane's name and its first count
+        assert f"4  grants {grants} " in strip
+        assert app.main.pane("runs").headline() == f"{runs} runs · 1 waiting on user"
 
 
 async def test_the_dashboard_shows_every_pane_at_160x48_with_live_badges(app) -> None:

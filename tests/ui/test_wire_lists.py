@@ -48,5 +48,5 @@ async def test_every_refusal_code_the_pane_offers_is_met_by_the_app_and_badged(a
         await settle(pilot)
         assert [r.code for r in ws.desk.refusals if r.user_id == "user:linus"] == [code]
         badges = app.main.query_one("#badges")
-        assert badges.refusals == 1 and "‼ 1 refusals/min" in badges.render().plain
+        assert badges.refusals == 1 and "‼ 1 refusal/min" in badges.render().plain
         assert any(code in e for e in app.errors)
