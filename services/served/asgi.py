@@ -177,7 +177,7 @@ def _never() -> bool:
 
 def storage_full(exc: OSError) -> dict[str, Any]:
     """The wire's envelope for a change that could not be made durable (507)."""
-    from .errors import envelope
+    from ..cloud.errors import envelope
 
     return envelope(507, "insufficient_storage", f"the change was not stored: {exc}", retryable=True)
 

@@ -113,6 +113,7 @@ class GuardApp:
         hosts: tuple[str, ...] = (),
         limits: Limits = DEFAULT_LIMITS,
         passthrough_prefix: str | None = None,
+        passes: Callable[[str], bool] | None = None,
         openapi: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         self.app = app
@@ -122,6 +123,8 @@ class GuardApp:
         self.hosts = frozenset(n if ":" not in n or n.startswith("[") else f"[{n}]" for n in names if n)
         self.origins = frozenset({origin.rstrip("/").lower()})
         self.passthrough = passthrough_prefix
+        self.passes = passes
+        """Which paths belong to the app that checks its own bodies (the Honcho fake: ``/honcho``, ``/v3``)."""
         self.openapi = openapi
         self._openapi_body: bytes | None = None
         self._streams: dict[str, int] = {}
@@ -151,7 +154,8 @@ class GuardApp:
                 self._openapi_body = json.dumps(self.openapi()).encode()
             await _send(send, 200, self._openapi_body)
             return
-        honcho = self.passthrough is not None and (path == self.passthrough or path.startswith(self.passthrough + "/"))
+        honcho = (self.passes(path) if self.passes is not None else
+                  self.passthrough is not None and (path == self.passthrough or path.startswith(self.passthrough + "/")))
         read = await self._read_body(headers, receive)
         if isinstance(read, tuple):
             await _send(send, *read)

@@ -139,6 +139,7 @@ class CloudServer(SocketServer):
         bound = origin_url(host, port)
         self.guard = GuardApp(served or self.app, origin=self.url, hosts=(str(host),), limits=cloud.limits,
                               passthrough_prefix=HONCHO_PREFIX if honcho is not None else None,
+                              passes=served.owns if isinstance(served, HonchoApp) else None,
                               openapi=lambda: openapi_document(self.url))
         """Host, Origin, size, depth and text checks around everything served (``cloud/guard.py``)."""
         self.guard.allow_origin(bound)

@@ -82,4 +82,4 @@ async def test_honcho_refuses_a_foreign_host_and_origin_and_stores_nothing(guard
         answer = await guarded.http.post("/honcho/v3/workspaces", json={"id": "from-a-page"},
                                          headers={"content-type": "text/plain", **headers})
         assert answer.status_code in (403, 421), (headers, answer.text)
-    assert "from-a-page" not in honcho.workspaces
+    assert "from-a-page" not in honcho.workspace_ids()

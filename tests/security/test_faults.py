@@ -33,7 +33,7 @@ async def test_a_full_disk_answers_507_and_reads_keep_working(serve, tmp_path: P
         try:
             for attempt in range(2):
                 refused = http.post("/v1/runs", headers=app, json={"prompt": f"on a full disk {attempt}"})
-                assert refused.status_code == 507, refused.text
+                assert refused.status_code == 507, refused.text + "".join(served.proc.errors)[-3000:]
                 error = refused.json()["error"]
                 assert error["code"] == "insufficient_storage" and error["retryable"] is True
                 scripted = http.post(f"{CONTROL_PREFIX}/runs/{kept}/reply", headers=operator, json={"text": "x"})

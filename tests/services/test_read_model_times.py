@@ -89,8 +89,8 @@ async def pane_reads(ws: Workspace) -> dict[str, Any]:
     assert isinstance(clock, FakeClock)
     clock.advance(1.25)
     run = desk.runs()[0]
-    desk.reply(run.id, "noted")  # an operator action
-    desk.revoke("user:grace", "grant_removed")
+    await desk.reply(run.id, "noted")  # an operator action
+    await desk.revoke("user:grace", "grant_removed")
     with pytest.raises(OperatorError):
         await desk.start_run("user:grace", "x")  # a refusal
     await desk.restore("user:grace")

@@ -141,6 +141,7 @@ async def test_read_only_covers_every_pane_binding_that_changes_state(app) -> No
         ids = {b.id for pane in app.main.panes() for b in pane.BINDINGS if b.id}
         looking = {i for i in ids if i.rsplit(".", 1)[-1] in {
             "toggle_pause", "toggle_view", "toggle_wrap", "event_detail", "open_grant", "clear_filter",
-            "next_candidate", "go_back", "follow_edge", "tick_outcome"}}
+            "next_candidate", "go_back", "follow_edge", "tick_outcome",
+            "boot_context", "who_loads", "read_as", "open_review"}}  # what a node loads, who loads it, read as, open a PR link
         assert ids - looking <= CHANGING_BINDINGS
         assert ids - looking  # the panes do have actions that change state

@@ -52,7 +52,7 @@ async def test_a_settled_run_says_how_it_ended_in_words(app) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         ws = await ready(pilot)
         run = run_named(ws, "patch review")
-        ws.desk.settle(run.id, "result", "merged")
+        await ws.desk.settle(run.id, "result", "merged")
         await show_run(pilot, run.id)
         await pilot.press("s")
         await settle(pilot)
@@ -80,7 +80,7 @@ async def test_an_empty_question_is_refused_in_the_words_of_its_field(app) -> No
 async def test_a_revoked_grant_says_its_refusal_and_counts_read_in_the_right_number(app) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         ws = await ready(pilot)
-        ws.desk.revoke("user:grace", "grant_revoked")
+        await ws.desk.revoke("user:grace", "grant_revoked")
         await pilot.press("4")
         app.main.pane("grants").select_key("user:grace")
         await settle(pilot)

@@ -41,6 +41,8 @@ async def test_a_git_judgment_shows_its_branch_waits_for_the_merge_and_j_finds_i
         await settle(pilot)
         pane.focus_main()
         await pilot.press("y")
+        await settle(pilot)
+        await pilot.press("y")  # the whole judgment: confirmed
         await settle(pilot, 6)
         branch = f"okf/{item.id}-project-knowledge"
         assert git(remote, "for-each-ref", "--format=%(refname:short)", "refs/heads/okf/") == branch

@@ -94,7 +94,7 @@ async def test_a_workspace_reopened_after_a_failed_first_open_binds_nothing_twic
     again = await Workspace.open(settings=Settings(path=tmp_path / "second", canvas_url=pg_schema_url))
     try:
         assert [s.agent for s in await again.okf.sources()] == ["gardener"]
-        assert list(again.okf.bindings.bases) == ["team"]
+        assert list(again.okf.bindings.bases) == ["team", "project"]  # the world's directory and Git bases, once each
     finally:
         await again.close()
 
