@@ -17,7 +17,6 @@ from textual.events import Resize
 from textual.reactive import reactive
 from textual.screen import Screen
 
-from services.canvas.engine import canvas_label
 from services.desk import WorkspaceView
 
 from .canvas import CanvasPane
@@ -215,7 +214,7 @@ class MainScreen(Screen[None]):
         await self.build_panes()
         self.workspace = event.workspace
         self.query_one("#badges", BadgeBar).status = event.workspace.header_status
-        self.query_one("#badges", BadgeBar).canvas = canvas_label(event.workspace.settings.canvas_url)
+        self.query_one("#badges", BadgeBar).canvas = event.workspace.canvas_label
         for pane in self.panes():
             pane.attach(event.workspace)
         self.update_badges()

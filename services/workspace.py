@@ -310,6 +310,14 @@ class Workspace:
             return f"serving {self.server.url}"
         return "ready"
 
+    @property
+    def canvas_label(self) -> str:
+        """Where the canvas is when it is on a server (engine, user, host, database, schema); empty for
+        ``canvas.db`` in the workspace."""
+        from .canvas.engine import canvas_label
+
+        return canvas_label(self.settings.canvas_url)
+
     async def _open_stores(self, world: dict[str, Any]) -> None:
         from .canvas import Canvas, RunBridge
         from .follower import RunFollower
