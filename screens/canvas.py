@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on, work
@@ -27,6 +27,10 @@ from textual.widgets.tree import TreeNode
 
 from services.changes import Change
 from services.errors import ServiceError
+
+
+if TYPE_CHECKING:
+    from services.canvas import Neighbourhood, ObjectDetail, ReaderView, ReceiverAttempt
 
 from .text import DETAIL_CAP, counted, highlight, iso, level_style, notify_plain, safe, safe_text, short_time
 from .widgets.fit_tree import FitTree
@@ -69,13 +73,13 @@ class CanvasPane(Pane):
         """The id of the object whose neighbourhood and detail are shown."""
         self.history: list[str] = []
         """Objects visited before, for ``backspace``."""
-        self.detail: Any = None
+        self.detail: ObjectDetail | None = None
         """The selected object's ``ObjectDetail``."""
-        self.neighbourhood: Any = None
+        self.neighbourhood: Neighbourhood | None = None
         """The selected object's ``Neighbourhood``."""
-        self.attempts: list[Any] = []
+        self.attempts: list[ReceiverAttempt] = []
         """The selected custom object's receiver attempts (url and argv receivers)."""
-        self.view: Any = None
+        self.view: ReaderView | None = None
         """The ``ReaderView`` the canvas is read as (None: the operator's view, which sees everything)."""
         self.view_node: str | None = None
         """The node whose view ``view`` is."""
@@ -226,7 +230,7 @@ class CanvasPane(Pane):
             self.selected = None  # not in this reader's view: as if it did not exist
             self.query_one("#canvas-meta", Static).update(Text("Nothing selected in this view.", style="dim"))
             return
-        attempts: list[Any] = []
+        attempts: list[ReceiverAttempt] = []
         if detail.custom is not None and detail.custom.receiver in ("url", "argv"):
             attempts = await self.canvas.receiver_attempts(object_id, limit=20)
         if remember and self.selected and self.selected != object_id:
@@ -241,6 +245,8 @@ class CanvasPane(Pane):
 
     def _show_detail(self) -> None:
         d = self.detail
+        if d is None:  # shown only once an object is selected
+            return
         o = d.object
         meta = Text()
         meta.append(safe(o.label, 200), style="bold")

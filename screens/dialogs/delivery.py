@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -14,6 +14,10 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
+
+
+if TYPE_CHECKING:
+    from services.canvas import BootContext, LoadVerdict
 
 from ..help_keys import keys_line
 from ..text import safe
@@ -30,7 +34,7 @@ _REASONS = {
 }
 
 
-def boot_text(context: Any) -> Text:
+def boot_text(context: BootContext) -> Text:
     """What a node loads, in boot order, with level and why; then what it does not load, with why."""
     text = Text()
     text.append(f"{safe(context.node_name, 120)} · kind {safe(context.kind, 60)} · mode {safe(context.mode, 40)} · "
@@ -56,7 +60,7 @@ def boot_text(context: Any) -> Text:
     return text
 
 
-def loads_text(name: str, verdicts: list[Any], event: str = "boot") -> Text:
+def loads_text(name: str, verdicts: list[LoadVerdict], event: str = "boot") -> Text:
     """Which nodes load a document on ``event`` (with the level) and which do not (with the reason)."""
     text = Text()
     text.append(f"who loads {safe(name, 200)} on {safe(event, 40)}\n\n", style="bold")
