@@ -11,7 +11,7 @@ subprocesses in the same run: ``workbench serve`` on a fresh workspace (state ke
    appends events through the control API in batches of 1,000 while the consumer reads; the rate
    is events over the time from the first append to the last event read (aim: at least 10,000/s).
    Every event is committed to ``cloud.db`` before the stream sends it.
-3. What the Host/Origin/limit checks cost (``services/cloud/guard.py``): the guard around an app that
+3. What the Host/Origin/limit checks cost (``services/served/guard.py``): the guard around an app that
    answers at once, beside that app alone, called as ASGI apps in this process (no sockets), for a GET
    with a bearer token and for a JSON POST (body read, content type, depth and text policy checked);
    the difference is the checks' cost per request.
