@@ -15,7 +15,7 @@ with the way out, and its count shows beside the open count.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on, work
@@ -25,6 +25,12 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, SelectionList, Static
 
 from services.errors import ServiceError
+
+if TYPE_CHECKING:
+    from services.canvas import LoadVerdict
+    from services.knowledge.insights import InsightReview
+    from services.knowledge.okf import JudgmentItem
+    from services.knowledge.okf.models import GitDelivery
 
 from .dialogs import ConfirmDialog, Field, wants_confirmation
 from .text import DETAIL_CAP, cell_text, date_time, day_minute, highlight, notify_plain, safe, tone
@@ -69,7 +75,7 @@ class JudgmentsPane(Pane):
         """The selected judgment's detail or insight review."""
         self.candidate = 0
         """The candidate truth picked for the selected insight review."""
-        self.loaders: list[Any] | None = None
+        self.loaders: list[LoadVerdict] | None = None
         """For an approved insight, the nodes that load its listener at boot (``Canvas.who_loads``)."""
         self.notices: list[Any] = []
         """What needs the operator in OKF (blocked bases, failed captures, refused notes)."""
@@ -212,7 +218,7 @@ class JudgmentsPane(Pane):
             self.loaders = await self._listener_loaders(self.detail)
         self._show_detail()
 
-    async def _listener_loaders(self, review: Any) -> list[Any] | None:
+    async def _listener_loaders(self, review: InsightReview) -> list[LoadVerdict] | None:
         """For an approved insight, the nodes that now load its listener at boot (None: not known)."""
         canvas = getattr(self.workspace, "canvas", None)
         listener = getattr(review.proposal, "listener", None)
@@ -318,7 +324,7 @@ class JudgmentsPane(Pane):
         return text
 
     @staticmethod
-    def _git_text(g: Any) -> Text:
+    def _git_text(g: GitDelivery) -> Text:
         """One Git delivery: the branch, its review, and whether the merge is visible yet."""
         text = Text()
         text.append(f"git · {safe(g.alias, 60)}\n", style="bold underline")
@@ -444,7 +450,7 @@ class JudgmentsPane(Pane):
         if state == "delivering":
             self.act("Delivery retried.", lambda: okf.retry(ident))
         elif state == "delivered":
-            changed: list[Any] = []
+            changed: list[JudgmentItem] = []
 
             async def check() -> None:
                 changed.extend(await okf.recheck(ident))

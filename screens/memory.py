@@ -27,6 +27,7 @@ from services.desk import WorkspaceView
 from services.errors import ServiceError
 
 if TYPE_CHECKING:
+    from services.knowledge.outbox.honcho_view import HonchoSnapshot
     from services.knowledge.outbox import MemoryOutbox
 
 from .dialogs import ConfirmDialog
@@ -73,7 +74,7 @@ class MemoryScreen(Screen[None]):
         self.quarantine: list[Any] = []
         """The quarantined lines shown, in table order."""
         self.selected_conversation: str | None = None
-        self.held: Any = None
+        self.held: HonchoSnapshot | None = None
         """The newest ``HonchoSnapshot`` shown (what the memory service holds)."""
         self.held_session: str | None = None
         self.held_peer: str | None = None
@@ -144,6 +145,8 @@ class MemoryScreen(Screen[None]):
 
     def _draw_held(self) -> None:
         held = self.held
+        if held is None:  # drawn once the memory service has answered
+            return
         where = Text()
         where.append(f"{held.sessions_total} sessions · {len(held.peers)} peers shown · read from ")
         where.append(safe(self.outbox.destination, 200))
