@@ -23,11 +23,19 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Literal, TypeVar
 
-__all__ = ["AnswerKind", "HonchoAsk", "Responder", "default_answer", "rank"]
+from .honcho_shapes import Message
+
+__all__ = ["Answer", "AnswerKind", "HonchoAsk", "Responder", "default_answer", "rank"]
 
 AnswerKind = Literal["chat", "representation", "card", "summary"]
+
+Answer = str | list[str] | None
+"""A model-made answer: text, a peer card's lines, or None (no answer)."""
+
+Item = TypeVar("Item", bound=Mapping[str, object])
 
 
 @dataclass(frozen=True)
@@ -40,7 +48,7 @@ class HonchoAsk:
     target: str | None = None
     session_id: str | None = None
     query: str | None = None
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
     """The stored messages in scope (oldest first)."""
     conclusions: list[str] = field(default_factory=list)
     """The stored conclusions about the observed peer."""
@@ -48,10 +56,10 @@ class HonchoAsk:
     """The stored peer card, if any."""
 
 
-Responder = Callable[[HonchoAsk], Any]
+Responder = Callable[[HonchoAsk], Answer]
 
 
-def rank(items: list[dict[str, Any]], query: str) -> list[dict[str, Any]]:
+def rank(items: list[Item], query: str) -> list[Item]:
     """``items`` sharing words with ``query``, most shared first (ties keep their order)."""
     words = [w for w in re.findall(r"\w+", query.lower()) if len(w) > 2] or [query.lower()]
     scored = []
@@ -64,7 +72,7 @@ def rank(items: list[dict[str, Any]], query: str) -> list[dict[str, Any]]:
     return [item for _, _, item in scored]
 
 
-def default_answer(ask: HonchoAsk) -> Any:
+def default_answer(ask: HonchoAsk) -> Answer:
     """The rule-made answer for ``ask`` (see the module's docstring)."""
     who = ask.target or ask.peer_id or "the session"
     if ask.kind == "card":
@@ -78,7 +86,8 @@ def default_answer(ask: HonchoAsk) -> Any:
         peers = sorted({m["peer_id"] for m in ask.messages})
         gist = " | ".join(" ".join(m["content"].split()[:8]) for m in ask.messages[-3:])
         return f"[fake Honcho summary] {len(ask.messages)} messages from {len(peers)} peers: {gist}"
-    hits = rank(ask.messages + [{"content": c} for c in ask.conclusions], ask.query or "")[:3]
+    texts = [m["content"] for m in ask.messages] + ask.conclusions
+    hits = rank([{"content": text} for text in texts], ask.query or "")[:3]
     lines = "; ".join(h["content"][:200] for h in hits) or "nothing stored matches the question"
     return (f"[fake Honcho: a deterministic answer, no model] About {who}, from {len(ask.messages)} stored "
             f"messages and {len(ask.conclusions)} conclusions: {lines}")

@@ -10,11 +10,13 @@ server (``base_url="https://api.honcho.dev"``, ``api_key=...``). Failures become
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import cast
 from urllib.parse import quote
 
 import httpx
 
+from .honcho_shapes import JSON, Conclusion, JSONObject, Message, Page, Session, SessionPeerConfig
 from .models import HonchoRateLimitedError, HonchoRequestError, HonchoUnavailableError
 
 __all__ = ["HonchoClient"]
@@ -56,8 +58,10 @@ class HonchoClient:
         tail = "".join("/" + quote(p, safe="") for p in parts)
         return f"{_API}/workspaces/{quote(self.workspace_id, safe='')}{tail}"
 
-    async def _call(self, what: str, method: str, url: str, *, json: Any = None,
-                    params: dict[str, Any] | None = None) -> Any:
+    async def _call(self, what: str, method: str, url: str, *, json: object = None,
+                    params: Mapping[str, str | int] | None = None) -> JSON:
+        """Honcho's answer to one request (None for an empty one); the shape is the route's, as the
+        server documents it, so callers name it with ``cast``."""
         try:
             response = await self._http.request(method, url, json=json, params=params)
         except httpx.TimeoutException as exc:
@@ -75,7 +79,8 @@ class HonchoClient:
             raise HonchoRequestError(message, status=status, retry_after=retry_after)
         if response.status_code == 204 or not response.content:
             return None
-        return response.json()
+        answer: JSON = response.json()
+        return answer
 
     # -- workspace, peers, sessions --------------------------------------------------------
 
@@ -99,94 +104,106 @@ class HonchoClient:
         await self._call(f"peer {peer_id} get-or-create", "POST", self._ws("peers"), json={"id": peer_id})
         self._known_peers.add(peer_id)
 
-    async def get_or_create_session(self, session_id: str, peers: dict[str, dict[str, bool]]) -> dict[str, Any]:
+    async def get_or_create_session(self, session_id: str, peers: Mapping[str, SessionPeerConfig]) -> Session:
         """Get-or-create a session with ``peers`` (``{peer_id: SessionPeerConfig}``)."""
         await self.ensure_workspace()
-        return await self._call(f"session {session_id} get-or-create", "POST", self._ws("sessions"),
-                                json={"id": session_id, "peers": peers})
+        return cast(Session, await self._call(f"session {session_id} get-or-create", "POST", self._ws("sessions"),
+                                              json={"id": session_id, "peers": peers}))
 
-    async def add_peers(self, session_id: str, peers: dict[str, dict[str, bool]]) -> dict[str, Any]:
+    async def add_peers(self, session_id: str, peers: Mapping[str, SessionPeerConfig]) -> Session:
         """Add ``peers`` to an existing session."""
-        return await self._call(f"session {session_id} add peers", "POST", self._ws("sessions", session_id, "peers"),
-                                json=peers)
+        return cast(Session, await self._call(f"session {session_id} add peers", "POST",
+                                              self._ws("sessions", session_id, "peers"), json=peers))
 
-    async def clone_session(self, session_id: str, message_id: str | None) -> dict[str, Any]:
+    async def clone_session(self, session_id: str, message_id: str | None) -> Session:
         """Clone a session up to and including ``message_id`` (the whole session when None)."""
         params = {"message_id": message_id} if message_id else None
-        return await self._call(f"session {session_id} clone", "POST", self._ws("sessions", session_id, "clone"),
-                                params=params)
+        return cast(Session, await self._call(f"session {session_id} clone", "POST",
+                                              self._ws("sessions", session_id, "clone"), params=params))
 
     # -- messages ------------------------------------------------------------------------
 
-    async def add_messages(self, session_id: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Create up to 100 messages in a session; Honcho's message objects come back in order."""
+    async def add_messages(self, session_id: str, messages: Sequence[Mapping[str, object]]) -> list[Message]:
+        """Create up to 100 messages (Honcho's ``MessageCreate``: ``{content, peer_id, metadata?,
+        created_at?}``) in a session; Honcho's message objects come back in order."""
         if not 1 <= len(messages) <= 100:
             raise HonchoRequestError(f"add messages: a batch holds 1..100 messages, got {len(messages)}")
-        return await self._call(f"session {session_id} add {len(messages)} messages", "POST",
-                                self._ws("sessions", session_id, "messages"), json={"messages": messages})
+        return cast(list[Message], await self._call(f"session {session_id} add {len(messages)} messages", "POST",
+                                                    self._ws("sessions", session_id, "messages"),
+                                                    json={"messages": messages}))
 
-    async def list_messages(self, session_id: str, filters: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    async def list_messages(self, session_id: str, filters: JSONObject | None = None) -> list[Message]:
         """Every message of a session (oldest first), following Honcho's pages."""
-        items: list[dict[str, Any]] = []
+        items: list[Message] = []
         page = 1
         while True:
             body = {"filters": filters} if filters else {}
-            answer = await self._call(f"session {session_id} list messages", "POST",
-                                      self._ws("sessions", session_id, "messages", "list"),
-                                      json=body, params={"page": page, "size": 100})
+            answer = cast("Page[Message]", await self._call(f"session {session_id} list messages", "POST",
+                                                            self._ws("sessions", session_id, "messages", "list"),
+                                                            json=body, params={"page": page, "size": 100}))
             items.extend(answer.get("items", []))
             if page >= int(answer.get("pages") or 1):
                 return items
             page += 1
 
-    async def list_page(self, what: str, *parts: str, filters: dict[str, Any] | None = None, page: int = 1,
-                        size: int = 50, reverse: bool = False) -> dict[str, Any]:
-        """One page of a list route (``sessions``, ``peers``, ``sessions/{id}/messages``): Honcho's page."""
+    async def list_page(self, what: str, *parts: str, filters: JSONObject | None = None, page: int = 1,
+                        size: int = 50, reverse: bool = False) -> Page[JSONObject]:
+        """One page of a list route (``sessions``, ``peers``, ``sessions/{id}/messages``): Honcho's page,
+        its items as the route's objects (an empty answer is an empty dictionary)."""
         body = {"filters": filters} if filters else {}
         answer = await self._call(f"list {what}", "POST", self._ws(*parts, "list"), json=body,
                                   params={"page": page, "size": size, "reverse": str(reverse).lower()})
-        return dict(answer or {})
+        return cast("Page[JSONObject]", dict(answer) if isinstance(answer, dict) else {})
 
-    async def search(self, query: str, *, limit: int = 20, filters: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    async def search(self, query: str, *, limit: int = 20, filters: JSONObject | None = None) -> list[Message]:
         """Messages of the whole workspace that match ``query``."""
-        body: dict[str, Any] = {"query": query, "limit": limit}
+        body: JSONObject = {"query": query, "limit": limit}
         if filters:
             body["filters"] = filters
-        return list(await self._call("workspace search", "POST", self._ws("search"), json=body) or [])
+        return list(cast("list[Message] | None", await self._call("workspace search", "POST", self._ws("search"),
+                                                                  json=body)) or [])
 
     # -- recall --------------------------------------------------------------------------
 
-    async def peer_search(self, peer_id: str, query: str, limit: int = 10) -> list[dict[str, Any]]:
+    async def peer_search(self, peer_id: str, query: str, limit: int = 10) -> list[Message]:
         """Messages of a peer that match ``query``."""
-        return await self._call(f"peer {peer_id} search", "POST", self._ws("peers", peer_id, "search"),
-                                json={"query": query, "limit": limit})
+        return cast(list[Message], await self._call(f"peer {peer_id} search", "POST",
+                                                    self._ws("peers", peer_id, "search"),
+                                                    json={"query": query, "limit": limit}))
 
     async def peer_chat(self, peer_id: str, query: str, *, session_id: str | None = None) -> str:
         """Ask Honcho's dialectic endpoint about a peer; the answer text (empty when none)."""
-        body: dict[str, Any] = {"query": query, "stream": False, "reasoning_level": "low"}
+        body: JSONObject = {"query": query, "stream": False, "reasoning_level": "low"}
         if session_id:
             body["session_id"] = session_id
         answer = await self._call(f"peer {peer_id} chat", "POST", self._ws("peers", peer_id, "chat"), json=body)
-        return str((answer or {}).get("content") or "")
+        return _text_field(answer, "content")
 
     async def peer_representation(self, peer_id: str, *, session_id: str | None = None) -> str:
         """A peer's representation text, optionally scoped to a session."""
         body = {"session_id": session_id} if session_id else {}
         answer = await self._call(f"peer {peer_id} representation", "POST",
                                   self._ws("peers", peer_id, "representation"), json=body)
-        return str((answer or {}).get("representation") or "")
+        return _text_field(answer, "representation")
 
-    async def create_conclusions(self, conclusions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Create conclusions (``{content, observer_id, observed_id, session_id?}``)."""
+    async def create_conclusions(self, conclusions: Sequence[Mapping[str, object]]) -> list[Conclusion]:
+        """Create conclusions (Honcho's ``ConclusionCreate``: ``{content, observer_id, observed_id,
+        session_id?}``)."""
         await self.ensure_workspace()
-        return await self._call("create conclusions", "POST", self._ws("conclusions"),
-                                json={"conclusions": conclusions})
+        return cast(list[Conclusion], await self._call("create conclusions", "POST", self._ws("conclusions"),
+                                                       json={"conclusions": conclusions}))
+
+
+def _text_field(answer: JSON, key: str) -> str:
+    """``answer[key]`` as text (empty when the answer or the field is empty)."""
+    value = answer.get(key) if isinstance(answer, dict) else None
+    return str(value or "")
 
 
 def _detail(response: httpx.Response) -> str:
     """Honcho's ``detail`` (a string, or FastAPI's list of validation errors) in a few words."""
     try:
-        body = response.json()
+        body: JSON = response.json()
     except ValueError:
         return response.text[:200]
     detail = body.get("detail") if isinstance(body, dict) else body

@@ -33,12 +33,16 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from typing import Any, Literal
+from typing import Literal, TypeAlias
 
-__all__ = ["FILTER_COLUMNS", "FilterError", "Where", "compile_filter", "extract_session_allowlist",
+from .honcho_shapes import JSON
+
+__all__ = ["FILTER_COLUMNS", "FilterError", "SQLValue", "Where", "compile_filter", "extract_session_allowlist",
            "sortable_time"]
 
 ColumnType = Literal["text", "bool", "time", "number", "json"]
+SQLValue: TypeAlias = "str | int | float | None"
+"""A parameter of the compiled SQL."""
 
 COMPARISON_OPERATORS = frozenset({"gte", "lte", "gt", "lt", "ne", "in", "contains", "icontains"})
 NUMERIC_OPERATORS = frozenset({"gte", "lte", "gt", "lt", "ne"})
@@ -75,7 +79,7 @@ class Where:
     """A compiled filter: SQL text (``"1"`` when there is no condition) and its parameters."""
 
     sql: str = "1"
-    params: list[Any] = field(default_factory=list)
+    params: list[SQLValue] = field(default_factory=list)
 
 
 def sortable_time(moment: datetime) -> str:
@@ -98,20 +102,20 @@ def parse_time(value: str) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def compile_filter(filters: Any, resource: str, *, alias: str = "") -> Where:
+def compile_filter(filters: JSON, resource: str, *, alias: str = "") -> Where:
     """``filters`` (the request's ``filters`` object or None) as a WHERE clause for ``resource``."""
     if filters is None:
         return Where()
     if not isinstance(filters, dict):
         raise FilterError("Invalid filter configuration")
     model, columns = FILTER_COLUMNS[resource]
-    params: list[Any] = []
+    params: list[SQLValue] = []
     sql = _conditions(filters, model, columns, alias, params, 0)
     return Where(sql or "1", params)
 
 
-def _conditions(node: Any, model: str, columns: dict[str, tuple[str, ColumnType]], alias: str,
-                params: list[Any], depth: int) -> str | None:
+def _conditions(node: JSON, model: str, columns: dict[str, tuple[str, ColumnType]], alias: str,
+                params: list[SQLValue], depth: int) -> str | None:
     if depth > MAX_DEPTH:
         raise FilterError(f"Filter nesting exceeds maximum depth of {MAX_DEPTH}")
     if not isinstance(node, dict):
@@ -144,12 +148,12 @@ def _conditions(node: Any, model: str, columns: dict[str, tuple[str, ColumnType]
     return " AND ".join(parts) if parts else None
 
 
-def _type_name(value: Any) -> str:
+def _type_name(value: object) -> str:
     return {dict: "dict", list: "list", str: "str", int: "int", float: "float", bool: "bool"}.get(
         type(value), type(value).__name__)
 
 
-def _field(key: str, column: str, kind: ColumnType, value: Any, params: list[Any]) -> str | None:
+def _field(key: str, column: str, kind: ColumnType, value: JSON, params: list[SQLValue]) -> str | None:
     if value == "*":
         return None
     if value is None:
@@ -167,7 +171,7 @@ def _field(key: str, column: str, kind: ColumnType, value: Any, params: list[Any
     return f"{column} = ?"
 
 
-def _comparisons(key: str, column: str, kind: ColumnType, ops: dict[str, Any], params: list[Any]) -> str | None:
+def _comparisons(key: str, column: str, kind: ColumnType, ops: dict[str, JSON], params: list[SQLValue]) -> str | None:
     parts: list[str] = []
     for op, operand in ops.items():
         if op not in COMPARISON_OPERATORS:
@@ -202,7 +206,7 @@ def _comparisons(key: str, column: str, kind: ColumnType, ops: dict[str, Any], p
     return " AND ".join(parts) if parts else None
 
 
-def _operand(key: str, kind: ColumnType, value: Any, op: str = "") -> Any:
+def _operand(key: str, kind: ColumnType, value: JSON, op: str = "") -> SQLValue:
     if kind == "bool":
         if isinstance(value, bool):
             return int(value)
@@ -238,7 +242,7 @@ def _path(keys: Sequence[str]) -> str | None:
     return "$" + "".join(f'."{k}"' for k in keys)
 
 
-def _json_field(key: str, column: str, value: Any, params: list[Any]) -> str | None:
+def _json_field(key: str, column: str, value: JSON, params: list[SQLValue]) -> str | None:
     if isinstance(value, dict):
         if any(op in COMPARISON_OPERATORS for op in value):
             parts: list[str] = []
@@ -272,13 +276,13 @@ def _json_field(key: str, column: str, value: Any, params: list[Any]) -> str | N
                       "optionally under 'contains'")
 
 
-def _astext(column: str, path: str, params: list[Any]) -> str:
+def _astext(column: str, path: str, params: list[SQLValue]) -> str:
     params.extend([path, path])
     return (f"(CASE json_type({column}, ?) WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' WHEN 'null' THEN NULL "
             f"ELSE CAST(json_extract({column}, ?) AS TEXT) END)")
 
 
-def _json_comparison(column: str, name: str, op: str, operand: Any, params: list[Any]) -> str | None:
+def _json_comparison(column: str, name: str, op: str, operand: JSON, params: list[SQLValue]) -> str | None:
     if op not in COMPARISON_OPERATORS:
         raise FilterError(f"Unsupported comparison operator: {op}")
     if operand == "*":
@@ -303,7 +307,7 @@ def _json_comparison(column: str, name: str, op: str, operand: Any, params: list
                     raise FilterError(f"Invalid value for numeric operator: {operand}. Expected a number, "
                                       f"got {_type_name(operand)}") from None
         if number is None:
-            if operand is None:
+            if not isinstance(operand, str):  # None: any other non-number was refused above
                 raise FilterError(f"Failed to process numeric cast for value '{operand}'")
             text = _astext(column, path, params)
             params.append(operand)
@@ -326,7 +330,7 @@ def _json_comparison(column: str, name: str, op: str, operand: Any, params: list
     return f"{text} LIKE ? ESCAPE '\\'"
 
 
-def _numeric(column: str, path: str, params: list[Any]) -> str:
+def _numeric(column: str, path: str, params: list[SQLValue]) -> str:
     """The value at ``path`` as a number (numeric text too), else NULL (as the server's safe cast)."""
     params.extend([path] * 6)
     return (f"(CASE WHEN json_type({column}, ?) IN ('integer', 'real') THEN json_extract({column}, ?) "
@@ -335,13 +339,13 @@ def _numeric(column: str, path: str, params: list[Any]) -> str:
             f"THEN CAST(json_extract({column}, ?) AS REAL) END)")
 
 
-def _json_text(value: Any) -> str:
+def _json_text(value: JSON) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     return str(value)
 
 
-def _contains(column: str, keys: list[str], wanted: Any, params: list[Any]) -> str:
+def _contains(column: str, keys: list[str], wanted: JSON, params: list[SQLValue]) -> str:
     """JSONB containment (``column @> {...}``) of ``wanted`` at ``keys`` inside ``column``."""
     path = _path(keys)
     if path is None:
@@ -369,7 +373,7 @@ def _contains(column: str, keys: list[str], wanted: Any, params: list[Any]) -> s
     return f"(json_type({column}, ?) IN {kinds} AND json_extract({column}, ?) = ?)"
 
 
-def _atom_matches(alias: str, item: Any, params: list[Any]) -> str:
+def _atom_matches(alias: str, item: JSON, params: list[SQLValue]) -> str:
     if isinstance(item, bool):
         return f"{alias}.type = '{'true' if item else 'false'}'"
     if item is None:
@@ -388,7 +392,7 @@ def _escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def extract_session_allowlist(filters: Any, must_include: str | None = None) -> list[str] | None:
+def extract_session_allowlist(filters: JSON, must_include: str | None = None) -> list[str] | None:
     """The chat/representation ``filters``: a session allowlist (None when no filters)."""
     if filters is None:
         return None
@@ -402,7 +406,7 @@ def extract_session_allowlist(filters: Any, must_include: str | None = None) -> 
         raise FilterError("filters must contain 'session_id'")
     value = filters["session_id"]
     if isinstance(value, str):
-        entries: list[Any] = [value]
+        entries: list[JSON] = [value]
     elif isinstance(value, list):
         entries = list(value)
     elif isinstance(value, dict) and set(value) == {"in"} and isinstance(value["in"], list):

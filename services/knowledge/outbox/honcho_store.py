@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 from ...errors import ServiceError
 from .honcho_filters import parse_time, sortable_time
@@ -134,11 +133,11 @@ def _import_json(conn: sqlite3.Connection, path: Path) -> None:
     path.rename(path.with_name(path.name + ".imported"))
 
 
-def _j(value: Any) -> str:
+def _j(value: object) -> str:
     return json.dumps(value or {}, ensure_ascii=False)
 
 
-def _times(value: Any) -> tuple[str, str]:
+def _times(value: object) -> tuple[str, str]:
     moment = parse_time(value) if isinstance(value, str) else None
     if moment is None:
         moment = parse_time("1970-01-01T00:00:00+00:00")

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from email.message import Message
 from email.parser import BytesParser
 from email.policy import HTTP
-from typing import Any
+
+from .honcho_shapes import JSON, ValidationIssue
 
 __all__ = ["MAX_FILE_SIZE", "Upload", "UploadError", "read_upload", "split_text"]
 
@@ -25,7 +26,7 @@ MAX_FILE_SIZE = 5_242_880
 class UploadError(ValueError):
     """An upload the server refuses: ``status`` and Honcho's ``detail``."""
 
-    def __init__(self, status: int, detail: Any) -> None:
+    def __init__(self, status: int, detail: str | list[ValidationIssue]) -> None:
         super().__init__(str(detail))
         self.status = status
         self.detail = detail
@@ -36,7 +37,7 @@ class Upload:
     """The form and the file's text."""
 
     peer_id: str
-    metadata: Any
+    metadata: JSON
     created_at: str | None
     text: str
 
@@ -75,13 +76,14 @@ def read_upload(content_type: str, body: bytes) -> Upload:
     return Upload(fields["peer_id"], metadata, fields.get("created_at") or None, _text(kind, data))
 
 
-def _json_or_none(text: str | None) -> Any:
+def _json_or_none(text: str | None) -> JSON:
     if not text:
         return None
     try:
-        return json.loads(text)
+        value: JSON = json.loads(text)
     except ValueError:
         return None
+    return value
 
 
 def _text(kind: str, data: bytes) -> str:

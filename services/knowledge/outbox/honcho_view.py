@@ -10,8 +10,8 @@ times, one peer's representation, and the messages matching a search. A failure 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from ...errors import ServiceError
 from .honcho_client import HonchoClient
@@ -56,13 +56,13 @@ class HonchoSnapshot:
     error: str | None = None
 
 
-def _item(raw: dict[str, Any]) -> HonchoItem:
+def _item(raw: Mapping[str, object]) -> HonchoItem:
     meta = raw.get("metadata") or {}
     return HonchoItem(str(raw.get("id", "")), json.dumps(meta, ensure_ascii=False, sort_keys=True) if meta else "",
                       str(raw.get("created_at", "")))
 
 
-def _message(raw: dict[str, Any]) -> HonchoMessage:
+def _message(raw: Mapping[str, object]) -> HonchoMessage:
     return HonchoMessage(str(raw.get("id", "")), str(raw.get("session_id", "")), str(raw.get("peer_id", "")),
                          str(raw.get("content", "")), str(raw.get("created_at", "")))
 
@@ -70,25 +70,31 @@ def _message(raw: dict[str, Any]) -> HonchoMessage:
 async def read_memory(client: HonchoClient, *, session_id: str | None = None, peer_id: str | None = None,
                       query: str | None = None, size: int = 50) -> HonchoSnapshot:
     """Read sessions, peers, one session's newest messages, one peer's representation and a search."""
-    parts: dict[str, Any] = {"session_id": session_id, "peer_id": peer_id, "query": query or None}
+    sessions: list[HonchoItem] = []
+    sessions_total = 0
+    peers: list[HonchoItem] = []
+    messages: list[HonchoMessage] = []
+    messages_total = 0
+    representation: str | None = None
+    found: list[HonchoMessage] = []
+    error: str | None = None
     try:
-        sessions = await client.list_page("sessions", "sessions", size=size, reverse=True)
-        parts["sessions"] = [_item(s) for s in sessions.get("items", [])]
-        parts["sessions_total"] = int(sessions.get("total") or 0)
-        parts["peers"] = [_item(p) for p in (await client.list_page("peers", "peers", size=size)).get("items", [])]
-        chosen = session_id or (parts["sessions"][0].id if parts["sessions"] else None)
-        parts["session_id"] = chosen
-        if chosen:
-            page = await client.list_page(f"session {chosen} messages", "sessions", chosen, "messages", size=size,
-                                          reverse=True)
-            parts["messages"] = [_message(m) for m in reversed(page.get("items", []))]
-            parts["messages_total"] = int(page.get("total") or 0)
-        who = peer_id or (parts["peers"][0].id if parts["peers"] else None)
-        parts["peer_id"] = who
-        if who:
-            parts["representation"] = await client.peer_representation(who)
+        page = await client.list_page("sessions", "sessions", size=size, reverse=True)
+        sessions = [_item(s) for s in page.get("items", [])]
+        sessions_total = int(page.get("total") or 0)
+        peers = [_item(p) for p in (await client.list_page("peers", "peers", size=size)).get("items", [])]
+        session_id = session_id or (sessions[0].id if sessions else None)
+        if session_id:
+            page = await client.list_page(f"session {session_id} messages", "sessions", session_id, "messages",
+                                          size=size, reverse=True)
+            messages = [_message(m) for m in reversed(page.get("items", []))]
+            messages_total = int(page.get("total") or 0)
+        peer_id = peer_id or (peers[0].id if peers else None)
+        if peer_id:
+            representation = await client.peer_representation(peer_id)
         if query and query.strip():
-            parts["found"] = [_message(m) for m in await client.search(query.strip())]
+            found = [_message(m) for m in await client.search(query.strip())]
     except ServiceError as exc:
-        parts["error"] = str(exc)
-    return HonchoSnapshot(**parts)
+        error = str(exc)
+    return HonchoSnapshot(sessions, sessions_total, peers, session_id, messages, messages_total, peer_id,
+                          representation, query or None, found, error)
