@@ -47,15 +47,37 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TypeAlias, TypeVar
 from urllib.parse import unquote
 
 import httpx
+from httpx import QueryParams
 
 from ...clock import Clock
 from ...text import value_problem
-from .honcho_answers import AnswerKind, HonchoAsk, Responder, default_answer, rank
-from .honcho_filters import FilterError, compile_filter, extract_session_allowlist, parse_time, sortable_time
+from .honcho_answers import Answer, AnswerKind, HonchoAsk, Responder, default_answer, rank
+from .honcho_filters import (
+    FilterError,
+    SQLValue,
+    compile_filter,
+    extract_session_allowlist,
+    parse_time,
+    sortable_time,
+)
+from .honcho_shapes import (
+    JSON,
+    Conclusion,
+    JSONObject,
+    Message,
+    Page,
+    Peer,
+    Session,
+    SessionPeerConfig,
+    Summary,
+    ValidationIssue,
+    WireAnswer,
+    Workspace,
+)
 from .honcho_store import FakeHonchoStateError, open_store
 from .honcho_upload import UploadError, read_upload, split_text
 
@@ -96,15 +118,26 @@ HONCHO_ROUTES: list[tuple[str, str]] = [
 ]
 """Every route the fake answers, as the server spells it."""
 
+Reply: TypeAlias = "tuple[int, WireAnswer | httpx.Response]"
+"""A route handler's status and answer body (or a whole response, for a stream)."""
+
+Handler: TypeAlias = "Callable[..., Reply]"
+"""A route handler: called with the path's ids, then ``body=`` and ``params=``."""
+
+Loc: TypeAlias = "list[str | int]"
+"""Where in the request a validation error points (after ``body``)."""
+
+T = TypeVar("T")
+
 
 class _HttpError(Exception):
-    def __init__(self, status: int, detail: Any) -> None:
+    def __init__(self, status: int, detail: str | list[ValidationIssue]) -> None:
         super().__init__(str(detail))
         self.status = status
         self.detail = detail
 
 
-def _invalid(loc: list[Any], msg: str, kind: str = "value_error", value: Any = None) -> _HttpError:
+def _invalid(loc: Loc, msg: str, kind: str = "value_error", value: JSON = None) -> _HttpError:
     return _HttpError(422, [{"type": kind, "loc": ["body", *loc], "msg": msg, "input": value}])
 
 
@@ -112,7 +145,7 @@ def _query_invalid(name: str, msg: str, kind: str = "value_error") -> _HttpError
     return _HttpError(422, [{"type": kind, "loc": ["query", name], "msg": msg, "input": None}])
 
 
-def _j(value: Any) -> str:
+def _j(value: object) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
@@ -136,12 +169,12 @@ class FakeHonchoService:
         self._scripts: dict[str, Responder] = {}
         self._lock = threading.Lock()
         self._db = open_store(self.state_path)
-        self._routes: list[tuple[str, re.Pattern[str], Callable[..., tuple[int, Any]]]] = [
+        self._routes: list[tuple[str, re.Pattern[str], Handler]] = [
             (method, re.compile("^" + re.sub(r"\{\w\}", "([^/]+)", path) + "$"), handler)
             for (method, path), handler in zip(HONCHO_ROUTES, self._handlers(), strict=True)
         ]
 
-    def _handlers(self) -> list[Callable[..., tuple[int, Any]]]:
+    def _handlers(self) -> list[Handler]:
         return [self._workspace, self._list_workspaces, self._update_workspace, self._delete_workspace,
                 self._workspace_search, self._queue_status, self._schedule_dream,
                 self._peer, self._list_peers, self._update_peer, self._peer_sessions, self._peer_chat,
@@ -203,17 +236,17 @@ class FakeHonchoService:
 
     # -- inspection helpers for tests and views ------------------------------------------
 
-    def _read(self, sql: str, params: tuple[Any, ...]) -> list[sqlite3.Row]:
+    def _read(self, sql: str, params: tuple[str, ...]) -> list[sqlite3.Row]:
         with self._lock:
             return self._db.execute(sql, params).fetchall()
 
-    def session_messages(self, session_id: str, workspace_id: str = "workbench") -> list[dict[str, Any]]:
+    def session_messages(self, session_id: str, workspace_id: str = "workbench") -> list[Message]:
         """Messages stored in a session, oldest first."""
         rows = self._read("SELECT * FROM messages WHERE workspace_id = ? AND session_id = ? ORDER BY seq",
                           (workspace_id, session_id))
         return [_message(r) for r in rows]
 
-    def all_messages(self, workspace_id: str = "workbench") -> list[dict[str, Any]]:
+    def all_messages(self, workspace_id: str = "workbench") -> list[Message]:
         """Every message of a workspace, session by session."""
         rows = self._read("SELECT * FROM messages WHERE workspace_id = ? ORDER BY session_id, seq", (workspace_id,))
         return [_message(r) for r in rows]
@@ -227,13 +260,13 @@ class FakeHonchoService:
         return [r["id"] for r in self._read("SELECT id FROM peers WHERE workspace_id = ? ORDER BY rowid",
                                             (workspace_id,))]
 
-    def session_members(self, session_id: str, workspace_id: str = "workbench") -> dict[str, dict[str, Any]]:
+    def session_members(self, session_id: str, workspace_id: str = "workbench") -> dict[str, SessionPeerConfig]:
         """A session's members and their session configuration."""
         rows = self._read("SELECT peer_id, configuration FROM session_peers WHERE workspace_id = ? "
                           "AND session_id = ? ORDER BY rowid", (workspace_id, session_id))
         return {r["peer_id"]: json.loads(r["configuration"]) for r in rows}
 
-    def stored_conclusions(self, workspace_id: str = "workbench") -> list[dict[str, Any]]:
+    def stored_conclusions(self, workspace_id: str = "workbench") -> list[Conclusion]:
         """Every conclusion of a workspace, oldest first."""
         return [_conclusion(r) for r in self._read("SELECT * FROM conclusions WHERE workspace_id = ? ORDER BY seq",
                                                    (workspace_id,))]
@@ -278,8 +311,8 @@ class FakeHonchoService:
             return httpx.Response(405, json={"detail": "Method Not Allowed"})
         return httpx.Response(404, json={"detail": "Not Found"})
 
-    def _run(self, handler: Callable[..., tuple[int, Any]], groups: list[str], body: Any,
-             params: Any) -> httpx.Response:
+    def _run(self, handler: Handler, groups: list[str], body: JSON | tuple[str, bytes],
+             params: QueryParams) -> httpx.Response:
         with self._lock:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
@@ -315,7 +348,7 @@ class FakeHonchoService:
         self._db.execute("INSERT OR REPLACE INTO counter VALUES ('next_id', ?)", (value + 1,))
         return f"{prefix}_{value:08d}"
 
-    def _one(self, sql: str, *params: Any) -> sqlite3.Row | None:
+    def _one(self, sql: str, *params: str) -> sqlite3.Row | None:
         row: sqlite3.Row | None = self._db.execute(sql, params).fetchone()
         return row
 
@@ -329,7 +362,8 @@ class FakeHonchoService:
             raise _HttpError(404, f"Workspace {wid} not found")
         return row
 
-    def _ensure_peer(self, wid: str, pid: str, metadata: Any = None, configuration: Any = None) -> tuple[bool, sqlite3.Row]:
+    def _ensure_peer(self, wid: str, pid: str, metadata: JSONObject | None = None,
+                     configuration: JSONObject | None = None) -> tuple[bool, sqlite3.Row]:
         row = self._one("SELECT * FROM peers WHERE workspace_id = ? AND id = ?", wid, pid)
         if row is None:
             self._ensure_workspace(wid)
@@ -360,8 +394,9 @@ class FakeHonchoService:
             raise _HttpError(404, f"Session {sid} not found in workspace {wid}")
         return row
 
-    def _ensure_session(self, wid: str, sid: str, metadata: Any = None,
-                        configuration: Any = None, peers: dict[str, dict[str, Any]] | None = None) -> tuple[bool, sqlite3.Row]:
+    def _ensure_session(self, wid: str, sid: str, metadata: JSONObject | None = None,
+                        configuration: JSONObject | None = None,
+                        peers: dict[str, SessionPeerConfig] | None = None) -> tuple[bool, sqlite3.Row]:
         row = self._one("SELECT * FROM sessions WHERE workspace_id = ? AND id = ?", wid, sid)
         if row is not None and not row["is_active"]:
             raise _HttpError(404, f"Session {sid} not found in workspace {wid}")
@@ -390,7 +425,7 @@ class FakeHonchoService:
         assert fresh is not None
         return created, fresh
 
-    def _join(self, wid: str, sid: str, peers: dict[str, dict[str, Any]], *, replace_config: bool) -> None:
+    def _join(self, wid: str, sid: str, peers: dict[str, SessionPeerConfig], *, replace_config: bool) -> None:
         for pid, config in peers.items():
             self._ensure_peer(wid, pid)
             verb = "INSERT OR REPLACE" if replace_config else "INSERT OR IGNORE"
@@ -405,8 +440,8 @@ class FakeHonchoService:
         else:
             self._db.execute("DELETE FROM sessions WHERE workspace_id = ? AND id = ?", (wid, sid))
 
-    def _page(self, table: str, where: str, params: list[Any], query: Any,
-              convert: Callable[[sqlite3.Row], dict[str, Any]], order: str = "rowid") -> dict[str, Any]:
+    def _page(self, table: str, where: str, params: list[SQLValue], query: QueryParams,
+              convert: Callable[[sqlite3.Row], T], order: str = "rowid") -> Page[T]:
         page, size = _int_param(query, "page", 1, 1, None), _int_param(query, "size", 50, 1, 100)
         reverse = _bool_param(query, "reverse")
         total = int(self._db.execute(f"SELECT count(*) FROM {table} WHERE {where}", params).fetchone()[0])
@@ -418,7 +453,7 @@ class FakeHonchoService:
         return {"items": [convert(r) for r in rows], "total": total, "page": page, "size": size,
                 "pages": -(-total // size)}
 
-    def _answer(self, ask: HonchoAsk) -> Any:
+    def _answer(self, ask: HonchoAsk) -> Answer:
         script = self._scripts.get(ask.kind)
         if script is not None:
             value = script(ask)
@@ -427,7 +462,7 @@ class FakeHonchoService:
         return default_answer(ask)
 
     def _scope_messages(self, wid: str, observed: str | None, sessions: list[str] | None,
-                        limit: int = 200) -> list[dict[str, Any]]:
+                        limit: int = 200) -> list[Message]:
         sql, params = "SELECT * FROM messages WHERE workspace_id = ?", [wid]
         if observed is not None:
             sql, params = sql + " AND peer_id = ?", [*params, observed]
@@ -450,7 +485,7 @@ class FakeHonchoService:
                         wid, observer, observed)
         return json.loads(row["card"]) if row else None
 
-    def _search(self, wid: str, body: Any, scope_sql: str, scope_params: list[Any]) -> list[dict[str, Any]]:
+    def _search(self, wid: str, body: JSON, scope_sql: str, scope_params: list[str]) -> list[Message]:
         body = _object(body)
         query = body.get("query")
         if not isinstance(query, str):
@@ -473,7 +508,7 @@ class FakeHonchoService:
 
     # -- workspaces ------------------------------------------------------------------------
 
-    def _workspace(self, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _workspace(self, *, body: JSON, params: QueryParams) -> Reply:
         body = _object(body)
         wid = _name(body, "id")
         metadata = _metadata(body.get("metadata"), ["metadata"])
@@ -484,11 +519,11 @@ class FakeHonchoService:
                              (wid, _j(metadata or {}), _j(configuration or {}), *self._times()))
         return (201 if created else 200), _workspace(self._workspace_row(wid))
 
-    def _list_workspaces(self, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _list_workspaces(self, *, body: JSON, params: QueryParams) -> Reply:
         where = compile_filter(_optional_object(body).get("filters") or None, "workspaces")
         return 200, self._page("workspaces", where.sql, where.params, params, _workspace)
 
-    def _update_workspace(self, wid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _update_workspace(self, wid: str, *, body: JSON, params: QueryParams) -> Reply:
         body = _object(body)
         metadata = _metadata(body.get("metadata"), ["metadata"])
         configuration = _config(body.get("configuration"), ["configuration"])
@@ -499,7 +534,7 @@ class FakeHonchoService:
             self._db.execute("UPDATE workspaces SET configuration = ? WHERE id = ?", (_j(configuration), wid))
         return 200, _workspace(self._workspace_row(wid))
 
-    def _delete_workspace(self, wid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _delete_workspace(self, wid: str, *, body: JSON, params: QueryParams) -> Reply:
         self._workspace_row(wid)
         if self._one("SELECT 1 FROM sessions WHERE workspace_id = ? AND is_active = 1", wid) is not None:
             raise _HttpError(409, f"Cannot delete workspace '{wid}': active session(s) remain. "
@@ -509,15 +544,15 @@ class FakeHonchoService:
         self._db.execute("DELETE FROM workspaces WHERE id = ?", (wid,))
         return 202, {"message": "Workspace deletion accepted"}
 
-    def _workspace_search(self, wid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _workspace_search(self, wid: str, *, body: JSON, params: QueryParams) -> Reply:
         return 200, self._search(wid, body, "", [])
 
-    def _queue_status(self, wid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _queue_status(self, wid: str, *, body: JSON, params: QueryParams) -> Reply:
         self._workspace_row(wid)
         return 200, {"total_work_units": 0, "completed_work_units": 0, "in_progress_work_units": 0,
                      "pending_work_units": 0, "sessions": None}
 
-    def _schedule_dream(self, wid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _schedule_dream(self, wid: str, *, body: JSON, params: QueryParams) -> Reply:
         body = _object(body)
         self._workspace_row(wid)
         if not isinstance(body.get("observer"), str):
@@ -526,7 +561,7 @@ class FakeHonchoService:
 
     # -- peers -----------------------------------------------------------------------------
 
-    def _peer(self, wid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _peer(self, wid: str, *, body: JSON, params: QueryParams) -> Reply:
         body = _object(body)
         pid = _name(body, "id")
         metadata = _metadata(body.get("metadata"), ["metadata"])
@@ -534,24 +569,24 @@ class FakeHonchoService:
         created, row = self._ensure_peer(wid, pid, metadata, configuration)
         return (201 if created else 200), _peer(row)
 
-    def _list_peers(self, wid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _list_peers(self, wid: str, *, body: JSON, params: QueryParams) -> Reply:
         where = compile_filter(_optional_object(body).get("filters") or None, "peers")
         return 200, self._page("peers", f"workspace_id = ? AND {where.sql}", [wid, *where.params], params, _peer)
 
-    def _update_peer(self, wid: str, pid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _update_peer(self, wid: str, pid: str, *, body: JSON, params: QueryParams) -> Reply:
         body = _object(body)
         metadata = _metadata(body.get("metadata"), ["metadata"])
         configuration = _config(body.get("configuration"), ["configuration"])
         return 200, _peer(self._ensure_peer(wid, pid, metadata, configuration)[1])
 
-    def _peer_sessions(self, wid: str, pid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _peer_sessions(self, wid: str, pid: str, *, body: JSON, params: QueryParams) -> Reply:
         where = compile_filter(_optional_object(body).get("filters") or None, "sessions")
         scope = ("workspace_id = ? AND is_active = 1 AND id IN (SELECT session_id FROM session_peers "
                  "WHERE workspace_id = ? AND peer_id = ?)")
         return 200, self._page("sessions", f"{scope} AND {where.sql}", [wid, wid, pid, *where.params], params,
                                _session)
 
-    def _peer_chat(self, wid: str, pid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _peer_chat(self, wid: str, pid: str, *, body: JSON, params: QueryParams) -> Reply:
         body = _object(body)
         query = body.get("query")
         if not isinstance(query, str):
@@ -579,7 +614,7 @@ class FakeHonchoService:
             return 200, httpx.Response(200, content=text.encode(), headers={"content-type": "text/event-stream"})
         return 200, {"content": content}
 
-    def _representation(self, wid: str, pid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _representation(self, wid: str, pid: str, *, body: JSON, params: QueryParams) -> Reply:
         body = _optional_object(body)
         session_id = _optional_str(body, "session_id")
         sessions = extract_session_allowlist(body.get("filters"), must_include=session_id)
@@ -595,13 +630,13 @@ class FakeHonchoService:
                         self._scope_messages(wid, observed, sessions), self._conclusion_texts(wid, None, observed))
         return 200, {"representation": str(self._answer(ask))}
 
-    def _get_card(self, wid: str, pid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _get_card(self, wid: str, pid: str, *, body: JSON, params: QueryParams) -> Reply:
         self._peer_row(wid, pid)
         observed = params.get("target") or pid
         card = self._answer(HonchoAsk("card", wid, pid, params.get("target"), card=self._card(wid, pid, observed)))
         return 200, {"peer_card": card}
 
-    def _set_card(self, wid: str, pid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _set_card(self, wid: str, pid: str, *, body: JSON, params: QueryParams) -> Reply:
         body = _object(body)
         card = body.get("peer_card")
         if not isinstance(card, list) or not all(isinstance(c, str) for c in card):
@@ -612,7 +647,7 @@ class FakeHonchoService:
         self._db.execute("INSERT OR REPLACE INTO peer_cards VALUES (?, ?, ?, ?)", (wid, pid, observed, _j(card)))
         return 200, {"peer_card": card}
 
-    def _peer_context(self, wid: str, pid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _peer_context(self, wid: str, pid: str, *, body: JSON, params: QueryParams) -> Reply:
         self._peer_row(wid, pid)
         target = params.get("target")
         observed = target or pid
@@ -622,12 +657,12 @@ class FakeHonchoService:
         return 200, {"peer_id": pid, "target_id": observed, "representation": str(self._answer(ask)),
                      "peer_card": card}
 
-    def _peer_search(self, wid: str, pid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _peer_search(self, wid: str, pid: str, *, body: JSON, params: QueryParams) -> Reply:
         return 200, self._search(wid, body, "AND m.peer_id = ?", [pid])
 
     # -- sessions --------------------------------------------------------------------------
 
-    def _session(self, wid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _session(self, wid: str, *, body: JSON, params: QueryParams) -> Reply:
         body = _object(body)
         sid = _name(body, "id")
         metadata = _metadata(body.get("metadata"), ["metadata"])
@@ -636,23 +671,23 @@ class FakeHonchoService:
         created, row = self._ensure_session(wid, sid, metadata, configuration, peers)
         return (201 if created else 200), _session(row)
 
-    def _list_sessions(self, wid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _list_sessions(self, wid: str, *, body: JSON, params: QueryParams) -> Reply:
         where = compile_filter(_optional_object(body).get("filters") or None, "sessions")
         return 200, self._page("sessions", f"workspace_id = ? AND is_active = 1 AND {where.sql}",
                                [wid, *where.params], params, _session)
 
-    def _update_session(self, wid: str, sid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _update_session(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> Reply:
         body = _object(body)
         metadata = _metadata(body.get("metadata"), ["metadata"])
         configuration = _config(body.get("configuration"), ["configuration"])
         return 200, _session(self._ensure_session(wid, sid, metadata, configuration)[1])
 
-    def _delete_session(self, wid: str, sid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _delete_session(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> Reply:
         self._session_row(wid, sid)
         self._purge_session(wid, sid, keep_row=True)
         return 202, {"message": "Session deleted successfully"}
 
-    def _clone(self, wid: str, sid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _clone(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> Reply:
         original = self._session_row(wid, sid)
         cutoff = params.get("message_id")
         limit_seq = None
@@ -680,18 +715,18 @@ class FakeHonchoService:
     def _members(self, wid: str, sid: str) -> str:
         return "workspace_id = ? AND id IN (SELECT peer_id FROM session_peers WHERE workspace_id = ? AND session_id = ?)"
 
-    def _session_peers(self, wid: str, sid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _session_peers(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> Reply:
         self._session_row(wid, sid)
         return 200, self._page("peers", self._members(wid, sid), [wid, wid, sid], params, _peer)
 
-    def _add_peers(self, wid: str, sid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _add_peers(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> Reply:
         peers = _peer_configs(body, []) or {}
         self._session_row(wid, sid)
         self._join(wid, sid, peers, replace_config=False)
         self._check_observers(wid, sid)
         return 200, _session(self._session_row(wid, sid))
 
-    def _set_peers(self, wid: str, sid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _set_peers(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> Reply:
         peers = _peer_configs(body, []) or {}
         self._session_row(wid, sid)
         self._db.execute("DELETE FROM session_peers WHERE workspace_id = ? AND session_id = ?", (wid, sid))
@@ -699,7 +734,7 @@ class FakeHonchoService:
         self._check_observers(wid, sid)
         return 200, _session(self._session_row(wid, sid))
 
-    def _remove_peers(self, wid: str, sid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _remove_peers(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> Reply:
         if not isinstance(body, list) or not all(isinstance(p, str) for p in body):
             raise _invalid([], "Input should be a valid list", "list_type", body)
         self._session_row(wid, sid)
@@ -715,13 +750,13 @@ class FakeHonchoService:
                                   f"{OBSERVERS_LIMIT} observers per session. Observers are peers with "
                                   "'observe_others' set to true.")
 
-    def session_members_in_tx(self, wid: str, sid: str) -> dict[str, dict[str, Any]]:
+    def session_members_in_tx(self, wid: str, sid: str) -> dict[str, SessionPeerConfig]:
         """A session's members, read inside the running request's transaction."""
         rows = self._db.execute("SELECT peer_id, configuration FROM session_peers WHERE workspace_id = ? "
                                 "AND session_id = ?", (wid, sid)).fetchall()
         return {r["peer_id"]: json.loads(r["configuration"]) for r in rows}
 
-    def _get_peer_config(self, wid: str, sid: str, pid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _get_peer_config(self, wid: str, sid: str, pid: str, *, body: JSON, params: QueryParams) -> Reply:
         self._peer_row(wid, pid)
         row = self._one("SELECT configuration FROM session_peers WHERE workspace_id = ? AND session_id = ? "
                         "AND peer_id = ?", wid, sid, pid)
@@ -730,7 +765,7 @@ class FakeHonchoService:
         config = json.loads(row["configuration"])
         return 200, {"observe_me": config.get("observe_me"), "observe_others": config.get("observe_others")}
 
-    def _set_peer_config(self, wid: str, sid: str, pid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _set_peer_config(self, wid: str, sid: str, pid: str, *, body: JSON, params: QueryParams) -> Reply:
         config = _peer_config(body, [])
         self._session_row(wid, sid)
         self._peer_row(wid, pid)
@@ -742,7 +777,7 @@ class FakeHonchoService:
         self._check_observers(wid, sid)
         return 204, None
 
-    def _summary(self, wid: str, sid: str, kind: str) -> dict[str, Any] | None:
+    def _summary(self, wid: str, sid: str, kind: str) -> Summary | None:
         messages = self._scope_messages(wid, None, [sid], limit=100 if kind == "short" else 300)
         if not messages:
             return None
@@ -750,13 +785,13 @@ class FakeHonchoService:
         return {"content": text, "message_id": messages[-1]["id"], "summary_type": kind,
                 "created_at": messages[-1]["created_at"], "token_count": len(text.split())}
 
-    def _session_context(self, wid: str, sid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _session_context(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> Reply:
         self._session_row(wid, sid)
         tokens = _int_param(params, "tokens", 100_000, 1, 100_000)
         include_summary = _bool_param(params, "summary", default=True)
         rows = self._db.execute("SELECT * FROM messages WHERE workspace_id = ? AND session_id = ? ORDER BY seq DESC",
                                 (wid, sid))
-        picked: list[dict[str, Any]] = []
+        picked: list[Message] = []
         used = 0
         for row in rows:
             if used + row["token_count"] > tokens:
@@ -778,17 +813,17 @@ class FakeHonchoService:
         return 200, {"id": sid, "messages": picked, "summary": summary, "peer_representation": representation,
                      "peer_card": card}
 
-    def _summaries(self, wid: str, sid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _summaries(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> Reply:
         self._session_row(wid, sid)
         return 200, {"id": sid, "short_summary": self._summary(wid, sid, "short"),
                      "long_summary": self._summary(wid, sid, "long")}
 
-    def _session_search(self, wid: str, sid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _session_search(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> Reply:
         return 200, self._search(wid, body, "AND m.session_id = ?", [sid])
 
     # -- messages --------------------------------------------------------------------------
 
-    def _add_messages(self, wid: str, sid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _add_messages(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> Reply:
         items = _object(body).get("messages")
         if not isinstance(items, list):
             raise _invalid(["messages"], "Field required" if items is None else "Input should be a valid list",
@@ -820,11 +855,11 @@ class FakeHonchoService:
             checked.append((content, peer, metadata or {}, moment))
         return 201, self._store(wid, sid, checked)
 
-    def _store(self, wid: str, sid: str, checked: list[tuple[str, str, dict[str, Any], datetime | None]]
-               ) -> list[dict[str, Any]]:
+    def _store(self, wid: str, sid: str, checked: list[tuple[str, str, JSONObject, datetime | None]]
+               ) -> list[Message]:
         self._ensure_session(wid, sid, peers={p: {"observe_me": None, "observe_others": None}
                                               for p in dict.fromkeys(c[1] for c in checked)})
-        created = []
+        created: list[Message] = []
         for content, peer, metadata, moment in checked:
             mid = self._new_id("msg")
             at, ts = self._times(moment)
@@ -835,7 +870,7 @@ class FakeHonchoService:
                             "created_at": at, "workspace_id": wid, "token_count": len(content.split())})
         return created
 
-    def _upload(self, wid: str, sid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _upload(self, wid: str, sid: str, *, body: tuple[str, bytes], params: QueryParams) -> Reply:
         content_type, raw = body
         try:
             upload = read_upload(content_type, raw)
@@ -855,7 +890,7 @@ class FakeHonchoService:
         chunks = split_text(text, MAX_CONTENT)
         return 201, self._store(wid, sid, [(c, upload.peer_id, metadata, moment) for c in chunks])
 
-    def _list_messages(self, wid: str, sid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _list_messages(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> Reply:
         where = compile_filter(_optional_object(body).get("filters") or None, "messages")
         return 200, self._page("messages", f"workspace_id = ? AND session_id = ? AND {where.sql}",
                                [wid, sid, *where.params], params, _message, order="seq")
@@ -866,10 +901,10 @@ class FakeHonchoService:
             raise _HttpError(404, f"Message with ID {mid} not found")
         return row
 
-    def _get_message(self, wid: str, sid: str, mid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _get_message(self, wid: str, sid: str, mid: str, *, body: JSON, params: QueryParams) -> Reply:
         return 200, _message(self._message_row(wid, sid, mid))
 
-    def _update_message(self, wid: str, sid: str, mid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _update_message(self, wid: str, sid: str, mid: str, *, body: JSON, params: QueryParams) -> Reply:
         metadata = _metadata(_object(body).get("metadata"), ["metadata"])
         self._message_row(wid, sid, mid)
         if metadata is not None:
@@ -878,7 +913,7 @@ class FakeHonchoService:
 
     # -- conclusions -----------------------------------------------------------------------
 
-    def _conclusions(self, wid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _conclusions(self, wid: str, *, body: JSON, params: QueryParams) -> Reply:
         body = _object(body)
         items = body.get("conclusions", body.get("observations"))
         if not isinstance(items, list) or not items:
@@ -889,27 +924,29 @@ class FakeHonchoService:
         self._ensure_workspace(wid)
         created = []
         for index, item in enumerate(items):
-            content = item.get("content") if isinstance(item, dict) else None
+            fields = item if isinstance(item, dict) else {}
+            content = fields.get("content")
             if not isinstance(content, str) or not 1 <= len(content) <= 65535:
                 raise _invalid(["conclusions", index, "content"], "String should have 1..65535 characters")
-            for key in ("observer_id", "observed_id"):
-                if not isinstance(item.get(key), str):
+            observer, observed = fields.get("observer_id"), fields.get("observed_id")
+            for key, value in (("observer_id", observer), ("observed_id", observed)):
+                if not isinstance(value, str):
                     raise _invalid(["conclusions", index, key], "Field required", "missing")
-            session_id = item.get("session_id")
+            session_id = fields.get("session_id")
             cid = self._new_id("con")
             at, ts = self._times()
             self._db.execute("INSERT INTO conclusions (id, workspace_id, observer_id, observed_id, session_id, "
                              "content, created_at, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                             (cid, wid, item["observer_id"], item["observed_id"], session_id, content, at, ts))
+                             (cid, wid, observer, observed, session_id, content, at, ts))
             created.append(_conclusion(self._one("SELECT * FROM conclusions WHERE id = ?", cid)))
         return 201, created
 
-    def _list_conclusions(self, wid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _list_conclusions(self, wid: str, *, body: JSON, params: QueryParams) -> Reply:
         where = compile_filter(_optional_object(body).get("filters") or None, "conclusions")
         return 200, self._page("conclusions", f"workspace_id = ? AND {where.sql}", [wid, *where.params], params,
                                _conclusion, order="seq")
 
-    def _query_conclusions(self, wid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _query_conclusions(self, wid: str, *, body: JSON, params: QueryParams) -> Reply:
         body = _object(body)
         query = body.get("query")
         if not isinstance(query, str):
@@ -920,7 +957,7 @@ class FakeHonchoService:
                                 [wid, *where.params]).fetchall()
         return 200, rank([_conclusion(r) for r in rows], query)[:top_k]
 
-    def _delete_conclusion(self, wid: str, cid: str, *, body: Any, params: Any) -> tuple[int, Any]:
+    def _delete_conclusion(self, wid: str, cid: str, *, body: JSON, params: QueryParams) -> Reply:
         if self._one("SELECT 1 FROM conclusions WHERE workspace_id = ? AND id = ?", wid, cid) is None:
             raise _HttpError(404, f"Conclusion {cid} not found")
         self._db.execute("DELETE FROM conclusions WHERE workspace_id = ? AND id = ?", (wid, cid))
@@ -940,7 +977,7 @@ class FakeHonchoTransport(httpx.AsyncBaseTransport):
 
 # -- request reading ---------------------------------------------------------------------------
 
-def _body(request: httpx.Request) -> Any:
+def _body(request: httpx.Request) -> JSON:
     raw = request.content
     if not raw:
         return None
@@ -962,13 +999,13 @@ def _body(request: httpx.Request) -> Any:
     return body
 
 
-def _depth(value: Any) -> int:
+def _depth(value: JSON) -> int:
     depth, level = 0, [value]
     while level:
         depth += 1
         if depth > MAX_JSON_DEPTH:
             return depth
-        nxt: list[Any] = []
+        nxt: list[JSON] = []
         for item in level:
             if isinstance(item, dict):
                 nxt.extend(item.values())
@@ -978,18 +1015,22 @@ def _depth(value: Any) -> int:
     return depth - 1
 
 
-def _strip_nul(value: Any) -> Any:
+def _strip_nul(value: JSON) -> JSON:
     """``value`` with NUL removed from every string (keys too), as Honcho stores text."""
     if isinstance(value, str):
-        return value.replace("\x00", "") if "\x00" in value else value
+        return _strip_text(value)
     if isinstance(value, dict):
-        return {_strip_nul(k): _strip_nul(v) for k, v in value.items()}
+        return {_strip_text(k): _strip_nul(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_strip_nul(v) for v in value]
     return value
 
 
-def _object(body: Any) -> dict[str, Any]:
+def _strip_text(text: str) -> str:
+    return text.replace("\x00", "") if "\x00" in text else text
+
+
+def _object(body: JSON) -> JSONObject:
     if body is None:
         raise _invalid([], "Field required", "missing")
     if not isinstance(body, dict):
@@ -998,11 +1039,11 @@ def _object(body: Any) -> dict[str, Any]:
     return body
 
 
-def _optional_object(body: Any) -> dict[str, Any]:
+def _optional_object(body: JSON) -> JSONObject:
     return {} if body is None else _object(body)
 
 
-def _name(body: dict[str, Any], key: str) -> str:
+def _name(body: JSONObject, key: str) -> str:
     value = body.get(key)
     if value is None:
         raise _invalid([key], "Field required", "missing")
@@ -1017,14 +1058,14 @@ def _name(body: dict[str, Any], key: str) -> str:
     return value
 
 
-def _optional_str(body: dict[str, Any], key: str) -> str | None:
+def _optional_str(body: JSONObject, key: str) -> str | None:
     value = body.get(key)
     if value is not None and not isinstance(value, str):
         raise _invalid([key], "Input should be a valid string", "string_type", value)
     return value
 
 
-def _metadata(value: Any, loc: list[Any]) -> dict[str, Any] | None:
+def _metadata(value: JSON, loc: Loc) -> JSONObject | None:
     if value is None:
         return None
     if not isinstance(value, dict):
@@ -1032,7 +1073,7 @@ def _metadata(value: Any, loc: list[Any]) -> dict[str, Any] | None:
     if len(value) > METADATA_MAX_KEYS:
         raise _invalid(loc, f"Value error, Metadata exceeds maximum of {METADATA_MAX_KEYS} top-level keys")
 
-    def deep(data: dict[str, Any], level: int) -> None:
+    def deep(data: JSONObject, level: int) -> None:
         if level > METADATA_MAX_DEPTH:
             raise _invalid(loc, f"Value error, Metadata nesting exceeds maximum depth of {METADATA_MAX_DEPTH}")
         for v in data.values():
@@ -1043,7 +1084,7 @@ def _metadata(value: Any, loc: list[Any]) -> dict[str, Any] | None:
     return value
 
 
-def _config(value: Any, loc: list[Any]) -> dict[str, Any] | None:
+def _config(value: JSON, loc: Loc) -> JSONObject | None:
     if value is None:
         return None
     if not isinstance(value, dict):
@@ -1051,27 +1092,28 @@ def _config(value: Any, loc: list[Any]) -> dict[str, Any] | None:
     return value
 
 
-def _peer_config(value: Any, loc: list[Any]) -> dict[str, Any]:
+def _peer_config(value: JSON, loc: Loc) -> SessionPeerConfig:
     if value is None:
         value = {}
     if not isinstance(value, dict):
         raise _invalid(loc, "Input should be a valid dictionary or object to extract fields from",
                        "model_attributes_type", value)
-    config = {}
-    for key in ("observe_me", "observe_others"):
-        flag = value.get(key)
-        if flag is not None and not isinstance(flag, bool):
-            raise _invalid([*loc, key], "Input should be a valid boolean", "bool_type", flag)
-        config[key] = flag
-    return config
+    return {"observe_me": _flag(value, "observe_me", loc), "observe_others": _flag(value, "observe_others", loc)}
 
 
-def _peer_configs(value: Any, loc: list[Any]) -> dict[str, dict[str, Any]] | None:
+def _flag(config: JSONObject, key: str, loc: Loc) -> bool | None:
+    flag = config.get(key)
+    if flag is not None and not isinstance(flag, bool):
+        raise _invalid([*loc, key], "Input should be a valid boolean", "bool_type", flag)
+    return flag
+
+
+def _peer_configs(value: JSON, loc: Loc) -> dict[str, SessionPeerConfig] | None:
     if value is None:
         return None
     if not isinstance(value, dict):
         raise _invalid(loc, "Input should be a valid dictionary", "dict_type", value)
-    configs = {}
+    configs: dict[str, SessionPeerConfig] = {}
     for pid, config in value.items():
         if not NAME.match(pid) or len(pid) > MAX_NAME:
             raise _invalid([*loc, pid], "String should match pattern '^[a-zA-Z0-9_-]+$'", "string_pattern_mismatch", pid)
@@ -1079,7 +1121,7 @@ def _peer_configs(value: Any, loc: list[Any]) -> dict[str, dict[str, Any]] | Non
     return configs
 
 
-def _int_field(body: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
+def _int_field(body: JSONObject, key: str, default: int, low: int, high: int) -> int:
     value = body.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int):
         raise _invalid([key], "Input should be a valid integer", "int_type", value)
@@ -1090,7 +1132,7 @@ def _int_field(body: dict[str, Any], key: str, default: int, low: int, high: int
     return value
 
 
-def _int_param(params: Any, key: str, default: int, low: int, high: int | None) -> int:
+def _int_param(params: QueryParams, key: str, default: int, low: int, high: int | None) -> int:
     raw = params.get(key)
     if raw is None:
         return default
@@ -1106,7 +1148,7 @@ def _int_param(params: Any, key: str, default: int, low: int, high: int | None) 
     return value
 
 
-def _bool_param(params: Any, key: str, default: bool = False) -> bool:
+def _bool_param(params: QueryParams, key: str, default: bool = False) -> bool:
     raw = params.get(key)
     if raw is None:
         return default
@@ -1119,29 +1161,29 @@ def _bool_param(params: Any, key: str, default: bool = False) -> bool:
 
 # -- answers -----------------------------------------------------------------------------------
 
-def _workspace(r: sqlite3.Row) -> dict[str, Any]:
+def _workspace(r: sqlite3.Row) -> Workspace:
     return {"id": r["id"], "metadata": json.loads(r["metadata"]), "configuration": json.loads(r["configuration"]),
             "created_at": r["created_at"]}
 
 
-def _peer(r: sqlite3.Row) -> dict[str, Any]:
+def _peer(r: sqlite3.Row) -> Peer:
     return {"id": r["id"], "workspace_id": r["workspace_id"], "created_at": r["created_at"],
             "metadata": json.loads(r["metadata"]), "configuration": json.loads(r["configuration"])}
 
 
-def _session(r: sqlite3.Row) -> dict[str, Any]:
+def _session(r: sqlite3.Row) -> Session:
     return {"id": r["id"], "is_active": bool(r["is_active"]), "workspace_id": r["workspace_id"],
             "metadata": json.loads(r["metadata"]), "configuration": json.loads(r["configuration"]),
             "created_at": r["created_at"]}
 
 
-def _message(r: sqlite3.Row) -> dict[str, Any]:
+def _message(r: sqlite3.Row) -> Message:
     return {"id": r["id"], "content": r["content"], "peer_id": r["peer_id"], "session_id": r["session_id"],
             "metadata": json.loads(r["metadata"]), "created_at": r["created_at"], "workspace_id": r["workspace_id"],
             "token_count": r["token_count"]}
 
 
-def _conclusion(r: sqlite3.Row | None) -> dict[str, Any]:
+def _conclusion(r: sqlite3.Row | None) -> Conclusion:
     assert r is not None
     return {"id": r["id"], "content": r["content"], "observer_id": r["observer_id"], "observed_id": r["observed_id"],
             "session_id": r["session_id"], "level": r["level"], "created_at": r["created_at"]}
