@@ -197,7 +197,7 @@ class DeliveryEngine:
             log.warning("memory-honcho: fork %s: %s", conv, fallback)
             return await self._establish_fresh(conv, owner, None, {**fork, "fallback": fallback})
         clone = await self.client.clone_session(source["sessionId"], anchor["messageId"])
-        ledger = {"conversationId": conv, "owner": owner, "sessionId": clone["id"], "peerIds": self._peers(owner),
+        ledger: dict[str, Any] = {"conversationId": conv, "owner": owner, "sessionId": clone["id"], "peerIds": self._peers(owner),
                   "deliveredBatchIds": [], "anchors": [], "inflight": [], "turnCount": at_turn,
                   "deliveredTotal": 0,
                   "forkedFrom": {"parentId": parent_id, "atTurn": at_turn, "messageId": anchor["messageId"]}}
@@ -332,9 +332,9 @@ class DeliveryEngine:
                 break
             self._step("sent", conv)
             sent += len(post)
-            for (i, key, _), message in zip(post, created):
+            for (i, key, _), stored in zip(post, created):
                 if key == last_key[i]:
-                    last_id[i] = message["id"]
+                    last_id[i] = stored["id"]
                     done.add(i)
         ledger, counted = self._advance(ledger, todo, counted, done, last_id)
         if error is None:

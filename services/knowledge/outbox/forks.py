@@ -19,6 +19,7 @@ from services.clock import Clock
 
 from .delivery import DeliveryEngine
 from .honcho_client import HonchoClient
+from .honcho_shapes import Message
 from .models import ForkError, HonchoError, OutboxError, check_conversation_id
 from .stores import OutboxStores
 
@@ -92,9 +93,9 @@ class ForkPlanner:
         return ledger, pending
 
 
-def _rebuild(stored: list[dict[str, Any]], up_to_turn: int) -> list[dict[str, Any]]:
+def _rebuild(stored: list[Message], up_to_turn: int) -> list[dict[str, Any]]:
     """Delivered messages of turns ``<= up_to_turn`` as captured messages, parts joined again."""
-    grouped: dict[tuple[int, int], list[tuple[int, dict[str, Any]]]] = {}
+    grouped: dict[tuple[int, int], list[tuple[int, Message]]] = {}
     order: list[tuple[int, int]] = []
     for message in stored:
         meta = message.get("metadata") or {}

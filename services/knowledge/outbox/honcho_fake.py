@@ -47,7 +47,7 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeAlias, TypeVar
+from typing import TypeAlias, TypeGuard, TypeVar
 from urllib.parse import unquote
 
 import httpx
@@ -71,8 +71,14 @@ from .honcho_shapes import (
     Message,
     Page,
     Peer,
+    PeerCardAnswer,
+    PeerContext,
+    QueueStatus,
+    RepresentationAnswer,
     Session,
+    SessionContext,
     SessionPeerConfig,
+    SessionSummaries,
     Summary,
     ValidationIssue,
     WireAnswer,
@@ -461,6 +467,11 @@ class FakeHonchoService:
                 return value
         return default_answer(ask)
 
+    def _card_answer(self, ask: HonchoAsk) -> list[str] | None:
+        """The peer card ``ask`` is answered with (a script's single text is a one-line card)."""
+        answer = self._answer(ask)
+        return [answer] if isinstance(answer, str) else answer
+
     def _scope_messages(self, wid: str, observed: str | None, sessions: list[str] | None,
                         limit: int = 200) -> list[Message]:
         sql, params = "SELECT * FROM messages WHERE workspace_id = ?", [wid]
@@ -508,7 +519,7 @@ class FakeHonchoService:
 
     # -- workspaces ------------------------------------------------------------------------
 
-    def _workspace(self, *, body: JSON, params: QueryParams) -> Reply:
+    def _workspace(self, *, body: JSON, params: QueryParams) -> tuple[int, Workspace]:
         body = _object(body)
         wid = _name(body, "id")
         metadata = _metadata(body.get("metadata"), ["metadata"])
@@ -519,11 +530,11 @@ class FakeHonchoService:
                              (wid, _j(metadata or {}), _j(configuration or {}), *self._times()))
         return (201 if created else 200), _workspace(self._workspace_row(wid))
 
-    def _list_workspaces(self, *, body: JSON, params: QueryParams) -> Reply:
+    def _list_workspaces(self, *, body: JSON, params: QueryParams) -> tuple[int, Page[Workspace]]:
         where = compile_filter(_optional_object(body).get("filters") or None, "workspaces")
         return 200, self._page("workspaces", where.sql, where.params, params, _workspace)
 
-    def _update_workspace(self, wid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _update_workspace(self, wid: str, *, body: JSON, params: QueryParams) -> tuple[int, Workspace]:
         body = _object(body)
         metadata = _metadata(body.get("metadata"), ["metadata"])
         configuration = _config(body.get("configuration"), ["configuration"])
@@ -534,7 +545,7 @@ class FakeHonchoService:
             self._db.execute("UPDATE workspaces SET configuration = ? WHERE id = ?", (_j(configuration), wid))
         return 200, _workspace(self._workspace_row(wid))
 
-    def _delete_workspace(self, wid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _delete_workspace(self, wid: str, *, body: JSON, params: QueryParams) -> tuple[int, dict[str, str]]:
         self._workspace_row(wid)
         if self._one("SELECT 1 FROM sessions WHERE workspace_id = ? AND is_active = 1", wid) is not None:
             raise _HttpError(409, f"Cannot delete workspace '{wid}': active session(s) remain. "
@@ -544,15 +555,15 @@ class FakeHonchoService:
         self._db.execute("DELETE FROM workspaces WHERE id = ?", (wid,))
         return 202, {"message": "Workspace deletion accepted"}
 
-    def _workspace_search(self, wid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _workspace_search(self, wid: str, *, body: JSON, params: QueryParams) -> tuple[int, list[Message]]:
         return 200, self._search(wid, body, "", [])
 
-    def _queue_status(self, wid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _queue_status(self, wid: str, *, body: JSON, params: QueryParams) -> tuple[int, QueueStatus]:
         self._workspace_row(wid)
         return 200, {"total_work_units": 0, "completed_work_units": 0, "in_progress_work_units": 0,
                      "pending_work_units": 0, "sessions": None}
 
-    def _schedule_dream(self, wid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _schedule_dream(self, wid: str, *, body: JSON, params: QueryParams) -> tuple[int, None]:
         body = _object(body)
         self._workspace_row(wid)
         if not isinstance(body.get("observer"), str):
@@ -561,7 +572,7 @@ class FakeHonchoService:
 
     # -- peers -----------------------------------------------------------------------------
 
-    def _peer(self, wid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _peer(self, wid: str, *, body: JSON, params: QueryParams) -> tuple[int, Peer]:
         body = _object(body)
         pid = _name(body, "id")
         metadata = _metadata(body.get("metadata"), ["metadata"])
@@ -569,17 +580,17 @@ class FakeHonchoService:
         created, row = self._ensure_peer(wid, pid, metadata, configuration)
         return (201 if created else 200), _peer(row)
 
-    def _list_peers(self, wid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _list_peers(self, wid: str, *, body: JSON, params: QueryParams) -> tuple[int, Page[Peer]]:
         where = compile_filter(_optional_object(body).get("filters") or None, "peers")
         return 200, self._page("peers", f"workspace_id = ? AND {where.sql}", [wid, *where.params], params, _peer)
 
-    def _update_peer(self, wid: str, pid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _update_peer(self, wid: str, pid: str, *, body: JSON, params: QueryParams) -> tuple[int, Peer]:
         body = _object(body)
         metadata = _metadata(body.get("metadata"), ["metadata"])
         configuration = _config(body.get("configuration"), ["configuration"])
         return 200, _peer(self._ensure_peer(wid, pid, metadata, configuration)[1])
 
-    def _peer_sessions(self, wid: str, pid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _peer_sessions(self, wid: str, pid: str, *, body: JSON, params: QueryParams) -> tuple[int, Page[Session]]:
         where = compile_filter(_optional_object(body).get("filters") or None, "sessions")
         scope = ("workspace_id = ? AND is_active = 1 AND id IN (SELECT session_id FROM session_peers "
                  "WHERE workspace_id = ? AND peer_id = ?)")
@@ -614,7 +625,7 @@ class FakeHonchoService:
             return 200, httpx.Response(200, content=text.encode(), headers={"content-type": "text/event-stream"})
         return 200, {"content": content}
 
-    def _representation(self, wid: str, pid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _representation(self, wid: str, pid: str, *, body: JSON, params: QueryParams) -> tuple[int, RepresentationAnswer]:
         body = _optional_object(body)
         session_id = _optional_str(body, "session_id")
         sessions = extract_session_allowlist(body.get("filters"), must_include=session_id)
@@ -630,16 +641,17 @@ class FakeHonchoService:
                         self._scope_messages(wid, observed, sessions), self._conclusion_texts(wid, None, observed))
         return 200, {"representation": str(self._answer(ask))}
 
-    def _get_card(self, wid: str, pid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _get_card(self, wid: str, pid: str, *, body: JSON, params: QueryParams) -> tuple[int, PeerCardAnswer]:
         self._peer_row(wid, pid)
         observed = params.get("target") or pid
-        card = self._answer(HonchoAsk("card", wid, pid, params.get("target"), card=self._card(wid, pid, observed)))
+        card = self._card_answer(HonchoAsk("card", wid, pid, params.get("target"),
+                                           card=self._card(wid, pid, observed)))
         return 200, {"peer_card": card}
 
-    def _set_card(self, wid: str, pid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _set_card(self, wid: str, pid: str, *, body: JSON, params: QueryParams) -> tuple[int, PeerCardAnswer]:
         body = _object(body)
         card = body.get("peer_card")
-        if not isinstance(card, list) or not all(isinstance(c, str) for c in card):
+        if not _strings(card):
             raise _invalid(["peer_card"], "Input should be a valid list of strings", "list_type")
         self._peer_row(wid, pid)
         observed = params.get("target") or pid
@@ -647,22 +659,22 @@ class FakeHonchoService:
         self._db.execute("INSERT OR REPLACE INTO peer_cards VALUES (?, ?, ?, ?)", (wid, pid, observed, _j(card)))
         return 200, {"peer_card": card}
 
-    def _peer_context(self, wid: str, pid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _peer_context(self, wid: str, pid: str, *, body: JSON, params: QueryParams) -> tuple[int, PeerContext]:
         self._peer_row(wid, pid)
         target = params.get("target")
         observed = target or pid
         ask = HonchoAsk("representation", wid, pid, target, None, params.get("search_query"),
                         self._scope_messages(wid, observed, None), self._conclusion_texts(wid, None, observed))
-        card = self._answer(HonchoAsk("card", wid, pid, target, card=self._card(wid, pid, observed)))
+        card = self._card_answer(HonchoAsk("card", wid, pid, target, card=self._card(wid, pid, observed)))
         return 200, {"peer_id": pid, "target_id": observed, "representation": str(self._answer(ask)),
                      "peer_card": card}
 
-    def _peer_search(self, wid: str, pid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _peer_search(self, wid: str, pid: str, *, body: JSON, params: QueryParams) -> tuple[int, list[Message]]:
         return 200, self._search(wid, body, "AND m.peer_id = ?", [pid])
 
     # -- sessions --------------------------------------------------------------------------
 
-    def _session(self, wid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _session(self, wid: str, *, body: JSON, params: QueryParams) -> tuple[int, Session]:
         body = _object(body)
         sid = _name(body, "id")
         metadata = _metadata(body.get("metadata"), ["metadata"])
@@ -671,23 +683,23 @@ class FakeHonchoService:
         created, row = self._ensure_session(wid, sid, metadata, configuration, peers)
         return (201 if created else 200), _session(row)
 
-    def _list_sessions(self, wid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _list_sessions(self, wid: str, *, body: JSON, params: QueryParams) -> tuple[int, Page[Session]]:
         where = compile_filter(_optional_object(body).get("filters") or None, "sessions")
         return 200, self._page("sessions", f"workspace_id = ? AND is_active = 1 AND {where.sql}",
                                [wid, *where.params], params, _session)
 
-    def _update_session(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _update_session(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> tuple[int, Session]:
         body = _object(body)
         metadata = _metadata(body.get("metadata"), ["metadata"])
         configuration = _config(body.get("configuration"), ["configuration"])
         return 200, _session(self._ensure_session(wid, sid, metadata, configuration)[1])
 
-    def _delete_session(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _delete_session(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> tuple[int, dict[str, str]]:
         self._session_row(wid, sid)
         self._purge_session(wid, sid, keep_row=True)
         return 202, {"message": "Session deleted successfully"}
 
-    def _clone(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _clone(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> tuple[int, Session]:
         original = self._session_row(wid, sid)
         cutoff = params.get("message_id")
         limit_seq = None
@@ -715,18 +727,18 @@ class FakeHonchoService:
     def _members(self, wid: str, sid: str) -> str:
         return "workspace_id = ? AND id IN (SELECT peer_id FROM session_peers WHERE workspace_id = ? AND session_id = ?)"
 
-    def _session_peers(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _session_peers(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> tuple[int, Page[Peer]]:
         self._session_row(wid, sid)
         return 200, self._page("peers", self._members(wid, sid), [wid, wid, sid], params, _peer)
 
-    def _add_peers(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _add_peers(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> tuple[int, Session]:
         peers = _peer_configs(body, []) or {}
         self._session_row(wid, sid)
         self._join(wid, sid, peers, replace_config=False)
         self._check_observers(wid, sid)
         return 200, _session(self._session_row(wid, sid))
 
-    def _set_peers(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _set_peers(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> tuple[int, Session]:
         peers = _peer_configs(body, []) or {}
         self._session_row(wid, sid)
         self._db.execute("DELETE FROM session_peers WHERE workspace_id = ? AND session_id = ?", (wid, sid))
@@ -734,7 +746,7 @@ class FakeHonchoService:
         self._check_observers(wid, sid)
         return 200, _session(self._session_row(wid, sid))
 
-    def _remove_peers(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _remove_peers(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> tuple[int, Session]:
         if not isinstance(body, list) or not all(isinstance(p, str) for p in body):
             raise _invalid([], "Input should be a valid list", "list_type", body)
         self._session_row(wid, sid)
@@ -756,7 +768,7 @@ class FakeHonchoService:
                                 "AND session_id = ?", (wid, sid)).fetchall()
         return {r["peer_id"]: json.loads(r["configuration"]) for r in rows}
 
-    def _get_peer_config(self, wid: str, sid: str, pid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _get_peer_config(self, wid: str, sid: str, pid: str, *, body: JSON, params: QueryParams) -> tuple[int, SessionPeerConfig]:
         self._peer_row(wid, pid)
         row = self._one("SELECT configuration FROM session_peers WHERE workspace_id = ? AND session_id = ? "
                         "AND peer_id = ?", wid, sid, pid)
@@ -765,7 +777,7 @@ class FakeHonchoService:
         config = json.loads(row["configuration"])
         return 200, {"observe_me": config.get("observe_me"), "observe_others": config.get("observe_others")}
 
-    def _set_peer_config(self, wid: str, sid: str, pid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _set_peer_config(self, wid: str, sid: str, pid: str, *, body: JSON, params: QueryParams) -> tuple[int, None]:
         config = _peer_config(body, [])
         self._session_row(wid, sid)
         self._peer_row(wid, pid)
@@ -785,7 +797,7 @@ class FakeHonchoService:
         return {"content": text, "message_id": messages[-1]["id"], "summary_type": kind,
                 "created_at": messages[-1]["created_at"], "token_count": len(text.split())}
 
-    def _session_context(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _session_context(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> tuple[int, SessionContext]:
         self._session_row(wid, sid)
         tokens = _int_param(params, "tokens", 100_000, 1, 100_000)
         include_summary = _bool_param(params, "summary", default=True)
@@ -807,23 +819,23 @@ class FakeHonchoService:
             ask = HonchoAsk("representation", wid, perspective or target, target, sid, params.get("search_query"),
                             self._scope_messages(wid, target, sessions), self._conclusion_texts(wid, None, target))
             representation = str(self._answer(ask))
-            card = self._answer(HonchoAsk("card", wid, perspective or target, target,
-                                          card=self._card(wid, perspective or target, target)))
+            card = self._card_answer(HonchoAsk("card", wid, perspective or target, target,
+                                               card=self._card(wid, perspective or target, target)))
         summary = self._summary(wid, sid, "short") if include_summary else None
         return 200, {"id": sid, "messages": picked, "summary": summary, "peer_representation": representation,
                      "peer_card": card}
 
-    def _summaries(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _summaries(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> tuple[int, SessionSummaries]:
         self._session_row(wid, sid)
         return 200, {"id": sid, "short_summary": self._summary(wid, sid, "short"),
                      "long_summary": self._summary(wid, sid, "long")}
 
-    def _session_search(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _session_search(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> tuple[int, list[Message]]:
         return 200, self._search(wid, body, "AND m.session_id = ?", [sid])
 
     # -- messages --------------------------------------------------------------------------
 
-    def _add_messages(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _add_messages(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> tuple[int, list[Message]]:
         items = _object(body).get("messages")
         if not isinstance(items, list):
             raise _invalid(["messages"], "Field required" if items is None else "Input should be a valid list",
@@ -870,7 +882,7 @@ class FakeHonchoService:
                             "created_at": at, "workspace_id": wid, "token_count": len(content.split())})
         return created
 
-    def _upload(self, wid: str, sid: str, *, body: tuple[str, bytes], params: QueryParams) -> Reply:
+    def _upload(self, wid: str, sid: str, *, body: tuple[str, bytes], params: QueryParams) -> tuple[int, list[Message]]:
         content_type, raw = body
         try:
             upload = read_upload(content_type, raw)
@@ -890,7 +902,7 @@ class FakeHonchoService:
         chunks = split_text(text, MAX_CONTENT)
         return 201, self._store(wid, sid, [(c, upload.peer_id, metadata, moment) for c in chunks])
 
-    def _list_messages(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _list_messages(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> tuple[int, Page[Message]]:
         where = compile_filter(_optional_object(body).get("filters") or None, "messages")
         return 200, self._page("messages", f"workspace_id = ? AND session_id = ? AND {where.sql}",
                                [wid, sid, *where.params], params, _message, order="seq")
@@ -901,10 +913,10 @@ class FakeHonchoService:
             raise _HttpError(404, f"Message with ID {mid} not found")
         return row
 
-    def _get_message(self, wid: str, sid: str, mid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _get_message(self, wid: str, sid: str, mid: str, *, body: JSON, params: QueryParams) -> tuple[int, Message]:
         return 200, _message(self._message_row(wid, sid, mid))
 
-    def _update_message(self, wid: str, sid: str, mid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _update_message(self, wid: str, sid: str, mid: str, *, body: JSON, params: QueryParams) -> tuple[int, Message]:
         metadata = _metadata(_object(body).get("metadata"), ["metadata"])
         self._message_row(wid, sid, mid)
         if metadata is not None:
@@ -913,7 +925,7 @@ class FakeHonchoService:
 
     # -- conclusions -----------------------------------------------------------------------
 
-    def _conclusions(self, wid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _conclusions(self, wid: str, *, body: JSON, params: QueryParams) -> tuple[int, list[Conclusion]]:
         body = _object(body)
         items = body.get("conclusions", body.get("observations"))
         if not isinstance(items, list) or not items:
@@ -941,12 +953,12 @@ class FakeHonchoService:
             created.append(_conclusion(self._one("SELECT * FROM conclusions WHERE id = ?", cid)))
         return 201, created
 
-    def _list_conclusions(self, wid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _list_conclusions(self, wid: str, *, body: JSON, params: QueryParams) -> tuple[int, Page[Conclusion]]:
         where = compile_filter(_optional_object(body).get("filters") or None, "conclusions")
         return 200, self._page("conclusions", f"workspace_id = ? AND {where.sql}", [wid, *where.params], params,
                                _conclusion, order="seq")
 
-    def _query_conclusions(self, wid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _query_conclusions(self, wid: str, *, body: JSON, params: QueryParams) -> tuple[int, list[Conclusion]]:
         body = _object(body)
         query = body.get("query")
         if not isinstance(query, str):
@@ -957,7 +969,7 @@ class FakeHonchoService:
                                 [wid, *where.params]).fetchall()
         return 200, rank([_conclusion(r) for r in rows], query)[:top_k]
 
-    def _delete_conclusion(self, wid: str, cid: str, *, body: JSON, params: QueryParams) -> Reply:
+    def _delete_conclusion(self, wid: str, cid: str, *, body: JSON, params: QueryParams) -> tuple[int, None]:
         if self._one("SELECT 1 FROM conclusions WHERE workspace_id = ? AND id = ?", wid, cid) is None:
             raise _HttpError(404, f"Conclusion {cid} not found")
         self._db.execute("DELETE FROM conclusions WHERE workspace_id = ? AND id = ?", (wid, cid))
@@ -1119,6 +1131,10 @@ def _peer_configs(value: JSON, loc: Loc) -> dict[str, SessionPeerConfig] | None:
             raise _invalid([*loc, pid], "String should match pattern '^[a-zA-Z0-9_-]+$'", "string_pattern_mismatch", pid)
         configs[pid] = _peer_config(config, [*loc, pid])
     return configs
+
+
+def _strings(value: JSON) -> TypeGuard[list[str]]:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
 def _int_field(body: JSONObject, key: str, default: int, low: int, high: int) -> int:

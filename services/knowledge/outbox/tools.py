@@ -18,6 +18,7 @@ from services.text import text_problem
 
 from .delivery import DeliveryEngine
 from .honcho_client import HonchoClient
+from .honcho_shapes import Conclusion
 from .models import HonchoError, OutboxError, OutboxSettings, RecallToolError, check_conversation_id
 
 __all__ = ["RecallTools", "unavailable"]
@@ -83,7 +84,7 @@ class RecallTools:
         except HonchoError as exc:
             raise unavailable(exc) from exc
 
-    async def remember(self, conversation_id: str, fact: str) -> dict[str, Any]:
+    async def remember(self, conversation_id: str, fact: str) -> Conclusion:
         """Store ``fact`` as a user-level conclusion (no session); the created conclusion."""
         if not isinstance(fact, str) or not fact.strip():
             raise OutboxError("remember: the fact is empty")
