@@ -23,7 +23,7 @@ __all__ = [
 ]
 
 JSON: TypeAlias = "dict[str, JSON] | list[JSON] | str | int | float | bool | None"
-"""Any value of a JSON document."""
+"""A value of a JSON document."""
 
 JSONObject: TypeAlias = "dict[str, JSON]"
 """A JSON object."""
@@ -178,4 +178,4 @@ class ValidationIssue(TypedDict):
 
 
 WireAnswer: TypeAlias = "Mapping[str, object] | Sequence[Mapping[str, object]] | None"
-"""Any answer body above (an object, a list of objects, or no body)."""
+"""An answer body: one of the objects above, a list of them, or no body."""
