@@ -149,11 +149,13 @@ class HonchoClient:
     async def list_page(self, what: str, *parts: str, filters: JSONObject | None = None, page: int = 1,
                         size: int = 50, reverse: bool = False) -> Page[JSONObject]:
         """One page of a list route (``sessions``, ``peers``, ``sessions/{id}/messages``): Honcho's page,
-        its items as the route's objects (an empty answer is an empty dictionary)."""
+        its items as the route's objects (an empty answer is an empty page)."""
         body = {"filters": filters} if filters else {}
         answer = await self._call(f"list {what}", "POST", self._ws(*parts, "list"), json=body,
                                   params={"page": page, "size": size, "reverse": str(reverse).lower()})
-        return cast("Page[JSONObject]", dict(answer) if isinstance(answer, dict) else {})
+        if not isinstance(answer, dict):
+            return {"items": [], "total": 0, "page": page, "size": size, "pages": 0}
+        return cast("Page[JSONObject]", answer)
 
     async def search(self, query: str, *, limit: int = 20, filters: JSONObject | None = None) -> list[Message]:
         """Messages of the whole workspace that match ``query``."""
