@@ -15,15 +15,15 @@ messages and conclusions, in the real response shape, and says it is the fake's:
 An operator scripts any of them, as the cloud fake scripts replies:
 ``service.respond("chat", lambda ask: f"scripted: {ask.query}")``. The function gets a
 ``HonchoAsk`` and returns the answer (a string; a list of strings for ``card``, where a single
-string is a one-line card); ``None`` falls back to the rule. ``service.respond(kind, None)`` removes the script.
+string is a one-line card); ``None`` falls back to the rule. ``service.respond(kind, None)``
+removes the script.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from collections.abc import Mapping
 from typing import Literal, TypeVar
 
 from .honcho_shapes import Message

@@ -96,5 +96,6 @@ async def read_memory(client: HonchoClient, *, session_id: str | None = None, pe
             found = [_message(m) for m in await client.search(query.strip())]
     except ServiceError as exc:
         error = str(exc)
-    return HonchoSnapshot(sessions, sessions_total, peers, session_id, messages, messages_total, peer_id,
-                          representation, query or None, found, error)
+    return HonchoSnapshot(sessions=sessions, sessions_total=sessions_total, peers=peers, session_id=session_id,
+                          messages=messages, messages_total=messages_total, peer_id=peer_id,
+                          representation=representation, query=query or None, found=found, error=error)
