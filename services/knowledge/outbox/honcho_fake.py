@@ -643,8 +643,8 @@ class FakeHonchoService:
 
     def _get_card(self, wid: str, pid: str, *, body: JSON, params: QueryParams) -> tuple[int, PeerCardAnswer]:
         self._peer_row(wid, pid)
-        observed = params.get("target") or pid
-        card = self._card_answer(HonchoAsk("card", wid, pid, params.get("target"),
+        observed = _param(params, "target") or pid
+        card = self._card_answer(HonchoAsk("card", wid, pid, _param(params, "target"),
                                            card=self._card(wid, pid, observed)))
         return 200, {"peer_card": card}
 
@@ -654,16 +654,16 @@ class FakeHonchoService:
         if not _strings(card):
             raise _invalid(["peer_card"], "Input should be a valid list of strings", "list_type")
         self._peer_row(wid, pid)
-        observed = params.get("target") or pid
+        observed = _param(params, "target") or pid
         self._ensure_peer(wid, observed)
         self._db.execute("INSERT OR REPLACE INTO peer_cards VALUES (?, ?, ?, ?)", (wid, pid, observed, _j(card)))
         return 200, {"peer_card": card}
 
     def _peer_context(self, wid: str, pid: str, *, body: JSON, params: QueryParams) -> tuple[int, PeerContext]:
         self._peer_row(wid, pid)
-        target = params.get("target")
+        target = _param(params, "target")
         observed = target or pid
-        ask = HonchoAsk("representation", wid, pid, target, None, params.get("search_query"),
+        ask = HonchoAsk("representation", wid, pid, target, None, _param(params, "search_query"),
                         self._scope_messages(wid, observed, None), self._conclusion_texts(wid, None, observed))
         card = self._card_answer(HonchoAsk("card", wid, pid, target, card=self._card(wid, pid, observed)))
         return 200, {"peer_id": pid, "target_id": observed, "representation": str(self._answer(ask)),
@@ -701,7 +701,7 @@ class FakeHonchoService:
 
     def _clone(self, wid: str, sid: str, *, body: JSON, params: QueryParams) -> tuple[int, Session]:
         original = self._session_row(wid, sid)
-        cutoff = params.get("message_id")
+        cutoff = _param(params, "message_id")
         limit_seq = None
         if cutoff is not None:
             row = self._one("SELECT seq FROM messages WHERE workspace_id = ? AND session_id = ? AND id = ?",
@@ -811,12 +811,12 @@ class FakeHonchoService:
             used += row["token_count"]
             picked.append(_message(row))
         picked.reverse()
-        target = params.get("peer_target")
-        perspective = params.get("peer_perspective")
+        target = _param(params, "peer_target")
+        perspective = _param(params, "peer_perspective")
         representation = card = None
         if target:
             sessions = [sid] if _bool_param(params, "limit_to_session") else None
-            ask = HonchoAsk("representation", wid, perspective or target, target, sid, params.get("search_query"),
+            ask = HonchoAsk("representation", wid, perspective or target, target, sid, _param(params, "search_query"),
                             self._scope_messages(wid, target, sessions), self._conclusion_texts(wid, None, target))
             representation = str(self._answer(ask))
             card = self._card_answer(HonchoAsk("card", wid, perspective or target, target,
@@ -1148,8 +1148,14 @@ def _int_field(body: JSONObject, key: str, default: int, low: int, high: int) ->
     return value
 
 
+def _param(params: QueryParams, key: str) -> str | None:
+    """The query parameter ``key`` (its first value), or None."""
+    value: str | None = params.get(key)
+    return value
+
+
 def _int_param(params: QueryParams, key: str, default: int, low: int, high: int | None) -> int:
-    raw = params.get(key)
+    raw = _param(params, key)
     if raw is None:
         return default
     try:
@@ -1165,7 +1171,7 @@ def _int_param(params: QueryParams, key: str, default: int, low: int, high: int 
 
 
 def _bool_param(params: QueryParams, key: str, default: bool = False) -> bool:
-    raw = params.get(key)
+    raw = _param(params, key)
     if raw is None:
         return default
     if raw.lower() in ("true", "1", "yes", "on"):
