@@ -24,17 +24,15 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, SelectionList, Static
+from typing_extensions import TypeIs
 
 from services.errors import ServiceError
 
-from services.knowledge.insights import InsightReview
-from services.knowledge.okf.models import JudgmentDetail, JudgmentItem
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the knowledge services load with the workspace, not with the panes
     from services.canvas import LoadVerdict
-    from services.knowledge.insights import InsightReviews
+    from services.knowledge.insights import InsightReview, InsightReviews
     from services.knowledge.okf import Harvest, OkfNotice
-    from services.knowledge.okf.models import GitDelivery
+    from services.knowledge.okf.models import GitDelivery, JudgmentDetail, JudgmentItem
 
 from .dialogs import ConfirmDialog, Field, wants_confirmation
 from .text import DETAIL_CAP, cell_text, date_time, day_minute, highlight, notify_plain, safe, tone
@@ -52,14 +50,29 @@ def _verdict_style(verdict: str, *, bold: bool = False) -> Style | str:
     return tone(VERDICT_TONE[verdict], bold=bold) if verdict in VERDICT_TONE else ("bold" if bold else "")
 
 
+def _is_judgment(item: JudgmentItem | InsightReview) -> TypeIs[JudgmentItem]:
+    """A harvest judgment's queue row (an insight review is the one that carries a proposal)."""
+    return not hasattr(item, "proposal")
+
+
+def _is_harvest(detail: JudgmentDetail | InsightReview | None) -> TypeIs[JudgmentDetail]:
+    """The detail of a harvest judgment (it holds its queue row as ``item``)."""
+    return hasattr(detail, "item")
+
+
+def _is_review(detail: JudgmentDetail | InsightReview | None) -> TypeIs[InsightReview]:
+    """An insight review (it carries its proposal)."""
+    return hasattr(detail, "proposal")
+
+
 def _state(item: JudgmentItem | InsightReview) -> str:
     """A queue row's state: a judgment's ``state`` or a review's ``status``."""
-    return item.state if isinstance(item, JudgmentItem) else item.status
+    return item.state if _is_judgment(item) else item.status
 
 
 def _detail_state(detail: JudgmentDetail | InsightReview) -> str:
     """The state of the item a detail shows."""
-    return detail.item.state if isinstance(detail, JudgmentDetail) else detail.status
+    return detail.item.state if _is_harvest(detail) else detail.status
 
 
 class JudgmentsPane(Pane):
@@ -161,7 +174,7 @@ class JudgmentsPane(Pane):
         """Remember the names of the notes and records each judgment judges (once per attempt)."""
         okf = self.okf
         for item in items.values():
-            if okf is not None and isinstance(item, JudgmentItem) and (item.id, item.attempt) not in self._inputs:
+            if okf is not None and _is_judgment(item) and (item.id, item.attempt) not in self._inputs:
                 try:
                     detail = await okf.detail(item.id)
                 except ServiceError:  # a damaged judgment still lists, by its agent and count
@@ -172,7 +185,7 @@ class JudgmentsPane(Pane):
 
     def _what(self, key: str, item: JudgmentItem | InsightReview) -> str:
         """What a row judges: the notes / records of a harvest judgment, the proposal of an insight review."""
-        if isinstance(item, JudgmentItem):
+        if _is_judgment(item):
             names = self._inputs.get((item.id, item.attempt), ())
             judged = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "") if names else \
                 f"{item.inputs} inputs"
@@ -186,7 +199,7 @@ class JudgmentsPane(Pane):
         table = self.query_one("#judgments-table", DataTable)
         rows: list[tuple[str, tuple[Text, ...]]] = []
         for key, item in items.items():
-            if isinstance(item, JudgmentItem):
+            if _is_judgment(item):
                 state, verdicts = item.state, f"+{item.promote} ≈{item.merge} −{item.drop}"
                 kind = "harvest"
             else:
@@ -257,7 +270,7 @@ class JudgmentsPane(Pane):
             text.append("nothing selected" if self.items else "the queue is empty", style="dim")
             text_widget.update(text)
             return
-        if isinstance(d, JudgmentDetail):
+        if _is_harvest(d):
             text_widget.update(self._notice_text() + self._okf_text(d))
             pending = d.item.state == "pending"
             outcomes.display = pending and bool(d.outcomes)
@@ -443,7 +456,7 @@ class JudgmentsPane(Pane):
                                                f"These will be declined: {names}"), confirmed)
             return
         insights, candidate, review = self.insights, self.candidate, self.detail
-        if insights is None or not isinstance(review, InsightReview):
+        if insights is None or not _is_review(review):
             return
         truth = review.proposal.candidates[candidate]
 
@@ -467,7 +480,7 @@ class JudgmentsPane(Pane):
     def action_rejudge(self) -> None:
         """Judge the selected harvest judgment again, or retry its unfinished delivery."""
         detail, okf = self.detail, self.okf
-        if self.selected is None or not isinstance(detail, JudgmentDetail) or okf is None \
+        if self.selected is None or not _is_harvest(detail) or okf is None \
                 or not self.selected.startswith("okf:"):
             self.app.notify("Select a harvest judgment first.", severity="warning", markup=False)
             return
@@ -491,7 +504,7 @@ class JudgmentsPane(Pane):
     @work(group="judgments-open", exclusive=True, exit_on_error=False)
     async def action_open_review(self) -> None:
         """Open the selected judgment's pull request in the browser, after asking."""
-        git = self.detail.item.git if isinstance(self.detail, JudgmentDetail) else ()
+        git = self.detail.item.git if _is_harvest(self.detail) else ()
         urls = [g.pr_url for g in git if g.pr_url]
         if not urls:
             notify_plain(self.app, "This judgment has no pull request to open.", severity="warning")
@@ -511,7 +524,7 @@ class JudgmentsPane(Pane):
         outcomes.highlighted = min(index + 1, outcomes.option_count - 1)
 
     def action_next_candidate(self) -> None:
-        if self.selected and self.selected.startswith("insight:") and isinstance(self.detail, InsightReview):
+        if self.selected and self.selected.startswith("insight:") and _is_review(self.detail):
             self.candidate = (self.candidate + 1) % max(1, len(self.detail.proposal.candidates))
             self._show_detail()
 
@@ -532,7 +545,7 @@ class JudgmentsPane(Pane):
             return [("Retry the delivery", "j", "rejudge")]
         if not insight and state == "delivered":
             actions_git: list[PaletteAction] = [("Check for the merge now", "j", "rejudge")]
-            if isinstance(self.detail, JudgmentDetail) and any(g.pr_url for g in self.detail.item.git):
+            if _is_harvest(self.detail) and any(g.pr_url for g in self.detail.item.git):
                 actions_git.append(("Open the pull request (asks first)", "o", "open_review"))
             return actions_git
         if state != "pending":
