@@ -80,11 +80,11 @@ class StreamBook:
         run = dict(dto)
         events = run.pop("events", None)
         run_id = str(run["id"])
-        self.runs[run_id] = run
-        if isinstance(events, list):
-            self.logs[run_id] = list(events)
-        elif events is not None:
+        if events is not None and not isinstance(events, list):  # refused before anything is kept
             raise TypeError(f"the events of run {run_id} are {type(events).__name__}, not a list")
+        self.runs[run_id] = run
+        if events is not None:
+            self.logs[run_id] = list(events)
         else:
             self.logs.setdefault(run_id, [])
 
