@@ -50,7 +50,7 @@ def cell_text(value: object, width: int) -> Text:
 
 
 def notify_plain(
-    app: App[Any],  # Any: the App's return type, Textual's own generic parameter (every App may toast)
+    app: App[Any],  # Textual's own generic parameter (the App's return type): every App may toast
     message: object, *, title: object = "", severity: str = "information", timeout: float | None = None
 ) -> None:
     """Show a toast: ``message`` and ``title`` sanitised, clipped, and rendered with markup off."""

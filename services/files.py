@@ -191,7 +191,7 @@ def sweep_temps(folder: Path, names: Iterable[str] | None = None) -> list[str]:
     return removed
 
 
-def read_json(path: Path) -> Any:  # Any: a document of any shape, as json.loads answers it; callers narrow
+def read_json(path: Path) -> Any:  # a document of any shape, as json.loads answers it; callers narrow
     """Parse the JSON file at ``path``; a file that is not valid JSON raises ``CorruptFileError``."""
     try:
         raw = Path(path).read_bytes()
