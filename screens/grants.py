@@ -7,7 +7,8 @@ refuse with a code, ``t`` expire tokens, ``e`` edit scopes.
 
 from __future__ import annotations
 
-from typing import Any, get_args
+from collections.abc import Awaitable, Callable
+from typing import get_args
 
 from rich.text import Text
 from textual import on
@@ -15,6 +16,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
+from services.changes import Change
+from services.desk import GrantView, RefusalRecord
 from services.wire import RefusalCode
 
 from .dialogs import ConfirmDialog, Field, wants_confirmation
@@ -44,12 +47,13 @@ class GrantsPane(Pane):
         Binding("escape", "clear_filter", "Clear filter", show=False, id="workbench.grants.clear_filter"),
     ]
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(id="grants", **kwargs)
+    def __init__(self, *, classes: str = "") -> None:
+        super().__init__(id="grants", classes=classes)
         self.selected: str | None = None
         """The person whose grant is shown."""
-        self._views: dict[str, Any] = {}
-        self._shown: list[tuple[Any, ...]] = []
+        self._views: dict[str, GrantView] = {}
+        self._shown: list[tuple[str, tuple[Text, ...]]] = []
+        self._refusal_cache: list[RefusalRecord] = []
 
     def compose_body(self) -> ComposeResult:
         table = FitTable(id="grants-table", keep=2, cursor_type="row", zebra_stripes=True)  # a column shows whole or not at all
@@ -85,7 +89,7 @@ class GrantsPane(Pane):
         self.count_label = counted(len(views), "grant") + (f" · {revoked} revoked" if revoked else "")
         self._show_detail()
 
-    def _row(self, v: Any, needle: str) -> tuple[Any, ...]:
+    def _row(self, v: GrantView, needle: str) -> tuple[Text, ...]:
         deps = ", ".join(f"{p}:{s}" for p, s, _ in v.dependencies) or "—"
         return (
             highlight(safe_text(v.user_id, 60), needle),
@@ -139,7 +143,7 @@ class GrantsPane(Pane):
         else:
             text.append("none")
         text.append(f"\nheld reads: {view.holding} waiting · {view.reads} made\n")
-        refusals = [r for r in getattr(self, "_refusal_cache", []) if r.user_id == view.user_id][-5:]
+        refusals = [r for r in self._refusal_cache if r.user_id == view.user_id][-5:]
         if refusals:
             past = view.state == "active" and view.refusal is None  # the grant refuses no more: history, not alarm
             text.append("refusals the app met" + (" (before the grant was restored):\n" if past else ":\n"), style="bold")
@@ -155,7 +159,8 @@ class GrantsPane(Pane):
             notify_plain(self.app, "Select a person first.", severity="warning")
         return self.selected
 
-    def _form(self, title: str, fields: list[Field], what: str, call: Any, submit: str = "OK") -> None:
+    def _form(self, title: str, fields: list[Field], what: str, call: Callable[[dict[str, str]], Awaitable[object]],
+              submit: str = "OK") -> None:
         """The form makes the change: a refused value (a bad scope) is said inline, the form stays open."""
         self.form_act(title, fields, what, call, submit=submit)
 
@@ -206,7 +211,7 @@ class GrantsPane(Pane):
     def action_clear_filter(self) -> None:
         self.clear_filter()
 
-    def changed(self, changes: tuple[Any, ...]) -> None:
+    def changed(self, changes: tuple[Change, ...]) -> None:
         """Reload on grant, refusal and run-count changes; a run's events leave grants as they are."""
         if self.workspace is not None and any(c.source in self.sources and c.kind != "run.event" for c in changes):
             self.request_reload()

@@ -5,7 +5,7 @@ Keys read as people press them (``/``, ``?``, ``ctrl+p``, ``tab``, ``←``) and 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -19,18 +19,19 @@ from .help_keys import KeyLine, key_label, keys_line
 __all__ = ["HelpScreen", "key_table"]
 
 
-def _lines(entries: list[Any]) -> list[KeyLine]:
+def _lines(entries: Sequence[KeyLine | Binding]) -> list[KeyLine]:
     """``KeyLine``s as they are; raw ``Binding``s read as people press them."""
     lines: list[KeyLine] = []
     for entry in entries:
         if isinstance(entry, Binding):
             keys = " / ".join(key_label(key) for key in entry.key.split(","))
-            entry = KeyLine(keys, entry.description, entry.id or "")
-        lines.append(entry)
+            lines.append(KeyLine(keys, entry.description, entry.id or ""))
+        else:
+            lines.append(entry)
     return lines
 
 
-def key_table(groups: list[tuple[str, list[Any]]]) -> Text:
+def key_table(groups: Sequence[tuple[str, Sequence[KeyLine | Binding]]]) -> Text:
     """The keys of each group (``KeyLine``s or ``Binding``s) as aligned plain text: the key column is as
     wide as the longest keys plus two cells, so a key never runs into its description."""
     text = Text()
@@ -50,7 +51,7 @@ class HelpScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape,q,question_mark", "close", "Close", id="help.close")]
 
-    def __init__(self, groups: list[tuple[str, list[Any]]]) -> None:
+    def __init__(self, groups: Sequence[tuple[str, Sequence[KeyLine | Binding]]]) -> None:
         super().__init__()
         self.groups = groups
         """``(title, bindings)`` per section."""

@@ -11,10 +11,14 @@ once), then the other panes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from textual.binding import Binding
+from textual.dom import DOMNode
 from textual.keys import format_key
+
+if TYPE_CHECKING:
+    from .main import MainScreen
 
 __all__ = ["NAVIGATION", "KeyLine", "effective_bindings", "help_groups", "key_label", "keys_line"]
 
@@ -79,7 +83,7 @@ def _merge(bindings: list[Binding]) -> list[KeyLine]:
     return [KeyLine(" / ".join(keys), slot[1], ids[slot]) for slot, keys in order.items()]
 
 
-def effective_bindings(node: Any, *, app: Any = None) -> list[KeyLine]:
+def effective_bindings(node: DOMNode, *, app: DOMNode | None = None) -> list[KeyLine]:
     """``node``'s own bindings after the App's keymap, merged per action."""
     app = app or node.app
     bindings_map = node._bindings.copy()  # Textual keeps a node's merged BINDINGS here
@@ -90,19 +94,19 @@ def effective_bindings(node: Any, *, app: Any = None) -> list[KeyLine]:
     return _merge(bindings)
 
 
-def keys_line(node: Any) -> str:
+def keys_line(node: DOMNode) -> str:
     """``node``'s keys on one line (``y yes  n / esc no``), for a dialog's own key hint."""
     return "   ".join(f"{line.keys} {line.description.lower()}" for line in effective_bindings(node))
 
 
-def help_groups(screen: Any) -> list[tuple[str, list[KeyLine]]]:
+def help_groups(screen: MainScreen) -> list[tuple[str, list[KeyLine]]]:
     """The ``?`` groups for the main screen: focused pane first, then everywhere, then the other panes."""
     app = screen.app
     panes = screen.panes()
     active = screen.pane(screen.active)
     groups: list[tuple[str, list[KeyLine]]] = []
     focused_lines = effective_bindings(active)
-    widget = screen.focused
+    widget: DOMNode | None = screen.focused
     inner: list[KeyLine] = []
     while widget is not None and widget is not active and widget is not screen:
         # the workbench's own keys only: a list's cursor keys are Textual's, and NAVIGATION says them once

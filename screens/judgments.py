@@ -15,22 +15,24 @@ with the way out, and its count shows beside the open count.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from rich.style import Style
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, SelectionList, Static
+from typing_extensions import TypeIs
 
 from services.errors import ServiceError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the knowledge services load with the workspace, not with the panes
     from services.canvas import LoadVerdict
-    from services.knowledge.insights import InsightReview
-    from services.knowledge.okf import JudgmentItem
-    from services.knowledge.okf.models import GitDelivery
+    from services.knowledge.insights import InsightReview, InsightReviews
+    from services.knowledge.okf import Harvest, OkfNotice
+    from services.knowledge.okf.models import GitDelivery, JudgmentDetail, JudgmentItem
 
 from .dialogs import ConfirmDialog, Field, wants_confirmation
 from .text import DETAIL_CAP, cell_text, date_time, day_minute, highlight, notify_plain, safe, tone
@@ -43,9 +45,34 @@ VERDICT_TONE = {"promote": "ok", "merge": "accent", "drop": "bad"}
 """The tone each verdict is drawn in."""
 
 
-def _verdict_style(verdict: str, *, bold: bool = False) -> Any:
+def _verdict_style(verdict: str, *, bold: bool = False) -> Style | str:
     """A verdict drawn in its tone (unknown verdicts plain)."""
     return tone(VERDICT_TONE[verdict], bold=bold) if verdict in VERDICT_TONE else ("bold" if bold else "")
+
+
+def _is_judgment(item: JudgmentItem | InsightReview) -> TypeIs[JudgmentItem]:
+    """A harvest judgment's queue row (an insight review is the one that carries a proposal)."""
+    return not hasattr(item, "proposal")
+
+
+def _is_harvest(detail: JudgmentDetail | InsightReview | None) -> TypeIs[JudgmentDetail]:
+    """The detail of a harvest judgment (it holds its queue row as ``item``)."""
+    return hasattr(detail, "item")
+
+
+def _is_review(detail: JudgmentDetail | InsightReview | None) -> TypeIs[InsightReview]:
+    """An insight review (it carries its proposal)."""
+    return hasattr(detail, "proposal")
+
+
+def _state(item: JudgmentItem | InsightReview) -> str:
+    """A queue row's state: a judgment's ``state`` or a review's ``status``."""
+    return item.state if _is_judgment(item) else item.status
+
+
+def _detail_state(detail: JudgmentDetail | InsightReview) -> str:
+    """The state of the item a detail shows."""
+    return detail.item.state if _is_harvest(detail) else detail.status
 
 
 class JudgmentsPane(Pane):
@@ -65,23 +92,23 @@ class JudgmentsPane(Pane):
         Binding("escape", "clear_filter", "Clear filter", show=False, id="workbench.judgments.clear_filter"),
     ]
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(id="judgments", **kwargs)
+    def __init__(self, *, classes: str = "") -> None:
+        super().__init__(id="judgments", classes=classes)
         self.selected: str | None = None
         """``okf:<judgment id>`` or ``insight:<review id>``."""
-        self.items: dict[str, Any] = {}
+        self.items: dict[str, JudgmentItem | InsightReview] = {}
         """Every queue row by key."""
-        self.detail: Any = None
+        self.detail: JudgmentDetail | InsightReview | None = None
         """The selected judgment's detail or insight review."""
         self.candidate = 0
         """The candidate truth picked for the selected insight review."""
         self.loaders: list[LoadVerdict] | None = None
         """For an approved insight, the nodes that load its listener at boot (``Canvas.who_loads``)."""
-        self.notices: list[Any] = []
+        self.notices: list[OkfNotice] = []
         """What needs the operator in OKF (blocked bases, failed captures, refused notes)."""
         self.waiting = 0
         """Judgments and reviews waiting for a decision (the header badge)."""
-        self._table_rows: list[Any] = []
+        self._table_rows: list[tuple[str, tuple[Text, ...]]] = []
         self._inputs: dict[tuple[str, int], tuple[str, ...]] = {}
         """The input names of each harvest judgment, by ``(id, attempt)``."""
 
@@ -95,14 +122,14 @@ class JudgmentsPane(Pane):
             yield Static("", id="judgment-text", markup=False)
 
     @property
-    def okf(self) -> Any:
+    def okf(self) -> Harvest | None:
         """The workspace's OKF harvest service (None when absent)."""
-        return getattr(self.workspace, "okf", None)
+        return None if self.workspace is None else self.workspace.okf
 
     @property
-    def insights(self) -> Any:
+    def insights(self) -> InsightReviews | None:
         """The workspace's insight reviews service (None when absent)."""
-        return getattr(self.workspace, "insights", None)
+        return None if self.workspace is None else self.workspace.insights
 
     def reload(self) -> None:
         if self.okf is None and self.insights is None:
@@ -116,16 +143,17 @@ class JudgmentsPane(Pane):
     async def load(self, needle: str) -> None:
         """Load the queue and the selected item's detail."""
         await asyncio.sleep(DEBOUNCE)  # a newer reload cancels this one while it waits (exclusive)
-        items: dict[str, Any] = {}
-        if self.okf is not None:
-            queue = await self.okf.queue()
+        items: dict[str, JudgmentItem | InsightReview] = {}
+        okf, insights = self.okf, self.insights
+        if okf is not None:
+            queue = await okf.queue()
             for item in sorted(queue, key=lambda i: (i.created_at, -i.inputs, i.agent, i.attempt, i.id)):
                 items[f"okf:{item.id}"] = item
-        if self.insights is not None:
-            for review in await self.insights.list():
+        if insights is not None:
+            for review in await insights.list():
                 items[f"insight:{review.id}"] = review
-        self.notices = list(await self.okf.notices()) if hasattr(self.okf, "notices") else []
-        self.waiting = sum(1 for key, i in items.items() if (i.state if key.startswith("okf:") else i.status) == "pending")
+        self.notices = list(await okf.notices()) if okf is not None else []
+        self.waiting = sum(1 for i in items.values() if _state(i) == "pending")
         self.count_label = f"{self.waiting} to judge" + (f" · {len(self.notices)} ⚠" if self.notices else "")
         await self._learn_inputs(items)
         self.items = items
@@ -142,21 +170,22 @@ class JudgmentsPane(Pane):
         if hasattr(main, "update_badges"):
             main.update_badges()
 
-    async def _learn_inputs(self, items: dict[str, Any]) -> None:
+    async def _learn_inputs(self, items: dict[str, JudgmentItem | InsightReview]) -> None:
         """Remember the names of the notes and records each judgment judges (once per attempt)."""
-        for key, item in items.items():
-            if key.startswith("okf:") and (item.id, item.attempt) not in self._inputs:
+        okf = self.okf
+        for item in items.values():
+            if okf is not None and _is_judgment(item) and (item.id, item.attempt) not in self._inputs:
                 try:
-                    detail = await self.okf.detail(item.id)
+                    detail = await okf.detail(item.id)
                 except ServiceError:  # a damaged judgment still lists, by its agent and count
                     continue
                 names = tuple(dict.fromkeys(o.input_name for o in detail.outcomes))
                 if names:  # none before the judge answers: asked again on the next load
                     self._inputs[(item.id, item.attempt)] = names
 
-    def _what(self, key: str, item: Any) -> str:
+    def _what(self, key: str, item: JudgmentItem | InsightReview) -> str:
         """What a row judges: the notes / records of a harvest judgment, the proposal of an insight review."""
-        if key.startswith("okf:"):
+        if _is_judgment(item):
             names = self._inputs.get((item.id, item.attempt), ())
             judged = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "") if names else \
                 f"{item.inputs} inputs"
@@ -166,11 +195,11 @@ class JudgmentsPane(Pane):
     def forget_drawn(self) -> None:
         self._table_rows = []
 
-    def _show_rows(self, items: dict[str, Any], needle: str) -> None:
+    def _show_rows(self, items: dict[str, JudgmentItem | InsightReview], needle: str) -> None:
         table = self.query_one("#judgments-table", DataTable)
-        rows = []
+        rows: list[tuple[str, tuple[Text, ...]]] = []
         for key, item in items.items():
-            if key.startswith("okf:"):
+            if _is_judgment(item):
                 state, verdicts = item.state, f"+{item.promote} ≈{item.merge} −{item.drop}"
                 kind = "harvest"
             else:
@@ -191,8 +220,7 @@ class JudgmentsPane(Pane):
         if self.selected in keys:
             table.move_cursor(row=keys.index(self.selected))
         elif keys:
-            pending = [k for k in keys if self.items[k] and (getattr(self.items[k], "state", None) or
-                                                             getattr(self.items[k], "status", None)) == "pending"]
+            pending = [k for k in keys if _state(self.items[k]) == "pending"]
             self.selected = pending[0] if pending else keys[0]
             table.move_cursor(row=keys.index(self.selected))
 
@@ -211,16 +239,18 @@ class JudgmentsPane(Pane):
 
     async def _load_detail(self, key: str) -> None:
         kind, _, ident = key.partition(":")
-        if kind == "okf":
-            self.detail = await self.okf.detail(ident)
-        else:
-            self.detail = await self.insights.get(ident)
-            self.loaders = await self._listener_loaders(self.detail)
+        okf, insights = self.okf, self.insights
+        if kind == "okf" and okf is not None:
+            self.detail = await okf.detail(ident)
+        elif kind != "okf" and insights is not None:
+            review = await insights.get(ident)
+            self.detail = review
+            self.loaders = await self._listener_loaders(review)
         self._show_detail()
 
     async def _listener_loaders(self, review: InsightReview) -> list[LoadVerdict] | None:
         """For an approved insight, the nodes that now load its listener at boot (None: not known)."""
-        canvas = getattr(self.workspace, "canvas", None)
+        canvas = None if self.workspace is None else self.workspace.canvas
         listener = getattr(review.proposal, "listener", None)
         if canvas is None or review.status != "approved" or not listener:
             return None
@@ -240,7 +270,7 @@ class JudgmentsPane(Pane):
             text.append("nothing selected" if self.items else "the queue is empty", style="dim")
             text_widget.update(text)
             return
-        if self.selected and self.selected.startswith("okf:"):
+        if _is_harvest(d):
             text_widget.update(self._notice_text() + self._okf_text(d))
             pending = d.item.state == "pending"
             outcomes.display = pending and bool(d.outcomes)
@@ -270,7 +300,7 @@ class JudgmentsPane(Pane):
         text.append("\n")
         return text
 
-    def _okf_text(self, d: Any) -> Text:
+    def _okf_text(self, d: JudgmentDetail) -> Text:
         item = d.item
         text = Text()
         text.append(f"harvest judgment · {safe(item.state, 20)}", style="bold")
@@ -349,7 +379,7 @@ class JudgmentsPane(Pane):
             text.append(f"  delivery stopped at {safe(g.status, 40)} · j retries it\n", style="dim")
         return text
 
-    def _insight_text(self, r: Any) -> Text:
+    def _insight_text(self, r: InsightReview) -> Text:
         p = r.proposal
         text = Text()
         text.append(f"insight review · {safe(r.status, 20)}\n", style="bold")
@@ -382,7 +412,7 @@ class JudgmentsPane(Pane):
             notify_plain(self.app, "Select a judgment first.", severity="warning")
             return None
         kind, _, ident = self.selected.partition(":")
-        state = self.detail.item.state if kind == "okf" else self.detail.status
+        state = _detail_state(self.detail)
         if state != "pending":
             notify_plain(self.app, f"This {'judgment' if kind == 'okf' else 'review'} is {state}, not pending.",
                             severity="warning")
@@ -396,6 +426,8 @@ class JudgmentsPane(Pane):
         kind, ident = target
         if kind == "okf":
             okf = self.okf
+            if okf is None:
+                return
             outcomes = self.query_one("#judgment-outcomes", SelectionList)
             ticked = list(outcomes.selected)
             what = f"{len(ticked)} outcome(s) approved and delivered." if ticked else "Judgment approved and delivered."
@@ -423,8 +455,10 @@ class JudgmentsPane(Pane):
             self.app.push_screen(ConfirmDialog(f"Approve {len(ticked)} of {outcomes.option_count} outcomes? "
                                                f"These will be declined: {names}"), confirmed)
             return
-        insights, candidate = self.insights, self.candidate
-        truth = self.detail.proposal.candidates[candidate]
+        insights, candidate, review = self.insights, self.candidate, self.detail
+        if insights is None or not _is_review(review):
+            return
+        truth = review.proposal.candidates[candidate]
 
         self.form_act(f"Approve candidate {candidate + 1} (edit it first if needed)",  # a refusal stays in the form
                       [Field("truth", "Durable truth", safe(truth, DETAIL_CAP), multiline=True)],
@@ -437,16 +471,20 @@ class JudgmentsPane(Pane):
             return
         kind, ident = target
         service = self.okf if kind == "okf" else self.insights
+        if service is None:
+            return
 
         self.form_act("Reject: say why", [Field("reason", "Reason")], "Rejected.",  # an empty reason stays in the form
                       lambda v: service.reject(ident, v["reason"]), submit="Reject")
 
     def action_rejudge(self) -> None:
         """Judge the selected harvest judgment again, or retry its unfinished delivery."""
-        if self.selected is None or self.detail is None or not self.selected.startswith("okf:"):
+        detail, okf = self.detail, self.okf
+        if self.selected is None or not _is_harvest(detail) or okf is None \
+                or not self.selected.startswith("okf:"):
             self.app.notify("Select a harvest judgment first.", severity="warning", markup=False)
             return
-        ident, state, okf = self.selected.partition(":")[2], self.detail.item.state, self.okf
+        ident, state = self.selected.partition(":")[2], detail.item.state
         if state == "delivering":
             self.act("Delivery retried.", lambda: okf.retry(ident))
         elif state == "delivered":
@@ -466,7 +504,8 @@ class JudgmentsPane(Pane):
     @work(group="judgments-open", exclusive=True, exit_on_error=False)
     async def action_open_review(self) -> None:
         """Open the selected judgment's pull request in the browser, after asking."""
-        urls = [g.pr_url for g in getattr(getattr(self.detail, "item", None), "git", ()) if g.pr_url]
+        git = self.detail.item.git if _is_harvest(self.detail) else ()
+        urls = [g.pr_url for g in git if g.pr_url]
         if not urls:
             notify_plain(self.app, "This judgment has no pull request to open.", severity="warning")
             return
@@ -485,7 +524,7 @@ class JudgmentsPane(Pane):
         outcomes.highlighted = min(index + 1, outcomes.option_count - 1)
 
     def action_next_candidate(self) -> None:
-        if self.selected and self.selected.startswith("insight:") and self.detail is not None:
+        if self.selected and self.selected.startswith("insight:") and _is_review(self.detail):
             self.candidate = (self.candidate + 1) % max(1, len(self.detail.proposal.candidates))
             self._show_detail()
 
@@ -499,14 +538,14 @@ class JudgmentsPane(Pane):
         if self.detail is None or self.selected is None:
             return []
         insight = self.selected.startswith("insight:")
-        state = self.detail.status if insight else self.detail.item.state
+        state = _detail_state(self.detail)
         if not insight and state in ("invalid", "failed", "rejected"):
             return [("Judge it again", "j", "rejudge")]
         if not insight and state == "delivering":
             return [("Retry the delivery", "j", "rejudge")]
         if not insight and state == "delivered":
             actions_git: list[PaletteAction] = [("Check for the merge now", "j", "rejudge")]
-            if any(g.pr_url for g in getattr(self.detail.item, "git", ())):
+            if _is_harvest(self.detail) and any(g.pr_url for g in self.detail.item.git):
                 actions_git.append(("Open the pull request (asks first)", "o", "open_review"))
             return actions_git
         if state != "pending":

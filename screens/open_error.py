@@ -7,7 +7,7 @@ status for a workspace it cannot use. Nothing behind it waits for a workspace th
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -17,6 +17,9 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from .text import safe
+
+if TYPE_CHECKING:
+    from services.open_errors import WorkspaceOpenError
 
 __all__ = ["OpenErrorScreen", "OPEN_FAILED_STATUS"]
 
@@ -43,7 +46,7 @@ class OpenErrorScreen(Screen[None]):
     }
     """
 
-    def __init__(self, error: Any) -> None:
+    def __init__(self, error: WorkspaceOpenError) -> None:
         super().__init__(id="open-error")
         self.error = error
         """The ``WorkspaceOpenError`` (``path``, ``cause``, ``remedy``)."""

@@ -15,6 +15,8 @@ from typing import Any
 from rich.style import Style
 from rich.text import Text
 from textual import active_app  # type: ignore[attr-defined]  # Textual re-exports it without __all__
+from textual.app import App
+from textual.notifications import SeverityLevel
 
 from services.clock import iso
 from services.text import clip, sanitize
@@ -48,10 +50,12 @@ def cell_text(value: object, width: int) -> Text:
 
 
 def notify_plain(
-    app: Any, message: object, *, title: object = "", severity: str = "information", timeout: float | None = None
+    app: App[Any],  # Textual's own generic parameter (the App's return type): every App may toast
+    message: object, *, title: object = "", severity: str = "information", timeout: float | None = None
 ) -> None:
     """Show a toast: ``message`` and ``title`` sanitised, clipped, and rendered with markup off."""
-    app.notify(safe(message, TOAST_CAP), title=safe(title, 120), severity=severity, timeout=timeout, markup=False)
+    level: SeverityLevel = "warning" if severity == "warning" else "error" if severity == "error" else "information"
+    app.notify(safe(message, TOAST_CAP), title=safe(title, 120), severity=level, timeout=timeout, markup=False)
 
 
 def highlight(text: Text | str, needle: str, style: str = "reverse") -> Text:

@@ -130,7 +130,7 @@ def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None
     atomic_write_bytes(path, data, mode=mode)
 
 
-def atomic_write_json(path: Path, value: Any, *, mode: int | None = None) -> None:
+def atomic_write_json(path: Path, value: object, *, mode: int | None = None) -> None:
     """``atomic_write_bytes`` for a JSON document (two-space indent, trailing newline)."""
     atomic_write_text(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n", mode=mode)
 
@@ -191,7 +191,7 @@ def sweep_temps(folder: Path, names: Iterable[str] | None = None) -> list[str]:
     return removed
 
 
-def read_json(path: Path) -> Any:
+def read_json(path: Path) -> Any:  # a document of any shape, as json.loads answers it; callers narrow
     """Parse the JSON file at ``path``; a file that is not valid JSON raises ``CorruptFileError``."""
     try:
         raw = Path(path).read_bytes()

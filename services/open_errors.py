@@ -104,15 +104,15 @@ def _server(error: BaseException, url: str) -> WorkspaceOpenError | None:
                                        "connections)", "Wait a moment and open the workspace again")
     if not state:
         if "translate host name" in text or "name or service not known" in text or "nodename" in text:
-            cause = "the host name in the canvas URL is not known"
+            why = "the host name in the canvas URL is not known"
         elif "timeout" in text or "timed out" in text:
-            cause = "the canvas server did not answer in time"
+            why = "the canvas server did not answer in time"
         elif "refused" in text or "could not connect" in text or "connection failed" in text:
-            cause = "the canvas server cannot be reached (connection refused: the server is down, or nothing " \
-                    "listens at that host and port)"
+            why = "the canvas server cannot be reached (connection refused: the server is down, or nothing " \
+                  "listens at that host and port)"
         else:
-            cause = "the connection to the canvas server failed or dropped while the workspace opened"
-        return WorkspaceOpenError(url, cause, _REACH)
+            why = "the connection to the canvas server failed or dropped while the workspace opened"
+        return WorkspaceOpenError(url, why, _REACH)
     return WorkspaceOpenError(url, f"the canvas server refused the open (SQLSTATE {state})",
                               "Check the server's log for that SQLSTATE, then open the workspace again")
 

@@ -27,7 +27,9 @@ Either way a bad value never stops a sweep, a compaction, a run or an open.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TypeVar, cast
+
+V = TypeVar("V")
 
 __all__ = [
     "sanitize",
@@ -94,7 +96,7 @@ def text_problem(value: str) -> str | None:
     return f"lone surrogate U+{ord(char):04X} at position {at} (text that is not valid Unicode)"
 
 
-def value_problem(value: Any, where: str = "") -> str | None:
+def value_problem(value: object, where: str = "") -> str | None:
     """``text_problem`` for every string (keys included) in a JSON-like value, naming its place."""
     if isinstance(value, str):
         problem = text_problem(value)
@@ -129,13 +131,15 @@ def repair_text(value: str) -> tuple[str, bool]:
     return text, True
 
 
-def repair_value(value: Any) -> tuple[Any, bool]:
-    """``repair_text`` over every string (keys included) of a JSON-like value."""
+def repair_value(value: V) -> tuple[V, bool]:
+    """``repair_text`` over every string (keys included) of a JSON-like value (a repaired mapping
+    comes back as a plain ``dict``, a repaired sequence as its own type)."""
     if isinstance(value, str):
-        return repair_text(value)
+        text, fixed = repair_text(value)
+        return cast(V, text), fixed
     if isinstance(value, dict):
         changed = False
-        out: dict[Any, Any] = {}
+        out: dict[object, object] = {}
         for key, item in value.items():
             if isinstance(key, str):
                 key, fixed = repair_text(key)
@@ -143,11 +147,11 @@ def repair_value(value: Any) -> tuple[Any, bool]:
             item, fixed = repair_value(item)
             changed |= fixed
             out[key] = item
-        return (out, True) if changed else (value, False)
+        return (cast(V, out), True) if changed else (value, False)
     if isinstance(value, (list, tuple)):
         items = [repair_value(item) for item in value]
         if any(fixed for _, fixed in items):
-            return type(value)(item for item, _ in items), True
+            return cast(V, type(value)(item for item, _ in items)), True
         return value, False
     return value, False
 

@@ -21,17 +21,27 @@ import contextlib
 from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
-
 from ..changes import Change, ChangeFeed
 from ..clock import Clock
 from ..desk import Desk, OperatorError
 from ..errors import ServiceError
 from ..follower import WIRE_RUN_FIELDS, FollowedRun
 from .discovery import ServerInfo
-from .client import ControlError
+from .client import ControlError, RemoteCloud
 
 __all__ = ["BookRuns", "ServedDesk", "ServedRuns", "StreamBook"]
+
+Dto = dict[str, object]
+"""A run, an event or a person as the control API answers it (a JSON object)."""
+
+
+def _seq(event: Mapping[str, object]) -> int:
+    """An event's sequence number (0 when it has none)."""
+    seq = event.get("seq", 0)
+    if isinstance(seq, (int, float, str)):
+        return int(seq)
+    raise TypeError(f"an event's seq is {type(seq).__name__}, not a number")
+
 
 RELAYED = frozenset({"canvas", "insights", "okf", "outbox"})
 """The sources whose changes a window relays to the others (through the server's change stream)."""
@@ -41,44 +51,47 @@ class StreamBook:
     """Runs and people of a served cloud as last read from its control API, kept current from its
     change stream (``RunBook``)."""
 
-    def __init__(self, remote: Any) -> None:
+    def __init__(self, remote: RemoteCloud) -> None:
         self.remote = remote
-        self.runs: dict[str, dict[str, Any]] = {}
+        self.runs: dict[str, Dto] = {}
         """Each run's DTO, by id, without its events."""
-        self.logs: dict[str, list[dict[str, Any]]] = {}
+        self.logs: dict[str, list[Dto]] = {}
         """Each run's event log, by run id."""
-        self.persons: dict[str, dict[str, Any]] = {}
+        self.persons: dict[str, Dto] = {}
         """Each person's DTO, by id."""
 
-    def run_dtos(self) -> list[dict[str, Any]]:
+    def run_dtos(self) -> list[Dto]:
         return list(self.runs.values())
 
-    def run_dto(self, run_id: str) -> dict[str, Any] | None:
+    def run_dto(self, run_id: str) -> Dto | None:
         return self.runs.get(run_id)
 
-    def events(self, run_id: str) -> tuple[dict[str, Any], ...]:
+    def events(self, run_id: str) -> tuple[Dto, ...]:
         return tuple(self.logs.get(run_id, ()))
 
-    def people(self) -> list[dict[str, Any]]:
+    def people(self) -> list[Dto]:
         return list(self.persons.values())
 
-    def person(self, user_id: str) -> dict[str, Any] | None:
+    def person(self, user_id: str) -> Dto | None:
         return self.persons.get(user_id)
 
-    def absorb_run(self, dto: Mapping[str, Any]) -> None:
+    def absorb_run(self, dto: Mapping[str, object]) -> None:
         """Keep a run as an answer showed it (its events too, when the answer carries them)."""
-        dto = dict(dto)
-        events = dto.pop("events", None)
-        self.runs[dto["id"]] = dto
+        run = dict(dto)
+        events = run.pop("events", None)
+        run_id = str(run["id"])
+        if events is not None and not isinstance(events, list):  # refused before anything is kept
+            raise TypeError(f"the events of run {run_id} are {type(events).__name__}, not a list")
+        self.runs[run_id] = run
         if events is not None:
-            self.logs[dto["id"]] = list(events)
+            self.logs[run_id] = list(events)
         else:
-            self.logs.setdefault(dto["id"], [])
+            self.logs.setdefault(run_id, [])
 
-    def append_event(self, run_id: str, event: dict[str, Any]) -> None:
+    def append_event(self, run_id: str, event: Dto) -> None:
         """An event the change stream carried (one already held is skipped)."""
         log = self.logs.setdefault(run_id, [])
-        if not log or int(event.get("seq", 0)) > int(log[-1].get("seq", 0)):
+        if not log or _seq(event) > _seq(log[-1]):
             log.append(event)
 
     async def load(self, *, full: bool = False) -> None:
@@ -105,7 +118,7 @@ class BookRuns:
     def __init__(self, book: StreamBook) -> None:
         self.book = book
 
-    def _followed(self, dto: Mapping[str, Any], events: bool) -> FollowedRun:
+    def _followed(self, dto: Mapping[str, object], events: bool) -> FollowedRun:
         wire = {k: dto[k] for k in WIRE_RUN_FIELDS if k in dto}
         return FollowedRun(str(dto["id"]), str(dto["user_id"]), bool(dto.get("deleted")), wire,
                            list(self.book.logs.get(str(dto["id"]), ())) if events else [])
@@ -121,14 +134,16 @@ class BookRuns:
 class ServedRuns:
     """Runs of any served cloud, read over the wire (its control API): a ``RunSource`` for the follower."""
 
-    def __init__(self, remote: Any) -> None:
+    def __init__(self, remote: RemoteCloud) -> None:
         self.remote = remote
 
     @staticmethod
-    def _followed(dto: dict[str, Any]) -> FollowedRun:
+    def _followed(dto: Dto) -> FollowedRun:
         wire = {k: dto[k] for k in WIRE_RUN_FIELDS if k in dto}
-        return FollowedRun(str(dto["id"]), str(dto["user_id"]), bool(dto.get("deleted")), wire,
-                           list(dto.get("events") or []))
+        events = dto.get("events") or []
+        if not isinstance(events, list):
+            raise TypeError(f"the events of run {dto['id']} are {type(events).__name__}, not a list")
+        return FollowedRun(str(dto["id"]), str(dto["user_id"]), bool(dto.get("deleted")), wire, list(events))
 
     async def all_runs(self) -> list[FollowedRun]:
         answer = await self.remote.call("GET", "/runs", params={"events": "1"})
@@ -147,7 +162,7 @@ class ServedRuns:
 class ServedDesk(Desk):
     """The operator's desk over a served cloud (``RemoteCloud``), kept current by its change stream."""
 
-    def __init__(self, remote: Any, changes: ChangeFeed, *, clock: Clock | None = None,
+    def __init__(self, remote: RemoteCloud, changes: ChangeFeed, *, clock: Clock | None = None,
                  reconnect_s: float = 0.5, folder: Path | None = None, info: ServerInfo | None = None) -> None:
         self.stream_book = StreamBook(remote)
         super().__init__(remote, self.stream_book, changes, clock=clock or Clock())
@@ -310,7 +325,7 @@ class ServedDesk(Desk):
         new run, each event not seen before, each deletion), so the panes and the follower miss
         nothing; the shared stores' panes are told to read again (``attach.reloaded``)."""
         book = self.stream_book
-        before = {run_id: (max((int(e.get("seq", 0)) for e in book.logs.get(run_id, [])), default=0),
+        before = {run_id: (max((_seq(e) for e in book.logs.get(run_id, [])), default=0),
                            bool(dto.get("deleted"))) for run_id, dto in book.runs.items()}
         await self.load(full=True)
         mark = {"origin": "server"}  # never relayed back
@@ -320,7 +335,7 @@ class ServedDesk(Desk):
             if seen < 0:
                 self.changes.publish(Change("cloud", "run.started", run_id, user))
             for event in book.logs.get(run_id, []):
-                if int(event.get("seq", 0)) > seen:
+                if _seq(event) > seen:
                     self.changes.publish(Change("cloud", "run.event", run_id, {"event": event, **user}))
             if dto.get("deleted") and not was_deleted:
                 self.changes.publish(Change("cloud", "run.deleted", run_id, user))

@@ -12,10 +12,11 @@ of one review cannot both win.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import secrets
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ...times import parse_time, time_or_none
 from ...changes import ChangeFeed
@@ -23,6 +24,9 @@ from ...clock import Clock
 from ...errors import ServiceError
 from ...files import AsyncFileLock, CorruptFileError, atomic_write_json, read_json
 from .proposal import Proposal, parse_proposal, rules_for_visibility
+
+if TYPE_CHECKING:
+    from ...canvas import Canvas, DocumentView
 
 __all__ = ["ReviewError", "ReviewStateError", "InsightReview", "InsightReviews"]
 
@@ -57,14 +61,16 @@ class InsightReview:
     errors: tuple[str, ...] = field(default_factory=tuple)
 
 
-def _to_json(review: InsightReview) -> dict[str, Any]:
+def _to_json(review: InsightReview) -> dict[str, object]:
     data = asdict(review)
     data["proposal"]["candidates"] = list(review.proposal.candidates)
     data["errors"] = list(review.errors)
     return data
 
 
-def _from_json(data: dict[str, Any], path: Path) -> InsightReview:
+def _from_json(data: object, path: Path) -> InsightReview:
+    if not isinstance(data, dict):
+        raise CorruptFileError(f"{path}: not a review record (not a JSON object)")
     try:
         proposal = Proposal(**{**data["proposal"], "candidates": tuple(data["proposal"]["candidates"])})
         times: dict[str, float | None] = {"created_at": parse_time(data["created_at"])} if "created_at" in data else {}
@@ -77,7 +83,7 @@ def _from_json(data: dict[str, Any], path: Path) -> InsightReview:
 class InsightReviews:
     """The insight-review queue of one workspace, writing approved principles to a canvas."""
 
-    def __init__(self, root: Path, canvas: Any, *, changes: ChangeFeed | None = None, clock: Clock | None = None) -> None:
+    def __init__(self, root: Path, canvas: Canvas, *, changes: ChangeFeed | None = None, clock: Clock | None = None) -> None:
         self.root = Path(root) / "insights"
         self.folder = self.root / "reviews"
         self.canvas = canvas
@@ -87,7 +93,7 @@ class InsightReviews:
         self.folder.mkdir(parents=True, exist_ok=True)
 
     @classmethod
-    async def open(cls, root: Path, canvas: Any, *, changes: ChangeFeed | None = None, clock: Clock | None = None) -> "InsightReviews":
+    async def open(cls, root: Path, canvas: Canvas, *, changes: ChangeFeed | None = None, clock: Clock | None = None) -> "InsightReviews":
         """The queue under ``root`` (the workspace's ``knowledge/`` folder)."""
         return await asyncio.to_thread(cls, root, canvas, changes=changes, clock=clock)
 
@@ -97,7 +103,7 @@ class InsightReviews:
         """Every review (newest first), optionally of one status; unreadable files are reported, not hidden."""
         return await asyncio.to_thread(self._list, status)
 
-    def _list(self, status: str | None) -> list[InsightReview]:
+    def _list(self, status: str | None) -> builtins.list[InsightReview]:
         reviews = []
         for path in sorted(self.folder.glob("*.json")):
             try:
@@ -186,7 +192,7 @@ class InsightReviews:
         self.changes.announce("insights", "review.rejected", review_id, reason=decided.reason)
         return decided
 
-    async def _write_principle(self, proposal: Proposal, truth: str, actor: str) -> Any:
+    async def _write_principle(self, proposal: Proposal, truth: str, actor: str) -> DocumentView:
         from ...canvas import ObjectNotFoundError
 
         rules = rules_for_visibility(proposal.visibility)
@@ -200,7 +206,7 @@ class InsightReviews:
         if current is None:
             return await self.canvas.write(proposal.name, preview=preview, body=truth, owner=owner, kind="knowledge", rules=rules)
         detail = await self.canvas.read(full_name)
-        revision = detail.document.revision if getattr(detail, "document", None) else None
+        revision = detail.document.revision if detail.document is not None else None
         return await self.canvas.edit(full_name, base_revision=revision, body=truth, preview=preview, rules=rules)
 
     # -- internals -------------------------------------------------------------------------

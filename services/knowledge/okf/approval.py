@@ -13,22 +13,26 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from ...clock import iso
 from ...errors import ServiceError
 from ...files import atomic_write_json
 from .delivery import RecoveryOutcome, describe
 from .git_acceptance import WAITING, check_delivery
-from .git_delivery import IN_FLIGHT
+from .git_delivery import IN_FLIGHT, GitProvider
 from .bundle import validate_tree
 from .errors import ConfirmError, OkfError, OkfValidationError, PublicationInterrupted, RecoveryError, RunStateError
 from .judgment import owned_node_paths
 from .proposal import apply_judgment, changed_paths, proposal_document, proposal_hash
+from .shapes import Proposal, Receipt, Run, Stage, outcomes_of
 from .state import StateDir
 from .tree import Tree
+
+if TYPE_CHECKING:
+    from .delivery import DirectoryProvider
 
 __all__ = ["DeliveryBook", "SETTLED_RECEIPTS", "summary_of"]
 
@@ -36,12 +40,14 @@ SETTLED_RECEIPTS = ("accepted", "delivered", "no-change")
 """Receipt statuses that settle a base for a run."""
 
 
-def summary_of(run: dict[str, Any]) -> str:
+def summary_of(run: Run) -> str:
     """The judgment's summary (a pull request's body): each approved outcome with its reason and concepts."""
-    judgment: dict[str, Any] = run["judgment"] if isinstance(run.get("judgment"), dict) else {}
+    raw = run.get("judgment")
+    judgment: Mapping[str, object] = raw if isinstance(raw, dict) else {}
     approved = set((run.get("review") or {}).get("approved") or [])
     lines = [f"Knowledge proposed by OKF judgment {run.get('id')} (attempt {run.get('attempt', 1)}).", ""]
-    for outcome in judgment.get("outcomes") or []:
+    outcomes = judgment.get("outcomes") or []
+    for outcome in outcomes if isinstance(outcomes, list) else []:
         if not isinstance(outcome, dict) or (approved and outcome.get("input") not in approved):
             continue
         concepts = ", ".join(f"{c.get('base')}/{c.get('path')}" for c in outcome.get("concepts") or []
@@ -56,7 +62,7 @@ class DeliveryBook:
     state: StateDir
 
     if TYPE_CHECKING:
-        def provider(self, alias: str) -> Any: ...
+        def provider(self, alias: str) -> DirectoryProvider | GitProvider: ...
 
         def directory_aliases(self) -> list[str]: ...
 
@@ -64,18 +70,18 @@ class DeliveryBook:
 
         def work_dir(self, source_id: str, run_id: str) -> Path: ...
 
-        def staged_tree(self, source_id: str, run_id: str, alias: str, stage: dict[str, Any]) -> Tree: ...
+        def staged_tree(self, source_id: str, run_id: str, alias: str, stage: Stage) -> Tree: ...
 
     # -- operator decisions ----------------------------------------------------------------------
 
-    def claim_approval(self, source_id: str, run_id: str, selected: Sequence[str] | None, *, at: float) -> dict[str, Any]:
+    def claim_approval(self, source_id: str, run_id: str, selected: Sequence[str] | None, *, at: float) -> Run:
         """Move a pending run to ``delivering`` (one caller wins; the others get ``RunStateError``)."""
         with self.state.editing_run(source_id, run_id) as run:
             state = run["review"]["state"]
             if state != "pending":
                 raise RunStateError(f"judgment {run_id} is {state}, not pending; it cannot be approved"
                                     + (" again" if state in ("delivering", "approved") else ""))
-            ids = [o["input"] for o in run["judgment"]["outcomes"]]
+            ids = [o["input"] for o in outcomes_of(run["judgment"])]
             chosen = list(ids) if selected is None else list(dict.fromkeys(selected))
             unknown = [i for i in chosen if i not in ids]
             if unknown or not chosen:
@@ -87,15 +93,15 @@ class DeliveryBook:
                 self._narrow(source_id, run, chosen, at=at)
             return run
 
-    def _narrow(self, source_id: str, run: dict[str, Any], chosen: Sequence[str], *, at: float) -> None:
+    def _narrow(self, source_id: str, run: Run, chosen: Sequence[str], *, at: float) -> None:
         """Rebuild the proposals from the chosen outcomes only (removals need a whole approval).
 
         Everything is computed and validated before any file is written, and outcomes that
         share a concept must be approved together (its text carries all of them).
         """
-        outcomes = [o for o in run["judgment"]["outcomes"] if o["input"] in chosen]
+        outcomes = [o for o in outcomes_of(run["judgment"]) if o["input"] in chosen]
         writers: dict[tuple[str, str], set[str]] = {}
-        for outcome in run["judgment"]["outcomes"]:
+        for outcome in outcomes_of(run["judgment"]):
             for concept in outcome["concepts"]:
                 writers.setdefault((concept["base"], concept["path"]), set()).add(outcome["input"])
         for (base, path), inputs in sorted(writers.items()):
@@ -103,7 +109,7 @@ class DeliveryBook:
                 raise RunStateError(f"outcomes for {', '.join(sorted(i[:12] for i in inputs))} all write {base}/{path}; "
                                     "approve them together")
         staging = json.loads((self.work_dir(source_id, run["id"]) / "staging.json").read_text("utf-8"))
-        planned: dict[str, dict[str, Any] | None] = {}
+        planned: dict[str, Proposal | None] = {}
         for alias in run["receipts"]:
             before = self.staged_tree(source_id, run["id"], alias, run["stages"][alias])
             after = apply_judgment(before, alias, outcomes, [], owned_node_paths(staging[alias]), at=at)
@@ -123,7 +129,7 @@ class DeliveryBook:
             atomic_write_json(file, proposal)
             run["receipts"][alias] = {"status": "validated", "proposal": str(file), "proposalHash": proposal_hash(proposal)}
 
-    def deliver(self, source_id: str, run_id: str, *, at: float) -> dict[str, Any]:
+    def deliver(self, source_id: str, run_id: str, *, at: float) -> Run:
         """Publish every unsettled receipt of an approved run; settle the run when all are done.
 
         A publication an OS error interrupts is recovered at once, following its journal: when it
@@ -137,9 +143,9 @@ class DeliveryBook:
             if receipt["status"] in SETTLED_RECEIPTS:
                 continue
 
-            def save(value: dict[str, Any], alias: str = alias) -> None:
+            def save(value: Receipt, alias: str = alias) -> None:
                 with self.state.editing_run(source_id, run_id) as current:
-                    current["receipts"][alias] = dict(value)
+                    current["receipts"][alias] = value.copy()
 
             try:
                 file, proposal = self._validated_proposal(alias, receipt)
@@ -152,7 +158,7 @@ class DeliveryBook:
                 self._delivery_error(source_id, run_id, exc, failed=False)
                 raise
             try:
-                provider.publish(file, proposal, dict(receipt), save, at=at, summary=summary_of(run))
+                provider.publish(file, proposal, receipt.copy(), save, at=at, summary=summary_of(run))
             except PublicationInterrupted as exc:
                 self._recover_interrupted(source_id, run_id, alias, exc, at=at)
             except OkfError as exc:  # refused before its journal or its push (nothing written): the judgment failed
@@ -190,7 +196,7 @@ class DeliveryBook:
                         found.append((source_id, run_id))
         return found
 
-    def recheck(self, source_id: str, run_id: str, *, at: float) -> dict[str, Any]:
+    def recheck(self, source_id: str, run_id: str, *, at: float) -> Run:
         """Check each waiting Git delivery of a run for its merge; record accepted or rejected upstream.
 
         All accepted: the judgment is ``approved`` and the receipts join ``status.json``'s
@@ -202,6 +208,8 @@ class DeliveryBook:
             if receipt.get("status") != WAITING:
                 continue
             provider = self.provider(alias)
+            if not isinstance(provider, GitProvider):  # only a Git delivery waits for a merge
+                continue
             updated = check_delivery(provider.base, receipt, provider.prs, at=at)
             if updated is None:
                 continue
@@ -217,7 +225,7 @@ class DeliveryBook:
         """Record that a merge check failed (the receipts stay as they were)."""
         self._delivery_error(source_id, run_id, exc, failed=False)
 
-    def _after_check(self, source_id: str, run: dict[str, Any], alias: str, receipt: dict[str, Any], *,
+    def _after_check(self, source_id: str, run: Run, alias: str, receipt: Receipt, *,
                      at: float) -> None:
         """Fold one checked receipt into the run and ``status.json`` (the caller holds the status lock)."""
         status = self.state.status(source_id)
@@ -239,7 +247,7 @@ class DeliveryBook:
             run["history"].append({"status": "rejected", "alias": alias, "at": iso(at)})
         atomic_write_json(self.state.source_dir(source_id) / "status.json", status)
 
-    def _validated_proposal(self, alias: str, receipt: dict[str, Any]) -> tuple[Path, dict[str, Any]]:
+    def _validated_proposal(self, alias: str, receipt: Receipt) -> tuple[Path, Proposal]:
         """The proposal file the receipt names, refused unless it still hashes to the receipt's hash."""
         file = Path(str(receipt.get("proposal")))
         try:
@@ -251,7 +259,7 @@ class DeliveryBook:
             raise ConfirmError(f"base {alias!r}: the proposal {file.name} changed since it was validated "
                                "(its hash is not the receipt's); nothing was written",
                                remedy="rejudge this judgment to build a new proposal")
-        return file, proposal
+        return file, cast(Proposal, proposal)  # it hashes to what the run validated and wrote
 
     def _delivery_error(self, source_id: str, run_id: str, exc: OkfError, *, failed: bool) -> None:
         """Record a delivery error on the run (best effort: the error itself is raised either way)."""
@@ -275,7 +283,7 @@ class DeliveryBook:
             self._delivery_error(source_id, run_id, error, failed=False)
             raise error from exc
 
-    def settle(self, source_id: str, run_id: str, *, at: float) -> dict[str, Any]:
+    def settle(self, source_id: str, run_id: str, *, at: float) -> Run:
         """Mark the run ``processed`` and its approved inputs processed once every receipt is settled."""
         with self.state.status_lock(source_id):
             run = self.state.load_run(source_id, run_id)
@@ -290,7 +298,7 @@ class DeliveryBook:
                 status["delivered"][f"{run_id}/{alias}"] = receipt
                 if receipt["status"] == "accepted":
                     status["accepted"][f"{run_id}/{alias}"] = receipt
-            run.update(status="processed", error=None, settled=sorted(run["receipts"]))
+            run.update({"status": "processed", "error": None, "settled": sorted(run["receipts"])})
             waiting = any(r["status"] == "delivered" for r in run["receipts"].values())
             run["review"]["state"] = "delivered" if waiting else "approved"
             run["history"].append({"status": "processed", "at": iso(at)})
@@ -321,12 +329,12 @@ class DeliveryBook:
             except OkfError:
                 return
             with self.state.editing_run(source_id, outcome.run) as run:
-                receipt = run["receipts"].get(alias, {})
+                receipt: Receipt = run["receipts"].get(alias, {})
                 if outcome.status == "completed":
-                    receipt.update(status="accepted", acceptedDigest=outcome.digest, acceptedAt=iso(at))
+                    receipt.update({"status": "accepted", "acceptedDigest": outcome.digest, "acceptedAt": iso(at)})
                     receipt.pop("error", None)
                 else:
-                    receipt.update(status="validated", error="publication rolled back to the baseline")
+                    receipt.update({"status": "validated", "error": "publication rolled back to the baseline"})
                 run["receipts"][alias] = receipt
                 run["history"].append({"status": f"recovered-{outcome.status}", "alias": alias, "at": iso(at)})
 

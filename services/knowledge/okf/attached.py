@@ -21,16 +21,16 @@ import asyncio
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from ...changes import ChangeFeed
 from ...clock import Clock
 from .capture import CaptureReport
-from .descriptors import binding_path_problems, load_bindings
+from .descriptors import BaseDescriptor, Bindings, NodeDecl, SoulDecl, binding_path_problems, load_bindings
 from .errors import OkfError
 from .harvest import Harvest, prepare_bindings
 from .health import binding_unusable, check_bases
-from .models import JudgmentDetail, JudgmentItem
+from .models import JudgmentDetail, JudgmentItem, OkfNotice
 
 __all__ = ["AttachedHarvest", "ATTACHED_CODE"]
 
@@ -64,7 +64,7 @@ class AttachedHarvest(Harvest):
         harvest = cls(root, changes, _ServingJudge(), bindings, clock=clock or Clock(), watch_window=0.2,
                       unusable=unusable)
 
-        def blocked() -> dict[str, Any]:
+        def blocked() -> dict[str, OkfNotice]:
             found = {alias: binding_unusable(alias, bindings.directory(alias).path, bindings.file, why)
                      for alias, why in unusable.items()}
             for alias, notice in check_bases(harvest.runs).items():
@@ -79,7 +79,7 @@ class AttachedHarvest(Harvest):
 
     async def _fresh(self) -> None:
         """Read the bindings again when the serving process changed them (a base bound since)."""
-        def work() -> Any:
+        def work() -> Bindings | None:
             try:
                 changed = self.bindings.file.stat().st_mtime_ns != self._bindings_seen
             except OSError:
@@ -116,7 +116,7 @@ class AttachedHarvest(Harvest):
     async def capture_now(self, source_id: str | None = None, *, judge: bool = True) -> list[CaptureReport]:
         _refuse("capturing notes")
 
-    async def capture_record(self, source_id: str, record: dict[str, Any], *, judge: bool = True) -> CaptureReport:
+    async def capture_record(self, source_id: str, record: object, *, judge: bool = True) -> CaptureReport:
         _refuse("capturing run records")
 
     async def harvest(self, source_id: str) -> list[str]:
@@ -125,10 +125,12 @@ class AttachedHarvest(Harvest):
     async def rejudge(self, judgment_id: str) -> JudgmentItem:
         _refuse("judging again")
 
-    async def init_base(self, *args: Any, **kwargs: Any) -> Any:
+    async def init_base(self, alias: str, nodes: dict[str, NodeDecl] | dict[str, dict[str, str]], *,
+                        base_id: str | None = None, path: Path | None = None) -> BaseDescriptor:
         _refuse("creating a base")
 
-    async def register_home(self, *args: Any, **kwargs: Any) -> Any:
+    async def register_home(self, home: Path, soul: SoulDecl | Path, *, agent: str, soul_name: str | None = None,
+                            role: str = "") -> str:
         _refuse("registering a home")
 
     async def start_watcher(self) -> None:

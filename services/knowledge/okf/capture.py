@@ -20,13 +20,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from ...clock import iso
 from ...text import repair_text, value_problem
 from .errors import CaptureError
 from .home import InstanceHome
 from .limits import MAX_DEPTH, json_depth
+from .shapes import InputPayload, Status, Turn, TurnText
 from .state import StateDir
 from .tree import canonical_json, sha256_hex
 
@@ -57,7 +57,7 @@ def note_content_hash(name: str, text: str) -> str:
 
 
 def _record_failure(state: StateDir, source_id: str, error: Exception, at: float) -> None:
-    def change(status: dict[str, Any]) -> None:
+    def change(status: Status) -> None:
         status["lastCapture"] = {"status": "failed", "complete": False, "ignored": 0, "at": iso(at), "error": str(error)}
 
     state.update_status(source_id, change)
@@ -79,11 +79,11 @@ def capture_notes(state: StateDir, source_id: str, home: InstanceHome, *, at: fl
             if content_hash in known:
                 unchanged += 1
                 continue
-            payload = {"version": 1, "kind": "note", "name": note.name, "contentHash": content_hash, "text": note.text}
+            payload: InputPayload = {"version": 1, "kind": "note", "name": note.name, "contentHash": content_hash, "text": note.text}
             fresh.append((content_hash, state.write_input(source_id, payload)))
             known.add(content_hash)
 
-        def change(status: dict[str, Any]) -> None:
+        def change(status: Status) -> None:
             captured = status["captured"]
             for content_hash, input_id in fresh:
                 if content_hash not in captured["notes"]:
@@ -98,7 +98,7 @@ def capture_notes(state: StateDir, source_id: str, home: InstanceHome, *, at: fl
     return CaptureReport(source_id, tuple(i for _, i in fresh), unchanged, iso(at), tuple(skipped))
 
 
-def _turn_text(turn: dict[str, Any], where: str) -> list[dict[str, str]]:
+def _turn_text(turn: dict[str, object], where: str) -> list[TurnText]:
     text = turn.get("text")
     if isinstance(text, str):
         role = turn.get("role", "assistant")
@@ -111,7 +111,7 @@ def _turn_text(turn: dict[str, Any], where: str) -> list[dict[str, str]]:
     raise CaptureError(f"{where}: text must be a string or a list of {{role, text}}")
 
 
-def capture_record(state: StateDir, source_id: str, record: dict[str, Any], *, at: float) -> CaptureReport:
+def capture_record(state: StateDir, source_id: str, record: object, *, at: float) -> CaptureReport:
     """Capture the new turns of one run record; fails closed on any malformed or oversized turn."""
     with state.capture_lock(source_id):
         try:
@@ -121,7 +121,7 @@ def capture_record(state: StateDir, source_id: str, record: dict[str, Any], *, a
             raise
         ids = [state.write_input(source_id, w) for w in windows]
 
-        def change(status: dict[str, Any]) -> None:
+        def change(status: Status) -> None:
             captured = status["captured"]
             for input_id in ids:
                 if input_id not in captured["inputs"]:
@@ -134,7 +134,7 @@ def capture_record(state: StateDir, source_id: str, record: dict[str, Any], *, a
     return CaptureReport(source_id, tuple(ids), 0, iso(at))
 
 
-def _plan_windows(state: StateDir, source_id: str, record: dict[str, Any]) -> tuple[list[dict[str, Any]], str, str | None]:
+def _plan_windows(state: StateDir, source_id: str, record: object) -> tuple[list[InputPayload], str, str | None]:
     if not isinstance(record, dict):
         raise CaptureError("a run record must be a JSON object")
     if json_depth(record) > MAX_DEPTH:
@@ -150,12 +150,13 @@ def _plan_windows(state: StateDir, source_id: str, record: dict[str, Any]) -> tu
     if not isinstance(turns, list):
         raise CaptureError(f"run record {thread}: turns must be a list")
     after = state.status(source_id)["captured"]["threads"].get(thread)
-    normal: list[dict[str, Any]] = []
+    normal: list[tuple[Turn, int]] = []
     seen: set[str] = set()
     for index, turn in enumerate(turns):
         where = f"run record {thread} turn {index}"
         if not isinstance(turn, dict) or not isinstance(turn.get("id"), str) or not turn["id"]:
             raise CaptureError(f"{where}: each turn needs a string id")
+        turn_id: str = turn["id"]
         if turn["id"] in seen:
             raise CaptureError(f"{where}: duplicate turn id {turn['id']}")
         seen.add(turn["id"])
@@ -164,28 +165,27 @@ def _plan_windows(state: StateDir, source_id: str, record: dict[str, Any]) -> tu
         if size > TURN_LIMIT_BYTES:
             raise CaptureError(f"{where} ({turn['id']}) is {size} bytes, over the 1 MiB turn limit; "
                                "nothing was captured and nothing is truncated")
-        normal.append({"id": turn["id"], "ts": str(turn.get("ts", "")), "thread": thread, "kind": "session",
-                       "source": str(turn.get("source", "crouter")), "text": parts, "_size": size})
+        normal.append(({"id": turn_id, "ts": str(turn.get("ts", "")), "thread": thread, "kind": "session",
+                        "source": str(turn.get("source", "crouter")), "text": parts}, size))
     if after is not None:
-        ids = [t["id"] for t in normal]
+        ids = [t["id"] for t, _ in normal]
         if after in ids:
             normal = normal[ids.index(after) + 1:]
-    windows: list[dict[str, Any]] = []
-    current: list[dict[str, Any]] = []
+    windows: list[InputPayload] = []
+    current: list[Turn] = []
     size = 0
     previous = after
-    for turn in normal:
-        if current and size + turn["_size"] > WINDOW_SOFT_BYTES:
+    for turn, turn_size in normal:
+        if current and size + turn_size > WINDOW_SOFT_BYTES:
             windows.append(_window(thread, previous, current))
             previous, current, size = current[-1]["id"], [], 0
         current.append(turn)
-        size += turn["_size"]
+        size += turn_size
     if current:
         windows.append(_window(thread, previous, current))
-    until = normal[-1]["id"] if normal else after
+    until = normal[-1][0]["id"] if normal else after
     return windows, thread, until
 
 
-def _window(thread: str, after: str | None, turns: list[dict[str, Any]]) -> dict[str, Any]:
-    clean = [{k: v for k, v in t.items() if k != "_size"} for t in turns]
-    return {"version": 1, "kind": "record", "thread": thread, "after": after, "until": clean[-1]["id"], "turns": clean}
+def _window(thread: str, after: str | None, turns: list[Turn]) -> InputPayload:
+    return {"version": 1, "kind": "record", "thread": thread, "after": after, "until": turns[-1]["id"], "turns": turns}

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .errors import OkfError
+
+if TYPE_CHECKING:
+    from ...sdk import Crouter
 
 __all__ = ["CrouterJudgeClient", "JudgeRunError"]
 
@@ -31,7 +34,7 @@ class JudgeRunError(OkfError):
 class CrouterJudgeClient:
     """A ``JudgeClient`` that judges each prompt in a fresh isolated run."""
 
-    def __init__(self, client: Any, *, app: str, timeout: float = 600.0) -> None:
+    def __init__(self, client: Crouter, *, app: str, timeout: float = 600.0) -> None:
         self._client = client
         self._app = app
         self.timeout = timeout

@@ -35,10 +35,10 @@ import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from ...clock import iso
 from ...files import CorruptFileError, PathError, atomic_write_json, contained_path, fsync_dir, read_json, sweep_temps
@@ -47,11 +47,12 @@ from .bundle import validate_tree
 from .errors import BaselineError, ConfirmError, OkfError, OkfPathError, PublicationInterrupted, RecoveryError
 from .limits import disk_problem, limits_for, rel_path_problem, shape_problems
 from .proposal import ProposalDelta, proposal_hash, read_proposal
+from .shapes import Proposal, Receipt
 from .tree import Tree, tree_digest
 
 __all__ = ["DeliveryProvider", "DirectoryProvider", "RecoveryOutcome", "SaveReceipt", "StepHook", "describe"]
 
-SaveReceipt = Callable[[dict[str, Any]], None]
+SaveReceipt = Callable[[Receipt], None]
 """Persists a receipt (called at every status step, before the step's effect)."""
 StepHook = Callable[[str], None]
 """Called between publication steps; crash tests use it to kill the process mid-publication."""
@@ -86,8 +87,8 @@ class DeliveryProvider(Protocol):
         """The accepted tree and its digest, read consistently (the staging baseline)."""
         ...
 
-    def publish(self, proposal_file: Path, proposal: Mapping[str, Any], receipt: dict[str, Any],
-                save: SaveReceipt, *, at: float, summary: str = "") -> dict[str, Any]:
+    def publish(self, proposal_file: Path, proposal: Proposal, receipt: Receipt,
+                save: SaveReceipt, *, at: float, summary: str = "") -> Receipt:
         """Deliver ``proposal``; persists every receipt step through ``save``; returns the receipt."""
         ...
 
@@ -213,8 +214,8 @@ class DirectoryProvider:
         """Refused before its journal (nothing written): a changed base, a bad path, a proposal that does not add up."""
         return exc.code in ("E_BASELINE", "E_PATH", "E_CONFIRM") and not self.base.journal_pending()
 
-    def publish(self, proposal_file: Path, proposal: Mapping[str, Any], receipt: dict[str, Any],
-                save: SaveReceipt, *, at: float, summary: str = "") -> dict[str, Any]:
+    def publish(self, proposal_file: Path, proposal: Proposal, receipt: Receipt,
+                save: SaveReceipt, *, at: float, summary: str = "") -> Receipt:
         """Deliver ``proposal`` by the journal protocol; returns the ``accepted`` receipt (``summary`` unused)."""
         delta = read_proposal(dict(proposal))
         digest_hash = proposal_hash(proposal)
@@ -234,8 +235,8 @@ class DirectoryProvider:
                                     "then retry the delivery") from exc
         return receipt
 
-    def _publish_locked(self, proposal_file: Path, proposal: Mapping[str, Any], delta: ProposalDelta,
-                        digest_hash: str, receipt: dict[str, Any], save: SaveReceipt, *, at: float) -> None:
+    def _publish_locked(self, proposal_file: Path, proposal: Proposal, delta: ProposalDelta,
+                        digest_hash: str, receipt: Receipt, save: SaveReceipt, *, at: float) -> None:
         if self.base.journal_pending():
             raise RecoveryError(f"base {self.alias!r}: publication pending; it must recover first")
         if receipt.get("status") == "publication-intent":
@@ -256,7 +257,7 @@ class DirectoryProvider:
         if tree_digest(delta.applied(current)) != delta.after_digest:
             raise ConfirmError(f"base {self.alias!r}: the proposal's files do not add up to its after-state; "
                                "nothing was written", remedy="rejudge this judgment")
-        receipt.update(status="publication-intent", proposal=str(proposal_file), proposalHash=digest_hash)
+        receipt.update({"status": "publication-intent", "proposal": str(proposal_file), "proposalHash": digest_hash})
         save(receipt)
         self._step("intent")
         atomic_write_json(self.base.journal_path, {"version": 1, "run": proposal["run"], "proposalHash": digest_hash,
@@ -274,7 +275,7 @@ class DirectoryProvider:
             raise ConfirmError(f"base {self.alias!r}: published files do not equal the proposal "
                                f"({'; '.join(map(str, findings[:3])) or 'digest differs'}); the journal stays for recovery",
                                remedy=self._journal_remedy())
-        receipt.update(status="accepted", acceptedDigest=tree_digest(final), acceptedAt=iso(at))
+        receipt.update({"status": "accepted", "acceptedDigest": tree_digest(final), "acceptedAt": iso(at)})
         receipt.pop("error", None)
         save(receipt)
         self._step("accepted")

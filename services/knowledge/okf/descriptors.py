@@ -19,10 +19,10 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from ...files import CorruptFileError, read_json
 from .errors import OkfConfigError, OkfPathError
+from .shapes import DeclDoc
 from .tree import check_physical_dir, inside_git_worktree
 
 __all__ = [
@@ -57,24 +57,24 @@ def check_id(value: object, where: str) -> str:
     return value
 
 
-def _only_keys(data: dict[str, Any], allowed: set[str], where: str) -> None:
+def _only_keys(data: dict[str, object], allowed: set[str], where: str) -> None:
     extra = sorted(set(data) - allowed)
     if extra:
         raise OkfConfigError(f"{where}: unknown field(s) {', '.join(extra)}")
 
 
-def _require_dict(value: object, where: str) -> dict[str, Any]:
+def _require_dict(value: object, where: str) -> dict[str, object]:
     if not isinstance(value, dict):
         raise OkfConfigError(f"{where}: must be a JSON object")
     return value
 
 
-def _version(data: dict[str, Any], where: str) -> None:
+def _version(data: dict[str, object], where: str) -> None:
     if data.get("version") != 1:
         raise OkfConfigError(f"{where}: version must be 1")
 
 
-def load_json_file(path: Path, what: str) -> Any:
+def load_json_file(path: Path, what: str) -> object:
     """Read a descriptor file; a missing or corrupt file raises ``OkfConfigError`` naming it."""
     try:
         return read_json(path)
@@ -93,7 +93,7 @@ class DirectoryBinding:
     path: Path
     kind: str = "directory"
 
-    def to_json(self, relative_to: Path) -> dict[str, Any]:
+    def to_json(self, relative_to: Path) -> dict[str, object]:
         """The binding as it is written in a bindings file next to ``relative_to``."""
         return {"id": self.id, "kind": "directory", "path": os.path.relpath(self.path, relative_to)}
 
@@ -110,7 +110,7 @@ class GitBinding:
     pr_repository: str
     kind: str = "git"
 
-    def to_json(self, relative_to: Path) -> dict[str, Any]:
+    def to_json(self, relative_to: Path) -> dict[str, object]:
         """The binding as written in a bindings file."""
         return {"id": self.id, "kind": "git", "repository": self.repository, "root": self.root,
                 "acceptedBranch": self.accepted_branch, "pr": {"repository": self.pr_repository}}
@@ -126,7 +126,7 @@ class Bindings:
     cron: str = "*/15 * * * *"
     tz: str = "UTC"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The bindings as written on disk (paths relative to the file's folder)."""
         folder = self.file.parent
         return {"version": 1, "stateDir": os.path.relpath(self.state_dir, folder), "cron": self.cron,
@@ -162,18 +162,19 @@ def parse_bindings(data: object, file: Path, *, check_paths: bool = True) -> Bin
         kind = entry.get("kind")
         if kind == "directory":
             _only_keys(entry, {"id", "kind", "path"}, f"{where}: bases.{alias}")
-            if not isinstance(entry.get("path"), str) or not entry["path"]:
+            relative = entry.get("path")
+            if not isinstance(relative, str) or not relative:
                 raise OkfConfigError(f"{where}: bases.{alias}.path must be a non-empty string")
-            path = Path(os.path.normpath(folder / entry["path"]))
+            path = Path(os.path.normpath(folder / relative))
             bases[alias] = DirectoryBinding(alias, check_id(entry.get("id"), f"{where}: bases.{alias}.id"), path)
         elif kind == "git":
             _only_keys(entry, {"id", "kind", "repository", "root", "acceptedBranch", "pr"}, f"{where}: bases.{alias}")
             pr = _require_dict(entry.get("pr"), f"{where}: bases.{alias}.pr")
             fields = [entry.get("repository"), entry.get("root"), entry.get("acceptedBranch"), pr.get("repository")]
-            if not all(isinstance(v, str) and v for v in fields):
+            texts = [v for v in fields if isinstance(v, str) and v]
+            if len(texts) != len(fields):
                 raise OkfConfigError(f"{where}: bases.{alias} needs repository, root, acceptedBranch and pr.repository")
-            bases[alias] = GitBinding(alias, check_id(entry.get("id"), f"{where}: bases.{alias}.id"),
-                                      *fields)  # type: ignore[arg-type]
+            bases[alias] = GitBinding(alias, check_id(entry.get("id"), f"{where}: bases.{alias}.id"), *texts)
         else:
             raise OkfConfigError(f"{where}: bases.{alias}.kind must be 'directory' or 'git'")
     bindings = Bindings(Path(file), Path(os.path.normpath(folder / state)), bases,
@@ -248,7 +249,7 @@ class SoulDecl:
     owns: tuple[str, ...]
     reads: tuple[str, ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> DeclDoc:
         """The declaration as written on disk."""
         return {"version": 1, "owner": self.owner, "owns": list(self.owns), "reads": list(self.reads)}
 
@@ -299,7 +300,7 @@ class BaseDescriptor:
     id: str
     nodes: dict[str, NodeDecl] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The descriptor as written on disk."""
         return {"version": 1, "id": self.id,
                 "nodes": {n: {"path": d.path, "owner": d.owner} for n, d in self.nodes.items()}}

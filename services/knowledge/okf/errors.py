@@ -8,6 +8,8 @@ what the operator can do about it (which file to put back or move aside, what to
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ...errors import ServiceError
 from ...files import PathError
 
@@ -59,7 +61,7 @@ class OkfValidationError(OkfError):
 
     code = "E_VALIDATION"
 
-    def __init__(self, message: str, findings: list[object] | None = None) -> None:
+    def __init__(self, message: str, findings: Sequence[object] | None = None) -> None:
         self.findings = list(findings or [])
         super().__init__(message)
 

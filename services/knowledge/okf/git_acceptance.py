@@ -18,11 +18,11 @@ checks once at open, and on ``recheck``).
 
 from __future__ import annotations
 
-from typing import Any
-
 from ...clock import iso
 from .errors import OkfError
 from .git import GitBase
+from .git_pr import PullRequests
+from .shapes import Receipt
 
 __all__ = ["check_delivery", "POLL_INTERVAL_S", "WAITING", "SCAN_LIMIT"]
 
@@ -53,7 +53,7 @@ def _is_ancestor(base: GitBase, commit: str, head: str) -> bool:
     return base.git("merge-base", "--is-ancestor", commit, head, check=False).returncode == 0
 
 
-def _carrier(base: GitBase, receipt: dict[str, Any], head: str) -> tuple[str, str] | None:
+def _carrier(base: GitBase, receipt: Receipt, head: str) -> tuple[str, str] | None:
     """``(commit, how)`` of the accepted-branch commit that carries the proposal, or None."""
     commit, start = str(receipt["commit"]), str(receipt["baseHead"])
     if base.has_ref(commit) is None:
@@ -70,28 +70,28 @@ def _carrier(base: GitBase, receipt: dict[str, Any], head: str) -> tuple[str, st
     return None
 
 
-def check_delivery(base: GitBase, receipt: dict[str, Any], prs: Any, *, at: float) -> dict[str, Any] | None:
+def check_delivery(base: GitBase, receipt: Receipt, prs: PullRequests | None, *, at: float) -> Receipt | None:
     """The receipt as it should now be (accepted, rejected, or delivered with a fresh PR state); None when unchanged."""
     if receipt.get("status") != WAITING:
         return None
     with base.locked():
         head = base.fetch()
         carrier = _carrier(base, receipt, head)
-    updated = dict(receipt)
+    updated = receipt.copy()
     if carrier is not None:
-        updated.update(status="accepted", acceptedCommit=head, mergedAs={"commit": carrier[0], "how": carrier[1]},
-                       acceptedAt=iso(at))
+        updated.update({"status": "accepted", "acceptedCommit": head, "mergedAs": {"commit": carrier[0], "how": carrier[1]},
+                        "acceptedAt": iso(at)})
         return updated
     pr = receipt.get("pr")
     if isinstance(pr, dict) and prs is not None and prs.available():
         fresh = prs.view(pr)
         updated["pr"] = fresh
         if fresh.get("state") == "CLOSED":
-            updated.update(status="rejected", rejectedUpstream="the pull request was closed without merge",
-                           rejectedAt=iso(at))
+            updated.update({"status": "rejected", "rejectedUpstream": "the pull request was closed without merge",
+                            "rejectedAt": iso(at)})
             return updated
     if base.remote_branch(str(receipt["branch"])) is None:
-        updated.update(status="rejected", rejectedUpstream=f"the branch {receipt['branch']} was deleted without merge",
-                       rejectedAt=iso(at))
+        updated.update({"status": "rejected", "rejectedUpstream": f"the branch {receipt['branch']} was deleted without merge",
+                        "rejectedAt": iso(at)})
         return updated
     return updated if updated != receipt else None

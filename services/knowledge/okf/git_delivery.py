@@ -30,9 +30,8 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from ...times import parse_time
 from ...clock import iso
@@ -43,6 +42,7 @@ from .git import GitBase
 from .git_pr import PullRequests, how_to_review
 from .limits import PathLimits, rel_path_problem
 from .proposal import ProposalDelta, proposal_hash, read_proposal
+from .shapes import Proposal, Receipt
 from .tree import Tree, tree_digest
 
 __all__ = ["GitProvider", "AUTHOR_NAME", "AUTHOR_EMAIL", "IN_FLIGHT", "branch_name"]
@@ -94,8 +94,8 @@ class GitProvider:
 
     # -- delivery ------------------------------------------------------------------------------
 
-    def publish(self, proposal_file: Path, proposal: Mapping[str, Any], receipt: dict[str, Any],
-                save: SaveReceipt, *, at: float, summary: str = "") -> dict[str, Any]:
+    def publish(self, proposal_file: Path, proposal: Proposal, receipt: Receipt,
+                save: SaveReceipt, *, at: float, summary: str = "") -> Receipt:
         """Deliver ``proposal`` as a reviewed branch; returns the ``delivered`` receipt."""
         delta = read_proposal(dict(proposal))
         run_id, attempt = str(proposal["run"]), int(proposal.get("attempt") or 1)
@@ -121,7 +121,7 @@ class GitProvider:
                                 remedy="retry the delivery")
         return receipt
 
-    def _plan(self, delta: ProposalDelta, proposal_file: Path, proposal: Mapping[str, Any], receipt: dict[str, Any],
+    def _plan(self, delta: ProposalDelta, proposal_file: Path, proposal: Proposal, receipt: Receipt,
               save: SaveReceipt, run_id: str, attempt: int, *, at: float) -> None:
         """Fetch, check the baseline (stale or rebased), verify the result, persist ``commit-intent``."""
         head = self.base.fetch()
@@ -129,9 +129,9 @@ class GitProvider:
         current = self.base.read_tree(head)
         self._target(delta, current, head)
         base_id = self.base.binding.id
-        receipt.update(status="commit-intent", proposal=str(proposal_file), proposalHash=proposal_hash(proposal),
-                       branch=branch_name(run_id, attempt, base_id), baseHead=head, commitAt=iso(int(at)),
-                       rebased=tree_digest(current) != delta.before_digest)
+        receipt.update({"status": "commit-intent", "proposal": str(proposal_file), "proposalHash": proposal_hash(proposal),
+                        "branch": branch_name(run_id, attempt, base_id), "baseHead": head, "commitAt": iso(int(at)),
+                        "rebased": tree_digest(current) != delta.before_digest})
         receipt.pop("error", None)
         save(receipt)
         self._step("commit-intent")
@@ -160,7 +160,7 @@ class GitProvider:
                                remedy="rejudge this judgment")
         return target
 
-    def _commit(self, delta: ProposalDelta, receipt: dict[str, Any], save: SaveReceipt, run_id: str) -> None:
+    def _commit(self, delta: ProposalDelta, receipt: Receipt, save: SaveReceipt, run_id: str) -> None:
         """Make (or find, after a kill) the one proposal commit on ``baseHead``; persist ``committed``."""
         ref = f"refs/heads/{receipt['branch']}"
         commit = self.base.has_ref(ref)
@@ -177,7 +177,7 @@ class GitProvider:
         if sorted(p for p in changed if p) != expected:
             raise ConfirmError(f"base {self.alias!r}: the proposal commit {commit[:12]} does not change exactly the "
                                "proposal's files; nothing was pushed", remedy="rejudge this judgment")
-        receipt.update(status="committed", commit=commit)
+        receipt.update({"status": "committed", "commit": commit})
         save(receipt)
         self._step("committed")
 
@@ -211,7 +211,7 @@ class GitProvider:
         return self.base.git("commit-tree", "--no-gpg-sign", tree, "-p", head, "-m", f"okf-harvest: {run_id}",
                              env=identity, what="git commit-tree").stdout.decode().strip()
 
-    def _push(self, receipt: dict[str, Any], save: SaveReceipt) -> None:
+    def _push(self, receipt: Receipt, save: SaveReceipt) -> None:
         """Push the commit to the new branch only (no force); a landed earlier push is not repeated."""
         branch, commit = str(receipt["branch"]), str(receipt["commit"])
         if branch == self.base.accepted_branch:
@@ -224,12 +224,12 @@ class GitProvider:
                 words = _git_words(proc.stderr, proc.stdout)
                 if self.base.remote_branch(branch) != commit:
                     if any(mark in words.lower() for mark in _REFUSED):
-                        receipt.update(status="committed", error=words)
+                        receipt.update({"status": "committed", "error": words})
                         save(receipt)
                         raise OkfError(f"base {self.alias!r}: {self.base.repository} refused the push of {branch}: {words}",
                                        code="E_PR", remedy="fix what the repository refuses (its hook, branch "
                                                            "protection or your rights), then judge it again")
-                    receipt.update(status="push-unknown", error=words)
+                    receipt.update({"status": "push-unknown", "error": words})
                     save(receipt)
                     raise RecoveryError(f"base {self.alias!r}: the push of {branch} did not finish: {words}",
                                         remedy="check the network and your git credentials, then retry the delivery")
@@ -243,7 +243,7 @@ class GitProvider:
         save(receipt)
         self._step("pushed")
 
-    def _review(self, receipt: dict[str, Any], save: SaveReceipt, run_id: str, summary: str, *, at: float) -> None:
+    def _review(self, receipt: Receipt, save: SaveReceipt, run_id: str, summary: str, *, at: float) -> None:
         """Open (or find) the PR, or record how to open the review; persist ``delivered``."""
         branch = str(receipt["branch"])
         pr = None
@@ -252,13 +252,13 @@ class GitProvider:
                 pr = self.prs.open(branch, self.base.accepted_branch, f"okf-harvest: {run_id}",
                                    summary or f"Knowledge proposed by judgment {run_id}.")
             except OkfError as exc:
-                receipt.update(status="pr-unknown", error=exc.detail)
+                receipt.update({"status": "pr-unknown", "error": exc.detail})
                 save(receipt)
                 raise RecoveryError(f"base {self.alias!r}: the pull request for {branch} could not be opened "
                                     f"({exc.detail})", remedy="retry the delivery; the pushed branch stays") from exc
-        receipt.update(status="delivered", pr=pr, deliveredAt=iso(at),
-                       review=None if pr else how_to_review(self.base.binding.pr_repository, branch,
-                                                            self.base.accepted_branch))
+        receipt.update({"status": "delivered", "pr": pr, "deliveredAt": iso(at),
+                        "review": None if pr else how_to_review(self.base.binding.pr_repository, branch,
+                                                                self.base.accepted_branch)})
         receipt.pop("error", None)
         save(receipt)
         self._step("delivered")

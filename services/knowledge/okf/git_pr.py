@@ -16,9 +16,10 @@ import os
 import re
 import shutil
 import subprocess
-from typing import Any
+from collections.abc import Mapping
 
 from .errors import OkfError
+from .shapes import PullRequest
 
 __all__ = ["PullRequests", "PR_FIELDS", "github_repository", "how_to_review"]
 
@@ -46,7 +47,7 @@ def how_to_review(pr_repository: str, branch: str, accepted_branch: str) -> str:
             "it counts once the merge is on the accepted branch")
 
 
-def _pr_of(data: dict[str, Any]) -> dict[str, Any]:
+def _pr_of(data: Mapping[str, object]) -> PullRequest:
     merge = data.get("mergeCommit")
     return {"number": data.get("number"), "url": data.get("url"), "state": data.get("state"),
             "headRefOid": data.get("headRefOid"), "baseRefName": data.get("baseRefName"),
@@ -78,7 +79,7 @@ class PullRequests:
             return False
         return self._gh("auth", "status", "--hostname", "github.com", check=False).returncode == 0
 
-    def find(self, branch: str) -> dict[str, Any] | None:
+    def find(self, branch: str) -> PullRequest | None:
         """The PR (any state) whose head is ``branch``, or None."""
         proc = self._gh("pr", "list", "--repo", str(self.repository), "--head", branch, "--state", "all",
                         "--json", PR_FIELDS, "--limit", "1")
@@ -88,7 +89,7 @@ class PullRequests:
             raise OkfError(f"gh pr list answered what is not JSON: {proc.stdout[:200]}", code="E_PR") from None
         return _pr_of(found[0]) if isinstance(found, list) and found and isinstance(found[0], dict) else None
 
-    def open(self, branch: str, accepted_branch: str, title: str, body: str) -> dict[str, Any]:
+    def open(self, branch: str, accepted_branch: str, title: str, body: str) -> PullRequest:
         """The PR for ``branch`` into ``accepted_branch``: the existing one, or a new one."""
         existing = self.find(branch)
         if existing is not None:
@@ -100,7 +101,7 @@ class PullRequests:
             raise OkfError(f"gh pr create reported success but no PR for {branch} is listed", code="E_PR")
         return created
 
-    def view(self, pr: dict[str, Any]) -> dict[str, Any]:
+    def view(self, pr: PullRequest) -> PullRequest:
         """The PR's current state."""
         proc = self._gh("pr", "view", str(pr.get("number") or pr.get("url")), "--repo", str(self.repository),
                         "--json", PR_FIELDS)

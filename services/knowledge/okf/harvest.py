@@ -27,7 +27,6 @@ import os
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from ...changes import ChangeFeed
 from ...clock import Clock
@@ -48,7 +47,9 @@ from .judge import JudgeClient
 from .models import JudgmentDetail, JudgmentItem, OkfNotice, ReadResult, SourceInfo
 from .review import detail_of, item_of
 from .runs import RunBook
+from .shapes import InspectReport, PublishedView, Run
 from .state import StateDir
+from .tree import Tree
 from .watcher import NotesWatcher
 
 __all__ = ["Harvest", "BINDINGS_NAME"]
@@ -126,7 +127,7 @@ class Harvest:
             harvest.watcher.add(source_id, home.notes_dir)
         return harvest
 
-    def _emit(self, kind: str, id: str = "", **data: Any) -> None:
+    def _emit(self, kind: str, id: str = "", **data: object) -> None:
         self.changes.announce("okf", kind, id, **data)
 
     async def recover(self) -> list[RecoveryOutcome]:
@@ -308,8 +309,8 @@ class Harvest:
             for ref in decl.owns + decl.reads:
                 alias, node = ref.split("/", 1)
                 binding = self.bindings.bases.get(alias)
-                base: Any = (self.runs.git_base(alias) if isinstance(binding, GitBinding)
-                             else DirectoryBase(self.bindings.directory(alias)))
+                base: GitBase | DirectoryBase = (self.runs.git_base(alias) if isinstance(binding, GitBinding)
+                                                 else DirectoryBase(self.bindings.directory(alias)))
                 if node not in base.descriptor().nodes:
                     raise OkfConfigError(f"{ref}: base {alias!r} has no node {node!r}")
             self.state.claim_owner(decl.owner, soul_name or decl.owner)
@@ -327,8 +328,8 @@ class Harvest:
         self._emit("source.registered", source_id, agent=agent)
         return source_id
 
-    def _publish_view(self, target: Path, decl: SoulDecl) -> dict[str, Any]:
-        snapshots: dict[str, tuple[Any, Any, str]] = {}
+    def _publish_view(self, target: Path, decl: SoulDecl) -> PublishedView:
+        snapshots: dict[str, tuple[DirectoryBase | GitBase, Tree, str]] = {}
         for alias in self.runs.directory_aliases():
             base = DirectoryBase(self.bindings.directory(alias))
             tree, digest = base.snapshot()
@@ -379,7 +380,7 @@ class Harvest:
                     await self._judge_outstanding(sid)
         return reports
 
-    async def capture_record(self, source_id: str, record: dict[str, Any], *, judge: bool = True) -> CaptureReport:
+    async def capture_record(self, source_id: str, record: object, *, judge: bool = True) -> CaptureReport:
         """Capture a run record (``{thread, turns}``), then judge what is outstanding."""
         async with self._lock_for(source_id):
             try:
@@ -485,7 +486,7 @@ class Harvest:
             raise
         return self._announce(run, source_id)
 
-    def _announce(self, run: dict[str, Any], source_id: str) -> JudgmentItem:
+    def _announce(self, run: Run, source_id: str) -> JudgmentItem:
         item = item_of(run, self.state.source(source_id)["agent"])
         self._emit(f"judgment.{item.state}", item.id, source_id=source_id, state=item.state)
         return item
@@ -524,13 +525,13 @@ class Harvest:
 
     # -- reads ----------------------------------------------------------------------------------
 
-    async def inspect(self, source_id: str) -> dict[str, Any]:
+    async def inspect(self, source_id: str) -> InspectReport:
         """OKF's inspection report for a source (read-only)."""
         return await asyncio.to_thread(inspect_source, self.state, source_id, at=self.clock.time())
 
-    async def refresh(self, source_id: str, *, durable: bool = False) -> dict[str, Any]:
+    async def refresh(self, source_id: str, *, durable: bool = False) -> PublishedView:
         """A fresh immutable view: in the home, or (``durable``) under the source's ``views/``."""
-        def work() -> dict[str, Any]:
+        def work() -> PublishedView:
             source = self.state.source(source_id)
             decl = SoulDecl(source["decl"]["owner"], tuple(source["decl"]["owns"]), tuple(source["decl"]["reads"]))
             if durable:

@@ -16,15 +16,15 @@ import re
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from ...errors import ServiceError
 from ...files import FileLock, sweep_temps
 from .bases import DirectoryBase
-from .delivery import describe
+from .delivery import DirectoryProvider, describe
 from .errors import OkfError
 from .models import OkfNotice
 from .runs import RunBook
+from .shapes import LastCapture
 from .state import StateDir
 
 __all__ = ["base_blocked", "binding_unusable", "capture_notices", "check_bases", "sweep_leftovers", "BINDINGS_LOCK"]
@@ -76,7 +76,7 @@ def capture_notices(state: StateDir) -> list[OkfNotice]:
             found.append(OkfNotice("capture-failed", source_id, f"the source's files cannot be read ({describe(exc)})",
                                    f"restore {state.source_dir(source_id)} from a backup; its captures wait meanwhile"))
             continue
-        last: dict[str, Any] = status.get("lastCapture") or {}
+        last: LastCapture = status.get("lastCapture") or {}
         if last.get("status") == "failed":
             found.append(OkfNotice("capture-failed", agent, str(last.get("error", "")),
                                    "nothing of that capture was recorded; fix what the reason names, and the next "
@@ -128,5 +128,7 @@ def sweep_leftovers(root: Path, runs: RunBook) -> list[str]:
         if alias in runs.unusable:
             continue
         with contextlib.suppress(OkfError, ServiceError, OSError):
-            removed += runs.provider(alias).sweep()
+            provider = runs.provider(alias)
+            if isinstance(provider, DirectoryProvider):  # a directory alias always has one
+                removed += provider.sweep()
     return removed

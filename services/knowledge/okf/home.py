@@ -15,13 +15,18 @@ import stat
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ...clock import iso
 from ...files import atomic_write_json, atomic_write_text, publish_tree, read_json
 from .descriptors import SoulDecl
 from .errors import CaptureError, OkfPathError, ViewError
+from .shapes import JsonObject, View
 from .tree import Tree
+
+if TYPE_CHECKING:
+    from .bases import DirectoryBase
+    from .git import GitBase
 
 __all__ = ["InstanceHome", "Note", "NOTE_LIMIT_BYTES", "STATE_SCAFFOLD", "LOG_SCAFFOLD", "is_note_name", "publish_view"]
 
@@ -68,7 +73,7 @@ class InstanceHome:
         """Point the home at its durable source."""
         atomic_write_json(self.marker_path, {"version": 1, "id": source_id, "source": str(source_file)})
 
-    def marker(self) -> dict[str, Any] | None:
+    def marker(self) -> JsonObject | None:
         """The source pointer, or None when the home has none (or it is unreadable)."""
         try:
             info = os.lstat(self.marker_path)
@@ -163,8 +168,8 @@ class InstanceHome:
         return first if not os.path.lexists(first) else self.path / f"knowledge-view-{uuid.uuid4()}"
 
 
-def publish_view(target: Path, snapshots: dict[str, tuple[Any, Tree, str]], decl: SoulDecl,
-                 *, at: float) -> dict[str, Any]:
+def publish_view(target: Path, snapshots: dict[str, tuple[DirectoryBase | GitBase, Tree, str]], decl: SoulDecl,
+                 *, at: float) -> View:
     """Write an immutable view at ``target`` from locked base snapshots; returns ``view.json``.
 
     ``snapshots`` maps alias -> (base, tree, digest); a base is a ``DirectoryBase`` (``head`` None) or a
@@ -174,7 +179,7 @@ def publish_view(target: Path, snapshots: dict[str, tuple[Any, Tree, str]], decl
     target = Path(target)
     if os.path.lexists(target):
         raise ViewError(f"view {target} already exists; views are immutable")
-    view = {
+    view: View = {
         "version": 1, "at": iso(at),
         "bases": {alias: {"path": f"bases/{alias}", "id": base.binding.id, "digest": digest, "head": getattr(base, "head", None),
                           "nodes": {n: {"path": d.path, "owner": d.owner} for n, d in base.descriptor().nodes.items()}}

@@ -15,10 +15,10 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any
 
 from ...clock import iso
 from .home import InstanceHome, is_note_name
+from .shapes import Document, InspectReport, LiveMemory
 from .state import StateDir
 
 __all__ = ["PREVIEW_CAP", "preview_file", "preview_text", "inspect_source"]
@@ -31,7 +31,7 @@ class _Unsafe(Exception):
     pass
 
 
-def preview_text(data: bytes, size: int) -> dict[str, Any]:
+def preview_text(data: bytes, size: int) -> Document:
     """A preview of ``data`` (at most cap+1 bytes of a document of ``size`` bytes)."""
     if size <= PREVIEW_CAP and len(data) <= PREVIEW_CAP:
         return {"text": data.decode("utf-8", errors="replace")}
@@ -50,7 +50,7 @@ def _partial_tail(cut: bytes) -> int:
     return 0
 
 
-def preview_file(path: Path) -> dict[str, Any]:
+def preview_file(path: Path) -> Document:
     """Read at most cap+1 bytes of a plain regular file (no links, no FIFOs, never blocking)."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     try:
@@ -69,8 +69,8 @@ def preview_file(path: Path) -> dict[str, Any]:
         os.close(fd)
 
 
-def _live_documents(home: InstanceHome) -> list[dict[str, Any]]:
-    docs: list[dict[str, Any]] = []
+def _live_documents(home: InstanceHome) -> list[Document]:
+    docs: list[Document] = []
     for label, name in (("Working state (STATE.md)", "STATE.md"), ("Log (log.md)", "log.md")):
         path = home.path / name
         if not os.path.lexists(path):
@@ -98,13 +98,13 @@ def _live_documents(home: InstanceHome) -> list[dict[str, Any]]:
     return docs
 
 
-def inspect_source(state: StateDir, source_id: str, *, at: float) -> dict[str, Any]:
+def inspect_source(state: StateDir, source_id: str, *, at: float) -> InspectReport:
     """The inspection report of one source (read-only: no capture, refresh or judging)."""
     source = state.source(source_id)
     status = state.status(source_id)
     home = InstanceHome(Path(source["home"]))
-    live: dict[str, Any] = {"available": False, "reason": "live", "observedAt": iso(at)}
-    documents: list[dict[str, Any]] = []
+    live: LiveMemory = {"available": False, "reason": "live", "observedAt": iso(at)}
+    documents: list[Document] = []
     if status.get("retired"):
         live["reason"] = "retired"
     elif not os.path.isdir(home.path) or os.path.islink(home.path):
@@ -123,7 +123,7 @@ def inspect_source(state: StateDir, source_id: str, *, at: float) -> dict[str, A
                 else:
                     live["available"] = True
         except (_Unsafe, OSError) as exc:
-            live.update(reason="unverified-home", error=str(exc))
+            live.update({"reason": "unverified-home", "error": str(exc)})
             documents = []
     receipts = json.dumps(status, indent=2, ensure_ascii=False).encode("utf-8")
     documents.append({"label": "Durable processing receipts", "kind": "text",

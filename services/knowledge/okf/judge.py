@@ -27,10 +27,11 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable, Mapping
+from typing import Protocol, runtime_checkable
 
 from .judgment import CREDENTIAL_RE
+from .shapes import InputDoc, InputItem, JudgmentDoc, Outcome, StagingEntry
 
 __all__ = ["JudgeClient", "LocalJudgeClient", "FixedReplyJudgeClient", "build_prompt", "parse_prompt",
            "judge_documents", "deterministic_judge_reply", "classify"]
@@ -67,7 +68,7 @@ class JudgeClient(Protocol):
         ...
 
 
-def build_prompt(input_doc: dict[str, Any], staging_doc: dict[str, Any], concepts: dict[str, dict[str, str]]) -> str:
+def build_prompt(input_doc: InputDoc, staging_doc: Mapping[str, StagingEntry], concepts: dict[str, dict[str, str]]) -> str:
     """The judge prompt: instructions, then ``input.json``, ``staging.json`` and ``concepts.json``."""
     blocks = "".join(f"<<<{name}\n{json.dumps(doc, ensure_ascii=False, separators=(',', ':'))}\n>>>\n"
                      for name, doc in (("input.json", input_doc), ("staging.json", staging_doc),
@@ -79,7 +80,7 @@ def build_prompt(input_doc: dict[str, Any], staging_doc: dict[str, Any], concept
             + blocks)
 
 
-def parse_prompt(prompt: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, str]]]:
+def parse_prompt(prompt: str) -> tuple[InputDoc, dict[str, StagingEntry], dict[str, dict[str, str]]]:
     """The three documents of a judge prompt; ``ValueError`` when one is missing or not JSON."""
     found = {m.group(1): m.group(2) for m in _BLOCK_RE.finditer(prompt)}
     docs = []
@@ -90,7 +91,7 @@ def parse_prompt(prompt: str) -> tuple[dict[str, Any], dict[str, Any], dict[str,
     return docs[0], docs[1], docs[2]
 
 
-def _input_text(item: dict[str, Any]) -> str:
+def _input_text(item: InputItem) -> str:
     if item.get("kind") == "note":
         return str(item.get("text", ""))
     lines = []
@@ -151,8 +152,8 @@ def _first_sentence(body: str) -> str:
     return ""
 
 
-def judge_documents(input_doc: dict[str, Any], staging_doc: dict[str, Any],
-                    concepts: dict[str, dict[str, str]]) -> dict[str, Any]:
+def judge_documents(input_doc: InputDoc, staging_doc: Mapping[str, StagingEntry],
+                    concepts: dict[str, dict[str, str]]) -> JudgmentDoc:
     """The deterministic judgment for ``input.json`` and ``staging.json`` (a pure function)."""
     destination = None
     for ref in input_doc.get("owns", []):
@@ -162,7 +163,7 @@ def judge_documents(input_doc: dict[str, Any], staging_doc: dict[str, Any],
             destination = (alias, stage["nodes"][node]["path"])
             break
     texts: dict[tuple[str, str], str] = {}
-    outcomes: list[dict[str, Any]] = []
+    outcomes: list[Outcome] = []
     for item in input_doc.get("inputs", []):
         text = _input_text(item)
         rule, words = classify(text)

@@ -27,12 +27,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from .bundle import RESERVED, validate_tree
 from .limits import (MAX_CONCEPT_BYTES, PathLimits, disk_problem, parse_reply, rel_path_problem, shape_problems,
                      size_words, utf8_size)
 from .proposal import apply_judgment, changed_paths
+from .shapes import JsonObject, StagingEntry
 from .tree import Tree
 
 __all__ = ["CREDENTIAL_RE", "JudgmentCheck", "check_judgment", "owned_node_paths", "write_problems", "VERDICTS"]
@@ -48,7 +48,7 @@ VERDICTS = ("promote", "merge", "drop")
 class JudgmentCheck:
     """The result of checking a judgment: the parsed judgment, its problems and the after-trees."""
 
-    judgment: dict[str, Any] | None
+    judgment: JsonObject | None
     problems: tuple[str, ...]
     afters: dict[str, Tree] = field(default_factory=dict)
 
@@ -58,7 +58,7 @@ class JudgmentCheck:
         return not self.problems
 
 
-def owned_node_paths(stage: Mapping[str, Any]) -> dict[str, str]:
+def owned_node_paths(stage: StagingEntry) -> dict[str, str]:
     """The owned node name -> path map of one staging entry."""
     if stage.get("settled"):
         return {}
@@ -78,7 +78,7 @@ def _path_problem(path: object, nodes: Mapping[str, str], limits: PathLimits) ->
     return limits.problem(path)
 
 
-def check_judgment(text: str, *, inputs: Sequence[str], staging: Mapping[str, Any],
+def check_judgment(text: str, *, inputs: Sequence[str], staging: Mapping[str, StagingEntry],
                    baselines: Mapping[str, Tree], at: float, limits: Mapping[str, PathLimits] | None = None,
                    roots: Mapping[str, Path] | None = None) -> JudgmentCheck:
     """Check the judgment ``text`` for a run of ``inputs`` staged as ``staging`` over ``baselines``.

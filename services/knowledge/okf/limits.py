@@ -27,7 +27,6 @@ import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ...files import PathError, contained_path
 from ...text import text_problem, value_problem
@@ -58,12 +57,12 @@ def utf8_size(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-def json_depth(value: Any, stop: int = MAX_DEPTH) -> int:
+def json_depth(value: object, stop: int = MAX_DEPTH) -> int:
     """The nesting depth of a JSON value, counted without recursion (stops once past ``stop``)."""
     if not isinstance(value, (dict, list)):
         return 0
     deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 1)]
+    stack: list[tuple[dict[object, object] | list[object], int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
         deepest = max(deepest, depth)
@@ -74,7 +73,7 @@ def json_depth(value: Any, stop: int = MAX_DEPTH) -> int:
     return deepest
 
 
-def parse_reply(text: object) -> tuple[Any, str | None]:
+def parse_reply(text: object) -> tuple[object, str | None]:
     """``(value, None)`` for a reply that is storable JSON within the caps, else ``(None, reason)``.
 
     Never raises: size, nesting, invalid JSON, giant numbers, lone surrogates and NUL are reasons.
@@ -173,7 +172,7 @@ def _folders(paths: Iterable[str]) -> set[str]:
     return found
 
 
-def shape_problems(before: Mapping[str, Any], after: Mapping[str, Any], changed: Iterable[str]) -> list[str]:
+def shape_problems(before: Mapping[str, object], after: Mapping[str, object], changed: Iterable[str]) -> list[str]:
     """Paths of ``changed`` that would need a file to be a folder or a folder to be a file."""
     files = set(before) | set(after)
     folders = _folders(files)

@@ -24,13 +24,13 @@ import posixpath
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from ...clock import iso
 from .bases import log_heading
 from .bundle import parse_frontmatter
 from .errors import ConfirmError, OkfPathError
 from .limits import rel_path_problem
+from .shapes import Outcome, Proposal, Removal
 from .tree import Tree, canonical_json, encode_tree, sha256_hex, tree_digest
 
 __all__ = ["FileChange", "ProposalDelta", "apply_judgment", "changed_paths", "file_changes", "proposal_document",
@@ -78,8 +78,8 @@ def _add_log(log: str, heading: str, lines: list[str]) -> str:
     return log.rstrip("\n") + f"\n\n{heading}\n\n" + entries
 
 
-def apply_judgment(baseline: Mapping[str, bytes], alias: str, outcomes: Iterable[Mapping[str, Any]],
-                   removals: Iterable[Mapping[str, Any]], nodes: Mapping[str, str], *, at: float) -> Tree:
+def apply_judgment(baseline: Mapping[str, bytes], alias: str, outcomes: Iterable[Outcome],
+                   removals: Iterable[Removal], nodes: Mapping[str, str], *, at: float) -> Tree:
     """The after-tree of ``alias`` once ``outcomes`` and ``removals`` are applied to ``baseline``.
 
     ``nodes`` maps owned node name -> node path. Concepts of other bases are ignored.
@@ -142,7 +142,7 @@ def changed_paths(before: Mapping[str, bytes], after: Mapping[str, bytes]) -> li
 
 
 def proposal_document(run_id: str, attempt: int, file: str, before: Mapping[str, bytes],
-                      after: Mapping[str, bytes], *, at: float) -> dict[str, Any]:
+                      after: Mapping[str, bytes], *, at: float) -> Proposal:
     """OKF's proposal document for one base: the digests of both whole trees and the changed files only."""
     changed = changed_paths(before, after)
     return {"version": 2, "run": run_id, "attempt": attempt, "created": iso(at), "file": file,
@@ -222,7 +222,7 @@ def read_proposal(doc: object) -> ProposalDelta:
     return ProposalDelta(tuple(changed), before, after, before_digest, after_digest, dict(before_files))
 
 
-def proposal_hash(proposal: Mapping[str, Any]) -> str:
+def proposal_hash(proposal: Mapping[str, object]) -> str:
     """The hash a receipt and the journal carry for a proposal."""
     return "sha256-" + sha256_hex(canonical_json(dict(proposal)))
 

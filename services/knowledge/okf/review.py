@@ -6,34 +6,45 @@ The ISO-8601 times of ``run.json`` become float seconds here, once (``services.t
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from ...times import parse_time, time_or_none
 from .errors import OkfError
 from .models import AcceptedReceipt, GitDelivery, JudgmentDetail, JudgmentItem, OutcomeView
 from .proposal import FileChange, file_changes, read_proposal
 from .runs import RunBook
+from .shapes import Receipt, Run
 from .state import StateDir
 
 __all__ = ["item_of", "detail_of"]
 
 
-def item_of(run: dict[str, Any], agent: str) -> JudgmentItem:
+def _object(value: object) -> Mapping[str, object]:
+    """``value`` when it is a JSON object, else an empty one (a damaged run still lists)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: object) -> list[object]:
+    """``value`` when it is a JSON list, else an empty one."""
+    return value if isinstance(value, list) else []
+
+
+def item_of(run: Run, agent: str) -> JudgmentItem:
     """The queue row of one run."""
-    judgment = run.get("judgment") if isinstance(run.get("judgment"), dict) else {}
-    outcomes = judgment.get("outcomes") if isinstance(judgment.get("outcomes"), list) else []
+    judgment = _object(run.get("judgment"))
+    outcomes = _list(judgment.get("outcomes"))
     counts = {"promote": 0, "merge": 0, "drop": 0}
     for outcome in outcomes:
         if isinstance(outcome, dict) and outcome.get("verdict") in counts:
             counts[outcome["verdict"]] += 1
-    error = run.get("error") or {}
+    error = run.get("error")
     review = run.get("review") or {}
     return JudgmentItem(
         id=run["id"], source_id=run["source"], agent=agent, state=review.get("state", "judging"),
         run_status=run["status"], attempt=int(run.get("attempt", 1)), created_at=parse_time(run.get("created")),
         inputs=len(run["inputs"]), promote=counts["promote"], merge=counts["merge"], drop=counts["drop"],
-        problems=tuple(error.get("problems", [])), reason=review.get("reason"),
+        problems=tuple(error.get("problems", []) if error else ()), reason=review.get("reason"),
         receipts=tuple(sorted((alias, r.get("status", "")) for alias, r in run.get("receipts", {}).items())),
         accepted=tuple(sorted(AcceptedReceipt(alias, str(r.get("acceptedDigest") or r.get("acceptedCommit")),
                                               time_or_none(r.get("acceptedAt")))
@@ -43,9 +54,9 @@ def item_of(run: dict[str, Any], agent: str) -> JudgmentItem:
     )
 
 
-def git_delivery(alias: str, receipt: dict[str, Any]) -> GitDelivery:
+def git_delivery(alias: str, receipt: Receipt) -> GitDelivery:
     """The pane's view of one Git receipt."""
-    pr = receipt.get("pr") if isinstance(receipt.get("pr"), dict) else {}
+    pr = _object(receipt.get("pr"))
 
     def text(value: object) -> str | None:
         return None if value is None else str(value)
@@ -71,17 +82,16 @@ def detail_of(state: StateDir, runs: RunBook, source_id: str, run_id: str) -> Ju
     """Outcomes, inputs, files and diff of one judgment (whatever part of it is readable)."""
     run = state.load_run(source_id, run_id)
     item = item_of(run, state.source(source_id)["agent"])
-    judgment = run.get("judgment") if isinstance(run.get("judgment"), dict) else {}
+    judgment = _object(run.get("judgment"))
     review = run.get("review") or {}
     approved, declined = set(review.get("approved", [])), set(review.get("declined", []))
     outcomes = []
-    raw_outcomes = judgment.get("outcomes") if isinstance(judgment.get("outcomes"), list) else []
-    for outcome in raw_outcomes:
+    for outcome in _list(judgment.get("outcomes")):
         if not isinstance(outcome, dict):
             continue
         input_id = str(outcome.get("input"))
         kind, name, text = _input_view(state, source_id, input_id) if input_id in run["inputs"] else ("unknown", input_id, "")
-        concepts = outcome.get("concepts") if isinstance(outcome.get("concepts"), list) else []
+        concepts = _list(outcome.get("concepts"))
         outcomes.append(OutcomeView(
             input=input_id, verdict=str(outcome.get("verdict")), reason=str(outcome.get("reason", "")),
             input_kind=kind, input_name=name, input_text=text,
@@ -97,7 +107,7 @@ def detail_of(state: StateDir, runs: RunBook, source_id: str, run_id: str) -> Ju
         except (OSError, ValueError, OkfError):
             continue
         files.extend(file_changes(alias, delta.before, delta.after))
-    removals = judgment.get("removals") if isinstance(judgment.get("removals"), list) else []
+    removals = _list(judgment.get("removals"))
     reply = None
     reply_file = runs.work_dir(source_id, run_id) / "judgment.json"
     if item.state == "invalid" and reply_file.exists():

@@ -28,14 +28,13 @@ import shutil
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from ...clock import iso
 from ...errors import ServiceError
 from ...files import atomic_write_json, atomic_write_text
 from ...text import clip, repair_text
 from .approval import SETTLED_RECEIPTS, DeliveryBook
-from .delivery import DirectoryProvider, describe
+from .delivery import DirectoryProvider, StepHook, describe
 from .descriptors import BaseDescriptor, Bindings, DirectoryBinding, GitBinding
 from .git import GitBase, descriptor_of
 from .git_delivery import GitProvider
@@ -46,6 +45,7 @@ from .judgment import JudgmentCheck, check_judgment, owned_node_paths
 from .bundle import concept_paths
 from .limits import MAX_JUDGMENT_BYTES, PathLimits, limits_for, utf8_size
 from .proposal import changed_paths, proposal_document, proposal_hash
+from .shapes import NodeEntry, Proposal, Receipt, Run, Source, Stage, StagingEntry, Status
 from .state import StateDir
 from .tree import Tree, read_tree, tree_digest
 
@@ -55,12 +55,12 @@ BATCH_BYTES = 192_000
 """A run batches inputs up to this many bytes of payload."""
 
 
-def owned_aliases(source: dict[str, Any]) -> list[str]:
+def owned_aliases(source: Source) -> list[str]:
     """The bases a source owns a node in (from its frozen ``source.json``)."""
     return sorted({str(ref).split("/", 1)[0] for ref in source.get("decl", {}).get("owns", [])})
 
 
-def read_aliases(source: dict[str, Any]) -> list[str]:
+def read_aliases(source: Source) -> list[str]:
     """The bases a source reads a node of."""
     return sorted({str(ref).split("/", 1)[0] for ref in source.get("decl", {}).get("reads", [])})
 
@@ -74,7 +74,7 @@ def stored_reply(reply: str) -> str:
 class RunBook(DeliveryBook):
     """Creates, judges, approves, rejects and recovers runs of every source in one state dir."""
 
-    def __init__(self, state: StateDir, bindings: Bindings, *, step_hook: Any = None,
+    def __init__(self, state: StateDir, bindings: Bindings, *, step_hook: StepHook | None = None,
                  unusable: dict[str, str] | None = None) -> None:
         self.state = state
         self.bindings = bindings
@@ -84,7 +84,7 @@ class RunBook(DeliveryBook):
 
     # -- providers -------------------------------------------------------------------------
 
-    def provider(self, alias: str) -> Any:
+    def provider(self, alias: str) -> DirectoryProvider | GitProvider:
         """The delivery provider of a bound base: ``DirectoryProvider`` or ``GitProvider``."""
         if alias in self.unusable:
             raise OkfConfigError(f"base {alias!r} cannot be used: {self.unusable[alias]}")
@@ -139,7 +139,7 @@ class RunBook(DeliveryBook):
             size += item
         return batches
 
-    def create_run(self, source_id: str, inputs: list[str], *, at: float) -> dict[str, Any]:
+    def create_run(self, source_id: str, inputs: list[str], *, at: float) -> Run:
         """A new run for ``inputs``, staged and ``ready`` to judge.
 
         When staging fails (a base the source owns cannot be read, a staged file cannot be
@@ -148,7 +148,7 @@ class RunBook(DeliveryBook):
         source = self.state.source(source_id)
         snapshots = self.snapshots(owned_aliases(source), read_aliases(source))
         run_id = str(uuid.uuid4())
-        run: dict[str, Any] = {
+        run: Run = {
             "version": 1, "id": run_id, "source": source_id, "created": iso(at), "inputs": list(inputs),
             "status": "spawn-intent", "stages": {}, "receipts": {}, "noLaunch": False,
             "worker": {"instance": source.get("agent"), "home": None}, "launch": None, "judgment": None,
@@ -157,7 +157,7 @@ class RunBook(DeliveryBook):
         }
         self.state.save_run(source_id, run)
         try:
-            self.state.update_status(source_id, lambda status: status.update(activeRun=run_id))
+            self.state.update_status(source_id, lambda status: status.update({"activeRun": run_id}))
             return self.stage(source_id, run_id, at=at, snapshots=snapshots)
         except BaseException:
             with self.state.status_lock(source_id):
@@ -169,7 +169,7 @@ class RunBook(DeliveryBook):
         """The run's working folder (the judge's ``cwd``)."""
         return self.state.runs_dir(source_id) / run_id / "work"
 
-    def snapshots(self, required: Sequence[str] = (), reads: Sequence[str] = ()) -> dict[str, tuple[Any, str, str | None]]:
+    def snapshots(self, required: Sequence[str] = (), reads: Sequence[str] = ()) -> dict[str, tuple[Tree, str, str | None]]:
         """A locked snapshot of every usable base: ``(tree, digest, Git accepted head or None)``.
 
         A Git base is fetched only when it is in ``required`` or ``reads`` (a source that neither
@@ -179,7 +179,7 @@ class RunBook(DeliveryBook):
         journal, a linked file, a missing index ...); any other such base is left out of the run,
         so one broken base does not stop judging into the others.
         """
-        found = {}
+        found: dict[str, tuple[Tree, str, str | None]] = {}
         for alias, binding in self.bindings.bases.items():
             if alias in self.unusable and alias not in required:
                 continue
@@ -198,7 +198,7 @@ class RunBook(DeliveryBook):
         return found
 
     def stage(self, source_id: str, run_id: str, *, at: float,
-              snapshots: dict[str, tuple[Any, str, str | None]] | None = None) -> dict[str, Any]:
+              snapshots: dict[str, tuple[Tree, str, str | None]] | None = None) -> Run:
         """Write ``work/`` (input.json, staging.json, bases/) from base snapshots and mark ``ready``."""
         source = self.state.source(source_id)
         owns = source["decl"]["owns"]
@@ -208,18 +208,18 @@ class RunBook(DeliveryBook):
         except OSError as exc:
             raise OkfError(f"judgment {run_id} could not be staged ({describe(exc)})", code="E_RUN") from exc
 
-    def _stage(self, source_id: str, run_id: str, source: dict[str, Any], owns: list[str],
-               snapshots: dict[str, tuple[Any, str, str | None]], *, at: float) -> dict[str, Any]:
+    def _stage(self, source_id: str, run_id: str, source: Source, owns: list[str],
+               snapshots: dict[str, tuple[Tree, str, str | None]], *, at: float) -> Run:
         work = self.work_dir(source_id, run_id)
         if work.exists():
             shutil.rmtree(work)
         with self.state.editing_run(source_id, run_id) as run:
-            staging: dict[str, Any] = {}
-            stages: dict[str, Any] = {}
+            staging: dict[str, StagingEntry] = {}
+            stages: dict[str, Stage] = {}
             for alias, (tree, digest, head) in snapshots.items():
                 descriptor = self.descriptor_of(alias, tree)
                 owned = [n for n in descriptor.nodes if f"{alias}/{n}" in owns]
-                nodes = {n: {"path": d.path, "owner": d.owner} for n, d in descriptor.nodes.items()}
+                nodes: dict[str, NodeEntry] = {n: {"path": d.path, "owner": d.owner} for n, d in descriptor.nodes.items()}
                 staging[alias] = {"root": f"bases/{alias}", "owned": owned, "nodes": nodes, "baseline": digest}
                 stages[alias] = {"root": f"bases/{alias}", "digest": digest, "owned": owned, "files": len(tree)}
                 if head is not None:
@@ -234,12 +234,12 @@ class RunBook(DeliveryBook):
                          "inputs": inputs, "owns": owns, "reads": source["decl"]["reads"]}
             atomic_write_json(work / "input.json", input_doc)
             atomic_write_json(work / "staging.json", staging)
-            run.update(stages=stages, status="ready", receipts={}, judgment=None, error=None,
-                       worker={"instance": source.get("agent"), "home": str(work)}, review={"state": "judging"})
+            run.update({"stages": stages, "status": "ready", "receipts": {}, "judgment": None, "error": None,
+                        "worker": {"instance": source.get("agent"), "home": str(work)}, "review": {"state": "judging"}})
             run["history"].append({"status": "ready", "at": iso(at)})
         return self.state.load_run(source_id, run_id)
 
-    def staged_tree(self, source_id: str, run_id: str, alias: str, stage: dict[str, Any]) -> Tree:
+    def staged_tree(self, source_id: str, run_id: str, alias: str, stage: Stage) -> Tree:
         """The run's staged copy of base ``alias``: its baseline, checked against the stage's digest."""
         folder = self.work_dir(source_id, run_id) / "bases" / alias
         try:
@@ -305,27 +305,27 @@ class RunBook(DeliveryBook):
                     with self.state.editing_run(source_id, run_id) as run:
                         unknown = "launch-unknown" if run["status"] in ("launch-intent", "running") else "scaffold-unknown"
                         problem = f"E_RUN: judging was interrupted at {run['status']}; its outcome is unknown, rejudge it"
-                        run.update(status=unknown, error={"code": "E_RUN", "message": problem, "problems": [problem]},
-                                   review={"state": "invalid"})
+                        run.update({"status": unknown, "error": {"code": "E_RUN", "message": problem, "problems": [problem]},
+                                    "review": {"state": "invalid"}})
                         run["history"].append({"status": unknown, "at": iso(at)})
                         marked.append(run_id)
                 except (ServiceError, OSError, KeyError, TypeError):  # a damaged run is shown as such by the queue
                     continue
         return marked
 
-    def fail_judging(self, source_id: str, run_id: str, problems: Sequence[str], *, at: float) -> dict[str, Any]:
+    def fail_judging(self, source_id: str, run_id: str, problems: Sequence[str], *, at: float) -> Run:
         """End a run that is still judging as ``invalid`` with ``problems`` (it can be rejudged)."""
         with self.state.editing_run(source_id, run_id) as run:
             if run["review"]["state"] == "judging":
                 code = problems[0].split(":", 1)[0] if problems else "E_RUN"
-                run.update(error={"code": code, "message": f"{len(problems)} rule(s) broken", "problems": list(problems)},
-                           review={"state": "invalid"})
+                run.update({"error": {"code": code, "message": f"{len(problems)} rule(s) broken", "problems": list(problems)},
+                            "review": {"state": "invalid"}})
                 run["history"].append({"status": "invalid", "at": iso(at)})
         self._clear_active(source_id, run_id)
         return run
 
     def _clear_active(self, source_id: str, run_id: str) -> None:
-        def clear(status: dict[str, Any]) -> None:
+        def clear(status: Status) -> None:
             if status.get("activeRun") == run_id:
                 status["activeRun"] = None
 
@@ -335,7 +335,7 @@ class RunBook(DeliveryBook):
     # -- recording a judgment ------------------------------------------------------------------
 
     def record_judgment(self, source_id: str, run_id: str, reply: str | None, *, failure: str | None = None,
-                        at: float) -> dict[str, Any]:
+                        at: float) -> Run:
         """Validate and store the judge's reply; a valid one gets proposals and ``validated`` receipts.
 
         Whatever the reply holds, and whatever fails while recording it, the run leaves
@@ -350,7 +350,7 @@ class RunBook(DeliveryBook):
         return run
 
     def _record_judgment(self, source_id: str, run_id: str, reply: str | None, *, failure: str | None,
-                         at: float) -> dict[str, Any]:
+                         at: float) -> Run:
         work = self.work_dir(source_id, run_id)
         run = self.state.load_run(source_id, run_id)
         baselines: dict[str, Tree] = {}
@@ -362,8 +362,8 @@ class RunBook(DeliveryBook):
             roots = {a: self.bindings.directory(a).path for a in baselines if a in self.directory_aliases()}
             check = check_judgment(reply or "", inputs=run["inputs"], staging=staging, baselines=baselines, at=at,
                                    limits=self.path_limits(source_id, run_id), roots=roots)
-        receipts: dict[str, Any] = {}
-        proposals: dict[Path, dict[str, Any]] = {}
+        receipts: dict[str, Receipt] = {}
+        proposals: dict[Path, Proposal] = {}
         if check.valid:
             for alias, after in check.afters.items():
                 before = baselines[alias]
@@ -380,15 +380,15 @@ class RunBook(DeliveryBook):
                 atomic_write_json(file, proposal)
             run["judgment"] = check.judgment
             if check.valid:
-                run.update(status="delivering", receipts=receipts, error=None, review={"state": "pending"})
+                run.update({"status": "delivering", "receipts": receipts, "error": None, "review": {"state": "pending"}})
             else:
                 code = check.problems[0].split(":", 1)[0]
-                run.update(error={"code": code, "message": f"{len(check.problems)} rule(s) broken",
-                                  "problems": list(check.problems)}, review={"state": "invalid"})
+                run.update({"error": {"code": code, "message": f"{len(check.problems)} rule(s) broken",
+                                      "problems": list(check.problems)}, "review": {"state": "invalid"}})
             run["history"].append({"status": run["review"]["state"], "at": iso(at)})
         return run
 
-    def reject(self, source_id: str, run_id: str, reason: str, *, at: float) -> dict[str, Any]:
+    def reject(self, source_id: str, run_id: str, reason: str, *, at: float) -> Run:
         """Record the operator's rejection; inputs stay for ``rejudge``."""
         if not reason or not reason.strip():
             raise RunStateError("a rejection needs a reason")
@@ -401,7 +401,7 @@ class RunBook(DeliveryBook):
             run["history"].append({"status": "rejected", "at": iso(at)})
             return run
 
-    def begin_rejudge(self, source_id: str, run_id: str, *, at: float) -> dict[str, Any]:
+    def begin_rejudge(self, source_id: str, run_id: str, *, at: float) -> Run:
         """Archive the attempt under ``rejudgments/<attempt>/`` and restage the unprocessed inputs."""
         processed = set(self.state.status(source_id)["processed"])
         snapshots = self.snapshots(owned_aliases(self.state.source(source_id)), read_aliases(self.state.source(source_id)))
@@ -419,6 +419,6 @@ class RunBook(DeliveryBook):
             atomic_write_json(archive / "previous.json", {"judgment": run["judgment"], "receipts": run["receipts"],
                                                           "stages": {a: {"digest": s["digest"]} for a, s in run["stages"].items()},
                                                           "attempt": run["attempt"], "review": run["review"], "error": run["error"]})
-            run.update(inputs=remaining, attempt=run["attempt"] + 1, attemptDir=str(archive), status="spawn-intent")
+            run.update({"inputs": remaining, "attempt": run["attempt"] + 1, "attemptDir": str(archive), "status": "spawn-intent"})
             run["history"].append({"status": "rejudge", "at": iso(at), "attempt": run["attempt"]})
         return self.stage(source_id, run_id, at=at, snapshots=snapshots)

@@ -24,18 +24,19 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from ...clock import iso
 from ...files import CorruptFileError, FileLock, atomic_write_bytes, atomic_write_json, read_json, sweep_temps
 from .descriptors import Bindings, SoulDecl
 from .errors import OkfError, SourceError
+from .shapes import InputPayload, Run, Source, Status, View
 from .tree import canonical_json, sha256_hex
 
 __all__ = ["StateDir", "initial_status"]
 
 
-def initial_status() -> dict[str, Any]:
+def initial_status() -> Status:
     """``status.json`` as a new source starts it."""
     return {"version": 1, "captured": {"notes": [], "threads": {}, "inputs": []}, "processed": [],
             "delivered": {}, "accepted": {}, "retired": False, "auto": True, "activeRun": None}
@@ -54,8 +55,8 @@ class StateDir:
         """``<stateDir>/sources``."""
         return self.path / "sources"
 
-    def owners(self) -> dict[str, Any]:
-        """``owners.json`` (empty when absent)."""
+    def owners(self) -> dict[str, object]:
+        """``owners.json`` (empty when absent): owner id -> the soul it names."""
         try:
             return dict(read_json(self.path / "owners.json"))
         except FileNotFoundError:
@@ -74,7 +75,7 @@ class StateDir:
                 atomic_write_json(self.path / "owners.json", owners)
 
     def register_source(self, *, home: Path, soul: str, decl: SoulDecl, bindings: Bindings, agent: str,
-                        role: str, accepted_view: dict[str, Any] | None, at: float) -> dict[str, Any]:
+                        role: str, accepted_view: View | None, at: float) -> Source:
         """Create ``sources/<uuid>/`` with a frozen ``source.json`` and an initial ``status.json``."""
         self.claim_owner(decl.owner, soul)
         source_id = str(uuid.uuid4())
@@ -85,7 +86,7 @@ class StateDir:
         role_bytes = role.encode("utf-8")
         if len(role_bytes) > 128 * 1024:
             raise SourceError(f"role text is {len(role_bytes)} bytes; the limit is 128 KiB")
-        source = {
+        source: Source = {
             "version": 1, "id": source_id, "home": str(home), "work": str(folder / "runs"),
             "context": str(bindings.file.parent), "agent": agent, "instance": agent, "owner": decl.owner,
             "decl": decl.to_json(), "role": role, "bindings": bindings_doc,
@@ -114,9 +115,9 @@ class StateDir:
             raise SourceError(f"no source {source_id}")
         return folder
 
-    def source(self, source_id: str) -> dict[str, Any]:
+    def source(self, source_id: str) -> Source:
         """The frozen ``source.json``."""
-        return dict(read_json(self.source_dir(source_id) / "source.json"))
+        return cast(Source, dict(read_json(self.source_dir(source_id) / "source.json")))
 
     # -- locks and status --------------------------------------------------------------------
 
@@ -132,11 +133,11 @@ class StateDir:
         """The lock a capture holds."""
         return FileLock(self.source_dir(source_id) / "capture.lock")
 
-    def status(self, source_id: str) -> dict[str, Any]:
+    def status(self, source_id: str) -> Status:
         """``status.json``."""
-        return dict(read_json(self.source_dir(source_id) / "status.json"))
+        return cast(Status, dict(read_json(self.source_dir(source_id) / "status.json")))
 
-    def update_status(self, source_id: str, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    def update_status(self, source_id: str, change: Callable[[Status], None]) -> Status:
         """Apply ``change`` to ``status.json`` under the status lock and write it atomically."""
         with self.status_lock(source_id):
             status = self.status(source_id)
@@ -146,7 +147,7 @@ class StateDir:
 
     # -- inputs ------------------------------------------------------------------------------
 
-    def write_input(self, source_id: str, payload: dict[str, Any]) -> str:
+    def write_input(self, source_id: str, payload: InputPayload) -> str:
         """Store ``payload`` as ``inputs/<sha256>.json`` (the id is the sha256 of its JSON); returns the id."""
         data = canonical_json(payload)
         input_id = sha256_hex(data)
@@ -155,7 +156,7 @@ class StateDir:
             atomic_write_bytes(target, data + b"\n")
         return input_id
 
-    def read_input(self, source_id: str, input_id: str) -> dict[str, Any]:
+    def read_input(self, source_id: str, input_id: str) -> InputPayload:
         """One input payload; its content must still hash to its id."""
         if len(input_id) != 64 or any(c not in "0123456789abcdef" for c in input_id):
             raise OkfError(f"{input_id!r} is not an input id", code="E_INPUT")
@@ -170,7 +171,7 @@ class StateDir:
             raise OkfError(f"input {path} is not valid JSON", code="E_INPUT") from None
         if sha256_hex(canonical_json(payload)) != input_id:
             raise OkfError(f"input {path} does not match its hash", code="E_INPUT")
-        return dict(payload)
+        return cast(InputPayload, dict(payload))
 
     # -- runs --------------------------------------------------------------------------------
 
@@ -196,22 +197,22 @@ class StateDir:
             return []
         return sorted(p.name for p in folder.iterdir() if (p / "run.json").is_file())
 
-    def load_run(self, source_id: str, run_id: str) -> dict[str, Any]:
+    def load_run(self, source_id: str, run_id: str) -> Run:
         """``run.json``."""
         path = self.run_dir(source_id, run_id) / "run.json"
         try:
-            return dict(read_json(path))
+            return cast(Run, dict(read_json(path)))
         except CorruptFileError as exc:
             raise OkfError(str(exc), code="E_RUN") from None
 
-    def save_run(self, source_id: str, run: dict[str, Any]) -> None:
+    def save_run(self, source_id: str, run: Run) -> None:
         """Write ``run.json`` atomically (create the run folder on first save)."""
         folder = self.runs_dir(source_id) / run["id"]
         folder.mkdir(parents=True, exist_ok=True)
         atomic_write_json(folder / "run.json", run)
 
     @contextmanager
-    def editing_run(self, source_id: str, run_id: str) -> Iterator[dict[str, Any]]:
+    def editing_run(self, source_id: str, run_id: str) -> Iterator[Run]:
         """Hold the status lock, yield ``run.json`` for editing, write it back when the block ends."""
         with self.status_lock(source_id):
             run = self.load_run(source_id, run_id)

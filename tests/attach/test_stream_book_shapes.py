@@ -1,0 +1,43 @@
+"""The served desk's ``StreamBook`` keeps the control API's DTOs as JSON objects: a run whose events
+are not a list, or an event whose ``seq`` is not a number, is refused with a clear error and nothing
+of it is kept."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from services.attached.client import RemoteCloud
+from services.attached.desk import StreamBook
+
+
+@pytest.fixture
+async def book() -> AsyncIterator[StreamBook]:
+    remote = RemoteCloud("http://127.0.0.1:9", "unused")  # never called: the book is fed by hand
+    yield StreamBook(remote)
+    await remote.aclose()
+
+
+async def test_a_run_keeps_its_events_and_a_run_without_them_keeps_the_log_it_had(book: StreamBook) -> None:
+    book.absorb_run({"id": "run_1", "user_id": "user:o1", "events": [{"seq": 1, "type": "node.started"}]})
+    book.absorb_run({"id": "run_1", "user_id": "user:o1", "status": "idle"})
+    assert book.run_dto("run_1") == {"id": "run_1", "user_id": "user:o1", "status": "idle"}
+    assert book.events("run_1") == ({"seq": 1, "type": "node.started"},)
+
+
+async def test_events_that_are_not_a_list_are_refused_and_nothing_is_kept(book: StreamBook) -> None:
+    book.absorb_run({"id": "run_1", "user_id": "user:o1", "status": "running", "events": []})
+    with pytest.raises(TypeError, match="the events of run run_1 are dict, not a list"):
+        book.absorb_run({"id": "run_1", "user_id": "user:o1", "status": "idle", "events": {"seq": 2}})
+    assert book.run_dto("run_1") == {"id": "run_1", "user_id": "user:o1", "status": "running"}
+    assert book.events("run_1") == ()
+
+
+async def test_an_event_is_appended_once_in_seq_order_and_a_seq_that_is_no_number_is_refused(book: StreamBook) -> None:
+    book.append_event("run_1", {"seq": 1, "type": "a"})
+    book.append_event("run_1", {"seq": 1, "type": "a"})  # already held
+    book.append_event("run_1", {"seq": "2", "type": "b"})  # the wire may carry it as text
+    with pytest.raises(TypeError, match="an event's seq is NoneType, not a number"):
+        book.append_event("run_1", {"seq": None, "type": "c"})
+    assert [e["type"] for e in book.events("run_1")] == ["a", "b"]
