@@ -150,7 +150,7 @@ class MemoryOutbox:
                                   "status": "pending", "createdAt": now_ms, "messages": stored}
         if repairs:
             record["repaired"] = repairs
-        await self.stores.locked(lambda: self.stores.append_lines([record]))
+        await self.stores.append_committed([record])  # group commit: returns after the fsync covering it
         self._owners.setdefault(conv, owner)
         self.changes.announce("outbox", "capture.appended", conv, batch_id=record["batchId"], messages=len(stored),
                           repaired=len(repairs))

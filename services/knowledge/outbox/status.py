@@ -104,16 +104,14 @@ class OutboxStatus:
 
 
 def build_status(stores: OutboxStores, last_sweep: SweepResult | None, errors: list[str]) -> OutboxStatus:
-    """Read the stores into an ``OutboxStatus`` (call inside the outbox mutex)."""
-    snapshot = stores.read_outbox_for_display()
-    pending: dict[str, list[str]] = {}
-    owners: dict[str, str] = {}
-    for record in snapshot.records:
-        conv = record["conversationId"]
-        owners.setdefault(conv, record.get("owner") or "user")
-        pending.setdefault(conv, [])
-        if record.get("status") != "delivered":
-            pending[conv].append(record["batchId"])
+    """Read the stores into an ``OutboxStatus`` (call inside the outbox mutex).
+
+    The outbox is read through its status index (``index``): only what the index does not cover
+    is parsed, so the first open over a large outbox does not parse every record.
+    """
+    summary = stores.read_summary()
+    pending = summary.pending
+    owners = summary.owners
     ledgers: dict[str, dict[str, Any]] = {}
     problems: dict[str, str] = {}
     names = {p.stem for p in (stores.state / "ledger").glob("*.json")} | set(pending)
@@ -129,7 +127,8 @@ def build_status(stores: OutboxStores, last_sweep: SweepResult | None, errors: l
     for conv in sorted(names):
         ledger = ledgers.get(conv, {})
         window = set(ledger.get("deliveredBatchIds", []))
-        waiting = sum(1 for batch in pending.get(conv, []) if batch not in window)
+        ids = pending.get(conv, [])
+        waiting = sum(1 for batch in ids if batch not in window) if window else len(ids)
         rows.append(ConversationStatus(
             conversation_id=conv, owner=ledger.get("owner") or owners.get(conv, "user"), pending=waiting,
             delivered=int(ledger.get("deliveredTotal", 0)), session_id=ledger.get("sessionId"),
@@ -141,5 +140,5 @@ def build_status(stores: OutboxStores, last_sweep: SweepResult | None, errors: l
         conversations=rows, pending_total=sum(r.pending for r in rows),
         last_delivery_at=ms_time(marker.get("lastDeliveryAt")) if isinstance(marker, dict) else None,
         pending_forks=[pending_fork(f) for f in forks if not f.get("resolvedAt")],
-        resolved_forks=sum(1 for f in forks if f.get("resolvedAt")), corrupt_lines=len(snapshot.corrupt),
+        resolved_forks=sum(1 for f in forks if f.get("resolvedAt")), corrupt_lines=summary.corrupt,
         quarantined=stores.quarantined_count(), last_sweep=last_sweep, errors=errors)

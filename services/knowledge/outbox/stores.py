@@ -36,6 +36,7 @@ import logging
 import math
 import os
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +53,7 @@ from services.files import (
 )
 from services.text import decode_text, repair_value, value_problem
 
+from .index import GapRead, OutboxSummary, note_append, note_rewrite, read_summary
 from .models import CorruptLedgerError, OutboxError, OutboxSettings, OutboxWriteError, check_conversation_id
 
 __all__ = ["OutboxStores", "OutboxSnapshot", "CorruptLine"]
@@ -113,6 +115,7 @@ class OutboxStores:
         lock_path.touch(exist_ok=True)
         self._file_lock = FileLock(lock_path)
         self._display_cache: _DisplayCache | None = None
+        self._groups: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Group] = weakref.WeakKeyDictionary()
 
     # -- the mutex ---------------------------------------------------------------------------
 
@@ -139,6 +142,11 @@ class OutboxStores:
     def outbox_path(self) -> Path:
         """``data/outbox/capture.jsonl``."""
         return self.data / "outbox" / "capture.jsonl"
+
+    @property
+    def index_path(self) -> Path:
+        """``data/outbox/capture.idx``: the status index (see ``index``); never trusted without checks."""
+        return self.data / "outbox" / "capture.idx"
 
     @property
     def quarantine_path(self) -> Path:
@@ -207,6 +215,10 @@ class OutboxStores:
                                             raw[-_GUARD:])
         return snapshot
 
+    def read_summary(self) -> OutboxSummary:
+        """The outbox summed up for the status view from the index, parsing only what it does not cover."""
+        return read_summary(self.outbox_path, self.index_path, _gap_read)
+
     def settled(self, batch_ids: list[str]) -> set[str]:
         """Which of ``batch_ids`` must not be sent now: marked delivered, or gone from the outbox.
 
@@ -236,16 +248,64 @@ class OutboxStores:
         """Append records or marks as JSON lines (fsynced); a partial last line is closed first.
 
         All or nothing: a failed write is cut back to where it began (``OutboxWriteError``).
+        The status index (``index``) is told about the appended chunk after the fsync.
         """
         if not values:
             return
         payload = "".join(json.dumps(v, ensure_ascii=False, separators=(",", ":")) + "\n" for v in values)
-        _append_all(self.outbox_path, payload.encode("utf-8"), close_torn_line=True)
+        data = payload.encode("utf-8")
+        start, end = _append_all(self.outbox_path, data, close_torn_line=True)
+        note_append(self.outbox_path, self.index_path, start, end, values, data)
+
+    async def append_committed(self, values: list[dict[str, Any]]) -> None:
+        """Append ``values`` (records or marks) inside the mutex, sharing the write with concurrent callers.
+
+        Group commit: callers arriving while an append is being written and fsynced queue up, and
+        the next append writes all of their lines at once under one fsync. Each caller returns
+        only after the fsync that covers its own lines; when that append fails, every caller of
+        the group gets the error and none of their lines is in the file (``append_lines`` cuts a
+        failed write back).
+        """
+        if not values:
+            return
+        loop = asyncio.get_running_loop()
+        group = self._groups.get(loop)
+        if group is None:
+            group = self._groups[loop] = _Group()
+        done: asyncio.Future[None] = loop.create_future()
+        group.waiting.append((values, done))
+        if group.writer is None or group.writer.done():
+            group.writer = loop.create_task(self._write_groups(group), name="outbox-group-commit")
+        await done
+
+    async def _write_groups(self, group: _Group) -> None:
+        while group.waiting:
+            batch, group.waiting = group.waiting[:_GROUP_MAX], group.waiting[_GROUP_MAX:]
+            lines = [value for values, _ in batch for value in values]
+            try:
+                await self.locked(lambda: self.append_lines(lines))
+            except BaseException as exc:  # every caller of the group hears of it; none of its lines is kept
+                for _, done in batch:
+                    if not done.done():
+                        done.set_exception(exc if isinstance(exc, Exception) else OutboxWriteError(
+                            f"the append was stopped ({type(exc).__name__}); it may or may not be in the outbox"))
+                if not isinstance(exc, Exception):  # cancelled or stopping: nobody's lines are known written
+                    for _, done in group.waiting:
+                        if not done.done():
+                            done.set_exception(OutboxWriteError(
+                                f"the append was stopped before it was written ({type(exc).__name__}); nothing was added"))
+                    group.waiting = []
+                    raise
+                continue
+            for _, done in batch:
+                if not done.done():
+                    done.set_result(None)
 
     def rewrite_outbox(self, records: list[dict[str, Any]]) -> None:
-        """Replace the outbox with ``records`` (atomic)."""
+        """Replace the outbox with ``records`` (atomic); the status index starts again from them."""
         text = "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records)
         atomic_write_text(self.outbox_path, text)
+        note_rewrite(self.outbox_path, self.index_path, records)
 
     def quarantine(self, lines: list[CorruptLine], at_ms: int) -> None:
         """Append bad lines to the quarantine file (fsynced) before they leave the outbox."""
@@ -361,8 +421,23 @@ class _DisplayCache:
     guard: bytes
 
 
-def _append_all(path: Path, data: bytes, *, close_torn_line: bool) -> None:
-    """Append ``data`` to ``path`` and fsync, all or nothing: a failure truncates back to the start."""
+_GROUP_MAX = 1000
+"""At most this many callers' lines go into one group-committed append."""
+
+
+@dataclass(slots=True)
+class _Group:
+    """Callers waiting for the next group-committed append, and the task writing them."""
+
+    waiting: list[tuple[list[dict[str, Any]], asyncio.Future[None]]] = field(default_factory=list)
+    writer: asyncio.Task[None] | None = None
+
+
+def _append_all(path: Path, data: bytes, *, close_torn_line: bool) -> tuple[int, int]:
+    """Append ``data`` to ``path`` and fsync, all or nothing: a failure truncates back to the start.
+
+    Returns the file offsets the appended bytes span (a closing newline for a torn line included).
+    """
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         start = os.fstat(fd).st_size
@@ -377,6 +452,7 @@ def _append_all(path: Path, data: bytes, *, close_torn_line: bool) -> None:
                 written = os.write(fd, view)
                 view = view[written:]
             os.fsync(fd)
+            return start, start + len(data)
         except BaseException as exc:
             try:
                 os.ftruncate(fd, start)
@@ -421,7 +497,17 @@ def _notes(value: dict[str, Any]) -> list[str]:
     return [str(n) for n in notes] if isinstance(notes, list) else []
 
 
-def _parse_into(snapshot: OutboxSnapshot, index: dict[str, dict[str, Any]], raw: bytes, first_line: int) -> None:
+def _gap_read(raw: bytes) -> GapRead:
+    """A span of the outbox parsed for the status index."""
+    snapshot = OutboxSnapshot()
+    marked: list[str] = []
+    _parse_into(snapshot, {}, raw, 1, marked)
+    return GapRead([(r["conversationId"], r.get("owner") or "user", r["batchId"], r.get("status") == "delivered")
+                    for r in snapshot.records], marked, len(snapshot.corrupt))
+
+
+def _parse_into(snapshot: OutboxSnapshot, index: dict[str, dict[str, Any]], raw: bytes, first_line: int,
+                marked: list[str] | None = None) -> None:
     """Parse JSONL bytes into ``snapshot``: records appended (and indexed), marks folded, bad lines kept.
 
     Text that cannot be stored (bytes that are not UTF-8, escaped lone surrogates or NUL) is
@@ -452,6 +538,8 @@ def _parse_into(snapshot: OutboxSnapshot, index: dict[str, dict[str, Any]], raw:
                 value["repaired"] = [*_notes(value), f"line {number}: {problem}"]
         if "op" in value:
             snapshot.marks += 1
+            if marked is not None:
+                marked.extend(str(b) for b in value["batchIds"])
             for batch in value["batchIds"]:
                 record = index.get(batch)
                 if record is not None:
