@@ -8,7 +8,9 @@
 
 Every whole-file write is atomic (``services.files``: temp file in the same folder, fsync, rename,
 folder fsync). Appends are fsynced, start on a fresh line when a crash left a partial one, and
-happen only inside the outbox mutex. An append that fails (disk full, an I/O error) is cut back
+happen only inside the outbox mutex. Concurrent captures share one append and its fsync
+(``append_committed``, group commit); each returns only once the fsync covering its line is done.
+An append that fails (disk full, an I/O error) is cut back
 to where it started and fsynced before ``OutboxWriteError`` is raised, so no torn line is ever
 left behind to be read later.
 
@@ -21,9 +23,9 @@ bad value never stops a read, a sweep or a compaction.
 
 The mutex (``OutboxStores.locked``) is one module-level lock serialising every outbox
 read-modify-write across all conversations and all store instances of the process, plus a file
-lock (``services.files.FileLock``) on ``data/outbox/capture.lock`` that extends it across
-processes: a sweep's rewrite can never lose a concurrent append from this process or another
-one. Waiting for it longer than ``LOCK_WAIT_S`` raises ``LockTimeoutError``. The locked work is a
+lock (``flock`` on ``data/outbox/capture.lock``, the lock ``services.files.FileLock`` takes, through
+one kept descriptor) that extends it across processes: a sweep's rewrite can never lose a
+concurrent append from this process or another one. Waiting for it longer than ``LOCK_WAIT_S`` raises ``LockTimeoutError``. The locked work is a
 plain function run in a worker thread; it is not re-entrant, and no network call ever happens
 inside.
 """
@@ -31,11 +33,14 @@ inside.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import json
 import logging
 import math
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,7 +50,6 @@ from typing import Any, TypeVar
 from services.files import (
     LOCK_WAIT_S,
     CorruptFileError,
-    FileLock,
     LockTimeoutError,
     atomic_write_json,
     atomic_write_text,
@@ -113,7 +117,7 @@ class OutboxStores:
             folder.mkdir(parents=True, exist_ok=True)
         lock_path = self.data / "outbox" / "capture.lock"
         lock_path.touch(exist_ok=True)
-        self._file_lock = FileLock(lock_path)
+        self._file_lock = _FlockHandle(lock_path)
         self._display_cache: _DisplayCache | None = None
         self._groups: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Group] = weakref.WeakKeyDictionary()
 
@@ -419,6 +423,59 @@ class _DisplayCache:
     index: dict[str, dict[str, Any]]
     newlines: int
     guard: bytes
+
+
+class _FlockHandle:
+    """The cross-process half of the outbox mutex: ``flock`` on ``capture.lock`` through one kept descriptor.
+
+    It takes the same ``flock`` as ``services.files.FileLock`` (the ``filelock`` package) on the
+    same file, so holders of either exclude each other, but skips that package's per-acquire
+    bookkeeping (path resolution, folder creation, fork checks: about 1 ms each time), which
+    made every capture slower. Only the module mutex's holder calls it, so it needs no thread
+    lock of its own. A lock file replaced on disk is noticed (inode check) and opened again.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = -1
+        self._pid = os.getpid()
+
+    def _descriptor(self) -> int:
+        if self._pid != os.getpid():  # a forked child shares the parent's descriptor: take its own
+            self._fd, self._pid = -1, os.getpid()
+        if self._fd >= 0:
+            try:
+                if os.stat(self.path).st_ino == os.fstat(self._fd).st_ino:
+                    return self._fd
+            except FileNotFoundError:
+                pass
+            os.close(self._fd)
+            self._fd = -1
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        return self._fd
+
+    def __enter__(self) -> None:
+        fd = self._descriptor()
+        deadline = time.monotonic() + LOCK_WAIT_S
+        pause = 0.001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise LockTimeoutError(f"the memory outbox is busy in another process ({self.path}); "
+                                           f"gave up after {LOCK_WAIT_S:g} s") from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.01)
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def __del__(self) -> None:
+        if self._fd >= 0 and self._pid == os.getpid():
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
 
 
 _GROUP_MAX = 1000
