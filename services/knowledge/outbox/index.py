@@ -6,14 +6,14 @@ One JSON line per chunk of ``capture.jsonl`` that this process summed up: the ch
 (space-separated; records flipped by a mark in the same chunk left out), the batch ids its
 delivered marks name (``m``) and how many lines could not be read (``x``).
 
-Every fsynced append adds its chunk's line (``note_append``), written after the outbox's fsync and
-never fsynced itself: the index is a cache, never the truth. A reader (``read_summary``, inside
+Every fsynced append adds its chunk's line (``IndexWriter``), kept in memory and written in bulk,
+never fsynced: the index is a cache, never the truth. A reader (``read_summary``, inside
 the outbox mutex) takes a chunk only when its inode is the outbox's, its span lies inside the file
 and does not overlap the chunks before it, and its guard bytes still read the same; every byte not
 covered by such a chunk (lines another program appended, an append whose index line a crash cut
 off, a torn or stale index) is parsed from the outbox itself. So a corrupt or stale index costs a
 parse, never a wrong count. When a read had to parse, or the index grew long, it is replaced by one
-chunk for the whole file; a compaction's rewrite starts it again (``note_rewrite``).
+chunk for the whole file; a compaction's rewrite starts it again (``IndexWriter.note_rewrite``).
 
 A delivered mark flips the records of earlier chunks that it names (a mark never flips a record
 appended after it, as in the outbox's own reading).
@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["GUARD", "Chunk", "GapRead", "OutboxSummary", "note_append", "note_rewrite", "read_summary"]
+__all__ = ["GUARD", "Chunk", "GapRead", "IndexWriter", "OutboxSummary", "read_summary"]
 
 log = logging.getLogger("services.knowledge.outbox")
 
@@ -37,7 +37,11 @@ GUARD = 64
 """Bytes at each end of a chunk whose CRC must still match before the chunk is believed."""
 
 _MAX_LINES = 64
-"""An index longer than this is folded into one chunk by the next reader."""
+"""An index longer than this is folded into one chunk by the next reader (and kept lines are
+written when this many gathered)."""
+
+_FLUSH_BYTES = 1 << 20
+"""Kept chunk lines are written once they hold this many bytes."""
 
 JsonObject = Mapping[str, object]
 
@@ -130,36 +134,60 @@ def _summed(values: Iterable[JsonObject], start: int, end: int) -> Chunk | None:
     return chunk
 
 
-def note_append(outbox: Path, index: Path, start: int, end: int, values: list[dict[str, object]],
-                data: bytes) -> None:
-    """Add the chunk line for ``values``, appended (and fsynced) as ``data`` at ``[start, end)``.
+class IndexWriter:
+    """Chunk lines of this process's appends, kept in memory and written to the index in bulk.
 
-    Best effort: the index is a cache, so a failure here only costs the next reader a parse.
+    Writing a line per capture would cost a file write next to every fsynced append; the lines
+    are written when enough gathered, before every read of the index and when the outbox closes.
+    Lines a crash loses only cost the next reader a parse. Call inside the outbox mutex.
     """
-    chunk = _summed(values, start, end)
-    if chunk is None or end - start != len(data) or not data:
-        return
-    try:
-        ino = os.stat(outbox).st_ino
-        with open(index, "ab") as handle:
-            handle.write(_chunk_line(ino, chunk, _guard(data[:GUARD], data[-GUARD:])))
-    except OSError as exc:
-        log.debug("outbox index not updated: %s", exc)
 
+    def __init__(self, outbox: Path, index: Path) -> None:
+        self.outbox = outbox
+        self.index = index
+        self._lines: list[bytes] = []
+        self._size = 0
 
-def note_rewrite(outbox: Path, index: Path, records: list[dict[str, object]]) -> None:
-    """Start the index again for an outbox just rewritten with ``records`` (compaction)."""
-    try:
-        info = os.stat(outbox)
-        with open(outbox, "rb") as handle:
-            head = handle.read(GUARD)
-            handle.seek(max(0, info.st_size - GUARD))
-            tail = handle.read(GUARD)
-        chunk = _summed(records, 0, info.st_size) if info.st_size else None
-        _replace(index, b"" if chunk is None else _chunk_line(info.st_ino, chunk, _guard(head, tail)))
-    except OSError as exc:
-        log.debug("outbox index not restarted: %s", exc)
-        _discard(index)
+    def note_append(self, start: int, end: int, values: list[dict[str, object]], data: bytes) -> None:
+        """Keep the chunk line for ``values``, appended (and fsynced) as ``data`` at ``[start, end)``."""
+        chunk = _summed(values, start, end)
+        if chunk is None or end - start != len(data) or not data:
+            return
+        try:
+            ino = os.stat(self.outbox).st_ino
+        except OSError:
+            return
+        line = _chunk_line(ino, chunk, _guard(data[:GUARD], data[-GUARD:]))
+        self._lines.append(line)
+        self._size += len(line)
+        if self._size > _FLUSH_BYTES or len(self._lines) > _MAX_LINES:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the kept lines to the index (not fsynced: the index is a cache)."""
+        if not self._lines:
+            return
+        lines, self._lines, self._size = self._lines, [], 0
+        try:
+            with open(self.index, "ab") as handle:
+                handle.write(b"".join(lines))
+        except OSError as exc:
+            log.debug("outbox index not updated: %s", exc)
+
+    def note_rewrite(self, records: list[dict[str, object]]) -> None:
+        """Start the index again for an outbox just rewritten with ``records`` (compaction)."""
+        self._lines, self._size = [], 0
+        try:
+            info = os.stat(self.outbox)
+            with open(self.outbox, "rb") as handle:
+                head = handle.read(GUARD)
+                handle.seek(max(0, info.st_size - GUARD))
+                tail = handle.read(GUARD)
+            chunk = _summed(records, 0, info.st_size) if info.st_size else None
+            _replace(self.index, b"" if chunk is None else _chunk_line(info.st_ino, chunk, _guard(head, tail)))
+        except OSError as exc:
+            log.debug("outbox index not restarted: %s", exc)
+            _discard(self.index)
 
 
 def _replace(index: Path, data: bytes) -> None:

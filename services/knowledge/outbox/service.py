@@ -118,8 +118,9 @@ class MemoryOutbox:
                    fake_honcho=fake, step_hook=step_hook, served_at=served_at)
 
     async def aclose(self) -> None:
-        """Stop the timer and close the HTTP client."""
+        """Stop the timer, write the status index kept in memory and close the HTTP client."""
         await self.stop()
+        await self.stores.locked(self.stores.flush_index)
         await self.client.aclose()
         self.engine.close()
 

@@ -57,7 +57,7 @@ from services.files import (
 )
 from services.text import decode_text, repair_value, value_problem
 
-from .index import GapRead, OutboxSummary, note_append, note_rewrite, read_summary
+from .index import GapRead, IndexWriter, OutboxSummary, read_summary
 from .models import CorruptLedgerError, OutboxError, OutboxSettings, OutboxWriteError, check_conversation_id
 
 __all__ = ["OutboxStores", "OutboxSnapshot", "CorruptLine"]
@@ -119,6 +119,7 @@ class OutboxStores:
         lock_path.touch(exist_ok=True)
         self._file_lock = _FlockHandle(lock_path)
         self._display_cache: _DisplayCache | None = None
+        self._index = IndexWriter(self.outbox_path, self.index_path)
         self._groups: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Group] = weakref.WeakKeyDictionary()
 
     # -- the mutex ---------------------------------------------------------------------------
@@ -221,7 +222,12 @@ class OutboxStores:
 
     def read_summary(self) -> OutboxSummary:
         """The outbox summed up for the status view from the index, parsing only what it does not cover."""
+        self._index.flush()
         return read_summary(self.outbox_path, self.index_path, _gap_read)
+
+    def flush_index(self) -> None:
+        """Write the status index lines kept in memory (call inside the mutex; the outbox closing)."""
+        self._index.flush()
 
     def settled(self, batch_ids: list[str]) -> set[str]:
         """Which of ``batch_ids`` must not be sent now: marked delivered, or gone from the outbox.
@@ -259,7 +265,7 @@ class OutboxStores:
         payload = "".join(json.dumps(v, ensure_ascii=False, separators=(",", ":")) + "\n" for v in values)
         data = payload.encode("utf-8")
         start, end = _append_all(self.outbox_path, data, close_torn_line=True)
-        note_append(self.outbox_path, self.index_path, start, end, values, data)
+        self._index.note_append(start, end, values, data)
 
     async def append_committed(self, values: list[dict[str, Any]]) -> None:
         """Append ``values`` (records or marks) inside the mutex, sharing the write with concurrent callers.
@@ -309,7 +315,7 @@ class OutboxStores:
         """Replace the outbox with ``records`` (atomic); the status index starts again from them."""
         text = "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records)
         atomic_write_text(self.outbox_path, text)
-        note_rewrite(self.outbox_path, self.index_path, records)
+        self._index.note_rewrite(records)
 
     def quarantine(self, lines: list[CorruptLine], at_ms: int) -> None:
         """Append bad lines to the quarantine file (fsynced) before they leave the outbox."""
