@@ -38,7 +38,7 @@ import asyncio
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from services.changes import ChangeFeed
@@ -82,6 +82,16 @@ class DeliveryProgress:
     flipped_without_send: int = 0
 
 
+@dataclass(slots=True)
+class _Deferred:
+    """Delivered marks held back during a sweep (``DeliveryEngine.defer_marks``)."""
+
+    marks: dict[str, list[str]] = field(default_factory=dict)
+    """Per conversation, batch ids delivered and in its ledger's window but not marked yet."""
+    marker: dict[str, object] | None = None
+    """The newest last-delivery marker not written yet."""
+
+
 def chunk_text(text: str, size: int) -> list[str]:
     """``text`` as one part, or as ``[Part i/n] ...`` parts of at most ``size`` characters of text."""
     if len(text) <= size:
@@ -120,9 +130,36 @@ class DeliveryEngine:
         """Test seam: called between the delivery steps; raising there models a crash."""
         self._establishing: dict[str, asyncio.Lock] = {}
         self._delivering = AsyncFileLock(stores.state / "delivery.lock", timeout=DELIVERY_LOCK_WAIT_S)
+        self._deferred: _Deferred | None = None
 
     def close(self) -> None:
         """Nothing to release: the delivery lock is held only while a delivery runs."""
+
+    def defer_marks(self) -> None:
+        """Hold the delivered marks and the last-delivery marker of the following deliveries until
+        ``flush_marks`` (a sweep writes them once, not once per conversation).
+
+        Safe because a record whose batch id is in its ledger's delivered window is never sent
+        again (the next plan flips it without sending, compaction drops it): a conversation's
+        held marks are written at once whenever they would outgrow half that window.
+        """
+        if self._deferred is None:
+            self._deferred = _Deferred()
+
+    async def flush_marks(self) -> None:
+        """Write the held delivered marks (one append) and the newest last-delivery marker; stop holding."""
+        deferred, self._deferred = self._deferred, None
+        if deferred is None or deferred.marker is None:
+            return
+        ids = [batch for held in deferred.marks.values() for batch in held]
+        marker = deferred.marker
+
+        def write() -> None:
+            if ids:
+                self.stores.append_lines([{"op": "delivered", "batchIds": ids, "at": marker["lastDeliveryAt"]}])
+            self.stores.write_last_delivery(marker)
+
+        await self.stores.locked(write)
 
     def _step(self, step: str, conversation_id: str) -> None:
         if self.step_hook is not None:
@@ -319,12 +356,15 @@ class DeliveryEngine:
         sent = 0
         error: Exception | None = None
         limit = self.settings.batch_limit
-        for start in range(0, len(queue), limit):
-            post = queue[start: start + limit]
+        if queue:
+            # One ledger write before the round's first call names every batch the round may send
+            # (a superset of what is in flight at any moment: a crash asks Honcho about all of them).
             ledger, counted = self._advance(ledger, todo, counted, done, last_id)
-            ledger["inflight"] = [todo[i]["batchId"] for i in range(counted, post[-1][0] + 1)]
+            ledger["inflight"] = [todo[i]["batchId"] for i in range(counted, queue[-1][0] + 1)]
             snapshot = dict(ledger)
             await self.stores.locked(lambda: self.stores.write_ledger(snapshot))
+        for start in range(0, len(queue), limit):
+            post = queue[start: start + limit]
             try:
                 created = await self.client.add_messages(session_id, [q[2] for q in post])
             except Exception as exc:  # noqa: BLE001 - recorded below, re-raised after committing progress
@@ -346,10 +386,23 @@ class DeliveryEngine:
         def commit() -> None:
             self.stores.write_ledger(final)
             self._step("ledger-written", conv)
-            if completed:
-                self.stores.append_lines([{"op": "delivered", "batchIds": completed, "at": now}])
-                self.stores.write_last_delivery({"lastDeliveryAt": now, "batchId": completed[-1],
-                                                 "conversationId": conv})
+            if not completed:
+                return
+            marker = {"lastDeliveryAt": now, "batchId": completed[-1], "conversationId": conv}
+            deferred = self._deferred
+            if deferred is not None:
+                held = deferred.marks.setdefault(conv, [])
+                if len(held) + len(completed) <= self.settings.delivered_batch_window // 2:
+                    held.extend(completed)  # the ledger window covers them until the sweep's flush
+                    deferred.marker = marker
+                    return
+                completed_now = held + completed
+                del deferred.marks[conv]
+                deferred.marker = marker
+            else:
+                completed_now = completed
+            self.stores.append_lines([{"op": "delivered", "batchIds": completed_now, "at": now}])
+            self.stores.write_last_delivery(marker)
 
         await self.stores.locked(commit)
         progress.records += len(completed)
@@ -429,4 +482,4 @@ class DeliveryEngine:
             return
         snapshot = {"conversationId": conv, "peerId": peer, "representation": text,
                     "fetchedAt": _now_ms(self.clock)}
-        await asyncio.to_thread(self.stores.write_representation, conv, snapshot)
+        await asyncio.to_thread(self.stores.write_representation, conv, snapshot)  # a cache: not fsynced

@@ -39,6 +39,7 @@ import json
 import logging
 import math
 import os
+import tempfile
 import threading
 import time
 import weakref
@@ -54,6 +55,7 @@ from services.files import (
     atomic_write_json,
     atomic_write_text,
     contained_path,
+    current_umask,
 )
 from services.text import decode_text, repair_value, value_problem
 
@@ -95,6 +97,9 @@ class OutboxSnapshot:
     repaired: list[tuple[int, str]] = field(default_factory=list)
     """``(line number, what was repaired)`` for lines read with text repairs (rewritten clean by
     the next compaction)."""
+
+    newlines: int = 0
+    """How many newline bytes the read covered (``advance`` numbers the lines after them)."""
 
     def pending(self) -> list[dict[str, Any]]:
         """The records still waiting for delivery."""
@@ -185,6 +190,26 @@ class OutboxStores:
         except FileNotFoundError:
             return snapshot
         _parse_into(snapshot, {}, raw, 1)
+        snapshot.newlines = raw.count(b"\n")
+        return snapshot
+
+    def advance(self, key: tuple[int, int, int] | None, snapshot: OutboxSnapshot) -> OutboxSnapshot:
+        """``snapshot`` (read when the file key was ``key``) brought up to the file as it is now.
+
+        When the file is the same one (inode) and only grew, just the appended bytes are parsed
+        into it (marks flip its records); anything else is a full read. Call inside the mutex.
+        """
+        now = self.outbox_key()
+        if key is None or now is None or now[0] != key[0] or now[1] < key[1]:
+            return self.read_outbox()
+        if now == key:
+            return snapshot
+        with open(self.outbox_path, "rb") as handle:
+            handle.seek(key[1])
+            tail = handle.read(now[1] - key[1])
+        index = {record["batchId"]: record for record in snapshot.records}
+        _parse_into(snapshot, index, tail, snapshot.newlines + 1)
+        snapshot.newlines += tail.count(b"\n")
         return snapshot
 
     def read_outbox_for_display(self) -> OutboxSnapshot:
@@ -403,8 +428,22 @@ class OutboxStores:
             return None
 
     def write_representation(self, conversation_id: str, snapshot: dict[str, Any]) -> None:
-        """Write a representation snapshot (atomic)."""
-        atomic_write_json(self.representation_path(conversation_id), snapshot)
+        """Write a representation snapshot: replaced whole (temp file, rename), not fsynced.
+
+        It is a cache the next delivery fetches again; a crash can at worst leave it unreadable,
+        which reads as "none fetched yet".
+        """
+        path = self.representation_path(conversation_id)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write((json.dumps(snapshot, indent=2, ensure_ascii=False) + "\n").encode("utf-8", "replace"))
+            os.chmod(tmp, 0o666 & ~current_umask())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
 
     def read_last_delivery(self) -> dict[str, Any] | None:
         """The newest-delivery marker, None before the first delivery."""

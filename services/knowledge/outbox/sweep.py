@@ -134,18 +134,16 @@ async def compact(stores: OutboxStores, retention_days: float, clock: Clock, cha
                   ) -> None:
     """Drop delivered, already-windowed and over-retention records; quarantine corrupt lines.
 
-    The file is re-read inside the mutex, unless ``planned`` holds a snapshot whose file key is
-    still the current one (nothing was appended or rewritten since): then that read is reused.
+    The file is re-read inside the mutex, unless ``planned`` holds a snapshot and the file key it
+    was read at: then that read is reused, advanced by parsing only what was appended since (the
+    sweep's own delivered marks, captures made meanwhile) while the file is the same one.
     """
     now_ms = int(clock.time() * 1000)
     cutoff = now_ms - retention_days * DAY_MS
     warnings: list[str] = []
 
     def work() -> tuple[int, int, int, bool]:
-        if planned is not None and planned[0] is not None and planned[0] == stores.outbox_key():
-            snapshot = planned[1]
-        else:
-            snapshot = stores.read_outbox()
+        snapshot = stores.read_outbox() if planned is None else stores.advance(planned[0], planned[1])
         windows: dict[str, set[str] | None] = {}
         kept: list[dict[str, Any]] = []
         delivered = expired = 0
@@ -261,6 +259,29 @@ async def run_sweep(stores: OutboxStores, engine: DeliveryEngine, settings: Outb
             log.error("%s", message)
             result.errors.append(message)
             _note_unreachable(result, exc)
+    engine.defer_marks()  # the sweep's delivered marks go into one append, written before compaction
+    try:
+        await _deliver_all(order, owners, pending, plan, engine, settings, clock, changes, budget, result)
+    finally:
+        try:
+            await engine.flush_marks()
+        except (ServiceError, OSError) as exc:  # the ledgers' windows still hold every delivered batch
+            message = f"memory-honcho: writing the sweep's delivered marks failed: {exc}"
+            log.error("%s", message)
+            result.errors.append(message)
+    try:
+        await compact(stores, settings.outbox_retention_days, clock, changes, result, (plan.key, plan.snapshot))
+    except (ServiceError, OSError) as exc:  # the file is left as it was; the next sweep compacts again
+        message = f"memory-honcho: outbox compaction failed, nothing was dropped: {exc}"
+        log.error("%s", message)
+        result.errors.append(message)
+    result.finished_at = clock.time()
+    return result
+
+
+async def _deliver_all(order: list[str], owners: dict[str, str], pending: dict[str, list[dict[str, Any]]],
+                       plan: _Plan, engine: DeliveryEngine, settings: OutboxSettings, clock: Clock,
+                       changes: ChangeFeed, budget: RetryBudget, result: SweepResult) -> None:
     for conv in order:
         if not pending.get(conv):
             continue
@@ -281,11 +302,3 @@ async def run_sweep(stores: OutboxStores, engine: DeliveryEngine, settings: Outb
             _note_unreachable(result, exc)
         result.delivered_records += progress.records
         result.delivered_messages += progress.messages
-    try:
-        await compact(stores, settings.outbox_retention_days, clock, changes, result, (plan.key, plan.snapshot))
-    except (ServiceError, OSError) as exc:  # the file is left as it was; the next sweep compacts again
-        message = f"memory-honcho: outbox compaction failed, nothing was dropped: {exc}"
-        log.error("%s", message)
-        result.errors.append(message)
-    result.finished_at = clock.time()
-    return result
