@@ -25,7 +25,7 @@ import json
 import logging
 import os
 import zlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -148,7 +148,7 @@ class IndexWriter:
         self._lines: list[bytes] = []
         self._size = 0
 
-    def note_append(self, start: int, end: int, values: list[dict[str, object]], data: bytes) -> None:
+    def note_append(self, start: int, end: int, values: Sequence[JsonObject], data: bytes) -> None:
         """Keep the chunk line for ``values``, appended (and fsynced) as ``data`` at ``[start, end)``."""
         chunk = _summed(values, start, end)
         if chunk is None or end - start != len(data) or not data:
@@ -174,7 +174,7 @@ class IndexWriter:
         except OSError as exc:
             log.debug("outbox index not updated: %s", exc)
 
-    def note_rewrite(self, records: list[dict[str, object]]) -> None:
+    def note_rewrite(self, records: Sequence[JsonObject]) -> None:
         """Start the index again for an outbox just rewritten with ``records`` (compaction)."""
         self._lines, self._size = [], 0
         try:

@@ -23,7 +23,7 @@ import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -37,7 +37,7 @@ from .forks import ForkPlanner
 from .honcho_client import HonchoClient
 from .honcho_fake import FakeHonchoService
 from .honcho_view import HonchoSnapshot, read_memory
-from .models import CaptureError, OutboxSettings, check_conversation_id, honcho_id
+from .models import CaptureError, OutboxRecord, OutboxSettings, StoredMessage, check_conversation_id, honcho_id
 from .quarantine import QuarantinedLine, drop_quarantined, read_quarantine, retry_quarantined
 from .status import OutboxStatus, Representation, build_status, representation_of
 from .stores import OutboxStores
@@ -47,6 +47,8 @@ from .tools import RecallTools
 __all__ = ["MemoryOutbox", "StartChild"]
 
 log = logging.getLogger("services.knowledge.outbox")
+
+T = TypeVar("T")
 
 StartChild = Callable[[str, list[dict[str, Any]]], Awaitable[str]]
 """Creates a child conversation from a parent id and the messages it starts with; returns its id."""
@@ -144,10 +146,10 @@ class MemoryOutbox:
         if not isinstance(messages, list) or not messages:
             raise CaptureError(f"conversation {conv}: a turn needs at least one message")
         now_ms = int(self.clock.time() * 1000)
-        stored = []
+        stored: list[StoredMessage] = []
         for index, message in enumerate(messages):
             stored.append(self._message(conv, owner, index, message, now_ms, repairs))
-        record: dict[str, Any] = {"batchId": f"b_{uuid.uuid4().hex}", "conversationId": conv, "owner": owner,
+        record: OutboxRecord = {"batchId": f"b_{uuid.uuid4().hex}", "conversationId": conv, "owner": owner,
                                   "status": "pending", "createdAt": now_ms, "messages": stored}
         if repairs:
             record["repaired"] = repairs
@@ -163,8 +165,8 @@ class MemoryOutbox:
             self.changes.announce("outbox", "outbox.warning", conv, message=warning)
         return record["batchId"]
 
-    def _message(self, conv: str, owner: str, index: int, message: Any, now_ms: int,
-                 repairs: list[str]) -> dict[str, Any]:
+    def _message(self, conv: str, owner: str, index: int, message: object, now_ms: int,
+                 repairs: list[str]) -> StoredMessage:
         where = f"conversation {conv}: message {index}"
         if not isinstance(message, dict):
             raise CaptureError(f"{where} is not an object")
@@ -274,7 +276,7 @@ class MemoryOutbox:
         """The ``remember`` recall tool (a user-level conclusion)."""
         return await self._tool(self.tools.remember(conversation_id, fact))
 
-    async def _tool(self, call: Awaitable[Any]) -> Any:
+    async def _tool(self, call: Awaitable[T]) -> T:
         try:
             return await call
         except Exception as exc:

@@ -43,10 +43,10 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar, cast
 
 from services.files import (
     LOCK_WAIT_S,
@@ -60,7 +60,19 @@ from services.files import (
 from services.text import decode_text, repair_value, value_problem
 
 from .index import GapRead, IndexWriter, OutboxSummary, read_summary
-from .models import CorruptLedgerError, OutboxError, OutboxSettings, OutboxWriteError, check_conversation_id
+from .models import (
+    CorruptLedgerError,
+    DeliveryMarker,
+    ForkRecord,
+    Ledger,
+    OutboxError,
+    OutboxLine,
+    OutboxRecord,
+    OutboxSettings,
+    OutboxWriteError,
+    RepresentationSnapshot,
+    check_conversation_id,
+)
 
 __all__ = ["OutboxStores", "OutboxSnapshot", "CorruptLine"]
 
@@ -88,7 +100,7 @@ class CorruptLine:
 class OutboxSnapshot:
     """The outbox as read: records in file order with delivered marks folded in."""
 
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[OutboxRecord] = field(default_factory=list)
     """Every record, ``status`` set to ``delivered`` when a mark names it."""
     corrupt: list[CorruptLine] = field(default_factory=list)
     """Lines that could not be parsed (quarantined by the next compaction)."""
@@ -101,7 +113,7 @@ class OutboxSnapshot:
     newlines: int = 0
     """How many newline bytes the read covered (``advance`` numbers the lines after them)."""
 
-    def pending(self) -> list[dict[str, Any]]:
+    def pending(self) -> list[OutboxRecord]:
         """The records still waiting for delivery."""
         return [r for r in self.records if r.get("status") != "delivered"]
 
@@ -239,7 +251,7 @@ class OutboxStores:
                 return cache.snapshot
         raw = self.outbox_path.read_bytes()
         snapshot = OutboxSnapshot()
-        index: dict[str, dict[str, Any]] = {}
+        index: dict[str, OutboxRecord] = {}
         _parse_into(snapshot, index, raw, 1)
         self._display_cache = _DisplayCache((key[0], len(raw), key[2]), snapshot, index, raw.count(b"\n"),
                                             raw[-_GUARD:])
@@ -265,7 +277,7 @@ class OutboxStores:
         cache = self._display_cache
         if cache is None:
             return set(batch_ids)
-        return {b for b in batch_ids if cache.index.get(b, {}).get("status", "delivered") == "delivered"}
+        return {b for b in batch_ids if b not in cache.index or cache.index[b].get("status") == "delivered"}
 
     def outbox_key(self) -> tuple[int, int, int] | None:
         """The outbox file's identity and version (inode, size, mtime); None when it does not exist.
@@ -279,7 +291,7 @@ class OutboxStores:
             return None
         return (info.st_ino, info.st_size, info.st_mtime_ns)
 
-    def append_lines(self, values: list[dict[str, Any]]) -> None:
+    def append_lines(self, values: Sequence[OutboxLine]) -> None:
         """Append records or marks as JSON lines (fsynced); a partial last line is closed first.
 
         All or nothing: a failed write is cut back to where it began (``OutboxWriteError``).
@@ -292,7 +304,7 @@ class OutboxStores:
         start, end = _append_all(self.outbox_path, data, close_torn_line=True)
         self._index.note_append(start, end, values, data)
 
-    async def append_committed(self, values: list[dict[str, Any]]) -> None:
+    async def append_committed(self, values: Sequence[OutboxLine]) -> None:
         """Append ``values`` (records or marks) inside the mutex, sharing the write with concurrent callers.
 
         Group commit: callers arriving while an append is being written and fsynced queue up, and
@@ -336,7 +348,7 @@ class OutboxStores:
                 if not done.done():
                     done.set_result(None)
 
-    def rewrite_outbox(self, records: list[dict[str, Any]]) -> None:
+    def rewrite_outbox(self, records: list[OutboxRecord]) -> None:
         """Replace the outbox with ``records`` (atomic); the status index starts again from them."""
         text = "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records)
         atomic_write_text(self.outbox_path, text)
@@ -363,7 +375,7 @@ class OutboxStores:
 
     # -- ledgers ---------------------------------------------------------------------------
 
-    def read_ledger(self, conversation_id: str) -> dict[str, Any] | None:
+    def read_ledger(self, conversation_id: str) -> Ledger | None:
         """The conversation's ledger, None when none exists; ``CorruptLedgerError`` when unreadable."""
         path = self.ledger_path(conversation_id)
         try:
@@ -375,9 +387,9 @@ class OutboxStores:
         problem = _ledger_problem(value)
         if problem:
             raise CorruptLedgerError(f"corrupt ledger {path}: {problem}")
-        return value
+        return cast(Ledger, value)  # its shape was just checked
 
-    def read_ledgers(self) -> list[dict[str, Any]]:
+    def read_ledgers(self) -> list[Ledger]:
         """Every readable ledger (status reads); unreadable ones are skipped with a warning."""
         ledgers = []
         for path in sorted((self.state / "ledger").glob("*.json")):
@@ -387,7 +399,7 @@ class OutboxStores:
                 log.warning("%s", exc)
         return [x for x in ledgers if x is not None]
 
-    def write_ledger(self, ledger: dict[str, Any]) -> None:
+    def write_ledger(self, ledger: Ledger) -> None:
         """Write a ledger (atomic), its windows folded oldest-first to the configured bounds."""
         bounded = dict(ledger)
         bounded["deliveredBatchIds"] = list(ledger.get("deliveredBatchIds", []))[-self.settings.delivered_batch_window:]
@@ -397,37 +409,37 @@ class OutboxStores:
 
     # -- pending forks ---------------------------------------------------------------------
 
-    def read_pending_fork(self, child_id: str) -> dict[str, Any] | None:
+    def read_pending_fork(self, child_id: str) -> ForkRecord | None:
         """The fork record for ``child_id``, resolved or not; None when none exists."""
         try:
-            return _read_repaired(self.fork_path(child_id))
+            return cast(ForkRecord, _read_object(self.fork_path(child_id)))
         except FileNotFoundError:
             return None
 
-    def read_pending_forks(self) -> list[dict[str, Any]]:
+    def read_pending_forks(self) -> list[ForkRecord]:
         """Every fork record on disk, resolved ones included (filter on ``resolvedAt``)."""
         forks = []
         for path in sorted((self.state / "forks" / "pending").glob("*.json")):
             try:
-                forks.append(_read_repaired(path))
+                forks.append(cast(ForkRecord, _read_object(path)))
             except CorruptFileError as exc:
                 log.warning("%s", exc)
         return forks
 
-    def write_pending_fork(self, record: dict[str, Any]) -> None:
+    def write_pending_fork(self, record: ForkRecord) -> None:
         """Write a fork record (atomic)."""
         atomic_write_json(self.fork_path(record["childId"]), record)
 
     # -- representations and the last-delivery marker --------------------------------------
 
-    def read_representation(self, conversation_id: str) -> dict[str, Any] | None:
+    def read_representation(self, conversation_id: str) -> RepresentationSnapshot | None:
         """The cached representation snapshot, None when none was fetched yet."""
         try:
-            return _read_repaired(self.representation_path(conversation_id))
+            return cast(RepresentationSnapshot, _read_object(self.representation_path(conversation_id)))
         except (FileNotFoundError, CorruptFileError):
             return None
 
-    def write_representation(self, conversation_id: str, snapshot: dict[str, Any]) -> None:
+    def write_representation(self, conversation_id: str, snapshot: RepresentationSnapshot) -> None:
         """Write a representation snapshot: replaced whole (temp file, rename), not fsynced.
 
         It is a cache the next delivery fetches again; a crash can at worst leave it unreadable,
@@ -445,14 +457,14 @@ class OutboxStores:
                 os.unlink(tmp)
             raise
 
-    def read_last_delivery(self) -> dict[str, Any] | None:
+    def read_last_delivery(self) -> DeliveryMarker | None:
         """The newest-delivery marker, None before the first delivery."""
         try:
-            return _read_repaired(self.last_delivery_path)
+            return cast(DeliveryMarker, _read_object(self.last_delivery_path))
         except (FileNotFoundError, CorruptFileError):
             return None
 
-    def write_last_delivery(self, marker: dict[str, Any]) -> None:
+    def write_last_delivery(self, marker: DeliveryMarker) -> None:
         """Write the newest-delivery marker (atomic)."""
         atomic_write_json(self.last_delivery_path, marker)
 
@@ -465,7 +477,7 @@ _GUARD = 256
 class _DisplayCache:
     key: tuple[int, int, int]
     snapshot: OutboxSnapshot
-    index: dict[str, dict[str, Any]]
+    index: dict[str, OutboxRecord]
     newlines: int
     guard: bytes
 
@@ -531,7 +543,7 @@ _GROUP_MAX = 1000
 class _Group:
     """Callers waiting for the next group-committed append, and the task writing them."""
 
-    waiting: list[tuple[list[dict[str, Any]], asyncio.Future[None]]] = field(default_factory=list)
+    waiting: list[tuple[Sequence[OutboxLine], asyncio.Future[None]]] = field(default_factory=list)
     writer: asyncio.Task[None] | None = None
 
 
@@ -573,7 +585,7 @@ def _why(exc: BaseException) -> str:
     return (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)) or type(exc).__name__
 
 
-def _read_repaired(path: Path) -> Any:
+def _read_repaired(path: Path) -> object:
     """``read_json`` with bad text repaired (see the module docstring); a repaired object gets a note."""
     raw = Path(path).read_bytes()
     text, undecodable = decode_text(raw)
@@ -594,7 +606,15 @@ def _read_repaired(path: Path) -> Any:
     return value
 
 
-def _notes(value: dict[str, Any]) -> list[str]:
+def _read_object(path: Path) -> dict[str, object]:
+    """``_read_repaired`` of a file that must hold a JSON object (``CorruptFileError`` otherwise)."""
+    value = _read_repaired(path)
+    if not isinstance(value, dict):
+        raise CorruptFileError(f"{path}: not a JSON object")
+    return value
+
+
+def _notes(value: Mapping[str, object]) -> list[str]:
     notes = value.get("repaired")
     return [str(n) for n in notes] if isinstance(notes, list) else []
 
@@ -608,7 +628,7 @@ def _gap_read(raw: bytes) -> GapRead:
                     for r in snapshot.records], marked, len(snapshot.corrupt))
 
 
-def _parse_into(snapshot: OutboxSnapshot, index: dict[str, dict[str, Any]], raw: bytes, first_line: int,
+def _parse_into(snapshot: OutboxSnapshot, index: dict[str, OutboxRecord], raw: bytes, first_line: int,
                 marked: list[str] | None = None) -> None:
     """Parse JSONL bytes into ``snapshot``: records appended (and indexed), marks folded, bad lines kept.
 
@@ -651,7 +671,7 @@ def _parse_into(snapshot: OutboxSnapshot, index: dict[str, dict[str, Any]], raw:
             index[value["batchId"]] = value
 
 
-def _record_problem(value: Any) -> str | None:
+def _record_problem(value: object) -> str | None:
     """Why a parsed line is not a record or a delivered mark, or None when it is fine."""
     if not isinstance(value, dict):
         return "not a JSON object"
@@ -677,7 +697,7 @@ def _record_problem(value: Any) -> str | None:
     return None
 
 
-def _ledger_problem(value: Any) -> str | None:
+def _ledger_problem(value: object) -> str | None:
     if not isinstance(value, dict):
         return "not a JSON object"
     try:  # a number in the JavaScript package's ledgers, a string in ours

@@ -31,14 +31,14 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from services.changes import ChangeFeed
 from services.clock import Clock, iso
 from services.errors import ServiceError
 
 from .delivery import DeliveryEngine, DeliveryProgress
-from .models import DAY_MS, HonchoError, OutboxError, OutboxSettings
+from .models import DAY_MS, HonchoError, OutboxError, OutboxRecord, OutboxSettings
 from .retry import RetryBudget, retry_delay
 from .stores import OutboxSnapshot, OutboxStores
 
@@ -86,7 +86,7 @@ class SweepResult:
     """Why the memory service could not be reached or refused us (unreachable, 5xx, 429, 401,
     403), from the last such failure of this sweep; None when it never happened."""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """A JSON-ready copy (for ``Change`` payloads)."""
         return {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
 
@@ -96,7 +96,7 @@ class _Plan:
     order: list[str]
     owners: dict[str, str]
     forks: list[str]
-    pending: dict[str, list[dict[str, Any]]]
+    pending: dict[str, list[OutboxRecord]]
     key: tuple[int, int, int] | None
     snapshot: OutboxSnapshot
 
@@ -107,7 +107,7 @@ async def _plan(stores: OutboxStores) -> _Plan:
         snapshot = stores.read_outbox()
         order: list[str] = []
         owners: dict[str, str] = {}
-        pending: dict[str, list[dict[str, Any]]] = {}
+        pending: dict[str, list[OutboxRecord]] = {}
         for record in snapshot.records:
             conv = record["conversationId"]
             if conv not in owners:
@@ -145,7 +145,7 @@ async def compact(stores: OutboxStores, retention_days: float, clock: Clock, cha
     def work() -> tuple[int, int, int, bool]:
         snapshot = stores.read_outbox() if planned is None else stores.advance(planned[0], planned[1])
         windows: dict[str, set[str] | None] = {}
-        kept: list[dict[str, Any]] = []
+        kept: list[OutboxRecord] = []
         delivered = expired = 0
         for record in snapshot.records:
             if record.get("status") == "delivered":
@@ -155,7 +155,7 @@ async def compact(stores: OutboxStores, retention_days: float, clock: Clock, cha
             if conv not in windows:
                 try:
                     ledger = stores.read_ledger(conv)
-                    windows[conv] = set((ledger or {}).get("deliveredBatchIds", []))
+                    windows[conv] = set(ledger.get("deliveredBatchIds", [])) if ledger else set()
                 except (OutboxError, OSError):
                     windows[conv] = None  # unreadable ledger: keep the records, decide nothing
             window = windows[conv]
@@ -169,7 +169,7 @@ async def compact(stores: OutboxStores, retention_days: float, clock: Clock, cha
                     f"(conversation {conv}, created {_when(record['createdAt'])}, "
                     f"older than {retention_days:g}d retention)")
                 continue
-            record = {k: v for k, v in record.items()}
+            record = record.copy()
             record["status"] = "pending"
             kept.append(record)
         for bad in snapshot.corrupt:
@@ -202,12 +202,14 @@ async def compact(stores: OutboxStores, retention_days: float, clock: Clock, cha
                      quarantined=quarantined)
 
 
-def _when(ms: Any) -> str:
+def _when(ms: object) -> str:
     """An epoch-millisecond stamp as ISO 8601, or the raw number when no date can show it."""
     try:
-        return iso(float(ms) / 1000)
+        if isinstance(ms, (int, float, str)):
+            return iso(float(ms) / 1000)
     except (OverflowError, OSError, ValueError, TypeError):
-        return f"{ms!r} ms since the epoch"
+        pass
+    return f"{ms!r} ms since the epoch"
 
 
 async def _retrying(step: str, conv: str, call: Callable[[], Awaitable[T]], settings: OutboxSettings,
@@ -279,7 +281,7 @@ async def run_sweep(stores: OutboxStores, engine: DeliveryEngine, settings: Outb
     return result
 
 
-async def _deliver_all(order: list[str], owners: dict[str, str], pending: dict[str, list[dict[str, Any]]],
+async def _deliver_all(order: list[str], owners: dict[str, str], pending: dict[str, list[OutboxRecord]],
                        plan: _Plan, engine: DeliveryEngine, settings: OutboxSettings, clock: Clock,
                        changes: ChangeFeed, budget: RetryBudget, result: SweepResult) -> None:
     for conv in order:
