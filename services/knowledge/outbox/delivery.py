@@ -158,6 +158,11 @@ class DeliveryEngine:
         if self._deferred is None:
             self._deferred = _Deferred()
 
+    def drop_marks(self) -> None:
+        """Forget the held marks without writing them, as a crash would (the next run flips those
+        records without sending: their batch ids are in their ledgers' windows)."""
+        self._deferred = None
+
     async def flush_marks(self) -> None:
         """Write the held delivered marks (one append) and the newest last-delivery marker; stop holding."""
         deferred, self._deferred = self._deferred, None

@@ -264,13 +264,15 @@ async def run_sweep(stores: OutboxStores, engine: DeliveryEngine, settings: Outb
     engine.defer_marks()  # the sweep's delivered marks go into one append, written before compaction
     try:
         await _deliver_all(order, owners, pending, plan, engine, settings, clock, changes, budget, result)
-    finally:
-        try:
-            await engine.flush_marks()
-        except (ServiceError, OSError) as exc:  # the ledgers' windows still hold every delivered batch
-            message = f"memory-honcho: writing the sweep's delivered marks failed: {exc}"
-            log.error("%s", message)
-            result.errors.append(message)
+    except BaseException:
+        engine.drop_marks()  # cancelled or crashing: the ledgers' windows hold every delivered batch
+        raise
+    try:
+        await engine.flush_marks()
+    except (ServiceError, OSError) as exc:  # the ledgers' windows still hold every delivered batch
+        message = f"memory-honcho: writing the sweep's delivered marks failed: {exc}"
+        log.error("%s", message)
+        result.errors.append(message)
     try:
         await compact(stores, settings.outbox_retention_days, clock, changes, result, (plan.key, plan.snapshot))
     except (ServiceError, OSError) as exc:  # the file is left as it was; the next sweep compacts again
