@@ -79,12 +79,26 @@ class OutboxSummary:
 
     owners: dict[str, str] = field(default_factory=dict)
     """Every conversation with a record in the outbox, with the owner of its first record."""
-    pending: dict[str, list[str]] = field(default_factory=dict)
-    """Per conversation, the batch ids not flipped by a delivered mark, in file order."""
+    parts: dict[str, list[str]] = field(default_factory=dict)
+    """Per conversation, its pending batch ids in file order as space-separated runs (split on
+    demand: counting needs no split)."""
     corrupt: int = 0
     """Lines the next compaction quarantines."""
     parsed_bytes: int = 0
     """How many bytes of the outbox this read had to parse (the index covered the rest)."""
+
+    def count(self, conversation_id: str) -> int:
+        """How many records of the conversation are not flipped by a delivered mark."""
+        return sum(run.count(" ") + 1 for run in self.parts.get(conversation_id, ()) if run)
+
+    def ids(self, conversation_id: str) -> list[str]:
+        """The conversation's batch ids not flipped by a delivered mark, in file order."""
+        return [batch for run in self.parts.get(conversation_id, ()) if run for batch in run.split(" ")]
+
+    @property
+    def pending(self) -> dict[str, list[str]]:
+        """Every conversation's ``ids``."""
+        return {conv: self.ids(conv) for conv in self.owners}
 
 
 def _ids_ok(ids: Iterable[str]) -> bool:
@@ -316,13 +330,12 @@ def _fold(chunks: list[Chunk]) -> OutboxSummary:
         for conv, owner in chunk.owners.items():
             summary.owners.setdefault(conv, owner)
             ids = chunk.pending.get(conv)
-            waiting = summary.pending.setdefault(conv, [])
+            runs = summary.parts.setdefault(conv, [])
             if not ids:
                 continue
-            split = ids.split(" ")
             if last_mark:
-                split = [b for b in split if last_mark.get(b, -1) <= number]
-            waiting.extend(split)
+                ids = " ".join(b for b in ids.split(" ") if last_mark.get(b, -1) <= number)
+            runs.append(ids)
     return summary
 
 
@@ -331,5 +344,6 @@ def _whole(summary: OutboxSummary, size: int) -> Chunk | None:
     if any(" " in conv for conv in summary.owners):
         return None
     chunk = Chunk(0, size, owners=dict(summary.owners), corrupt=summary.corrupt)
-    chunk.pending = {conv: " ".join(ids) for conv, ids in summary.pending.items() if ids}
+    chunk.pending = {conv: " ".join(run for run in runs if run) for conv, runs in summary.parts.items()}
+    chunk.pending = {conv: ids for conv, ids in chunk.pending.items() if ids}
     return chunk

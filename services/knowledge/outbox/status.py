@@ -109,12 +109,12 @@ def build_status(stores: OutboxStores, last_sweep: SweepResult | None, errors: l
     is parsed, so the first open over a large outbox does not parse every record.
     """
     summary = stores.read_summary()
-    pending = summary.pending
     owners = summary.owners
     ledgers: dict[str, Ledger] = {}
     problems: dict[str, str] = {}
-    names = {p.stem for p in (stores.state / "ledger").glob("*.json")} | set(pending)
-    for conv in sorted(names):
+    existing = {p.stem for p in (stores.state / "ledger").glob("*.json")}
+    names = existing | set(owners)
+    for conv in sorted(existing):  # a conversation without a ledger file has none to read
         try:
             found = stores.read_ledger(conv)
         except OutboxError as exc:
@@ -126,8 +126,7 @@ def build_status(stores: OutboxStores, last_sweep: SweepResult | None, errors: l
     for conv in sorted(names):
         ledger: Ledger = ledgers.get(conv) or {"conversationId": conv}
         window = set(ledger.get("deliveredBatchIds", []))
-        ids = pending.get(conv, [])
-        waiting = sum(1 for batch in ids if batch not in window) if window else len(ids)
+        waiting = sum(1 for batch in summary.ids(conv) if batch not in window) if window else summary.count(conv)
         rows.append(ConversationStatus(
             conversation_id=conv, owner=ledger.get("owner") or owners.get(conv, "user"), pending=waiting,
             delivered=int(ledger.get("deliveredTotal", 0)), session_id=ledger.get("sessionId"),
