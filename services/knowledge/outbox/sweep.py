@@ -117,7 +117,10 @@ async def _plan(stores: OutboxStores) -> _Plan:
             if record.get("status") != "delivered":
                 pending[conv].append(record)
         forks = []
+        on_disk = {p.stem for p in (stores.state / "forks" / "pending").glob("*.json")}
         for conv in order:
+            if conv not in on_disk:
+                continue  # no fork record: nothing to read (one folder listing, not a lookup each)
             try:
                 fork = stores.read_pending_fork(conv)
             except (ServiceError, OSError):
