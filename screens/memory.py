@@ -12,7 +12,7 @@ drop it (both ask first), ``esc`` back. Everything shown is sanitised and markup
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import on, work
@@ -28,7 +28,7 @@ from services.errors import ServiceError
 
 if TYPE_CHECKING:
     from services.knowledge.outbox.honcho_view import HonchoSnapshot
-    from services.knowledge.outbox import MemoryOutbox
+    from services.knowledge.outbox import MemoryOutbox, OutboxStatus, QuarantinedLine
 
 from .dialogs import ConfirmDialog
 from .text import cell_text, date_time, notify_plain, safe, safe_text, tone
@@ -69,9 +69,9 @@ class MemoryScreen(Screen[None]):
     def __init__(self, workspace: WorkspaceView) -> None:
         super().__init__(id="memory")
         self.workspace = workspace
-        self.status: Any = None
+        self.status: OutboxStatus | None = None
         """The newest ``OutboxStatus`` shown."""
-        self.quarantine: list[Any] = []
+        self.quarantine: list[QuarantinedLine] = []
         """The quarantined lines shown, in table order."""
         self.selected_conversation: str | None = None
         self.held: HonchoSnapshot | None = None
@@ -84,12 +84,12 @@ class MemoryScreen(Screen[None]):
         with VerticalScroll():
             yield Static("", id="memory-where", markup=False)
             yield Label("conversations", classes="memory-heading")
-            table: DataTable[Any] = DataTable(id="memory-conversations", cursor_type="row", zebra_stripes=True)
+            table: DataTable[str | Text] = DataTable(id="memory-conversations", cursor_type="row", zebra_stripes=True)
             table.add_columns("conversation", "owner", "pending", "delivered", "session", "turns", "error")
             yield table
             yield Static("", id="memory-summary", markup=False)
             yield Label("quarantined lines", classes="memory-heading")
-            lines: DataTable[Any] = DataTable(id="memory-quarantine", cursor_type="row", zebra_stripes=True)
+            lines: DataTable[str | Text] = DataTable(id="memory-quarantine", cursor_type="row", zebra_stripes=True)
             lines.add_columns("#", "set aside", "line", "reason", "text")
             yield lines
             with Vertical():
@@ -99,20 +99,20 @@ class MemoryScreen(Screen[None]):
             yield Input(placeholder="search memory (enter)", id="memory-search")
             yield Static("", id="memory-held-where", markup=False)
             with Horizontal(id="memory-held"):
-                sessions: DataTable[Any] = DataTable(id="memory-sessions", cursor_type="row", zebra_stripes=True)
+                sessions: DataTable[str | Text] = DataTable(id="memory-sessions", cursor_type="row", zebra_stripes=True)
                 sessions.add_columns("session", "metadata", "created")
                 yield sessions
-                peers: DataTable[Any] = DataTable(id="memory-peers", cursor_type="row", zebra_stripes=True)
+                peers: DataTable[str | Text] = DataTable(id="memory-peers", cursor_type="row", zebra_stripes=True)
                 peers.add_columns("peer", "metadata", "created")
                 yield peers
             yield Label("messages of the selected session", classes="memory-heading")
-            messages: DataTable[Any] = DataTable(id="memory-messages", cursor_type="row", zebra_stripes=True)
+            messages: DataTable[str | Text] = DataTable(id="memory-messages", cursor_type="row", zebra_stripes=True)
             for label, width in (("time", 19), ("peer", 16), ("message", 90)):  # fixed: rows change under them
                 messages.add_column(label, width=width)
             yield messages
             yield Static("", id="memory-peer-representation", markup=False)
             yield Label("search results", classes="memory-heading")
-            found: DataTable[Any] = DataTable(id="memory-found", cursor_type="row", zebra_stripes=True)
+            found: DataTable[str | Text] = DataTable(id="memory-found", cursor_type="row", zebra_stripes=True)
             for label, width in (("time", 19), ("session", 20), ("peer", 16), ("message", 80)):
                 found.add_column(label, width=width)
             yield found
@@ -201,6 +201,8 @@ class MemoryScreen(Screen[None]):
 
     def _draw(self) -> None:
         outbox, status = self.outbox, self.status
+        if status is None:  # nothing read yet: the first load draws
+            return
         where = Text("memory → ", style="bold")
         where.append(safe(outbox.destination, 300))
         if outbox.unreachable:
@@ -266,7 +268,7 @@ class MemoryScreen(Screen[None]):
 
     # -- keys ---------------------------------------------------------------------------------
 
-    def selected_line(self) -> Any:
+    def selected_line(self) -> QuarantinedLine | None:
         """The quarantined line under the cursor, or None."""
         table = self.query_one("#memory-quarantine", DataTable)
         if not self.quarantine or not table.row_count:
@@ -311,7 +313,7 @@ class MemoryScreen(Screen[None]):
         self.app.push_screen(ConfirmDialog(detail), answered)
 
     @work(exclusive=True, group="memory-act")
-    async def _act(self, what: str, item: Any) -> None:
+    async def _act(self, what: str, item: QuarantinedLine) -> None:
         outbox = self.outbox
         try:
             if what == "retry":

@@ -35,18 +35,30 @@ delivered before its loss is not sent again.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
 from services.changes import ChangeFeed
 from services.clock import Clock, iso
 from services.files import AsyncFileLock
 
 from .honcho_client import HonchoClient
-from .models import ForkError, HonchoRequestError, OutboxSettings, check_conversation_id, honcho_id
+from .models import (
+    Anchor,
+    DeliveryMarker,
+    ForkError,
+    ForkRecord,
+    HonchoRequestError,
+    Ledger,
+    OutboxRecord,
+    OutboxSettings,
+    RepresentationSnapshot,
+    check_conversation_id,
+    honcho_id,
+)
 from .stores import OutboxStores
 
 __all__ = ["DeliveryEngine", "DeliveryResult", "DeliveryProgress", "chunk_text", "StepHook", "DELIVERY_LOCK_WAIT_S"]
@@ -82,6 +94,16 @@ class DeliveryProgress:
     flipped_without_send: int = 0
 
 
+@dataclass(slots=True)
+class _Deferred:
+    """Delivered marks held back during a sweep (``DeliveryEngine.defer_marks``)."""
+
+    marks: dict[str, list[str]] = field(default_factory=dict)
+    """Per conversation, batch ids delivered and in its ledger's window but not marked yet."""
+    marker: DeliveryMarker | None = None
+    """The newest last-delivery marker not written yet."""
+
+
 def chunk_text(text: str, size: int) -> list[str]:
     """``text`` as one part, or as ``[Part i/n] ...`` parts of at most ``size`` characters of text."""
     if len(text) <= size:
@@ -94,7 +116,7 @@ def _now_ms(clock: Clock) -> int:
     return int(clock.time() * 1000)
 
 
-def _created_at(*stamps: Any) -> str | None:
+def _created_at(*stamps: object) -> str | None:
     """The first usable epoch-millisecond stamp as ISO 8601, None when none is."""
     for stamp in stamps:
         if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or not math.isfinite(stamp):
@@ -120,9 +142,41 @@ class DeliveryEngine:
         """Test seam: called between the delivery steps; raising there models a crash."""
         self._establishing: dict[str, asyncio.Lock] = {}
         self._delivering = AsyncFileLock(stores.state / "delivery.lock", timeout=DELIVERY_LOCK_WAIT_S)
+        self._deferred: _Deferred | None = None
 
     def close(self) -> None:
         """Nothing to release: the delivery lock is held only while a delivery runs."""
+
+    def defer_marks(self) -> None:
+        """Hold the delivered marks and the last-delivery marker of the following deliveries until
+        ``flush_marks`` (a sweep writes them once, not once per conversation).
+
+        Safe because a record whose batch id is in its ledger's delivered window is never sent
+        again (the next plan flips it without sending, compaction drops it): a conversation's
+        held marks are written at once whenever they would outgrow half that window.
+        """
+        if self._deferred is None:
+            self._deferred = _Deferred()
+
+    def drop_marks(self) -> None:
+        """Forget the held marks without writing them, as a crash would (the next run flips those
+        records without sending: their batch ids are in their ledgers' windows)."""
+        self._deferred = None
+
+    async def flush_marks(self) -> None:
+        """Write the held delivered marks (one append) and the newest last-delivery marker; stop holding."""
+        deferred, self._deferred = self._deferred, None
+        if deferred is None or deferred.marker is None:
+            return
+        ids = [batch for held in deferred.marks.values() for batch in held]
+        marker = deferred.marker
+
+        def write() -> None:
+            if ids:
+                self.stores.append_lines([{"op": "delivered", "batchIds": ids, "at": marker["lastDeliveryAt"]}])
+            self.stores.write_last_delivery(marker)
+
+        await self.stores.locked(write)
 
     def _step(self, step: str, conversation_id: str) -> None:
         if self.step_hook is not None:
@@ -130,7 +184,7 @@ class DeliveryEngine:
 
     # -- establish -----------------------------------------------------------------------
 
-    async def establish(self, conversation_id: str, owner: str = "user") -> dict[str, Any]:
+    async def establish(self, conversation_id: str, owner: str = "user") -> Ledger:
         """The conversation's ledger, creating the memory session (or fork clone) when needed."""
         conv = check_conversation_id(conversation_id)
         ledger = await self.stores.locked(lambda: self.stores.read_ledger(conv))
@@ -149,8 +203,8 @@ class DeliveryEngine:
     def _peers(self, owner: str) -> dict[str, str]:
         return {"user": self.settings.peer_for_owner(owner), "assistant": self.settings.assistant_peer_id}
 
-    async def _establish_fresh(self, conv: str, owner: str, base: dict[str, Any] | None,
-                               fork: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def _establish_fresh(self, conv: str, owner: str, base: Ledger | None,
+                               fork: ForkRecord | None = None) -> Ledger:
         peers = self._peers(owner)
         session_id = honcho_id("conv-", conv)
         await self.client.get_or_create_peer(peers["user"])
@@ -159,18 +213,19 @@ class DeliveryEngine:
             peers["user"]: {"observe_me": True, "observe_others": False},
             peers["assistant"]: {"observe_me": False, "observe_others": True},
         })
-        ledger = {**(base or {}), "conversationId": conv, "owner": owner, "sessionId": session_id,
-                  "peerIds": peers}
-        for key, empty in (("deliveredBatchIds", []), ("anchors", []), ("inflight", []),
-                           ("turnCount", 0), ("deliveredTotal", 0)):
-            ledger.setdefault(key, empty)
+        ledger: Ledger = base.copy() if base is not None else {"conversationId": conv}
+        ledger.update({"conversationId": conv, "owner": owner, "sessionId": session_id, "peerIds": peers})
+        ledger.setdefault("deliveredBatchIds", [])
+        ledger.setdefault("anchors", [])
+        ledger.setdefault("inflight", [])
+        ledger.setdefault("turnCount", 0)
+        ledger.setdefault("deliveredTotal", 0)
         if fork is not None:
             ledger["turnCount"] = max(ledger["turnCount"], int(fork["atTurn"]))
         return await self._commit_established(conv, ledger, fork)
 
-    async def _commit_established(self, conv: str, ledger: dict[str, Any],
-                                  fork: dict[str, Any] | None) -> dict[str, Any]:
-        def commit() -> dict[str, Any]:
+    async def _commit_established(self, conv: str, ledger: Ledger, fork: ForkRecord | None) -> Ledger:
+        def commit() -> Ledger:
             current = self.stores.read_ledger(conv)
             if current is not None and current.get("sessionId"):
                 return current
@@ -188,28 +243,30 @@ class DeliveryEngine:
                               at_turn=fork["atTurn"], fallback=fork.get("fallback"))
         return result
 
-    async def _establish_fork(self, conv: str, owner: str, fork: dict[str, Any]) -> dict[str, Any]:
+    async def _establish_fork(self, conv: str, owner: str, fork: ForkRecord) -> Ledger:
         parent_id, at_turn = str(fork["parentId"]), int(fork["atTurn"])
         source, anchor = await self._anchor_for(parent_id, at_turn)
         if anchor is None:
             fallback = (f"anchor for turn {at_turn} of {parent_id} left the ledger window; "
                         "the child starts a fresh memory session")
             log.warning("memory-honcho: fork %s: %s", conv, fallback)
-            return await self._establish_fresh(conv, owner, None, {**fork, "fallback": fallback})
+            fallen = fork.copy()
+            fallen["fallback"] = fallback
+            return await self._establish_fresh(conv, owner, None, fallen)
         clone = await self.client.clone_session(source["sessionId"], anchor["messageId"])
-        ledger: dict[str, Any] = {"conversationId": conv, "owner": owner, "sessionId": clone["id"], "peerIds": self._peers(owner),
-                  "deliveredBatchIds": [], "anchors": [], "inflight": [], "turnCount": at_turn,
-                  "deliveredTotal": 0,
-                  "forkedFrom": {"parentId": parent_id, "atTurn": at_turn, "messageId": anchor["messageId"]}}
+        ledger: Ledger = {
+            "conversationId": conv, "owner": owner, "sessionId": str(clone["id"]), "peerIds": self._peers(owner),
+            "deliveredBatchIds": [], "anchors": [], "inflight": [], "turnCount": at_turn, "deliveredTotal": 0,
+            "forkedFrom": {"parentId": parent_id, "atTurn": at_turn, "messageId": str(anchor["messageId"])}}
         await self.client.add_peers(clone["id"], {
             ledger["peerIds"]["user"]: {"observe_me": True, "observe_others": False}})
         return await self._commit_established(conv, ledger, fork)
 
-    async def _anchor_for(self, parent_id: str, at_turn: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    async def _anchor_for(self, parent_id: str, at_turn: int) -> tuple[Ledger, Anchor | None]:
         """The ledger and anchor holding turn ``at_turn`` of ``parent_id``, following fork ancestry."""
         current = parent_id
         for _ in range(64):
-            ledger = await self.stores.locked(lambda c=current: self.stores.read_ledger(c))
+            ledger = await self.stores.locked(functools.partial(self.stores.read_ledger, current))
             if ledger is None or int(ledger.get("turnCount", 0)) < at_turn:
                 raise ForkError(f"fork waits: turn {at_turn} of conversation {parent_id} is not delivered yet")
             origin = ledger.get("forkedFrom")
@@ -225,7 +282,7 @@ class DeliveryEngine:
     # -- deliver -------------------------------------------------------------------------
 
     async def deliver_pending(self, conversation_id: str, owner: str = "user", *,
-                              candidates: list[dict[str, Any]] | None = None,
+                              candidates: list[OutboxRecord] | None = None,
                               planned_key: tuple[int, int, int] | None = None,
                               progress: DeliveryProgress | None = None) -> DeliveryResult:
         """Send every pending record of the conversation.
@@ -251,9 +308,9 @@ class DeliveryEngine:
         return DeliveryResult(conv, progress.records - before[0], progress.messages - before[1],
                               progress.flipped_without_send - before[2])
 
-    async def _deliver(self, conv: str, candidates: list[dict[str, Any]] | None,
+    async def _deliver(self, conv: str, candidates: list[OutboxRecord] | None,
                        planned_key: tuple[int, int, int] | None, progress: DeliveryProgress) -> None:
-        def plan() -> tuple[dict[str, Any], list[dict[str, Any]], int]:
+        def plan() -> tuple[Ledger, list[OutboxRecord], int]:
             ledger = self.stores.read_ledger(conv)
             assert ledger is not None
             if candidates is None:
@@ -296,14 +353,14 @@ class DeliveryEngine:
         })
         self.changes.announce("outbox", "session.reestablished", conv, session_id=session_id, reason=str(cause))
 
-    async def _round(self, conv: str, ledger: dict[str, Any], todo: list[dict[str, Any]],
-                     progress: DeliveryProgress) -> dict[str, Any]:
+    async def _round(self, conv: str, ledger: Ledger, todo: list[OutboxRecord],
+                     progress: DeliveryProgress) -> Ledger:
         """Send ``todo`` (in order), count and flip what completed; re-raise a failure after that."""
         landed = await self._landed(ledger)
         session_id = ledger["sessionId"]
         base_turn = int(ledger.get("turnCount", 0))
         # (record index, key, honcho message) for every message still to send, in order.
-        queue: list[tuple[int, tuple[int, int], dict[str, Any]]] = []
+        queue: list[tuple[int, tuple[int, int], dict[str, object]]] = []
         last_key: dict[int, tuple[int, int]] = {}
         last_id: dict[int, str] = {}
         for i, record in enumerate(todo):
@@ -319,12 +376,14 @@ class DeliveryEngine:
         sent = 0
         error: Exception | None = None
         limit = self.settings.batch_limit
+        if queue:
+            # One ledger write before the round's first call names every batch the round may send
+            # (a superset of what is in flight at any moment: a crash asks Honcho about all of them).
+            ledger, counted = self._advance(ledger, todo, counted, done, last_id)
+            ledger["inflight"] = [todo[i]["batchId"] for i in range(counted, queue[-1][0] + 1)]
+            await self.stores.locked(functools.partial(self.stores.write_ledger, ledger.copy()))
         for start in range(0, len(queue), limit):
             post = queue[start: start + limit]
-            ledger, counted = self._advance(ledger, todo, counted, done, last_id)
-            ledger["inflight"] = [todo[i]["batchId"] for i in range(counted, post[-1][0] + 1)]
-            snapshot = dict(ledger)
-            await self.stores.locked(lambda: self.stores.write_ledger(snapshot))
             try:
                 created = await self.client.add_messages(session_id, [q[2] for q in post])
             except Exception as exc:  # noqa: BLE001 - recorded below, re-raised after committing progress
@@ -334,7 +393,7 @@ class DeliveryEngine:
             sent += len(post)
             for (i, key, _), stored in zip(post, created):
                 if key == last_key[i]:
-                    last_id[i] = stored["id"]
+                    last_id[i] = str(stored["id"])
                     done.add(i)
         ledger, counted = self._advance(ledger, todo, counted, done, last_id)
         if error is None:
@@ -346,10 +405,23 @@ class DeliveryEngine:
         def commit() -> None:
             self.stores.write_ledger(final)
             self._step("ledger-written", conv)
-            if completed:
-                self.stores.append_lines([{"op": "delivered", "batchIds": completed, "at": now}])
-                self.stores.write_last_delivery({"lastDeliveryAt": now, "batchId": completed[-1],
-                                                 "conversationId": conv})
+            if not completed:
+                return
+            marker: DeliveryMarker = {"lastDeliveryAt": now, "batchId": completed[-1], "conversationId": conv}
+            deferred = self._deferred
+            if deferred is not None:
+                held = deferred.marks.setdefault(conv, [])
+                if len(held) + len(completed) <= self.settings.delivered_batch_window // 2:
+                    held.extend(completed)  # the ledger window covers them until the sweep's flush
+                    deferred.marker = marker
+                    return
+                completed_now = held + completed
+                del deferred.marks[conv]
+                deferred.marker = marker
+            else:
+                completed_now = completed
+            self.stores.append_lines([{"op": "delivered", "batchIds": completed_now, "at": now}])
+            self.stores.write_last_delivery(marker)
 
         await self.stores.locked(commit)
         progress.records += len(completed)
@@ -363,14 +435,14 @@ class DeliveryEngine:
             raise error
         return ledger
 
-    def _advance(self, ledger: dict[str, Any], todo: list[dict[str, Any]], counted: int, done: set[int],
-                 last_id: dict[int, str]) -> tuple[dict[str, Any], int]:
+    def _advance(self, ledger: Ledger, todo: list[OutboxRecord], counted: int, done: set[int],
+                 last_id: dict[int, str]) -> tuple[Ledger, int]:
         """The ledger with the finished records after the first ``counted`` added, in order; new count.
 
         Records are counted as a prefix in file order (turn numbers follow that order); a record
         finished after an unfinished one waits for it.
         """
-        ledger = dict(ledger)
+        ledger = ledger.copy()
         window = list(ledger.get("deliveredBatchIds", []))
         anchors = list(ledger.get("anchors", []))
         turn = int(ledger.get("turnCount", 0))
@@ -382,29 +454,31 @@ class DeliveryEngine:
             window.append(record["batchId"])
             anchors.append({"batchId": record["batchId"], "turn": turn, "messageId": last_id.get(counted)})
             counted += 1
-        ledger.update(deliveredBatchIds=window[-self.settings.delivered_batch_window:],
-                      anchors=anchors[-self.settings.anchor_window:], turnCount=turn, deliveredTotal=total)
+        ledger["deliveredBatchIds"] = window[-self.settings.delivered_batch_window:]
+        ledger["anchors"] = anchors[-self.settings.anchor_window:]
+        ledger["turnCount"] = turn
+        ledger["deliveredTotal"] = total
         return ledger, counted
 
-    def _expand(self, record: dict[str, Any], conv: str, turn: int) -> list[tuple[tuple[int, int], dict[str, Any]]]:
+    def _expand(self, record: OutboxRecord, conv: str, turn: int) -> list[tuple[tuple[int, int], dict[str, object]]]:
         """A record's messages as Honcho message-create bodies keyed by (message index, part)."""
-        out = []
+        out: list[tuple[tuple[int, int], dict[str, object]]] = []
         repaired = bool(record.get("repaired"))
         for index, message in enumerate(record["messages"]):
             parts = chunk_text(message["content"], self.settings.chunk_chars)
             created_at = _created_at(message.get("createdAt"), record.get("createdAt"))
             for part, content in enumerate(parts, start=1):
-                meta = {"conversation": conv, "batch_id": record["batchId"], "turn": turn, "index": index,
+                meta: dict[str, object] = {"conversation": conv, "batch_id": record["batchId"], "turn": turn, "index": index,
                         "part": part, "parts": len(parts), "role": message.get("role", "user")}
                 if repaired:
                     meta["repaired"] = True
-                body = {"content": content, "peer_id": message["peerId"], "metadata": meta}
+                body: dict[str, object] = {"content": content, "peer_id": message["peerId"], "metadata": meta}
                 if created_at is not None:
                     body["created_at"] = created_at
                 out.append(((index, part), body))
         return out
 
-    async def _landed(self, ledger: dict[str, Any]) -> dict[tuple[str, tuple[int, int]], str]:
+    async def _landed(self, ledger: Ledger) -> dict[tuple[str, tuple[int, int]], str]:
         """Messages of in-flight batches that reached Honcho before a crash: key -> message id."""
         inflight = ledger.get("inflight") or []
         if not inflight:
@@ -412,13 +486,14 @@ class DeliveryEngine:
         # Plain metadata equality joined by OR: the filter form Honcho documents.
         found = await self.client.list_messages(
             ledger["sessionId"], {"OR": [{"metadata": {"batch_id": batch}} for batch in inflight]})
-        landed = {}
+        landed: dict[tuple[str, tuple[int, int]], str] = {}
         for message in found:
             meta = message.get("metadata") or {}
-            landed[(meta.get("batch_id"), (int(meta.get("index", 0)), int(meta.get("part", 1))))] = message["id"]
+            key = (str(meta.get("batch_id")), (int(meta.get("index", 0)), int(meta.get("part", 1))))
+            landed[key] = str(message["id"])
         return landed
 
-    async def _refresh_representation(self, conv: str, ledger: dict[str, Any]) -> None:
+    async def _refresh_representation(self, conv: str, ledger: Ledger) -> None:
         if not self.settings.representation_cache:
             return
         peer = ledger["peerIds"]["user"]
@@ -427,6 +502,6 @@ class DeliveryEngine:
         except Exception as exc:  # noqa: BLE001 - the cache is best effort; delivery already succeeded
             log.warning("memory-honcho: representation refresh failed for conversation %s: %s", conv, exc)
             return
-        snapshot = {"conversationId": conv, "peerId": peer, "representation": text,
+        snapshot: RepresentationSnapshot = {"conversationId": conv, "peerId": peer, "representation": text,
                     "fetchedAt": _now_ms(self.clock)}
-        await asyncio.to_thread(self.stores.write_representation, conv, snapshot)
+        await asyncio.to_thread(self.stores.write_representation, conv, snapshot)  # a cache: not fsynced

@@ -20,7 +20,7 @@ from services.clock import Clock
 from .delivery import DeliveryEngine
 from .honcho_client import HonchoClient
 from .honcho_shapes import Message
-from .models import ForkError, HonchoError, OutboxError, check_conversation_id
+from .models import ForkError, ForkRecord, HonchoError, Ledger, OutboxError, OutboxRecord, check_conversation_id
 from .stores import OutboxStores
 
 __all__ = ["ForkPlanner"]
@@ -48,7 +48,7 @@ class ForkPlanner:
         if isinstance(at_turn, bool) or not isinstance(at_turn, int) or at_turn < 1:
             raise ForkError(f"fork of {parent_id}: at_turn must be a whole number from 1, got {at_turn!r}")
         ledger, pending = await self._stores.locked(lambda: self._read(parent_id))
-        delivered_turns = int((ledger or {}).get("turnCount", 0))
+        delivered_turns = int(ledger.get("turnCount", 0)) if ledger else 0
         known = delivered_turns + len(pending)
         if at_turn > known:
             raise ForkError(f"conversation {parent_id} has {known} captured turns; cannot fork at turn {at_turn}")
@@ -67,13 +67,13 @@ class ForkPlanner:
         child = check_conversation_id(await start_child(parent_id, messages))
         if child == parent_id:
             raise ForkError(f"start_child returned the parent's own id {parent_id}")
-        record = {"childId": child, "parentId": parent_id, "atTurn": at_turn,
-                  "createdAt": int(self._clock.time() * 1000), "owner": owner}
+        fork: ForkRecord = {"childId": child, "parentId": parent_id, "atTurn": at_turn,
+                            "createdAt": int(self._clock.time() * 1000), "owner": owner}
 
         def write() -> None:
             if self._stores.read_pending_fork(child) is not None or self._stores.read_ledger(child) is not None:
                 raise ForkError(f"conversation {child} already exists in memory; it cannot become a fork child")
-            self._stores.write_pending_fork(record)
+            self._stores.write_pending_fork(fork)
 
         await self._stores.locked(write)
         self._changes.announce("outbox", "fork.created", child, parent_id=parent_id, at_turn=at_turn,
@@ -84,9 +84,9 @@ class ForkPlanner:
             pass  # stays pending: the next sweep or tool call establishes it
         return child
 
-    def _read(self, parent_id: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    def _read(self, parent_id: str) -> tuple[Ledger | None, list[OutboxRecord]]:
         ledger = self._stores.read_ledger(parent_id)
-        window = set((ledger or {}).get("deliveredBatchIds", []))
+        window = set(ledger.get("deliveredBatchIds", [])) if ledger else set()
         pending = [r for r in self._stores.read_outbox().records
                    if r["conversationId"] == parent_id and r.get("status") != "delivered"
                    and r["batchId"] not in window]

@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import NotRequired, Required, TypedDict
 
 from services.errors import ServiceError
 
@@ -48,7 +48,116 @@ __all__ = [
     "check_conversation_id",
     "honcho_id",
     "DAY_MS",
+    "StoredMessage",
+    "OutboxRecord",
+    "DeliveredMark",
+    "Anchor",
+    "ForkOrigin",
+    "Ledger",
+    "ForkRecord",
+    "OutboxLine",
+    "RepresentationSnapshot",
+    "DeliveryMarker",
 ]
+
+
+class StoredMessage(TypedDict):
+    """One message of a captured turn, as ``capture.jsonl`` keeps it."""
+
+    role: str
+    peerId: str
+    content: str
+    createdAt: int | float
+
+
+class OutboxRecord(TypedDict):
+    """One captured turn: a line of ``capture.jsonl`` (``status`` is folded in from the marks on read)."""
+
+    batchId: str
+    conversationId: str
+    owner: str
+    status: str
+    createdAt: int | float
+    messages: list[StoredMessage]
+    repaired: NotRequired[list[str]]
+
+
+class DeliveredMark(TypedDict):
+    """A line of ``capture.jsonl`` flipping the named records to delivered."""
+
+    op: str
+    batchIds: list[str]
+    at: int
+
+
+class Anchor(TypedDict):
+    """A delivered turn's last Honcho message (a fork clones its session there)."""
+
+    batchId: str
+    turn: int
+    messageId: str | None
+
+
+class ForkOrigin(TypedDict):
+    """Where a fork child's session was cloned from."""
+
+    parentId: str
+    atTurn: int
+    messageId: str
+
+
+class Ledger(TypedDict, total=False):
+    """``state/ledger/<conversationId>.json``: a conversation's delivery state."""
+
+    conversationId: Required[str]
+    owner: str
+    sessionId: str
+    peerIds: dict[str, str]
+    deliveredBatchIds: list[str]
+    anchors: list[Anchor]
+    inflight: list[str]
+    turnCount: int
+    deliveredTotal: int
+    forkedFrom: ForkOrigin
+    repaired: list[str]
+
+
+class ForkRecord(TypedDict, total=False):
+    """``state/forks/pending/<childId>.json``: a fork asked for, resolved once its session exists."""
+
+    childId: Required[str]
+    parentId: Required[str]
+    atTurn: int
+    createdAt: int
+    resolvedAt: int
+    sessionId: str
+    owner: str
+    fallback: str
+    messages: int
+    repaired: list[str]
+
+
+OutboxLine = OutboxRecord | DeliveredMark
+"""What a line of ``capture.jsonl`` holds."""
+
+
+class RepresentationSnapshot(TypedDict, total=False):
+    """``cache/representations/<conversationId>.json``: a peer representation as last fetched."""
+
+    conversationId: str
+    peerId: str
+    representation: str
+    fetchedAt: int
+    repaired: list[str]
+
+
+class DeliveryMarker(TypedDict, total=False):
+    """``state/last-delivery.json``: the newest delivery."""
+
+    lastDeliveryAt: int
+    batchId: str
+    conversationId: str
+    repaired: list[str]
 
 DAY_MS = 86_400_000
 """One day in milliseconds (the retention cutoff unit)."""
@@ -164,7 +273,7 @@ class RecallToolError(OutboxError):
     """A recall tool failed: ``memory-honcho: Honcho unavailable (<message>)``."""
 
 
-def check_conversation_id(value: Any) -> str:
+def check_conversation_id(value: object) -> str:
     """``value`` as a conversation id safe to use as a file name, or ``CaptureError``."""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise CaptureError(f"conversation id must be a string, got {type(value).__name__}")

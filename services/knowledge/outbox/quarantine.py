@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
 
 from services.times import ms_time
 from services.files import atomic_write_text
 from services.text import decode_text
 
-from .models import OutboxError
+from .models import OutboxError, OutboxRecord
 from .stores import OutboxSnapshot, OutboxStores, _append_all, _parse_into
 
 __all__ = ["QuarantineError", "QuarantinedLine", "drop_quarantined", "read_quarantine", "retry_quarantined"]
@@ -53,7 +52,7 @@ def read_quarantine(stores: OutboxStores) -> list[QuarantinedLine]:
     out = []
     for position, entry in enumerate(_entries(stores)):
         try:
-            value: Any = json.loads(entry)
+            value: object = json.loads(entry)
         except ValueError:
             value = None
         if not isinstance(value, dict):
@@ -67,7 +66,7 @@ def read_quarantine(stores: OutboxStores) -> list[QuarantinedLine]:
     return out
 
 
-def retry_quarantined(stores: OutboxStores, item: QuarantinedLine) -> dict[str, Any]:
+def retry_quarantined(stores: OutboxStores, item: QuarantinedLine) -> OutboxRecord:
     """Put ``item`` back into the outbox when it now reads as a record (call inside the mutex)."""
     entries = _entries(stores)
     index = _find(entries, item)

@@ -23,7 +23,7 @@ import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -36,8 +36,9 @@ from .delivery import DeliveryEngine, DeliveryResult, StepHook
 from .forks import ForkPlanner
 from .honcho_client import HonchoClient
 from .honcho_fake import FakeHonchoService
+from .honcho_shapes import Conclusion
 from .honcho_view import HonchoSnapshot, read_memory
-from .models import CaptureError, OutboxSettings, check_conversation_id, honcho_id
+from .models import CaptureError, OutboxRecord, OutboxSettings, StoredMessage, check_conversation_id, honcho_id
 from .quarantine import QuarantinedLine, drop_quarantined, read_quarantine, retry_quarantined
 from .status import OutboxStatus, Representation, build_status, representation_of
 from .stores import OutboxStores
@@ -47,6 +48,8 @@ from .tools import RecallTools
 __all__ = ["MemoryOutbox", "StartChild"]
 
 log = logging.getLogger("services.knowledge.outbox")
+
+T = TypeVar("T")
 
 StartChild = Callable[[str, list[dict[str, Any]]], Awaitable[str]]
 """Creates a child conversation from a parent id and the messages it starts with; returns its id."""
@@ -118,8 +121,9 @@ class MemoryOutbox:
                    fake_honcho=fake, step_hook=step_hook, served_at=served_at)
 
     async def aclose(self) -> None:
-        """Stop the timer and close the HTTP client."""
+        """Stop the timer, write the status index kept in memory and close the HTTP client."""
         await self.stop()
+        await self.stores.locked(self.stores.flush_index)
         await self.client.aclose()
         self.engine.close()
 
@@ -143,14 +147,14 @@ class MemoryOutbox:
         if not isinstance(messages, list) or not messages:
             raise CaptureError(f"conversation {conv}: a turn needs at least one message")
         now_ms = int(self.clock.time() * 1000)
-        stored = []
+        stored: list[StoredMessage] = []
         for index, message in enumerate(messages):
             stored.append(self._message(conv, owner, index, message, now_ms, repairs))
-        record: dict[str, Any] = {"batchId": f"b_{uuid.uuid4().hex}", "conversationId": conv, "owner": owner,
+        record: OutboxRecord = {"batchId": f"b_{uuid.uuid4().hex}", "conversationId": conv, "owner": owner,
                                   "status": "pending", "createdAt": now_ms, "messages": stored}
         if repairs:
             record["repaired"] = repairs
-        await self.stores.locked(lambda: self.stores.append_lines([record]))
+        await self.stores.append_committed([record])  # group commit: returns after the fsync covering it
         self._owners.setdefault(conv, owner)
         self.changes.announce("outbox", "capture.appended", conv, batch_id=record["batchId"], messages=len(stored),
                           repaired=len(repairs))
@@ -162,8 +166,8 @@ class MemoryOutbox:
             self.changes.announce("outbox", "outbox.warning", conv, message=warning)
         return record["batchId"]
 
-    def _message(self, conv: str, owner: str, index: int, message: Any, now_ms: int,
-                 repairs: list[str]) -> dict[str, Any]:
+    def _message(self, conv: str, owner: str, index: int, message: object, now_ms: int,
+                 repairs: list[str]) -> StoredMessage:
         where = f"conversation {conv}: message {index}"
         if not isinstance(message, dict):
             raise CaptureError(f"{where} is not an object")
@@ -269,11 +273,11 @@ class MemoryOutbox:
         """The ``chat`` recall tool."""
         return await self._tool(self.tools.chat(conversation_id, query))
 
-    async def remember(self, conversation_id: str, fact: str) -> dict[str, Any]:
+    async def remember(self, conversation_id: str, fact: str) -> Conclusion:
         """The ``remember`` recall tool (a user-level conclusion)."""
         return await self._tool(self.tools.remember(conversation_id, fact))
 
-    async def _tool(self, call: Awaitable[Any]) -> Any:
+    async def _tool(self, call: Awaitable[T]) -> T:
         try:
             return await call
         except Exception as exc:

@@ -8,11 +8,10 @@ None: it never stops the status from being built.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from services.times import ms_time
 
-from .models import OutboxError
+from .models import ForkRecord, Ledger, OutboxError, RepresentationSnapshot
 from .stores import OutboxStores
 from .sweep import SweepResult
 
@@ -52,7 +51,7 @@ class PendingFork:
     """When the fork was asked for (seconds since the epoch), when known."""
 
 
-def pending_fork(record: dict[str, Any]) -> PendingFork:
+def pending_fork(record: ForkRecord) -> PendingFork:
     """The read model of one fork record (``state/forks/pending/<childId>.json``)."""
     turn = record.get("atTurn")
     return PendingFork(child_id=str(record.get("childId") or "?"), parent_id=str(record.get("parentId") or "?"),
@@ -71,7 +70,7 @@ class Representation:
     """When it was fetched (seconds since the epoch), when known."""
 
 
-def representation_of(snapshot: dict[str, Any] | None) -> Representation | None:
+def representation_of(snapshot: RepresentationSnapshot | None) -> Representation | None:
     """The read model of a representation snapshot (``cache/representations/<id>.json``); None
     when none was fetched yet or it holds no text."""
     if not isinstance(snapshot, dict) or not snapshot.get("representation"):
@@ -104,36 +103,34 @@ class OutboxStatus:
 
 
 def build_status(stores: OutboxStores, last_sweep: SweepResult | None, errors: list[str]) -> OutboxStatus:
-    """Read the stores into an ``OutboxStatus`` (call inside the outbox mutex)."""
-    snapshot = stores.read_outbox_for_display()
-    pending: dict[str, list[str]] = {}
-    owners: dict[str, str] = {}
-    for record in snapshot.records:
-        conv = record["conversationId"]
-        owners.setdefault(conv, record.get("owner") or "user")
-        pending.setdefault(conv, [])
-        if record.get("status") != "delivered":
-            pending[conv].append(record["batchId"])
-    ledgers: dict[str, dict[str, Any]] = {}
+    """Read the stores into an ``OutboxStatus`` (call inside the outbox mutex).
+
+    The outbox is read through its status index (``index``): only what the index does not cover
+    is parsed, so the first open over a large outbox does not parse every record.
+    """
+    summary = stores.read_summary()
+    owners = summary.owners
+    ledgers: dict[str, Ledger] = {}
     problems: dict[str, str] = {}
-    names = {p.stem for p in (stores.state / "ledger").glob("*.json")} | set(pending)
-    for conv in sorted(names):
+    existing = {p.stem for p in (stores.state / "ledger").glob("*.json")}
+    names = existing | set(owners)
+    for conv in sorted(existing):  # a conversation without a ledger file has none to read
         try:
-            ledger = stores.read_ledger(conv)
+            found = stores.read_ledger(conv)
         except OutboxError as exc:
             problems[conv] = str(exc)
             continue
-        if ledger is not None:
-            ledgers[conv] = ledger
+        if found is not None:
+            ledgers[conv] = found
     rows = []
     for conv in sorted(names):
-        ledger = ledgers.get(conv, {})
+        ledger: Ledger = ledgers.get(conv) or {"conversationId": conv}
         window = set(ledger.get("deliveredBatchIds", []))
-        waiting = sum(1 for batch in pending.get(conv, []) if batch not in window)
+        waiting = sum(1 for batch in summary.ids(conv) if batch not in window) if window else summary.count(conv)
         rows.append(ConversationStatus(
             conversation_id=conv, owner=ledger.get("owner") or owners.get(conv, "user"), pending=waiting,
             delivered=int(ledger.get("deliveredTotal", 0)), session_id=ledger.get("sessionId"),
-            turns=int(ledger.get("turnCount", 0)), forked_from=(ledger.get("forkedFrom") or {}).get("parentId"),
+            turns=int(ledger.get("turnCount", 0)), forked_from=_parent(ledger),
             error=problems.get(conv)))
     marker = stores.read_last_delivery()
     forks = stores.read_pending_forks()
@@ -141,5 +138,11 @@ def build_status(stores: OutboxStores, last_sweep: SweepResult | None, errors: l
         conversations=rows, pending_total=sum(r.pending for r in rows),
         last_delivery_at=ms_time(marker.get("lastDeliveryAt")) if isinstance(marker, dict) else None,
         pending_forks=[pending_fork(f) for f in forks if not f.get("resolvedAt")],
-        resolved_forks=sum(1 for f in forks if f.get("resolvedAt")), corrupt_lines=len(snapshot.corrupt),
+        resolved_forks=sum(1 for f in forks if f.get("resolvedAt")), corrupt_lines=summary.corrupt,
         quarantined=stores.quarantined_count(), last_sweep=last_sweep, errors=errors)
+
+
+def _parent(ledger: Ledger) -> str | None:
+    """The parent conversation of a fork child's ledger, None for a root conversation."""
+    origin = ledger.get("forkedFrom")
+    return origin.get("parentId") if isinstance(origin, dict) else None

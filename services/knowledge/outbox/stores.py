@@ -8,7 +8,9 @@
 
 Every whole-file write is atomic (``services.files``: temp file in the same folder, fsync, rename,
 folder fsync). Appends are fsynced, start on a fresh line when a crash left a partial one, and
-happen only inside the outbox mutex. An append that fails (disk full, an I/O error) is cut back
+happen only inside the outbox mutex. Concurrent captures share one append and its fsync
+(``append_committed``, group commit); each returns only once the fsync covering its line is done.
+An append that fails (disk full, an I/O error) is cut back
 to where it started and fsynced before ``OutboxWriteError`` is raised, so no torn line is ever
 left behind to be read later.
 
@@ -21,9 +23,9 @@ bad value never stops a read, a sweep or a compaction.
 
 The mutex (``OutboxStores.locked``) is one module-level lock serialising every outbox
 read-modify-write across all conversations and all store instances of the process, plus a file
-lock (``services.files.FileLock``) on ``data/outbox/capture.lock`` that extends it across
-processes: a sweep's rewrite can never lose a concurrent append from this process or another
-one. Waiting for it longer than ``LOCK_WAIT_S`` raises ``LockTimeoutError``. The locked work is a
+lock (``flock`` on ``data/outbox/capture.lock``, the lock ``services.files.FileLock`` takes, through
+one kept descriptor) that extends it across processes: a sweep's rewrite can never lose a
+concurrent append from this process or another one. Waiting for it longer than ``LOCK_WAIT_S`` raises ``LockTimeoutError``. The locked work is a
 plain function run in a worker thread; it is not re-entrant, and no network call ever happens
 inside.
 """
@@ -31,28 +33,46 @@ inside.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import json
 import logging
 import math
 import os
+import tempfile
 import threading
-from collections.abc import Callable
+import time
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar, cast
 
 from services.files import (
     LOCK_WAIT_S,
     CorruptFileError,
-    FileLock,
     LockTimeoutError,
     atomic_write_json,
     atomic_write_text,
     contained_path,
+    current_umask,
 )
 from services.text import decode_text, repair_value, value_problem
 
-from .models import CorruptLedgerError, OutboxError, OutboxSettings, OutboxWriteError, check_conversation_id
+from .index import GapRead, IndexWriter, OutboxSummary, read_summary
+from .models import (
+    CorruptLedgerError,
+    DeliveryMarker,
+    ForkRecord,
+    Ledger,
+    OutboxError,
+    OutboxLine,
+    OutboxRecord,
+    OutboxSettings,
+    OutboxWriteError,
+    RepresentationSnapshot,
+    check_conversation_id,
+)
 
 __all__ = ["OutboxStores", "OutboxSnapshot", "CorruptLine"]
 
@@ -80,7 +100,7 @@ class CorruptLine:
 class OutboxSnapshot:
     """The outbox as read: records in file order with delivered marks folded in."""
 
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[OutboxRecord] = field(default_factory=list)
     """Every record, ``status`` set to ``delivered`` when a mark names it."""
     corrupt: list[CorruptLine] = field(default_factory=list)
     """Lines that could not be parsed (quarantined by the next compaction)."""
@@ -90,7 +110,10 @@ class OutboxSnapshot:
     """``(line number, what was repaired)`` for lines read with text repairs (rewritten clean by
     the next compaction)."""
 
-    def pending(self) -> list[dict[str, Any]]:
+    newlines: int = 0
+    """How many newline bytes the read covered (``advance`` numbers the lines after them)."""
+
+    def pending(self) -> list[OutboxRecord]:
         """The records still waiting for delivery."""
         return [r for r in self.records if r.get("status") != "delivered"]
 
@@ -111,8 +134,10 @@ class OutboxStores:
             folder.mkdir(parents=True, exist_ok=True)
         lock_path = self.data / "outbox" / "capture.lock"
         lock_path.touch(exist_ok=True)
-        self._file_lock = FileLock(lock_path)
+        self._file_lock = _FlockHandle(lock_path)
         self._display_cache: _DisplayCache | None = None
+        self._index = IndexWriter(self.outbox_path, self.index_path)
+        self._groups: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Group] = weakref.WeakKeyDictionary()
 
     # -- the mutex ---------------------------------------------------------------------------
 
@@ -139,6 +164,11 @@ class OutboxStores:
     def outbox_path(self) -> Path:
         """``data/outbox/capture.jsonl``."""
         return self.data / "outbox" / "capture.jsonl"
+
+    @property
+    def index_path(self) -> Path:
+        """``data/outbox/capture.idx``: the status index (see ``index``); never trusted without checks."""
+        return self.data / "outbox" / "capture.idx"
 
     @property
     def quarantine_path(self) -> Path:
@@ -172,6 +202,26 @@ class OutboxStores:
         except FileNotFoundError:
             return snapshot
         _parse_into(snapshot, {}, raw, 1)
+        snapshot.newlines = raw.count(b"\n")
+        return snapshot
+
+    def advance(self, key: tuple[int, int, int] | None, snapshot: OutboxSnapshot) -> OutboxSnapshot:
+        """``snapshot`` (read when the file key was ``key``) brought up to the file as it is now.
+
+        When the file is the same one (inode) and only grew, just the appended bytes are parsed
+        into it (marks flip its records); anything else is a full read. Call inside the mutex.
+        """
+        now = self.outbox_key()
+        if key is None or now is None or now[0] != key[0] or now[1] < key[1]:
+            return self.read_outbox()
+        if now == key:
+            return snapshot
+        with open(self.outbox_path, "rb") as handle:
+            handle.seek(key[1])
+            tail = handle.read(now[1] - key[1])
+        index = {record["batchId"]: record for record in snapshot.records}
+        _parse_into(snapshot, index, tail, snapshot.newlines + 1)
+        snapshot.newlines += tail.count(b"\n")
         return snapshot
 
     def read_outbox_for_display(self) -> OutboxSnapshot:
@@ -201,11 +251,20 @@ class OutboxStores:
                 return cache.snapshot
         raw = self.outbox_path.read_bytes()
         snapshot = OutboxSnapshot()
-        index: dict[str, dict[str, Any]] = {}
+        index: dict[str, OutboxRecord] = {}
         _parse_into(snapshot, index, raw, 1)
         self._display_cache = _DisplayCache((key[0], len(raw), key[2]), snapshot, index, raw.count(b"\n"),
                                             raw[-_GUARD:])
         return snapshot
+
+    def read_summary(self) -> OutboxSummary:
+        """The outbox summed up for the status view from the index, parsing only what it does not cover."""
+        self._index.flush()
+        return read_summary(self.outbox_path, self.index_path, _gap_read)
+
+    def flush_index(self) -> None:
+        """Write the status index lines kept in memory (call inside the mutex; the outbox closing)."""
+        self._index.flush()
 
     def settled(self, batch_ids: list[str]) -> set[str]:
         """Which of ``batch_ids`` must not be sent now: marked delivered, or gone from the outbox.
@@ -218,7 +277,7 @@ class OutboxStores:
         cache = self._display_cache
         if cache is None:
             return set(batch_ids)
-        return {b for b in batch_ids if cache.index.get(b, {}).get("status", "delivered") == "delivered"}
+        return {b for b in batch_ids if b not in cache.index or cache.index[b].get("status") == "delivered"}
 
     def outbox_key(self) -> tuple[int, int, int] | None:
         """The outbox file's identity and version (inode, size, mtime); None when it does not exist.
@@ -232,20 +291,68 @@ class OutboxStores:
             return None
         return (info.st_ino, info.st_size, info.st_mtime_ns)
 
-    def append_lines(self, values: list[dict[str, Any]]) -> None:
+    def append_lines(self, values: Sequence[OutboxLine]) -> None:
         """Append records or marks as JSON lines (fsynced); a partial last line is closed first.
 
         All or nothing: a failed write is cut back to where it began (``OutboxWriteError``).
+        The status index (``index``) is told about the appended chunk after the fsync.
         """
         if not values:
             return
         payload = "".join(json.dumps(v, ensure_ascii=False, separators=(",", ":")) + "\n" for v in values)
-        _append_all(self.outbox_path, payload.encode("utf-8"), close_torn_line=True)
+        data = payload.encode("utf-8")
+        start, end = _append_all(self.outbox_path, data, close_torn_line=True)
+        self._index.note_append(start, end, values, data)
 
-    def rewrite_outbox(self, records: list[dict[str, Any]]) -> None:
-        """Replace the outbox with ``records`` (atomic)."""
+    async def append_committed(self, values: Sequence[OutboxLine]) -> None:
+        """Append ``values`` (records or marks) inside the mutex, sharing the write with concurrent callers.
+
+        Group commit: callers arriving while an append is being written and fsynced queue up, and
+        the next append writes all of their lines at once under one fsync. Each caller returns
+        only after the fsync that covers its own lines; when that append fails, every caller of
+        the group gets the error and none of their lines is in the file (``append_lines`` cuts a
+        failed write back).
+        """
+        if not values:
+            return
+        loop = asyncio.get_running_loop()
+        group = self._groups.get(loop)
+        if group is None:
+            group = self._groups[loop] = _Group()
+        done: asyncio.Future[None] = loop.create_future()
+        group.waiting.append((values, done))
+        if group.writer is None or group.writer.done():
+            group.writer = loop.create_task(self._write_groups(group), name="outbox-group-commit")
+        await done
+
+    async def _write_groups(self, group: _Group) -> None:
+        while group.waiting:
+            batch, group.waiting = group.waiting[:_GROUP_MAX], group.waiting[_GROUP_MAX:]
+            lines = [value for values, _ in batch for value in values]
+            try:
+                await self.locked(lambda: self.append_lines(lines))
+            except BaseException as exc:  # every caller of the group hears of it; none of its lines is kept
+                for _, done in batch:
+                    if not done.done():
+                        done.set_exception(exc if isinstance(exc, Exception) else OutboxWriteError(
+                            f"the append was stopped ({type(exc).__name__}); it may or may not be in the outbox"))
+                if not isinstance(exc, Exception):  # cancelled or stopping: nobody's lines are known written
+                    for _, done in group.waiting:
+                        if not done.done():
+                            done.set_exception(OutboxWriteError(
+                                f"the append was stopped before it was written ({type(exc).__name__}); nothing was added"))
+                    group.waiting = []
+                    raise
+                continue
+            for _, done in batch:
+                if not done.done():
+                    done.set_result(None)
+
+    def rewrite_outbox(self, records: list[OutboxRecord]) -> None:
+        """Replace the outbox with ``records`` (atomic); the status index starts again from them."""
         text = "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records)
         atomic_write_text(self.outbox_path, text)
+        self._index.note_rewrite(records)
 
     def quarantine(self, lines: list[CorruptLine], at_ms: int) -> None:
         """Append bad lines to the quarantine file (fsynced) before they leave the outbox."""
@@ -268,7 +375,7 @@ class OutboxStores:
 
     # -- ledgers ---------------------------------------------------------------------------
 
-    def read_ledger(self, conversation_id: str) -> dict[str, Any] | None:
+    def read_ledger(self, conversation_id: str) -> Ledger | None:
         """The conversation's ledger, None when none exists; ``CorruptLedgerError`` when unreadable."""
         path = self.ledger_path(conversation_id)
         try:
@@ -280,9 +387,9 @@ class OutboxStores:
         problem = _ledger_problem(value)
         if problem:
             raise CorruptLedgerError(f"corrupt ledger {path}: {problem}")
-        return value
+        return cast(Ledger, value)  # its shape was just checked
 
-    def read_ledgers(self) -> list[dict[str, Any]]:
+    def read_ledgers(self) -> list[Ledger]:
         """Every readable ledger (status reads); unreadable ones are skipped with a warning."""
         ledgers = []
         for path in sorted((self.state / "ledger").glob("*.json")):
@@ -292,7 +399,7 @@ class OutboxStores:
                 log.warning("%s", exc)
         return [x for x in ledgers if x is not None]
 
-    def write_ledger(self, ledger: dict[str, Any]) -> None:
+    def write_ledger(self, ledger: Ledger) -> None:
         """Write a ledger (atomic), its windows folded oldest-first to the configured bounds."""
         bounded = dict(ledger)
         bounded["deliveredBatchIds"] = list(ledger.get("deliveredBatchIds", []))[-self.settings.delivered_batch_window:]
@@ -302,48 +409,62 @@ class OutboxStores:
 
     # -- pending forks ---------------------------------------------------------------------
 
-    def read_pending_fork(self, child_id: str) -> dict[str, Any] | None:
+    def read_pending_fork(self, child_id: str) -> ForkRecord | None:
         """The fork record for ``child_id``, resolved or not; None when none exists."""
         try:
-            return _read_repaired(self.fork_path(child_id))
+            return cast(ForkRecord, _read_object(self.fork_path(child_id)))
         except FileNotFoundError:
             return None
 
-    def read_pending_forks(self) -> list[dict[str, Any]]:
+    def read_pending_forks(self) -> list[ForkRecord]:
         """Every fork record on disk, resolved ones included (filter on ``resolvedAt``)."""
         forks = []
         for path in sorted((self.state / "forks" / "pending").glob("*.json")):
             try:
-                forks.append(_read_repaired(path))
+                forks.append(cast(ForkRecord, _read_object(path)))
             except CorruptFileError as exc:
                 log.warning("%s", exc)
         return forks
 
-    def write_pending_fork(self, record: dict[str, Any]) -> None:
+    def write_pending_fork(self, record: ForkRecord) -> None:
         """Write a fork record (atomic)."""
         atomic_write_json(self.fork_path(record["childId"]), record)
 
     # -- representations and the last-delivery marker --------------------------------------
 
-    def read_representation(self, conversation_id: str) -> dict[str, Any] | None:
+    def read_representation(self, conversation_id: str) -> RepresentationSnapshot | None:
         """The cached representation snapshot, None when none was fetched yet."""
         try:
-            return _read_repaired(self.representation_path(conversation_id))
+            return cast(RepresentationSnapshot, _read_object(self.representation_path(conversation_id)))
         except (FileNotFoundError, CorruptFileError):
             return None
 
-    def write_representation(self, conversation_id: str, snapshot: dict[str, Any]) -> None:
-        """Write a representation snapshot (atomic)."""
-        atomic_write_json(self.representation_path(conversation_id), snapshot)
+    def write_representation(self, conversation_id: str, snapshot: RepresentationSnapshot) -> None:
+        """Write a representation snapshot: replaced whole (temp file, rename), not fsynced.
 
-    def read_last_delivery(self) -> dict[str, Any] | None:
+        It is a cache the next delivery fetches again; a crash can at worst leave it unreadable,
+        which reads as "none fetched yet".
+        """
+        path = self.representation_path(conversation_id)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write((json.dumps(snapshot, indent=2, ensure_ascii=False) + "\n").encode("utf-8", "replace"))
+            os.chmod(tmp, 0o666 & ~current_umask())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+
+    def read_last_delivery(self) -> DeliveryMarker | None:
         """The newest-delivery marker, None before the first delivery."""
         try:
-            return _read_repaired(self.last_delivery_path)
+            return cast(DeliveryMarker, _read_object(self.last_delivery_path))
         except (FileNotFoundError, CorruptFileError):
             return None
 
-    def write_last_delivery(self, marker: dict[str, Any]) -> None:
+    def write_last_delivery(self, marker: DeliveryMarker) -> None:
         """Write the newest-delivery marker (atomic)."""
         atomic_write_json(self.last_delivery_path, marker)
 
@@ -356,13 +477,81 @@ _GUARD = 256
 class _DisplayCache:
     key: tuple[int, int, int]
     snapshot: OutboxSnapshot
-    index: dict[str, dict[str, Any]]
+    index: dict[str, OutboxRecord]
     newlines: int
     guard: bytes
 
 
-def _append_all(path: Path, data: bytes, *, close_torn_line: bool) -> None:
-    """Append ``data`` to ``path`` and fsync, all or nothing: a failure truncates back to the start."""
+class _FlockHandle:
+    """The cross-process half of the outbox mutex: ``flock`` on ``capture.lock`` through one kept descriptor.
+
+    It takes the same ``flock`` as ``services.files.FileLock`` (the ``filelock`` package) on the
+    same file, so holders of either exclude each other, but skips that package's per-acquire
+    bookkeeping (path resolution, folder creation, fork checks: about 1 ms each time), which
+    made every capture slower. Only the module mutex's holder calls it, so it needs no thread
+    lock of its own. A lock file replaced on disk is noticed (inode check) and opened again.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = -1
+        self._pid = os.getpid()
+
+    def _descriptor(self) -> int:
+        if self._pid != os.getpid():  # a forked child shares the parent's descriptor: take its own
+            self._fd, self._pid = -1, os.getpid()
+        if self._fd >= 0:
+            try:
+                if os.stat(self.path).st_ino == os.fstat(self._fd).st_ino:
+                    return self._fd
+            except FileNotFoundError:
+                pass
+            os.close(self._fd)
+            self._fd = -1
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        return self._fd
+
+    def __enter__(self) -> None:
+        fd = self._descriptor()
+        deadline = time.monotonic() + LOCK_WAIT_S
+        pause = 0.001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise LockTimeoutError(f"the memory outbox is busy in another process ({self.path}); "
+                                           f"gave up after {LOCK_WAIT_S:g} s") from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.01)
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def __del__(self) -> None:
+        if self._fd >= 0 and self._pid == os.getpid():
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+
+
+_GROUP_MAX = 1000
+"""At most this many callers' lines go into one group-committed append."""
+
+
+@dataclass(slots=True)
+class _Group:
+    """Callers waiting for the next group-committed append, and the task writing them."""
+
+    waiting: list[tuple[Sequence[OutboxLine], asyncio.Future[None]]] = field(default_factory=list)
+    writer: asyncio.Task[None] | None = None
+
+
+def _append_all(path: Path, data: bytes, *, close_torn_line: bool) -> tuple[int, int]:
+    """Append ``data`` to ``path`` and fsync, all or nothing: a failure truncates back to the start.
+
+    Returns the file offsets the appended bytes span (a closing newline for a torn line included).
+    """
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         start = os.fstat(fd).st_size
@@ -377,6 +566,7 @@ def _append_all(path: Path, data: bytes, *, close_torn_line: bool) -> None:
                 written = os.write(fd, view)
                 view = view[written:]
             os.fsync(fd)
+            return start, start + len(data)
         except BaseException as exc:
             try:
                 os.ftruncate(fd, start)
@@ -395,7 +585,7 @@ def _why(exc: BaseException) -> str:
     return (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)) or type(exc).__name__
 
 
-def _read_repaired(path: Path) -> Any:
+def _read_repaired(path: Path) -> object:
     """``read_json`` with bad text repaired (see the module docstring); a repaired object gets a note."""
     raw = Path(path).read_bytes()
     text, undecodable = decode_text(raw)
@@ -416,12 +606,30 @@ def _read_repaired(path: Path) -> Any:
     return value
 
 
-def _notes(value: dict[str, Any]) -> list[str]:
+def _read_object(path: Path) -> dict[str, object]:
+    """``_read_repaired`` of a file that must hold a JSON object (``CorruptFileError`` otherwise)."""
+    value = _read_repaired(path)
+    if not isinstance(value, dict):
+        raise CorruptFileError(f"{path}: not a JSON object")
+    return value
+
+
+def _notes(value: Mapping[str, object]) -> list[str]:
     notes = value.get("repaired")
     return [str(n) for n in notes] if isinstance(notes, list) else []
 
 
-def _parse_into(snapshot: OutboxSnapshot, index: dict[str, dict[str, Any]], raw: bytes, first_line: int) -> None:
+def _gap_read(raw: bytes) -> GapRead:
+    """A span of the outbox parsed for the status index."""
+    snapshot = OutboxSnapshot()
+    marked: list[str] = []
+    _parse_into(snapshot, {}, raw, 1, marked)
+    return GapRead([(r["conversationId"], r.get("owner") or "user", r["batchId"], r.get("status") == "delivered")
+                    for r in snapshot.records], marked, len(snapshot.corrupt))
+
+
+def _parse_into(snapshot: OutboxSnapshot, index: dict[str, OutboxRecord], raw: bytes, first_line: int,
+                marked: list[str] | None = None) -> None:
     """Parse JSONL bytes into ``snapshot``: records appended (and indexed), marks folded, bad lines kept.
 
     Text that cannot be stored (bytes that are not UTF-8, escaped lone surrogates or NUL) is
@@ -452,6 +660,8 @@ def _parse_into(snapshot: OutboxSnapshot, index: dict[str, dict[str, Any]], raw:
                 value["repaired"] = [*_notes(value), f"line {number}: {problem}"]
         if "op" in value:
             snapshot.marks += 1
+            if marked is not None:
+                marked.extend(str(b) for b in value["batchIds"])
             for batch in value["batchIds"]:
                 record = index.get(batch)
                 if record is not None:
@@ -461,7 +671,7 @@ def _parse_into(snapshot: OutboxSnapshot, index: dict[str, dict[str, Any]], raw:
             index[value["batchId"]] = value
 
 
-def _record_problem(value: Any) -> str | None:
+def _record_problem(value: object) -> str | None:
     """Why a parsed line is not a record or a delivered mark, or None when it is fine."""
     if not isinstance(value, dict):
         return "not a JSON object"
@@ -487,7 +697,7 @@ def _record_problem(value: Any) -> str | None:
     return None
 
 
-def _ledger_problem(value: Any) -> str | None:
+def _ledger_problem(value: object) -> str | None:
     if not isinstance(value, dict):
         return "not a JSON object"
     try:  # a number in the JavaScript package's ledgers, a string in ours

@@ -31,14 +31,14 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from services.changes import ChangeFeed
 from services.clock import Clock, iso
 from services.errors import ServiceError
 
 from .delivery import DeliveryEngine, DeliveryProgress
-from .models import DAY_MS, HonchoError, OutboxError, OutboxSettings
+from .models import DAY_MS, HonchoError, OutboxError, OutboxRecord, OutboxSettings
 from .retry import RetryBudget, retry_delay
 from .stores import OutboxSnapshot, OutboxStores
 
@@ -86,7 +86,7 @@ class SweepResult:
     """Why the memory service could not be reached or refused us (unreachable, 5xx, 429, 401,
     403), from the last such failure of this sweep; None when it never happened."""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """A JSON-ready copy (for ``Change`` payloads)."""
         return {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
 
@@ -96,7 +96,7 @@ class _Plan:
     order: list[str]
     owners: dict[str, str]
     forks: list[str]
-    pending: dict[str, list[dict[str, Any]]]
+    pending: dict[str, list[OutboxRecord]]
     key: tuple[int, int, int] | None
     snapshot: OutboxSnapshot
 
@@ -107,7 +107,7 @@ async def _plan(stores: OutboxStores) -> _Plan:
         snapshot = stores.read_outbox()
         order: list[str] = []
         owners: dict[str, str] = {}
-        pending: dict[str, list[dict[str, Any]]] = {}
+        pending: dict[str, list[OutboxRecord]] = {}
         for record in snapshot.records:
             conv = record["conversationId"]
             if conv not in owners:
@@ -117,7 +117,10 @@ async def _plan(stores: OutboxStores) -> _Plan:
             if record.get("status") != "delivered":
                 pending[conv].append(record)
         forks = []
+        on_disk = {p.stem for p in (stores.state / "forks" / "pending").glob("*.json")}
         for conv in order:
+            if conv not in on_disk:
+                continue  # no fork record: nothing to read (one folder listing, not a lookup each)
             try:
                 fork = stores.read_pending_fork(conv)
             except (ServiceError, OSError):
@@ -134,20 +137,18 @@ async def compact(stores: OutboxStores, retention_days: float, clock: Clock, cha
                   ) -> None:
     """Drop delivered, already-windowed and over-retention records; quarantine corrupt lines.
 
-    The file is re-read inside the mutex, unless ``planned`` holds a snapshot whose file key is
-    still the current one (nothing was appended or rewritten since): then that read is reused.
+    The file is re-read inside the mutex, unless ``planned`` holds a snapshot and the file key it
+    was read at: then that read is reused, advanced by parsing only what was appended since (the
+    sweep's own delivered marks, captures made meanwhile) while the file is the same one.
     """
     now_ms = int(clock.time() * 1000)
     cutoff = now_ms - retention_days * DAY_MS
     warnings: list[str] = []
 
     def work() -> tuple[int, int, int, bool]:
-        if planned is not None and planned[0] is not None and planned[0] == stores.outbox_key():
-            snapshot = planned[1]
-        else:
-            snapshot = stores.read_outbox()
+        snapshot = stores.read_outbox() if planned is None else stores.advance(planned[0], planned[1])
         windows: dict[str, set[str] | None] = {}
-        kept: list[dict[str, Any]] = []
+        kept: list[OutboxRecord] = []
         delivered = expired = 0
         for record in snapshot.records:
             if record.get("status") == "delivered":
@@ -157,7 +158,7 @@ async def compact(stores: OutboxStores, retention_days: float, clock: Clock, cha
             if conv not in windows:
                 try:
                     ledger = stores.read_ledger(conv)
-                    windows[conv] = set((ledger or {}).get("deliveredBatchIds", []))
+                    windows[conv] = set(ledger.get("deliveredBatchIds", [])) if ledger else set()
                 except (OutboxError, OSError):
                     windows[conv] = None  # unreadable ledger: keep the records, decide nothing
             window = windows[conv]
@@ -171,7 +172,7 @@ async def compact(stores: OutboxStores, retention_days: float, clock: Clock, cha
                     f"(conversation {conv}, created {_when(record['createdAt'])}, "
                     f"older than {retention_days:g}d retention)")
                 continue
-            record = {k: v for k, v in record.items()}
+            record = record.copy()
             record["status"] = "pending"
             kept.append(record)
         for bad in snapshot.corrupt:
@@ -204,12 +205,14 @@ async def compact(stores: OutboxStores, retention_days: float, clock: Clock, cha
                      quarantined=quarantined)
 
 
-def _when(ms: Any) -> str:
+def _when(ms: object) -> str:
     """An epoch-millisecond stamp as ISO 8601, or the raw number when no date can show it."""
     try:
-        return iso(float(ms) / 1000)
+        if isinstance(ms, (int, float, str)):
+            return iso(float(ms) / 1000)
     except (OverflowError, OSError, ValueError, TypeError):
-        return f"{ms!r} ms since the epoch"
+        pass
+    return f"{ms!r} ms since the epoch"
 
 
 async def _retrying(step: str, conv: str, call: Callable[[], Awaitable[T]], settings: OutboxSettings,
@@ -261,6 +264,31 @@ async def run_sweep(stores: OutboxStores, engine: DeliveryEngine, settings: Outb
             log.error("%s", message)
             result.errors.append(message)
             _note_unreachable(result, exc)
+    engine.defer_marks()  # the sweep's delivered marks go into one append, written before compaction
+    try:
+        await _deliver_all(order, owners, pending, plan, engine, settings, clock, changes, budget, result)
+    except BaseException:
+        engine.drop_marks()  # cancelled or crashing: the ledgers' windows hold every delivered batch
+        raise
+    try:
+        await engine.flush_marks()
+    except (ServiceError, OSError) as exc:  # the ledgers' windows still hold every delivered batch
+        message = f"memory-honcho: writing the sweep's delivered marks failed: {exc}"
+        log.error("%s", message)
+        result.errors.append(message)
+    try:
+        await compact(stores, settings.outbox_retention_days, clock, changes, result, (plan.key, plan.snapshot))
+    except (ServiceError, OSError) as exc:  # the file is left as it was; the next sweep compacts again
+        message = f"memory-honcho: outbox compaction failed, nothing was dropped: {exc}"
+        log.error("%s", message)
+        result.errors.append(message)
+    result.finished_at = clock.time()
+    return result
+
+
+async def _deliver_all(order: list[str], owners: dict[str, str], pending: dict[str, list[OutboxRecord]],
+                       plan: _Plan, engine: DeliveryEngine, settings: OutboxSettings, clock: Clock,
+                       changes: ChangeFeed, budget: RetryBudget, result: SweepResult) -> None:
     for conv in order:
         if not pending.get(conv):
             continue
@@ -281,11 +309,3 @@ async def run_sweep(stores: OutboxStores, engine: DeliveryEngine, settings: Outb
             _note_unreachable(result, exc)
         result.delivered_records += progress.records
         result.delivered_messages += progress.messages
-    try:
-        await compact(stores, settings.outbox_retention_days, clock, changes, result, (plan.key, plan.snapshot))
-    except (ServiceError, OSError) as exc:  # the file is left as it was; the next sweep compacts again
-        message = f"memory-honcho: outbox compaction failed, nothing was dropped: {exc}"
-        log.error("%s", message)
-        result.errors.append(message)
-    result.finished_at = clock.time()
-    return result

@@ -19,7 +19,7 @@ from services.text import text_problem
 from .delivery import DeliveryEngine
 from .honcho_client import HonchoClient
 from .honcho_shapes import Conclusion
-from .models import HonchoError, OutboxError, OutboxSettings, RecallToolError, check_conversation_id
+from .models import HonchoError, Ledger, OutboxError, OutboxSettings, RecallToolError, check_conversation_id
 
 __all__ = ["RecallTools", "unavailable"]
 
@@ -48,7 +48,7 @@ class RecallTools:
         self._changes = changes
         self._resolve_owner = resolve_owner
 
-    async def _establish(self, conversation_id: str) -> tuple[str, dict[str, Any]]:
+    async def _establish(self, conversation_id: str) -> tuple[str, Ledger]:
         conv = check_conversation_id(conversation_id)
         owner = await self._resolve_owner(conv)
         try:

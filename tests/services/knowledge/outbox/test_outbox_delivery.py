@@ -215,3 +215,32 @@ async def test_a_backlog_larger_than_the_window_is_delivered_in_flipped_rounds(r
         assert [m["metadata"]["turn"] for m in fake.session_messages("conv-run_1")] == list(range(1, 11))
     finally:
         await again.aclose()
+
+
+async def test_a_sweep_crashing_before_its_marks_are_written_sends_nothing_twice(root, feed, fake, clock) -> None:
+    """The sweep holds its delivered marks until the end; a crash before then loses only the marks."""
+    def crash_at(name: str, conversation: str) -> None:
+        if name == "ledger-written" and conversation == "run_3":
+            raise Crash(name)
+
+    box = await MemoryOutbox.open(root, feed, honcho_transport=fake.transport, clock=clock, step_hook=crash_at)
+    try:
+        for conv in ("run_1", "run_2", "run_3", "run_4"):
+            await box.capture_turn(conv, "u", turn(f"{conv} q", f"{conv} a"))
+        with pytest.raises(Crash):
+            await box.sweep()
+    finally:
+        await box.aclose()
+    sent = contents(fake)
+    assert sent == ["run_1 q", "run_1 a", "run_2 q", "run_2 a", "run_3 q", "run_3 a"]
+    assert all(r["status"] == "pending" for r in box.stores.read_outbox().records)  # no mark was written
+
+    restarted = await MemoryOutbox.open(root, feed, honcho_transport=fake.transport, clock=clock)
+    try:
+        result = await restarted.sweep()
+        assert result.errors == [] and result.delivered_records == 1  # only run_4 was still to send
+        assert contents(fake) == sent + ["run_4 q", "run_4 a"]
+        assert restarted.stores.read_outbox().records == []
+        assert (await restarted.status()).pending_total == 0
+    finally:
+        await restarted.aclose()
