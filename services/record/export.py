@@ -88,10 +88,11 @@ def _step_lines(step: Mapping[str, Any]) -> list[str]:
         code = sdk_code(step, "app", _Id)
         if code is None:
             return [f"# not replayed: {step.get('op')} is a stream read, it changes nothing"]
-        lines = [f"app = await session.app({step['user']!r})"]
         if refused:
-            lines.append(f"await session.expect_refusal({code}, {status!r})")
-        elif step.get("made"):
+            return [f"await session.expect_refusal(session.app_call({step['user']!r}, lambda app: {code}))"
+                    f"  # recorded: {status}"]
+        lines = [f"app = await session.app({step['user']!r})"]
+        if step.get("made"):
             lines.append(f"run = await {code}")
             lines.append(f"session.alias({step['made']!r}, run.id)")
         else:
