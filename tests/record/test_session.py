@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from services.record import export_test, load_recording, replay
+from services.record import export_test, load_recording, parse_recording, replay
 
 from .pilot import HOSTILE, record_pilot_session
 
@@ -123,3 +123,11 @@ async def test_replay_matches_and_a_mutated_step_stops_it_exactly_there(session_
     assert report.played == list(range(1, target))
     assert f"run {step['path'].split('/')[2]}: event 3 expected node.turn.completed, seen node.output_text.delta" in report.divergence.what
     assert report.divergence.expected == step["observed"]
+
+
+def test_a_recording_round_trips_through_validation(session_file: tuple[Path, dict[str, Any]]) -> None:
+    path, _ = session_file
+    recording = load_recording(path)
+    again = parse_recording(line.encode() for line in recording.lines())
+    assert again == recording
+    assert path.read_text(encoding="ascii").splitlines() == recording.lines()
