@@ -2,37 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from services.record import export_test, load_recording, parse_recording, replay
 
-from .pilot import HOSTILE, record_pilot_session
+from .pilot import HOSTILE
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    """One pilot session recorded for the whole module (a window takes a while to open)."""
-    return asyncio.run(record_pilot_session(tmp_path_factory.mktemp("recorded")))
-
-
-@pytest.fixture
-def session_file(recorded: tuple[Path, dict[str, Any]], tmp_path: Path) -> tuple[Path, dict[str, Any]]:
-    """This test's own copy of the recording."""
-    path, seen = recorded
-    copy = tmp_path / "session.jsonl"
-    shutil.copyfile(path, copy)
-    return copy, seen
 
 
 def _run_pytest(module: Path) -> subprocess.CompletedProcess[str]:
