@@ -156,7 +156,8 @@ def scrub_state(state: dict[str, Any]) -> dict[str, Any]:
         users.append(user)
     doc["users"] = users
     doc["refresh_tokens"] = {}
-    return scrub(doc)
+    clean: dict[str, Any] = scrub(doc)
+    return clean
 
 
 # -- loading ------------------------------------------------------------------------------------
@@ -170,7 +171,8 @@ def load_recording(path: Path | str) -> Recording:
         if size > MAX_STATE_BYTES + MAX_STEPS * 64 * 1024:
             raise RecordingError(f"{path} is {size} bytes, more than a recording may be")
         with path.open("rb") as handle:
-            return parse_recording(handle)
+            recording: Recording = parse_recording(handle)
+            return recording
     except OSError as exc:
         raise RecordingError(f"{path} cannot be read: {exc.strerror or exc}") from None
 

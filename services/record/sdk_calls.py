@@ -39,7 +39,7 @@ SDK_CALLS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
-def _arguments(step: Mapping[str, Any], ids: Callable[[str], str]) -> tuple[str, list[Any], dict[str, Any]] | None:
+def _arguments(step: Mapping[str, Any], ids: Callable[[str], Any]) -> tuple[str, list[Any], dict[str, Any]] | None:
     spec = SDK_CALLS.get(str(step.get("op")))
     matched = match_route(str(step.get("method")), str(step.get("path")))
     if spec is None or matched is None:
@@ -82,7 +82,7 @@ def sdk_call(step: Mapping[str, Any], ids: Callable[[str], str]) -> Callable[[An
     return call
 
 
-def sdk_code(step: Mapping[str, Any], client: str, ids: Callable[[str], str] = str) -> str | None:
+def sdk_code(step: Mapping[str, Any], client: str, ids: Callable[[str], Any] = str) -> str | None:
     """The same call as Python source, on the client named ``client`` (values as ``repr``)."""
     found = _arguments(step, ids)
     if found is None:
