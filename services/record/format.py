@@ -19,7 +19,10 @@ A recording is one JSON object per line:
 
    ``observed`` is what the cloud showed right after the step (``observe.observe``): every run in
    start order with its status and its events' types, every grant's state, every insight review's
-   status; or null when it was too large to keep.
+   status; or null when it was too large to keep. After the first, an observation is written as
+   what changed (``delta``): ``{"delta": true, "ids": [every run id, in order], "runs": [the runs that
+   changed, a run whose events only grew carrying the new ones and ``after``: how many it had],
+   "grants", "insights"}``; ``load`` expands it again, so a loaded step's ``observed`` is whole.
 4. optionally ``{"type": "end", "at", "steps"}`` when the recording was stopped cleanly.
 
 Text from outside (prompts, replies, messages, event fields) is stored as data, never as markup or
@@ -54,6 +57,7 @@ __all__ = [
     "load_recording",
     "parse_recording",
     "dump_line",
+    "delta",
     "scrub",
     "scrub_state",
 ]
@@ -123,6 +127,54 @@ def dump_line(value: dict[str, Any]) -> str:
     return json.dumps(value, ensure_ascii=True, separators=(",", ":"), sort_keys=False)
 
 
+# -- observations ---------------------------------------------------------------------------------
+
+
+def delta(base: dict[str, Any] | None, observed: dict[str, Any]) -> dict[str, Any]:
+    """``observed`` as what changed since ``base`` (the last observation written); whole when there is none."""
+    if base is None:
+        return observed
+    old = {r["id"]: r for r in base["runs"]}
+    runs = []
+    for run in observed["runs"]:
+        before = old.get(run["id"])
+        if before == run:
+            continue
+        if before is not None and run["events"][:len(before["events"])] == before["events"]:
+            runs.append({**run, "events": run["events"][len(before["events"]):], "after": len(before["events"])})
+        else:
+            runs.append(run)
+    return {"delta": True, "ids": [r["id"] for r in observed["runs"]], "runs": runs,
+            "grants": observed["grants"], "insights": observed["insights"]}
+
+
+def _expand(base: dict[str, Any] | None, observed: dict[str, Any], number: int) -> dict[str, Any]:
+    """A written observation made whole again (``delta`` undone)."""
+    if not observed.get("delta"):
+        return observed
+    if base is None:
+        raise RecordingError("the observation is written as changes, and no whole one comes before it", line=number)
+    ids = observed.get("ids")
+    if not isinstance(ids, list):
+        raise RecordingError("an observation written as changes lists every run id (ids)", line=number)
+    known = {r["id"]: r for r in base["runs"]}
+    for run in observed["runs"]:
+        if "after" in run:
+            before = known.get(run["id"])
+            after = run["after"]
+            if before is None or isinstance(after, bool) or after != len(before["events"]):
+                raise RecordingError(f"run {run['id']} grows from {after!r} events, and it had "
+                                     f"{len(before['events']) if before else 'none'}", line=number)
+            run = {k: v for k, v in run.items() if k != "after"}
+            run["events"] = before["events"] + run["events"]
+        known[run["id"]] = run
+    missing = [i for i in ids if i not in known]
+    if missing:
+        raise RecordingError(f"run {_shown(missing[0])} is listed, and its observation is not held", line=number)
+    return {"runs": [known[i] for i in ids], "grants": observed.get("grants", {}),
+            "insights": observed.get("insights", [])}
+
+
 # -- secrets ------------------------------------------------------------------------------------
 
 
@@ -184,6 +236,7 @@ def parse_recording(lines: Iterable[bytes | str]) -> Recording:
     steps: list[dict[str, Any]] = []
     ended = False
     number = 0
+    base: dict[str, Any] | None = None
     for number, raw in enumerate(lines, start=1):
         limit = MAX_STATE_BYTES if number == 2 else MAX_LINE_BYTES
         if len(raw) > limit:
@@ -213,7 +266,10 @@ def parse_recording(lines: Iterable[bytes | str]) -> Recording:
                 raise RecordingError(f"a line is a step or the end, not {_shown(kind)}", line=number)
             if len(steps) >= MAX_STEPS:
                 raise RecordingError(f"more than {MAX_STEPS} steps", line=number)
-            steps.append(_step(value, number, len(steps) + 1))
+            step = _step(value, number, len(steps) + 1)
+            if step.get("observed") is not None:
+                step["observed"] = base = _expand(base, step["observed"], number)
+            steps.append(step)
     if header is None:
         raise RecordingError("the file is empty: a recording starts with its header")
     if state is None:
@@ -327,8 +383,13 @@ def _observed(observed: Any, number: int) -> None:
             raise RecordingError("an observed run is an object with a list of event types", line=number)
         for name in ("id", "user", "status"):
             _ident(run, name, number)
+        after = run.get("after", 0)
+        if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+            raise RecordingError(f"an observed run's after is a count of events, not {_shown(after)}", line=number)
         for event_type in run.get("events", []):
             _ident({"event": event_type}, "event", number)
+    for run_id in observed.get("ids") or []:
+        _ident({"id": run_id}, "id", number)
     grants = observed.get("grants", {})
     if not isinstance(grants, dict):
         raise RecordingError("an observation's grants are an object", line=number)

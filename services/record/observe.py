@@ -14,12 +14,12 @@ is mapped to the new one by position) and says the first difference.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from ..desk import JUDGE_USER, ControlClient
+from ..desk import JUDGE_USER, ControlClient, RunBook
 
-__all__ = ["observe", "compare", "changes_between", "InsightSource"]
+__all__ = ["observe", "observe_book", "insight_states", "compare", "changes_between", "InsightSource"]
 
 
 class InsightSource(Protocol):
@@ -31,26 +31,42 @@ class InsightSource(Protocol):
 
 
 async def observe(control: ControlClient, insights: InsightSource | None = None) -> dict[str, Any]:
-    """The cloud's runs and grants and the insight reviews, now."""
+    """The cloud's runs and grants and the insight reviews, now, read through the control API."""
     answer = await control.call("GET", "/runs", params={"events": "1"})
-    runs = []
-    for dto in answer.get("runs", []):
+    people = await control.call("GET", "/people")
+    runs = [(dto, dto.get("events") or []) for dto in answer.get("runs", [])]
+    return _observation(runs, people.get("people", []), await insight_states(insights))
+
+
+def observe_book(book: RunBook, reviews: list[list[str]]) -> dict[str, Any]:
+    """The same, read from a desk's ``RunBook`` (no copies, no JSON: what a recorder reads after each step);
+    ``reviews`` are the insight reviews' ``[title, status]``."""
+    runs = [(dto, book.events(str(dto["id"]))) for dto in book.run_dtos()]
+    return _observation(runs, list(book.people()), reviews)
+
+
+async def insight_states(insights: InsightSource | None) -> list[list[str]]:
+    """Every insight review's ``[title, status]``, sorted."""
+    if insights is None:
+        return []
+    return sorted([r.proposal.title, r.status] for r in await insights.list())
+
+
+def _observation(runs: Iterable[tuple[Mapping[str, Any], Iterable[Mapping[str, Any]]]],
+                 people: Iterable[Mapping[str, Any]], reviews: list[list[str]]) -> dict[str, Any]:
+    seen = []
+    for dto, events in runs:
         if dto.get("user_id") == JUDGE_USER:
             continue
-        runs.append({"id": str(dto["id"]), "user": str(dto.get("user_id")), "status": str(dto.get("status")),
-                     "deleted": bool(dto.get("deleted")),
-                     "events": [str(e.get("type")) for e in dto.get("events") or []]})
-    people = await control.call("GET", "/people")
+        seen.append({"id": str(dto["id"]), "user": str(dto.get("user_id")), "status": str(dto.get("status")),
+                     "deleted": bool(dto.get("deleted")), "events": [str(e.get("type")) for e in events]})
     grants = {}
-    for person in people.get("people", []):
+    for person in people:
         if person.get("id") == JUDGE_USER:
             continue
         grant = person.get("grant") or {}
         grants[str(person["id"])] = str(grant.get("state")) if grant else None
-    reviews: list[list[str]] = []
-    if insights is not None:
-        reviews = sorted([r.proposal.title, r.status] for r in await insights.list())
-    return {"runs": runs, "grants": grants, "insights": reviews}
+    return {"runs": seen, "grants": grants, "insights": reviews}
 
 
 def _aliases(expected: list[Mapping[str, Any]], seen: list[Mapping[str, Any]],

@@ -32,8 +32,8 @@ from ..changes import Change, ChangeFeed
 from ..clock import Clock
 from ..desk import JUDGE_USER, ControlClient, Desk
 from ..served.errors import ControlError
-from .format import FORMAT, MAX_LINE_BYTES, MAX_STATE_BYTES, VERSION, RecordingError, dump_line, scrub, scrub_state
-from .observe import InsightSource, observe
+from .format import FORMAT, delta, MAX_LINE_BYTES, MAX_STATE_BYTES, VERSION, RecordingError, dump_line, scrub, scrub_state
+from .observe import InsightSource, insight_states, observe_book
 
 if TYPE_CHECKING:
     from ..cloud import CallRecord, FakeCloud, InterceptContext
@@ -97,6 +97,9 @@ class Recorder:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._poller: asyncio.Task[None] | None = None
         self._inner: ControlClient = desk.control
+        self._reviews: list[list[str]] | None = None
+        self._written: dict[str, Any] | None = None
+        """The last observation written (the next is written as what changed since)."""
 
     # -- life ---------------------------------------------------------------------------------
 
@@ -173,6 +176,8 @@ class Recorder:
         self._undo.append(lambda: intercepts.remove(entry) if entry in intercepts else None)
 
     def _on_change(self, change: Change) -> None:
+        if change.source == "insights":
+            self._reviews = None
         if change.source == "insights" and change.kind in ("review.approved", "review.rejected") and not self.stopped:
             task = asyncio.get_running_loop().create_task(self._insight_step(change))
             self._tasks.add(task)
@@ -218,7 +223,8 @@ class Recorder:
                 step["made"] = next((r["id"] for r in observed["runs"] if r["id"] not in before
                                      and r["user"] == step["user"]), None)
             self._last = observed
-            line = {"type": "step", "n": self.steps + 1, "at": self._at(), **step, "observed": observed}
+            line = {"type": "step", "n": self.steps + 1, "at": self._at(), **step,
+                    "observed": delta(self._written, observed)}
             text = dump_line(line)
             if len(text) > MAX_LINE_BYTES:  # kept without what it saw, rather than not at all
                 line["observed"] = None
@@ -227,9 +233,15 @@ class Recorder:
                 raise RecordingError(f"step {self.steps + 1} is larger than a recording keeps ({MAX_LINE_BYTES} bytes)")
             await self._write(text)
             self.steps += 1
+            if line["observed"] is not None:
+                self._written = observed
 
     async def _observe(self) -> dict[str, Any]:
-        return await observe(self._inner, self.insights)
+        """What the cloud shows now, from the desk's book (the insight reviews read again only after
+        one changed). A book that caches (an attached window's) is read after its people refresh."""
+        if self._reviews is None:
+            self._reviews = await insight_states(self.insights)
+        return observe_book(self.desk.book, self._reviews)
 
     def _at(self) -> float:
         return round(max(0.0, self.clock.time() - self._started), 3)

@@ -117,3 +117,26 @@ def test_secrets_are_scrubbed() -> None:
             "note": "eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJ1c2VyOmFkYSJ9.sig"}
     assert scrub(body) == {"access_token": REDACTED, "nested": [{"Authorization": REDACTED}], "max_tokens": 5,
                            "note": REDACTED}
+
+
+def test_observations_written_as_changes_are_loaded_whole_and_checked() -> None:
+    first = _step()
+    second = _step(n=2, observed={"delta": True, "ids": ["run_1", "run_2"], "grants": {"user:ada": "revoked"},
+                                  "insights": [],
+                                  "runs": [{"id": "run_1", "user": "user:ada", "status": "settled", "deleted": False,
+                                            "events": ["node.turn.completed"], "after": 1},
+                                           {"id": "run_2", "user": "user:ada", "status": "running",
+                                            "deleted": False, "events": []}]})
+    recording = parse_recording(_lines(first, second))
+    assert recording.steps[1]["observed"] == {
+        "runs": [{"id": "run_1", "user": "user:ada", "status": "settled", "deleted": False,
+                  "events": ["node.turn.started", "node.turn.completed"]},
+                 {"id": "run_2", "user": "user:ada", "status": "running", "deleted": False, "events": []}],
+        "grants": {"user:ada": "revoked"}, "insights": []}
+    wrong = json.loads(json.dumps(second))
+    wrong["observed"]["runs"][0]["after"] = 5
+    assert "run run_1 grows from 5 events, and it had 1" in _refused(_lines(first, wrong)).reason
+    assert _refused(_lines(second)).reason.startswith("the observation is written as changes")
+    missing = json.loads(json.dumps(second))
+    missing["observed"]["ids"].append("run_9")
+    assert "'run_9' is listed" in _refused(_lines(first, missing)).reason
