@@ -108,7 +108,7 @@ def test_every_block_parses(block: Block) -> None:
     _parse(block)
 
 
-INTERACTIVE_SUBCOMMANDS = {"serve", "connect", "demo"}
+INTERACTIVE_SUBCOMMANDS = {"serve", "connect", "demo", "export-test", "replay"}
 """``workbench`` subcommands; anything else after ``workbench`` (or nothing) opens the window."""
 
 

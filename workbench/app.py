@@ -84,6 +84,10 @@ class WorkbenchApp(App[None]):
     """The open log (every error with its traceback), or None."""
     log_file: Any = None
     """The file the log writes to, once open."""
+    record_path: Any = None
+    """``--record FILE``: record the session into this file from the moment the workspace opens."""
+    recorder: Any = None
+    """The recording in progress (``services.record.Recorder``), or None."""
 
     def get_default_screen(self) -> MainScreen:
         """The main screen is the default screen (no blank screen is made and then covered)."""
@@ -140,6 +144,8 @@ class WorkbenchApp(App[None]):
         if attached is not None:  # another process serves this folder: this window shares its cloud
             self.notify(f"attached to {attached.url}: this window shares the served cloud", title="Attached",
                         markup=False, timeout=10)
+        if self.record_path is not None:
+            self.start_recording(self.record_path)
         server = getattr(workspace, "server", None)
         if server is not None:  # workbench --serve: where apps reach this workspace's cloud
             self.notify(f"serving {server.url} (control token in serve.json)", title="Served", markup=False,
@@ -281,9 +287,27 @@ class WorkbenchApp(App[None]):
                             "cloud (it lives in memory: the turn is lost)")
         return work
 
+    @work(group="recording", exclusive=True, exit_on_error=False)
+    async def start_recording(self, path: Any) -> None:
+        """Record this window's session into ``path`` (``--record``)."""
+        from .recording import start_app_recording
+
+        await start_app_recording(self, path)
+
+    @work(group="recording", exclusive=True, exit_on_error=False)
+    async def toggle_recording(self) -> None:
+        """The palette's "Start recording" / "Stop recording"."""
+        from .recording import toggle_recording
+
+        await toggle_recording(self)
+
     async def on_unmount(self) -> None:
         from .log import stop_log
 
+        if self.recorder is not None:  # the end line is written before the workspace closes
+            from .recording import stop_app_recording
+
+            await stop_app_recording(self)
         stop_log(self)
         if self._unsubscribe is not None:
             self._unsubscribe()
@@ -292,11 +316,12 @@ class WorkbenchApp(App[None]):
 
 
 def make_app(settings: Settings | None = None, workspace: WorkspaceView | None = None, *, config: Any = None,
-             read_only: bool = False, layout: str | None = None, log: Any = None) -> WorkbenchApp:
+             read_only: bool = False, layout: str | None = None, log: Any = None, record: Any = None) -> WorkbenchApp:
     """The one factory the CLI, the demo and the tests build the App with."""
     app = WorkbenchApp(workspace=workspace, settings=settings)
     app.config = config
     app.read_only = read_only or bool(getattr(config, "read_only", False))
     app.layout = layout or getattr(config, "layout", None)
     app.log_path = log
+    app.record_path = record
     return app

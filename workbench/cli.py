@@ -10,6 +10,10 @@ terminal and writes one SVG per step; ``--version``; ``--help``.
 ``workbench connect --workspace DIR USER --scope S ...`` prints a person's connection as JSON (with
 ``--key FILE``, ``--assertion`` prints a client assertion and ``--access-token`` a fresh access token);
 ``workbench --serve [--port P]`` opens the workbench and serves its cloud at the same time.
+
+``workbench --record FILE`` records the session (``services.record``); ``workbench export-test FILE
+[-o OUT] [--served]`` writes it as a pytest module, ``workbench replay FILE [--served]`` plays it into a
+fresh workspace and stops where it differs, ``workbench demo --from FILE`` narrates it.
 """
 
 from __future__ import annotations
@@ -43,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--layout", choices=("dashboard", "single"), default=None,
                         help="every pane at once, or one pane and a strip (default: by the terminal's size, "
                              "dashboard from 160x48)")
+    parser.add_argument("--record", type=Path, default=None, metavar="FILE",
+                        help="record the session (operator actions, app calls, scripted failures) into FILE, a new "
+                             "JSON Lines file; replay it with `workbench replay`, `export-test` or `demo --from`")
     parser.add_argument("--serve", action="store_true",
                         help="also serve this workspace's cloud over HTTP (see `workbench serve`)")
     parser.add_argument("--port", type=int, default=None, help="the port for --serve (0 picks a free one)")
@@ -102,6 +109,19 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--screenshots", type=Path, default=None, help="write one SVG per step into this folder")
     demo.add_argument("--workspace", type=Path, default=None, dest="demo_workspace",
                       help="the demo's workspace folder (default: a fresh temporary folder)")
+    demo.add_argument("--from", type=Path, default=None, dest="demo_from", metavar="FILE",
+                      help="narrate a recorded session (workbench --record FILE) instead of the bundled tour")
+    export = sub.add_parser("export-test", help="write a recorded session as a pytest module that replays it")
+    export.add_argument("recording", type=Path, help="the recording (workbench --record FILE)")
+    export.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
+                        help="the module to write (default: test_<recording>.py beside the recording)")
+    export.add_argument("--served", action="store_true",
+                        help="the test serves the cloud on a free loopback port and drives it over HTTP")
+    replay = sub.add_parser("replay", help="play a recorded session into a fresh workspace; stop where it differs")
+    replay.add_argument("recording", type=Path, help="the recording (workbench --record FILE)")
+    replay.add_argument("--served", action="store_true", help="serve the fresh workspace's cloud and drive it over HTTP")
+    replay.add_argument("--workspace", type=Path, default=None, dest="replay_workspace", metavar="DIR",
+                        help="the fresh workspace (default: a temporary folder, removed afterwards)")
     return parser
 
 
@@ -109,6 +129,12 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = build_parser().parse_args(argv)
     config = None
+    if args.command in ("export-test", "replay"):
+        from .recording import export_test_command, replay_command
+
+        if args.command == "export-test":
+            return export_test_command(args.recording, args.output, served=args.served)
+        return replay_command(args.recording, served=args.served, workspace=args.replay_workspace)
     if args.command != "demo":
         from .settings import load_config
 
@@ -118,6 +144,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.speed is not None and args.speed <= 0:
             print("workbench demo: --speed must be above 0")
             return 2
+        if args.demo_from is not None:
+            from .recording import run_recorded_demo
+
+            return run_recorded_demo(args.demo_from, speed=args.speed, headless=args.headless,
+                                     screenshots=args.screenshots, workspace=args.demo_workspace)
         from .demo import run_demo
 
         return run_demo(speed=args.speed, headless=args.headless, screenshots=args.screenshots,
@@ -145,12 +176,12 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         served = make_app(Settings(path=args.workspace, serve_port=_port(args.port), canvas_url=_canvas_url(args, config),
                                    **_memory(args, config)), config=config,
-                          read_only=args.read_only, layout=args.layout, log=args.log)
+                          read_only=args.read_only, layout=args.layout, log=args.log, record=args.record)
         _exit_on_sigterm(served)
         served.run()
         return served.return_code or 0
     app = make_app(Settings(path=args.workspace, canvas_url=_canvas_url(args, config), **_memory(args, config)), config=config,
-                   read_only=args.read_only, layout=args.layout, log=args.log)
+                   read_only=args.read_only, layout=args.layout, log=args.log, record=args.record)
     app.run()
     return app.return_code or 0
 

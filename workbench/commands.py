@@ -33,6 +33,9 @@ class WorkbenchCommands(Provider):
         if main is None or main.workspace is None:
             return []
         entries: list[tuple[str, Any, str]] = []
+        recording = getattr(self.app, "recorder", None) is not None
+        entries.append(("Stop recording" if recording else "Start recording (a session to replay as a test)",
+                        self._toggle_recording, "record operator actions, app calls and failures to a file"))
         active = main.pane(main.active)
         for label, key, action in active.palette_actions():
             entries.append((f"{label}  [{key}]", partial(self._run_action, active, action), "action on the selection"))
@@ -42,6 +45,11 @@ class WorkbenchCommands(Provider):
             for label, key in items:
                 entries.append((f"go to {label}", partial(main.post_message, JumpRequested(pane_id, key)), f"open in {pane_id}"))
         return entries
+
+    async def _toggle_recording(self) -> None:
+        toggle = getattr(self.app, "toggle_recording", None)
+        if toggle is not None:
+            toggle()
 
     @staticmethod
     async def _run_action(pane: Any, action: str) -> None:

@@ -1,0 +1,188 @@
+"""``export_test``: a recording as a pytest module a person would keep.
+
+The module opens a fresh workspace with the recording's starting state (the one data blob, as
+JSON), then does each step as readable code, one named step after another: the operator's actions
+and scripted failures through the session's control helpers (the ``FakeCloud`` in process, or, with
+``served=True``, ``RemoteCloud`` over HTTP against a server the test starts), the app's calls through
+the real SDK (``services.sdk.Crouter``), and insight decisions through the workspace. After each step
+it asserts what changed in what the recording observed: run statuses, each run's events by type and
+in order, grant states, insight reviews' outcomes; a refused call is asserted refused with its status.
+
+Every value from the recording is written with ``repr`` (text from outside is data in the module,
+never code), and the comments hold only ids the format validated.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import unquote
+
+from .format import Recording
+from .observe import changes_between
+from .replay import describe
+from .sdk_calls import attempts, sdk_code
+
+__all__ = ["export_test"]
+
+
+class _Id:
+    """A run id written as ``session.id('...')`` (the id the run has in the replay)."""
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"session.id({self.value!r})"
+
+
+def _kwargs(values: Mapping[str, Any]) -> list[str]:
+    plain = [f"{k}={v!r}" for k, v in values.items() if k.isidentifier()]
+    odd = {k: v for k, v in values.items() if not k.isidentifier()}
+    return plain + ([f"**{odd!r}"] if odd else [])
+
+
+def _call(step: Mapping[str, Any]) -> str:
+    """The session call that does an operator's step or a scripted failure."""
+    body = dict(step.get("body") or {})
+    parts = [unquote(p) for p in str(step["path"]).strip("/").split("/")]
+    method = step["method"]
+    if step["kind"] == "failure":
+        args = [repr(body.pop("op", None)), repr(body.pop("answer", None))] + _kwargs(body)
+        return f"session.fail_next({', '.join(args)})"
+    if method == "POST" and parts[0] == "runs" and len(parts) == 3:
+        run, action = parts[1], parts[2]
+        if action == "message":
+            return f"session.send_message({', '.join([repr(run), repr(body.pop('text', ''))] + _kwargs(body))})"
+        if action == "cancel":
+            return f"session.cancel({run!r})"
+        return f"session.run_action({', '.join([repr(run), repr(action)] + _kwargs(body))})"
+    if method == "POST" and parts[0] == "people" and len(parts) >= 3:
+        user = parts[1]
+        if parts[2] == "runs" and len(parts) == 3:
+            prompt = body.pop("prompt", "")
+            if step.get("made"):
+                body["made"] = step["made"]
+            return f"session.start_run({', '.join([repr(user), repr(prompt)] + _kwargs(body))})"
+        if parts[2] == "grant" and len(parts) == 4:
+            return f"session.grant({', '.join([repr(user), repr(parts[3])] + _kwargs(body))})"
+        if len(parts) == 3:
+            return f"session.person({', '.join([repr(user), repr(parts[2])] + _kwargs(body))})"
+    return f"session.control({method!r}, {step['path']!r}, {body!r})"
+
+
+def _step_lines(step: Mapping[str, Any]) -> list[str]:
+    """The code of one step (without its assertions on what it left behind)."""
+    kind = step["kind"]
+    status = step.get("status")
+    refused = status is not None and status >= 400
+    if kind == "insight":
+        extra = ({"candidate": step.get("candidate"), "text": step.get("text")} if step["action"] == "approve"
+                 else {"reason": step.get("reason")})
+        args = [repr(step["title"]), repr(step["action"])] + _kwargs(extra)
+        return [f"await session.decide_insight({', '.join(args)})"]
+    if kind == "app":
+        if not step.get("user"):
+            return ["# not replayed: the cloud knew no person for this call (no valid token)"]
+        code = sdk_code(step, "app", _Id)
+        if code is None:
+            return [f"# not replayed: {step.get('op')} is a stream read, it changes nothing"]
+        if refused:
+            return [f"await session.expect_refusal(session.app_call({step['user']!r}, lambda app: {code}))"
+                    f"  # recorded: {status}"]
+        lines = [f"app = await session.app({step['user']!r})"]
+        if step.get("made"):
+            lines.append(f"run = await {code}")
+            lines.append(f"session.alias({step['made']!r}, run.id)")
+        else:
+            lines.append(f"await {code}")
+        return lines
+    call = _call(step)
+    if refused:
+        return [f"await session.expect_refusal({call}, {status!r}, {step.get('error')!r})"]
+    return [f"await {call}"]
+
+
+def _expect_lines(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> list[str]:
+    if after is None:
+        return []
+    changed = changes_between(before, after)
+    lines = []
+    for run in changed["runs"]:
+        deleted = ", deleted=True" if run.get("deleted") else ""
+        lines.append(f"await session.expect_run({run['id']!r}, status={run['status']!r}, "
+                     f"events={run['events']!r}{deleted})")
+    for user, state in changed["grants"].items():
+        lines.append(f"await session.expect_grant({user!r}, {state!r})")
+    for title, status in changed["insights"]:
+        lines.append(f"await session.expect_insight({title!r}, {status!r})")
+    return lines
+
+
+def export_test(recording: Recording, *, served: bool = False, name: str = "session") -> str:
+    """The pytest module that replays ``recording`` and asserts what it observed."""
+    header = recording.header
+    steps = attempts(recording.steps)
+    function = "".join(c if c.isalnum() else "_" for c in name.lower()).strip("_") or "session"
+    if function[0].isdigit():
+        function = "recorded_" + function
+    lines = [
+        f'"""A workbench session recorded at {header.get("started_at", "an unknown time")} '
+        f'({len(steps)} steps), replayed as a test.',
+        "",
+        "Each step does what was done then, in order; the lines after it assert what the cloud showed",
+        "right after it (only what changed). A failing assertion names the step where behaviour diverged.",
+        f"Written by `workbench export-test`{' --served' if served else ''}; edit it like any test.",
+        '"""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "import json",
+        "from pathlib import Path",
+        "",
+        "import pytest",
+        "",
+        "from services.record import ReplaySession",
+        "",
+        "pytestmark = pytest.mark.asyncio",
+        "",
+        f"SERVED = {served!r}",
+        '"""True: the cloud is served on a free loopback port and driven over HTTP (RemoteCloud)."""',
+        "",
+        "STARTING_STATE = json.loads(",
+        f"    {json.dumps(recording.state, ensure_ascii=True, separators=(',', ':'))!r}",
+        ")",
+        '"""The cloud\'s state before the first step, as recorded (without secrets)."""',
+        "",
+        "",
+        f"async def test_{function}(tmp_path: Path) -> None:",
+        "    async with await ReplaySession.open(tmp_path / \"workspace\", STARTING_STATE, served=SERVED) as session:",
+    ]
+    previous: Mapping[str, Any] | None = None
+    first = recording.steps[0].get("observed") if recording.steps else None
+    previous = _before_first(recording, first)
+    for step in steps:
+        attempts_note = f" ({step['attempts']} attempts)" if step.get("attempts", 1) > 1 else ""
+        lines.append(f"        # step {step['n']} at {float(step['at']):.2f} s: {describe(step)}{attempts_note}")
+        lines.extend(f"        {line}" for line in _step_lines(step))
+        lines.extend(f"        {line}" for line in _expect_lines(previous, step.get("observed")))
+        if step.get("observed") is not None:
+            previous = step["observed"]
+        lines.append("")
+    if not steps:
+        lines.append("        pass  # the recording holds no step")
+    while lines and not lines[-1]:
+        lines.pop()
+    return "\n".join(lines) + "\n"
+
+
+def _before_first(recording: Recording, first: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What the starting state shows (the runs and grants the first step's changes are measured from)."""
+    state = recording.state
+    runs = [{"id": r["id"], "user": r["user_id"], "status": r.get("status", "running"),
+             "deleted": bool(r.get("deleted")), "events": [e.get("type") for e in r.get("events") or []]}
+            for r in state.get("runs") or []]
+    grants = {u["id"]: (u.get("grant") or {}).get("state") if u.get("grant") else None for u in state.get("users") or []}
+    insights = [list(r) for r in (first or {}).get("insights", []) if r[1] == "pending"]
+    return {"runs": runs, "grants": grants, "insights": insights}

@@ -1,0 +1,416 @@
+"""The recording file: versioned JSON Lines, written line by line and validated whole on load.
+
+A recording is one JSON object per line:
+
+1. the header: ``{"format": "workbench-recording", "version": 1, "started_at": ISO, "client_id",
+   "source": "embedded" | "attached"}``;
+2. the cloud's state before the first step: ``{"type": "state", "state": {...}}`` (the served state
+   export, ``services.cloud.state.export_state``, with every secret taken out: ``scrub_state``);
+3. one line per step, in order: ``{"type": "step", "n", "at", "kind", ..., "observed"}`` where ``at``
+   is seconds since the start and ``kind`` one of ``STEP_KINDS``:
+
+   - ``operator``: a control call the desk made (``method``, ``path``, ``body``, ``status``,
+     ``error``: the refusal's code or null, ``made``: the run it started or null);
+   - ``failure``: a scripted failure (the control call ``POST /fail_next``, same fields);
+   - ``app``: a call an app made on the cloud (``user``, ``op``, ``method``, ``path``, ``query``,
+     ``body``, ``key``: its idempotency key, ``status``, ``made``);
+   - ``insight``: an insight review decided (``action``: approve or reject, ``title``, ``candidate``,
+     ``text``, ``reason``);
+
+   ``observed`` is what the cloud showed right after the step (``observe.observe``): every run in
+   start order with its status and its events' types, every grant's state, every insight review's
+   status; or null when it was too large to keep. After the first, an observation is written as
+   what changed (``delta``): ``{"delta": true, "ids": [every run id, in order], "runs": [the runs that
+   changed, a run whose events only grew carrying the new ones and ``after``: how many it had],
+   "grants", "insights"}``; ``load`` expands it again, so a loaded step's ``observed`` is whole.
+4. optionally ``{"type": "end", "at", "steps"}`` when the recording was stopped cleanly.
+
+Text from outside (prompts, replies, messages, event fields) is stored as data, never as markup or
+code: ``load`` refuses a file whose *structural* fields (kinds, methods, paths, ops, users) carry
+anything but plain identifiers, so nothing from a recording is ever drawn as markup or written into
+an exported test as code. Limits (``MAX_*``) bound every line, the nesting and the number of steps.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ServiceError
+from ..text import value_problem
+
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "STEP_KINDS",
+    "MAX_LINE_BYTES",
+    "MAX_STATE_BYTES",
+    "MAX_DEPTH",
+    "MAX_STEPS",
+    "REDACTED",
+    "Recording",
+    "RecordingError",
+    "load_recording",
+    "parse_recording",
+    "dump_line",
+    "delta",
+    "scrub",
+    "scrub_state",
+]
+
+FORMAT = "workbench-recording"
+"""The header's ``format``."""
+VERSION = 1
+"""The newest version this build reads and the one it writes."""
+STEP_KINDS = ("operator", "failure", "app", "insight")
+"""What a step may be."""
+MAX_LINE_BYTES = 4 * 1024 * 1024
+"""The longest step line (a step whose observation would be longer is written without it)."""
+MAX_STATE_BYTES = 64 * 1024 * 1024
+"""The longest state line."""
+MAX_DEPTH = 64
+"""The deepest nesting of objects and lists in any line."""
+MAX_STEPS = 100_000
+"""The most steps one recording holds."""
+REDACTED = "<redacted>"
+"""What a secret is replaced with."""
+
+_IDENT = re.compile(r"^[A-Za-z0-9_.:@/%+=-]{0,400}$")
+_SECRET_KEYS = frozenset({
+    "access_token", "refresh_token", "id_token", "token", "client_secret", "secret", "password",
+    "authorization", "api_key", "apikey", "private_key", "pem", "assertion", "client_assertion", "bearer",
+})
+_SECRET_TEXT = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----|^eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.")
+
+
+class RecordingError(ServiceError):
+    """A recording that cannot be read or written: says the line and the reason."""
+
+    def __init__(self, message: str, *, line: int | None = None) -> None:
+        super().__init__(f"line {line}: {message}" if line is not None else message)
+        self.line = line
+        """The 1-based line the problem is on (None: the file as a whole)."""
+        self.reason = message
+        """The problem, without the line number."""
+
+
+@dataclass
+class Recording:
+    """A recording as loaded: its header, the cloud's starting state and its steps."""
+
+    header: dict[str, Any]
+    state: dict[str, Any]
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    ended: bool = False
+    """True when the file ends with an ``end`` line (stopped cleanly)."""
+
+    @property
+    def version(self) -> int:
+        return int(self.header["version"])
+
+    def lines(self) -> list[str]:
+        """The recording as the lines of its file."""
+        out = [dump_line(self.header), dump_line({"type": "state", "state": self.state})]
+        out.extend(dump_line(step) for step in self.steps)
+        if self.ended:
+            at = self.steps[-1]["at"] if self.steps else 0.0
+            out.append(dump_line({"type": "end", "at": at, "steps": len(self.steps)}))
+        return out
+
+
+def dump_line(value: dict[str, Any]) -> str:
+    """One line of the file (ASCII only: hostile text cannot reach a terminal that prints the file)."""
+    return json.dumps(value, ensure_ascii=True, separators=(",", ":"), sort_keys=False)
+
+
+# -- observations ---------------------------------------------------------------------------------
+
+
+def delta(base: dict[str, Any] | None, observed: dict[str, Any]) -> dict[str, Any]:
+    """``observed`` as what changed since ``base`` (the last observation written); whole when there is none."""
+    if base is None:
+        return observed
+    old = {r["id"]: r for r in base["runs"]}
+    runs = []
+    for run in observed["runs"]:
+        before = old.get(run["id"])
+        if before == run:
+            continue
+        if before is not None and run["events"][:len(before["events"])] == before["events"]:
+            runs.append({**run, "events": run["events"][len(before["events"]):], "after": len(before["events"])})
+        else:
+            runs.append(run)
+    return {"delta": True, "ids": [r["id"] for r in observed["runs"]], "runs": runs,
+            "grants": observed["grants"], "insights": observed["insights"]}
+
+
+def _expand(base: dict[str, Any] | None, observed: dict[str, Any], number: int) -> dict[str, Any]:
+    """A written observation made whole again (``delta`` undone)."""
+    if not observed.get("delta"):
+        return observed
+    if base is None:
+        raise RecordingError("the observation is written as changes, and no whole one comes before it", line=number)
+    ids = observed.get("ids")
+    if not isinstance(ids, list):
+        raise RecordingError("an observation written as changes lists every run id (ids)", line=number)
+    known = {r["id"]: r for r in base["runs"]}
+    for run in observed["runs"]:
+        if "after" in run:
+            before = known.get(run["id"])
+            after = run["after"]
+            if before is None or isinstance(after, bool) or after != len(before["events"]):
+                raise RecordingError(f"run {run['id']} grows from {after!r} events, and it had "
+                                     f"{len(before['events']) if before else 'none'}", line=number)
+            run = {k: v for k, v in run.items() if k != "after"}
+            run["events"] = before["events"] + run["events"]
+        known[run["id"]] = run
+    missing = [i for i in ids if i not in known]
+    if missing:
+        raise RecordingError(f"run {_shown(missing[0])} is listed, and its observation is not held", line=number)
+    return {"runs": [known[i] for i in ids], "grants": observed.get("grants", {}),
+            "insights": observed.get("insights", [])}
+
+
+# -- secrets ------------------------------------------------------------------------------------
+
+
+def scrub(value: Any) -> Any:
+    """``value`` with every secret replaced by ``REDACTED``: fields named like a token, key or
+    password, and text that is a private key or a signed token."""
+    if isinstance(value, dict):
+        return {k: (REDACTED if isinstance(k, str) and k.lower() in _SECRET_KEYS and v is not None
+                    else scrub(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrub(v) for v in value]
+    if isinstance(value, str) and _SECRET_TEXT.search(value):
+        return REDACTED
+    return value
+
+
+def scrub_state(state: dict[str, Any]) -> dict[str, Any]:
+    """A state export without its secrets: the signing key, refresh tokens and the pinned client key
+    go (a replay takes its own cloud's); people, grants, runs, events and memory stay."""
+    doc = dict(state)
+    meta = dict(doc.get("meta") or {})
+    signing = dict(meta.get("signing_key") or {})
+    meta["signing_key"] = {"pem": REDACTED, "kid": str(signing.get("kid", ""))}
+    meta["client_jwk"] = None
+    doc["meta"] = meta
+    users = []
+    for user in doc.get("users") or []:
+        user = dict(user)
+        user["refresh_token"] = None
+        user["superseded"] = []
+        users.append(user)
+    doc["users"] = users
+    doc["refresh_tokens"] = {}
+    clean: dict[str, Any] = scrub(doc)
+    return clean
+
+
+# -- loading ------------------------------------------------------------------------------------
+
+
+def load_recording(path: Path | str) -> Recording:
+    """Read and validate a recording file; ``RecordingError`` names the line and the reason."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_STATE_BYTES + MAX_STEPS * 64 * 1024:
+            raise RecordingError(f"{path} is {size} bytes, more than a recording may be")
+        with path.open("rb") as handle:
+            recording: Recording = parse_recording(handle)
+            return recording
+    except OSError as exc:
+        raise RecordingError(f"{path} cannot be read: {exc.strerror or exc}") from None
+
+
+def parse_recording(lines: Iterable[bytes | str]) -> Recording:
+    """Validate a recording's lines (bytes or text, with or without newlines)."""
+    header: dict[str, Any] | None = None
+    state: dict[str, Any] | None = None
+    steps: list[dict[str, Any]] = []
+    ended = False
+    number = 0
+    base: dict[str, Any] | None = None
+    for number, raw in enumerate(lines, start=1):
+        limit = MAX_STATE_BYTES if number == 2 else MAX_LINE_BYTES
+        if len(raw) > limit:
+            raise RecordingError(f"the line is {len(raw)} bytes, more than the limit of {limit}", line=number)
+        if isinstance(raw, bytes):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise RecordingError("the line is not UTF-8", line=number) from None
+        else:
+            text = raw
+        if not text.strip():
+            raise RecordingError("the line is empty", line=number)
+        if ended:
+            raise RecordingError("nothing may follow the end line", line=number)
+        value = _json(text, number)
+        if number == 1:
+            header = _header(value, number)
+        elif number == 2:
+            state = _state(value, number)
+        else:
+            kind = value.get("type")
+            if kind == "end":
+                ended = True
+                continue
+            if kind != "step":
+                raise RecordingError(f"a line is a step or the end, not {_shown(kind)}", line=number)
+            if len(steps) >= MAX_STEPS:
+                raise RecordingError(f"more than {MAX_STEPS} steps", line=number)
+            step = _step(value, number, len(steps) + 1)
+            if step.get("observed") is not None:
+                step["observed"] = base = _expand(base, step["observed"], number)
+            steps.append(step)
+    if header is None:
+        raise RecordingError("the file is empty: a recording starts with its header")
+    if state is None:
+        raise RecordingError("the cloud's starting state is missing", line=number + 1)
+    return Recording(header, state, steps, ended)
+
+
+def _json(text: str, number: int) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise RecordingError(f"nested deeper than {MAX_DEPTH}", line=number) from None
+    except ValueError as exc:
+        raise RecordingError(f"damaged: not JSON ({exc})", line=number) from None
+    if not isinstance(value, dict):
+        raise RecordingError("damaged: a line is a JSON object", line=number)
+    depth = _depth(value)
+    if depth > MAX_DEPTH:
+        raise RecordingError(f"nested {depth} deep, deeper than {MAX_DEPTH}", line=number)
+    problem = value_problem(value)
+    if problem is not None:
+        raise RecordingError(f"holds text no store can keep: {problem}", line=number)
+    return value
+
+
+def _depth(value: Any) -> int:
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            deepest = max(deepest, level)
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            deepest = max(deepest, level)
+            stack.extend((v, level + 1) for v in item)
+    return deepest
+
+
+def _header(value: dict[str, Any], number: int) -> dict[str, Any]:
+    if value.get("format") != FORMAT:
+        raise RecordingError(f"not a workbench recording (format {_shown(value.get('format'))})", line=number)
+    version = value.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise RecordingError(f"the version must be a whole number from 1, not {_shown(version)}", line=number)
+    if version > VERSION:
+        raise RecordingError(f"version {version} is newer than this workbench reads ({VERSION}); "
+                             "update the workbench to replay it", line=number)
+    for name in ("client_id", "source", "started_at"):
+        _ident(value, name, number, required=False)
+    return value
+
+
+def _state(value: dict[str, Any], number: int) -> dict[str, Any]:
+    from ..cloud.state import state_problem
+
+    if value.get("type") != "state" or not isinstance(value.get("state"), dict):
+        raise RecordingError("the second line is the cloud's starting state ({\"type\": \"state\", ...})",
+                             line=number)
+    problem = state_problem(value["state"])
+    if problem is not None:
+        raise RecordingError(f"the starting state does not fit: {problem}", line=number)
+    for user in value["state"].get("users") or []:
+        _ident(user, "id", number)
+    for run in value["state"].get("runs") or []:
+        _ident(run, "id", number)
+        _ident(run, "user_id", number)
+    return dict(value["state"])
+
+
+_STEP_FIELDS: dict[str, tuple[str, ...]] = {
+    "operator": ("method", "path"),
+    "failure": ("method", "path"),
+    "app": ("op", "method", "path"),
+    "insight": ("action",),
+}
+
+
+def _step(value: dict[str, Any], number: int, n: int) -> dict[str, Any]:
+    kind = value.get("kind")
+    if kind not in STEP_KINDS:
+        raise RecordingError(f"a step's kind is one of {', '.join(STEP_KINDS)}, not {_shown(kind)}", line=number)
+    at = value.get("at")
+    if isinstance(at, bool) or not isinstance(at, (int, float)) or at < 0:
+        raise RecordingError(f"a step's time (at) is seconds from the start, not {_shown(at)}", line=number)
+    for name in _STEP_FIELDS[kind]:
+        _ident(value, name, number)
+    for name in ("user", "made", "error", "key"):
+        _ident(value, name, number, required=False)
+    if kind in ("operator", "failure", "app"):
+        status = value.get("status")
+        if status is not None and (isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599):
+            raise RecordingError(f"a step's status is an HTTP status, not {_shown(status)}", line=number)
+        if value.get("body") is not None and not isinstance(value.get("body"), dict):
+            raise RecordingError("a step's body is a JSON object", line=number)
+    if kind == "insight":
+        if value.get("action") not in ("approve", "reject"):
+            raise RecordingError(f"an insight step approves or rejects, not {_shown(value.get('action'))}", line=number)
+        if not isinstance(value.get("title"), str):
+            raise RecordingError("an insight step names its review's title", line=number)
+    observed = value.get("observed")
+    if observed is not None:
+        _observed(observed, number)
+    return {**value, "n": n}
+
+
+def _observed(observed: Any, number: int) -> None:
+    if not isinstance(observed, dict) or not isinstance(observed.get("runs", []), list):
+        raise RecordingError("a step's observation is an object with a list of runs", line=number)
+    for run in observed.get("runs", []):
+        if not isinstance(run, dict) or not isinstance(run.get("events", []), list):
+            raise RecordingError("an observed run is an object with a list of event types", line=number)
+        for name in ("id", "user", "status"):
+            _ident(run, name, number)
+        after = run.get("after", 0)
+        if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+            raise RecordingError(f"an observed run's after is a count of events, not {_shown(after)}", line=number)
+        for event_type in run.get("events", []):
+            _ident({"event": event_type}, "event", number)
+    for run_id in observed.get("ids") or []:
+        _ident({"id": run_id}, "id", number)
+    grants = observed.get("grants", {})
+    if not isinstance(grants, dict):
+        raise RecordingError("an observation's grants are an object", line=number)
+    for user, state in grants.items():
+        _ident({"user": user, "state": state}, "user", number)
+        _ident({"user": user, "state": state}, "state", number, required=False)
+
+
+def _ident(value: dict[str, Any], name: str, number: int, *, required: bool = True) -> None:
+    """A structural field: plain identifier characters only (no markup, no controls, no spaces)."""
+    if name not in value or value[name] is None:
+        if required:
+            raise RecordingError(f"{name} is missing", line=number)
+        return
+    item = value[name]
+    if not isinstance(item, str) or not _IDENT.match(item):
+        raise RecordingError(f"{name} must be a plain identifier (letters, digits and _.:@/%+=-), "
+                             f"not {_shown(item)}", line=number)
+
+
+def _shown(value: Any) -> str:
+    """A value named in an error: its JSON, clipped, its controls escaped (``ascii``)."""
+    text = json.dumps(value, ensure_ascii=True) if not isinstance(value, str) else ascii(value)
+    return text if len(text) <= 60 else text[:57] + "..."

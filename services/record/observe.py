@@ -1,0 +1,128 @@
+"""What a step left behind, as a recording keeps it, and how two such observations differ.
+
+An observation is read through the control API (``GET /runs?events=1``, ``GET /people``), so an
+embedded window, an attached one and a replay read it alike, plus the workspace's insight reviews:
+
+``{"runs": [{"id", "user", "status", "deleted", "events": [type, ...]}, ...],
+"grants": {person: state}, "insights": [[title, status], ...]}``
+
+Runs are listed in start order; the built-in judge's runs are left out (the harvest starts them on
+its own schedule, not as a step of the session). ``compare`` lines a replay's observation up with the
+recorded one run by run (a run started during the session has another id on replay: the recorded id
+is mapped to the new one by position) and says the first difference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+from ..desk import JUDGE_USER, ControlClient, RunBook
+
+__all__ = ["observe", "observe_book", "insight_states", "compare", "changes_between", "InsightSource"]
+
+
+class InsightSource(Protocol):
+    """Where the insight reviews are read (``InsightReviews``)."""
+
+    async def list(self, status: str | None = None) -> Any: ...
+
+    async def get(self, review_id: str) -> Any: ...
+
+
+async def observe(control: ControlClient, insights: InsightSource | None = None) -> dict[str, Any]:
+    """The cloud's runs and grants and the insight reviews, now, read through the control API."""
+    answer = await control.call("GET", "/runs", params={"events": "1"})
+    people = await control.call("GET", "/people")
+    runs = [(dto, dto.get("events") or []) for dto in answer.get("runs", [])]
+    return _observation(runs, people.get("people", []), await insight_states(insights))
+
+
+def observe_book(book: RunBook, reviews: list[list[str]]) -> dict[str, Any]:
+    """The same, read from a desk's ``RunBook`` (no copies, no JSON: what a recorder reads after each step);
+    ``reviews`` are the insight reviews' ``[title, status]``."""
+    runs = [(dto, book.events(str(dto["id"]))) for dto in book.run_dtos()]
+    return _observation(runs, list(book.people()), reviews)
+
+
+async def insight_states(insights: InsightSource | None) -> list[list[str]]:
+    """Every insight review's ``[title, status]``, sorted."""
+    if insights is None:
+        return []
+    return sorted([r.proposal.title, r.status] for r in await insights.list())
+
+
+def _observation(runs: Iterable[tuple[Mapping[str, Any], Iterable[Mapping[str, Any]]]],
+                 people: Iterable[Mapping[str, Any]], reviews: list[list[str]]) -> dict[str, Any]:
+    seen = []
+    for dto, events in runs:
+        if dto.get("user_id") == JUDGE_USER:
+            continue
+        seen.append({"id": str(dto["id"]), "user": str(dto.get("user_id")), "status": str(dto.get("status")),
+                     "deleted": bool(dto.get("deleted")), "events": [str(e.get("type")) for e in events]})
+    grants = {}
+    for person in people:
+        if person.get("id") == JUDGE_USER:
+            continue
+        grant = person.get("grant") or {}
+        grants[str(person["id"])] = str(grant.get("state")) if grant else None
+    return {"runs": seen, "grants": grants, "insights": reviews}
+
+
+def _aliases(expected: list[Mapping[str, Any]], seen: list[Mapping[str, Any]],
+             aliases: dict[str, str]) -> None:
+    for want, got in zip(expected, seen, strict=False):
+        if want["id"] != got["id"]:
+            aliases.setdefault(str(want["id"]), str(got["id"]))
+
+
+def compare(expected: Mapping[str, Any], seen: Mapping[str, Any], aliases: dict[str, str]) -> str | None:
+    """The first way ``seen`` differs from ``expected`` (a recorded observation), in words, or None.
+
+    ``aliases`` (recorded run id -> replayed run id) grows with the runs lined up here."""
+    want_runs, got_runs = list(expected.get("runs", [])), list(seen.get("runs", []))
+    _aliases(want_runs, got_runs, aliases)
+    for index, want in enumerate(want_runs):
+        if index >= len(got_runs):
+            return f"run {want['id']} ({want['user']}) was expected, and no such run was started"
+        got = got_runs[index]
+        name = want["id"]
+        if want["user"] != got["user"]:
+            return f"run {name}: expected a run of {want['user']}, seen one of {got['user']}"
+        if want["status"] != got["status"]:
+            return f"run {name}: status expected {want['status']}, seen {got['status']}"
+        if bool(want.get("deleted")) != bool(got.get("deleted")):
+            return f"run {name}: expected {'deleted' if want.get('deleted') else 'not deleted'}"
+        want_events, got_events = list(want.get("events", [])), list(got.get("events", []))
+        if want_events != got_events:
+            at = next((i for i, (a, b) in enumerate(zip(want_events, got_events)) if a != b),
+                      min(len(want_events), len(got_events)))
+            expected_here = want_events[at] if at < len(want_events) else "no more events"
+            seen_here = got_events[at] if at < len(got_events) else "no more events"
+            return f"run {name}: event {at + 1} expected {expected_here}, seen {seen_here}"
+    if len(got_runs) > len(want_runs):
+        extra = got_runs[len(want_runs)]
+        return f"run {extra['id']} ({extra['user']}) was started, and none was expected"
+    want_grants, got_grants = dict(expected.get("grants", {})), dict(seen.get("grants", {}))
+    for user in sorted(set(want_grants) | set(got_grants)):
+        if want_grants.get(user) != got_grants.get(user):
+            return f"grant of {user}: expected {want_grants.get(user)}, seen {got_grants.get(user)}"
+    want_reviews, got_reviews = expected.get("insights"), seen.get("insights")
+    if want_reviews is not None and got_reviews is not None and list(want_reviews) != list(got_reviews):
+        for want, got in zip(want_reviews, got_reviews, strict=False):
+            if list(want) != list(got):
+                return f"insight review {want[0]!r}: expected {want[1]}, seen {got[1]}"
+        return f"insight reviews: expected {len(want_reviews)}, seen {len(got_reviews)}"
+    return None
+
+
+def changes_between(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``after`` shows that ``before`` did not: the runs whose status or events changed (and
+    new ones), the grants whose state changed and the insight reviews decided."""
+    old_runs = {r["id"]: r for r in (before or {}).get("runs", [])}
+    runs = [r for r in after.get("runs", []) if old_runs.get(r["id"]) != r]
+    old_grants = (before or {}).get("grants", {})
+    grants = {u: s for u, s in after.get("grants", {}).items() if old_grants.get(u, "?") != s}
+    old_reviews = {tuple(r) for r in (before or {}).get("insights", [])}
+    reviews = [r for r in after.get("insights", []) if tuple(r) not in old_reviews]
+    return {"runs": runs, "grants": grants, "insights": reviews}

@@ -1,0 +1,286 @@
+"""``Recorder``: writes a session as it happens, one line per step (``format.py``).
+
+It sits at three seams, none of which needs the window to know it is being recorded:
+
+- the desk's ``ControlClient``: every action an operator takes (reply, fail a turn, settle, revoke,
+  restore, start a run or send a message as the app, ...) is one control call, so wrapping the desk's
+  ``control`` records them all, in an embedded window and an attached one alike. A call to
+  ``POST /fail_next`` is recorded as a scripted failure. Reads (``GET``) are not steps;
+- the cloud's call record (``FakeCloud.calls``), when the cloud runs in this process: an intercept
+  that answers nothing sees every runtime call an app makes, and the call's own ``CallRecord`` gives
+  its status once answered. The calls the desk makes itself through the SDK (a run started as the
+  app from the desk) are told apart by a context variable set while the desk's call runs, and the
+  built-in judge's calls are left out;
+- the change feed: an insight review approved or rejected is recorded with its title, the chosen
+  candidate and the text.
+
+After each step the recorder observes the cloud (``observe.observe``) and writes the step with what it
+saw. Every line is written whole and flushed before the next; ``stop`` writes the end line and syncs
+the file. Secrets never reach the file: the starting state is ``scrub_state``d and every body ``scrub``bed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from ..changes import Change, ChangeFeed
+from ..clock import Clock
+from ..desk import JUDGE_USER, ControlClient, Desk
+from ..served.errors import ControlError
+from .format import FORMAT, delta, MAX_LINE_BYTES, MAX_STATE_BYTES, VERSION, RecordingError, dump_line, scrub, scrub_state
+from .observe import InsightSource, insight_states, observe_book
+
+if TYPE_CHECKING:
+    from ..cloud import CallRecord, FakeCloud, InterceptContext
+
+__all__ = ["Recorder", "RecordingControl", "start_recording"]
+
+_DESK_CALL: contextvars.ContextVar[bool] = contextvars.ContextVar("workbench_desk_call", default=False)
+"""True while a desk's control call runs (the SDK calls it makes are the desk's, not an app's)."""
+_POLL_S = 0.1
+"""How often answered app calls are written."""
+
+
+class RecordingControl:
+    """A ``ControlClient`` that records every call that changes something, then answers as the one it wraps."""
+
+    def __init__(self, inner: ControlClient, recorder: "Recorder") -> None:
+        self.inner = inner
+        """The control client being recorded."""
+        self.recorder = recorder
+
+    def __getattr__(self, name: str) -> Any:  # the wrapped client's other members (RemoteCloud's)
+        return getattr(self.inner, name)
+
+    async def call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:
+        if method == "GET":
+            return await self.inner.call(method, path, body, params)
+        await self.recorder.flush_calls()  # an app's calls before this action are steps before it
+        marker = _DESK_CALL.set(True)
+        try:
+            answer = await self.inner.call(method, path, body, params)
+        except ControlError as refusal:
+            await self.recorder.control_step(method, path, body, refusal.status, refusal.code, None)
+            raise
+        finally:
+            _DESK_CALL.reset(marker)
+        await self.recorder.control_step(method, path, body, 200, None, answer)
+        return answer
+
+
+class Recorder:
+    """One recording in progress."""
+
+    def __init__(self, path: Path, desk: Desk, *, cloud: "FakeCloud | None", insights: InsightSource | None,
+                 feed: ChangeFeed | None, clock: Clock, handle: IO[str]) -> None:
+        self.path = path
+        """The file written."""
+        self.desk = desk
+        self.cloud = cloud
+        self.insights = insights
+        self.feed = feed
+        self.clock = clock
+        self.steps = 0
+        """Steps written so far."""
+        self.stopped = False
+        self._handle = handle
+        self._started = clock.time()
+        self._lock = asyncio.Lock()
+        self._last: dict[str, Any] | None = None
+        self._calls: list[CallRecord] = []
+        self._undo: list[Any] = []
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._poller: asyncio.Task[None] | None = None
+        self._inner: ControlClient = desk.control
+        self._reviews: list[list[str]] | None = None
+        self._written: dict[str, Any] | None = None
+        """The last observation written (the next is written as what changed since)."""
+
+    # -- life ---------------------------------------------------------------------------------
+
+    async def _begin(self, state: dict[str, Any], source: str, client_id: str) -> None:
+        header = {"format": FORMAT, "version": VERSION, "source": source, "client_id": client_id,
+                  "started_at": datetime.fromtimestamp(self._started, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+        state_line = dump_line({"type": "state", "state": scrub_state(state)})
+        if len(state_line) > MAX_STATE_BYTES:
+            raise RecordingError(f"the cloud's state is {len(state_line)} bytes, more than a recording keeps "
+                                 f"({MAX_STATE_BYTES})")
+        await self._write(dump_line(header) + "\n" + state_line)
+        self._last = await self._observe()
+        self.desk.control = RecordingControl(self._inner, self)
+        if self.cloud is not None:
+            self._tap_calls(self.cloud)
+            self._poller = asyncio.create_task(self._poll())
+        if self.feed is not None:
+            self._undo.append(self.feed.subscribe(self._on_change))
+
+    async def stop(self) -> None:
+        """Stop recording: the last answered calls and the end line are written, the file synced and closed."""
+        if self.stopped:
+            return
+        self.stopped = True
+        if isinstance(self.desk.control, RecordingControl):
+            self.desk.control = self._inner
+        for undo in self._undo:
+            undo()
+        if self._poller is not None:
+            self._poller.cancel()
+            await asyncio.gather(self._poller, return_exceptions=True)
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.flush_calls(final=True)
+        async with self._lock:
+            await self._write(dump_line({"type": "end", "at": self._at(), "steps": self.steps}))
+            await asyncio.to_thread(self._close)
+
+    def _close(self) -> None:
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+        self._handle.close()
+
+    # -- the seams ----------------------------------------------------------------------------
+
+    async def control_step(self, method: str, path: str, body: Any, status: int, error: str | None,
+                           answer: Any) -> None:
+        """A control call the desk made (called by ``RecordingControl``)."""
+        if self.stopped:
+            return
+        await self.flush_calls()
+        kept = {k: v for k, v in (body or {}).items() if k != "idempotency_key"} if isinstance(body, dict) else body
+        made = answer.get("run_id") if isinstance(answer, dict) and isinstance(answer.get("run_id"), str) else None
+        step = {"kind": "failure" if path == "/fail_next" else "operator", "method": method, "path": path,
+                "body": scrub(kept), "status": status, "error": error, "made": made}
+        await self._step(step)
+
+    def _tap_calls(self, cloud: "FakeCloud") -> None:
+        from ..cloud.failures import Intercept
+
+        async def seen(ctx: "InterceptContext") -> None:
+            if _DESK_CALL.get() or ctx.user_id == JUDGE_USER or self.stopped:
+                return None
+            record = next((r for r in reversed(cloud.calls) if r.query is ctx.query), None)
+            await self.flush_calls()  # the calls answered before this one are observed as they left the cloud
+            if record is not None:
+                self._calls.append(record)
+            return None
+
+        # first in line: a scripted failure answering before it would hide the call
+        entry = Intercept("*", seen, None, float("inf"))
+        intercepts = cloud.state.failures.intercepts
+        intercepts.insert(0, entry)
+        self._undo.append(lambda: intercepts.remove(entry) if entry in intercepts else None)
+
+    def _on_change(self, change: Change) -> None:
+        if change.source == "insights":
+            self._reviews = None
+        if change.source == "insights" and change.kind in ("review.approved", "review.rejected") and not self.stopped:
+            task = asyncio.get_running_loop().create_task(self._insight_step(change))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _insight_step(self, change: Change) -> None:
+        if self.insights is None:
+            return
+        review = await self.insights.get(change.id)
+        await self.flush_calls()
+        await self._step({"kind": "insight", "action": "approve" if change.kind == "review.approved" else "reject",
+                          "title": review.proposal.title, "candidate": review.chosen, "text": review.text,
+                          "reason": review.reason})
+
+    async def _poll(self) -> None:
+        while True:
+            await asyncio.sleep(_POLL_S)
+            try:
+                await self.flush_calls()
+            except Exception:  # a write that failed now is tried again at the next poll or at stop
+                continue
+
+    async def flush_calls(self, *, final: bool = False) -> None:
+        """Write the app's calls answered so far (``final``: every one, answered or not), in order."""
+        while self._calls and (final or self._calls[0].status is not None):
+            record = self._calls.pop(0)
+            step: dict[str, Any] = {
+                "kind": "app", "user": record.user_id, "op": record.op, "method": record.method,
+                "path": record.path, "query": scrub(dict(record.query)), "body": scrub(record.body),
+                "key": record.idempotency_key, "status": record.status, "made": None,
+            }
+            if not isinstance(step["body"], dict):
+                step["body"] = None if step["body"] is None else {"value": step["body"]}
+            await self._step(step)
+
+    # -- writing ------------------------------------------------------------------------------
+
+    async def _step(self, step: dict[str, Any]) -> None:
+        async with self._lock:
+            observed = await self._observe()
+            if step["kind"] == "app" and step["op"] == "run.start" and (step["status"] or 0) < 300:
+                before = {r["id"] for r in (self._last or {}).get("runs", [])}
+                step["made"] = next((r["id"] for r in observed["runs"] if r["id"] not in before
+                                     and r["user"] == step["user"]), None)
+            self._last = observed
+            line = {"type": "step", "n": self.steps + 1, "at": self._at(), **step,
+                    "observed": delta(self._written, observed)}
+            text = dump_line(line)
+            if len(text) > MAX_LINE_BYTES:  # kept without what it saw, rather than not at all
+                line["observed"] = None
+                text = dump_line(line)
+            if len(text) > MAX_LINE_BYTES:
+                raise RecordingError(f"step {self.steps + 1} is larger than a recording keeps ({MAX_LINE_BYTES} bytes)")
+            await self._write(text)
+            self.steps += 1
+            if line["observed"] is not None:
+                self._written = observed
+
+    async def _observe(self) -> dict[str, Any]:
+        """What the cloud shows now, from the desk's book (the insight reviews read again only after
+        one changed). A book that caches (an attached window's) is read after its people refresh."""
+        if self._reviews is None:
+            self._reviews = await insight_states(self.insights)
+        return observe_book(self.desk.book, self._reviews)
+
+    def _at(self) -> float:
+        return round(max(0.0, self.clock.time() - self._started), 3)
+
+    async def _write(self, text: str) -> None:
+        def write() -> None:
+            self._handle.write(text + "\n")
+            self._handle.flush()
+        await asyncio.to_thread(write)
+
+
+def _insights(workspace: Any) -> InsightSource | None:
+    """The workspace's insight reviews, when it has them open."""
+    try:
+        found: InsightSource | None = workspace.insights
+    except Exception:  # a workspace without them (attached before they opened) records the rest
+        return None
+    return found
+
+
+async def start_recording(path: Path | str, workspace: Any) -> Recorder:
+    """Start recording an open workspace (``Workspace``) into ``path`` (a new file, or an empty one)."""
+    path = Path(path)
+    if path.exists() and path.is_file() and path.stat().st_size > 0:
+        raise RecordingError(f"{path} already holds something; record into a new file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = path.open("w", encoding="ascii", newline="\n")
+    except OSError as exc:
+        raise RecordingError(f"{path} cannot be written: {exc.strerror or exc}") from None
+    desk: Desk = workspace.desk
+    cloud = getattr(workspace, "cloud", None)
+    recorder = Recorder(path, desk, cloud=cloud, insights=_insights(workspace),
+                        feed=getattr(workspace, "feed", None), clock=workspace.settings.clock, handle=handle)
+    try:
+        state = await desk.control.call("GET", "/state")
+        source = "attached" if getattr(workspace, "attached", None) is not None else "embedded"
+        await recorder._begin(state, source, str(workspace.settings.client_id))
+    except BaseException:
+        handle.close()
+        raise
+    return recorder

@@ -1,0 +1,97 @@
+"""``replay``: play a recording into a fresh workspace and stop at the first step that differs.
+
+Each step is played (``ReplaySession.play``), its answer compared with the recorded one (a call that
+succeeded succeeds, a refused one is refused with the same status and code), then what the cloud
+shows is compared with what the recording observed after that step. The first difference stops the
+replay with a ``Divergence`` naming the step, what differs, and both observations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+from .format import Recording
+from .sdk_calls import attempts
+from .session import Divergence, ReplaySession, StepOutcome
+
+__all__ = ["ReplayReport", "replay", "check_outcome", "describe"]
+
+
+@dataclass
+class ReplayReport:
+    """How a replay went: the steps that matched, and the divergence that stopped it (None: none)."""
+
+    played: list[int] = field(default_factory=list)
+    divergence: Divergence | None = None
+
+    @property
+    def matched(self) -> bool:
+        return self.divergence is None
+
+
+def check_outcome(step: Mapping[str, Any], outcome: StepOutcome) -> None:
+    """``Divergence`` when a replayed call ended otherwise than the recorded one."""
+    recorded = step.get("status")
+    if recorded is None:
+        return
+    expected_ok = recorded < 400
+    seen_ok = outcome.status is not None and outcome.status < 400
+    if expected_ok and seen_ok:
+        return
+    if step["kind"] == "app" and not expected_ok and not seen_ok:
+        return  # an app's refused call is refused again (its status may be the refresh's or the call's)
+    expected = f"{recorded}{' ' + step['error'] if step.get('error') else ''}" if not expected_ok else "success"
+    seen = repr(outcome) if not seen_ok else "success"
+    if expected_ok != seen_ok or recorded != outcome.status or (step.get("error") and step["error"] != outcome.error):
+        raise Divergence(int(step["n"]), f"{describe(step)}: expected {expected}, seen {seen}", expected, seen)
+
+
+async def replay(recording: Recording, folder: Path | str, *, served: bool = False,
+                 on_step: Callable[[Mapping[str, Any]], Awaitable[None]] | None = None) -> ReplayReport:
+    """Play ``recording`` on a fresh workspace in ``folder`` (embedded, or served over HTTP)."""
+    report = ReplayReport()
+    async with await ReplaySession.open(folder, recording.state, served=served) as session:
+        for step in attempts(recording.steps):
+            try:
+                outcome = await session.play(step)
+                check_outcome(step, outcome)
+                await session.expect(int(step["n"]), step.get("observed"))
+            except Divergence as divergence:
+                report.divergence = divergence
+                break
+            report.played.append(int(step["n"]))
+            if on_step is not None:
+                await on_step(step)
+    return report
+
+
+def describe(step: Mapping[str, Any]) -> str:
+    """A step in words (ids and kinds only; text from outside is left to the caller to show as data)."""
+    kind = step["kind"]
+    if kind == "app":
+        return f"the app ({step.get('user') or 'unknown person'}) calls {step.get('op')}"
+    if kind == "insight":
+        return f"the operator {'approves' if step.get('action') == 'approve' else 'rejects'} an insight review"
+    if kind == "failure":
+        body = step.get("body") or {}
+        return f"a scripted failure: the next {body.get('op')} answers {body.get('answer')}"
+    path = str(step.get("path", ""))
+    parts = [unquote(part) for part in path.strip("/").split("/")]
+    if parts[0] == "runs" and len(parts) == 3:
+        verbs = {"reply": "replies as the model to", "fail_turn": "fails a turn of", "settle": "settles",
+                 "ask": "asks a question on", "idle": "idles", "emit": "emits an event on", "delete": "deletes",
+                 "message": "sends a message (as the app) to", "cancel": "cancels (as the app)"}
+        return f"the operator {verbs.get(parts[2], parts[2])} run {parts[1]}"
+    if parts[0] == "people" and len(parts) >= 3:
+        if parts[2] == "runs":
+            return f"the operator starts a run (as the app) for {parts[1]}"
+        if parts[2] == "grant" and len(parts) == 4:
+            return f"the operator {parts[3]}s the grant of {parts[1]}"
+        if parts[2] == "reconnect":
+            return f"the operator restores the grant of {parts[1]} (a new sign-in)"
+        return f"the operator does {parts[2]} for {parts[1]}"
+    return f"the operator calls {step.get('method')} {path}"

@@ -1,0 +1,109 @@
+"""An app's recorded runtime call as the SDK call that makes it, to replay and to write as code.
+
+``SDK_CALLS`` maps each wire operation an app's call can be to the ``Crouter`` method that sends it,
+as ``(method, arguments)``: the arguments are read from the call's path parameters, query and body.
+A stream read (``run.events``) is not replayed: it changes nothing, and a live run's stream does not
+end. ``attempts`` folds the retries the SDK made on its own (a call answered with an error, then the
+same call again) into one step, since replaying the call through the SDK retries by itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from ..wire import match_route
+
+__all__ = ["SDK_CALLS", "sdk_call", "sdk_code", "attempts"]
+
+# op -> (Crouter attribute path, positional sources, keyword sources); a source is
+# "path:NAME", "body:NAME", "query:NAME" or "body" (the whole body as keywords).
+SDK_CALLS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
+    "run.start": ("runs.start", (), ("body",)),
+    "run.get": ("runs.get", ("path:run_id",), ()),
+    "run.list": ("runs.list", (), ("query:status", "query:limit")),
+    "run.message": ("runs.message", ("path:run_id", "body:text"), ("body:start_turn",)),
+    "run.interrupt": ("runs.interrupt", ("path:run_id",), ()),
+    "run.cancel": ("runs.cancel", ("path:run_id",), ()),
+    "run.delete": ("runs.delete", ("path:run_id",), ()),
+    "run.rename": ("runs.rename", ("path:run_id", "body:name"), ()),
+    "trace.get": ("runs.trace", ("path:run_id",), ()),
+    "question.get": ("questions.get", ("path:question_id",), ()),
+    "question.answer": ("questions.answer", ("path:question_id", "body:answers"), ()),
+    "memory.list": ("memory.list", (), ("query:kind",)),
+    "memory.get": ("memory.get", ("path:name",), ()),
+    "grant.get": ("grant.get", (), ()),
+    "provider.tools": ("providers.tools", (), ()),
+    "provider.call": ("providers.call", ("path:provider", "path:tool", "body:arguments"), ()),
+    "profile.list": ("profiles.list", (), ()),
+}
+
+
+def _arguments(step: Mapping[str, Any], ids: Callable[[str], Any]) -> tuple[str, list[Any], dict[str, Any]] | None:
+    spec = SDK_CALLS.get(str(step.get("op")))
+    matched = match_route(str(step.get("method")), str(step.get("path")))
+    if spec is None or matched is None:
+        return None
+    name, positional, keywords = spec
+    params = {k: ids(v) for k, v in matched[1].items()}
+    query = dict(step.get("query") or {})
+    body = dict(step.get("body") or {})
+    sources = {"path": params, "query": query, "body": body}
+
+    def value(source: str) -> Any:
+        where, _, field = source.partition(":")
+        return sources[where].get(field)
+
+    args = [value(source) for source in positional]
+    kwargs: dict[str, Any] = {}
+    for source in keywords:
+        if source == "body":
+            kwargs.update({k: v for k, v in body.items() if k != "idempotency_key"})
+        else:
+            found = value(source)
+            if found is not None:
+                field = source.partition(":")[2]
+                kwargs[field] = int(found) if field == "limit" and str(found).isdigit() else found
+    return name, args, kwargs
+
+
+def sdk_call(step: Mapping[str, Any], ids: Callable[[str], str]) -> Callable[[Any], Awaitable[Any]] | None:
+    """The SDK call that replays an app's recorded call (``client`` -> awaitable), or None."""
+    found = _arguments(step, ids)
+    if found is None:
+        return None
+    name, args, kwargs = found
+
+    async def call(client: Any) -> Any:
+        target = client
+        for part in name.split("."):
+            target = getattr(target, part)
+        return await target(*args, **kwargs)
+    return call
+
+
+def sdk_code(step: Mapping[str, Any], client: str, ids: Callable[[str], Any] = str) -> str | None:
+    """The same call as Python source, on the client named ``client`` (values as ``repr``)."""
+    found = _arguments(step, ids)
+    if found is None:
+        return None
+    name, args, kwargs = found
+    parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items() if k.isidentifier()]
+    return f"{client}.{name}({', '.join(parts)})"
+
+
+def attempts(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The steps with an app's retried call folded into its last attempt (``attempts``: how many)."""
+    out: list[dict[str, Any]] = []
+    for step in steps:
+        previous = out[-1] if out else None
+        if (previous is not None and step["kind"] == "app" and previous["kind"] == "app"
+                and (previous.get("status") or 0) >= 400
+                and previous.get("user") in (None, step.get("user"))
+                and (previous.get("op"), previous.get("path"), previous.get("body"), previous.get("key"))
+                == (step.get("op"), step.get("path"), step.get("body"), step.get("key"))):
+            out[-1] = {**step, "n": previous["n"], "attempts": previous.get("attempts", 1) + 1,
+                       "last_n": step["n"]}
+            continue
+        out.append(step)
+    return out

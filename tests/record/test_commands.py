@@ -1,0 +1,113 @@
+"""The commands: ``export-test``, ``replay`` (stops where it differs, showing both), ``demo --from``
+(narrated, screenshotted), and the palette's start/stop of a recording."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.clock import FakeClock
+from services.record import load_recording
+from services.workspace import Settings
+from workbench.app import make_app
+from workbench.cli import main
+from workbench.recording import RecordedDemoApp
+
+from ..ui.conftest import ready, settle
+
+
+def test_export_test_writes_a_module(session_file: tuple[Path, dict[str, Any]], tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    path, _ = session_file
+    assert main(["export-test", str(path)]) == 0
+    written = path.with_name("test_session.py")
+    compile(written.read_text(encoding="utf-8"), str(written), "exec")
+    assert f"steps written to {written}" in capsys.readouterr().out
+    assert main(["export-test", str(path), "--served", "-o", str(tmp_path / "t.py")]) == 0
+    assert "SERVED = True" in (tmp_path / "t.py").read_text(encoding="utf-8")
+
+
+def test_replay_says_every_step_matched(session_file: tuple[Path, dict[str, Any]],
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    path, _ = session_file
+    assert main(["replay", str(path)]) == 0
+    out = capsys.readouterr().out
+    steps = len(load_recording(path).steps)
+    assert f"all {steps} steps matched the recording" in out
+
+
+def test_replay_stops_at_an_injected_divergence_and_shows_both(session_file: tuple[Path, dict[str, Any]],
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    path, _ = session_file
+    recording = load_recording(path)
+    lines = path.read_text(encoding="ascii").splitlines()
+    # the recording says the revocation left the grant "suspended": the cloud says revoked
+    target = next(s["n"] for s in recording.steps if str(s.get("path", "")).endswith("/grant/revoke"))
+    step = json.loads(lines[target + 1])
+    step["observed"]["grants"]["user:grace"] = "suspended"
+    lines[target + 1] = json.dumps(step)
+    path.write_text("\n".join(lines) + "\n", encoding="ascii")
+    assert main(["replay", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert f"step {target - 1}: " in out and f"step {target}: " not in out.split("diverged")[0]
+    assert f"diverged at step {target}: grant of user:grace: expected suspended, seen revoked" in out
+    expected, seen = out.split("expected (recorded):")[1].split("seen (replayed):")
+    assert '"user:grace": "suspended"' in expected and '"user:grace": "revoked"' in seen
+
+
+def test_a_hostile_recording_is_refused_by_every_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"format": "workbench-recording", "version": 99}\n', encoding="utf-8")
+    for command in (["replay", str(bad)], ["export-test", str(bad)], ["demo", "--from", str(bad), "--headless"]):
+        assert main(command) == 2
+        assert "line 1: version 99 is newer than this workbench reads" in capsys.readouterr().out
+    assert not (tmp_path / "test_bad.py").exists()
+
+
+async def test_demo_from_a_recording_narrates_every_step_with_a_screenshot(
+        session_file: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    path, _ = session_file
+    recording = load_recording(path)
+    shots = tmp_path / "shots"
+    app = RecordedDemoApp(Settings(path=tmp_path / "ws"), recording, speed=200, screenshots=shots, exit_at_end=True)
+    async with app.run_test(size=(160, 48)) as pilot:
+        for _ in range(1200):
+            await pilot.pause(0.05)
+            if len(app.completed) == len(app.steps) or app.failures:
+                break
+        assert app.failures == []
+        assert app.completed == ["load"] + [f"step_{s['n']}" for s in recording.steps]
+    pictures = sorted(p.name for p in shots.glob("*.svg"))
+    assert len(pictures) == len(recording.steps) + 1
+    assert pictures[0] == "01-load.svg" and pictures[1] == "02-step_1.svg"
+    first = (shots / "02-step_1.svg").read_text(encoding="utf-8")
+    assert "Step&#160;1:" in first or "Step 1:" in first
+
+
+async def test_the_palette_starts_and_stops_a_recording(tmp_path: Path) -> None:
+    from workbench.commands import WorkbenchCommands
+
+    app = make_app(Settings(path=tmp_path / "ws", clock=FakeClock()))
+    async with app.run_test(size=(160, 48)) as pilot:
+        ws = await ready(pilot)
+        provider = WorkbenchCommands(app.main, None)
+        entries = await provider._entries("")
+        start = next(command for label, command, _ in entries if label.startswith("Start recording"))
+        await start()
+        await settle(pilot)
+        assert app.recorder is not None, app.errors
+        path = app.recorder.path
+        assert path.parent == tmp_path / "ws" / "recordings"
+        await ws.desk.revoke("user:linus", "grant_removed")
+        entries = await provider._entries("")
+        stop = next(command for label, command, _ in entries if label == "Stop recording")
+        await stop()
+        await settle(pilot)
+        assert app.recorder is None
+    recording = load_recording(path)
+    assert recording.ended
+    assert [s["path"] for s in recording.steps] == ["/people/user%3Alinus/grant/revoke"]
+    assert recording.steps[0]["observed"]["grants"]["user:linus"] == "revoked"
