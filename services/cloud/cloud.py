@@ -19,15 +19,16 @@ from typing import Any
 
 from ..changes import ChangeFeed
 from ..clock import Clock
-from .directory import Directory, DirectoryCall
+from .directory import Directory
 from .limits import DEFAULT_LIMITS
 from .errors import Answer, CloudError
 from .failures import Gate, InterceptContext
 from .notices import NoticeAttempt, NoticeSender, RunNoticeConfig
 from .providers import Providers
 from .runtime import RuntimeOps
-from .shared import UNSET, CloudState, ResponderError
-from .transport import CallRecord, CloudTransport
+from .records import UNSET, CallRecord, DirectoryCall
+from .shared import CloudState, ResponderError
+from .transport import CloudTransport
 from .users import FakeUser, FakeRuns
 
 __all__ = ["FakeCloud", "ResponderError"]

@@ -12,18 +12,15 @@ import copy
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from ..clock import iso
+from ..clock import Clock, iso
 from ..wire import FAILURES, SETTLE_ENDINGS, TURN_ERROR_CODES
 from .errors import CloudError
 
-if TYPE_CHECKING:
-    from .cloud import FakeCloud
-
 __all__ = [
     "FakeRun", "RunStreamFeed", "ResponderContext", "TURN_ERROR_CODES", "SETTLE_KINDS", "next_entry_id",
-    "advance_entry_ids",
+    "advance_entry_ids", "RunHost", "RunLedger",
 ]
 
 SETTLE_KINDS = SETTLE_ENDINGS
@@ -72,11 +69,38 @@ class RunStreamFeed:
             self.queue.put_nowait(None)
 
 
+class RunLedger(Protocol):
+    """What a run needs of its cloud's shared state (``CloudState`` is one)."""
+
+    @property
+    def questions(self) -> dict[str, "FakeRun"]:
+        """The run that opened each question, by question id."""
+        ...
+
+    def new_id(self, prefix: str) -> str: ...
+
+    def forget_run_keys(self, run: "FakeRun") -> None: ...
+
+    def run_changed(self, run: "FakeRun", event: dict[str, Any] | None) -> None: ...
+
+
+class RunHost(Protocol):
+    """What a run needs of the cloud it lives on (``FakeCloud`` is one): its clock and state.
+
+    Declared here, beside its one user, so this module never names the cloud above it."""
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def state(self) -> RunLedger: ...
+
+
 @dataclass
 class FakeRun:
     """A run: read-only members mirror the seed (``id``, ``user_id``, ``params``, ``status``...)."""
 
-    cloud: "FakeCloud"
+    cloud: RunHost
     id: str
     user_id: str
     params: dict[str, Any]
@@ -170,6 +194,7 @@ class FakeRun:
             raise ValueError(f"settle takes exactly one of {SETTLE_KINDS}, got {sorted(ending)}")
         kind = kinds[0]
         value = ending[kind]
+        fields: dict[str, Any]
         if kind == "result":
             fields = {"outcome": "result", "result": "" if value is None else str(value)}
         elif kind == "declined":
@@ -198,7 +223,7 @@ class FakeRun:
         """Open a question (``waiting_on_user``); returns its id."""
         state = self.cloud.state
         question_id = state.new_id("q")
-        question = {
+        question: dict[str, object] = {
             "id": question_id,
             "run_id": self.id,
             "title": title,

@@ -11,7 +11,7 @@ import math
 import posixpath
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
@@ -23,9 +23,8 @@ from .runs import FakeRun
 from .shared import Keyed
 from .stream import EventStream
 
-if TYPE_CHECKING:
-    from .cloud import FakeCloud
-    from .users import FakeUser
+from .host import CloudHost
+from .users import FakeUser
 
 __all__ = ["Request", "RuntimeOps", "ToolCall"]
 
@@ -76,7 +75,7 @@ def _fingerprint(op: str, scope: str, body: Any) -> str:
 class RuntimeOps:
     """Every runtime operation of one cloud (its idempotency keys are ``CloudState.idempotency``)."""
 
-    def __init__(self, cloud: "FakeCloud") -> None:
+    def __init__(self, cloud: CloudHost) -> None:
         self.cloud = cloud
         self.state = cloud.state
 

@@ -20,17 +20,15 @@ import copy
 import itertools
 import logging
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import ServiceError
 from ..text import repair_value
 from .keys import SigningKey
+from .host import CloudHost
 from .runs import FakeRun, advance_entry_ids
 from .shared import Keyed
 from .users import FakeUser
-
-if TYPE_CHECKING:
-    from .cloud import FakeCloud
 
 __all__ = [
     "CloudStateError",
@@ -63,7 +61,7 @@ class CloudStateError(ServiceError):
     """A cloud state document (an import file, a stored row) that cannot be read as one."""
 
 
-def run_log(cloud: "FakeCloud") -> list[FakeRun]:
+def run_log(cloud: CloudHost) -> list[FakeRun]:
     """Every run in start order, deleted ones kept."""
     return list(cloud.state.run_log)
 
@@ -78,7 +76,7 @@ def run_generations(runs: list[FakeRun]) -> list[int]:
     return out
 
 
-def meta_record(cloud: "FakeCloud") -> dict[str, Any]:
+def meta_record(cloud: CloudHost) -> dict[str, Any]:
     state = cloud.state
     return {
         "client_id": cloud.client_id,
@@ -118,7 +116,7 @@ def key_record(owner: tuple[str, str], keyed: Any) -> dict[str, Any]:
     }
 
 
-def export_state(cloud: "FakeCloud") -> dict[str, Any]:
+def export_state(cloud: CloudHost) -> dict[str, Any]:
     """The whole state of ``cloud`` as one JSON document."""
     state = cloud.state
     runs = []
@@ -137,7 +135,7 @@ def export_state(cloud: "FakeCloud") -> dict[str, Any]:
     }
 
 
-def import_state(cloud: "FakeCloud", doc: Any) -> None:
+def import_state(cloud: CloudHost, doc: Any) -> None:
     """Replace the state of ``cloud`` with ``doc`` (open streams end; nothing changes on a bad doc)."""
     key, serial, jwk, users, runs, keys, refresh = _build(cloud, doc)
     state = cloud.state
@@ -258,7 +256,7 @@ def _shown(value: Any) -> str:
     return "a list" if isinstance(value, list) else "an object"
 
 
-def _build(cloud: "FakeCloud", doc: Any) -> tuple[Any, ...]:
+def _build(cloud: CloudHost, doc: Any) -> tuple[Any, ...]:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise CloudStateError(f"not a workbench cloud state (its format must be {FORMAT!r})")
     if doc.get("version") != VERSION:
@@ -314,7 +312,7 @@ def _build(cloud: "FakeCloud", doc: Any) -> tuple[Any, ...]:
     return key, serial, jwk, users, runs, keys, refresh
 
 
-def _advance_counters(cloud: "FakeCloud", runs: list[FakeRun]) -> None:
+def _advance_counters(cloud: CloudHost, runs: list[FakeRun]) -> None:
     """New ids and entry ids continue after the highest ones the state holds."""
     top = 0
     entry = 0

@@ -12,17 +12,27 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import httpx
 
-from .runs import RunStreamFeed
+from .runs import FakeRun, RunStreamFeed
 
-if TYPE_CHECKING:
-    from .cloud import FakeCloud
-    from .runs import FakeRun
+__all__ = ["EventStream", "StreamHost", "encode_frame"]
 
-__all__ = ["EventStream", "encode_frame"]
+
+class _NoticeOwer(Protocol):
+    def owe_notice(self, run: FakeRun) -> None: ...
+
+
+class StreamHost(Protocol):
+    """What an event stream needs of its cloud (``FakeCloud`` is one)."""
+
+    @property
+    def stream_idle_ms(self) -> int: ...
+
+    @property
+    def state(self) -> _NoticeOwer: ...
 
 _TERMINAL = frozenset({"stream_error", "stream_dropped", "stream_idle"})
 _BATCH = 512
@@ -39,7 +49,7 @@ def encode_frame(kind: str, data: dict[str, Any]) -> bytes:
 class EventStream(httpx.AsyncByteStream):
     """The body of one ``run.events`` answer."""
 
-    def __init__(self, cloud: "FakeCloud", run: "FakeRun", after: int) -> None:
+    def __init__(self, cloud: StreamHost, run: FakeRun, after: int) -> None:
         self.cloud = cloud
         self.run = run
         self.feed = RunStreamFeed()

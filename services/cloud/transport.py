@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import unquote
 
 import httpx
@@ -34,13 +33,11 @@ from ..wire import (
 )
 from .errors import CloudError
 from .failures import InterceptContext
-from .runtime import Request
-
-if TYPE_CHECKING:
-    from .cloud import FakeCloud
-    from .directory import Directory
-    from .runtime import RuntimeOps
-    from .users import FakeUser
+from .directory import Directory
+from .host import CloudHost
+from .records import CallRecord
+from .runtime import Request, RuntimeOps
+from .users import FakeUser
 
 __all__ = ["CallRecord", "CloudTransport"]
 
@@ -50,23 +47,6 @@ _RUN_OPS = frozenset(
 )
 
 
-@dataclass
-class CallRecord:
-    """One runtime request as the seed's ``cloud.calls`` lists it."""
-
-    user_id: str | None
-    op: str | None
-    run_id: str | None
-    question_id: str | None
-    method: str
-    path: str
-    query: dict[str, str]
-    body: Any
-    idempotency_key: str | None
-    status: int | None
-    at: float
-
-
 class _BadBody(Exception):
     pass
 
@@ -74,7 +54,7 @@ class _BadBody(Exception):
 class CloudTransport(httpx.AsyncBaseTransport):
     """Answers directory and runtime requests for one ``FakeCloud``."""
 
-    def __init__(self, cloud: "FakeCloud", directory: "Directory", ops: "RuntimeOps") -> None:
+    def __init__(self, cloud: CloudHost, directory: Directory, ops: RuntimeOps) -> None:
         self.cloud = cloud
         self.state = cloud.state
         self.directory = directory
@@ -196,7 +176,7 @@ class CloudTransport(httpx.AsyncBaseTransport):
             return result
         return httpx.Response(200, json=result)
 
-    def _authenticate(self, token: str | None) -> "FakeUser":
+    def _authenticate(self, token: str | None) -> FakeUser:
         cloud = self.cloud
         if not token:
             raise CloudError(401, "unauthorized", "missing bearer token")
