@@ -8,8 +8,12 @@ model: every turn's text comes from whoever calls ``reply``.
 from __future__ import annotations
 
 import asyncio
+import collections
 import copy
+import functools
 import itertools
+import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -52,21 +56,47 @@ class ResponderContext:
 
 
 class RunStreamFeed:
-    """One open ``run.events`` stream: a queue of SSE frames the transport drains."""
+    """One open ``run.events`` stream: the SSE frames the transport has still to send, in order.
+
+    A plain deque and one waiter: appending an event costs an append (and a wake-up only when the
+    stream is waiting), not an ``asyncio.Queue`` round per event."""
 
     def __init__(self) -> None:
-        self.queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
+        self.pending: collections.deque[tuple[str, dict[str, Any]] | None] = collections.deque()
+        """Frames not yet sent (``None`` marks the end)."""
         self.last_seq = 0
         self.closed = False
+        self._waiter: asyncio.Future[None] | None = None
 
     def push(self, kind: str, data: dict[str, Any]) -> None:
         if not self.closed:
-            self.queue.put_nowait((kind, data))
+            self.pending.append((kind, data))
+            self._wake()
 
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            self.queue.put_nowait(None)
+            self.pending.append(None)
+            self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait until a frame is pending; False when ``timeout`` seconds passed without one."""
+        if self.pending:
+            return True
+        waiter = self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            async with asyncio.timeout(timeout):
+                await waiter
+        except TimeoutError:
+            return bool(self.pending)
+        finally:
+            self._waiter = None
+        return True
 
 
 class RunLedger(Protocol):
@@ -134,22 +164,27 @@ class FakeRun:
         return self.status == "settled"
 
     def to_dto(self) -> dict[str, Any]:
-        """The run as ``run.get`` answers it."""
+        """The run as ``run.get`` answers it (a copy the caller owns)."""
+        return copy.deepcopy(self.to_wire())
+
+    def to_wire(self) -> dict[str, Any]:
+        """``to_dto`` sharing the run's own lists and dicts, for an answer encoded at once (the
+        runtime's ``run.get``): no deep copy of what is about to be serialised anyway."""
         return {
             "id": self.id,
             "user_id": self.user_id,
             "name": self.name,
             "status": self.status,
             "activity": self.activity,
-            "params": copy.deepcopy(self.params),
-            "outcome": copy.deepcopy(self.outcome),
+            "params": self.params,
+            "outcome": self.outcome,
             "result": self.result,
-            "last_turn_error": copy.deepcopy(self.last_turn_error),
-            "question": copy.deepcopy(self.question),
-            "pending": copy.deepcopy(self.pending),
-            "messages": copy.deepcopy(self.messages),
-            "created_at": iso(self.created_at),
-            "updated_at": iso(self.updated_at),
+            "last_turn_error": self.last_turn_error,
+            "question": self.question,
+            "pending": self.pending,
+            "messages": self.messages,
+            "created_at": _iso_ms(self.created_at),
+            "updated_at": _iso_ms(self.updated_at),
             "last_event_id": self.seq,
         }
 
@@ -260,9 +295,10 @@ class FakeRun:
             "run_id": self.id,
             "node_id": node_id or self.id,
             "type": type,
-            "at": iso(now),
-            **copy.deepcopy(fields or {}),
+            "at": _iso_ms(now),
         }
+        if fields:
+            event.update(_own_copy(fields))
         self.events.append(event)
         self.updated_at = now
         self._reduce(event)
@@ -353,6 +389,37 @@ class FakeRun:
     def _rest(self) -> None:
         self.activity = None
         self.status = "waiting_on_user" if self.question else "idle"
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _own_copy(fields: dict[str, Any]) -> dict[str, Any]:
+    """A copy of an event's fields the caller cannot change afterwards: a shallow copy when every
+    value is a scalar (the common delta), a deep copy otherwise."""
+    for value in fields.values():
+        if not isinstance(value, _SCALARS):
+            return copy.deepcopy(fields)
+    return dict(fields)
+
+
+@functools.lru_cache(maxsize=8)
+def _second_text(second: int) -> str:
+    """``YYYY-MM-DDTHH:MM:SS`` of a whole UTC second (cached: events come many to a second)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+
+
+def _iso_ms(ts: float) -> str:
+    """``services.clock.iso(ts)`` (the same text, to the millisecond), formatting the date part
+    once per second instead of once per event."""
+    if not (ts >= 0 and math.isfinite(ts)):
+        return iso(ts)
+    frac, whole = math.modf(ts)
+    micros = round(frac * 1e6)  # as datetime.fromtimestamp rounds
+    second = int(whole)
+    if micros >= 1_000_000:
+        second, micros = second + 1, micros - 1_000_000
+    return f"{_second_text(second)}.{micros // 1000:03d}Z"
 
 
 _ENVELOPE_KEYS = frozenset({"id", "seq", "run_id", "node_id", "type", "at"})

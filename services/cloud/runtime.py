@@ -242,7 +242,7 @@ class RuntimeOps:
         return httpx.Response(201, json=answer)
 
     async def run_get(self, req: Request) -> dict[str, Any]:
-        return self._run(req).to_dto()
+        return self._run(req).to_wire()  # encoded by the transport before anything runs again
 
     async def run_list(self, req: Request) -> dict[str, Any]:
         runs = [r for r in req.user.runs.all if not r.deleted]

@@ -9,7 +9,6 @@ closes it; closing with events unread owes the app a run notice.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
@@ -38,9 +37,12 @@ _TERMINAL = frozenset({"stream_error", "stream_dropped", "stream_idle"})
 _BATCH = 512
 
 
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def encode_frame(kind: str, data: dict[str, Any]) -> bytes:
     """One SSE frame: events carry ``id`` and their type; control frames only their name."""
-    payload = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    payload = _encode(data)
     if kind == "event":
         return f"id: {data['seq']}\nevent: {data['type']}\ndata: {payload}\n\n".encode()
     return f"event: {kind}\ndata: {payload}\n\n".encode()
@@ -73,29 +75,26 @@ class EventStream(httpx.AsyncByteStream):
             self._initial = []
             yield chunk
         idle_s = self.cloud.stream_idle_ms / 1000
-        queue = self.feed.queue
+        feed = self.feed
+        pending = feed.pending
         while not self._closed:
-            try:
-                item = await asyncio.wait_for(queue.get(), idle_s)
-            except asyncio.TimeoutError:
+            if not await feed.wait(idle_s):
                 yield encode_frame("stream_idle", {"idle_ms": self.cloud.stream_idle_ms})
                 break
             frames: list[bytes] = []
             done = False
-            while True:
+            while pending and len(frames) < _BATCH:
+                item = pending.popleft()
                 if item is None:
                     done = True
                     break
                 kind, data = item
                 frames.append(encode_frame(kind, data))
                 if kind == "event":
-                    self.feed.last_seq = data["seq"]
+                    feed.last_seq = data["seq"]
                 if kind in _TERMINAL:
                     done = True
                     break
-                if len(frames) >= _BATCH or queue.empty():
-                    break
-                item = queue.get_nowait()
             if frames:
                 yield b"".join(frames)
             if done:

@@ -18,6 +18,7 @@ Waits go through an injectable ``sleep`` so tests record them instead of waiting
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -109,6 +110,13 @@ def decode_error(response: httpx.Response, body: bytes, *, origin: str = "runtim
     return error_from_envelope(envelope, response.status_code, origin=origin)
 
 
+@functools.lru_cache(maxsize=1024)
+def _op_url(runtime_url: str, op: str, path: tuple[tuple[str, str], ...]) -> tuple[str, str]:
+    """``(method, URL)`` of ``op`` on a runtime (cached: a client calls the same few again and again)."""
+    method, route = wire.route_path(op, **dict(path))
+    return method, wire.join_url(runtime_url, route)
+
+
 class RuntimeHttp:
     """Sends runtime operations for one person and applies the retry table."""
 
@@ -128,8 +136,7 @@ class RuntimeHttp:
         self.max_retries = max_retries
 
     def _url(self, op: str, path: dict[str, str] | None) -> tuple[str, str]:
-        method, route = wire.route_path(op, **(path or {}))
-        return method, wire.join_url(self.runtime_url, route)
+        return _op_url(self.runtime_url, op, tuple(path.items()) if path else ())
 
     def _headers(self, token: str, idempotency_key: str | None) -> dict[str, str]:
         headers = {

@@ -133,6 +133,23 @@ class RunEvent:
             data={k: v for k, v in event.items() if k not in EVENT_ENVELOPE_FIELDS},
         )
 
+    @classmethod
+    def from_wire(cls, event: dict[str, Any]) -> "RunEvent":
+        """``from_dict`` for a dict the caller hands over (one just decoded from the wire): its
+        envelope keys are taken out and the rest becomes ``data`` as it is, without a copy."""
+        pop = event.pop
+        event_id = pop("id", None)
+        seq = pop("seq", None)
+        return cls(
+            None if event_id is None else str(event_id),
+            seq if type(seq) is int else None,
+            str(pop("type", "")),
+            pop("run_id", None),
+            pop("node_id", None),
+            pop("at", None),
+            event,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """The event as the wire dict."""
         return {

@@ -101,10 +101,9 @@ class RunStream:
                     "run.events", path={"run_id": self.run_id}, params=params, headers=headers
                 ) as response:
                     async for chunk in response.aiter_bytes():
-                        for frame in parser.feed(chunk):
-                            kind = frame.type
+                        for kind, data_text, _ in parser.feed_frames(chunk):
                             if kind in wire.CONTROL_FRAMES:
-                                data = _json_object(frame.data)
+                                data = _json_object(data_text)
                                 if kind == "stream_gap":
                                     yield RunEvent(None, None, "stream_gap", self.run_id, None, None, data)
                                     continue
@@ -112,7 +111,7 @@ class RunStream:
                                     raise _StreamEnded(error_from_envelope(data.get("error"), 500, origin="runtime"))
                                 self.end_reason = "idle" if kind == "stream_idle" else "dropped"
                                 return
-                            event = RunEvent.from_dict(_json_object(frame.data))
+                            event = RunEvent.from_wire(_json_object(data_text))
                             failures = 0
                             if event.seq is not None:
                                 self.cursor = event.seq
