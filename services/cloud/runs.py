@@ -433,4 +433,5 @@ def _split(text: str, chunks: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-Responder = Callable[[ResponderContext], Any]
+Responder = Callable[[ResponderContext], object]
+"""A responder: called with the context; what it returns is awaited when awaitable, else ignored."""

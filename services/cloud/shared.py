@@ -121,7 +121,7 @@ class CloudState:
     """The cloud-wide responder (``cloud.runs.respond``)."""
     user_responders: dict[str, Responder | None] = field(default_factory=dict)
     """Per-person responders (``cloud.user(id).runs.respond``); ``None`` turns one person's off."""
-    tasks: set["asyncio.Task[Any]"] = field(default_factory=set)
+    tasks: set["asyncio.Task[None]"] = field(default_factory=set)
     """Responder calls in flight."""
     failures: Failures = field(default_factory=Failures)
     """Scripted intercepts, failures and gates."""

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from ..clock import Clock, iso
 from ..wire import REFUSAL_CODES
-from .records import UNSET
+from .records import UNSET, CallRecord
 from .runs import FakeRun, Responder
 
 __all__ = ["FakeUser", "FakeGrant", "FakeMemory", "FakeRuns", "UNSET", "PeopleHost", "PeopleLedger"]
@@ -116,7 +116,7 @@ class FakeGrant:
         return list(self._dto["resolved_scopes"]) if self._dto else []
 
     @property
-    def mark(self) -> tuple[Any, ...] | None:
+    def mark(self) -> tuple[object, ...] | None:
         """``(version, rev, state)``, or None without a grant: a cheap test for a changed grant."""
         dto = self._dto
         return None if dto is None else (dto.get("version"), dto.get("rev"), dto.get("state"))
@@ -282,7 +282,7 @@ class FakeUser:
 
     cloud: PeopleHost
     id: str
-    reads: list[Any] = field(default_factory=list)
+    reads: "list[CallRecord | None]" = field(default_factory=list)
     holding: int = 0
     refusal: str | None = None
     tokens_valid_from: int = 0
