@@ -75,17 +75,18 @@ class Run:
     name: str | None
     status: str | None
     """``running``, ``idle``, ``waiting_on_user`` or ``settled``."""
-    activity: Any
+    activity: object
+    """As the wire gives it (a string or None from a well-behaved runtime)."""
     params: dict[str, Any]
     outcome: str | None
-    result: Any
+    result: object
     last_turn_error: dict[str, Any] | None
     question: dict[str, Any] | None
     pending: list[dict[str, Any]]
     messages: list[dict[str, Any]]
-    created_at: Any
-    updated_at: Any
-    last_event_id: Any
+    created_at: object
+    updated_at: object
+    last_event_id: object
     raw: dict[str, Any] = field(compare=False, repr=False)
     """The DTO exactly as received."""
 

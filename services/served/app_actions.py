@@ -63,7 +63,7 @@ class AppActions:
 
     # -- routes ------------------------------------------------------------------------------
 
-    async def start_run(self, body: dict[str, Any], query: dict[str, str], user: str) -> dict[str, object]:
+    async def start_run(self, body: dict[str, object], query: dict[str, str], user: str) -> dict[str, object]:
         """``POST /people/{user}/runs``: ``run.start`` as the app."""
         prompt = _required(body, "prompt")
         options: dict[str, Any] = {}
@@ -83,7 +83,7 @@ class AppActions:
         run = await self._call(user, lambda c: c.runs.start(prompt=prompt, idempotency_key=key, **options))
         return {"run_id": run.id, "run": self._dto(run.id)}
 
-    async def message(self, body: dict[str, Any], query: dict[str, str], run_id: str) -> dict[str, object]:
+    async def message(self, body: dict[str, object], query: dict[str, str], run_id: str) -> dict[str, object]:
         """``POST /runs/{run_id}/message``: ``run.message`` as the app."""
         text = _required(body, "text")
         start_turn = body.get("start_turn", True)
@@ -94,13 +94,13 @@ class AppActions:
         answer = await self._call(owner, lambda c: c.runs.message(run_id, text, start_turn, key))
         return {"message": answer.get("message"), "run": self._dto(run_id)}
 
-    async def cancel(self, body: dict[str, Any], query: dict[str, str], run_id: str) -> dict[str, object]:
+    async def cancel(self, body: dict[str, object], query: dict[str, str], run_id: str) -> dict[str, object]:
         """``POST /runs/{run_id}/cancel``: ``run.cancel`` as the app."""
         owner = self._owner(run_id)
         await self._call(owner, lambda c: c.runs.cancel(run_id))
         return {"run": self._dto(run_id)}
 
-    async def reconnect(self, body: dict[str, Any], query: dict[str, str], user: str) -> dict[str, object]:
+    async def reconnect(self, body: dict[str, object], query: dict[str, str], user: str) -> dict[str, object]:
         """``POST /people/{user}/reconnect``: a new sign-in for the app's side, as the embedded desk's
         restore does: any refusal cleared, the grant active again, the new connection saved where
         the app actions read it (so they go through again after a refused refresh removed it)."""

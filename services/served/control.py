@@ -151,7 +151,7 @@ class ControlApp:
             token = b""
         return hmac.compare_digest(token.strip(), self._token) and bool(self._token)
 
-    async def dispatch(self, method: str, path: str, raw: bytes, query: dict[str, str]) -> tuple[int, Answer]:
+    async def dispatch(self, method: str, path: str, raw: bytes, query: dict[str, str]) -> tuple[int, Any]:  # Any: services/desk/embedded.py reads the error envelope from it untyped
         """Answer one control call: ``(status, JSON answer)``."""
         try:
             try:
@@ -189,26 +189,26 @@ class ControlApp:
             raise ControlError(404, "person_not_found", f"no person {user_id}")
         return user
 
-    async def _people(self, body: dict[str, Any], query: dict[str, str]) -> Answer:
+    async def _people(self, body: dict[str, object], query: dict[str, str]) -> Answer:
         return {"people": [person_dto(u) for u in self.cloud.state.users.values()]}
 
-    async def _person(self, body: dict[str, Any], query: dict[str, str], user: str) -> Answer:
+    async def _person(self, body: dict[str, object], query: dict[str, str], user: str) -> Answer:
         return person_dto(self._user(user))
 
     async def _connect(self, body: dict[str, Any], query: dict[str, str], user: str) -> Answer:
         return await connection_json(self.cloud, user, body.get("scopes"), body.get("dependencies"))
 
-    async def _grant(self, body: dict[str, Any], query: dict[str, str], user: str, action: str) -> Answer:
+    async def _grant(self, body: dict[str, object], query: dict[str, str], user: str, action: str) -> Answer:
         grant = self._user(user).grant
         getattr(grant, action)(**body)
         return {"grant": grant.state}
 
-    async def _refuse(self, body: dict[str, Any], query: dict[str, str], user: str) -> Answer:
+    async def _refuse(self, body: dict[str, object], query: dict[str, str], user: str) -> Answer:
         person = self._user(user)
         person.refuse(str(body.get("code", "grant_removed")))
         return person_dto(person)
 
-    async def _expire(self, body: dict[str, Any], query: dict[str, str], user: str) -> Answer:
+    async def _expire(self, body: dict[str, object], query: dict[str, str], user: str) -> Answer:
         person = self._user(user)
         person.expire_tokens()
         return person_dto(person)
@@ -216,13 +216,13 @@ class ControlApp:
     async def _memory_put(self, body: dict[str, Any], query: dict[str, str], user: str) -> Answer:
         return self._user(user).memory.put(**body)
 
-    async def _memory_remove(self, body: dict[str, Any], query: dict[str, str], user: str, name: str) -> Answer:
+    async def _memory_remove(self, body: dict[str, object], query: dict[str, str], user: str, name: str) -> Answer:
         self._user(user).memory.remove(name)
         return {"name": name, "removed": True}
 
     # -- runs --------------------------------------------------------------------------------
 
-    async def _runs(self, body: dict[str, Any], query: dict[str, str]) -> Answer:
+    async def _runs(self, body: dict[str, object], query: dict[str, str]) -> Answer:
         from ..cloud.state import run_log
 
         user = query.get("user")
@@ -235,7 +235,7 @@ class ControlApp:
             raise ControlError(404, "run_not_found", f"no run {run_id}")
         return run
 
-    async def _run(self, body: dict[str, Any], query: dict[str, str], run_id: str) -> Answer:
+    async def _run(self, body: dict[str, object], query: dict[str, str], run_id: str) -> Answer:
         return run_dto(self._fake_run(run_id), events=query.get("events") not in ("0", "false"))
 
     async def _run_action(self, body: dict[str, Any], query: dict[str, str], run_id: str, action: str) -> Answer:
@@ -309,7 +309,7 @@ class ControlApp:
         self._gates[gate_id] = gate
         return {"id": gate_id}
 
-    async def _release(self, body: dict[str, Any], query: dict[str, str], gate: str) -> Answer:
+    async def _release(self, body: dict[str, object], query: dict[str, str], gate: str) -> Answer:
         found = self._gates.pop(gate, None)
         if found is None:
             raise ControlError(404, "gate_not_found", f"no gate {gate}")
@@ -317,7 +317,7 @@ class ControlApp:
         found.release()
         return {"id": gate, "released": True, "held": held}
 
-    async def _remove_failure(self, body: dict[str, Any], query: dict[str, str], failure: str) -> Answer:
+    async def _remove_failure(self, body: dict[str, object], query: dict[str, str], failure: str) -> Answer:
         remover = self._removers.pop(failure, None)
         if remover is None:
             raise ControlError(404, "failure_not_found", f"no scripted failure {failure}")
@@ -326,7 +326,7 @@ class ControlApp:
 
     # -- whole state -------------------------------------------------------------------------
 
-    async def _reset(self, body: dict[str, Any], query: dict[str, str]) -> Answer:
+    async def _reset(self, body: dict[str, object], query: dict[str, str]) -> Answer:
         self.cloud.reset()
         self._removers.clear()
         self._gates.clear()
@@ -336,7 +336,7 @@ class ControlApp:
             self.change_log.announce_reset("the cloud was reset")
         return {"reset": True}
 
-    async def _export(self, body: dict[str, Any], query: dict[str, str]) -> Answer:
+    async def _export(self, body: dict[str, object], query: dict[str, str]) -> Answer:
         return export_state(self.cloud)
 
     async def _import(self, body: dict[str, Any], query: dict[str, str]) -> Answer:
@@ -350,7 +350,7 @@ class ControlApp:
 
     # -- change stream -----------------------------------------------------------------------
 
-    async def _publish(self, body: dict[str, Any], query: dict[str, str]) -> Answer:
+    async def _publish(self, body: dict[str, object], query: dict[str, str]) -> Answer:
         """A window's own change (an insight approved, a canvas write) for every other window."""
         source, kind = body.get("source"), body.get("kind")
         if not isinstance(source, str) or not isinstance(kind, str) or not source or not kind:
