@@ -99,7 +99,7 @@ def _send_retryable(error: CrouterError) -> bool:
 
 def decode_error(response: httpx.Response, body: bytes, *, origin: str = "runtime") -> CrouterError:
     """The error a non-2xx answer describes (envelope when present, else the bare status)."""
-    envelope: Any = None
+    envelope: object = None
     if body:
         try:
             parsed = json.loads(body)
@@ -154,7 +154,7 @@ class RuntimeHttp:
         *,
         path: dict[str, str] | None = None,
         params: dict[str, Any] | None = None,
-        body: Any = None,
+        body: object = None,
         idempotency_key: str | None = None,
         max_retries: int | None = None,
         timeout: float | None = None,
@@ -180,7 +180,7 @@ class RuntimeHttp:
         method: str,
         url: str,
         params: dict[str, Any],
-        body: Any,
+        body: object,
         token: str,
         idempotency_key: str | None,
         retries: int,
@@ -208,16 +208,14 @@ class RuntimeHttp:
         method: str,
         url: str,
         params: dict[str, Any],
-        body: Any,
+        body: object,
         headers: dict[str, str],
         timeout: float | None,
     ) -> Any:
-        extra: dict[str, Any] = {}
-        if timeout is not None:
-            extra["timeout"] = timeout
         try:
             response = await self.client.request(
-                method, url, params=params or None, json=body, headers=headers, **extra
+                method, url, params=params or None, json=body, headers=headers,
+                timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
             )
         except httpx.TransportError as exc:
             raise APIConnectionError(
