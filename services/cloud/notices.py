@@ -67,7 +67,7 @@ class RunNoticeConfig:
     """Where notices go and the runtime's timing (waits default to 0 so tests stay fast)."""
 
     url: str
-    deliver: Callable[[httpx.Request], Any]
+    deliver: Callable[[httpx.Request], object]
     """The app's route: takes the request, returns an ``httpx.Response`` or a status (may be async)."""
     retry_waits_ms: tuple[int, int] = (0, 0)
     ack_gap_ms: int = 0

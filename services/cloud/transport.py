@@ -98,7 +98,7 @@ class CloudTransport(httpx.AsyncBaseTransport):
         path = route if route is not None else request.url.path
         query = dict(request.url.params)
         try:
-            body: Any = json.loads(raw) if raw else None
+            body: object = json.loads(raw) if raw else None
             bad_body = None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             body, bad_body = None, str(exc)
@@ -147,7 +147,7 @@ class CloudTransport(httpx.AsyncBaseTransport):
         token: str | None,
         claims: dict[str, Any] | None,
         params: dict[str, str],
-        body: Any,
+        body: object,
         bad_body: str | None,
     ) -> httpx.Response:
         cloud = self.cloud

@@ -20,7 +20,6 @@ import json
 import secrets
 import threading
 from collections import deque
-from typing import Any
 
 from ..changes import Change, ChangeFeed
 
@@ -135,7 +134,7 @@ _APPEND_ONLY = frozenset({"run.event"})
 may wait in the log unencoded until a listener asks for them."""
 
 
-def _frame(event_id: str, event: str, payload: dict[str, Any]) -> bytes:
+def _frame(event_id: str, event: str, payload: dict[str, object]) -> bytes:
     data = json.dumps(payload, default=str)  # ASCII: a lone surrogate travels as its escape
     name = event.encode("ascii", "backslashreplace").decode().replace("\r", " ").replace("\n", " ")
     return f"id: {event_id}\nevent: {name}\ndata: {data}\n\n".encode()
