@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping
 from urllib.parse import unquote
 
 __all__ = [
@@ -38,7 +38,7 @@ RUN_ACTIONS = ("reply", "fail_turn", "set_activity", "settle", "idle", "ask", "d
 GRANT_ACTIONS = ("revoke", "restore", "set", "setup", "sync")
 """``POST /people/{user}/grant/{action}``: the ``FakeGrant`` method called with the body."""
 
-_TYPES: dict[str, Any] = {
+_TYPES: dict[str, type | tuple[type, ...]] = {
     "string": str,
     "integer": int,
     "number": (int, float),
@@ -58,9 +58,9 @@ class Field:
     description: str = ""
     nullable: bool = False
 
-    def schema(self) -> dict[str, Any]:
+    def schema(self) -> dict[str, object]:
         """The field's JSON Schema."""
-        base: dict[str, Any] = {} if self.type == "any" else {"type": self.type}
+        base: dict[str, object] = {} if self.type == "any" else {"type": self.type}
         if self.type == "array":
             base["items"] = {}
         if self.nullable and self.type != "any":
@@ -79,7 +79,7 @@ class ControlRoute:
     template: str
     summary: str
     body: tuple[Field, ...] = ()
-    answer: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+    answer: Mapping[str, object] = field(default_factory=lambda: {"type": "object"})
     """The JSON Schema of a 200 answer."""
     open_body: bool = False
     """True when the body may carry keyword arguments beyond ``body`` (run and grant actions)."""
@@ -185,7 +185,7 @@ def match_control(method: str, path: str) -> tuple[ControlRoute, dict[str, str]]
     return None
 
 
-def body_problem(route: ControlRoute, body: dict[str, Any]) -> tuple[str, str] | None:
+def body_problem(route: ControlRoute, body: dict[str, object]) -> tuple[str, str] | None:
     """``(field, problem)`` when ``body`` lacks a required field or holds a mistyped one."""
     for spec in route.body:
         if spec.name not in body:

@@ -10,6 +10,7 @@ each field where it reads it).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from .control_wire import CONTROL_PREFIX, CONTROL_ROUTES
@@ -39,7 +40,7 @@ _RUN = {
 _QUESTION = {"type": "object", "required": ["id", "run_id", "status"],
              "properties": {"id": _STR, "run_id": _STR, "status": {"enum": ["open", "answered"]}}}
 
-RUNTIME_REQUESTS: dict[str, dict[str, Any]] = {
+RUNTIME_REQUESTS: dict[str, dict[str, Any]] = {  # each spec mixes schema objects and flags: read by key below
     "grant.get": {"query": {"wait": {"type": "number", "minimum": 0}, "since": _INT},
                   "answer": {"type": "object", "required": ["version", "state"],
                              "properties": {"version": _INT, "state": {"enum": ["active", "revoked"]}}}},
@@ -90,21 +91,21 @@ _ERROR = {
 }
 
 
-def _path_params(template: str, enums: dict[str, tuple[str, ...]] | None = None) -> tuple[str, list[dict[str, Any]]]:
+def _path_params(template: str, enums: dict[str, tuple[str, ...]] | None = None) -> tuple[str, list[dict[str, object]]]:
     import re
 
     params = []
     for name, _ in re.findall(r"\{(\w+)(:path)?\}", template):
-        schema: dict[str, Any] = {"type": "string", "minLength": 1}
+        schema: dict[str, object] = {"type": "string", "minLength": 1}
         if enums and name in enums:
             schema = {"enum": list(enums[name])}
         params.append({"name": name, "in": "path", "required": True, "schema": schema})
     return re.sub(r"\{(\w+):path\}", r"{\1}", template), params
 
 
-def _answers(status: str, schema: dict[str, Any] | None, *, stream: bool = False) -> dict[str, Any]:
+def _answers(status: str, schema: Mapping[str, object] | None, *, stream: bool = False) -> dict[str, dict[str, object]]:
     if stream:
-        ok: dict[str, Any] = {"description": "server-sent events", "content": {"text/event-stream": {"schema": _STR}}}
+        ok: dict[str, object] = {"description": "server-sent events", "content": {"text/event-stream": {"schema": _STR}}}
     else:
         ok = {"description": "the answer", "content": {"application/json": {"schema": schema or _OBJ}}}
     return {status: ok, "default": {"description": "a refusal (4xx) in the wire's error envelope",
@@ -117,7 +118,7 @@ _CONTROL_LINKS = {"failures.fail_next": ("control_failures_remove", "failure"),
                   "failures.gate": ("control_failures_release", "gate")}
 
 
-def _runtime(paths: dict[str, Any]) -> None:
+def _runtime(paths: dict[str, dict[str, object]]) -> None:
     for route in ROUTES:
         spec = RUNTIME_REQUESTS[route.op]
         path, params = _path_params(route.template)
@@ -129,16 +130,17 @@ def _runtime(paths: dict[str, Any]) -> None:
                            "schema": {"type": "string", "pattern": "^[!-~]{1,200}$"}})
         if spec.get("stream"):
             params.append({"name": LAST_EVENT_ID, "in": "header", "required": False, "schema": _STR})
-        operation: dict[str, Any] = {
+        responses = _answers(spec.get("status", "200"), spec.get("answer"), stream=spec.get("stream", False))
+        operation: dict[str, object] = {
             "operationId": route.op.replace(".", "_"),
             "summary": route.op,
             "tags": ["runtime"],
             "security": [{"accessToken": []}],
             "parameters": params,
-            "responses": _answers(spec.get("status", "200"), spec.get("answer"), stream=spec.get("stream", False)),
+            "responses": responses,
         }
         if route.op == "run.start":
-            operation["responses"]["201"]["links"] = {
+            responses["201"]["links"] = {
                 op: {"operationId": op, "parameters": {"run_id": "$response.body#/id"}} for op in _RUN_LINKS}
         if "body" in spec:
             operation["requestBody"] = {"required": route.method == "POST" and "required" in spec["body"],
@@ -146,7 +148,7 @@ def _runtime(paths: dict[str, Any]) -> None:
         paths.setdefault(path, {})[route.method.lower()] = operation
 
 
-def _directory(paths: dict[str, Any]) -> None:
+def _directory(paths: dict[str, dict[str, object]]) -> None:
     token_form = {"type": "object", "required": ["grant_type", "refresh_token", "client_id",
                                                   "client_assertion_type", "client_assertion"],
                   "properties": {"grant_type": {"enum": ["refresh_token"]}, "refresh_token": _STR, "client_id": _STR,
@@ -164,26 +166,27 @@ def _directory(paths: dict[str, Any]) -> None:
     }}
 
 
-def _control(paths: dict[str, Any]) -> None:
+def _control(paths: dict[str, dict[str, object]]) -> None:
     for route in CONTROL_ROUTES:
         path, params = _path_params(CONTROL_PREFIX + route.template, route.params)
-        operation: dict[str, Any] = {
+        responses = _answers("200", route.answer, stream=route.stream)
+        operation: dict[str, object] = {
             "operationId": "control_" + route.name.replace(".", "_"),
             "summary": route.summary,
             "tags": ["control"],
             "security": [{"controlToken": []}],
             "parameters": params,
-            "responses": _answers("200", route.answer, stream=route.stream),
+            "responses": responses,
         }
         if route.name in _CONTROL_LINKS:
             target, param = _CONTROL_LINKS[route.name]
-            operation["responses"]["200"]["links"] = {
+            responses["200"]["links"] = {
                 target: {"operationId": target, "parameters": {param: "$response.body#/id"}}}
         if route.stream:
-            operation["parameters"].append({"name": LAST_EVENT_ID, "in": "header", "required": False,
+            params.append({"name": LAST_EVENT_ID, "in": "header", "required": False,
                                             "schema": _STR})
         if route.method in ("POST", "PUT"):
-            schema: dict[str, Any] = {"type": "object",
+            schema: dict[str, object] = {"type": "object",
                                       "properties": {f.name: f.schema() for f in route.body}}
             required = [f.name for f in route.body if f.required]
             if required:
@@ -195,9 +198,9 @@ def _control(paths: dict[str, Any]) -> None:
         paths.setdefault(path, {})[route.method.lower()] = operation
 
 
-def openapi_document(url: str = "http://127.0.0.1:8790") -> dict[str, Any]:
+def openapi_document(url: str = "http://127.0.0.1:8790") -> dict[str, object]:
     """The OpenAPI 3.1 document of a cloud served at ``url``."""
-    paths: dict[str, Any] = {}
+    paths: dict[str, dict[str, object]] = {}
     _directory(paths)
     _runtime(paths)
     _control(paths)

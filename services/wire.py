@@ -311,12 +311,35 @@ def _origin(parts: SplitResult) -> tuple[str, str, int | None]:
     return scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
 
 
+def _route_by_prefix(base: str, url: str) -> str | None:
+    """``route_under`` for the common case, by comparing text: ``url`` starts with ``base``
+    (without its trailing slash) followed by ``/``, ``?``, ``#`` or nothing. None when that does not
+    hold (the URL may still be under the base, written another way: the full check decides)."""
+    prefix = base.rstrip("/")
+    if "?" in prefix or "#" in prefix or not url.startswith(prefix):
+        return None
+    rest = url[len(prefix) :]
+    if not rest or rest[0] in "?#":
+        return "/"
+    if rest[0] != "/" or prefix.count("/") < 2:
+        return None
+    end = len(rest)
+    for mark in "?#":
+        found = rest.find(mark)
+        if found != -1 and found < end:
+            end = found
+    return rest[:end]
+
+
 def route_under(base: str, url: str) -> str | None:
     """The route path of ``url`` below ``base`` (``"/v1/runs"``), or None when ``url`` is not under it.
 
     The inverse of ``join_url``: same scheme, host and port, and the base's path (trailing slash
     or not) as a whole-segment prefix of the URL's path.
     """
+    fast = _route_by_prefix(base, url)
+    if fast is not None:
+        return fast
     base_parts, url_parts = urlsplit(base), urlsplit(url)
     if _origin(base_parts) != _origin(url_parts):
         return None

@@ -26,10 +26,10 @@ server's code and message; a missing or wrong token raises it with status 401.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import httpx
@@ -37,7 +37,10 @@ import httpx
 from ..changes import Change
 from ..served.asgi import CONTROL_PREFIX
 from ..served.errors import ControlError
-from ..cloud.errors import CloudError
+from ..cloud.errors import Answer, CloudError
+
+if TYPE_CHECKING:
+    from ..sdk import Connection, ConnectionStore
 
 __all__ = ["RemoteCloud", "RemoteRun", "RemoteUser", "RemoteGrant", "RemoteGate", "ControlError", "ChangeBatch"]
 
@@ -60,16 +63,17 @@ class RemoteCloud:
         self.runs = RemoteRuns(self, None)
 
     @classmethod
-    def from_workspace(cls, folder: Path | str, **options: Any) -> "RemoteCloud":
+    def from_workspace(cls, folder: Path | str, *, timeout: float = 30.0) -> "RemoteCloud":
         """The served cloud named by ``folder/serve.json`` (``ControlError`` when none is running)."""
         from ..served.server import live_serve_info
 
         info = live_serve_info(Path(folder))
         if info is None:
             raise ControlError(503, "not_served", f"{folder} is not being served (no live serve.json)")
-        return cls(info["url"], info["token"], **options)
+        return cls(info["url"], info["token"], timeout=timeout)
 
-    async def call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:
+    async def call(self, method: str, path: str, body: object = None,
+                   params: Mapping[str, str | int | float | bool | None] | None = None) -> Any:
         """One control call; its JSON answer (``ControlError`` when refused)."""
         try:
             response = await self._http.request(method, path, json=body, params=params)
@@ -91,12 +95,12 @@ class RemoteCloud:
 
     async def connect(
         self,
-        store: Any,
+        store: "ConnectionStore | None",
         user_id: str,
         *,
         scopes: list[str] | None = None,
         dependencies: list[dict[str, Any]] | None = None,
-    ) -> Any:
+    ) -> "Connection":
         """Make the person's grant active and save their ``Connection`` (access token expired) to ``store``."""
         from ..sdk import Connection
 
@@ -121,7 +125,7 @@ class RemoteCloud:
     async def people(self) -> list[dict[str, Any]]:
         return (await self.call("GET", "/people"))["people"]  # type: ignore[no-any-return]
 
-    async def fail_next(self, op: str, answer: Any, *, user: str | None = None, times: float = 1) -> "RemoteFailure":
+    async def fail_next(self, op: str, answer: Answer | dict[str, object], *, user: str | None = None, times: float = 1) -> "RemoteFailure":
         """Answer the next ``times`` matching requests with ``answer``; ``await f.remove()`` undoes it."""
         if isinstance(answer, CloudError):
             answer = {"status": answer.status, "code": answer.code, "message": answer.message,
@@ -142,7 +146,7 @@ class RemoteCloud:
         """The whole state (``state.export_state``)."""
         return await self.call("GET", "/state")  # type: ignore[no-any-return]
 
-    async def import_state(self, doc: dict[str, Any]) -> None:
+    async def import_state(self, doc: Mapping[str, object]) -> None:
         """Replace the whole state with ``doc``."""
         await self.call("PUT", "/state", doc)
 

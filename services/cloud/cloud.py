@@ -15,20 +15,24 @@ import contextlib
 import math
 import secrets
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..changes import ChangeFeed
 from ..clock import Clock
-from .directory import Directory, DirectoryCall
+from .directory import Directory
 from .limits import DEFAULT_LIMITS
 from .errors import Answer, CloudError
 from .failures import Gate, InterceptContext
 from .notices import NoticeAttempt, NoticeSender, RunNoticeConfig
 from .providers import Providers
 from .runtime import RuntimeOps
-from .shared import UNSET, CloudState, ResponderError
-from .transport import CallRecord, CloudTransport
+from .records import UNSET, CallRecord, DirectoryCall
+from .shared import CloudState, ResponderError
+from .transport import CloudTransport
 from .users import FakeUser, FakeRuns
+
+if TYPE_CHECKING:  # the SDK sits below the cloud: named for types, imported where used
+    from ..sdk import Connection, ConnectionStore, Crouter
 
 __all__ = ["FakeCloud", "ResponderError"]
 
@@ -73,7 +77,7 @@ class FakeCloud:
         self.access_token_ttl_s = access_token_ttl_s
         self.clock = clock or Clock()
         self.changes = changes or ChangeFeed()
-        self.profiles: list[dict[str, Any]] = [
+        self.profiles: list[dict[str, str]] = [
             {"name": "default", "description": "The runtime's default profile"},
         ]
         self.limits = DEFAULT_LIMITS
@@ -103,7 +107,7 @@ class FakeCloud:
         *,
         origin: str = "runtime",
         retryable: bool | None = None,
-        details: Any = None,
+        details: object = None,
         param: str | None = None,
         retry_after_s: float | None = None,
     ) -> CloudError:
@@ -120,12 +124,12 @@ class FakeCloud:
 
     async def connect(
         self,
-        store: Any,
+        store: "ConnectionStore",
         user_id: str,
         *,
         scopes: list[str] | None = None,
         dependencies: list[dict[str, Any]] | None = None,
-    ) -> Any:
+    ) -> "Connection":
         """Make the person's grant active and save a ``Connection`` whose access token has expired."""
         from ..sdk import Connection
 
@@ -154,7 +158,7 @@ class FakeCloud:
         await store.save(connection)
         return connection
 
-    def crouter(self, user_id: str, **options: Any) -> Any:
+    def crouter(self, user_id: str, **options: Any) -> "Crouter":
         """A real ``Crouter`` on this person's runtime with a fresh token and no refresh."""
         from ..sdk import Crouter
 
@@ -162,7 +166,7 @@ class FakeCloud:
         return Crouter(runtime_url=self.runtime_url_for(user_id), token=access, transport=self.transport, **options)
 
     def intercept(
-        self, op: str, fn: Callable[[InterceptContext], Any], *, user: str | None = None, times: float = math.inf
+        self, op: str, fn: Callable[[InterceptContext], object], *, user: str | None = None, times: float = math.inf
     ) -> Callable[[], None]:
         """Run ``fn`` before matching operations; it may await, act, or return an answer. Returns a remover."""
         return self.state.failures.intercept(op, fn, user=user, times=times)

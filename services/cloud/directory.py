@@ -13,8 +13,7 @@ from __future__ import annotations
 import json
 import math
 import secrets
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qs
 
 import httpx
@@ -30,10 +29,9 @@ from ..wire import (
 )
 from .errors import CloudError
 from .failures import InterceptContext
-
-if TYPE_CHECKING:
-    from .cloud import FakeCloud
-    from .users import FakeUser
+from .host import CloudHost
+from .records import DirectoryCall
+from .users import FakeUser
 
 __all__ = ["DirectoryCall", "Directory", "MAX_ASSERTION_LIFETIME_S"]
 
@@ -41,20 +39,6 @@ MAX_ASSERTION_LIFETIME_S = 300
 """The longest a client assertion may be valid (``exp - iat``)."""
 CLOCK_SKEW_S = 30
 """How far the app's clock may be from the cloud's."""
-
-
-@dataclass
-class DirectoryCall:
-    """One directory request: the op, who it was for (token calls), and its ``answer``."""
-
-    op: str
-    method: str
-    path: str
-    user_id: str | None
-    answer: str
-    """``ok``, a refusal code, a status number as text, or ``unreachable``."""
-    status: int | None
-    at: float
 
 
 _PATHS = {
@@ -72,7 +56,7 @@ class Directory:
     """Answers the directory's three operations for one cloud (the pinned client key is
     ``CloudState.client_jwk``)."""
 
-    def __init__(self, cloud: "FakeCloud") -> None:
+    def __init__(self, cloud: CloudHost) -> None:
         self.cloud = cloud
         self.state = cloud.state
         self.trusted: list[dict[str, Any]] = []
@@ -185,7 +169,7 @@ class Directory:
         )
 
     @staticmethod
-    def _refusal(user: "FakeUser", token: str) -> str | None:
+    def _refusal(user: FakeUser, token: str) -> str | None:
         if user.family_revoked:
             return "refresh_token_reused"
         if token in user.superseded:

@@ -80,12 +80,12 @@ def envelope(
     *,
     origin: str = "runtime",
     retryable: bool = False,
-    details: Any = None,
+    details: object = None,
     param: str | None = None,
     retry_after_s: float | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The JSON error envelope of the wire (``services.wire``)."""
-    body: dict[str, Any] = {
+    body: dict[str, object] = {
         "status": status,
         "code": code,
         "message": message if message is not None else code.replace("_", " "),

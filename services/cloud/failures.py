@@ -34,7 +34,7 @@ class Intercept:
     """One scripted interception; ``times`` may be ``math.inf``."""
 
     op: str
-    fn: Callable[[InterceptContext], Any]
+    fn: Callable[[InterceptContext], object]
     user: str | None
     times: float
     used: int = 0
@@ -74,7 +74,7 @@ class Gate:
             self.held -= 1
 
 
-def answer_error(answer: Answer, op: str) -> CloudError | str:
+def answer_error(answer: object, op: str) -> CloudError | str:
     """A scripted answer as the envelope it produces (or ``'unreachable'``)."""
     if answer == "unreachable":
         return "unreachable"
@@ -95,7 +95,7 @@ class Failures:
         self.gates: list[Gate] = []
 
     def intercept(
-        self, op: str, fn: Callable[[InterceptContext], Any], *, user: str | None = None, times: float = math.inf
+        self, op: str, fn: Callable[[InterceptContext], object], *, user: str | None = None, times: float = math.inf
     ) -> Callable[[], None]:
         entry = Intercept(op, fn, user, times)
         self.intercepts.append(entry)

@@ -14,17 +14,52 @@ import inspect
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import httpx
 
+from ..clock import Clock
 from ..wire import NOTICE_TOKEN_TYPE
+from .keys import SigningKey
+from .runs import FakeRun
 
-if TYPE_CHECKING:
-    from .cloud import FakeCloud
-    from .runs import FakeRun
+__all__ = ["RunNoticeConfig", "NoticeAttempt", "NoticeSender", "NoticeHost"]
 
-__all__ = ["RunNoticeConfig", "NoticeAttempt", "NoticeSender"]
+
+class _Grant(Protocol):
+    @property
+    def active(self) -> bool: ...
+
+
+class _Person(Protocol):
+    @property
+    def grant(self) -> _Grant: ...
+
+
+class _Keys(Protocol):
+    @property
+    def key(self) -> SigningKey: ...
+
+
+class NoticeHost(Protocol):
+    """What the notice sender needs of its cloud (``FakeCloud`` is one)."""
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def issuer(self) -> str: ...
+
+    @property
+    def client_id(self) -> str: ...
+
+    @property
+    def runtime_id(self) -> str: ...
+
+    @property
+    def state(self) -> _Keys: ...
+
+    def user(self, user_id: str) -> _Person: ...
 
 
 @dataclass
@@ -32,7 +67,7 @@ class RunNoticeConfig:
     """Where notices go and the runtime's timing (waits default to 0 so tests stay fast)."""
 
     url: str
-    deliver: Callable[[httpx.Request], Any]
+    deliver: Callable[[httpx.Request], object]
     """The app's route: takes the request, returns an ``httpx.Response`` or a status (may be async)."""
     retry_waits_ms: tuple[int, int] = (0, 0)
     ack_gap_ms: int = 0
@@ -63,12 +98,12 @@ class _RunNoticeState:
 class NoticeSender:
     """Owes, coalesces and sends the notices of one cloud."""
 
-    cloud: "FakeCloud"
+    cloud: NoticeHost
     config: RunNoticeConfig
     attempts: list[NoticeAttempt] = field(default_factory=list)
     _state: dict[str, _RunNoticeState] = field(default_factory=dict)
 
-    def owe(self, run: "FakeRun") -> None:
+    def owe(self, run: FakeRun) -> None:
         """Record that ``run`` is owed a notice; starts or extends its send."""
         if not self.cloud.user(run.user_id).grant.active or run.deleted:
             return
@@ -81,7 +116,7 @@ class NoticeSender:
             return  # no loop to send from; the next event appended from a loop owes it again
         state.task = loop.create_task(self._send(run, state))
 
-    def mint(self, run: "FakeRun") -> tuple[str, dict[str, Any]]:
+    def mint(self, run: FakeRun) -> tuple[str, dict[str, Any]]:
         """A notice token for ``run`` at its current cursor, with its claims."""
         now = int(self.cloud.clock.time())
         claims = {
@@ -98,7 +133,7 @@ class NoticeSender:
         }
         return self.cloud.state.key.sign(claims, typ=NOTICE_TOKEN_TYPE), claims
 
-    async def _send(self, run: "FakeRun", state: _RunNoticeState) -> None:
+    async def _send(self, run: FakeRun, state: _RunNoticeState) -> None:
         clock = self.cloud.clock
         while True:
             wait = state.next_allowed - clock.time()
@@ -112,7 +147,7 @@ class NoticeSender:
             if run.seq <= sent_seq or run.streams or run.deleted:
                 return
 
-    async def _attempts(self, run: "FakeRun") -> bool:
+    async def _attempts(self, run: FakeRun) -> bool:
         token, claims = self.mint(run)
         reminted = False
         waits = list(self.config.retry_waits_ms)
@@ -139,7 +174,7 @@ class NoticeSender:
                     await self.cloud.clock.sleep(wait_ms / 1000)
         return False
 
-    async def _deliver(self, run: "FakeRun", token: str) -> tuple[int | None, str | None]:
+    async def _deliver(self, run: FakeRun, token: str) -> tuple[int | None, str | None]:
         request = httpx.Request(
             "POST",
             self.config.url,

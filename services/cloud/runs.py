@@ -8,22 +8,23 @@ model: every turn's text comes from whoever calls ``reply``.
 from __future__ import annotations
 
 import asyncio
+import collections
 import copy
+import functools
 import itertools
+import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from ..clock import iso
+from ..clock import Clock, iso
 from ..wire import FAILURES, SETTLE_ENDINGS, TURN_ERROR_CODES
 from .errors import CloudError
 
-if TYPE_CHECKING:
-    from .cloud import FakeCloud
-
 __all__ = [
     "FakeRun", "RunStreamFeed", "ResponderContext", "TURN_ERROR_CODES", "SETTLE_KINDS", "next_entry_id",
-    "advance_entry_ids",
+    "advance_entry_ids", "RunHost", "RunLedger",
 ]
 
 SETTLE_KINDS = SETTLE_ENDINGS
@@ -55,28 +56,81 @@ class ResponderContext:
 
 
 class RunStreamFeed:
-    """One open ``run.events`` stream: a queue of SSE frames the transport drains."""
+    """One open ``run.events`` stream: the SSE frames the transport has still to send, in order.
+
+    A plain deque and one waiter: appending an event costs an append (and a wake-up only when the
+    stream is waiting), not an ``asyncio.Queue`` round per event."""
 
     def __init__(self) -> None:
-        self.queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
+        self.pending: collections.deque[tuple[str, dict[str, Any]] | None] = collections.deque()
+        """Frames not yet sent (``None`` marks the end)."""
         self.last_seq = 0
         self.closed = False
+        self._waiter: asyncio.Future[None] | None = None
 
     def push(self, kind: str, data: dict[str, Any]) -> None:
         if not self.closed:
-            self.queue.put_nowait((kind, data))
+            self.pending.append((kind, data))
+            self._wake()
 
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            self.queue.put_nowait(None)
+            self.pending.append(None)
+            self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait until a frame is pending; False when ``timeout`` seconds passed without one."""
+        if self.pending:
+            return True
+        waiter = self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            async with asyncio.timeout(timeout):
+                await waiter
+        except TimeoutError:
+            return bool(self.pending)
+        finally:
+            self._waiter = None
+        return True
+
+
+class RunLedger(Protocol):
+    """What a run needs of its cloud's shared state (``CloudState`` is one)."""
+
+    @property
+    def questions(self) -> dict[str, "FakeRun"]:
+        """The run that opened each question, by question id."""
+        ...
+
+    def new_id(self, prefix: str) -> str: ...
+
+    def forget_run_keys(self, run: "FakeRun") -> None: ...
+
+    def run_changed(self, run: "FakeRun", event: dict[str, Any] | None) -> None: ...
+
+
+class RunHost(Protocol):
+    """What a run needs of the cloud it lives on (``FakeCloud`` is one): its clock and state.
+
+    Declared here, beside its one user, so this module never names the cloud above it."""
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def state(self) -> RunLedger: ...
 
 
 @dataclass
 class FakeRun:
     """A run: read-only members mirror the seed (``id``, ``user_id``, ``params``, ``status``...)."""
 
-    cloud: "FakeCloud"
+    cloud: RunHost
     id: str
     user_id: str
     params: dict[str, Any]
@@ -110,22 +164,27 @@ class FakeRun:
         return self.status == "settled"
 
     def to_dto(self) -> dict[str, Any]:
-        """The run as ``run.get`` answers it."""
+        """The run as ``run.get`` answers it (a copy the caller owns)."""
+        return copy.deepcopy(self.to_wire())
+
+    def to_wire(self) -> dict[str, Any]:
+        """``to_dto`` sharing the run's own lists and dicts, for an answer encoded at once (the
+        runtime's ``run.get``): no deep copy of what is about to be serialised anyway."""
         return {
             "id": self.id,
             "user_id": self.user_id,
             "name": self.name,
             "status": self.status,
             "activity": self.activity,
-            "params": copy.deepcopy(self.params),
-            "outcome": copy.deepcopy(self.outcome),
+            "params": self.params,
+            "outcome": self.outcome,
             "result": self.result,
-            "last_turn_error": copy.deepcopy(self.last_turn_error),
-            "question": copy.deepcopy(self.question),
-            "pending": copy.deepcopy(self.pending),
-            "messages": copy.deepcopy(self.messages),
-            "created_at": iso(self.created_at),
-            "updated_at": iso(self.updated_at),
+            "last_turn_error": self.last_turn_error,
+            "question": self.question,
+            "pending": self.pending,
+            "messages": self.messages,
+            "created_at": _iso_ms(self.created_at),
+            "updated_at": _iso_ms(self.updated_at),
             "last_event_id": self.seq,
         }
 
@@ -170,6 +229,7 @@ class FakeRun:
             raise ValueError(f"settle takes exactly one of {SETTLE_KINDS}, got {sorted(ending)}")
         kind = kinds[0]
         value = ending[kind]
+        fields: dict[str, Any]
         if kind == "result":
             fields = {"outcome": "result", "result": "" if value is None else str(value)}
         elif kind == "declined":
@@ -198,7 +258,7 @@ class FakeRun:
         """Open a question (``waiting_on_user``); returns its id."""
         state = self.cloud.state
         question_id = state.new_id("q")
-        question = {
+        question: dict[str, object] = {
             "id": question_id,
             "run_id": self.id,
             "title": title,
@@ -235,9 +295,10 @@ class FakeRun:
             "run_id": self.id,
             "node_id": node_id or self.id,
             "type": type,
-            "at": iso(now),
-            **copy.deepcopy(fields or {}),
+            "at": _iso_ms(now),
         }
+        if fields:
+            event.update(_own_copy(fields))
         self.events.append(event)
         self.updated_at = now
         self._reduce(event)
@@ -330,6 +391,37 @@ class FakeRun:
         self.status = "waiting_on_user" if self.question else "idle"
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _own_copy(fields: dict[str, Any]) -> dict[str, Any]:
+    """A copy of an event's fields the caller cannot change afterwards: a shallow copy when every
+    value is a scalar (the common delta), a deep copy otherwise."""
+    for value in fields.values():
+        if not isinstance(value, _SCALARS):
+            return copy.deepcopy(fields)
+    return dict(fields)
+
+
+@functools.lru_cache(maxsize=8)
+def _second_text(second: int) -> str:
+    """``YYYY-MM-DDTHH:MM:SS`` of a whole UTC second (cached: events come many to a second)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+
+
+def _iso_ms(ts: float) -> str:
+    """``services.clock.iso(ts)`` (the same text, to the millisecond), formatting the date part
+    once per second instead of once per event."""
+    if not (ts >= 0 and math.isfinite(ts)):
+        return iso(ts)
+    frac, whole = math.modf(ts)
+    micros = round(frac * 1e6)  # as datetime.fromtimestamp rounds
+    second = int(whole)
+    if micros >= 1_000_000:
+        second, micros = second + 1, micros - 1_000_000
+    return f"{_second_text(second)}.{micros // 1000:03d}Z"
+
+
 _ENVELOPE_KEYS = frozenset({"id", "seq", "run_id", "node_id", "type", "at"})
 
 
@@ -341,4 +433,5 @@ def _split(text: str, chunks: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-Responder = Callable[[ResponderContext], Any]
+Responder = Callable[[ResponderContext], object]
+"""A responder: called with the context; what it returns is awaited when awaitable, else ignored."""

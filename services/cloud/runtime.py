@@ -11,7 +11,8 @@ import math
 import posixpath
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import httpx
 
@@ -23,9 +24,9 @@ from .runs import FakeRun
 from .shared import Keyed
 from .stream import EventStream
 
-if TYPE_CHECKING:
-    from .cloud import FakeCloud
-    from .users import FakeUser
+from .host import CloudHost
+from .records import CallRecord
+from .users import FakeUser
 
 __all__ = ["Request", "RuntimeOps", "ToolCall"]
 
@@ -41,10 +42,11 @@ class Request:
     user: "FakeUser"
     params: dict[str, str]
     query: dict[str, str]
-    body: Any
+    body: object
+    """The decoded JSON body (any JSON value; ``RuntimeOps._body`` narrows it to an object)."""
     idempotency_key: str | None
     http: httpx.Request
-    record: Any = None
+    record: CallRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,10 @@ class ToolCall:
     provider: str
     tool: str
     arguments: dict[str, Any]
+
+
+Answer = dict[str, object]
+"""An operation's JSON answer, encoded by the transport as it is returned."""
 
 
 def _invalid(message: str, param: str | None) -> CloudError:
@@ -68,7 +74,7 @@ def _check_size(text: str, limit: int, param: str) -> None:
                          param=param, details={"limit": limit})
 
 
-def _fingerprint(op: str, scope: str, body: Any) -> str:
+def _fingerprint(op: str, scope: str, body: object) -> str:
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(f"{op}\n{scope}\n{canonical}".encode()).hexdigest()
 
@@ -76,7 +82,7 @@ def _fingerprint(op: str, scope: str, body: Any) -> str:
 class RuntimeOps:
     """Every runtime operation of one cloud (its idempotency keys are ``CloudState.idempotency``)."""
 
-    def __init__(self, cloud: "FakeCloud") -> None:
+    def __init__(self, cloud: CloudHost) -> None:
         self.cloud = cloud
         self.state = cloud.state
 
@@ -122,7 +128,7 @@ class RuntimeOps:
 
     # -- grant -----------------------------------------------------------------------------
 
-    async def grant_get(self, req: Request) -> dict[str, Any]:
+    async def grant_get(self, req: Request) -> Answer:
         user = req.user
         user.reads.append(req.record)
         wait_text, since_text = req.query.get("wait"), req.query.get("since")
@@ -242,10 +248,10 @@ class RuntimeOps:
             self.state.respond(run, "message", [copy.deepcopy(message)])
         return httpx.Response(201, json=answer)
 
-    async def run_get(self, req: Request) -> dict[str, Any]:
-        return self._run(req).to_dto()
+    async def run_get(self, req: Request) -> Answer:
+        return self._run(req).to_wire()  # encoded by the transport before anything runs again
 
-    async def run_list(self, req: Request) -> dict[str, Any]:
+    async def run_list(self, req: Request) -> Answer:
         runs = [r for r in req.user.runs.all if not r.deleted]
         status = req.query.get("status")
         if status:
@@ -267,25 +273,25 @@ class RuntimeOps:
         stream = EventStream(self.cloud, run, after)
         return httpx.Response(200, headers={"content-type": "text/event-stream", "cache-control": "no-cache"}, stream=stream)
 
-    async def run_interrupt(self, req: Request) -> dict[str, Any]:
+    async def run_interrupt(self, req: Request) -> Answer:
         run = self._run(req)
         if run.status == "running":
             run.emit("run.interrupted", {})
             run.idle()
         return run.to_dto()
 
-    async def run_cancel(self, req: Request) -> dict[str, Any]:
+    async def run_cancel(self, req: Request) -> Answer:
         run = self._run(req)
         if not run.settled:
             run.settle(failure="canceled")
         return run.to_dto()
 
-    async def run_delete(self, req: Request) -> dict[str, Any]:
+    async def run_delete(self, req: Request) -> Answer:
         run = self._run(req)
         run.delete()
         return {"id": run.id, "deleted": True}
 
-    async def run_rename(self, req: Request) -> dict[str, Any]:
+    async def run_rename(self, req: Request) -> Answer:
         run = self._run(req)
         name = self._body(req).get("name")
         if not isinstance(name, str) or not name.strip():
@@ -294,7 +300,7 @@ class RuntimeOps:
         run.emit("run.renamed", {"name": name})
         return run.to_dto()
 
-    async def trace_get(self, req: Request) -> dict[str, Any]:
+    async def trace_get(self, req: Request) -> Answer:
         run = self._run(req)
         spans: dict[str, dict[str, Any]] = {}
         for event in run.events:
@@ -316,10 +322,10 @@ class RuntimeOps:
             raise CloudError(404, "question_not_found", f"no question {question_id}")
         return run, self.state.question_dto(run, question_id)
 
-    async def question_get(self, req: Request) -> dict[str, Any]:
+    async def question_get(self, req: Request) -> Answer:
         return self._question(req)[1]
 
-    async def question_answer(self, req: Request) -> dict[str, Any]:
+    async def question_answer(self, req: Request) -> Answer:
         run, question = self._question(req)
         answers = self._body(req).get("answers")
         if not isinstance(answers, (dict, list)):
@@ -331,7 +337,7 @@ class RuntimeOps:
 
     # -- memory, providers, profiles -----------------------------------------------------------
 
-    async def memory_list(self, req: Request) -> dict[str, Any]:
+    async def memory_list(self, req: Request) -> Answer:
         manage = MEMORY_MANAGE_SCOPE in req.user.grant.scopes
         kind = req.query.get("kind")
         items = [
@@ -341,7 +347,7 @@ class RuntimeOps:
         ]
         return {"documents": copy.deepcopy(items)}
 
-    async def memory_get(self, req: Request) -> dict[str, Any]:
+    async def memory_get(self, req: Request) -> Answer:
         manage = MEMORY_MANAGE_SCOPE in req.user.grant.scopes
         name = req.params["name"]
         for doc in req.user.memory.visible(manage):
@@ -349,10 +355,10 @@ class RuntimeOps:
                 return copy.deepcopy(doc)
         raise CloudError(404, "document_not_found", f"no document {name}")
 
-    async def provider_tools(self, req: Request) -> dict[str, Any]:
+    async def provider_tools(self, req: Request) -> Answer:
         return {"providers": [p.to_dto() for p in self.cloud.providers.all]}
 
-    async def provider_call(self, req: Request) -> dict[str, Any]:
+    async def provider_call(self, req: Request) -> Answer:
         provider = self.cloud.providers.get(req.params["provider"])
         if provider is None:
             raise CloudError(404, "provider_not_found", f"no provider {req.params['provider']}")
@@ -382,9 +388,10 @@ class RuntimeOps:
             raise CloudError(502, "provider_error", f"{provider.name}.{tool.name} failed: {exc}", origin="provider") from None
         return {"result": result}
 
-    async def profile_list(self, req: Request) -> dict[str, Any]:
+    async def profile_list(self, req: Request) -> Answer:
         return {"profiles": copy.deepcopy(self.cloud.profiles)}
 
-    def handler(self, op: str):  # type: ignore[no-untyped-def]
+    def handler(self, op: str) -> Callable[[Request], Awaitable[Answer | httpx.Response]]:
         """The handler method for a wire operation name."""
-        return getattr(self, op.replace(".", "_"))
+        handler: Callable[[Request], Awaitable[Answer | httpx.Response]] = getattr(self, op.replace(".", "_"))
+        return handler

@@ -24,23 +24,20 @@ import itertools
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from ..changes import ChangeFeed
+from ..clock import Clock
 from ..wire import ACCESS_TOKEN_TYPE
 from .errors import CloudError
 from .failures import Failures
 from .keys import SigningKey
+from .notices import NoticeSender
+from .records import UNSET
 from .runs import FakeRun, Responder, ResponderContext
+from .users import FakeUser
 
-if TYPE_CHECKING:
-    from .cloud import FakeCloud
-    from .notices import NoticeSender
-    from .users import FakeUser
-
-__all__ = ["CloudState", "Keyed", "ResponderError", "UNSET"]
-
-UNSET: Any = object()
-"""A per-person responder that was never set (distinct from ``None``, which turns responding off)."""
+__all__ = ["CloudState", "Keyed", "ResponderError", "StateHost", "UNSET"]
 
 
 @dataclass(frozen=True)
@@ -63,11 +60,39 @@ class Keyed:
     body: dict[str, Any]
 
 
+class StateHost(Protocol):
+    """The options the shared state reads of its cloud (``FakeCloud`` is one)."""
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def changes(self) -> ChangeFeed: ...
+
+    @property
+    def issuer(self) -> str: ...
+
+    @property
+    def client_id(self) -> str: ...
+
+    @property
+    def runtime_id(self) -> str: ...
+
+    @property
+    def access_token_ttl_s(self) -> int: ...
+
+    @property
+    def responder_errors(self) -> list["ResponderError"]: ...
+
+    @property
+    def state(self) -> "CloudState": ...
+
+
 @dataclass(eq=False)
 class CloudState:
     """Everything one fake cloud holds, shared by all of its parts (see the module docstring)."""
 
-    cloud: "FakeCloud"
+    cloud: StateHost
     """The owning cloud, for its options (``issuer``, ``client_id``, ``clock``, ``changes`` ...)."""
     key: SigningKey = field(default_factory=SigningKey)
     """Signs access and notice tokens; stored, so tokens issued before a restart still verify."""
@@ -75,7 +100,7 @@ class CloudState:
     """The serial (``n`` claim) of the last access token minted; a cut-off compares against it."""
     client_jwk: dict[str, Any] | None = None
     """The client's public key, pinned from its first valid assertion."""
-    users: dict[str, "FakeUser"] = field(default_factory=dict)
+    users: dict[str, FakeUser] = field(default_factory=dict)
     """Every person, by id, in the order the cloud met them."""
     runs: dict[str, FakeRun] = field(default_factory=dict)
     """The current run of each id (a deleted one until its id is started again)."""
@@ -94,13 +119,13 @@ class CloudState:
     drawn at random, so replaying one script on a fresh cloud makes the same ids."""
     responder: Responder | None = None
     """The cloud-wide responder (``cloud.runs.respond``)."""
-    user_responders: dict[str, Any] = field(default_factory=dict)
+    user_responders: dict[str, Responder | None] = field(default_factory=dict)
     """Per-person responders (``cloud.user(id).runs.respond``); ``None`` turns one person's off."""
-    tasks: set["asyncio.Task[Any]"] = field(default_factory=set)
+    tasks: set["asyncio.Task[None]"] = field(default_factory=set)
     """Responder calls in flight."""
     failures: Failures = field(default_factory=Failures)
     """Scripted intercepts, failures and gates."""
-    notices: "NoticeSender | None" = None
+    notices: NoticeSender | None = None
     """The run-notice sender, when the cloud was given ``run_notice``."""
 
     # -- ids and tokens ------------------------------------------------------------------------
@@ -113,7 +138,7 @@ class CloudState:
         digest = hashlib.sha256(f"{self.id_salt}\0{prefix}\0{serial}".encode()).hexdigest()
         return f"{prefix}_{serial:04d}{digest[:6]}"
 
-    def mint_access(self, user: "FakeUser", *, expired: bool = False) -> tuple[str, int]:
+    def mint_access(self, user: FakeUser, *, expired: bool = False) -> tuple[str, int]:
         """A signed access token for ``user`` and its lifetime in seconds (already expired on request)."""
         cloud = self.cloud
         self.token_serial += 1
@@ -214,11 +239,11 @@ class CloudState:
         if self.notices is not None:
             self.notices.owe(run)
 
-    def grant_changed(self, user: "FakeUser") -> None:
+    def grant_changed(self, user: FakeUser) -> None:
         """Publish that a person's grant changed."""
         self.cloud.changes.announce("cloud", "grant.changed", user.id)
 
-    def grant_revoked(self, user: "FakeUser", code: str) -> None:
+    def grant_revoked(self, user: FakeUser, code: str) -> None:
         """End every open stream of the person's runs with a ``grant_revoked`` error frame."""
         envelope = CloudError(401, "grant_revoked", f"the grant was revoked ({code})").to_dict()
         for run in self.runs.values():

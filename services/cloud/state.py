@@ -20,17 +20,15 @@ import copy
 import itertools
 import logging
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import ServiceError
 from ..text import repair_value
 from .keys import SigningKey
+from .host import CloudHost
 from .runs import FakeRun, advance_entry_ids
 from .shared import Keyed
 from .users import FakeUser
-
-if TYPE_CHECKING:
-    from .cloud import FakeCloud
 
 __all__ = [
     "CloudStateError",
@@ -63,7 +61,7 @@ class CloudStateError(ServiceError):
     """A cloud state document (an import file, a stored row) that cannot be read as one."""
 
 
-def run_log(cloud: "FakeCloud") -> list[FakeRun]:
+def run_log(cloud: CloudHost) -> list[FakeRun]:
     """Every run in start order, deleted ones kept."""
     return list(cloud.state.run_log)
 
@@ -78,7 +76,7 @@ def run_generations(runs: list[FakeRun]) -> list[int]:
     return out
 
 
-def meta_record(cloud: "FakeCloud") -> dict[str, Any]:
+def meta_record(cloud: CloudHost) -> dict[str, object]:
     state = cloud.state
     return {
         "client_id": cloud.client_id,
@@ -88,7 +86,7 @@ def meta_record(cloud: "FakeCloud") -> dict[str, Any]:
     }
 
 
-def user_record(user: FakeUser) -> dict[str, Any]:
+def user_record(user: FakeUser) -> dict[str, object]:
     return {
         "id": user.id,
         "grant": user.grant.state,
@@ -101,12 +99,12 @@ def user_record(user: FakeUser) -> dict[str, Any]:
     }
 
 
-def run_record(run: FakeRun) -> dict[str, Any]:
+def run_record(run: FakeRun) -> dict[str, object]:
     """A run without its events."""
     return {name: copy.deepcopy(getattr(run, name)) for name in _RUN_FIELDS}
 
 
-def key_record(owner: tuple[str, str], keyed: Any) -> dict[str, Any]:
+def key_record(owner: tuple[str, str], keyed: Keyed) -> dict[str, object]:
     return {
         "user_id": owner[0],
         "key": owner[1],
@@ -118,7 +116,7 @@ def key_record(owner: tuple[str, str], keyed: Any) -> dict[str, Any]:
     }
 
 
-def export_state(cloud: "FakeCloud") -> dict[str, Any]:
+def export_state(cloud: CloudHost) -> dict[str, Any]:
     """The whole state of ``cloud`` as one JSON document."""
     state = cloud.state
     runs = []
@@ -137,7 +135,7 @@ def export_state(cloud: "FakeCloud") -> dict[str, Any]:
     }
 
 
-def import_state(cloud: "FakeCloud", doc: Any) -> None:
+def import_state(cloud: CloudHost, doc: object) -> None:
     """Replace the state of ``cloud`` with ``doc`` (open streams end; nothing changes on a bad doc)."""
     key, serial, jwk, users, runs, keys, refresh = _build(cloud, doc)
     state = cloud.state
@@ -171,7 +169,11 @@ def import_state(cloud: "FakeCloud", doc: Any) -> None:
 # tuple of them), a dict of required ("name") and optional ("name?") fields, or a one-item list
 # ([item schema]) for a list. "any" accepts anything.
 _NUM = ("integer", "number")
-_RUN_SCHEMA: dict[str, Any] = {
+Schema = str | tuple["Schema", ...] | list["Schema"] | dict[str, "Schema"]
+"""A JSON shape: a type name (``"string"``, ``"any"`` ...), a tuple of alternatives, ``[item
+shape]`` for a list, or ``{field: shape}`` for an object (a field ending in ``?`` is optional)."""
+
+_RUN_SCHEMA: dict[str, Schema] = {
     "id": "string", "user_id": "string", "params": "object", "idempotency_key?": ("string", "null"),
     "name?": ("string", "null"), "messages?": [{"id": "string", "text": "string", "delivered": "boolean"}],
     "status?": "string", "activity?": ("string", "null"), "outcome?": ("object", "null"),
@@ -179,7 +181,7 @@ _RUN_SCHEMA: dict[str, Any] = {
     "question?": ("object", "null"), "created_at?": _NUM, "updated_at?": _NUM, "turns?": "integer",
     "seq?": "integer", "first_seq?": "integer", "events?": [{"seq": "integer", "type": "string"}],
 }
-STATE_SCHEMA: dict[str, Any] = {
+STATE_SCHEMA: dict[str, Schema] = {
     "format": "string",
     "version": "integer",
     "meta": {"signing_key": {"pem": "string", "kid": "string"}, "token_serial?": "integer",
@@ -197,16 +199,16 @@ STATE_SCHEMA: dict[str, Any] = {
 }
 """What ``import_state`` accepts (``state_problem`` names the first field that does not fit)."""
 
-_JSON_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": (int, float), "boolean": bool,
+_JSON_TYPES: dict[str, type | tuple[type, ...]] = {"string": str, "integer": int, "number": (int, float), "boolean": bool,
                                "object": dict, "array": list, "null": type(None)}
 
 
-def state_problem(doc: Any) -> str | None:
+def state_problem(doc: object) -> str | None:
     """The first field of ``doc`` that does not fit ``STATE_SCHEMA`` and why, or None."""
     return _misfit(STATE_SCHEMA, doc, "")
 
 
-def _misfit(schema: Any, value: Any, where: str) -> str | None:
+def _misfit(schema: Schema, value: object, where: str) -> str | None:
     place = where or "the document"
     if isinstance(schema, tuple):
         problems = [_misfit(option, value, where) for option in schema]
@@ -246,7 +248,7 @@ def _misfit(schema: Any, value: Any, where: str) -> str | None:
     return None
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -258,7 +260,8 @@ def _shown(value: Any) -> str:
     return "a list" if isinstance(value, list) else "an object"
 
 
-def _build(cloud: "FakeCloud", doc: Any) -> tuple[Any, ...]:
+def _build(cloud: CloudHost, document: object) -> tuple[Any, ...]:
+    doc = document
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise CloudStateError(f"not a workbench cloud state (its format must be {FORMAT!r})")
     if doc.get("version") != VERSION:
@@ -266,7 +269,7 @@ def _build(cloud: "FakeCloud", doc: Any) -> tuple[Any, ...]:
     problem = state_problem(doc)
     if problem is not None:
         raise CloudStateError(f"the cloud state is malformed: {problem}")
-    doc, repaired = repair_value(doc)  # text written by an older server: repaired, as captured turns are
+    doc, repaired = repair_value(document)  # text written by an older server: repaired, as captured turns are
     if repaired:
         logging.getLogger(__name__).warning("the cloud state held text that is not valid Unicode: repaired (U+FFFD)")
     try:
@@ -314,7 +317,7 @@ def _build(cloud: "FakeCloud", doc: Any) -> tuple[Any, ...]:
     return key, serial, jwk, users, runs, keys, refresh
 
 
-def _advance_counters(cloud: "FakeCloud", runs: list[FakeRun]) -> None:
+def _advance_counters(cloud: CloudHost, runs: list[FakeRun]) -> None:
     """New ids and entry ids continue after the highest ones the state holds."""
     top = 0
     entry = 0

@@ -9,28 +9,40 @@ closes it; closing with events unread owes the app a run notice.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import httpx
 
-from .runs import RunStreamFeed
+from .runs import FakeRun, RunStreamFeed
 
-if TYPE_CHECKING:
-    from .cloud import FakeCloud
-    from .runs import FakeRun
+__all__ = ["EventStream", "StreamHost", "encode_frame"]
 
-__all__ = ["EventStream", "encode_frame"]
+
+class _NoticeOwer(Protocol):
+    def owe_notice(self, run: FakeRun) -> None: ...
+
+
+class StreamHost(Protocol):
+    """What an event stream needs of its cloud (``FakeCloud`` is one)."""
+
+    @property
+    def stream_idle_ms(self) -> int: ...
+
+    @property
+    def state(self) -> _NoticeOwer: ...
 
 _TERMINAL = frozenset({"stream_error", "stream_dropped", "stream_idle"})
 _BATCH = 512
 
 
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def encode_frame(kind: str, data: dict[str, Any]) -> bytes:
     """One SSE frame: events carry ``id`` and their type; control frames only their name."""
-    payload = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    payload = _encode(data)
     if kind == "event":
         return f"id: {data['seq']}\nevent: {data['type']}\ndata: {payload}\n\n".encode()
     return f"event: {kind}\ndata: {payload}\n\n".encode()
@@ -39,7 +51,7 @@ def encode_frame(kind: str, data: dict[str, Any]) -> bytes:
 class EventStream(httpx.AsyncByteStream):
     """The body of one ``run.events`` answer."""
 
-    def __init__(self, cloud: "FakeCloud", run: "FakeRun", after: int) -> None:
+    def __init__(self, cloud: StreamHost, run: FakeRun, after: int) -> None:
         self.cloud = cloud
         self.run = run
         self.feed = RunStreamFeed()
@@ -63,29 +75,26 @@ class EventStream(httpx.AsyncByteStream):
             self._initial = []
             yield chunk
         idle_s = self.cloud.stream_idle_ms / 1000
-        queue = self.feed.queue
+        feed = self.feed
+        pending = feed.pending
         while not self._closed:
-            try:
-                item = await asyncio.wait_for(queue.get(), idle_s)
-            except asyncio.TimeoutError:
+            if not await feed.wait(idle_s):
                 yield encode_frame("stream_idle", {"idle_ms": self.cloud.stream_idle_ms})
                 break
             frames: list[bytes] = []
             done = False
-            while True:
+            while pending and len(frames) < _BATCH:
+                item = pending.popleft()
                 if item is None:
                     done = True
                     break
                 kind, data = item
                 frames.append(encode_frame(kind, data))
                 if kind == "event":
-                    self.feed.last_seq = data["seq"]
+                    feed.last_seq = data["seq"]
                 if kind in _TERMINAL:
                     done = True
                     break
-                if len(frames) >= _BATCH or queue.empty():
-                    break
-                item = queue.get_nowait()
             if frames:
                 yield b"".join(frames)
             if done:

@@ -13,10 +13,10 @@ that person), so a callable ``runtime_url`` with a path works like a fixed one.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import unquote
 
 import httpx
@@ -34,13 +34,11 @@ from ..wire import (
 )
 from .errors import CloudError
 from .failures import InterceptContext
-from .runtime import Request
-
-if TYPE_CHECKING:
-    from .cloud import FakeCloud
-    from .directory import Directory
-    from .runtime import RuntimeOps
-    from .users import FakeUser
+from .directory import Directory
+from .host import CloudHost
+from .records import CallRecord
+from .runtime import Request, RuntimeOps
+from .users import FakeUser
 
 __all__ = ["CallRecord", "CloudTransport"]
 
@@ -50,23 +48,6 @@ _RUN_OPS = frozenset(
 )
 
 
-@dataclass
-class CallRecord:
-    """One runtime request as the seed's ``cloud.calls`` lists it."""
-
-    user_id: str | None
-    op: str | None
-    run_id: str | None
-    question_id: str | None
-    method: str
-    path: str
-    query: dict[str, str]
-    body: Any
-    idempotency_key: str | None
-    status: int | None
-    at: float
-
-
 class _BadBody(Exception):
     pass
 
@@ -74,7 +55,7 @@ class _BadBody(Exception):
 class CloudTransport(httpx.AsyncBaseTransport):
     """Answers directory and runtime requests for one ``FakeCloud``."""
 
-    def __init__(self, cloud: "FakeCloud", directory: "Directory", ops: "RuntimeOps") -> None:
+    def __init__(self, cloud: CloudHost, directory: Directory, ops: RuntimeOps) -> None:
         self.cloud = cloud
         self.state = cloud.state
         self.directory = directory
@@ -117,7 +98,7 @@ class CloudTransport(httpx.AsyncBaseTransport):
         path = route if route is not None else request.url.path
         query = dict(request.url.params)
         try:
-            body: Any = json.loads(raw) if raw else None
+            body: object = json.loads(raw) if raw else None
             bad_body = None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             body, bad_body = None, str(exc)
@@ -139,7 +120,7 @@ class CloudTransport(httpx.AsyncBaseTransport):
             request.method,
             path,
             query,
-            json.loads(json.dumps(body)) if body is not None else None,
+            json.loads(raw) if body is not None else None,  # the record's own copy of the body
             request.headers.get(IDEMPOTENCY_KEY),
             None,
             cloud.clock.time(),
@@ -151,11 +132,12 @@ class CloudTransport(httpx.AsyncBaseTransport):
             if len(calls) > cap + cap // 8:  # trimmed in batches: appending stays O(1) on average
                 del calls[: len(calls) - cap]
         try:
-            response = await self._dispatch(request, record, token, params, body, bad_body)
+            response = await self._dispatch(request, record, token, claims, params, body, bad_body)
         except CloudError as exc:
             response = exc.response()
         record.status = response.status_code
-        response.headers[RUNTIME_VERSION_HEADER] = cloud.runtime_version
+        if RUNTIME_VERSION_HEADER not in response.headers:
+            response.headers[RUNTIME_VERSION_HEADER] = cloud.runtime_version
         return response
 
     async def _dispatch(
@@ -163,8 +145,9 @@ class CloudTransport(httpx.AsyncBaseTransport):
         request: httpx.Request,
         record: CallRecord,
         token: str | None,
+        claims: dict[str, Any] | None,
         params: dict[str, str],
-        body: Any,
+        body: object,
         bad_body: str | None,
     ) -> httpx.Response:
         cloud = self.cloud
@@ -177,30 +160,31 @@ class CloudTransport(httpx.AsyncBaseTransport):
         if isinstance(answer, CloudError):
             return answer.response()
         minimum = request.headers.get(MIN_RUNTIME_HEADER)
-        if minimum and not re.fullmatch(r"[0-9]{1,9}(\.[0-9A-Za-z-]{1,20}){0,4}", minimum):
+        if minimum and not _version_like(minimum):
             raise CloudError(400, "invalid_request", f"{MIN_RUNTIME_HEADER} must be a version like 1.2.0",
                              param=MIN_RUNTIME_HEADER)
-        if minimum and version_tuple(cloud.runtime_version) < version_tuple(minimum):
+        if minimum and _older(cloud.runtime_version, minimum):
             raise CloudError(
                 426,
                 "runtime_version_unsupported",
                 f"runtime {cloud.runtime_version} is older than the client's minimum {minimum}",
                 details={"runtime_version": cloud.runtime_version, "minimum": minimum},
             )
-        user = self._authenticate(token)
+        user = self._authenticate(token, claims)
         if bad_body is not None:
             raise CloudError(400, "invalid_request", f"malformed JSON body: {bad_body}", param="body")
         req = Request(record.op, user, params, record.query, body, record.idempotency_key, request, record)
         result = await self.ops.handler(record.op)(req)
         if isinstance(result, httpx.Response):
             return result
-        return httpx.Response(200, json=result)
+        return httpx.Response(200, content=_encode_json(result), headers=[
+            (b"content-type", b"application/json"), (RUNTIME_VERSION_HEADER.encode(), cloud.runtime_version.encode()),
+        ])
 
-    def _authenticate(self, token: str | None) -> "FakeUser":
+    def _authenticate(self, token: str | None, claims: dict[str, Any] | None) -> FakeUser:
         cloud = self.cloud
         if not token:
             raise CloudError(401, "unauthorized", "missing bearer token")
-        claims = self.state.key.claims_of(token)
         if claims is None or claims.get("iss") != cloud.issuer or claims.get("aud") != cloud.runtime_id:
             raise CloudError(401, "invalid_token", "the bearer token is not one this directory issued")
         user = self.state.users.get(claims.get("sub", ""))
@@ -213,6 +197,20 @@ class CloudTransport(httpx.AsyncBaseTransport):
         if not user.grant.active:
             raise CloudError(401, "grant_revoked", "the grant is not active")
         return user
+
+
+_encode_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+"""As ``httpx.Response(json=...)`` encodes a body: compact, UTF-8, no NaN."""
+
+
+@functools.lru_cache(maxsize=64)
+def _version_like(text: str) -> bool:
+    return re.fullmatch(r"[0-9]{1,9}(\.[0-9A-Za-z-]{1,20}){0,4}", text) is not None
+
+
+@functools.lru_cache(maxsize=64)
+def _older(version: str, minimum: str) -> bool:
+    return version_tuple(version) < version_tuple(minimum)
 
 
 def _bearer(request: httpx.Request) -> str | None:

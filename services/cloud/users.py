@@ -5,23 +5,63 @@ from __future__ import annotations
 import asyncio
 import copy
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from ..clock import iso
+from ..clock import Clock, iso
 from ..wire import REFUSAL_CODES
+from .records import UNSET, CallRecord
 from .runs import FakeRun, Responder
-from .shared import UNSET
 
-if TYPE_CHECKING:
-    from .cloud import FakeCloud
+__all__ = ["FakeUser", "FakeGrant", "FakeMemory", "FakeRuns", "UNSET", "PeopleHost", "PeopleLedger"]
 
-__all__ = ["FakeUser", "FakeGrant", "FakeMemory", "FakeRuns", "UNSET"]
+
+class PeopleLedger(Protocol):
+    """What people and their runs view need of the cloud's shared state (``CloudState`` is one)."""
+
+    responder: Responder | None
+    """The cloud-wide responder."""
+
+    @property
+    def runs(self) -> dict[str, FakeRun]: ...
+
+    @property
+    def run_log(self) -> list[FakeRun]: ...
+
+    @property
+    def user_responders(self) -> dict[str, Responder | None]: ...
+
+    @property
+    def token_serial(self) -> int: ...
+
+    def grant_changed(self, user: "FakeUser") -> None: ...
+
+    def grant_revoked(self, user: "FakeUser", code: str) -> None: ...
+
+
+class PeopleHost(Protocol):
+    """What a person needs of the cloud they are on (``FakeCloud`` is one).
+
+    Declared here, beside its users, so this module never names the cloud above it."""
+
+    @property
+    def client_id(self) -> str: ...
+
+    @property
+    def account_app_uri_template(self) -> str | None: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def state(self) -> PeopleLedger: ...
+
+    def user(self, user_id: str) -> "FakeUser": ...
 
 
 class FakeRuns:
     """``cloud.runs`` and ``cloud.user(id).runs``: ``all`` (start order, deleted kept) and ``respond``."""
 
-    def __init__(self, cloud: "FakeCloud", user_id: str | None) -> None:
+    def __init__(self, cloud: PeopleHost, user_id: str | None) -> None:
         self._cloud = cloud
         self._user_id = user_id
 
@@ -76,7 +116,7 @@ class FakeGrant:
         return list(self._dto["resolved_scopes"]) if self._dto else []
 
     @property
-    def mark(self) -> tuple[Any, ...] | None:
+    def mark(self) -> tuple[object, ...] | None:
         """``(version, rev, state)``, or None without a grant: a cheap test for a changed grant."""
         dto = self._dto
         return None if dto is None else (dto.get("version"), dto.get("rev"), dto.get("state"))
@@ -240,9 +280,9 @@ class FakeMemory:
 class FakeUser:
     """One person: ``grant``, ``runs``, ``memory``, ``reads``, ``holding``, ``refuse``, ``expire_tokens``."""
 
-    cloud: "FakeCloud"
+    cloud: PeopleHost
     id: str
-    reads: list[Any] = field(default_factory=list)
+    reads: "list[CallRecord | None]" = field(default_factory=list)
     holding: int = 0
     refusal: str | None = None
     tokens_valid_from: int = 0

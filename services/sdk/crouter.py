@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 
-def _items(answer: Any, *keys: str) -> list[Any]:
+def _items(answer: object, *keys: str) -> list[Any]:
     """The list inside a list answer: a bare JSON list, or the first of ``keys`` holding one."""
     if isinstance(answer, list):
         return answer
@@ -43,7 +43,7 @@ def _items(answer: Any, *keys: str) -> list[Any]:
     raise CrouterError("the runtime answered a list operation without a list", code="invalid_response")
 
 
-def _run(answer: Any) -> Run:
+def _run(answer: object) -> Run:
     if isinstance(answer, dict) and isinstance(answer.get("run"), dict) and "id" not in answer:
         answer = answer["run"]
     if not isinstance(answer, dict) or "id" not in answer:
@@ -63,7 +63,7 @@ class RunsResource:
         *,
         isolated: bool | None = None,
         cwd: str | None = None,
-        worktree: Any = None,
+        worktree: object = None,
         name: str | None = None,
         idempotency_key: str | None = None,
         max_retries: int | None = None,
@@ -153,7 +153,7 @@ class QuestionsResource:
         """``question.get``: the question DTO."""
         return await self._http.call("question.get", path={"question_id": question_id}, max_retries=max_retries)
 
-    async def answer(self, question_id: str, answers: Any) -> Any:
+    async def answer(self, question_id: str, answers: object) -> Any:
         """``question.answer`` (never retried)."""
         return await self._http.call(
             "question.answer", path={"question_id": question_id}, body={"answers": answers}
@@ -183,7 +183,7 @@ class GrantResource:
         self._http = http
 
     async def get(
-        self, wait: float | None = None, since: Any = None, *, max_retries: int | None = None
+        self, wait: float | None = None, since: int | str | None = None, *, max_retries: int | None = None
     ) -> dict[str, Any]:
         """``grant.get``; with ``wait`` and ``since`` the read is held until the version differs."""
         timeout = None if wait is None else float(wait) + 30.0
@@ -202,7 +202,7 @@ class ProvidersResource:
         """``provider.tools``: ``{providers: [{name, status, error, tools}]}``."""
         return await self._http.call("provider.tools", max_retries=max_retries)
 
-    async def call(self, provider: str, tool: str, arguments: Any = None) -> Any:
+    async def call(self, provider: str, tool: str, arguments: object = None) -> Any:
         """``provider.call`` (never retried): what the tool returned (the answer's ``result``)."""
         answer = await self._http.call(
             "provider.call", path={"provider": provider, "tool": tool}, body={"arguments": arguments or {}}

@@ -70,7 +70,7 @@ class CrouterError(ServiceError):
         code: str | None = None,
         origin: str | None = None,
         retryable: bool | None = None,
-        details: Any = None,
+        details: object = None,
         param: str | None = None,
         retry_after_s: float | None = None,
         refusal: Refusal | None = None,
@@ -175,14 +175,14 @@ def error_class(status: int) -> type[CrouterError]:
     return InternalServerError if status >= 500 else CrouterError
 
 
-def _as_float(value: Any) -> float | None:
+def _as_float(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value)
 
 
 def error_from_envelope(
-    envelope: Any, status: int, *, origin: str | None = None, cls: type[CrouterError] | None = None
+    envelope: object, status: int, *, origin: str | None = None, cls: type[CrouterError] | None = None
 ) -> CrouterError:
     """The error an envelope describes; tolerant of a missing or malformed envelope.
 

@@ -18,6 +18,7 @@ Waits go through an injectable ``sleep`` so tests record them instead of waiting
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -98,7 +99,7 @@ def _send_retryable(error: CrouterError) -> bool:
 
 def decode_error(response: httpx.Response, body: bytes, *, origin: str = "runtime") -> CrouterError:
     """The error a non-2xx answer describes (envelope when present, else the bare status)."""
-    envelope: Any = None
+    envelope: object = None
     if body:
         try:
             parsed = json.loads(body)
@@ -107,6 +108,13 @@ def decode_error(response: httpx.Response, body: bytes, *, origin: str = "runtim
         if isinstance(parsed, dict):
             envelope = parsed.get("error", parsed)
     return error_from_envelope(envelope, response.status_code, origin=origin)
+
+
+@functools.lru_cache(maxsize=1024)
+def _op_url(runtime_url: str, op: str, path: tuple[tuple[str, str], ...]) -> tuple[str, str]:
+    """``(method, URL)`` of ``op`` on a runtime (cached: a client calls the same few again and again)."""
+    method, route = wire.route_path(op, **dict(path))
+    return method, wire.join_url(runtime_url, route)
 
 
 class RuntimeHttp:
@@ -128,8 +136,7 @@ class RuntimeHttp:
         self.max_retries = max_retries
 
     def _url(self, op: str, path: dict[str, str] | None) -> tuple[str, str]:
-        method, route = wire.route_path(op, **(path or {}))
-        return method, wire.join_url(self.runtime_url, route)
+        return _op_url(self.runtime_url, op, tuple(path.items()) if path else ())
 
     def _headers(self, token: str, idempotency_key: str | None) -> dict[str, str]:
         headers = {
@@ -147,7 +154,7 @@ class RuntimeHttp:
         *,
         path: dict[str, str] | None = None,
         params: dict[str, Any] | None = None,
-        body: Any = None,
+        body: object = None,
         idempotency_key: str | None = None,
         max_retries: int | None = None,
         timeout: float | None = None,
@@ -173,7 +180,7 @@ class RuntimeHttp:
         method: str,
         url: str,
         params: dict[str, Any],
-        body: Any,
+        body: object,
         token: str,
         idempotency_key: str | None,
         retries: int,
@@ -201,16 +208,14 @@ class RuntimeHttp:
         method: str,
         url: str,
         params: dict[str, Any],
-        body: Any,
+        body: object,
         headers: dict[str, str],
         timeout: float | None,
     ) -> Any:
-        extra: dict[str, Any] = {}
-        if timeout is not None:
-            extra["timeout"] = timeout
         try:
             response = await self.client.request(
-                method, url, params=params or None, json=body, headers=headers, **extra
+                method, url, params=params or None, json=body, headers=headers,
+                timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
             )
         except httpx.TransportError as exc:
             raise APIConnectionError(

@@ -75,17 +75,18 @@ class Run:
     name: str | None
     status: str | None
     """``running``, ``idle``, ``waiting_on_user`` or ``settled``."""
-    activity: Any
+    activity: object
+    """As the wire gives it (a string or None from a well-behaved runtime)."""
     params: dict[str, Any]
     outcome: str | None
-    result: Any
+    result: object
     last_turn_error: dict[str, Any] | None
     question: dict[str, Any] | None
     pending: list[dict[str, Any]]
     messages: list[dict[str, Any]]
-    created_at: Any
-    updated_at: Any
-    last_event_id: Any
+    created_at: object
+    updated_at: object
+    last_event_id: object
     raw: dict[str, Any] = field(compare=False, repr=False)
     """The DTO exactly as received."""
 
@@ -131,6 +132,23 @@ class RunEvent:
             node_id=event.get("node_id"),
             at=event.get("at"),
             data={k: v for k, v in event.items() if k not in EVENT_ENVELOPE_FIELDS},
+        )
+
+    @classmethod
+    def from_wire(cls, event: dict[str, Any]) -> "RunEvent":
+        """``from_dict`` for a dict the caller hands over (one just decoded from the wire): its
+        envelope keys are taken out and the rest becomes ``data`` as it is, without a copy."""
+        pop = event.pop
+        event_id = pop("id", None)
+        seq = pop("seq", None)
+        return cls(
+            None if event_id is None else str(event_id),
+            seq if type(seq) is int else None,
+            str(pop("type", "")),
+            pop("run_id", None),
+            pop("node_id", None),
+            pop("at", None),
+            event,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 import jwt
+from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 
 from services import wire
 from services.clock import Clock
@@ -39,7 +40,7 @@ _REQUIRED = ["exp", "iat", "iss", "aud", "sub"]
 
 @dataclass
 class _KeySet:
-    keys: dict[str, Any] = field(default_factory=dict)
+    keys: dict[str, RSAPublicKey] = field(default_factory=dict)
     fetched_at: float | None = None
     refetched_at: float | None = None
     fetches: int = 0
@@ -50,14 +51,14 @@ class _NoTransport:
 
 
 _DEFAULT_TRANSPORT = _NoTransport()
-_CACHE: "weakref.WeakKeyDictionary[Any, dict[str, _KeySet]]" = weakref.WeakKeyDictionary()
+_CACHE: "weakref.WeakKeyDictionary[object, dict[str, _KeySet]]" = weakref.WeakKeyDictionary()
 
 
-_STRONG_CACHE: dict[Any, dict[str, _KeySet]] = {}
+_STRONG_CACHE: dict[object, dict[str, _KeySet]] = {}
 """For transports that cannot be weakly referenced (kept for the life of the process)."""
 
 
-def _key_set(issuer: str, transport: Any) -> _KeySet:
+def _key_set(issuer: str, transport: object) -> _KeySet:
     try:
         per_transport = _CACHE.get(transport)
         if per_transport is None:
@@ -71,7 +72,7 @@ def _fail(message: str, code: str = "invalid_notice") -> RunNoticeError:
     return RunNoticeError(message, status=401, code=code, origin="runtime", retryable=False)
 
 
-async def _fetch_keys(issuer: str, transport: httpx.AsyncBaseTransport | None) -> dict[str, Any]:
+async def _fetch_keys(issuer: str, transport: httpx.AsyncBaseTransport | None) -> dict[str, RSAPublicKey]:
     try:
         async with httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(10.0)) as http:
             discovery = await http.get(wire.join_url(issuer, wire.DIRECTORY_DISCOVERY_PATH))
@@ -82,7 +83,7 @@ async def _fetch_keys(issuer: str, transport: httpx.AsyncBaseTransport | None) -
             document = answer.json()
     except (httpx.HTTPError, ValueError, AttributeError) as exc:
         raise _fail(f"the directory's keys could not be fetched: {exc}", "jwks_unavailable") from exc
-    keys: dict[str, Any] = {}
+    keys: dict[str, RSAPublicKey] = {}
     for jwk in document.get("keys", []) if isinstance(document, dict) else []:
         if not isinstance(jwk, dict) or jwk.get("kty") != "RSA" or jwk.get("alg") not in (None, "RS256"):
             continue
@@ -90,13 +91,15 @@ async def _fetch_keys(issuer: str, transport: httpx.AsyncBaseTransport | None) -
         if not isinstance(kid, str):
             continue
         try:
-            keys[kid] = jwt.PyJWK(jwk, algorithm="RS256").key
+            key = jwt.PyJWK(jwk, algorithm="RS256").key
         except jwt.PyJWTError:
             continue
+        if isinstance(key, RSAPublicKey):
+            keys[kid] = key
     return keys
 
 
-async def _key_for(kid: str, issuer: str, transport: httpx.AsyncBaseTransport | None, now: float) -> Any:
+async def _key_for(kid: str, issuer: str, transport: httpx.AsyncBaseTransport | None, now: float) -> RSAPublicKey:
     cache_key = transport if transport is not None else _DEFAULT_TRANSPORT
     entry = _key_set(issuer, cache_key)
     fetched_now = False

@@ -41,7 +41,7 @@ from .stores import ConnectionStore
 
 __all__ = ["OAuth2Client", "RefusalHandler", "EXPIRY_MARGIN_S"]
 
-RefusalHandler = Callable[[Refusal], Any]
+RefusalHandler = Callable[[Refusal], object]
 """``on_refusal``'s callback: called with the ``Refusal``; may be async."""
 
 EXPIRY_MARGIN_S = 10.0
@@ -160,7 +160,7 @@ class OAuth2Client:
             future.add_done_callback(_done)
         return await asyncio.shield(future)
 
-    def _store_lock(self, user_id: str) -> AbstractAsyncContextManager[Any]:
+    def _store_lock(self, user_id: str) -> AbstractAsyncContextManager[object]:
         lock = getattr(self.store, "lock", None)
         return lock(user_id) if callable(lock) else nullcontext()
 

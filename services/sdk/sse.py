@@ -50,6 +50,11 @@ class SSEParser:
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         """Parse ``chunk``; the events it completed, in order."""
+        return [SSEEvent(*frame) for frame in self.feed_frames(chunk)]
+
+    def feed_frames(self, chunk: bytes) -> list[tuple[str, str, str]]:
+        """Like ``feed``, each event as a plain ``(type, data, last_event_id)`` tuple (a stream
+        reader that converts every event at once does not build an ``SSEEvent`` first)."""
         text = self._decoder.decode(chunk)
         if not self._started:
             if not text:
@@ -65,7 +70,7 @@ class SSEParser:
             self._started = True
             if text[0] == "\ufeff":
                 text = text[1:]
-        return self._feed_text(text)
+        return [SSEEvent(*frame) for frame in self._feed_text(text)]
 
     def close(self) -> list[SSEEvent]:
         """End of stream: whatever is still pending (a partial line or event) is dropped."""
@@ -75,7 +80,7 @@ class SSEParser:
         self._skip_lf = False
         return []
 
-    def _feed_text(self, text: str) -> list[SSEEvent]:
+    def _feed_text(self, text: str) -> list[tuple[str, str, str]]:
         if self._skip_lf and text:
             # the previous chunk ended with CR: an LF right after it belongs to that line break
             self._skip_lf = False
@@ -84,18 +89,20 @@ class SSEParser:
         buffer = self._buffer + text
         if not buffer:
             return []
-        parts = _LINE_BREAK.split(buffer)
+        parts = _LINE_BREAK.split(buffer) if "\r" in buffer else buffer.split("\n")
         self._buffer = parts.pop()
         self._skip_lf = buffer[-1] == "\r"
         return self._lines(parts) if parts else []
 
-    def _lines(self, lines: list[str]) -> list[SSEEvent]:
-        events: list[SSEEvent] = []
+    def _lines(self, lines: list[str]) -> list[tuple[str, str, str]]:
+        events: list[tuple[str, str, str]] = []
+        data = self._data
         for line in lines:
             if not line:
-                if self._data:
-                    events.append(SSEEvent(self._type or "message", "\n".join(self._data), self.last_event_id))
-                self._data = []
+                if data:
+                    events.append((self._type or "message", data[0] if len(data) == 1 else "\n".join(data),
+                                   self.last_event_id))
+                    data = []
                 self._type = ""
                 continue
             if line[0] == ":":
@@ -104,7 +111,7 @@ class SSEParser:
             if colon and value[:1] == " ":
                 value = value[1:]
             if name == "data":
-                self._data.append(value)
+                data.append(value)
             elif name == "event":
                 self._type = value
             elif name == "id":
@@ -113,4 +120,5 @@ class SSEParser:
             elif name == "retry":
                 if value and value.isascii() and value.isdigit():
                     self.retry_ms = int(value)
+        self._data = data
         return events

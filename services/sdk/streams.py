@@ -29,7 +29,7 @@ class RunsLike(Protocol):
     """What a turn's reply needs of ``RunsResource``: send a message, read the event stream."""
 
     async def message(self, run_id: str, text: str, start_turn: bool = True,
-                      idempotency_key: str | None = None) -> Any: ...
+                      idempotency_key: str | None = None) -> object: ...
 
     def events(self, run_id: str, after: int | None = None) -> "RunStream": ...
 
@@ -90,7 +90,7 @@ class RunStream:
         failures = 0
         retry_ms: int | None = None
         while True:
-            params: dict[str, Any] = {}
+            params: dict[str, int] = {}
             headers: dict[str, str] = {}
             if self.cursor is not None:
                 params["after"] = self.cursor
@@ -101,10 +101,9 @@ class RunStream:
                     "run.events", path={"run_id": self.run_id}, params=params, headers=headers
                 ) as response:
                     async for chunk in response.aiter_bytes():
-                        for frame in parser.feed(chunk):
-                            kind = frame.type
+                        for kind, data_text, _ in parser.feed_frames(chunk):
                             if kind in wire.CONTROL_FRAMES:
-                                data = _json_object(frame.data)
+                                data = _json_object(data_text)
                                 if kind == "stream_gap":
                                     yield RunEvent(None, None, "stream_gap", self.run_id, None, None, data)
                                     continue
@@ -112,7 +111,7 @@ class RunStream:
                                     raise _StreamEnded(error_from_envelope(data.get("error"), 500, origin="runtime"))
                                 self.end_reason = "idle" if kind == "stream_idle" else "dropped"
                                 return
-                            event = RunEvent.from_dict(_json_object(frame.data))
+                            event = RunEvent.from_wire(_json_object(data_text))
                             failures = 0
                             if event.seq is not None:
                                 self.cursor = event.seq
@@ -183,10 +182,11 @@ class RunReply:
         return self.result
 
     async def _run(self) -> AsyncIterator[RunEvent]:
-        self.answer = await self._runs.message(
+        answer = await self._runs.message(
             self.run_id, self.text, start_turn=True, idempotency_key=self._idempotency_key
         )
-        cursor = self.answer.get("cursor") if isinstance(self.answer, dict) else None
+        self.answer = answer if isinstance(answer, dict) else None
+        cursor = self.answer.get("cursor") if self.answer is not None else None
         cursor = cursor if isinstance(cursor, int) and not isinstance(cursor, bool) else None
         deltas: list[str] = []
         done_text: str | None = None

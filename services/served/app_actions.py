@@ -28,18 +28,20 @@ no refresh happens, so a refusal scripted for refreshes (``user.refuse``) does n
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..text import value_problem
 from .dtos import run_dto
 from .errors import ControlError
 
 if TYPE_CHECKING:
-    from ..sdk import Crouter
+    from ..sdk import ConnectionStore, Crouter
     from ..cloud.cloud import FakeCloud
 
 __all__ = ["AppActions", "ClientFor"]
+
+T = TypeVar("T")
 
 ClientFor = Callable[[str], Awaitable["Crouter"]]
 """The SDK client acting as the app for a person id."""
@@ -48,12 +50,12 @@ ClientFor = Callable[[str], Awaitable["Crouter"]]
 class AppActions:
     """The handlers of the app-action control routes for one cloud."""
 
-    def __init__(self, cloud: "FakeCloud", client_for: ClientFor | None = None, store: Any = None) -> None:
+    def __init__(self, cloud: "FakeCloud", client_for: ClientFor | None = None, store: "ConnectionStore | None" = None) -> None:
         self.cloud = cloud
         self._client_for = client_for
         self._store = store
 
-    def use(self, client_for: ClientFor | None, store: Any = None) -> None:
+    def use(self, client_for: ClientFor | None, store: "ConnectionStore | None" = None) -> None:
         """Act through ``client_for(user_id)`` from now on (None: fresh tokens from the cloud); a
         person reconnected here saves their connection to ``store`` (where ``client_for`` reads it)."""
         self._client_for = client_for
@@ -61,7 +63,7 @@ class AppActions:
 
     # -- routes ------------------------------------------------------------------------------
 
-    async def start_run(self, body: dict[str, Any], query: dict[str, str], user: str) -> Any:
+    async def start_run(self, body: dict[str, object], query: dict[str, str], user: str) -> dict[str, object]:
         """``POST /people/{user}/runs``: ``run.start`` as the app."""
         prompt = _required(body, "prompt")
         options: dict[str, Any] = {}
@@ -81,7 +83,7 @@ class AppActions:
         run = await self._call(user, lambda c: c.runs.start(prompt=prompt, idempotency_key=key, **options))
         return {"run_id": run.id, "run": self._dto(run.id)}
 
-    async def message(self, body: dict[str, Any], query: dict[str, str], run_id: str) -> Any:
+    async def message(self, body: dict[str, object], query: dict[str, str], run_id: str) -> dict[str, object]:
         """``POST /runs/{run_id}/message``: ``run.message`` as the app."""
         text = _required(body, "text")
         start_turn = body.get("start_turn", True)
@@ -92,13 +94,13 @@ class AppActions:
         answer = await self._call(owner, lambda c: c.runs.message(run_id, text, start_turn, key))
         return {"message": answer.get("message"), "run": self._dto(run_id)}
 
-    async def cancel(self, body: dict[str, Any], query: dict[str, str], run_id: str) -> Any:
+    async def cancel(self, body: dict[str, object], query: dict[str, str], run_id: str) -> dict[str, object]:
         """``POST /runs/{run_id}/cancel``: ``run.cancel`` as the app."""
         owner = self._owner(run_id)
         await self._call(owner, lambda c: c.runs.cancel(run_id))
         return {"run": self._dto(run_id)}
 
-    async def reconnect(self, body: dict[str, Any], query: dict[str, str], user: str) -> Any:
+    async def reconnect(self, body: dict[str, object], query: dict[str, str], user: str) -> dict[str, object]:
         """``POST /people/{user}/reconnect``: a new sign-in for the app's side, as the embedded desk's
         restore does: any refusal cleared, the grant active again, the new connection saved where
         the app actions read it (so they go through again after a refused refresh removed it)."""
@@ -127,10 +129,10 @@ class AppActions:
         except KeyError:
             raise _refusal(404, "run_not_found", f"no run {run_id}") from None
 
-    def _dto(self, run_id: str) -> dict[str, Any]:
+    def _dto(self, run_id: str) -> dict[str, object]:
         return run_dto(self.cloud.runs.get(run_id), events=False)
 
-    async def _call(self, user_id: str, act: Callable[["Crouter"], Awaitable[Any]]) -> Any:
+    async def _call(self, user_id: str, act: Callable[["Crouter"], Awaitable[T]]) -> T:
         from ..sdk import CrouterError
 
         try:
@@ -143,14 +145,14 @@ class AppActions:
             raise _refusal(exc.status or 502, exc.code or "error", exc.message) from None
 
 
-def _required(body: dict[str, Any], key: str) -> str:
+def _required(body: Mapping[str, object], key: str) -> str:
     value = _text(body, key)
     if value is None:
         raise _refused(f"{key} is required")
     return value
 
 
-def _text(body: dict[str, Any], key: str) -> str | None:
+def _text(body: Mapping[str, object], key: str) -> str | None:
     value = body.get(key)
     if value is None:
         return None
@@ -160,7 +162,7 @@ def _text(body: dict[str, Any], key: str) -> str | None:
     return value
 
 
-def _check(key: str, value: Any) -> None:
+def _check(key: str, value: object) -> None:
     problem = value_problem(value)
     if problem is not None:
         raise _refused(f"{key} cannot be stored: {problem}")

@@ -20,7 +20,6 @@ import json
 import secrets
 import threading
 from collections import deque
-from typing import Any
 
 from ..changes import Change, ChangeFeed
 
@@ -58,7 +57,9 @@ class ChangeLog:
         self.size = size
         """How many recent changes are kept (older ones are forgotten first)."""
         self.epoch = secrets.token_hex(4)
-        self._ring: deque[tuple[int, bytes]] = deque()
+        self._ring: deque[tuple[int, bytes | Change]] = deque()
+        """The newest changes by number: each as its frame once a listener needed it, else the
+        ``Change`` itself (a run event is not encoded for a log nobody follows)."""
         self._last = 0
         self._lock = threading.Lock()
         self._listeners: set[ChangeListener] = set()
@@ -72,13 +73,19 @@ class ChangeLog:
     def _record(self, change: Change) -> None:
         with self._lock:
             self._last += 1
-            frame = _frame(f"{self.epoch}-{self._last}", change.kind, {
-                "source": change.source, "kind": change.kind, "id": change.id, "data": change.data})
-            self._ring.append((self._last, frame))
+            entry: bytes | Change = change
+            if self._listeners or change.kind not in _APPEND_ONLY:
+                entry = self._encode(self._last, change)
+            self._ring.append((self._last, entry))
             while len(self._ring) > max(self.size, 0):
                 self._ring.popleft()
             for listener in self._listeners:  # under the lock: every listener sees the log's order
-                listener.put(frame)
+                assert isinstance(entry, bytes)
+                listener.put(entry)
+
+    def _encode(self, number: int, change: Change) -> bytes:
+        return _frame(f"{self.epoch}-{number}", change.kind, {
+            "source": change.source, "kind": change.kind, "id": change.id, "data": change.data})
 
     def follow(self, last_id: str | None) -> ChangeListener:
         """A listener fed from now on, first given what came after ``last_id`` (or a ``reset``)."""
@@ -117,11 +124,17 @@ class ChangeLog:
         elif seen + 1 < oldest:
             reason = f"more than {self.size} changes happened since that id"
         else:
-            return [frame for number_, frame in self._ring if number_ > seen]
+            return [entry if isinstance(entry, bytes) else self._encode(number_, entry)
+                    for number_, entry in self._ring if number_ > seen]
         return [_frame(self.last_id, "reset", {"reset": {"reason": reason}})]
 
 
-def _frame(event_id: str, event: str, payload: dict[str, Any]) -> bytes:
+_APPEND_ONLY = frozenset({"run.event"})
+"""Changes whose payload is never changed after it is published (a run's appended event): these
+may wait in the log unencoded until a listener asks for them."""
+
+
+def _frame(event_id: str, event: str, payload: dict[str, object]) -> bytes:
     data = json.dumps(payload, default=str)  # ASCII: a lone surrogate travels as its escape
     name = event.encode("ascii", "backslashreplace").decode().replace("\r", " ").replace("\n", " ")
     return f"id: {event_id}\nevent: {name}\ndata: {data}\n\n".encode()

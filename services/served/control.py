@@ -52,13 +52,18 @@ from .errors import ControlError
 if TYPE_CHECKING:
     from .asgi import CloudApp
     from ..cloud.cloud import FakeCloud
+    from ..cloud.failures import Gate
+    from ..cloud.runs import FakeRun
+    from ..cloud.users import FakeUser
     from .persist import CloudStore
 
 __all__ = ["ControlApp", "RUN_ACTIONS", "GRANT_ACTIONS", "connection_json"]
 
 
 
-Handler = Callable[..., Awaitable[Any]]
+Answer = dict[str, object]
+"""A control call's JSON answer (an object; ``json.dumps`` takes any of its values)."""
+Handler = Callable[..., Awaitable[Answer]]
 
 
 class ControlApp:
@@ -72,7 +77,7 @@ class ControlApp:
         self.app: "CloudApp | None" = None
         """The serving app (for its streaming); set by whoever serves."""
         self._removers: dict[str, Callable[[], None]] = {}
-        self._gates: dict[str, Any] = {}
+        self._gates: dict[str, Gate] = {}
         self._ids = itertools.count(1)
         self.app_actions = AppActions(cloud)
         """Start, message and cancel as the app (``app_actions.py``)."""
@@ -146,7 +151,7 @@ class ControlApp:
             token = b""
         return hmac.compare_digest(token.strip(), self._token) and bool(self._token)
 
-    async def dispatch(self, method: str, path: str, raw: bytes, query: dict[str, str]) -> tuple[int, Any]:
+    async def dispatch(self, method: str, path: str, raw: bytes, query: dict[str, str]) -> tuple[int, Any]:  # Any: services/desk/embedded.py reads the error envelope from it untyped
         """Answer one control call: ``(status, JSON answer)``."""
         try:
             try:
@@ -178,66 +183,66 @@ class ControlApp:
 
     # -- people ------------------------------------------------------------------------------
 
-    def _user(self, user_id: str) -> Any:
+    def _user(self, user_id: str) -> "FakeUser":
         user = self.cloud.state.users.get(user_id)
         if user is None:
             raise ControlError(404, "person_not_found", f"no person {user_id}")
         return user
 
-    async def _people(self, body: dict[str, Any], query: dict[str, str]) -> Any:
+    async def _people(self, body: dict[str, object], query: dict[str, str]) -> Answer:
         return {"people": [person_dto(u) for u in self.cloud.state.users.values()]}
 
-    async def _person(self, body: dict[str, Any], query: dict[str, str], user: str) -> Any:
+    async def _person(self, body: dict[str, object], query: dict[str, str], user: str) -> Answer:
         return person_dto(self._user(user))
 
-    async def _connect(self, body: dict[str, Any], query: dict[str, str], user: str) -> Any:
+    async def _connect(self, body: dict[str, Any], query: dict[str, str], user: str) -> Answer:
         return await connection_json(self.cloud, user, body.get("scopes"), body.get("dependencies"))
 
-    async def _grant(self, body: dict[str, Any], query: dict[str, str], user: str, action: str) -> Any:
+    async def _grant(self, body: dict[str, object], query: dict[str, str], user: str, action: str) -> Answer:
         grant = self._user(user).grant
         getattr(grant, action)(**body)
         return {"grant": grant.state}
 
-    async def _refuse(self, body: dict[str, Any], query: dict[str, str], user: str) -> Any:
+    async def _refuse(self, body: dict[str, object], query: dict[str, str], user: str) -> Answer:
         person = self._user(user)
         person.refuse(str(body.get("code", "grant_removed")))
         return person_dto(person)
 
-    async def _expire(self, body: dict[str, Any], query: dict[str, str], user: str) -> Any:
+    async def _expire(self, body: dict[str, object], query: dict[str, str], user: str) -> Answer:
         person = self._user(user)
         person.expire_tokens()
         return person_dto(person)
 
-    async def _memory_put(self, body: dict[str, Any], query: dict[str, str], user: str) -> Any:
+    async def _memory_put(self, body: dict[str, Any], query: dict[str, str], user: str) -> Answer:
         return self._user(user).memory.put(**body)
 
-    async def _memory_remove(self, body: dict[str, Any], query: dict[str, str], user: str, name: str) -> Any:
+    async def _memory_remove(self, body: dict[str, object], query: dict[str, str], user: str, name: str) -> Answer:
         self._user(user).memory.remove(name)
         return {"name": name, "removed": True}
 
     # -- runs --------------------------------------------------------------------------------
 
-    async def _runs(self, body: dict[str, Any], query: dict[str, str]) -> Any:
+    async def _runs(self, body: dict[str, object], query: dict[str, str]) -> Answer:
         from ..cloud.state import run_log
 
         user = query.get("user")
         events = query.get("events") in ("1", "true")
         return {"runs": [run_dto(r, events=events) for r in run_log(self.cloud) if user is None or r.user_id == user]}
 
-    def _fake_run(self, run_id: str) -> Any:
+    def _fake_run(self, run_id: str) -> "FakeRun":
         run = self.cloud.state.runs.get(run_id)
         if run is None:
             raise ControlError(404, "run_not_found", f"no run {run_id}")
         return run
 
-    async def _run(self, body: dict[str, Any], query: dict[str, str], run_id: str) -> Any:
+    async def _run(self, body: dict[str, object], query: dict[str, str], run_id: str) -> Answer:
         return run_dto(self._fake_run(run_id), events=query.get("events") not in ("0", "false"))
 
-    async def _run_action(self, body: dict[str, Any], query: dict[str, str], run_id: str, action: str) -> Any:
+    async def _run_action(self, body: dict[str, Any], query: dict[str, str], run_id: str, action: str) -> Answer:
         run = self._fake_run(run_id)
         if action == "settle" and run.settled:  # checked and done in one call: two windows cannot both settle
             raise ControlError(409, "run_settled", f"run {run_id} is already settled")
-        answer: dict[str, Any] = {}
+        answer: Answer = {}
         self._check_sizes(action, body)
         if action == "emit" and "events" in body:
             events = body["events"]
@@ -265,6 +270,8 @@ class ControlApp:
                                  f"text is longer than the limit of {limits.message_chars} characters", param="text")
         if action == "emit":
             events = body["events"] if isinstance(body.get("events"), list) else [body]
+            if len(events) > 1 and len(json.dumps(events)) <= limits.event_bytes:
+                return  # each event's text is a part of the whole list's: none can be over the limit
             for index, event in enumerate(events):
                 if len(json.dumps(event)) > limits.event_bytes:
                     raise ControlError(413, "payload_too_large",
@@ -273,7 +280,7 @@ class ControlApp:
 
     # -- failures and gates ------------------------------------------------------------------
 
-    async def _fail_next(self, body: dict[str, Any], query: dict[str, str]) -> Any:
+    async def _fail_next(self, body: dict[str, Any], query: dict[str, str]) -> Answer:
         answer: Any = body.get("answer")
         status = answer.get("status") if isinstance(answer, dict) else answer
         if answer != "unreachable" and (isinstance(status, bool) or not isinstance(status, int)
@@ -296,13 +303,13 @@ class ControlApp:
         self._removers[failure_id] = remover
         return {"id": failure_id}
 
-    async def _gate(self, body: dict[str, Any], query: dict[str, str]) -> Any:
+    async def _gate(self, body: dict[str, Any], query: dict[str, str]) -> Answer:
         gate = self.cloud.gate(str(body["op"]), user=body.get("user"))
         gate_id = f"g{next(self._ids)}"
         self._gates[gate_id] = gate
         return {"id": gate_id}
 
-    async def _release(self, body: dict[str, Any], query: dict[str, str], gate: str) -> Any:
+    async def _release(self, body: dict[str, object], query: dict[str, str], gate: str) -> Answer:
         found = self._gates.pop(gate, None)
         if found is None:
             raise ControlError(404, "gate_not_found", f"no gate {gate}")
@@ -310,7 +317,7 @@ class ControlApp:
         found.release()
         return {"id": gate, "released": True, "held": held}
 
-    async def _remove_failure(self, body: dict[str, Any], query: dict[str, str], failure: str) -> Any:
+    async def _remove_failure(self, body: dict[str, object], query: dict[str, str], failure: str) -> Answer:
         remover = self._removers.pop(failure, None)
         if remover is None:
             raise ControlError(404, "failure_not_found", f"no scripted failure {failure}")
@@ -319,7 +326,7 @@ class ControlApp:
 
     # -- whole state -------------------------------------------------------------------------
 
-    async def _reset(self, body: dict[str, Any], query: dict[str, str]) -> Any:
+    async def _reset(self, body: dict[str, object], query: dict[str, str]) -> Answer:
         self.cloud.reset()
         self._removers.clear()
         self._gates.clear()
@@ -329,10 +336,10 @@ class ControlApp:
             self.change_log.announce_reset("the cloud was reset")
         return {"reset": True}
 
-    async def _export(self, body: dict[str, Any], query: dict[str, str]) -> Any:
+    async def _export(self, body: dict[str, object], query: dict[str, str]) -> Answer:
         return export_state(self.cloud)
 
-    async def _import(self, body: dict[str, Any], query: dict[str, str]) -> Any:
+    async def _import(self, body: dict[str, Any], query: dict[str, str]) -> Answer:
         if self.store is not None:
             await self.store.replace(self.cloud, body)
         else:
@@ -343,7 +350,7 @@ class ControlApp:
 
     # -- change stream -----------------------------------------------------------------------
 
-    async def _publish(self, body: dict[str, Any], query: dict[str, str]) -> Any:
+    async def _publish(self, body: dict[str, object], query: dict[str, str]) -> Answer:
         """A window's own change (an insight approved, a canvas write) for every other window."""
         source, kind = body.get("source"), body.get("kind")
         if not isinstance(source, str) or not isinstance(kind, str) or not source or not kind:
@@ -380,7 +387,8 @@ class ControlApp:
             listener.close()
 
 
-async def connection_json(cloud: "FakeCloud", user_id: str, scopes: Any, dependencies: Any) -> dict[str, Any]:
+async def connection_json(cloud: "FakeCloud", user_id: str, scopes: object,
+                          dependencies: "list[dict[str, object]] | None") -> Answer:
     """Connect a person and answer what an app stores: the connection plus ``issuer`` and ``client_id``."""
     from ..sdk import MemoryConnectionStore
 
@@ -403,7 +411,7 @@ async def connection_json(cloud: "FakeCloud", user_id: str, scopes: Any, depende
     }
 
 
-def _error(code: str, message: str, param: str | None = None) -> dict[str, Any]:
+def _error(code: str, message: str, param: str | None = None) -> Answer:
     return {"error": {"code": code, "message": message, "param": param}}
 
 

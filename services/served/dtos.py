@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..cloud.runs import FakeRun
+    from ..cloud.users import FakeUser
 
 __all__ = ["run_dto", "person_dto"]
 
 
-def run_dto(run: Any, *, events: bool = True) -> dict[str, Any]:
+def run_dto(run: "FakeRun", *, events: bool = True) -> dict[str, object]:
     """A run as the control API shows it: its wire DTO plus what only the fake knows."""
     dto = run.to_dto()
     dto.update(
@@ -23,7 +27,7 @@ def run_dto(run: Any, *, events: bool = True) -> dict[str, Any]:
     return dto
 
 
-def person_dto(user: Any) -> dict[str, Any]:
+def person_dto(user: "FakeUser") -> dict[str, object]:
     return {
         "id": user.id,
         "grant": user.grant.state,

@@ -69,12 +69,12 @@ def _host_name(host: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
-def json_problem(value: Any, max_depth: int) -> tuple[str, str] | None:
+def json_problem(value: object, max_depth: int) -> tuple[str, str] | None:
     """``(field, problem)`` for the first value too deep or holding unstorable text, else None.
 
     Walks the parsed body without recursion; ``field`` is a dotted path (``events[2].fields.text``).
     """
-    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    stack: list[tuple[object, str, int]] = [(value, "", 0)]
     while stack:
         item, where, depth = stack.pop()
         if isinstance(item, str):
@@ -114,7 +114,7 @@ class GuardApp:
         limits: Limits = DEFAULT_LIMITS,
         passthrough_prefix: str | None = None,
         passes: Callable[[str], bool] | None = None,
-        openapi: Callable[[], dict[str, Any]] | None = None,
+        openapi: Callable[[], dict[str, object]] | None = None,
     ) -> None:
         self.app = app
         self.limits = limits
