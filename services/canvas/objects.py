@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass, field
-from typing import Any
 
-from sqlalchemy import Select, and_, case, exists, func, literal, select, text, union_all
+from sqlalchemy import ColumnElement, Row, Select, and_, case, exists, func, literal, select, text, union_all
 from sqlalchemy.orm import aliased
+from sqlalchemy.orm.util import AliasedClass
 from sqlmodel import Session
 
 from services.changes import Change
@@ -65,7 +65,7 @@ class Tx:
     now: float
     changes: list[Change] = field(default_factory=list)
 
-    def change(self, kind: str, id: str, **data: Any) -> None:
+    def change(self, kind: str, id: str, **data: object) -> None:
         """Queue a ``Change`` from source ``canvas`` for after the commit."""
         self.changes.append(Change("canvas", kind, id, data))
 
@@ -86,7 +86,7 @@ def summary_of(row: ObjectRow, owner_ref: str | None) -> ObjectSummary:
                          created_at=row.created_at, updated_at=row.updated_at)
 
 
-def _ref_of(owner: Any) -> Any:
+def _ref_of(owner: AliasedClass[ObjectRow]) -> ColumnElement[str | None]:
     """SQL: the reference of ``owner`` (an aliased objects row) in full names: its handle, or
     ``<type>:<handle>`` while another owner shares the handle."""
     shared = exists().where(_Other.type.in_(RESOLVE_TYPES), _Other.handle == owner.handle, _Other.id != owner.id)
@@ -101,13 +101,13 @@ OWNER_REF = _OWNER_REF
 """The owner reference column of ``with_owner`` (join ``OWNER`` on ``objects.owner_id``)."""
 
 
-def with_owner(stmt_where: Any = None) -> Select[Any]:
+def with_owner(stmt_where: ColumnElement[bool] | None = None) -> Select[tuple[ObjectRow, str | None]]:
     """``select(ObjectRow, owner reference)``, optionally filtered: rows for ``summaries``."""
     stmt = select(ObjectRow, _OWNER_REF).outerjoin(_Owner, _Owner.id == ObjectRow.owner_id)
     return stmt if stmt_where is None else stmt.where(stmt_where)
 
 
-def summaries(session: Session, stmt: Select[Any]) -> list[ObjectSummary]:
+def summaries(session: Session, stmt: Select[tuple[ObjectRow, str | None]]) -> list[ObjectSummary]:
     """Run a statement selecting ``(ObjectRow, owner reference)`` and build summaries."""
     return [summary_of(row, ref) for row, ref in session.execute(stmt).all()]
 
@@ -224,8 +224,8 @@ def ensure_owner(tx: Tx, type_: str, handle: str, *, name: str | None = None) ->
 
 
 def _filters(session: Session, type: str | None, owner: str | None, name_filter: str | None,
-             access: Access | None = None) -> list[Any]:
-    where: list[Any] = [] if access is None else [access.clause()]
+             access: Access | None = None) -> list[ColumnElement[bool]]:
+    where: list[ColumnElement[bool]] = [] if access is None else [access.clause()]
     if type:
         where.append(ObjectRow.type == type)
     if owner:
@@ -285,7 +285,7 @@ def neighbourhood(session: Session, row: ObjectRow, *, kind: str | None = None, 
     groups: dict[str, dict[str, tuple[EdgeView, ...]]] = {"out": {}, "in": {}}
     found = [(str(d), str(k), int(n)) for d, k, n in session.execute(union_all(*counted)).all()]
     members: list[str] = []
-    params: dict[str, Any] = {"id": row.id, "limit": max(0, int(limit))}
+    params: dict[str, str | int] = {"id": row.id, "limit": max(0, int(limit))}
     visible = ""
     if access is not None:
         condition, extra = access.sql("v")
@@ -299,7 +299,7 @@ def neighbourhood(session: Session, row: ObjectRow, *, kind: str | None = None, 
             f"SELECT * FROM (SELECT '{direction}' AS direction, kind, {there_name} AS other, created_at, "
             f"row_number() OVER (ORDER BY {there_name}) AS place FROM edges WHERE {here_name} = :id "
             f"AND kind = :k{i}{visible.format(there=there_name)} ORDER BY {there_name} LIMIT :limit) AS g{i}")
-    pages: dict[tuple[str, str], list[Any]] = {(d, k): [] for d, k, _ in found}
+    pages: dict[tuple[str, str], list[Row[tuple[str, str, str, float, int]]]] = {(d, k): [] for d, k, _ in found}
     if members and params["limit"]:
         edge_rows = session.execute(text(" UNION ALL ".join(members)), params).all()
         ids = sorted({str(r.other) for r in edge_rows})
