@@ -35,13 +35,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sqlalchemy import insert, text  # noqa: E402
+from sqlalchemy import text  # noqa: E402
+from sqlmodel import Session  # noqa: E402
 
 from services.canvas import Canvas, ReaderView  # noqa: E402
 from services.canvas.engine import is_postgres, write_session  # noqa: E402
 from services.canvas.search import index_many  # noqa: E402
 from services.changes import ChangeFeed  # noqa: E402
-from services.canvas.models import DocumentRow, EdgeRow, InboxRow, NodeRow, ObjectRow, RevisionRow  # noqa: E402
 
 WORDS = ("pricing deploy canvas inbox node repo profile insight listener harvest judgment grant token run event "
          "stream watcher revision preview summary owner privacy public friends private report job custom queue "
@@ -55,6 +55,26 @@ CHUNK = 10_000
 def _chunks(rows: list[dict], size: int = CHUNK):
     for i in range(0, len(rows), size):
         yield rows[i:i + size]
+
+
+def bulk_insert(session: Session, table: str, rows: list[dict[str, object]]) -> None:
+    """Insert ``rows`` (all with the same keys) into ``table`` through the driver itself, in the
+    session's transaction: ``executemany`` of plain tuples on SQLite, ``COPY`` on PostgreSQL. The ORM
+    would build and check an object per row, which at a million rows costs minutes."""
+    if not rows:
+        return
+    columns = list(rows[0])
+    raw = session.connection().connection.driver_connection
+    if is_postgres(session):
+        with raw.cursor() as cursor, cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(tuple(row[c] for c in columns))
+        return
+    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+    cursor = raw.cursor()
+    for part in _chunks(rows, 50_000):
+        cursor.executemany(sql, [tuple(row[c] for c in columns) for row in part])
+    cursor.close()
 
 
 def build(canvas: Canvas, n_objects: int, n_edges: int, seed: int = 7) -> dict[str, object]:
@@ -112,23 +132,21 @@ def build(canvas: Canvas, n_objects: int, n_edges: int, seed: int = 7) -> dict[s
                   object_id=rng.choice(all_ids), object_name="x", event_type=rng.choice(["edited", "created"]),
                   level=rng.randint(1, 10), actor_id=None, at=now + i, summary=f"event {i}", body=None,
                   read_at=None if rng.random() < 0.5 else now, ref=None) for i in range(n_objects)]
+    revisions = [dict(document_id=d["object_id"], revision=1, name="x", kind="knowledge", preview=d["preview"],
+                      summary=None, body=d["body"], rules="[]", author=None, at=now) for d in docs]
+    nodes = [dict(object_id=n, kind="general", mode="base", lifecycle="terminal", turn_active=False,
+                  wake_pending=False, wakes=0, last_seq=0) for n in node_ids]
+    edge_rows = [dict(src_id=s, dst_id=d, kind=k, created_at=now) for s, d, k in edges]
     with write_session(canvas.engine) as session:
-        for part in _chunks(objects):
-            session.execute(insert(ObjectRow), part)
-        for part in _chunks(docs):
-            session.execute(insert(DocumentRow), part)
-            session.execute(insert(RevisionRow), [dict(document_id=d["object_id"], revision=1, name="x", kind="knowledge",
-                                                       preview=d["preview"], summary=None, body=d["body"], rules="[]",
-                                                       author=None, at=now) for d in part])
-        session.execute(insert(NodeRow), [dict(object_id=n, kind="general", mode="base", lifecycle="terminal",
-                                               turn_active=False, wake_pending=False, wakes=0, last_seq=0)
-                                          for n in node_ids])
-        for part in _chunks([dict(src_id=s, dst_id=d, kind=k, created_at=now) for s, d, k in edges]):
-            session.execute(insert(EdgeRow), part)
-        for part in _chunks(inbox):
-            session.execute(insert(InboxRow), part)
-        for part in _chunks(fts):
-            index_many(session, part)
+        for table, rows in (("objects", objects), ("documents", docs), ("revisions", revisions), ("nodes", nodes),
+                            ("edges", edge_rows), ("inbox", inbox)):
+            bulk_insert(session, table, rows)
+        if is_postgres(canvas.engine):
+            for part in _chunks(fts):
+                index_many(session, part)
+        else:
+            bulk_insert(session, "object_fts", [dict(rowid=r["pk"], name=r["name"], preview=r["preview"], body=r["body"])
+                                                for r in fts])
         if is_postgres(canvas.engine):  # explicit keys were inserted: move the key sequence past them
             session.execute(text("SELECT setval(pg_get_serial_sequence('objects', 'pk'), (SELECT max(pk) FROM objects))"))
     if is_postgres(canvas.engine):  # what autovacuum does soon after a bulk load: statistics and the visibility map
@@ -314,14 +332,26 @@ async def main() -> None:
     first = results[names[0]]
     print(f"canvas benchmark: {args.objects:,} objects, {int(first['edges']):,} edges, {args.objects:,} inbox entries; "
           f"medians of {args.repeat} calls through the async Canvas API")
-    print(f"{'':62}" + "".join(f"{n:>14}" for n in names) + ("    ratio" if len(names) == 2 else ""))
+    print(f"{'':62}" + "".join(f"{n:>14}" for n in names) + f"{'aim':>10}{'worst/aim':>11}"
+          + ("  PG/SQLite" if len(names) == 2 else ""))
     for label in first:
         if label == "edges":
             continue
         values = [results[n][label] for n in names]
-        ratio = f"  {values[1] / values[0]:6.2f}x" if len(values) == 2 and values[0] else ""
-        print(f"{label[:62]:62}" + "".join(f"{v:14,.2f}" for v in values) + ratio)
+        aim = aim_of(label)
+        against = f"{aim:10,.1f}{max(values) / aim:10.2f}x" if aim else " " * 21
+        ratio = f"  {values[1] / values[0]:8.2f}x" if len(values) == 2 and values[0] else ""
+        print(f"{label[:62]:62}" + "".join(f"{v:14,.2f}" for v in values) + against + ratio)
 
+
+def aim_of(label: str) -> float | None:
+    """The aim a figure is held to (ms for a query, a ratio for a ``<=`` line), or None."""
+    if "(<= 1.5)" in label:
+        return 1.5
+    if label.startswith(("list page", "count", "neighbourhood", "full-text", "inbox", "object detail", "boot context,",
+                         "search ", "slowest")):
+        return 20.0
+    return None
 
 if __name__ == "__main__":
     asyncio.run(main())

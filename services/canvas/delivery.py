@@ -33,7 +33,7 @@ from .eligibility import Access, access_for, describe
 from .errors import CanvasError
 from .models import DocumentRow, LinkRow, NodeRow, ObjectRow
 from .names import ReaderView
-from .objects import OWNER, OWNER_REF, get_row, summaries, with_owner
+from .objects import OWNER, OWNER_REF, get_row, summaries_by_id
 from .profiles import LIMIT_RANK, limit_for, purview_of
 from .views import BootContext, BootItem, JsonValue, LoadVerdict, NotLoaded, ObjectSummary, Rule
 
@@ -233,7 +233,7 @@ def boot_context(session: Session, ref: str, event: str = "boot") -> BootContext
         pairs = conn.execute(select(LinkRow.document_id, LinkRow.target_id).where(
             LinkRow.document_id.in_(ids), LinkRow.target_id.is_not(None)).order_by(LinkRow.id), {"ids": content_ids}).all()
         target_ids = sorted({str(t) for _, t in pairs})
-        targets = {s.id: s for s in summaries(session, with_owner(ObjectRow.id.in_(target_ids)))} if target_ids else {}
+        targets = summaries_by_id(session, target_ids)
         previews = dict(session.execute(select(DocumentRow.object_id, DocumentRow.preview)
                                         .where(DocumentRow.object_id.in_(target_ids))).all()) if target_ids else {}
         for src, target in pairs:
