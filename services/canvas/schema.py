@@ -70,7 +70,7 @@ def _profiles_receivers(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE custom_objects ADD COLUMN config TEXT NOT NULL DEFAULT '{}'"))
 
 
-_READ_INDEXES = frozenset({"ix_objects_owner_type_cover"})
+_READ_INDEXES = frozenset({"ix_objects_owner_type_name_cover"})
 """Indexes added after version 4 that only speed reads (``_ensure_read_indexes``)."""
 
 
