@@ -179,12 +179,13 @@ def build(canvas: Canvas, n_objects: int, n_edges: int, seed: int = 7) -> dict[s
             # explicit keys were inserted: move the key sequence past them
             session.execute(text("SELECT setval(pg_get_serial_sequence('objects', 'pk'), (SELECT max(pk) FROM objects))"))
     if is_postgres(canvas.engine):  # what autovacuum does soon after a bulk load: statistics and the visibility map
-        with canvas.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.exec_driver_sql("VACUUM (ANALYZE)")
-    with canvas.engine.connect() as conn:
-        conn.exec_driver_sql("ANALYZE")
-        conn.commit()
-        if not is_postgres(canvas.engine):
+        loaded = ", ".join([t for t, _ in tables] + ["object_search"])  # this schema's tables only: a database-wide
+        with canvas.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:  # run meets others' DDL
+            conn.exec_driver_sql(f"VACUUM (ANALYZE) {loaded}")
+    else:
+        with canvas.engine.connect() as conn:
+            conn.exec_driver_sql("ANALYZE")
+            conn.commit()
             conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
     boot_node = node_ids[min(60, len(node_ids) - 1)]  # owns no documents; its person (user:o1) owns ~1,000
     return {"hub": hub, "inbox_owner": inbox_owner, "node": node_ids[1], "docs": n_docs, "edges": len(edges),
