@@ -14,7 +14,7 @@ page, one object's detail), the median over ``--repeat`` calls through the async
 and its ratio to an indexed point lookup (``Canvas.get`` by id) measured in the same run.
 The target is every query under 20 ms at 100k objects / 300k edges, on each engine.
 
-Eligibility and delivery: a node whose person owns about 1,000 documents (with boot rules at
+Eligibility and delivery: a node whose person owns 1% of the documents (about 1,000 of 100k; with boot rules at
 every level, a seventh private and a seventh friends-only) gets its boot context timed (target
 < 20 ms), and the searches and a list page are timed again as that node reads them (filtered
 by eligibility inside the query), each with its ratio to the operator's unfiltered figure
@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -35,13 +36,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sqlalchemy import insert, text  # noqa: E402
+from sqlalchemy import text  # noqa: E402
+from sqlmodel import Session  # noqa: E402
 
 from services.canvas import Canvas, ReaderView  # noqa: E402
 from services.canvas.engine import is_postgres, write_session  # noqa: E402
 from services.canvas.search import index_many  # noqa: E402
 from services.changes import ChangeFeed  # noqa: E402
-from services.canvas.models import DocumentRow, EdgeRow, InboxRow, NodeRow, ObjectRow, RevisionRow  # noqa: E402
 
 WORDS = ("pricing deploy canvas inbox node repo profile insight listener harvest judgment grant token run event "
          "stream watcher revision preview summary owner privacy public friends private report job custom queue "
@@ -55,6 +56,53 @@ CHUNK = 10_000
 def _chunks(rows: list[dict], size: int = CHUNK):
     for i in range(0, len(rows), size):
         yield rows[i:i + size]
+
+
+def bulk_insert(session: Session, table: str, rows: list[dict[str, object]]) -> None:
+    """Insert ``rows`` (all with the same keys) into ``table`` through the driver itself, in the
+    session's transaction: ``executemany`` of plain tuples on SQLite, ``COPY`` on PostgreSQL. The ORM
+    would build and check an object per row, which at a million rows costs minutes."""
+    if not rows:
+        return
+    columns = list(rows[0])
+    raw = session.connection().connection.driver_connection
+    if is_postgres(session):
+        with raw.cursor() as cursor, cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(tuple(row[c] for c in columns))
+        return
+    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+    cursor = raw.cursor()
+    for part in _chunks(rows, 50_000):
+        cursor.executemany(sql, [tuple(row[c] for c in columns) for row in part])
+    cursor.close()
+
+
+def sqlite_load(path: str, tables: tuple[tuple[str, list[dict[str, object]]], ...],
+                fts: list[dict[str, object]]) -> None:
+    """A bulk load as SQLite's own documentation advises: one transaction on a plain connection (no
+    foreign-key check per row: the rows are built consistent), the tables' indexes dropped first and
+    built again after from sorted data, then the search index."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    names = [t for t, _ in tables]
+    marks = ", ".join("?" * len(names))
+    ddl = conn.execute(f"SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL "
+                       f"AND tbl_name IN ({marks})", names).fetchall()
+    for name, _ in ddl:
+        conn.execute(f'DROP INDEX "{name}"')
+    conn.execute("BEGIN")
+    for table, rows in tables:
+        if not rows:
+            continue
+        columns = list(rows[0])
+        sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+        for part in _chunks(rows, 50_000):
+            conn.executemany(sql, [tuple(row[c] for c in columns) for row in part])
+    conn.executemany("INSERT INTO object_fts(rowid, name, preview, body) VALUES (:rowid, :name, :preview, :body)", fts)
+    conn.execute("COMMIT")
+    for _, sql in ddl:
+        conn.execute(sql)
+    conn.close()
 
 
 def build(canvas: Canvas, n_objects: int, n_edges: int, seed: int = 7) -> dict[str, object]:
@@ -87,7 +135,7 @@ def build(canvas: Canvas, n_objects: int, n_edges: int, seed: int = 7) -> dict[s
     for i in range(n_docs):
         pk += 1
         owner = doc_owner_ids[i % len(doc_owner_ids)] if i % 3 else "repo:repo0"
-        owner = "user:o1" if i % 97 == 1 else owner  # about 1,000 documents of 100,000: the boot node's person
+        owner = "user:o1" if i % 97 == 1 else owner  # 1% of the documents (1,000 of 100,000): the boot node's person
         name = f"{rng.choice(WORDS)}/{rng.choice(WORDS)}-{i:06d}"
         preview = f"When {rng.choice(WORDS)} {rng.choice(WORDS)} comes up, read this because {rng.choice(WORDS)}."
         body = " ".join(rng.choice(VOCABULARY) for _ in range(30)) + " " + rng.choice(WORDS)
@@ -112,34 +160,34 @@ def build(canvas: Canvas, n_objects: int, n_edges: int, seed: int = 7) -> dict[s
                   object_id=rng.choice(all_ids), object_name="x", event_type=rng.choice(["edited", "created"]),
                   level=rng.randint(1, 10), actor_id=None, at=now + i, summary=f"event {i}", body=None,
                   read_at=None if rng.random() < 0.5 else now, ref=None) for i in range(n_objects)]
-    with write_session(canvas.engine) as session:
-        for part in _chunks(objects):
-            session.execute(insert(ObjectRow), part)
-        for part in _chunks(docs):
-            session.execute(insert(DocumentRow), part)
-            session.execute(insert(RevisionRow), [dict(document_id=d["object_id"], revision=1, name="x", kind="knowledge",
-                                                       preview=d["preview"], summary=None, body=d["body"], rules="[]",
-                                                       author=None, at=now) for d in part])
-        session.execute(insert(NodeRow), [dict(object_id=n, kind="general", mode="base", lifecycle="terminal",
-                                               turn_active=False, wake_pending=False, wakes=0, last_seq=0)
-                                          for n in node_ids])
-        for part in _chunks([dict(src_id=s, dst_id=d, kind=k, created_at=now) for s, d, k in edges]):
-            session.execute(insert(EdgeRow), part)
-        for part in _chunks(inbox):
-            session.execute(insert(InboxRow), part)
-        for part in _chunks(fts):
-            index_many(session, part)
-        if is_postgres(canvas.engine):  # explicit keys were inserted: move the key sequence past them
+    revisions = [dict(document_id=d["object_id"], revision=1, name="x", kind="knowledge", preview=d["preview"],
+                      summary=None, body=d["body"], rules="[]", author=None, at=now) for d in docs]
+    nodes = [dict(object_id=n, kind="general", mode="base", lifecycle="terminal", turn_active=False,
+                  wake_pending=False, wakes=0, last_seq=0) for n in node_ids]
+    edge_rows = [dict(src_id=s, dst_id=d, kind=k, created_at=now) for s, d, k in edges]
+    tables = (("objects", objects), ("documents", docs), ("revisions", revisions), ("nodes", nodes),
+              ("edges", edge_rows), ("inbox", inbox))
+    if not is_postgres(canvas.engine):
+        sqlite_load(str(canvas.engine.url.database), tables,
+                    [dict(rowid=r["pk"], name=r["name"], preview=r["preview"], body=r["body"]) for r in fts])
+    else:
+        with write_session(canvas.engine) as session:
+            for table, rows in tables:
+                bulk_insert(session, table, rows)
+            for part in _chunks(fts):
+                index_many(session, part)
+            # explicit keys were inserted: move the key sequence past them
             session.execute(text("SELECT setval(pg_get_serial_sequence('objects', 'pk'), (SELECT max(pk) FROM objects))"))
     if is_postgres(canvas.engine):  # what autovacuum does soon after a bulk load: statistics and the visibility map
-        with canvas.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.exec_driver_sql("VACUUM (ANALYZE)")
-    with canvas.engine.connect() as conn:
-        conn.exec_driver_sql("ANALYZE")
-        conn.commit()
-        if not is_postgres(canvas.engine):
+        loaded = ", ".join([t for t, _ in tables] + ["object_search"])  # this schema's tables only: a database-wide
+        with canvas.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:  # run meets others' DDL
+            conn.exec_driver_sql(f"VACUUM (ANALYZE) {loaded}")
+    else:
+        with canvas.engine.connect() as conn:
+            conn.exec_driver_sql("ANALYZE")
+            conn.commit()
             conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-    boot_node = node_ids[min(60, len(node_ids) - 1)]  # owns no documents; its person (user:o1) owns ~1,000
+    boot_node = node_ids[min(60, len(node_ids) - 1)]  # owns no documents; its person (user:o1) owns 1% of the documents
     return {"hub": hub, "inbox_owner": inbox_owner, "node": node_ids[1], "docs": n_docs, "edges": len(edges),
             "boot_node": boot_node}
 
@@ -182,7 +230,7 @@ def reader(ids: dict[str, object]) -> ReaderView:
 
 
 DELIVERY = {
-    "boot context, node with ~1,000 eligible docs (< 20 ms)":
+    "boot context, node whose person owns 1% of the documents (< 20 ms)":
         lambda c, ids: c.boot_context(str(ids["boot_node"])),
     "search 'pricing' as a node (eligibility filtered)":
         lambda c, ids: c.search("pricing", view=reader(ids)),
@@ -249,6 +297,7 @@ async def run_engine(target: str, args: argparse.Namespace) -> dict[str, float]:
     context = await canvas.boot_context(str(ids["boot_node"]))
     out["boot context: share of its view loaded"] = len(context.items) / max(1, len(context.items) + len(context.not_loaded))
     out["boot context: documents loaded"] = float(len(context.items))
+    out["boot context: documents weighed (its view)"] = float(len(context.items) + len(context.not_loaded))
     for label, call in DELIVERY.items():
         out[label] = await timed(args.repeat, lambda call=call: call(canvas, ids)) * 1e3
     out["  filtered / operator search 'pricing' (<= 1.5)"] = (
@@ -300,6 +349,7 @@ async def main() -> None:
     results: dict[str, dict[str, float]] = {}
     if "sqlite" in engines:
         results["SQLite"] = await run_engine(str(args.db or Path(folder.name) / "canvas.db"), args)
+        print(f"SQLite done: {results['SQLite']}", file=sys.stderr, flush=True)  # kept if a later engine fails
     if "postgresql" in engines:
         import psycopg
 
@@ -314,14 +364,26 @@ async def main() -> None:
     first = results[names[0]]
     print(f"canvas benchmark: {args.objects:,} objects, {int(first['edges']):,} edges, {args.objects:,} inbox entries; "
           f"medians of {args.repeat} calls through the async Canvas API")
-    print(f"{'':62}" + "".join(f"{n:>14}" for n in names) + ("    ratio" if len(names) == 2 else ""))
+    print(f"{'':62}" + "".join(f"{n:>14}" for n in names) + f"{'aim':>10}{'worst/aim':>11}"
+          + ("  PG/SQLite" if len(names) == 2 else ""))
     for label in first:
         if label == "edges":
             continue
         values = [results[n][label] for n in names]
-        ratio = f"  {values[1] / values[0]:6.2f}x" if len(values) == 2 and values[0] else ""
-        print(f"{label[:62]:62}" + "".join(f"{v:14,.2f}" for v in values) + ratio)
+        aim = aim_of(label)
+        against = f"{aim:10,.1f}{max(values) / aim:10.2f}x" if aim else " " * 21
+        ratio = f"  {values[1] / values[0]:8.2f}x" if len(values) == 2 and values[0] else ""
+        print(f"{label[:62]:62}" + "".join(f"{v:14,.2f}" for v in values) + against + ratio)
 
+
+def aim_of(label: str) -> float | None:
+    """The aim a figure is held to (ms for a query, a ratio for a ``<=`` line), or None."""
+    if "(<= 1.5)" in label:
+        return 1.5
+    if label.startswith(("list page", "count", "neighbourhood", "full-text", "inbox", "object detail", "boot context,",
+                         "search ", "slowest")):
+        return 20.0
+    return None
 
 if __name__ == "__main__":
     asyncio.run(main())

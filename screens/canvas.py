@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from rich.text import Text
 from textual import on, work
@@ -30,7 +30,8 @@ from services.errors import ServiceError
 
 
 if TYPE_CHECKING:
-    from services.canvas import Neighbourhood, ObjectDetail, ReaderView, ReceiverAttempt
+    from services.canvas import (Canvas, Neighbourhood, ObjectDetail, ObjectPage, ObjectSummary, ReaderView,
+                                 ReceiverAttempt)
 
 from .text import DETAIL_CAP, counted, highlight, iso, level_style, notify_plain, safe, safe_text, short_time
 from .widgets.fit_tree import FitTree
@@ -45,7 +46,27 @@ TYPES = ("document", "node", "job", "custom", "user", "app", "repo", "profile")
 OWNER_TYPES = ("user", "app", "repo", "profile", "node")
 
 
-def _label(summary: Any, needle: str = "") -> Text:
+class _ListArgs(TypedDict, total=False):
+    """The filters of one tree group's pages (``Canvas.list_objects`` arguments)."""
+
+    type: str
+    owner: str
+    name_filter: str
+
+
+class _NodeData(TypedDict, total=False):
+    """What a tree node carries: a group of objects to list, an object, or the next page of a group."""
+
+    kind: str
+    """``list``, ``object`` or ``more``."""
+    args: _ListArgs
+    owners: bool
+    object: str
+    offset: int
+    loaded: bool
+
+
+def _label(summary: ObjectSummary, needle: str = "") -> Text:
     text = highlight(safe_text(summary.name or summary.full_name, 120), needle)
     text.append(f" · {safe(summary.type, 40)}", style="dim")
     return text
@@ -67,8 +88,8 @@ class CanvasPane(Pane):
         Binding("v", "read_as", "Read as…", id="workbench.canvas.read_as"),
     ]
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(id="canvas", **kwargs)
+    def __init__(self, *, name: str | None = None, classes: str = "") -> None:
+        super().__init__(classes, id="canvas", name=name)
         self.selected: str | None = None
         """The id of the object whose neighbourhood and detail are shown."""
         self.history: list[str] = []
@@ -102,9 +123,16 @@ class CanvasPane(Pane):
             yield Static("", id="canvas-more", markup=False)
 
     @property
-    def canvas(self) -> Any:
+    def canvas(self) -> Canvas | None:
         """The workspace's canvas service (None when this workspace has none)."""
-        return getattr(self.workspace, "canvas", None)
+        return self.workspace.canvas if self.workspace is not None else None
+
+    def _service(self) -> Canvas:
+        """The canvas service, for an action that needs one."""
+        canvas = self.canvas
+        if canvas is None:
+            raise RuntimeError("this workspace has no canvas service")
+        return canvas
 
     def changed(self, changes: tuple[Change, ...]) -> None:
         """Say so while the canvas server's change feed is down (PostgreSQL), then reload as usual."""
@@ -140,7 +168,7 @@ class CanvasPane(Pane):
     async def load_roots(self, needle: str) -> None:
         """Rebuild the tree's top: counts by type and owner groups, or the filter's first page."""
         await asyncio.sleep(DEBOUNCE)  # a newer reload cancels this one while it waits (exclusive)
-        canvas = self.canvas
+        canvas = self._service()
         tree = self.query_one("#canvas-tree", Tree)
         view = self.view
         total = await canvas.count_objects(name_filter=needle or None, view=view)
@@ -176,7 +204,7 @@ class CanvasPane(Pane):
                 if page.items:
                     self.load_object(page.items[0].id)
 
-    def _add_page(self, node: TreeNode[Any], page: Any, args: dict[str, Any], needle: str = "",
+    def _add_page(self, node: TreeNode[_NodeData], page: ObjectPage, args: _ListArgs, needle: str = "",
                   owners: bool = False) -> None:
         for summary in page.items:
             if owners:
@@ -189,20 +217,20 @@ class CanvasPane(Pane):
                           data={"kind": "more", "args": args, "offset": page.offset + page.limit, "owners": owners})
 
     @on(Tree.NodeExpanded, "#canvas-tree")
-    def _expanded(self, event: Tree.NodeExpanded[Any]) -> None:
+    def _expanded(self, event: Tree.NodeExpanded[_NodeData]) -> None:
         data = event.node.data or {}
         if data.get("kind") == "list" and not data.get("loaded") and not event.node.children:
             data["loaded"] = True
             self.load_page(event.node, data["args"], 0, bool(data.get("owners")))
 
     @work(group="canvas-page", exit_on_error=False)
-    async def load_page(self, node: TreeNode[Any], args: dict[str, Any], offset: int, owners: bool) -> None:
+    async def load_page(self, node: TreeNode[_NodeData], args: _ListArgs, offset: int, owners: bool) -> None:
         """Add one page of objects under ``node``."""
-        page = await self.canvas.list_objects(offset=offset, limit=PAGE, view=self.view, **args)
+        page = await self._service().list_objects(offset=offset, limit=PAGE, view=self.view, **args)
         self._add_page(node, page, args, str(args.get("name_filter") or ""), owners)
 
     @on(Tree.NodeSelected, "#canvas-tree")
-    def _tree_selected(self, event: Tree.NodeSelected[Any]) -> None:
+    def _tree_selected(self, event: Tree.NodeSelected[_NodeData]) -> None:
         data = event.node.data or {}
         if data.get("kind") == "more":
             parent = event.node.parent
@@ -211,7 +239,7 @@ class CanvasPane(Pane):
                 self.load_page(parent, data["args"], data["offset"], bool(data.get("owners")))
 
     @on(Tree.NodeHighlighted, "#canvas-tree")
-    def _tree_highlighted(self, event: Tree.NodeHighlighted[Any]) -> None:
+    def _tree_highlighted(self, event: Tree.NodeHighlighted[_NodeData]) -> None:
         object_id = (event.node.data or {}).get("object")
         if object_id and object_id != self.selected:
             self.load_object(object_id)
@@ -222,8 +250,8 @@ class CanvasPane(Pane):
     async def load_object(self, object_id: str, remember: bool = True) -> None:
         """Load an object's detail and neighbourhood and show them."""
         try:
-            detail = await self.canvas.read(object_id, events_limit=20, view=self.view)
-            edges = await self.canvas.edges(object_id, limit=20, view=self.view)
+            detail = await self._service().read(object_id, events_limit=20, view=self.view)
+            edges = await self._service().edges(object_id, limit=20, view=self.view)
         except ServiceError:
             if self.view is None:
                 raise
@@ -232,7 +260,7 @@ class CanvasPane(Pane):
             return
         attempts: list[ReceiverAttempt] = []
         if detail.custom is not None and detail.custom.receiver in ("url", "argv"):
-            attempts = await self.canvas.receiver_attempts(object_id, limit=20)
+            attempts = await self._service().receiver_attempts(object_id, limit=20)
         if remember and self.selected and self.selected != object_id:
             self.history.append(self.selected)
         self.selected, self.detail, self.neighbourhood = object_id, detail, edges
@@ -352,7 +380,7 @@ class CanvasPane(Pane):
         if self.detail is None or self.detail.object.type != "node":
             notify_plain(self.app, "Select a node to see its boot context.", severity="warning")
             return
-        context = await self.canvas.boot_context(self.detail.object.id)
+        context = await self._service().boot_context(self.detail.object.id)
         self.app.push_screen(DeliveryDialog(f"boot context of {safe(context.node_name, 120)}", boot_text(context)))
 
     @work(group="canvas-delivery", exclusive=True, exit_on_error=False)
@@ -364,7 +392,7 @@ class CanvasPane(Pane):
             notify_plain(self.app, "Select a document to see who loads it.", severity="warning")
             return
         name = self.detail.object.full_name
-        verdicts = await self.canvas.who_loads(self.detail.object.id)
+        verdicts = await self._service().who_loads(self.detail.object.id)
         self.app.push_screen(DeliveryDialog(f"who loads {safe(name, 200)}", loads_text(name, verdicts)))
 
     @work(group="canvas-delivery", exclusive=True, exit_on_error=False)
@@ -372,7 +400,7 @@ class CanvasPane(Pane):
         """Choose a node (or the operator) and read the canvas as it may see it."""
         from .dialogs.choose import ChooseDialog
 
-        page = await self.canvas.list_objects(type="node", limit=50)
+        page = await self._service().list_objects(type="node", limit=50)
         choices = [("operator", "")] + [(o.label, o.id) for o in page.items]
 
         def chosen(node: str | None) -> None:
@@ -383,7 +411,7 @@ class CanvasPane(Pane):
     @work(group="canvas-read-as", exclusive=True, exit_on_error=False)
     async def read_as(self, node: str | None) -> None:
         """Read the canvas as ``node`` (None: the operator's view) and reload."""
-        self.view = await self.canvas.reader_view(node) if node else None
+        self.view = await self._service().reader_view(node) if node else None
         self.view_node = node
         line = self.query_one("#canvas-viewing", Static)
         if node is None:
@@ -400,12 +428,13 @@ class CanvasPane(Pane):
 
     async def palette_search(self, query: str) -> list[tuple[str, str]]:
         """Objects whose name contains ``query`` (one page; nothing when the query is empty)."""
-        if self.canvas is None or not query.strip():
+        canvas = self.canvas
+        if canvas is None or not query.strip():
             return []
-        page = await self.canvas.list_objects(name_filter=query.strip(), limit=20, view=self.view)
+        page = await canvas.list_objects(name_filter=query.strip(), limit=20, view=self.view)
         items = [(f"object {o.label} ({o.type}) · {o.id}", o.id) for o in page.items]
         try:
-            found = await self.canvas.get(query.strip(), view=self.view)
+            found = await canvas.get(query.strip(), view=self.view)
             items = [(f"object {found.label} ({found.type}) · {found.id}", found.id),
                      *(item for item in items if item[1] != found.id)]  # an exact hit is listed once, first
         except ServiceError:  # not an id or full name: the name matches above are the answer

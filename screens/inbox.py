@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.style import Style
 from rich.text import Text
@@ -17,6 +17,9 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
 from .dialogs import Field
+
+if TYPE_CHECKING:
+    from services.canvas import Canvas, InboxEntryView, InboxPage, ObjectSummary
 from .text import counted, highlight, iso, level_style, notify_plain, safe, safe_text, short_time, words
 from .widgets.fit_table import FitTable, fit_cell
 from .widgets.pane import DEBOUNCE, Pane, PaletteAction, is_current
@@ -31,10 +34,10 @@ ENTRIES_SHOWN = 200
 class InboxGroup:
     """Consecutive entries of one burst (same kind, event, object and actor) shown as one row."""
 
-    entries: tuple[Any, ...]
+    entries: tuple[InboxEntryView, ...]
 
     @property
-    def first(self) -> Any:
+    def first(self) -> InboxEntryView:
         """The newest entry of the burst."""
         return self.entries[0]
 
@@ -54,9 +57,9 @@ class InboxGroup:
         return [e.id for e in self.entries]
 
 
-def group_entries(entries: list[Any] | tuple[Any, ...]) -> list[InboxGroup]:
+def group_entries(entries: list[InboxEntryView] | tuple[InboxEntryView, ...]) -> list[InboxGroup]:
     """Coalesce consecutive entries with the same kind, event type, object and actor (messages never)."""
-    groups: list[list[Any]] = []
+    groups: list[list[InboxEntryView]] = []
     for entry in entries:
         if groups and entry.kind != "message":
             last = groups[-1][-1]
@@ -82,13 +85,13 @@ class InboxPane(Pane):
         Binding("escape", "clear_filter", "Clear filter", show=False, id="workbench.inbox.clear_filter"),
     ]
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(id="inbox", **kwargs)
+    def __init__(self, *, name: str | None = None, classes: str = "") -> None:
+        super().__init__(classes, id="inbox", name=name)
         self.node: str | None = None
         """The node whose inbox is shown."""
         self.groups: list[InboxGroup] = []
         """The shown rows (bursts coalesced)."""
-        self._node_list: list[Any] = []
+        self._node_list: list[ObjectSummary] = []
         self._unread = 0
 
     def compose_body(self) -> ComposeResult:
@@ -101,13 +104,13 @@ class InboxPane(Pane):
         yield Static("", id="inbox-detail", markup=False)
 
     @property
-    def canvas(self) -> Any:
+    def canvas(self) -> Canvas | None:
         """The workspace's canvas service (None when this workspace has none)."""
-        return getattr(self.workspace, "canvas", None)
+        return self.workspace.canvas if self.workspace is not None else None
 
     def forget_drawn(self) -> None:
-        self._node_rows: list[tuple[Any, ...]] | None = None
-        self._entry_rows: list[tuple[Any, ...]] | None = None
+        self._node_rows: list[tuple[str, str, str, int | None]] | None = None
+        self._entry_rows: list[tuple[Text, ...]] | None = None
 
     def reload(self) -> None:
         if self.canvas is None:
@@ -121,6 +124,8 @@ class InboxPane(Pane):
         """Load the nodes and the selected node's inbox page."""
         await asyncio.sleep(DEBOUNCE)  # a newer reload cancels this one while it waits (exclusive)
         canvas = self.canvas
+        if canvas is None:
+            return
         page = await canvas.list_objects(type="node", limit=NODES_SHOWN)
         nodes = list(page.items)
         inboxes = {n.id: await canvas.inbox(n.id, limit=1) for n in nodes[:50]}
@@ -130,7 +135,7 @@ class InboxPane(Pane):
         self._show_nodes(nodes, inboxes)
         self._show_inbox(inbox, needle)
 
-    def _show_nodes(self, nodes: list[Any], inboxes: dict[str, Any]) -> None:
+    def _show_nodes(self, nodes: list[ObjectSummary], inboxes: dict[str, InboxPage]) -> None:
         table = self.query_one("#inbox-nodes", DataTable)
         rows = [(n.id, n.name, n.status, inboxes[n.id].unread if n.id in inboxes else None) for n in nodes]
         if rows == getattr(self, "_node_rows", None):
@@ -146,7 +151,7 @@ class InboxPane(Pane):
         self._unread = sum(r[3] or 0 for r in rows)
         self.count_label = counted(len(rows), "node") + f" · {self._unread} unread"
 
-    def _show_inbox(self, inbox: Any, needle: str) -> None:
+    def _show_inbox(self, inbox: InboxPage | None, needle: str) -> None:
         table = self.query_one("#inbox-table", DataTable)
         entries = list(inbox.items) if inbox is not None else []
         if needle:
@@ -165,7 +170,7 @@ class InboxPane(Pane):
         self._show_entry()
 
     @staticmethod
-    def _entry_row(group: InboxGroup, needle: str) -> tuple[Any, ...]:
+    def _entry_row(group: InboxGroup, needle: str) -> tuple[Text, ...]:
         e = group.first
         unread = group.unread > 0
         style = "bold" if unread else "dim"
@@ -223,19 +228,19 @@ class InboxPane(Pane):
 
     def action_mark_read(self) -> None:
         group, node, canvas = self._group(), self.node, self.canvas
-        if group is None or node is None:
+        if group is None or node is None or canvas is None:
             notify_plain(self.app, "No inbox entry selected.", severity="warning")
             return
         self.act("", lambda: canvas.mark_read(node, group.ids))
 
     def action_mark_all_read(self) -> None:
         node, canvas = self.node, self.canvas
-        if node is not None:
+        if node is not None and canvas is not None:
             self.act(f"Every message to {safe(node, 80)} marked read.", lambda: canvas.mark_read(node))
 
     def action_message_node(self) -> None:
         node, canvas = self.node, self.canvas
-        if node is None:
+        if node is None or canvas is None:
             notify_plain(self.app, "No node selected.", severity="warning")
             return
 

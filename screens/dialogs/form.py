@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from rich.text import Text
 from textual import on, work
@@ -65,7 +64,7 @@ class FormDialog(ModalScreen[dict[str, str] | None]):
 
     def __init__(self, title: str, fields: list[Field], *, submit: str = "OK",
                  check: Callable[[dict[str, str]], str | None] | None = None,
-                 action: Callable[[dict[str, str]], Awaitable[Any] | Any] | None = None) -> None:
+                 action: Callable[[dict[str, str]], object] | None = None) -> None:
         super().__init__()
         self.check = check
         """Validates the values before the dialog closes (None: no check)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 from sqlmodel import Session
@@ -22,6 +22,9 @@ from .models import CustomObjectRow, InboxRow, ObjectRow
 from .objects import Tx, create_object, summary_of
 from .views import CustomObjectView
 
+if TYPE_CHECKING:
+    from .receivers import ReceiverConfig
+
 __all__ = ["RECEIVERS", "register_custom", "publish_custom", "receive_queue", "custom_view", "catalog_of"]
 
 RECEIVERS = ("queue", "url", "argv")
@@ -30,7 +33,7 @@ _EVENT = re.compile(r"^[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*$")
 
 
 def register_custom(tx: Tx, *, kind: str, name: str, owner_id: str | None, events: Mapping[str, int],
-                    receiver: str | None = None, config: Mapping[str, Any] | None = None) -> ObjectRow:
+                    receiver: str | None = None, config: ReceiverConfig | None = None) -> ObjectRow:
     """A new custom object of ``kind`` declaring ``events`` (``{type: level}``)."""
     if not isinstance(kind, str) or not _DOTTED.match(kind):
         raise NameRefusedError(f"the custom object kind {kind!r} must be dotted, like 'acme.deploy'")
@@ -61,7 +64,7 @@ def catalog_of(session: Session, obj: ObjectRow) -> tuple[dict[str, int], str | 
     return json.loads(row.catalog), row.receiver
 
 
-def publish_custom(tx: Tx, obj: ObjectRow, event: str, *, data: dict[str, Any] | None = None,
+def publish_custom(tx: Tx, obj: ObjectRow, event: str, *, data: Mapping[str, object] | None = None,
                    actor_id: str | None = None) -> int:
     """Publish a declared event at its catalog level; an undeclared one is refused. Returns the event id."""
     catalog, _ = catalog_of(tx.session, obj)

@@ -24,18 +24,18 @@ body attaches its target's preview (targets the node may read).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import NamedTuple
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlmodel import Session
 
 from .eligibility import Access, access_for, describe
 from .errors import CanvasError
 from .models import DocumentRow, LinkRow, NodeRow, ObjectRow
 from .names import ReaderView
-from .objects import OWNER, OWNER_REF, get_row, summaries, with_owner
+from .objects import OWNER, OWNER_REF, get_row, summaries_by_id
 from .profiles import LIMIT_RANK, limit_for, purview_of
-from .views import BootContext, BootItem, LoadVerdict, NotLoaded, ObjectSummary
+from .views import BootContext, BootItem, JsonValue, LoadVerdict, NotLoaded, ObjectSummary, Rule
 
 __all__ = ["REASONS", "DELIVERY_EVENTS", "node_view_of", "boot_context", "explain", "who_loads"]
 
@@ -78,7 +78,16 @@ def node_view_of(session: Session, node: ObjectRow, shape: NodeRow) -> ReaderVie
     return ReaderView(node=node.id, repos=repos, profile=profile, app=app, person=person)
 
 
-def _matches(cond: dict[str, Any] | None, shape: NodeRow) -> bool:
+class _Load(NamedTuple):
+    """How a loaded document is given: its level, the rule that brought it, what it asked, what capped it."""
+
+    level: str
+    rule: Rule
+    requested: str
+    capped_by: str | None
+
+
+def _matches(cond: dict[str, JsonValue] | None, shape: NodeRow) -> bool:
     if not cond:
         return True
     for key, wanted in cond.items():
@@ -89,7 +98,7 @@ def _matches(cond: dict[str, Any] | None, shape: NodeRow) -> bool:
     return True
 
 
-def _level(rule: dict[str, Any]) -> str:
+def _level(rule: Rule) -> str:
     return str(rule.get("deliver", rule.get("at", "preview")))
 
 
@@ -112,56 +121,89 @@ class _Weigher:
         self.profile = get_row(session, self.profile_id) if self.profile_id else None
         self.purview = purview_of(session, self.profile_id) if self.profile_id else []
         self.owners = {o.id: o for o in session.execute(select(ObjectRow).where(ObjectRow.id.in_(self.order))).scalars()}
+        self._rules_seen: dict[str, tuple[str, str, Rule | None, str]] = {}
+        self._limits: dict[str, tuple[str, str] | None] = {}
 
     def candidates(self) -> list[tuple[ObjectSummary, str, str]]:
-        """Every document owned in the view: ``(summary, preview, rules json)``."""
+        """Every document owned in the view: ``(summary, preview, rules json)``. The few owners' full-name
+        references are worked out once, not per row; rows come back as plain columns, no ORM object each."""
+        refs = dict(self.session.execute(select(OWNER.id, OWNER_REF).where(OWNER.id.in_(self.order))).all())
         o = ObjectRow
-        stmt = (select(o.id, o.kind, o.name, o.owner_id, o.privacy, o.status, o.created_at, o.updated_at, OWNER_REF,
+        stmt = (select(o.id, o.kind, o.name, o.owner_id, o.privacy, o.status, o.created_at, o.updated_at,
                        DocumentRow.preview, DocumentRow.rules)
-                .select_from(o).outerjoin(OWNER, OWNER.id == o.owner_id)
-                .join(DocumentRow, DocumentRow.object_id == o.id)
+                .select_from(o).join(DocumentRow, DocumentRow.object_id == o.id)
                 .where(o.owner_id.in_(self.order), o.type == "document"))
-        return [(ObjectSummary(id=r[0], type="document", kind=r[1], name=r[2], full_name=f"{r[8]}/{r[2]}" if r[8] else r[2],
-                               owner_id=r[3], privacy=r[4], status=r[5], created_at=r[6], updated_at=r[7]), r[9], r[10])
-                for r in self.session.execute(stmt).all()]  # plain columns: no ORM object per row
+        out = []
+        rows = self.session.connection().execute(stmt).all()  # Core rows: no ORM loading step per row
+        for id_, kind, name, owner_id, privacy, status, created, updated, preview, rules in rows:
+            ref = refs.get(owner_id)
+            out.append((ObjectSummary(id=id_, type="document", kind=kind, name=name,
+                                      full_name=f"{ref}/{name}" if ref else name, owner_id=owner_id, privacy=privacy,
+                                      status=status, created_at=created, updated_at=updated), preview, rules))
+        return out
 
-    def weigh(self, doc: ObjectSummary, rules_json: str, nearest: dict[str, ObjectSummary]) -> tuple[str, str, Any]:
+    def _by_rules(self, rules_json: str) -> tuple[str, str, Rule | None, str]:
+        """``(reason, words, rule, requested level)`` from a document's rules alone (its node and event
+        fixed): documents sharing the same rules text share the answer, so each text is weighed once."""
+        known = self._rules_seen.get(rules_json)
+        if known is not None:
+            return known
+        stored: list[Rule] = json.loads(rules_json or "[]")
+        rules = [r for r in stored if r.get("on") == self.event]
+        answer: tuple[str, str, Rule | None, str]
+        if not rules:
+            answer = "no_rule", f"no rule delivers it on {self.event}", None, ""
+        else:
+            fitting = [r for r in rules if _matches(r.get("if"), self.shape)]
+            if not fitting:
+                conds = "; ".join(json.dumps(r.get("if"), sort_keys=True) for r in rules)
+                answer = ("if_mismatch", f"its {self.event} rule needs if {conds}; this node is kind {self.shape.kind}, "
+                          f"mode {self.shape.mode}", None, "")
+            else:
+                rule = max(fitting, key=lambda r: _LEVELS.index(_level(r)) if _level(r) in _LEVELS else -1)
+                answer = "loaded", "", rule, _level(rule) if _level(rule) in _LEVELS else "preview"
+        self._rules_seen[rules_json] = answer
+        return answer
+
+    def _limit(self, owner_id: str | None) -> tuple[str, str] | None:
+        """The profile's ``(project, limit)`` for documents of ``owner_id`` (once per owner), or None."""
+        key = owner_id or ""
+        if key not in self._limits:
+            owner = self.owners.get(key)
+            self._limits[key] = (limit_for(self.purview, owner) if owner is not None and owner.id != self.profile_id
+                                 and self.profile is not None else None)
+        return self._limits[key]
+
+    def weigh(self, doc: ObjectSummary, rules_json: str,
+              nearest: dict[str, ObjectSummary]) -> tuple[str, str, _Load | None]:
         """``(reason, words, (level, rule, requested, capped_by) or None)`` for one candidate."""
         if not self.access.allows(doc.id, doc.owner_id, doc.privacy):
             return "privacy", f"{doc.privacy} to {doc.owner_id}; this node may not read it", None
         winner = nearest.get(doc.name)
         if winner is not None and winner.id != doc.id:
             return "shadowed", f"shadowed by the nearer {winner.full_name} (same name, owner nearer in the view)", None
-        rules = [r for r in json.loads(rules_json or "[]") if r.get("on") == self.event]
-        if not rules:
-            return "no_rule", f"no rule delivers it on {self.event}", None
-        fitting = [r for r in rules if _matches(r.get("if"), self.shape)]
-        if not fitting:
-            conds = "; ".join(json.dumps(r.get("if"), sort_keys=True) for r in rules)
-            return ("if_mismatch", f"its {self.event} rule needs if {conds}; this node is kind {self.shape.kind}, "
-                    f"mode {self.shape.mode}", None)
-        rule = max(fitting, key=lambda r: _LEVELS.index(_level(r)) if _level(r) in _LEVELS else -1)
-        requested = _level(rule) if _level(rule) in _LEVELS else "preview"
+        reason, words, rule, requested = self._by_rules(rules_json)
+        if rule is None:
+            return reason, words, None
         level, capped_by = requested, None
-        owner = self.owners.get(doc.owner_id or "")
-        if owner is not None and owner.id != self.profile_id and self.profile is not None:
-            found = limit_for(self.purview, owner)
-            if found is not None and LIMIT_RANK[found[1]] < LIMIT_RANK[requested]:
-                level = _cap(requested, found[1])
-                capped_by = f"profile {self.profile.handle}: {found[0]} -> {found[1]}"
+        found = self._limit(doc.owner_id)
+        if found is not None and self.profile is not None and LIMIT_RANK[found[1]] < LIMIT_RANK[requested]:
+            level = _cap(requested, found[1])
+            capped_by = f"profile {self.profile.handle}: {found[0]} -> {found[1]}"
         if level == "none":
             return "capped", f"its rule asks for {requested}, but {capped_by}", None
-        return "loaded", f"at {level}", (level, rule, requested, capped_by)
+        return "loaded", f"at {level}", _Load(level, rule, requested, capped_by)
 
 
-def _evaluate(w: _Weigher) -> tuple[list[tuple[ObjectSummary, str, Any]], list[NotLoaded]]:
+def _evaluate(w: _Weigher) -> tuple[list[tuple[ObjectSummary, str, _Load]], list[NotLoaded]]:
     found = w.candidates()
+    allows, rank = w.access.allows, w.rank
     nearest: dict[str, ObjectSummary] = {}
     for doc, _, _ in found:  # the readable document nearest in the view holds each name
-        if not w.access.allows(doc.id, doc.owner_id, doc.privacy):
+        if not allows(doc.id, doc.owner_id, doc.privacy):
             continue
         held = nearest.get(doc.name)
-        if held is None or w.rank[doc.owner_id or ""] < w.rank[held.owner_id or ""]:
+        if held is None or rank[doc.owner_id or ""] < rank[held.owner_id or ""]:
             nearest[doc.name] = doc
     loaded, skipped = [], []
     for doc, preview, rules in found:
@@ -170,8 +212,8 @@ def _evaluate(w: _Weigher) -> tuple[list[tuple[ObjectSummary, str, Any]], list[N
             skipped.append(NotLoaded(document=doc, reason=reason, detail=words))
         else:
             loaded.append((doc, preview, got))
-    loaded.sort(key=lambda item: (-w.rank[item[0].owner_id or ""], item[0].name))
-    skipped.sort(key=lambda n: (-w.rank[n.document.owner_id or ""], n.document.name))
+    loaded.sort(key=lambda item: (-rank[item[0].owner_id or ""], item[0].name))
+    skipped.sort(key=lambda n: (-rank[n.document.owner_id or ""], n.document.name))
     return loaded, skipped
 
 
@@ -184,12 +226,14 @@ def boot_context(session: Session, ref: str, event: str = "boot") -> BootContext
     bodies: dict[str, str] = {}
     links: dict[str, list[tuple[str, str]]] = {}
     if content_ids:
-        bodies = dict(session.execute(select(DocumentRow.object_id, DocumentRow.body)
-                                      .where(DocumentRow.object_id.in_(content_ids))).all())
-        pairs = session.execute(select(LinkRow.document_id, LinkRow.target_id).where(
-            LinkRow.document_id.in_(content_ids), LinkRow.target_id.is_not(None)).order_by(LinkRow.id)).all()
+        ids = bindparam("ids", expanding=True)  # one statement whatever the count (no literal per id to build)
+        conn = session.connection()
+        bodies = {str(i): str(b) for i, b in conn.execute(
+            select(DocumentRow.object_id, DocumentRow.body).where(DocumentRow.object_id.in_(ids)), {"ids": content_ids})}
+        pairs = conn.execute(select(LinkRow.document_id, LinkRow.target_id).where(
+            LinkRow.document_id.in_(ids), LinkRow.target_id.is_not(None)).order_by(LinkRow.id), {"ids": content_ids}).all()
         target_ids = sorted({str(t) for _, t in pairs})
-        targets = {s.id: s for s in summaries(session, with_owner(ObjectRow.id.in_(target_ids)))} if target_ids else {}
+        targets = summaries_by_id(session, target_ids)
         previews = dict(session.execute(select(DocumentRow.object_id, DocumentRow.preview)
                                         .where(DocumentRow.object_id.in_(target_ids))).all()) if target_ids else {}
         for src, target in pairs:
@@ -199,7 +243,7 @@ def boot_context(session: Session, ref: str, event: str = "boot") -> BootContext
     items = []
     for doc, preview, (level, rule, requested, capped_by) in loaded:
         ref = doc.full_name[:-len(doc.name) - 1] if doc.full_name.endswith("/" + doc.name) else str(doc.owner_id)
-        items.append(BootItem(document=doc, level=level, rule=dict(rule), requested=requested, capped_by=capped_by,
+        items.append(BootItem(document=doc, level=level, rule=rule.copy(), requested=requested, capped_by=capped_by,
                               owner=ref,
                               preview=preview, body=bodies.get(doc.id) if level == "content" else None,
                               attached=tuple(links.get(doc.id, ())) if level == "content" else ()))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time as _time
-from typing import Any
+from typing import cast
 
 from sqlalchemy import delete, select, update
 from sqlmodel import Session
@@ -22,7 +22,7 @@ from .models import DocumentRow, EdgeRow, LinkRow, ObjectRow, RevisionRow, Watch
 from .names import DOCUMENT_KINDS, PRIVACY_LEVELS, ReaderView, check_path, link_targets
 from .objects import Tx, create_object, find_object, get_row, owner_handle, owner_ref, summary_of
 from .search import index_object, unindex_object
-from .views import DocumentView, RevisionView
+from .views import DocumentView, RevisionView, Rule
 
 __all__ = [
     "RULE_EVENTS",
@@ -45,7 +45,7 @@ DELIVER_LEVELS = ("content", "preview", "name")
 _RULE_KEYS = {"on", "at", "deliver", "if", "match"}
 
 
-def check_preview(preview: Any, name: str) -> str:
+def check_preview(preview: object, name: str) -> str:
     """The preview, stripped, if present and one line; else ``DocumentInvalidError``."""
     if not isinstance(preview, str) or not preview.strip():
         raise DocumentInvalidError(f"the document {name!r} needs a one-line preview (\"When ..., read this because ...\")")
@@ -54,7 +54,7 @@ def check_preview(preview: Any, name: str) -> str:
     return preview.strip()
 
 
-def check_rules(rules: Any, name: str) -> list[dict[str, Any]]:
+def check_rules(rules: object, name: str) -> list[Rule]:
     """Delivery rules as a list of dicts ``{on, at|deliver, if?, match?}``; else ``DocumentInvalidError``."""
     if rules is None:
         return []
@@ -62,7 +62,7 @@ def check_rules(rules: Any, name: str) -> list[dict[str, Any]]:
         rules = [rules]
     if not isinstance(rules, (list, tuple)):
         raise DocumentInvalidError(f"the rules of {name!r} must be a list of rule objects")
-    out: list[dict[str, Any]] = []
+    out: list[Rule] = []
     for i, rule in enumerate(rules):
         if not isinstance(rule, dict):
             raise DocumentInvalidError(f"rule {i + 1} of {name!r} is not an object")
@@ -77,7 +77,7 @@ def check_rules(rules: Any, name: str) -> list[dict[str, Any]]:
         cond = rule.get("if")
         if cond is not None and (not isinstance(cond, dict) or not all(isinstance(k, str) for k in cond)):
             raise DocumentInvalidError(f"rule {i + 1} of {name!r}: 'if' must map fields to values")
-        out.append(dict(rule))
+        out.append(cast(Rule, dict(rule)))  # its keys and values were checked above
     return out
 
 
@@ -149,7 +149,7 @@ def _actor_touch(tx: Tx, actor_id: str | None, doc: ObjectRow, revision: int) ->
 
 
 def write_document(tx: Tx, *, owner: ObjectRow, path: str, preview: str, body: str, summary: str | None = None,
-                   kind: str = "knowledge", privacy: str = "public", rules: Any = None,
+                   kind: str = "knowledge", privacy: str = "public", rules: object = None,
                    actor_id: str | None = None, allow_report: bool = False) -> ObjectRow:
     """Create a new document ``<owner>/<path>`` at revision 1."""
     check_path(path)
@@ -183,7 +183,7 @@ def write_document(tx: Tx, *, owner: ObjectRow, path: str, preview: str, body: s
 
 def edit_document(tx: Tx, doc: ObjectRow, *, actor_id: str | None, base_revision: int | None = None,
                   body: str | None = None, preview: str | None = None, summary: str | None = None,
-                  rules: Any = None, privacy: str | None = None, kind: str | None = None) -> int:
+                  rules: object = None, privacy: str | None = None, kind: str | None = None) -> int:
     """Save a new revision made from ``base_revision`` (default: the actor's last read); returns it."""
     s = tx.session
     owner = get_row(s, doc.owner_id) if doc.owner_id else None
@@ -308,7 +308,7 @@ def push_report(tx: Tx, node: ObjectRow, *, label: str, preview: str, body: str)
     return doc
 
 
-def _rules(text: str) -> tuple[dict[str, Any], ...]:
+def _rules(text: str) -> tuple[Rule, ...]:
     return tuple(json.loads(text or "[]"))
 
 

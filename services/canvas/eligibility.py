@@ -28,10 +28,9 @@ the database; ``tests/services/canvas/test_eligibility.py`` checks they agree on
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from sqlalchemy import and_, or_, select
-from sqlmodel import Session
+from sqlalchemy import ColumnElement, and_, or_, select
+from sqlmodel import Session, col
 
 from .models import EdgeRow, ObjectRow
 from .names import ReaderView
@@ -58,16 +57,17 @@ class Access:
             return owner_id in self.friends
         return owner_id in self.own
 
-    def clause(self, table: Any = ObjectRow) -> Any:
-        """The same rule as a SQL condition on ``table`` (``objects`` or an alias of it)."""
-        return or_(table.privacy == "public", table.owner_id.is_(None), table.id.in_(sorted(self.own)),
-                   and_(table.privacy == "friends", table.owner_id.in_(sorted(self.friends))),
-                   and_(table.privacy == "private", table.owner_id.in_(sorted(self.own))))
+    def clause(self) -> ColumnElement[bool]:
+        """The same rule as a SQL condition on ``objects``."""
+        privacy, owner, id_ = col(ObjectRow.privacy), col(ObjectRow.owner_id), col(ObjectRow.id)
+        return or_(privacy == "public", owner.is_(None), id_.in_(sorted(self.own)),
+                   and_(privacy == "friends", owner.in_(sorted(self.friends))),
+                   and_(privacy == "private", owner.in_(sorted(self.own))))
 
-    def sql(self, alias: str) -> tuple[str, dict[str, Any]]:
+    def sql(self, alias: str) -> tuple[str, dict[str, str]]:
         """The rule as a text condition on the objects row ``alias`` with its parameters (for raw SQL);
         the lists are inlined as numbered parameters so no expanding parameter is needed."""
-        params: dict[str, Any] = {}
+        params: dict[str, str] = {}
 
         def listed(prefix: str, values: frozenset[str]) -> str:
             names = []

@@ -28,15 +28,20 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session, create_engine
 
 from .errors import CanvasBusyError, CanvasUnavailableError, NameTakenError
 from .schema import prepare_schema
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg.rows import TupleRow
 
 __all__ = ["make_engine", "database_url", "read_session", "write_session", "create_schema", "BUSY_TIMEOUT_MS",
            "is_postgres", "display_url", "canvas_label"]
@@ -82,7 +87,7 @@ def canvas_label(url: str | None) -> str:
     return f"canvas → PostgreSQL {where} (schema {_search_path(parsed.query.get('options'))})"
 
 
-def _search_path(options: Any) -> str:
+def _search_path(options: str | tuple[str, ...] | None) -> str:
     """The schema ``-csearch_path=NAME`` (or ``-c search_path=NAME``) in libpq's options, else ``public``."""
     text = " ".join(options) if isinstance(options, tuple) else str(options or "")
     match = re.search(r"search_path\s*=\s*([^\s,]+)", text.replace("%3D", "="))
@@ -97,7 +102,7 @@ def database_url(path_or_url: str | Path) -> str:
     return f"sqlite:///{Path(text).expanduser().resolve()}"
 
 
-def _enable_wal(cursor: Any, busy_timeout_ms: int) -> None:
+def _enable_wal(cursor: sqlite3.Cursor, busy_timeout_ms: int) -> None:
     """Switch to WAL, waiting out another opener: SQLite answers a journal-mode change that meets a
     lock with "database is locked" at once, without calling the busy handler."""
     deadline = time.monotonic() + busy_timeout_ms / 1000
@@ -120,7 +125,7 @@ def make_engine(url: str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS, synchronous
         return engine
 
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+    def _on_connect(dbapi_connection: sqlite3.Connection, _record: ConnectionPoolEntry) -> None:
         dbapi_connection.isolation_level = None  # we emit BEGIN ourselves (see module docstring)
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
@@ -131,7 +136,7 @@ def make_engine(url: str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS, synchronous
         cursor.close()
 
     @event.listens_for(engine, "begin")
-    def _on_begin(connection: Any) -> None:
+    def _on_begin(connection: Connection) -> None:
         mode = connection.get_execution_options().get(_BEGIN_OPTION, "")
         connection.exec_driver_sql(f"BEGIN {mode}".strip())
 
@@ -142,7 +147,7 @@ def _postgres_engine(url: str, busy_timeout_ms: int) -> Engine:
     engine = create_engine(url, pool_pre_ping=True)
 
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+    def _on_connect(dbapi_connection: psycopg.Connection[TupleRow], _record: ConnectionPoolEntry) -> None:
         with dbapi_connection.cursor() as cursor:
             cursor.execute(f"SET lock_timeout = {int(busy_timeout_ms)}")
             cursor.execute("SET jit = off")  # short UI queries: compiling them cost more than it saved

@@ -10,7 +10,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-from typing import Any
+from collections.abc import Mapping
 
 from sqlalchemy import delete, select
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -75,7 +75,7 @@ def pattern_matches(pattern: str, event_type: str) -> bool:
     return any(fnmatch.fnmatchcase(event_type, glob) for glob in parse_pattern(pattern))
 
 
-def check_level(level: Any, what: str = "level") -> int:
+def check_level(level: object, what: str = "level") -> int:
     """``level`` if it is an int 1..10, else ``WatchPatternError``."""
     if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= 10:
         raise WatchPatternError(f"the {what} {level!r} is not a level from 1 to 10")
@@ -134,7 +134,7 @@ def remove_watch(session: Session, watcher_id: str, object_id: str) -> bool:
 
 
 def publish_event(session: Session, obj: ObjectRow, type_: str, at: float, *, level: int | None = None,
-                  actor_id: str | None = None, data: dict[str, Any] | None = None,
+                  actor_id: str | None = None, data: Mapping[str, object] | None = None,
                   summary: str | None = None, watched: bool = True) -> tuple[EventRow, list[str]]:
     """Record an event on ``obj`` and deliver it to matching watchers; returns the event and inbox owners.
     ``watched=False`` says ``obj`` was created in this unit of work, so nobody watches it yet."""

@@ -16,7 +16,7 @@ import dataclasses
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from typing import ParamSpec, TypeVar
 
 from services.text import value_problem
 
@@ -31,9 +31,11 @@ NAME_ARGUMENTS = frozenset({
 """Arguments that name or point at objects: bad text there is also a refused name."""
 
 T = TypeVar("T")
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     """``value`` with mappings, dataclasses and sets turned into the dicts and lists ``value_problem`` walks."""
     if isinstance(value, str):
         return value
@@ -46,7 +48,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def text_refusal(method: str, arguments: Mapping[str, Any]) -> TextRefusedError | None:
+def text_refusal(method: str, arguments: Mapping[str, object]) -> TextRefusedError | None:
     """The refusal for the first argument holding a lone surrogate or NUL, or None when all are clean."""
     for name, value in arguments.items():
         problem = value_problem(_plain(value), name)
@@ -58,24 +60,25 @@ def text_refusal(method: str, arguments: Mapping[str, Any]) -> TextRefusedError 
     return None
 
 
-def refuse_bad_text(method: str, arguments: Mapping[str, Any]) -> None:
+def refuse_bad_text(method: str, arguments: Mapping[str, object]) -> None:
     """Raise ``text_refusal(method, arguments)`` if there is one."""
     error = text_refusal(method, arguments)
     if error is not None:
         raise error
 
 
-def _guarded(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+def _guarded(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
     signature = inspect.signature(fn)
+    method = getattr(fn, "__name__", "call")
 
     @functools.wraps(fn)
-    async def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
+    async def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            bound = signature.bind(self, *args, **kwargs)
+            bound = signature.bind(*args, **kwargs)
         except TypeError:
-            return await fn(self, *args, **kwargs)  # let the call itself say what is wrong
-        refuse_bad_text(fn.__name__, {k: v for k, v in bound.arguments.items() if k != "self"})
-        return await fn(self, *args, **kwargs)
+            return await fn(*args, **kwargs)  # let the call itself say what is wrong
+        refuse_bad_text(method, {k: v for k, v in bound.arguments.items() if k != "self"})
+        return await fn(*args, **kwargs)
 
     guarded.__text_checked__ = True  # type: ignore[attr-defined]
     return guarded

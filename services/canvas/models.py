@@ -47,6 +47,10 @@ class ObjectRow(SQLModel, table=True):
     __tablename__ = "objects"
     __table_args__ = (
         Index("ix_objects_type_owner_name_pk", "type", "owner_id", "name", "pk"),  # a page's keys from the index alone
+        # every column a summary needs, by owner: an owner's documents (a node's boot context, a page
+        # by owner) come from one range of this index, without a lookup into the table per row
+        Index("ix_objects_owner_type_name_cover", "owner_id", "type", "name", "pk", "id", "kind", "handle", "privacy",
+              "status", "created_at", "updated_at"),
         Index("ix_objects_type_name", "type", "name"),
         Index("ix_objects_owner_name", "owner_id", "name"),
         Index("ix_objects_name", "name"),

@@ -9,10 +9,9 @@ that ``end_turn`` turns into a single new turn.
 
 from __future__ import annotations
 
-from typing import Any
 
-from sqlalchemy import func, or_, select, update
-from sqlmodel import Session
+from sqlalchemy import ColumnElement, func, or_, select, update
+from sqlmodel import Session, col
 
 from services.text import clip
 
@@ -78,7 +77,7 @@ def spawn_node(tx: Tx, *, node_id: str | None, name: str | None, owner_id: str |
     return row
 
 
-def configure_node(tx: Tx, node: ObjectRow, *, actor_id: str | None = None, **fields: Any) -> NodeRow:
+def configure_node(tx: Tx, node: ObjectRow, *, actor_id: str | None = None, **fields: str | None) -> NodeRow:
     """Change a node's kind, mode, lifecycle, profile, status, activity or outcome; publishes ``configured``."""
     allowed = {"kind", "mode", "lifecycle", "profile", "status", "activity", "outcome", "name"}
     unknown = set(fields) - allowed
@@ -90,7 +89,7 @@ def configure_node(tx: Tx, node: ObjectRow, *, actor_id: str | None = None, **fi
     if fields.get("profile"):
         fields["profile"] = resolve_profile(tx.session, fields["profile"])
     row = tx.session.execute(select(NodeRow).where(NodeRow.object_id == node.id)).scalar_one()
-    changed: dict[str, Any] = {}
+    changed: dict[str, str | None] = {}
     for key, value in fields.items():
         if key == "status":
             if value != node.status:
@@ -239,7 +238,7 @@ def inbox_page(session: Session, owner_id: str, *, offset: int = 0, limit: int =
     """One page of ``owner_id``'s inbox (newest first by default) with unread and total counts; for a
     reader (``access``), entries about an object it may not read (or one gone) are left out, messages stay."""
     limit = max(1, min(int(limit), 1000))
-    where: list[Any] = [InboxRow.owner_id == owner_id]
+    where: list[ColumnElement[bool]] = [col(InboxRow.owner_id) == owner_id]
     if access is not None:
         where.append(or_(InboxRow.kind == "message", InboxRow.object_id.in_(select(ObjectRow.id).where(access.clause()))))
     stmt = select(InboxRow).where(*where)

@@ -25,13 +25,17 @@ import json
 import threading
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from services.changes import Change, ChangeFeed
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg.rows import TupleRow
 
 __all__ = ["MAX_PAYLOAD", "MAX_BACKOFF", "channel_name", "send_changes", "ChangeListener"]
 
@@ -82,7 +86,7 @@ class ChangeListener:
         """Set while the listener holds a live connection."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"canvas-listen-{channel}", daemon=True)
-        self._conn: Any = None
+        self._conn: psycopg.Connection[TupleRow] | None = None
 
     def start(self, *, wait: float = 10.0) -> None:
         """Start listening; returns once the first ``LISTEN`` is in place (or after ``wait`` seconds)."""
@@ -94,7 +98,7 @@ class ChangeListener:
         self._stop.set()
         self._thread.join(timeout=5)
 
-    def _connect(self) -> Any:
+    def _connect(self) -> psycopg.Connection[TupleRow]:
         import psycopg
 
         conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=5)
@@ -106,7 +110,7 @@ class ChangeListener:
         lost = False
         while not self._stop.is_set():
             try:
-                self._conn = self._connect()
+                self._conn = conn = self._connect()
             except Exception as exc:  # noqa: BLE001 - any failure to connect is retried
                 if not lost:
                     lost = True
@@ -121,7 +125,7 @@ class ChangeListener:
                 self.feed.publish(Change("canvas", "canvas.connection.restored", "", {"reload": True}))
             try:
                 while not self._stop.is_set():
-                    for note in self._conn.notifies(timeout=_WAKE):
+                    for note in conn.notifies(timeout=_WAKE):
                         self._deliver(note.payload)
             except Exception as exc:  # noqa: BLE001 - a dropped connection, whatever the driver calls it
                 self.connected.clear()
@@ -131,7 +135,7 @@ class ChangeListener:
             finally:
                 self.connected.clear()
                 try:
-                    self._conn.close()
+                    conn.close()
                 except Exception:  # noqa: BLE001 - closing a dead connection
                     pass
 
@@ -143,7 +147,7 @@ class ChangeListener:
         if not isinstance(body, dict) or body.get("origin") == self.origin:
             return
         raw = body.get("data")
-        data: dict[str, Any] = dict(raw) if isinstance(raw, dict) else {}
+        data: dict[str, object] = dict(raw) if isinstance(raw, dict) else {}
         if body.get("truncated"):
             data = {**data, "truncated": True}
         self.feed.publish(Change("canvas", str(body.get("kind", "")), str(body.get("id", "")),

@@ -15,12 +15,13 @@ of each candidate; a bare document name resolves in the reader's view, first mat
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from sqlalchemy import Select, and_, case, exists, func, literal, select, text, union_all
+from sqlalchemy import ColumnElement, Select, and_, bindparam, case, exists, func, literal, select, text, union_all
 from sqlalchemy.orm import aliased
-from sqlmodel import Session
+from sqlalchemy.orm.util import AliasedClass
+from sqlmodel import Session, col
 
 from services.changes import Change
 
@@ -35,6 +36,9 @@ __all__ = [
     "new_id",
     "summary_of",
     "summaries",
+    "summaries_by_id",
+    "summaries_of_rows",
+    "SummaryColumns",
     "get_row",
     "find_object",
     "find_readable",
@@ -65,7 +69,7 @@ class Tx:
     now: float
     changes: list[Change] = field(default_factory=list)
 
-    def change(self, kind: str, id: str, **data: Any) -> None:
+    def change(self, kind: str, id: str, **data: object) -> None:
         """Queue a ``Change`` from source ``canvas`` for after the commit."""
         self.changes.append(Change("canvas", kind, id, data))
 
@@ -86,7 +90,7 @@ def summary_of(row: ObjectRow, owner_ref: str | None) -> ObjectSummary:
                          created_at=row.created_at, updated_at=row.updated_at)
 
 
-def _ref_of(owner: Any) -> Any:
+def _ref_of(owner: AliasedClass[ObjectRow]) -> ColumnElement[str | None]:
     """SQL: the reference of ``owner`` (an aliased objects row) in full names: its handle, or
     ``<type>:<handle>`` while another owner shares the handle."""
     shared = exists().where(_Other.type.in_(RESOLVE_TYPES), _Other.handle == owner.handle, _Other.id != owner.id)
@@ -101,15 +105,48 @@ OWNER_REF = _OWNER_REF
 """The owner reference column of ``with_owner`` (join ``OWNER`` on ``objects.owner_id``)."""
 
 
-def with_owner(stmt_where: Any = None) -> Select[Any]:
+def with_owner(stmt_where: ColumnElement[bool] | None = None) -> Select[tuple[ObjectRow, str | None]]:
     """``select(ObjectRow, owner reference)``, optionally filtered: rows for ``summaries``."""
     stmt = select(ObjectRow, _OWNER_REF).outerjoin(_Owner, _Owner.id == ObjectRow.owner_id)
     return stmt if stmt_where is None else stmt.where(stmt_where)
 
 
-def summaries(session: Session, stmt: Select[Any]) -> list[ObjectSummary]:
+def summaries(session: Session, stmt: Select[tuple[ObjectRow, str | None]]) -> list[ObjectSummary]:
     """Run a statement selecting ``(ObjectRow, owner reference)`` and build summaries."""
     return [summary_of(row, ref) for row, ref in session.execute(stmt).all()]
+
+
+_SUMMARY_COLUMNS = select(ObjectRow.id, ObjectRow.type, ObjectRow.kind, ObjectRow.name, ObjectRow.owner_id,
+                          ObjectRow.privacy, ObjectRow.status, ObjectRow.created_at, ObjectRow.updated_at)
+_BY_IDS = _SUMMARY_COLUMNS.where(col(ObjectRow.id).in_(bindparam("ids", expanding=True)))
+_REFS = select(_Owner.id, _OWNER_REF).where(_Owner.id.in_(bindparam("owners", expanding=True)))
+
+
+SummaryColumns = tuple[str, str, str, str, str | None, str, str, float, float]
+"""An object's columns as a summary needs them: id, type, kind, name, owner id, privacy, status, times."""
+
+
+def summaries_of_rows(session: Session, rows: Sequence[SummaryColumns]) -> dict[str, ObjectSummary]:
+    """Summaries of plain rows (``SummaryColumns``), by id; each distinct owner's full-name
+    reference is worked out once, not once per row."""
+    owners = sorted({str(r[4]) for r in rows if r[4] is not None})
+    refs: dict[str, str | None] = (dict(session.connection().execute(_REFS, {"owners": owners}).all())
+                                   if owners else {})
+    out = {}
+    for id_, type_, kind, name, owner, privacy, status, created, updated in rows:
+        ref = refs.get(owner) if owner is not None else None
+        full = (f"{ref}/{name}" if ref else name) if type_ == "document" else id_
+        out[id_] = ObjectSummary(id=id_, type=type_, kind=kind, name=name, full_name=full, owner_id=owner,
+                                 privacy=privacy, status=status, created_at=created, updated_at=updated)
+    return out
+
+
+def summaries_by_id(session: Session, ids: Sequence[str]) -> dict[str, ObjectSummary]:
+    """The summaries of the objects ``ids`` name (those that exist), by id (``summaries_of_rows``)."""
+    if not ids:
+        return {}
+    rows = session.connection().execute(_BY_IDS, {"ids": list(ids)}).tuples().all()
+    return summaries_of_rows(session, rows)
 
 
 def get_row(session: Session, object_id: str) -> ObjectRow | None:
@@ -224,8 +261,8 @@ def ensure_owner(tx: Tx, type_: str, handle: str, *, name: str | None = None) ->
 
 
 def _filters(session: Session, type: str | None, owner: str | None, name_filter: str | None,
-             access: Access | None = None) -> list[Any]:
-    where: list[Any] = [] if access is None else [access.clause()]
+             access: Access | None = None) -> list[ColumnElement[bool]]:
+    where: list[ColumnElement[bool]] = [] if access is None else [access.clause()]
     if type:
         where.append(ObjectRow.type == type)
     if owner:
@@ -285,7 +322,7 @@ def neighbourhood(session: Session, row: ObjectRow, *, kind: str | None = None, 
     groups: dict[str, dict[str, tuple[EdgeView, ...]]] = {"out": {}, "in": {}}
     found = [(str(d), str(k), int(n)) for d, k, n in session.execute(union_all(*counted)).all()]
     members: list[str] = []
-    params: dict[str, Any] = {"id": row.id, "limit": max(0, int(limit))}
+    params: dict[str, str | int] = {"id": row.id, "limit": max(0, int(limit))}
     visible = ""
     if access is not None:
         condition, extra = access.sql("v")
@@ -295,21 +332,21 @@ def neighbourhood(session: Session, row: ObjectRow, *, kind: str | None = None, 
         counts[f"{direction}:{edge_kind}"] = n
         _, here_name, there_name = sides[direction]
         params[f"k{i}"] = edge_kind
-        members.append(  # column names from the table above, never from input
-            f"SELECT * FROM (SELECT '{direction}' AS direction, kind, {there_name} AS other, created_at, "
-            f"row_number() OVER (ORDER BY {there_name}) AS place FROM edges WHERE {here_name} = :id "
-            f"AND kind = :k{i}{visible.format(there=there_name)} ORDER BY {there_name} LIMIT :limit) AS g{i}")
-    pages: dict[tuple[str, str], list[Any]] = {(d, k): [] for d, k, _ in found}
+        members.append(  # column names from the table above, never from input; the other end's columns joined
+            f"SELECT g{i}.direction, g{i}.kind, g{i}.created_at, g{i}.place, o.id, o.type, o.kind, o.name, o.owner_id, "
+            f"o.privacy, o.status, o.created_at, o.updated_at FROM (SELECT '{direction}' AS direction, kind, "
+            f"{there_name} AS other, created_at, row_number() OVER (ORDER BY {there_name}) AS place FROM edges "
+            f"WHERE {here_name} = :id AND kind = :k{i}{visible.format(there=there_name)} ORDER BY {there_name} "
+            f"LIMIT :limit) AS g{i} JOIN objects o ON o.id = g{i}.other")
+    pages: dict[tuple[str, str], list[tuple[int, float, str]]] = {(d, k): [] for d, k, _ in found}
     if members and params["limit"]:
-        edge_rows = session.execute(text(" UNION ALL ".join(members)), params).all()
-        ids = sorted({str(r.other) for r in edge_rows})
-        others = {o.id: o for o in summaries(session, with_owner(ObjectRow.id.in_(ids)))} if ids else {}
+        edge_rows = session.connection().execute(text(" UNION ALL ".join(members)), params).all()
+        others = summaries_of_rows(session, [tuple(r[4:]) for r in edge_rows])
         for r in edge_rows:
-            if r.other in others:
-                pages[(str(r.direction), str(r.kind))].append(r)
+            pages[(str(r[0]), str(r[1]))].append((int(r[3]), float(r[2]), str(r[4])))
     for (direction, edge_kind), page in pages.items():  # each group in the database's order of the other ends
         groups[direction][edge_kind] = tuple(
-            EdgeView(kind=edge_kind, direction=direction, other=others[r.other], created_at=r.created_at)
-            for r in sorted(page, key=lambda r: r.place))
+            EdgeView(kind=edge_kind, direction=direction, other=others[other], created_at=at)
+            for _, at, other in sorted(page))
     return Neighbourhood(object=summary_of(row, owner_handle(session, row)), outgoing=groups["out"],
                          incoming=groups["in"], counts=counts)

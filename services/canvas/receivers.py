@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TypedDict
 from urllib.parse import urlsplit
 
 import httpx
@@ -40,7 +40,8 @@ from .errors import DocumentInvalidError
 from .models import CustomObjectRow, InboxRow, ReceiverAttemptRow
 from .views import ReceiverAttempt
 
-__all__ = ["LOOPBACK_HOSTS", "check_receiver", "ReceiverDispatcher", "attempt_view", "event_payload"]
+__all__ = ["LOOPBACK_HOSTS", "ReceiverConfig", "EventPayload", "check_receiver", "ReceiverDispatcher", "attempt_view",
+           "event_payload"]
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 """Hosts a ``url`` receiver may reach over plain ``http``."""
@@ -48,11 +49,34 @@ MAX_STDERR = 4000
 """How much of an ``argv`` receiver's stderr is kept (its end)."""
 
 
-def check_receiver(receiver: str | None, *, url: str | None = None, argv: Any = None,
-                   timeout: float | None = None) -> dict[str, Any]:
+class ReceiverConfig(TypedDict, total=False):
+    """A custom object's receiver settings, as stored (JSON)."""
+
+    url: str
+    argv: list[str]
+    timeout: float
+
+
+class EventPayload(TypedDict):
+    """What a ``url`` or ``argv`` receiver is given for one event (as JSON)."""
+
+    receiver: str
+    entry_id: int | None
+    event_id: int | None
+    object_id: str | None
+    object_name: str
+    event: str
+    level: int
+    actor_id: str | None
+    at: float
+    summary: str
+
+
+def check_receiver(receiver: str | None, *, url: str | None = None, argv: object = None,
+                   timeout: float | None = None) -> ReceiverConfig:
     """The receiver's settings, checked: a ``url`` needs an https URL (http on loopback only), an
     ``argv`` a non-empty list of strings; ``timeout`` is 0 < t <= 300 seconds."""
-    config: dict[str, Any] = {}
+    config: ReceiverConfig = {}
     if timeout is not None:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 300:
             raise DocumentInvalidError(f"the receiver timeout {timeout!r} must be a number of seconds in (0, 300]")
@@ -68,7 +92,7 @@ def check_receiver(receiver: str | None, *, url: str | None = None, argv: Any = 
         if (not isinstance(argv, (list, tuple)) or not argv
                 or not all(isinstance(a, str) and a and "\x00" not in a for a in argv)):
             raise DocumentInvalidError("an argv receiver needs its command as a non-empty list of strings")
-        config["argv"] = list(argv)
+        config["argv"] = [str(a) for a in argv]
     elif url is not None or argv is not None:
         raise DocumentInvalidError(f"url and argv go with a url or argv receiver, not {receiver!r}")
     return config
@@ -80,7 +104,7 @@ def attempt_view(row: ReceiverAttemptRow) -> ReceiverAttempt:
                            attempt=row.attempt, outcome=row.outcome, status=row.status, error=row.error, at=row.at)
 
 
-def event_payload(entry: InboxRow) -> dict[str, Any]:
+def event_payload(entry: InboxRow) -> EventPayload:
     """What a receiver is given for one inbox entry."""
     return {"receiver": entry.owner_id, "entry_id": entry.id, "event_id": entry.event_id,
             "object_id": entry.object_id, "object_name": entry.object_name, "event": entry.event_type,
@@ -192,7 +216,7 @@ class ReceiverDispatcher:
 
     # -- one entry -----------------------------------------------------------------------------
 
-    def _load(self, entry_id: int) -> tuple[InboxRow, str, dict[str, Any]] | None:
+    def _load(self, entry_id: int) -> tuple[InboxRow, str, ReceiverConfig] | None:
         with read_session(self.engine) as s:
             entry = s.get(InboxRow, entry_id)
             if entry is None or entry.read_at is not None:

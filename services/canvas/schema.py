@@ -70,6 +70,21 @@ def _profiles_receivers(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE custom_objects ADD COLUMN config TEXT NOT NULL DEFAULT '{}'"))
 
 
+_READ_INDEXES = frozenset({"ix_objects_owner_type_name_cover"})
+"""Indexes added after version 4 that only speed reads (``_ensure_read_indexes``)."""
+
+
+def _ensure_read_indexes(conn: Connection) -> None:
+    """Indexes that only make reads faster, created when missing whatever the version: they change
+    no table, so a canvas holding them stays readable and writable by a workbench that predates them
+    (both engines keep every index current on each write)."""
+    from . import models
+
+    for index in models.ObjectRow.__table__.indexes:  # type: ignore[attr-defined]
+        if index.name in _READ_INDEXES:
+            index.create(conn, checkfirst=True)
+
+
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     0: _create_missing,  # 0 -> 1: versioning, every table and index of version 1, the search index
     1: _name_search,  # 1 -> 2: PostgreSQL's index of name words (search's first tier); nothing on SQLite
@@ -100,6 +115,7 @@ def prepare_schema(conn: Connection, where: str) -> int:
     if found is None:
         _create_missing(conn)
         _record(conn, SCHEMA_VERSION)
+        _ensure_read_indexes(conn)
         return SCHEMA_VERSION
     if found > SCHEMA_VERSION:
         raise CanvasSchemaError(
@@ -113,4 +129,5 @@ def prepare_schema(conn: Connection, where: str) -> int:
         MIGRATIONS[version](conn)
     if found != SCHEMA_VERSION:
         _record(conn, SCHEMA_VERSION)
+    _ensure_read_indexes(conn)
     return found

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import bindparam, select, text
 from sqlalchemy.engine import Connection, Engine
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from .eligibility import Access
 from .models import ObjectRow
@@ -297,6 +297,11 @@ def _pg_tier(session: Session, where: str, params: dict[str, object], type: str 
     return [int(pk) for pk in session.execute(text(sql), {**params, "type": type, "limit": limit}).scalars()]
 
 
+_WINDOW_ROWS = (select(ObjectRow.pk, ObjectRow.id, ObjectRow.owner_id, ObjectRow.privacy)
+                .where(col(ObjectRow.pk).in_(bindparam("pks", expanding=True))))
+"""Who owns each hit of a window, and how private it is (``Access.allows`` decides)."""
+
+
 def ranked_pks(session: Session, query: str, *, type: str | None = None, limit: int = 20,
                access: Access | None = None) -> list[int]:
     """The keys of the best matches for ``query``, best first, ranked inside the index and cut to
@@ -320,7 +325,8 @@ def ranked_pks(session: Session, query: str, *, type: str | None = None, limit: 
         pks = _ranked(session, query, match, type, window)
         if not pks:
             return []
-        seen = set(session.execute(select(ObjectRow.pk).where(ObjectRow.pk.in_(pks), access.clause())).scalars())
+        rows = session.connection().execute(_WINDOW_ROWS, {"pks": pks}).all()  # the rule in Python: no SQL to build
+        seen = {int(pk) for pk, id_, owner, privacy in rows if access.allows(id_, owner, privacy)}
         kept = [pk for pk in pks if pk in seen]
         if len(kept) >= limit or len(pks) < window:
             return kept[:limit]

@@ -20,13 +20,13 @@ import asyncio
 import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Required, TypedDict, TypeVar
 
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from services.changes import ChangeFeed
+from services.changes import Change, ChangeFeed
 from services.clock import Clock
 
 from . import custom as _custom
@@ -53,13 +53,26 @@ from .views import (BootContext, CustomObjectView, DocumentView, EventView, Inbo
                     LintFinding, LoadVerdict, MessageReceipt, Neighbourhood, NodeView, ObjectDetail, ObjectPage,
                     ObjectSummary, ProfileView, ReceiverAttempt, RevisionView, SearchHit, WatchView)
 
-__all__ = ["Canvas", "WRITE_MANY_LIMIT"]
+__all__ = ["Canvas", "DocumentItem", "WRITE_MANY_LIMIT"]
 
 WRITE_MANY_LIMIT = 500
 """The most documents one ``Canvas.write_many`` call takes."""
 _WRITE_FIELDS = frozenset({"name", "preview", "body", "owner", "summary", "kind", "privacy", "rules"})
 
 T = TypeVar("T")
+
+
+class DocumentItem(TypedDict, total=False):
+    """One document of ``Canvas.write_many``: ``write``'s arguments."""
+
+    name: Required[str]
+    preview: Required[str]
+    body: str
+    owner: str
+    summary: str | None
+    kind: str
+    privacy: str
+    rules: Sequence[Mapping[str, object]]
 
 
 def _event_view(row: EventRow) -> EventView:
@@ -138,7 +151,7 @@ class Canvas:
         return await asyncio.to_thread(run)
 
     async def _write(self, fn: Callable[[Tx], T]) -> T:
-        def run() -> tuple[T, list[Any]]:
+        def run() -> tuple[T, list[Change]]:
             with write_session(self.engine) as session:
                 tx = Tx(session, self.clock.time())
                 result = fn(tx)
@@ -199,19 +212,14 @@ class Canvas:
                            .limit(events_limit)).scalars().all()
         watchers = s.execute(select(WatchRow).where(WatchRow.object_id == row.id).order_by(WatchRow.id)
                              .limit(200)).scalars().all()
-        parts: dict[str, Any] = {}
-        if row.type == "document":
-            parts["document"] = _docs.document_view(s, row)
-            parts["revisions"] = tuple(_docs.history(s, row, limit=20))
-        elif row.type == "node":
-            parts["node"] = _nodes.node_view(s, row)
-        elif row.type == "job":
-            parts["job"] = _nodes.job_view(s, row)
-        elif row.type == "custom":
-            parts["custom"] = _custom.custom_view(s, row)
+        is_doc = row.type == "document"
         return ObjectDetail(object=summary_of(row, _owner_handle(s, row)), events=tuple(map(_event_view, events)),
                             watchers=tuple(map(_watch_view, watchers)), seen_as=access.label if access else OPERATOR,
-                            **parts)
+                            document=_docs.document_view(s, row) if is_doc else None,
+                            revisions=tuple(_docs.history(s, row, limit=20)) if is_doc else (),
+                            node=_nodes.node_view(s, row) if row.type == "node" else None,
+                            job=_nodes.job_view(s, row) if row.type == "job" else None,
+                            custom=_custom.custom_view(s, row) if row.type == "custom" else None)
 
     async def read(self, ref: str, *, reader: str | None = None, view: ReaderView | None = None,
                    events_limit: int = 20) -> ObjectDetail:
@@ -304,7 +312,7 @@ class Canvas:
             return [_event_view(e) for e in s.execute(stmt.order_by(EventRow.id.desc()).limit(limit)).scalars()]
         return await self._read(run)
 
-    async def record_event(self, ref: str, type: str, *, level: int | None = None, data: Mapping[str, Any] | None = None,
+    async def record_event(self, ref: str, type: str, *, level: int | None = None, data: Mapping[str, object] | None = None,
                            actor: str | None = None, summary: str | None = None) -> EventView:
         """Publish an event of a builtin kind on any object (delivered to its matching watchers)."""
         def run(tx: Tx) -> EventView:
@@ -319,7 +327,7 @@ class Canvas:
         """Delete an object; its watchers hear ``deleted``.
 
         A node takes its jobs and its documents with it, except documents another owner's document
-        links to: those move to the node's owner. Any other owner still owning objects is refused.
+        links to: those move to the node's owner. Every other owner still owning objects is refused.
         """
         def run(tx: Tx) -> None:
             row = find_object(tx.session, ref)
@@ -350,7 +358,7 @@ class Canvas:
 
     async def write(self, name: str, *, preview: str, body: str = "", owner: str | None = None,
                     summary: str | None = None, kind: str = "knowledge", privacy: str = "public",
-                    rules: Sequence[Mapping[str, Any]] | None = None, actor: str | None = None) -> DocumentView:
+                    rules: Sequence[Mapping[str, object]] | None = None, actor: str | None = None) -> DocumentView:
         """Create document ``<owner>/<name>`` (owner defaults to the writing node); the writer watches it."""
         def run(tx: Tx) -> DocumentView:
             actor_id = self._actor(tx.session, actor)
@@ -363,7 +371,7 @@ class Canvas:
             return _docs.document_view(tx.session, doc)
         return await self._write(run)
 
-    async def write_many(self, documents: Sequence[Mapping[str, Any]], *, actor: str | None = None) -> list[DocumentView]:
+    async def write_many(self, documents: Sequence[DocumentItem], *, actor: str | None = None) -> list[DocumentView]:
         """Create many documents in one unit of work (imports, bulk loads), with everything ``write``
         does for each: each item holds ``write``'s arguments (``name``, ``preview``, ``body``, ``owner``,
         ``summary``, ``kind``, ``privacy``, ``rules``). All are written or none: the first refused item
@@ -406,7 +414,7 @@ class Canvas:
 
     async def edit(self, ref: str, *, actor: str | None = None, base_revision: int | None = None,
                    body: str | None = None, preview: str | None = None, summary: str | None = None,
-                   rules: Sequence[Mapping[str, Any]] | None = None, privacy: str | None = None,
+                   rules: Sequence[Mapping[str, object]] | None = None, privacy: str | None = None,
                    kind: str | None = None) -> DocumentView:
         """A new revision made from ``base_revision`` (default: the revision ``actor`` last read).
 
@@ -462,7 +470,7 @@ class Canvas:
             return _nodes.node_view(tx.session, row)
         return await self._write(run)
 
-    async def configure_node(self, ref: str, *, actor: str | None = None, **fields: Any) -> NodeView:
+    async def configure_node(self, ref: str, *, actor: str | None = None, **fields: str | None) -> NodeView:
         """Change kind, mode, lifecycle, profile, status, activity, outcome or name; publishes ``configured``."""
         def run(tx: Tx) -> NodeView:
             row = _typed(tx.session, ref, "node")
@@ -559,7 +567,7 @@ class Canvas:
             return [attempt_view(r) for r in rows]
         return await self._read(run)
 
-    async def publish(self, ref: str, event: str, *, data: Mapping[str, Any] | None = None,
+    async def publish(self, ref: str, event: str, *, data: Mapping[str, object] | None = None,
                       actor: str | None = None) -> int:
         """Publish a declared event of a custom object; returns the event id."""
         return await self._write(lambda tx: _custom.publish_custom(

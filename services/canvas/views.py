@@ -3,9 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict, Union
+
+JsonValue = Union[str, int, float, bool, None, list["JsonValue"], dict[str, "JsonValue"]]
+"""A value a JSON text decodes to (event data, rule conditions)."""
+JsonObject = dict[str, JsonValue]
+"""A JSON object: event data, a receiver's settings."""
+
+Rule = TypedDict("Rule", {"on": str, "at": str, "deliver": str, "if": dict[str, JsonValue], "match": JsonValue},
+                 total=False)
+"""One delivery rule of a document: ``{on, at|deliver, if?, match?}`` (``if`` is a keyword, hence this form)."""
 
 __all__ = [
+    "JsonValue",
+    "JsonObject",
+    "Rule",
     "ObjectSummary",
     "ObjectPage",
     "RevisionView",
@@ -78,7 +90,7 @@ class RevisionView:
     preview: str
     summary: str | None
     body: str
-    rules: tuple[dict[str, Any], ...]
+    rules: tuple[Rule, ...]
     author: str | None
     at: float
 
@@ -92,7 +104,7 @@ class DocumentView:
     preview: str
     summary: str | None
     body: str
-    rules: tuple[dict[str, Any], ...]
+    rules: tuple[Rule, ...]
     revision: int
     links: tuple[tuple[str, str | None], ...] = ()
     """Each ``[[link]]`` as ``(text, target id or None when it resolves to nothing)``."""
@@ -148,7 +160,7 @@ class EventView:
     level: int
     actor_id: str | None
     at: float
-    data: dict[str, Any]
+    data: JsonObject
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,7 +291,7 @@ class BootItem:
     document: ObjectSummary
     level: str
     """``name``, ``preview`` or ``content``: what the node is given."""
-    rule: dict[str, Any]
+    rule: Rule
     owner: str
     """The owner's full-name reference (``ada``, ``repo:x``)."""
     requested: str
