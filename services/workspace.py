@@ -38,8 +38,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import asyncio
 import hashlib
 import os
+from functools import partial
 
 from .changes import Change, ChangeFeed
 from .files import atomic_write_json
@@ -78,8 +80,9 @@ def import_services() -> None:
     """
     import importlib
 
-    for name in ("cloud", "desk", "sdk", "world", "canvas", "follower", "knowledge.insights",
-                 "knowledge.outbox", "knowledge.okf"):
+    for name in ("cloud", "desk", "desk.embedded", "sdk", "world", "canvas", "follower", "attached",
+                 "served.control", "knowledge.insights", "knowledge.outbox", "knowledge.outbox.target",
+                 "knowledge.okf"):
         importlib.import_module(f"{__package__}.{name}")
 
 
@@ -422,8 +425,9 @@ class Workspace:
         settings = self.settings
         options: dict[str, Any] = {"stream_idle_ms": settings.stream_idle_ms, "clock": settings.clock,
                                    "changes": self.feed}
-        if settings.serve_port is None:
-            return FakeCloud(client_id=settings.client_id, **options), MemoryConnectionStore(), False
+        if settings.serve_port is None:  # its signing key is made off the loop (an RSA key takes a while)
+            cloud = await asyncio.to_thread(partial(FakeCloud, client_id=settings.client_id, **options))
+            return cloud, MemoryConnectionStore(), False
         from .served.persist import open_durable_cloud, private_file
         from .knowledge.outbox import FakeHonchoService
         from .served.server import CloudServer, bind_socket, claim_workspace, origin_url
