@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 import asyncio
 import hashlib
@@ -44,6 +44,7 @@ import os
 from functools import partial
 
 from .changes import Change, ChangeFeed
+from .clock import Clock
 from .files import atomic_write_json
 from .desk.models import JUDGE_USER, CaptureFailure
 from .open_errors import WorkspaceOpenError, canvas_location, open_error
@@ -67,6 +68,15 @@ if TYPE_CHECKING:
 __all__ = ["Settings", "Workspace", "WorkspaceOpenError", "CaptureFailure", "JUDGE_USER", "import_services"]
 
 _T = TypeVar("_T")
+
+class CloudOptions(TypedDict):
+    """What a workspace's cloud is built with besides its id: the settings' stream idle time and
+    clock, and the workspace's change feed."""
+
+    stream_idle_ms: int
+    clock: Clock
+    changes: ChangeFeed
+
 
 FOLLOWER_LOCK = "follower.lock"
 """Held by the one process that carries a served workspace's runs into its canvas."""
@@ -423,8 +433,7 @@ class Workspace:
         from .sdk import MemoryConnectionStore, SQLModelConnectionStore
 
         settings = self.settings
-        options: dict[str, Any] = {"stream_idle_ms": settings.stream_idle_ms, "clock": settings.clock,
-                                   "changes": self.feed}
+        options = CloudOptions(stream_idle_ms=settings.stream_idle_ms, clock=settings.clock, changes=self.feed)
         if settings.serve_port is None:  # its signing key is made off the loop (an RSA key takes a while)
             cloud = await asyncio.to_thread(partial(FakeCloud, client_id=settings.client_id, **options))
             return cloud, MemoryConnectionStore(), False
