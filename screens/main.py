@@ -3,40 +3,90 @@
 Keys ``1``..``5`` bring a pane forward, ``/`` filters the focused pane, ``?`` opens the key help.
 The screen hands the Workspace to the panes when it opens, fans every batch of service changes
 out to them, keeps the header badges current, and routes palette jumps.
+
+The first frame draws each pane's heading only, so it is composed of ``PaneSlot``s (a heading in
+the pane's place, with its id and classes); the pane modules (tables, trees, the graph, dialogs)
+are imported after that frame, off the event loop, and each slot is then swapped for its pane.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import importlib
+from typing import TYPE_CHECKING, cast
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Container
-from textual.events import Resize
+from textual.containers import Container, Vertical
+from textual.events import DescendantFocus, Resize
 from textual.reactive import reactive
 from textual.screen import Screen
+from textual.widgets import Label
 
-from services.desk import WorkspaceView
-
-from .canvas import CanvasPane
-from .grants import GrantsPane
-from .help import HelpScreen
-from .inbox import InboxPane
-from .judgments import JudgmentsPane
 from .messages import JumpRequested, ServicesChanged, WorkspaceOpened
-from .runs import RunsPane
 from .text import notify_plain
 from .widgets.badges import BadgeBar, PaneStrip
 from .widgets.footer import KeyFooter
 from .widgets.pane import Pane
 
-__all__ = ["MainScreen", "PANE_IDS", "DASHBOARD_SIZE"]
+if TYPE_CHECKING:
+    from textual.theme import Theme
+    from textual.dom import DOMNode
+
+    from .judgments import JudgmentsPane
+
+    from services.desk import WorkspaceView
+
+__all__ = ["MainScreen", "PaneSlot", "PANE_IDS", "PANES", "DASHBOARD_SIZE"]
 
 PANE_IDS = ("canvas", "inbox", "runs", "grants", "judgments")
 """The pinned pane ids, in key order (``1``..``5``)."""
+PANES = {
+    "canvas": ("screens.canvas", "CanvasPane", "canvas"),
+    "inbox": ("screens.inbox", "InboxPane", "inbox"),
+    "runs": ("screens.runs", "RunsPane", "runs"),
+    "grants": ("screens.grants", "GrantsPane", "grants"),
+    "judgments": ("screens.judgments", "JudgmentsPane", "judgments"),
+}
+"""Each pane id's module, class and title (the key is its place in ``PANE_IDS`` plus one)."""
 DASHBOARD_SIZE = (160, 48)
 """At and above this terminal size every pane shows at once."""
+
+
+def import_panes() -> dict[str, type[Pane]]:
+    """The pane classes by id (their modules imported here: the tables, trees, graph and dialogs)."""
+    classes: dict[str, type[Pane]] = {}
+    for pane_id, (module, name, _title) in PANES.items():
+        cls = getattr(importlib.import_module(module), name)
+        assert issubclass(cls, Pane)
+        classes[pane_id] = cls
+    return classes
+
+
+class PaneSlot(Vertical):
+    """A pane's place in the first frame: its heading, until the pane itself is mounted here."""
+
+    built = False
+    """A slot has no body (the pane that replaces it builds one)."""
+
+    def __init__(self, pane_id: str, *, classes: str = "") -> None:
+        super().__init__(id=pane_id, classes=f"pane {classes}".strip())
+        self.number = PANE_IDS.index(pane_id) + 1
+        """The key that brings the pane forward."""
+        self.title = PANES[pane_id][2]
+        """The pane's name."""
+
+    def compose(self) -> ComposeResult:
+        heading = Text()
+        heading.append(f" {self.number} ", style="reverse")
+        heading.append(f" {self.title}")
+        yield Label(heading, classes="pane-title")
+
+    def strip_labels(self) -> tuple[str, ...]:
+        """The pane's name, as the strip shows it until the count is known."""
+        return (self.title,)
 
 
 class MainScreen(Screen[None]):
@@ -68,11 +118,8 @@ class MainScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield BadgeBar(id="badges")
         with Container(id="body"):
-            yield CanvasPane()
-            yield InboxPane()
-            yield RunsPane(classes="-active")
-            yield GrantsPane()
-            yield JudgmentsPane()
+            for pane_id in PANE_IDS:
+                yield PaneSlot(pane_id, classes="-active" if pane_id == self.active else "")
         yield PaneStrip(id="strip")
         yield KeyFooter()
 
@@ -81,24 +128,48 @@ class MainScreen(Screen[None]):
         self.call_after_refresh(self.build_panes)
         self.set_interval(1.0, self.update_badges)
         self.set_interval(10.0, self.tick_ages)
-        for pane in self.panes():
-            self.watch(pane, "count_label", lambda _=None: self._update_strip(), init=False)
         self.app.theme_changed_signal.subscribe(self, self._theme_changed)
 
-    def _theme_changed(self, _theme: Any) -> None:
+    def _theme_changed(self, _theme: Theme) -> None:
         """Panes draw tones resolved from the theme: redraw them in the new one."""
         self.query_one("#badges", BadgeBar).refresh()
-        for pane in self.panes():
+        for pane in self.query(Pane):
             pane.forget_drawn()
             pane.request_reload()
 
+    @property
+    def placed(self) -> bool:
+        """Whether the panes themselves are in place (not only their headings)."""
+        return not self.query(PaneSlot)
+
+    async def place_panes(self) -> None:
+        """Swap each heading slot for its pane (their modules imported in a thread first)."""
+        if self.placed:
+            return
+        classes = await asyncio.to_thread(import_panes)
+        body = self.query_one("#body", Container)
+        for slot in list(self.query(PaneSlot)):
+            if not self.is_attached:  # the app is closing
+                return
+            pane_id = slot.id or ""
+            index = body.children.index(slot)
+            await slot.remove()
+            pane = classes[pane_id](classes="-active" if pane_id == self.active else "")
+            if index < len(body.children):
+                await body.mount(pane, before=index)
+            else:
+                await body.mount(pane)
+            self.watch(pane, "count_label", lambda _=None: self._update_strip(), init=False)
+        self._update_strip()
+
     async def build_panes(self) -> None:
-        """Mount the panes' bodies (the active pane first) and focus the active one.
+        """Put the panes in place and mount their bodies (the active pane first), then focus the active one.
 
         Runs after the first frame, and again (a no-op by then) when the Workspace opens; both
         run on this screen's message queue, so a pane is never loaded before its body exists.
         """
-        if all(pane.built for pane in self.panes()):
+        await self.place_panes()
+        if not self.placed or all(pane.built for pane in self.panes()):
             return
         active = self.pane(self.active)
         await active.build()
@@ -108,11 +179,12 @@ class MainScreen(Screen[None]):
             self.action_show_pane(self.active)
 
     def panes(self) -> list[Pane]:
-        """The five panes in key order."""
-        return [self.pane(pane_id) for pane_id in PANE_IDS]
+        """The five panes in key order (none until they are placed: see ``build_panes``)."""
+        places = [self.query_one(f"#{pane_id}") for pane_id in PANE_IDS]
+        return [place for place in places if isinstance(place, Pane)]
 
     def pane(self, pane_id: str) -> Pane:
-        """The pane with this id."""
+        """The pane with this id (once placed: see ``build_panes``)."""
         return self.query_one(f"#{pane_id}", Pane)
 
     # -- layout -------------------------------------------------------------------------------
@@ -133,6 +205,8 @@ class MainScreen(Screen[None]):
         from .text import notify_plain
         from .widgets.copy import copy_choices
 
+        if not self.placed:
+            return
         pane = self.pane(self.active)
         choices = copy_choices(pane)
         if not choices:
@@ -149,6 +223,8 @@ class MainScreen(Screen[None]):
 
     def tick_ages(self) -> None:
         """Ages (``42s``, ``5m``) are drawn when the list loads: reload the runs so they keep up."""
+        if not self.placed:
+            return
         runs = self.pane("runs")
         if runs.workspace is not None and runs.built:
             runs.request_reload()
@@ -158,7 +234,7 @@ class MainScreen(Screen[None]):
         if self.maximized is not None:
             self.minimize()
         else:
-            self.maximize(self.pane(self.active), container=False)
+            self.maximize(self.query_one(f"#{self.active}"), container=False)
 
     def watch_compact(self, compact: bool) -> None:
         if self.has_class("-compact") != compact:  # each class change restyles the whole screen
@@ -166,7 +242,7 @@ class MainScreen(Screen[None]):
             self.set_class(not compact, "-dashboard")
 
     def watch_active(self, active: str) -> None:
-        for pane in self.query(Pane):
+        for pane in self.query("#body > .pane"):  # the panes, or their slots before the panes are placed
             if pane.has_class("-active") != (pane.id == active):
                 pane.set_class(pane.id == active, "-active")
         self._update_strip()
@@ -174,11 +250,13 @@ class MainScreen(Screen[None]):
     def _update_strip(self) -> None:
         if not self.is_mounted:
             return
+        places = [self.query_one(f"#{pane_id}") for pane_id in PANE_IDS]
         self.query_one("#strip", PaneStrip).labels = tuple(
-            (p.number, p.title, p.strip_labels(), p.id == self.active) for p in self.panes())
+            (p.number, p.title, p.strip_labels(), p.id == self.active)
+            for p in places if isinstance(p, (Pane, PaneSlot)))
 
-    def on_descendant_focus(self, event: Any) -> None:
-        node = event.widget if hasattr(event, "widget") else None
+    def on_descendant_focus(self, event: DescendantFocus) -> None:
+        node: DOMNode | None = event.widget
         while node is not None and not isinstance(node, Pane):
             node = node.parent
         if isinstance(node, Pane) and node.id and node.id != self.active:
@@ -188,11 +266,11 @@ class MainScreen(Screen[None]):
 
     def action_show_pane(self, pane_id: str) -> None:
         self.active = pane_id
-        if self.pane(pane_id).built:
+        if self.placed and self.pane(pane_id).built:
             self.pane(pane_id).focus_main()
 
     def action_filter_pane(self) -> None:
-        if self.pane(self.active).built:
+        if self.placed and self.pane(self.active).built:
             self.pane(self.active).open_filter()
 
     def action_show_memory(self) -> None:
@@ -203,6 +281,9 @@ class MainScreen(Screen[None]):
             self.app.push_screen(MemoryScreen(self.workspace))
 
     def action_show_help(self) -> None:
+        if not self.placed:  # the keys are the panes': until they are in place there is no list to show
+            return
+        from .help import HelpScreen
         from .help_keys import help_groups
 
         self.app.push_screen(HelpScreen(help_groups(self)))
@@ -222,7 +303,7 @@ class MainScreen(Screen[None]):
 
     @on(ServicesChanged)
     def _changed(self, event: ServicesChanged) -> None:
-        for pane in self.panes():
+        for pane in self.query(Pane):
             pane.changed(event.changes)
         self.update_badges()
         for change in event.changes:
@@ -237,7 +318,8 @@ class MainScreen(Screen[None]):
     @on(JumpRequested)
     def _jump(self, event: JumpRequested) -> None:
         self.action_show_pane(event.pane)
-        self.pane(event.pane).select_key(event.key)
+        if self.placed:
+            self.pane(event.pane).select_key(event.key)
 
     def update_badges(self) -> None:
         """Recount the header badges from the services."""
@@ -249,7 +331,7 @@ class MainScreen(Screen[None]):
         badges.waiting = desk.waiting_on_user()
         accepting = {g.user_id for g in desk.grants() if g.state == "active" and g.refusal is None}
         badges.refusals = sum(1 for r in desk.refusals_since(60) if r.user_id not in accepting)  # a restore clears it
-        badges.judgments = self.query_one("#judgments", JudgmentsPane).waiting
+        badges.judgments = cast("JudgmentsPane", self.pane("judgments")).waiting
         badges.settings_problem = getattr(self.app, "settings_problem", "") or ""
         failures = getattr(self.workspace, "capture_failures", None)
         badges.captures = len(failures()) if failures is not None else 0

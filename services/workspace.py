@@ -36,12 +36,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
+import asyncio
 import hashlib
 import os
+from functools import partial
 
 from .changes import Change, ChangeFeed
+from .clock import Clock
 from .files import atomic_write_json
 from .desk.models import JUDGE_USER, CaptureFailure
 from .open_errors import WorkspaceOpenError, canvas_location, open_error
@@ -66,6 +69,15 @@ __all__ = ["Settings", "Workspace", "WorkspaceOpenError", "CaptureFailure", "JUD
 
 _T = TypeVar("_T")
 
+class CloudOptions(TypedDict):
+    """What a workspace's cloud is built with besides its id: the settings' stream idle time and
+    clock, and the workspace's change feed."""
+
+    stream_idle_ms: int
+    clock: Clock
+    changes: ChangeFeed
+
+
 FOLLOWER_LOCK = "follower.lock"
 """Held by the one process that carries a served workspace's runs into its canvas."""
 
@@ -78,8 +90,9 @@ def import_services() -> None:
     """
     import importlib
 
-    for name in ("cloud", "desk", "sdk", "world", "canvas", "follower", "knowledge.insights",
-                 "knowledge.outbox", "knowledge.okf"):
+    for name in ("cloud", "desk", "desk.embedded", "sdk", "world", "canvas", "follower", "attached",
+                 "served.control", "knowledge.insights", "knowledge.outbox", "knowledge.outbox.target",
+                 "knowledge.okf"):
         importlib.import_module(f"{__package__}.{name}")
 
 
@@ -420,10 +433,10 @@ class Workspace:
         from .sdk import MemoryConnectionStore, SQLModelConnectionStore
 
         settings = self.settings
-        options: dict[str, Any] = {"stream_idle_ms": settings.stream_idle_ms, "clock": settings.clock,
-                                   "changes": self.feed}
-        if settings.serve_port is None:
-            return FakeCloud(client_id=settings.client_id, **options), MemoryConnectionStore(), False
+        options = CloudOptions(stream_idle_ms=settings.stream_idle_ms, clock=settings.clock, changes=self.feed)
+        if settings.serve_port is None:  # its signing key is made off the loop (an RSA key takes a while)
+            cloud = await asyncio.to_thread(partial(FakeCloud, client_id=settings.client_id, **options))
+            return cloud, MemoryConnectionStore(), False
         from .served.persist import open_durable_cloud, private_file
         from .knowledge.outbox import FakeHonchoService
         from .served.server import CloudServer, bind_socket, claim_workspace, origin_url

@@ -10,10 +10,16 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .cloud import FakeCloud
 from .errors import ServiceError
+
+if TYPE_CHECKING:
+    from .canvas import Canvas
+    from .knowledge.insights import InsightReviews
+    from .knowledge.okf import Harvest
+    from .sdk import ConnectionStore
 
 __all__ = ["WorldError", "load_world", "seed_cloud", "seed_canvas", "seed_insights", "seed_knowledge"]
 
@@ -33,7 +39,7 @@ def load_world(path: Path) -> dict[str, Any]:
     return world
 
 
-async def seed_cloud(cloud: FakeCloud, world: dict[str, Any], store: Any) -> None:
+async def seed_cloud(cloud: FakeCloud, world: dict[str, Any], store: ConnectionStore) -> None:
     """Create the world's people, providers and runs on ``cloud``; connections go to ``store``."""
     for spec in world.get("providers", []):
         cloud.providers.define(
@@ -88,7 +94,7 @@ async def _seed_run(cloud: FakeCloud, spec: dict[str, Any]) -> None:
         await client.aclose()
 
 
-async def seed_canvas(canvas: Any, world: dict[str, Any]) -> bool:
+async def seed_canvas(canvas: Canvas, world: dict[str, Any]) -> bool:
     """Create the world's owners, documents, listeners and node messages, unless the canvas holds them.
 
     A team's canvas (PostgreSQL) is shared by many workspaces, each new one seeded with the same
@@ -102,15 +108,18 @@ async def seed_canvas(canvas: Any, world: dict[str, Any]) -> bool:
     spec = world.get("canvas", {})
     for owner in spec.get("owners", []):
         await canvas.ensure_owner(owner["type"], owner["handle"])
-    for index, doc in enumerate(spec.get("documents", [])):
-        try:
-            await canvas.write(
-                doc["name"], preview=doc["preview"], body=doc.get("body", ""), owner=doc["owner"],
-                kind=doc.get("kind", "knowledge"), privacy=doc.get("privacy", "public"),
-            )
-        except NameTakenError:
-            if index == 0:  # the canvas already holds a world
-                return False
+    documents = [{"name": doc["name"], "preview": doc["preview"], "body": doc.get("body", ""), "owner": doc["owner"],
+                  "kind": doc.get("kind", "knowledge"), "privacy": doc.get("privacy", "public")}
+                 for doc in spec.get("documents", [])]
+    try:  # a fresh canvas takes the world's documents in one transaction
+        await canvas.write_many(documents)
+    except NameTakenError:  # some are there already: one at a time, the first one deciding the claim
+        for index, doc in enumerate(documents):
+            try:
+                await canvas.write(**doc)
+            except NameTakenError:
+                if index == 0:  # the canvas already holds a world
+                    return False
     for listener in spec.get("listeners", []):
         try:
             await canvas.create_listener(listener["topic"], owner=listener["owner"], domain=listener["domain"])
@@ -121,13 +130,13 @@ async def seed_canvas(canvas: Any, world: dict[str, Any]) -> bool:
     return True
 
 
-async def seed_insights(reviews: Any, world: dict[str, Any]) -> None:
+async def seed_insights(reviews: InsightReviews, world: dict[str, Any]) -> None:
     """Queue the world's insight proposals for review."""
     for markdown in world.get("insights", []):
         await reviews.submit_markdown(markdown, proposer="sample world")
 
 
-async def seed_knowledge(harvest: Any, world: dict[str, Any], *, homes: Path, bases: Path) -> str | None:
+async def seed_knowledge(harvest: Harvest, world: dict[str, Any], *, homes: Path, bases: Path) -> str | None:
     """Create the world's accepted base and agent home, write its notes and capture them; the source id."""
     from .knowledge.okf import SoulDecl
 
@@ -153,7 +162,7 @@ async def seed_knowledge(harvest: Any, world: dict[str, Any], *, homes: Path, ba
     return source_id
 
 
-async def seed_git_base(harvest: Any, spec: dict[str, Any], *, bases: Path) -> None:
+async def seed_git_base(harvest: Harvest, spec: dict[str, Any], *, bases: Path) -> None:
     """The world's Git base: a bare repository ``<bases>/<alias>.git`` whose accepted branch already holds
     the base at its root (as a team's repository would), bound as the second binding. Skipped without git."""
     import asyncio

@@ -10,12 +10,15 @@ App then quits with status 2. Every toast is plain text (``notify`` is never par
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import App
 from textual.binding import Binding
 from textual.notifications import SeverityLevel
+from textual.worker import Worker
 
 from assets import ASSETS_DIR
 from screens.main import MainScreen
@@ -23,12 +26,23 @@ from screens.messages import ServicesChanged, WorkspaceOpened
 from screens.open_error import OPEN_FAILED_STATUS, OpenErrorScreen
 from screens.text import TOAST_CAP, notify_plain, safe
 from screens.widgets.badges import BadgeBar
-from services.desk import WorkspaceView
-from services.changes import Change
 from services.errors import ServiceError
-from services.workspace import Settings
+from services.settings import Settings
 
 from .commands import WorkbenchCommands
+
+if TYPE_CHECKING:
+    import logging
+
+    from textual.dom import DOMNode
+
+    from services.record import Recorder
+
+    from services.changes import Change
+    from services.desk import WorkspaceView
+    from services.open_errors import WorkspaceOpenError
+
+    from .settings import UserConfig
 
 __all__ = ["WorkbenchApp", "make_app", "error_text"]
 
@@ -62,31 +76,31 @@ class WorkbenchApp(App[None]):
         self._owns_workspace = workspace is None
         self._pending_changes: list[Change] = []
         self._flush_queued = False
-        self._unsubscribe: Any = None
+        self._unsubscribe: Callable[[], None] | None = None
         self.changes_seen = 0
         """How many service changes reached the App (tests and the demo wait for quiet with it)."""
         self.errors: list[str] = []
         """Every error shown as a toast, in order (tests and the demo read it)."""
-        self.open_error: Any = None
+        self.open_error: WorkspaceOpenError | None = None
         """The ``WorkspaceOpenError`` when the workspace could not open (the App then exits 2)."""
 
     read_only: bool = False
     """Refuse every action that changes state (``--read-only``; the header says READ-ONLY)."""
-    config: Any = None
+    config: UserConfig | None = None
     """The operator's ``UserConfig`` (theme, keymap, ...), applied at mount; None: no settings file."""
     layout: str | None = None
     """``dashboard`` or ``single`` (``--layout`` or the settings file); None: chosen by the terminal's size."""
     settings_problem: str = ""
     """Why the settings file is not in use (a header badge shows it until the file is fixed); empty: none."""
-    log_path: Any = None
+    log_path: Path | None = None
     """``--log FILE``; None: ``logs/workbench.log`` in the workspace (``workbench.log``)."""
-    error_log: Any = None
+    error_log: logging.Logger | None = None
     """The open log (every error with its traceback), or None."""
-    log_file: Any = None
+    log_file: Path | None = None
     """The file the log writes to, once open."""
-    record_path: Any = None
+    record_path: Path | None = None
     """``--record FILE``: record the session into this file from the moment the workspace opens."""
-    recorder: Any = None
+    recorder: Recorder | None = None
     """The recording in progress (``services.record.Recorder``), or None."""
 
     def get_default_screen(self) -> MainScreen:
@@ -212,7 +226,7 @@ class WorkbenchApp(App[None]):
         if not any(isinstance(screen, OpenErrorScreen) for screen in self.screen_stack):
             self.push_screen(OpenErrorScreen(error))
 
-    def on_worker_state_changed(self, event: Any) -> None:
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         from textual.worker import WorkerState
 
         if event.state == WorkerState.ERROR and event.worker.error is not None:
@@ -221,7 +235,8 @@ class WorkbenchApp(App[None]):
             else:
                 self.report_error(event.worker.error)
 
-    async def _dispatch_action(self, namespace: Any, action_name: str, params: Any) -> bool:
+    async def _dispatch_action(self, namespace: DOMNode, action_name: str,
+                               params: Any) -> bool:  # Any: Textual's own signature (the parsed action arguments)
         """Every action passes here (keys, palette, clicks): read-only mode refuses those that change state."""
         if self.read_only:
             from .readonly import refusal
@@ -288,7 +303,7 @@ class WorkbenchApp(App[None]):
         return work
 
     @work(group="recording", exclusive=True, exit_on_error=False)
-    async def start_recording(self, path: Any) -> None:
+    async def start_recording(self, path: Path) -> None:
         """Record this window's session into ``path`` (``--record``)."""
         from .recording import start_app_recording
 
@@ -315,8 +330,9 @@ class WorkbenchApp(App[None]):
             await self.workspace.close()
 
 
-def make_app(settings: Settings | None = None, workspace: WorkspaceView | None = None, *, config: Any = None,
-             read_only: bool = False, layout: str | None = None, log: Any = None, record: Any = None) -> WorkbenchApp:
+def make_app(settings: Settings | None = None, workspace: WorkspaceView | None = None, *,
+             config: UserConfig | None = None, read_only: bool = False, layout: str | None = None,
+             log: Path | None = None, record: Path | None = None) -> WorkbenchApp:
     """The one factory the CLI, the demo and the tests build the App with."""
     app = WorkbenchApp(workspace=workspace, settings=settings)
     app.config = config

@@ -21,9 +21,12 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from . import __version__
+
+if TYPE_CHECKING:
+    from .served import LimitOptions
 
 __all__ = ["main", "build_parser"]
 
@@ -163,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         return serve_command(workspace, host=args.host, port=args.sub_port, allow_remote=args.allow_remote,
                              export=args.export, import_file=args.import_file, notice_url=args.notice_url,
                              public_url=args.public_url, limits=_limits(args))
-    from services.workspace import Settings
+    from services.settings import Settings
 
     from .app import make_app
 
@@ -186,14 +189,30 @@ def main(argv: list[str] | None = None) -> int:
     return app.return_code or 0
 
 
-def _limits(args: argparse.Namespace) -> dict[str, Any]:
+def _limits(args: argparse.Namespace) -> LimitOptions:
     """The ``--max-*`` options given, as ``Limits`` fields."""
-    given = {"body_bytes": args.max_body, "json_depth": args.max_depth, "prompt_chars": args.max_text,
-             "message_chars": args.max_text, "wait_s": args.max_wait, "streams_per_token": args.max_streams}
-    return {name: value for name, value in given.items() if value is not None}
+    limits: LimitOptions = {}
+    if args.max_body is not None:
+        limits["body_bytes"] = args.max_body
+    if args.max_depth is not None:
+        limits["json_depth"] = args.max_depth
+    if args.max_text is not None:
+        limits["prompt_chars"] = limits["message_chars"] = args.max_text
+    if args.max_wait is not None:
+        limits["wait_s"] = args.max_wait
+    if args.max_streams is not None:
+        limits["streams_per_token"] = args.max_streams
+    return limits
 
 
-def _memory(args: argparse.Namespace, config: object = None) -> dict[str, Any]:
+class MemoryOptions(TypedDict):
+    """Where memory goes, as ``Settings`` fields."""
+
+    honcho_url: str | None
+    honcho_workspace_id: str
+
+
+def _memory(args: argparse.Namespace, config: object = None) -> MemoryOptions:
     """Where memory goes: the flags, else Honcho's own environment variables (as its SDKs read them),
     else the settings file; the key is never read from a file."""
     return {"honcho_url": args.honcho_url or os.environ.get("HONCHO_URL")

@@ -6,14 +6,19 @@ untrusted name can never inject styles or links into the palette.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 
 from screens.messages import JumpRequested
 from screens.text import safe
+
+if TYPE_CHECKING:
+    from screens.main import MainScreen
+    from screens.widgets.pane import Pane
 
 __all__ = ["WorkbenchCommands"]
 
@@ -23,16 +28,16 @@ PANES_TO_SEARCH = ("runs", "grants", "judgments", "inbox", "canvas")
 class WorkbenchCommands(Provider):
     """Jump to anything by name or id; act on the focused item with its key."""
 
-    def _main(self) -> Any:
+    def _main(self) -> MainScreen | None:
         from screens.main import MainScreen
 
         return next((s for s in self.app.screen_stack if isinstance(s, MainScreen)), None)
 
-    async def _entries(self, query: str) -> list[tuple[str, Any, str]]:
+    async def _entries(self, query: str) -> list[tuple[str, Callable[[], object], str]]:
         main = self._main()
         if main is None or main.workspace is None:
             return []
-        entries: list[tuple[str, Any, str]] = []
+        entries: list[tuple[str, Callable[[], object], str]] = []
         recording = getattr(self.app, "recorder", None) is not None
         entries.append(("Stop recording" if recording else "Start recording (a session to replay as a test)",
                         self._toggle_recording, "record operator actions, app calls and failures to a file"))
@@ -52,7 +57,7 @@ class WorkbenchCommands(Provider):
             toggle()
 
     @staticmethod
-    async def _run_action(pane: Any, action: str) -> None:
+    async def _run_action(pane: Pane, action: str) -> None:
         await pane.run_action(action)
 
     async def discover(self) -> Hits:

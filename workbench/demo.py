@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from textual import work
 from textual.binding import Binding
@@ -34,6 +34,13 @@ from services.errors import ServiceError
 from services.workspace import Settings, Workspace
 
 from .app import WorkbenchApp
+
+if TYPE_CHECKING:
+    from textual.worker import Worker
+
+    from screens.widgets.pane import Pane
+
+_T = TypeVar("_T")
 
 __all__ = ["DemoStep", "DemoError", "DemoApp", "DemoSteps", "load_walkthrough", "run_demo", "demo_speed", "demo_status",
            "WALKTHROUGH"]
@@ -76,12 +83,12 @@ class DemoSteps:
         self.ws = cast("Workspace", app.workspace)  # the tour drives the embedded cloud itself
         self.run_id: str | None = None
         """The run the tour started."""
-        self.results: dict[str, Any] = {}
+        self.results: dict[str, object] = {}
         """What each step produced (for the caption and the tests)."""
 
     # -- helpers -----------------------------------------------------------------------------
 
-    def show(self, pane_id: str, key: str | None = None) -> Any:
+    def show(self, pane_id: str, key: str | None = None) -> Pane:
         """Bring a pane forward (as its number key does) and select ``key`` in it."""
         main = self.app.main
         main.action_show_pane(pane_id)
@@ -90,13 +97,13 @@ class DemoSteps:
             pane.select_key(key)
         return pane
 
-    async def act(self, pane: Any, what: str, call: Callable[[], Any]) -> Any:
+    async def act(self, pane: Pane, what: str, call: Callable[[], Awaitable[_T]]) -> _T:
         """Run a pane action (the same worker a key's dialog starts) and wait for it."""
         worker = pane.act(what, call)
         await _finished(worker)
         if worker.state == WorkerState.ERROR:
             raise DemoError(f"{what.rstrip('.')} did not happen: {worker.error}")
-        return worker.result
+        return cast("_T", worker.result)
 
     async def until(self, check: Callable[[], Awaitable[bool]], what: str, timeout: float = 20.0) -> None:
         """Wait (real time) until ``check`` holds, or fail clearly."""
@@ -175,7 +182,7 @@ class DemoSteps:
         self.show("judgments", f"okf:{self.results['judgment']}")
 
     async def approve_judgment(self) -> None:
-        judgment = self.results["judgment"]
+        judgment = str(self.results["judgment"])
         pane = self.show("judgments", f"okf:{judgment}")
         item = await self.act(pane, "Judgment approved and delivered.", lambda: self.ws.okf.approve(judgment))
         self.results["approved"] = item
@@ -190,6 +197,8 @@ class DemoSteps:
         decided = await self.act(pane, "Insight approved into the canvas.",
                                  lambda: self.ws.insights.approve(review.id, candidate=0))
         self.results["insight"] = decided
+        if decided.document is None:
+            raise DemoError("the insight was approved but names no canvas document")
         document = await self.ws.canvas.get(decided.document)
         self.show("canvas", document.id)
 
@@ -203,7 +212,7 @@ class DemoSteps:
         self.show("runs", self.run_id)
 
 
-async def _finished(worker: Any) -> None:
+async def _finished(worker: Worker[object]) -> None:
     """Wait for another worker to end (``Worker.wait`` refuses to run inside the demo's own worker)."""
     while worker.state in (WorkerState.PENDING, WorkerState.RUNNING):
         await asyncio.sleep(0.01)
@@ -235,7 +244,7 @@ class DemoApp(WorkbenchApp):
         """Ids of the steps done, in order."""
         self.failures: list[str] = []
         """Steps that could not do what they narrate."""
-        self.driver: DemoSteps | None = None
+        self.driver: object = None
         """The step actions (after the workspace opened)."""
         self.said: list[tuple[str, str, str]] = []
         """``(step id, text, severity)`` of everything the tour narrated instead of a toast, in order."""
@@ -291,7 +300,7 @@ class DemoApp(WorkbenchApp):
         if self.exit_at_end:
             self.exit()
 
-    def make_driver(self) -> Any:
+    def make_driver(self) -> object:
         """The object whose methods the step ids name (the bundled tour's ``DemoSteps``)."""
         return DemoSteps(self)
 

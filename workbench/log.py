@@ -11,7 +11,10 @@ from __future__ import annotations
 import logging
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .app import WorkbenchApp
 
 __all__ = ["BACKUPS", "MAX_BYTES", "default_log_path", "log_error", "start_log", "stop_log"]
 
@@ -26,7 +29,7 @@ def default_log_path(workspace: Path) -> Path:
     return Path(workspace) / "logs" / "workbench.log"
 
 
-def start_log(app: Any, path: Path | None) -> logging.Logger | None:
+def start_log(app: WorkbenchApp, path: Path | None) -> logging.Logger | None:
     """Open the log for ``app`` (its own logger, so two apps in one process keep two files)."""
     from screens.text import notify_plain
 
@@ -51,7 +54,7 @@ def start_log(app: Any, path: Path | None) -> logging.Logger | None:
     return logger
 
 
-def log_error(app: Any, message: str, error: BaseException | None) -> None:
+def log_error(app: WorkbenchApp, message: str, error: BaseException | None) -> None:
     """Write one error, with its traceback, to the app's log (if it has one)."""
     logger = getattr(app, "error_log", None)
     if logger is None:
@@ -60,7 +63,7 @@ def log_error(app: Any, message: str, error: BaseException | None) -> None:
     logger.error(message, exc_info=exc_info)
 
 
-def stop_log(app: Any) -> None:
+def stop_log(app: WorkbenchApp) -> None:
     """Close the app's log file."""
     logger = getattr(app, "error_log", None)
     if logger is None:

@@ -7,7 +7,10 @@ help and moving around stay available.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from textual.dom import DOMNode
 
 __all__ = ["CHANGING_BINDINGS", "refusal"]
 
@@ -24,7 +27,7 @@ CHANGING_BINDINGS = frozenset({
 """The binding ids whose actions change the workspace."""
 
 
-def refusal(namespace: Any, action_name: str) -> str | None:
+def refusal(namespace: DOMNode, action_name: str) -> str | None:
     """The one-line reason ``action_name`` on ``namespace`` is refused in read-only mode, or None."""
     bindings = getattr(namespace, "_bindings", None)  # the node's merged BINDINGS
     if bindings is None:

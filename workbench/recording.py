@@ -242,7 +242,7 @@ class RecordedDemoApp(DemoApp):
         self.planned = attempts(recording.steps)
         """Its steps, an app's retried calls folded into one."""
 
-    def make_driver(self) -> Any:
+    def make_driver(self) -> object:
         return RecordedSteps(self)
 
 

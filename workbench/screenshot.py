@@ -11,21 +11,24 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from textual.widgets._toast import ToastRack  # the screen's toast layer (no public alias)
 
 from screens.text import notify_plain
 
+if TYPE_CHECKING:
+    from .app import WorkbenchApp
+
 __all__ = ["picture", "save_to_workspace", "screenshot_folder", "take_screenshot"]
 
 
-def screenshot_folder(app: Any) -> Path:
+def screenshot_folder(app: WorkbenchApp) -> Path:
     """``screenshots/`` in the workspace folder."""
     return Path(app.settings.path) / "screenshots"
 
 
-async def picture(app: Any, filename: str, path: str | None = None) -> str:
+async def picture(app: WorkbenchApp, filename: str, path: str | None = None) -> str:
     """Save the current screen as an SVG with no toast in it; returns the file written."""
     racks = [rack for rack in app.screen.query(ToastRack) if rack.display]
     for rack in racks:
@@ -45,7 +48,7 @@ async def picture(app: Any, filename: str, path: str | None = None) -> str:
             rack.display = True
 
 
-async def save_to_workspace(app: Any) -> Path | None:
+async def save_to_workspace(app: WorkbenchApp) -> Path | None:
     """Write the screen as an SVG into the workspace's ``screenshots/``; returns the file, or None."""
     folder = screenshot_folder(app)
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -70,6 +73,6 @@ async def save_to_workspace(app: Any) -> Path | None:
     return path
 
 
-def take_screenshot(app: Any) -> None:
+def take_screenshot(app: WorkbenchApp) -> None:
     """Start writing a screenshot (a worker: the toasts are hidden for a frame first)."""
     app.run_worker(save_to_workspace(app), group="screenshot", exit_on_error=False)

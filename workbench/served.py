@@ -5,11 +5,29 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 from urllib.parse import urlsplit
 
-__all__ = ["serve_command", "connect_command", "check_ui_serve"]
+if TYPE_CHECKING:
+    import httpx
+
+    from services.attached.client import RemoteCloud
+
+__all__ = ["serve_command", "connect_command", "check_ui_serve", "LimitOptions", "served_or_stored", "StoredCloud"]
+
+
+class LimitOptions(TypedDict, total=False):
+    """The ``--max-*`` options given to ``workbench serve``, named as ``Limits`` fields."""
+
+    body_bytes: int
+    json_depth: int
+    prompt_chars: int
+    message_chars: int
+    wait_s: float
+    streams_per_token: int
 
 
 def _say(text: str) -> None:
@@ -33,7 +51,7 @@ def serve_command(
     import_file: Path | None,
     notice_url: str | None = None,
     public_url: str | None = None,
-    limits: dict[str, Any] | None = None,
+    limits: LimitOptions | None = None,
 ) -> int:
     """``workbench serve``; returns the exit status."""
     from services.cloud.limits import Limits
@@ -66,30 +84,72 @@ def serve_command(
     return 0
 
 
-async def export_state(folder: Path, target: Path) -> str:
-    """Write the workspace's cloud state to ``target`` (0600: it holds the signing key)."""
-    from services.served.persist import CLOUD_DB, CloudStore
+class StoredCloud:
+    """A workspace's kept cloud state (``cloud.db``) while no server runs: held (``claim_workspace``),
+    so no server starts until the command is done with it."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    @property
+    def db(self) -> Path:
+        """The state's database file (absent until the folder is first served)."""
+        from services.served.persist import CLOUD_DB
+
+        return self.folder / CLOUD_DB
+
+    async def served_url(self) -> str | None:
+        """The URL the state was last served at (its tokens' issuer), or None when never served."""
+        from services.served.persist import CloudStore
+
+        if not self.db.exists():
+            return None
+        probe = CloudStore(self.db)
+        try:
+            return await asyncio.to_thread(probe.stored_meta, "served_url")
+        finally:
+            probe.engine.dispose()
+
+
+@asynccontextmanager
+async def served_or_stored(folder: Path) -> AsyncIterator[RemoteCloud | StoredCloud]:
+    """The one "live server or local store" choice: the control client of the server that serves
+    ``folder`` (a live ``serve.json``), else the folder's stored cloud, held for the duration."""
     from services.attached.client import RemoteCloud
-    from services.cloud.state import CloudStateError
-    from services.files import atomic_write_bytes
     from services.served.server import claim_workspace, live_serve_info
 
     if live_serve_info(folder) is not None:
         async with RemoteCloud.from_workspace(folder) as remote:
-            doc = await remote.export_state()
-    else:
-        if not (Path(folder) / CLOUD_DB).exists():
-            raise CloudStateError(f"{folder} holds no cloud state yet (serve it once first)")
-        lock = claim_workspace(folder)  # no server may start meanwhile
-        store = CloudStore(Path(folder) / CLOUD_DB)
-        try:
-            stored = await asyncio.to_thread(store.stored_state)
-        finally:
-            store.engine.dispose()
-            lock.release()
-        if stored is None:
-            raise CloudStateError(f"{folder} holds no cloud state yet (serve it once first)")
-        doc = stored
+            yield remote
+        return
+    lock = claim_workspace(folder)  # no server may start meanwhile
+    try:
+        yield StoredCloud(Path(folder))
+    finally:
+        lock.release()
+
+
+async def export_state(folder: Path, target: Path) -> str:
+    """Write the workspace's cloud state to ``target`` (0600: it holds the signing key)."""
+    from services.served.persist import CloudStore
+    from services.cloud.state import CloudStateError
+    from services.files import atomic_write_bytes
+
+    empty = CloudStateError(f"{folder} holds no cloud state yet (serve it once first)")
+    async with served_or_stored(folder) as cloud:
+        if isinstance(cloud, StoredCloud):
+            if not cloud.db.exists():
+                raise empty
+            store = CloudStore(cloud.db)
+            try:
+                stored = await asyncio.to_thread(store.stored_state)
+            finally:
+                store.engine.dispose()
+            if stored is None:
+                raise empty
+            doc = stored
+        else:
+            doc = await cloud.export_state()
     # ASCII escapes: every text the cloud holds (lone surrogates included) survives the round trip
     data = (json.dumps(doc, indent=1) + "\n").encode("ascii")
     await asyncio.to_thread(atomic_write_bytes, Path(target), data, mode=0o600)
@@ -148,38 +208,37 @@ async def client_assertion(folder: Path, pem: str) -> str:
 
 async def _issuer(folder: Path) -> tuple[str, str]:
     """The issuer (the served URL, else the one the state was last served at) and the client id."""
-    from services.served.persist import CLOUD_DB, CloudStore
     from services.served.server import DEFAULT_PORT, live_serve_info, origin_url
 
     info = live_serve_info(folder)
-    url = str(info["url"]) if info is not None else None
-    if url is None and (Path(folder) / CLOUD_DB).exists():
-        probe = CloudStore(Path(folder) / CLOUD_DB)
-        try:
-            url = await asyncio.to_thread(probe.stored_meta, "served_url")
-        finally:
-            probe.engine.dispose()
+    url = str(info["url"]) if info is not None else await StoredCloud(Path(folder)).served_url()
     return url or origin_url("127.0.0.1", DEFAULT_PORT), "workbench"
 
 
 async def _connect(folder: Path, user_id: str, scopes: list[str] | None,
-                   refresh_with: str | None = None) -> dict[str, object]:
-    from services.attached.client import RemoteCloud
-    from services.served.server import claim_workspace, live_serve_info
+                   refresh_with: str | None = None) -> dict[str, Any]:
+    """The connection JSON for ``user_id``, from the server when one serves the folder, else from the
+    stored cloud (opened here, with the issuer it was last served at); refreshed with ``refresh_with``."""
+    from services.served.control import connection_json
+    from services.served.persist import open_durable_cloud
+    from services.served.server import DEFAULT_PORT, origin_url
 
-    if live_serve_info(folder) is not None:
-        async with RemoteCloud.from_workspace(folder) as remote:
-            answer = await remote.connection(user_id, scopes=scopes)
-        return await _refreshed(answer, refresh_with, None) if refresh_with else answer
-    lock = claim_workspace(folder)  # no server may start meanwhile
-    try:
-        return await _connect_stored(folder, user_id, scopes, refresh_with)
-    finally:
-        lock.release()
+    async with served_or_stored(folder) as cloud:
+        if not isinstance(cloud, StoredCloud):
+            answer = await cloud.connection(user_id, scopes=scopes)
+            return await _refreshed(answer, refresh_with, None) if refresh_with else answer
+        url = await cloud.served_url()
+        fake, store = await open_durable_cloud(cloud.folder, url or origin_url("127.0.0.1", DEFAULT_PORT))
+        try:
+            answer = await connection_json(fake, user_id, scopes, None)
+            return await _refreshed(answer, refresh_with, fake.transport) if refresh_with else answer
+        finally:
+            await store.close()
 
 
-async def _refreshed(answer: dict[str, Any], pem: str, transport: Any) -> dict[str, Any]:
-    """``answer`` with its tokens refreshed through the directory, as the app with key ``pem`` would."""
+async def _refreshed(answer: dict[str, Any], pem: str, transport: httpx.AsyncBaseTransport | None) -> dict[str, Any]:
+    """``answer`` with its tokens refreshed through the directory, as the app with key ``pem`` would
+    (``transport``: the in-process cloud's; None: over the network to the served one)."""
     from services.sdk import Connection, MemoryConnectionStore, OAuth2Client
 
     store = MemoryConnectionStore()
@@ -195,27 +254,6 @@ async def _refreshed(answer: dict[str, Any], pem: str, transport: Any) -> dict[s
     assert fresh is not None
     return {**answer, "access_token": fresh.access_token, "refresh_token": fresh.refresh_token,
             "expires_at": fresh.expires_at}
-
-
-async def _connect_stored(folder: Path, user_id: str, scopes: list[str] | None,
-                          refresh_with: str | None = None) -> dict[str, object]:
-    from services.served.control import connection_json
-    from services.served.persist import CLOUD_DB, CloudStore, open_durable_cloud
-    from services.served.server import DEFAULT_PORT, origin_url
-
-    url = None
-    if (Path(folder) / CLOUD_DB).exists():
-        probe = CloudStore(Path(folder) / CLOUD_DB)
-        try:
-            url = await asyncio.to_thread(probe.stored_meta, "served_url")
-        finally:
-            probe.engine.dispose()
-    cloud, store = await open_durable_cloud(Path(folder), url or origin_url("127.0.0.1", DEFAULT_PORT))
-    try:
-        answer = await connection_json(cloud, user_id, scopes, None)
-        return await _refreshed(answer, refresh_with, cloud.transport) if refresh_with else answer
-    finally:
-        await store.close()
 
 
 def check_ui_serve(folder: Path, port: int | None) -> str | None:

@@ -31,9 +31,14 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from services.errors import ServiceError
+
+if TYPE_CHECKING:
+    from textual.theme import Theme
+
+    from .app import WorkbenchApp
 
 __all__ = [
     "LAYOUTS",
@@ -201,7 +206,7 @@ def save_setting(path: Path, key: str, value: str | bool) -> None:
         raise ConfigWriteError(f"cannot save {key} to {path}: {reason}") from error
 
 
-def apply_config(app: Any, config: UserConfig) -> None:
+def apply_config(app: WorkbenchApp, config: UserConfig) -> None:
     """Apply ``config`` to a mounted App: say what was wrong with the file, set theme and keymap,
     and save the theme to the file whenever the operator changes it.
 
@@ -254,7 +259,7 @@ def apply_config(app: Any, config: UserConfig) -> None:
             if config.keymap:
                 app.set_keymap(config.keymap)
             show_problem()
-            if getattr(app, "error_log", None) is not None:
+            if app.error_log is not None:
                 app.error_log.info("settings: %s fixed, now in use", config.path)
             notify_plain(app, f"{config.path} is fixed: its settings are in use"
                          + (f" and the theme {theme!r} is saved in it." if theme else "."),
@@ -278,7 +283,7 @@ def apply_config(app: Any, config: UserConfig) -> None:
         else:
             config.theme = name
 
-    def theme_changed(theme: Any) -> None:
+    def theme_changed(theme: Theme) -> None:
         if config.problem:  # never rewrite a file the operator still has to fix: say so, and keep it
             pending["theme"] = theme.name
             show_problem()
