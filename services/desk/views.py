@@ -74,14 +74,15 @@ def run_view(dto: Mapping[str, Any]) -> RunView:
     )
 
 
-def run_detail(dto: Mapping[str, Any], events: tuple[dict[str, Any], ...], times: EventTimes) -> RunDetail:
-    """A run with its event log; its, its events' and its question's times as float seconds."""
+def run_detail(dto: Mapping[str, Any], events: tuple[dict[str, Any], ...], times: EventTimes | None = None) -> RunDetail:
+    """A run with its event log; its, its events' and its question's times as float seconds (``events``
+    are converted through ``times``; without it they are read models already, as ``RunMirror`` holds them)."""
     return RunDetail(
         id=dto["id"], user_id=dto["user_id"], name=dto.get("name"),
         status="deleted" if dto.get("deleted") else dto["status"],
         created_at=parse_time(dto.get("created_at")), updated_at=parse_time(dto.get("updated_at")),
         deleted=bool(dto.get("deleted")), params=copy.deepcopy(dict(dto.get("params") or {})),
-        events=times.convert(str(dto["id"]), events),
+        events=times.convert(str(dto["id"]), events) if times is not None else events,
         settled=dto["status"] == "settled", seq=_seq(dto), activity=dto.get("activity"),
         pending=tuple(copy.deepcopy(list(dto.get("pending") or ()))),
         question=_question(copy.deepcopy(dto.get("question"))),
