@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from services.desk import OperatorAction, RefusalRecord
 
@@ -21,12 +20,17 @@ STATUS_GLYPHS = {"running": "▶", "idle": "◦", "waiting_on_user": "?", "settl
 _ENVELOPE = ("id", "seq", "run_id", "node_id", "type", "at")
 
 
-def event_fields(event: Mapping[str, Any]) -> dict[str, Any]:
+def event_fields(event: Mapping[str, object]) -> dict[str, object]:
     """An event without its envelope (``id, seq, run_id, node_id, type, at``)."""
     return {k: v for k, v in event.items() if k not in _ENVELOPE}
 
 
-def _node(event: Mapping[str, Any]) -> str:
+def _obj(value: object) -> Mapping[str, object]:
+    """``value`` when it is a JSON object, else an empty one (a field's shape is never trusted)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _node(event: Mapping[str, object]) -> str:
     return "root" if event.get("node_id") == event.get("run_id") else safe(event.get("node_id"), 40)
 
 
@@ -46,13 +50,13 @@ def _hms(at: object) -> str:
     return _last_hms[1]
 
 
-def raw_line(event: Mapping[str, Any]) -> str:
+def raw_line(event: Mapping[str, object]) -> str:
     """One event as one raw line: ``seq time node type {fields}``."""
     fields = json.dumps(event_fields(event), ensure_ascii=False, default=str)
     return safe(f"{event.get('seq', 0):>5} {_hms(event.get('at'))} {_node(event)} {event.get('type', '')} {fields}", LINE_CAP)
 
 
-def conversation_lines(event: Mapping[str, Any]) -> list[str]:
+def conversation_lines(event: Mapping[str, object]) -> list[str]:
     """The lines one event adds to the assembled conversation (often none)."""
     kind = event.get("type", "")
     if kind in _QUIET:
@@ -60,7 +64,7 @@ def conversation_lines(event: Mapping[str, Any]) -> list[str]:
     who = "" if _node(event) == "root" else f"[{_node(event)}] "
     at = _hms(event.get("at"))
     if kind == "node.turn.started":
-        text = (event.get("input") or {}).get("text") or ""
+        text = _obj(event.get("input")).get("text") or ""
         return [f"{at} {who}» turn: {safe(text)}"] if text else [f"{at} {who}» turn"]
     if kind == "node.output_text.done":
         return [f"{at} {who}model: {safe(event.get('text'))}"]
@@ -70,16 +74,16 @@ def conversation_lines(event: Mapping[str, Any]) -> list[str]:
             return [f"{at} {who}✗ turn failed: {safe(error.get('code'), 80)}: {safe(error.get('message'))}"]
         return []
     if kind == "node.message.received":
-        message = event.get("message") or {}
+        message = _obj(event.get("message"))
         return [f"{at} {who}app → message: {safe(message.get('text'))}"]
     if kind == "node.question.opened":
-        return [f"{at} {who}? question: {safe((event.get('question') or {}).get('title'))}"]
+        return [f"{at} {who}? question: {safe(_obj(event.get('question')).get('title'))}"]
     if kind == "node.question.answered":
         return [f"{at} {who}! answered: {safe(json.dumps(event.get('answers'), ensure_ascii=False, default=str))}"]
     if kind == "node.settled":
         outcome = event.get("outcome")
         detail = event.get("result") or event.get("runtime_error") or event.get("failure") or \
-            (event.get("declined") or {}).get("reason") or ""
+            _obj(event.get("declined")).get("reason") or ""
         return [f"{at} {who}■ settled {safe(outcome, 40)}{': ' + safe(detail) if detail else ''}"]
     if kind == "node.idle":
         return [f"{at} {who}· idle"]
@@ -103,7 +107,7 @@ def refusal_line(refusal: RefusalRecord) -> str:
             f"{safe(refusal.user_id, 80)} at {rev}; press g to open it")
 
 
-def merge_lines(events: Sequence[Mapping[str, Any]], actions: Sequence[OperatorAction],
+def merge_lines(events: Sequence[Mapping[str, object]], actions: Sequence[OperatorAction],
                 refusals: Sequence[RefusalRecord], *, raw: bool) -> list[str]:
     """A whole run's lines in time order: events, then the actions and refusals stamped at the same time."""
     items: list[tuple[float, int, int, list[str]]] = []

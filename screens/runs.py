@@ -20,7 +20,7 @@ from textual.widgets import DataTable, Label, Static
 from services.changes import Change
 from services.errors import ServiceError
 from services.wire import Outcome, TurnErrorCode
-from services.desk import JUDGE_USER, OperatorAction, RefusalRecord, RunDetail, RunView
+from services.desk import JUDGE_USER, OperatorAction, RefusalRecord, RunDetail, RunView, seq_of
 
 from .dialogs import ConfirmDialog, DetailDialog, Field
 from .dialogs.form import json_object_check
@@ -190,7 +190,7 @@ class RunsPane(Pane):
             return
         run, actions, refusals = parts
         stream.replace(merge_lines(run.events, actions, refusals, raw=self.raw))
-        self._seq = int(run.events[-1]["seq"]) if run.events else 0
+        self._seq = seq_of(run.events[-1]) if run.events else 0
         self._actions, self._refusals = len(actions), len(refusals)
 
     def _update_stream(self) -> None:
@@ -212,7 +212,7 @@ class RunsPane(Pane):
         events = self.desk.events_since(run_id, self._seq)
         if not events:
             return []
-        self._seq = int(events[-1]["seq"])
+        self._seq = seq_of(events[-1])
         return [raw_line(e) for e in events] if self.raw else [line for e in events for line in conversation_lines(e)]
 
     def _apply_events(self) -> None:
@@ -506,7 +506,7 @@ class RunsPane(Pane):
 
             event = events[i]
             return (safe(f"event {event.get('seq')} · {event.get('type')}", 200),
-                    safe(json.dumps({**event, "at": iso(event["at"])} if event.get("at") else event,  # as the wire reads
+                    safe(json.dumps({**event, "at": iso(at)} if isinstance(at := event.get("at"), float) and at else event,  # as the wire reads
                                     indent=2, ensure_ascii=False, default=str), DETAIL_CAP))
         self.app.push_screen(DetailDialog(page, len(events), len(events) - 1))
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..times import parse_time
 
@@ -22,14 +22,20 @@ if TYPE_CHECKING:
     from ..changes import Change, ChangeFeed
     from .desk import RunBook
 
-__all__ = ["RunMirror", "converted"]
+__all__ = ["RunMirror", "converted", "seq_of"]
+
+
+def seq_of(event: Mapping[str, object]) -> int:
+    """An event's sequence number (0 when it has none that is a whole number)."""
+    seq = event.get("seq")
+    return seq if isinstance(seq, int) else int(seq) if isinstance(seq, str) and seq.isdigit() else 0
 
 
 _last_at: tuple[object, float] = (None, 0.0)
 """The last wire time parsed (events of one burst share their millisecond: it is parsed once)."""
 
 
-def converted(event: Mapping[str, Any]) -> dict[str, Any]:
+def converted(event: Mapping[str, object]) -> dict[str, object]:
     """``event`` with its ``at`` as float seconds (0.0 when it holds no usable time)."""
     global _last_at
     if "at" not in event:
@@ -48,13 +54,13 @@ class _Log:
     __slots__ = ("sources", "events", "fresh")
 
     def __init__(self) -> None:
-        self.sources: list[Mapping[str, Any]] = []
-        self.events: list[dict[str, Any]] = []
-        self.fresh: list[Mapping[str, Any]] = []
+        self.sources: list[Mapping[str, object]] = []
+        self.events: list[dict[str, object]] = []
+        self.fresh: list[Mapping[str, object]] = []
 
     def last_seq(self) -> int:
         last = self.fresh[-1] if self.fresh else self.sources[-1] if self.sources else None
-        return int(last.get("seq") or 0) if last is not None else 0
+        return seq_of(last) if last is not None else 0
 
     def settle(self) -> None:
         """Convert the events the feed gave since the last read."""
@@ -94,7 +100,7 @@ class RunMirror:
         if log is None or not isinstance(event, Mapping):
             return  # not held yet: the first read takes the whole log from the book
         with self._lock:
-            if int(event.get("seq") or 0) > log.last_seq():
+            if seq_of(event) > log.last_seq():
                 log.fresh.append(event)
 
     def _log(self, run_id: str) -> _Log:
@@ -111,12 +117,12 @@ class RunMirror:
             return log
 
     @staticmethod
-    def _fill(log: _Log, events: tuple[dict[str, Any], ...]) -> None:
+    def _fill(log: _Log, events: tuple[dict[str, object], ...]) -> None:
         log.sources = list(events)
         log.events = [converted(event) for event in events]
         log.fresh = []
 
-    def events(self, run_id: str) -> tuple[dict[str, Any], ...]:
+    def events(self, run_id: str) -> tuple[dict[str, object], ...]:
         """The run's whole log, each event's ``at`` in seconds (checked against the book's log)."""
         log = self._log(run_id)
         events = self.book.events(run_id)
@@ -131,12 +137,12 @@ class RunMirror:
                 log.events.extend(converted(event) for event in events[done:])
             return tuple(log.events)
 
-    def since(self, run_id: str, seq: int) -> list[dict[str, Any]]:
+    def since(self, run_id: str, seq: int) -> list[dict[str, object]]:
         """The run's events after ``seq`` (each ``at`` in seconds), oldest first; only those are read."""
         log = self._log(run_id)
         events = log.events
         start = len(events)
-        while start and int(events[start - 1].get("seq") or 0) > seq:
+        while start and seq_of(events[start - 1]) > seq:
             start -= 1
         return events[start:]
 
