@@ -7,6 +7,7 @@ the stream, attributed. A refusal in the stream names the grant revision behind 
 
 from __future__ import annotations
 
+import time
 from typing import get_args
 
 from rich.text import Text
@@ -41,6 +42,8 @@ Row = tuple[Text, Text, Text, Text, Text, Text]
 """A run's cells in the list: glyph, title, status, age, person, activity."""
 FRAME_HZ = 60
 """How often run events given by the change feed are applied (once a frame, in one batch)."""
+INFO_EVERY = 0.25
+"""Seconds between redraws of the info line while its run streams (a redraw lays the pane out again)."""
 
 
 class RunsPane(Pane):
@@ -85,6 +88,10 @@ class RunsPane(Pane):
         """Runs whose events arrived since the last frame."""
         self._frame: Timer | None = None
         """Applies the events given since the last frame (runs only while some wait)."""
+        self._info_due = False
+        """The info line waits for a redraw (its run gained events)."""
+        self._info_at = 0.0
+        """When the info line was last drawn (``time.monotonic``)."""
         self._actions = 0
         self._refusals = 0
 
@@ -228,7 +235,12 @@ class RunsPane(Pane):
         if self._reload_queued:
             return  # a whole reload is on its way: it redraws the rows and the info line
         if self._refresh_rows(touched) and self.selected in touched:
-            self._show_info()
+            self._info_due = True
+        if self._info_due:
+            if time.monotonic() - self._info_at >= INFO_EVERY:
+                self._show_info()
+            elif self._frame is not None:
+                self._frame.resume()  # drawn on a later frame, with whatever arrives meanwhile
 
     def _refresh_rows(self, run_ids: set[str]) -> bool:
         """Redraw the rows of ``run_ids``; False (after asking for a whole reload) when one is new or
@@ -260,6 +272,7 @@ class RunsPane(Pane):
         return True
 
     def _show_info(self) -> None:
+        self._info_due, self._info_at = False, time.monotonic()
         info = self.query_one("#run-info", Static)
         parts = self._run_parts(events=False)
         if parts is None:
