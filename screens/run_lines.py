@@ -6,7 +6,9 @@ Every line is built from sanitised, clipped text; the stream renders it with mar
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping, Sequence
+
+from services.desk import OperatorAction, RefusalRecord
 
 from .text import LINE_CAP, safe, short_time
 
@@ -18,33 +20,51 @@ STATUS_GLYPHS = {"running": "▶", "idle": "◦", "waiting_on_user": "?", "settl
 _ENVELOPE = ("id", "seq", "run_id", "node_id", "type", "at")
 
 
-def event_fields(event: dict[str, Any]) -> dict[str, Any]:
+def event_fields(event: Mapping[str, object]) -> dict[str, object]:
     """An event without its envelope (``id, seq, run_id, node_id, type, at``)."""
     return {k: v for k, v in event.items() if k not in _ENVELOPE}
 
 
-def _node(event: dict[str, Any]) -> str:
+def _obj(value: object) -> Mapping[str, object]:
+    """``value`` when it is a JSON object, else an empty one (a field's shape is never trusted)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _node(event: Mapping[str, object]) -> str:
     return "root" if event.get("node_id") == event.get("run_id") else safe(event.get("node_id"), 40)
 
 
-def _hms(at: Any) -> str:
+_QUIET = frozenset({"node.output_text.delta", "node.activity"})
+"""Event types the conversation does not show (text deltas: the done text is shown whole)."""
+_last_hms: tuple[float, str] = (0.0, " " * 8)
+"""The last stamp formatted (a burst of events shares its second: it is formatted once)."""
+
+
+def _hms(at: object) -> str:
     """``HH:MM:SS`` of an event's ``at`` (float seconds in the read model); blank when it has none."""
-    return short_time(at) if isinstance(at, (int, float)) and at else " " * 8
+    global _last_hms
+    if not isinstance(at, (int, float)) or not at:
+        return " " * 8
+    if int(at) != int(_last_hms[0]):
+        _last_hms = (float(at), short_time(at))
+    return _last_hms[1]
 
 
-def raw_line(event: dict[str, Any]) -> str:
+def raw_line(event: Mapping[str, object]) -> str:
     """One event as one raw line: ``seq time node type {fields}``."""
     fields = json.dumps(event_fields(event), ensure_ascii=False, default=str)
     return safe(f"{event.get('seq', 0):>5} {_hms(event.get('at'))} {_node(event)} {event.get('type', '')} {fields}", LINE_CAP)
 
 
-def conversation_lines(event: dict[str, Any]) -> list[str]:
+def conversation_lines(event: Mapping[str, object]) -> list[str]:
     """The lines one event adds to the assembled conversation (often none)."""
     kind = event.get("type", "")
+    if kind in _QUIET:
+        return []
     who = "" if _node(event) == "root" else f"[{_node(event)}] "
     at = _hms(event.get("at"))
     if kind == "node.turn.started":
-        text = (event.get("input") or {}).get("text") or ""
+        text = _obj(event.get("input")).get("text") or ""
         return [f"{at} {who}» turn: {safe(text)}"] if text else [f"{at} {who}» turn"]
     if kind == "node.output_text.done":
         return [f"{at} {who}model: {safe(event.get('text'))}"]
@@ -54,34 +74,32 @@ def conversation_lines(event: dict[str, Any]) -> list[str]:
             return [f"{at} {who}✗ turn failed: {safe(error.get('code'), 80)}: {safe(error.get('message'))}"]
         return []
     if kind == "node.message.received":
-        message = event.get("message") or {}
+        message = _obj(event.get("message"))
         return [f"{at} {who}app → message: {safe(message.get('text'))}"]
     if kind == "node.question.opened":
-        return [f"{at} {who}? question: {safe((event.get('question') or {}).get('title'))}"]
+        return [f"{at} {who}? question: {safe(_obj(event.get('question')).get('title'))}"]
     if kind == "node.question.answered":
         return [f"{at} {who}! answered: {safe(json.dumps(event.get('answers'), ensure_ascii=False, default=str))}"]
     if kind == "node.settled":
         outcome = event.get("outcome")
         detail = event.get("result") or event.get("runtime_error") or event.get("failure") or \
-            (event.get("declined") or {}).get("reason") or ""
+            _obj(event.get("declined")).get("reason") or ""
         return [f"{at} {who}■ settled {safe(outcome, 40)}{': ' + safe(detail) if detail else ''}"]
     if kind == "node.idle":
         return [f"{at} {who}· idle"]
     if kind == "node.reopened":
         return [f"{at} {who}↺ reopened"]
-    if kind in ("node.output_text.delta", "node.activity"):
-        return []
     fields = json.dumps(event_fields(event), ensure_ascii=False, default=str)
     return [f"{at} {who}• {safe(kind, 80)} {safe(fields)}"]
 
 
-def action_line(action: Any) -> str:
+def action_line(action: OperatorAction) -> str:
     """An operator (or app) action on the run, attributed: ``⚙ operator · reply: hello``."""
     detail = f": {safe(action.detail)}" if action.detail else ""
     return f"{short_time(action.at)} ⚙ {safe(action.by, 20)} · {safe(action.action, 60)}{detail}"
 
 
-def refusal_line(refusal: Any) -> str:
+def refusal_line(refusal: RefusalRecord) -> str:
     """A refusal the app met, linked to the grant revision that caused it (``g`` opens the grant)."""
     rev = f"rev {refusal.rev}" if refusal.rev is not None else "unknown rev"
     message = f" ({safe(refusal.message, 200)})" if refusal.message else ""
@@ -89,7 +107,8 @@ def refusal_line(refusal: Any) -> str:
             f"{safe(refusal.user_id, 80)} at {rev}; press g to open it")
 
 
-def merge_lines(events: list[dict[str, Any]], actions: list[Any], refusals: list[Any], *, raw: bool) -> list[str]:
+def merge_lines(events: Sequence[Mapping[str, object]], actions: Sequence[OperatorAction],
+                refusals: Sequence[RefusalRecord], *, raw: bool) -> list[str]:
     """A whole run's lines in time order: events, then the actions and refusals stamped at the same time."""
     items: list[tuple[float, int, int, list[str]]] = []
     for i, event in enumerate(events):

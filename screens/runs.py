@@ -7,19 +7,21 @@ the stream, attributed. A refusal in the stream names the grant revision behind 
 
 from __future__ import annotations
 
-from typing import Any, get_args
+import time
+from typing import get_args
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.coordinate import Coordinate
+from textual.timer import Timer
 from textual.widgets import DataTable, Label, Static
 
 from services.changes import Change
 from services.errors import ServiceError
 from services.wire import Outcome, TurnErrorCode
-from services.desk import JUDGE_USER
+from services.desk import JUDGE_USER, OperatorAction, RefusalRecord, RunDetail, RunView, seq_of
 
 from .dialogs import ConfirmDialog, DetailDialog, Field
 from .dialogs.form import json_object_check
@@ -36,6 +38,12 @@ TURN_CODES: tuple[str, ...] = get_args(TurnErrorCode)
 """The codes a failed turn may carry (the wire's)."""
 SETTLE_KINDS: tuple[str, ...] = get_args(Outcome)
 """How a run may settle (the wire's outcomes)."""
+Row = tuple[Text, Text, Text, Text, Text, Text]
+"""A run's cells in the list: glyph, title, status, age, person, activity."""
+FRAME_HZ = 60
+"""How often run events given by the change feed are applied (once a frame, in one batch)."""
+INFO_EVERY = 0.25
+"""Seconds between redraws of the info line while its run streams (a redraw lays the pane out again)."""
 
 
 class RunsPane(Pane):
@@ -64,17 +72,26 @@ class RunsPane(Pane):
         Binding("escape", "clear_filter", "Clear filter", show=False, id="workbench.runs.clear_filter"),
     ]
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(id="runs", **kwargs)
+    def __init__(self, *, classes: str = "") -> None:
+        super().__init__(id="runs", classes=classes)
         self.selected: str | None = None
         """The id of the run whose stream is shown."""
         self._preferred: str | None = None
         """The run a fresh list selects: the newest one of a person, not of the harvest judge."""
         self.raw = False
         """Raw events (True) or the assembled conversation (False)."""
-        self._table_rows: dict[str, tuple[Any, ...]] = {}
+        self._table_rows: dict[str, Row] = {}
         self._order: list[str] = []
         self._seq = 0
+        """The last event of the selected run drawn in the stream."""
+        self._touched: set[str] = set()
+        """Runs whose events arrived since the last frame."""
+        self._frame: Timer | None = None
+        """Applies the events given since the last frame (runs only while some wait)."""
+        self._info_due = False
+        """The info line waits for a redraw (its run gained events)."""
+        self._info_at = 0.0
+        """When the info line was last drawn (``time.monotonic``)."""
         self._actions = 0
         self._refusals = 0
 
@@ -107,7 +124,7 @@ class RunsPane(Pane):
             self._update_stream()
         self._show_info()
 
-    def _row(self, v: Any, now: float, needle: str) -> tuple[Any, ...]:
+    def _row(self, v: RunView, now: float, needle: str) -> Row:
         label = f"{v.name} — {v.prompt}" if v.name else v.prompt
         return (
             Text(STATUS_GLYPHS.get(v.status, "·")),
@@ -121,7 +138,7 @@ class RunsPane(Pane):
     def forget_drawn(self) -> None:
         self._table_rows, self._order = {}, []
 
-    def _show_rows(self, rows: dict[str, tuple[Any, ...]]) -> None:
+    def _show_rows(self, rows: dict[str, Row]) -> None:
         table = self.query_one("#runs-table", DataTable)
         order = list(rows)
         if order == self._order:
@@ -159,12 +176,12 @@ class RunsPane(Pane):
 
     # -- the stream --------------------------------------------------------------------------
 
-    def _run_parts(self) -> tuple[Any, list[Any], list[Any]] | None:
+    def _run_parts(self, *, events: bool = True) -> tuple[RunDetail, list[OperatorAction], list[RefusalRecord]] | None:
         if self.selected is None or self.workspace is None:
             return None
         desk = self.desk
         try:
-            run = desk.detail(self.selected)
+            run = desk.detail(self.selected, events=events)
         except ServiceError:
             return None
         actions = desk.actions.get(run.id, [])
@@ -180,33 +197,84 @@ class RunsPane(Pane):
             return
         run, actions, refusals = parts
         stream.replace(merge_lines(run.events, actions, refusals, raw=self.raw))
-        self._seq = run.events[-1]["seq"] if run.events else 0
+        self._seq = seq_of(run.events[-1]) if run.events else 0
         self._actions, self._refusals = len(actions), len(refusals)
 
     def _update_stream(self) -> None:
-        parts = self._run_parts()
+        """Add what the selected run gained since it was drawn: its new events (only those are read),
+        then new operator actions and refusals."""
+        parts = self._run_parts(events=False)
         if parts is None:
             return
         run, actions, refusals = parts
-        lines: list[str] = []
-        events = run.events
-        if events and events[-1]["seq"] > self._seq:
-            start = max(0, len(events) - (events[-1]["seq"] - self._seq))
-            for event in events[start:]:
-                if self.raw:
-                    lines.append(raw_line(event))
-                else:
-                    lines.extend(conversation_lines(event))
-            self._seq = events[-1]["seq"]
+        lines = self._event_lines(run.id)
         lines.extend(action_line(a) for a in actions[self._actions:])
         lines.extend(refusal_line(r) for r in refusals[self._refusals:])
         self._actions, self._refusals = len(actions), len(refusals)
         if lines:
             self.query_one("#runs-stream", EventStream).extend(lines)
 
+    def _event_lines(self, run_id: str) -> list[str]:
+        """The lines of the run's events after the last one drawn (the mirror's read models)."""
+        events = self.desk.events_since(run_id, self._seq)
+        if not events:
+            return []
+        self._seq = seq_of(events[-1])
+        return [raw_line(e) for e in events] if self.raw else [line for e in events for line in conversation_lines(e)]
+
+    def _apply_events(self) -> None:
+        """One frame's worth of given run events: the selected run's new lines, and the rows of the
+        runs that changed (a status change redraws the whole list, since its counts change)."""
+        touched, self._touched = self._touched, set()
+        if self.workspace is None or not self.built:
+            return
+        if self.selected in touched:
+            lines = self._event_lines(self.selected)
+            if lines:
+                self.query_one("#runs-stream", EventStream).extend(lines)
+        if self._reload_queued:
+            return  # a whole reload is on its way: it redraws the rows and the info line
+        if self._refresh_rows(touched) and self.selected in touched:
+            self._info_due = True
+        if self._info_due:
+            if time.monotonic() - self._info_at >= INFO_EVERY:
+                self._show_info()
+            elif self._frame is not None:
+                self._frame.resume()  # drawn on a later frame, with whatever arrives meanwhile
+
+    def _refresh_rows(self, run_ids: set[str]) -> bool:
+        """Redraw the rows of ``run_ids``; False (after asking for a whole reload) when one is new or
+        changed status. Returns True when only cells changed."""
+        table = self.query_one("#runs-table", DataTable)
+        now = self.workspace.settings.clock.time() if self.workspace is not None else 0.0
+        needle = self.filter_text.strip()
+        for run_id in run_ids:
+            old = self._table_rows.get(run_id)
+            if old is None:
+                if not needle:
+                    self.request_reload()
+                    return False
+                continue
+            try:
+                view = self.desk.view(run_id)
+            except ServiceError:
+                self.request_reload()
+                return False
+            cells = self._row(view, now, needle)
+            if cells[2] != old[2]:
+                self.request_reload()
+                return False
+            row = self._order.index(run_id)
+            for col, (cell, before) in enumerate(zip(cells, old)):
+                if cell != before:
+                    table.update_cell_at(Coordinate(row, col), cell)
+            self._table_rows[run_id] = cells
+        return True
+
     def _show_info(self) -> None:
+        self._info_due, self._info_at = False, time.monotonic()
         info = self.query_one("#run-info", Static)
-        parts = self._run_parts()
+        parts = self._run_parts(events=False)
         if parts is None:
             info.update(Text("no run selected" if self.workspace else "opening the workspace…", style="dim"))
             return
@@ -246,6 +314,7 @@ class RunsPane(Pane):
             Text(f"{state} · {mode} · {wrap}  (p pause · v view · w wrap · o event)"))
 
     def body_mounted(self) -> None:
+        self._frame = self.set_interval(1 / FRAME_HZ, self._frame_tick, pause=True)
         self._show_stream_state()
         self._show_info()
 
@@ -256,14 +325,14 @@ class RunsPane(Pane):
             notify_plain(self.app, "Select a run first.", severity="warning")
         return self.selected
 
-    def _now(self, run_id: str) -> Any:
+    def _now(self, run_id: str) -> RunDetail | None:
         """The run as the desk has it now (None once it is gone)."""
         try:
             return self.desk.detail(run_id)
         except ServiceError:
             return None
 
-    def _left(self, run_id: str, done: str, before: Any, want: tuple[str, ...] = ()) -> Said:
+    def _left(self, run_id: str, done: str, before: RunDetail | None, want: tuple[str, ...] = ()) -> Said:
         """A toast that says what the action left: ``done``, then the run's status read back, and what
         it was before when that changed; a warning when the status is not one of ``want``."""
         after = self._now(run_id)
@@ -278,18 +347,18 @@ class RunsPane(Pane):
             text += f" Its question is open: “{safe(after.question.get('title'), 80)}”."
         return (text, "warning") if want and status not in want else text
 
-    def _refuse_settled(self, run_id: str, run: Any, verb: str) -> bool:
+    def _refuse_settled(self, run_id: str, run: RunDetail | None, verb: str) -> bool:
         """Refuse (with a one-line reason) an action that a settled or deleted run would not take."""
         if run is None or run.deleted or run.settled:
             state = "gone" if run is None else "deleted" if run.deleted else "settled"
-            ended = f" It ended {self._outcome(run)}." if state == "settled" else ""
+            ended = f" It ended {self._outcome(run)}." if run is not None and state == "settled" else ""
             notify_plain(self.app, f"Run “{self._run_title(run_id)}” is already {state}: nothing to {verb}.{ended}",
                          severity="warning")
             return True
         return False
 
     @staticmethod
-    def _outcome(run: Any) -> str:
+    def _outcome(run: RunDetail) -> str:
         """How a settled run ended, as a phrase: ``with a result``, ``canceled``, ``with a runtime error``."""
         outcome = safe((run.outcome or {}).get("outcome") or "", 60)
         phrases = {"result": "with a result", "declined": "declined", "canceled": "canceled",
@@ -335,7 +404,7 @@ class RunsPane(Pane):
         run_id = self._need_run()
         if run_id:
             desk, before = self.desk, self._now(run_id)
-            if self._refuse_settled(run_id, before, "make idle"):
+            if self._refuse_settled(run_id, before, "make idle") or before is None:
                 return
             if before.question:  # idle keeps an open question open: the run would stay waiting
                 notify_plain(self.app, f"Run “{self._run_title(run_id)}” waits on its person's answer to "
@@ -450,7 +519,7 @@ class RunsPane(Pane):
 
             event = events[i]
             return (safe(f"event {event.get('seq')} · {event.get('type')}", 200),
-                    safe(json.dumps({**event, "at": iso(event["at"])} if event.get("at") else event,  # as the wire reads
+                    safe(json.dumps({**event, "at": iso(at)} if isinstance(at := event.get("at"), float) and at else event,  # as the wire reads
                                     indent=2, ensure_ascii=False, default=str), DETAIL_CAP))
         self.app.push_screen(DetailDialog(page, len(events), len(events) - 1))
 
@@ -497,7 +566,19 @@ class RunsPane(Pane):
             self._select(key)
 
     def changed(self, changes: tuple[Change, ...]) -> None:
+        """Run events are applied as given, once a frame; any other change of ours reloads the list."""
         if self.workspace is None:
             return
-        if any(c.source in self.sources for c in changes):
-            self.request_reload()
+        touched = self._touched
+        for c in changes:
+            if c.kind == "run.event" and c.source == "cloud":
+                touched.add(c.id)
+            elif c.source in self.sources:
+                self.request_reload()
+        if touched and self._frame is not None:
+            self._frame.resume()
+
+    def _frame_tick(self) -> None:
+        if self._frame is not None:
+            self._frame.pause()
+        self._apply_events()

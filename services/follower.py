@@ -190,8 +190,10 @@ class RunFollower:
     def _on_change(self, change: Change) -> None:
         if change.source != "cloud" or change.kind not in ("run.started", "run.event", "run.deleted"):
             return
-        if change.kind == "run.event" and change.data.get("event", {}).get("type") in _QUIET:
-            return
+        if change.kind == "run.event":
+            event = change.data.get("event")
+            if not isinstance(event, dict) or event.get("type") in _QUIET:
+                return  # a change that carries no event object has nothing to apply
         self._queue.put_nowait(change)
 
     async def _drain(self) -> None:

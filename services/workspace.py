@@ -378,7 +378,7 @@ class Workspace:
         from .knowledge.okf import CrouterJudgeClient, Harvest, deterministic_judge_reply
         from .world import seed_knowledge
 
-        assert self.cloud is not None and self.oauth is not None
+        assert self.cloud is not None and self.oauth is not None and self.store is not None
         judge_user = self.cloud.user(JUDGE_USER)
         await self.cloud.connect(self.store, JUDGE_USER, scopes=["crtr:llm", "crtr:act"])
         judge_user.runs.respond(lambda ctx: ctx.run.reply(deterministic_judge_reply(ctx.run.params["prompt"])))

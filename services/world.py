@@ -17,6 +17,7 @@ from .errors import ServiceError
 
 if TYPE_CHECKING:
     from .canvas import Canvas
+    from .canvas.service import DocumentItem
     from .knowledge.insights import InsightReviews
     from .knowledge.okf import Harvest
     from .sdk import ConnectionStore
@@ -108,7 +109,7 @@ async def seed_canvas(canvas: Canvas, world: dict[str, Any]) -> bool:
     spec = world.get("canvas", {})
     for owner in spec.get("owners", []):
         await canvas.ensure_owner(owner["type"], owner["handle"])
-    documents = [{"name": doc["name"], "preview": doc["preview"], "body": doc.get("body", ""), "owner": doc["owner"],
+    documents: list[DocumentItem] = [{"name": doc["name"], "preview": doc["preview"], "body": doc.get("body", ""), "owner": doc["owner"],
                   "kind": doc.get("kind", "knowledge"), "privacy": doc.get("privacy", "public")}
                  for doc in spec.get("documents", [])]
     try:  # a fresh canvas takes the world's documents in one transaction

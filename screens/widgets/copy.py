@@ -11,21 +11,24 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING
 
 from services.errors import ServiceError
+
+if TYPE_CHECKING:
+    from .pane import Pane
 
 __all__ = ["as_json", "copy_choices"]
 
 
-def as_json(value: Any) -> str:
+def as_json(value: object) -> str:
     """``value`` (a dataclass, a mapping, a list...) as indented JSON; anything else as its text."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        value = dataclasses.asdict(value)
+        return json.dumps(dataclasses.asdict(value), indent=2, ensure_ascii=False, sort_keys=True, default=str)
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
 
 
-def copy_choices(pane: Any) -> list[tuple[str, str]]:
+def copy_choices(pane: "Pane") -> list[tuple[str, str]]:
     """``(label, text)`` of what can be copied from ``pane``'s selection."""
     selected = getattr(pane, "selected", None)
     if not selected or getattr(pane, "workspace", None) is None:
@@ -42,7 +45,7 @@ def copy_choices(pane: Any) -> list[tuple[str, str]]:
     return choices
 
 
-def _run(pane: Any, run_id: str) -> list[tuple[str, str]]:
+def _run(pane: "Pane", run_id: str) -> list[tuple[str, str]]:
     choices = [("run id", run_id)]
     try:
         detail = pane.desk.detail(run_id)
@@ -56,7 +59,7 @@ def _run(pane: Any, run_id: str) -> list[tuple[str, str]]:
     return choices
 
 
-def _grant(pane: Any, user_id: str) -> list[tuple[str, str]]:
+def _grant(pane: "Pane", user_id: str) -> list[tuple[str, str]]:
     choices = [("person id", user_id)]
     view = next((g for g in pane.desk.grants() if g.user_id == user_id), None)
     if view is not None:

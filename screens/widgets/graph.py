@@ -8,7 +8,7 @@ untrusted: the layout sanitises and clips each by terminal cells.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.segment import Segment
 from textual import events
@@ -20,6 +20,10 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from .graph_layout import KINDS, MIN_NAME, NARROW, Neighbour, Place, fit, layout
+
+
+if TYPE_CHECKING:
+    from services.canvas import Neighbourhood
 
 __all__ = ["NeighbourhoodGraph", "KINDS", "NARROW", "MIN_NAME", "Neighbour", "fit", "layout"]
 
@@ -92,7 +96,7 @@ class NeighbourhoodGraph(ScrollView, can_focus=True):
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
-        self.neighbourhood: Any = None
+        self.neighbourhood: Neighbourhood | None = None
         """The ``Neighbourhood`` drawn (None: nothing selected)."""
         self.neighbours: list[Neighbour] = []
         """Every neighbour as ``(direction, kind, edge)``, in drawing order (incoming first)."""
@@ -110,7 +114,7 @@ class NeighbourhoodGraph(ScrollView, can_focus=True):
 
     # -- data --------------------------------------------------------------------------------
 
-    def show(self, neighbourhood: Any) -> None:
+    def show(self, neighbourhood: Neighbourhood | None) -> None:
         """Draw ``neighbourhood`` (a ``Neighbourhood``, or None to clear).
 
         The cursor stays on the same neighbour when it is still there; on a new object it starts on

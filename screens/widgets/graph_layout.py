@@ -15,11 +15,15 @@ count twice), so no name can push the drawing out of shape.
 from __future__ import annotations
 
 from itertools import groupby
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from rich.cells import cell_len, get_character_cell_size
 
 from ..text import safe
+
+
+if TYPE_CHECKING:
+    from services.canvas import EdgeView, Neighbourhood
 
 __all__ = ["KINDS", "NARROW", "MIN_NAME", "Neighbour", "Place", "Grid", "fit", "layout"]
 
@@ -32,7 +36,7 @@ MIN_NAME = 10
 NAME_CAP = 300
 """Characters of one name kept before it is clipped to its column."""
 
-Neighbour = tuple[str, str, Any]
+Neighbour = tuple[str, str, "EdgeView"]
 """``(direction, kind, edge)``: one neighbour as drawn (``edge`` is an ``EdgeView``)."""
 Place = tuple[int, int, int]
 """``(row, first column, column after the last)``: where a neighbour can be clicked."""
@@ -62,6 +66,7 @@ class Grid:
 
     def __init__(self, width: int, height: int) -> None:
         self.width = width
+        # each cell is [text, style, slot], changed in place: its parts differ in type, hence Any
         self.cells: list[list[list[Any]]] = [[[" ", "", -1] for _ in range(width)] for _ in range(height)]
 
     def put(self, y: int, x: int, text: str, style: str = "", slot: int = -1, cells: int | None = None,
@@ -104,7 +109,7 @@ class _Entry(NamedTuple):
     text: str
 
 
-def _entries(hood: Any, direction: str, neighbours: list[Neighbour]) -> list[_Entry]:
+def _entries(hood: "Neighbourhood", direction: str, neighbours: list[Neighbour]) -> list[_Entry]:
     """One side's rows: per kind a heading, its neighbours, and "… N more" when not all were loaded."""
     groups = hood.outgoing if direction == "out" else hood.incoming
     counted = {key.split(":", 1)[1] for key, n in hood.counts.items() if key.startswith(direction + ":") and n}
@@ -122,7 +127,7 @@ def _entries(hood: Any, direction: str, neighbours: list[Neighbour]) -> list[_En
     return rows
 
 
-def layout(hood: Any, width: int) -> tuple[Grid, list[Neighbour], list[Place]]:
+def layout(hood: "Neighbourhood | None", width: int) -> tuple[Grid, list[Neighbour], list[Place]]:
     """Draw ``hood`` (a ``Neighbourhood`` or None) ``width`` cells wide: the grid, its neighbours, their places."""
     neighbours: list[Neighbour] = []
     if hood is None:
@@ -146,7 +151,7 @@ def layout(hood: Any, width: int) -> tuple[Grid, list[Neighbour], list[Place]]:
     return _wide(width, name, type_, inner, rooms, sides, places), neighbours, places
 
 
-def _stacked(hood: Any, width: int, sides: dict[str, list[_Entry]], places: list[Place]) -> Grid:
+def _stacked(hood: "Neighbourhood", width: int, sides: dict[str, list[_Entry]], places: list[Place]) -> Grid:
     rows = [(d, entry) for d in ("in", "out") for entry in sides[d]]
     grid = Grid(width, 2 + max(1, len(rows)))
     grid.put(0, 0, "● " + _clean(hood.object.label), "graph--centre")

@@ -10,7 +10,7 @@ active pane first), so a terminal paints the workbench before its tables and tre
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -26,6 +26,9 @@ from services.desk import Desk, WorkspaceView
 from services.changes import Change
 
 from ..text import notify_plain
+
+if TYPE_CHECKING:
+    from ..dialogs.form import Field
 
 __all__ = ["Pane", "PaletteAction", "Said", "is_current", "DEBOUNCE"]
 
@@ -66,8 +69,8 @@ class Pane(Vertical):
     filter_text: reactive[str] = reactive("")
     """The filter typed after ``/`` (empty: no filter)."""
 
-    def __init__(self, classes: str = "", **kwargs: Any) -> None:
-        super().__init__(classes=f"pane {classes}".strip(), **kwargs)
+    def __init__(self, classes: str = "", *, id: str | None = None, name: str | None = None) -> None:
+        super().__init__(classes=f"pane {classes}".strip(), id=id, name=name)
         self.workspace: WorkspaceView | None = None
         """The Workspace once opened."""
         self._reload_queued = False
@@ -183,7 +186,7 @@ class Pane(Vertical):
     # -- actions through workers ------------------------------------------------------------
 
     @work(group="actions", exit_on_error=False)
-    async def act(self, what: Said | Callable[[], Said], call: Callable[[], Awaitable[Any] | Any]) -> Any:
+    async def act(self, what: Said | Callable[[], Said], call: Callable[[], object]) -> object:
         """Run one service call; on success say ``what`` in a toast and reload.
 
         A callable ``what`` is asked after the call, so the toast states what the call actually left
@@ -195,8 +198,8 @@ class Pane(Vertical):
         self.request_reload()
         return result
 
-    def form_act(self, title: str, fields: list[Any], what: Said | Callable[[], Said],
-                 call: Callable[[dict[str, str]], Awaitable[Any] | Any], *, submit: str = "OK",
+    def form_act(self, title: str, fields: list[Field], what: Said | Callable[[], Said],
+                 call: Callable[[dict[str, str]], object], *, submit: str = "OK",
                  check: Callable[[dict[str, str]], str | None] | None = None) -> None:
         """Ask with a form that makes the change itself: a refusal shows inline and the form stays open
         with what was typed; once made, say ``what`` (a callable is asked after the change) and reload."""

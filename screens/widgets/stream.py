@@ -1,32 +1,43 @@
-"""``EventStream``: a ``Log`` fed through a deque drained by a ~30 fps timer, with follow and pause.
+"""``EventStream``: a virtual list of pre-sanitised lines, fed in batches per frame, with follow and pause.
 
-Writers call ``replace(lines)`` (a new source) or ``extend(lines)`` (new lines); nothing is written
-to the ``Log`` per line. While paused, new lines wait and ``held`` counts them ("+N new"). With
-``wrap`` on, a line wider than the stream continues on indented rows (re-wrapped on resize);
-``shown`` always gives the lines as written, unwrapped.
+Writers call ``replace(lines)`` (a new source) or ``extend(lines)`` (new lines). Lines wait in a
+queue that a frame timer (``DRAIN_HZ``) moves into the list, at most ``BATCH`` a frame, so a burst
+never holds a key behind it. The list is a ``ScrollView`` that renders only the rows on screen
+(``render_line``): a row costs nothing until it is scrolled into view, and a frame costs the same
+with ten lines or two hundred thousand. While paused, new lines wait and ``held`` counts them
+("+N new"). With ``wrap`` on, a line wider than the stream continues on indented rows (re-wrapped
+on resize); ``shown`` always gives the lines as written, unwrapped.
 """
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections import deque
 from collections.abc import Iterable, Iterator
 
 from rich.cells import cell_len, chop_cells
+from rich.segment import Segment
 from textual.events import Resize
-
+from textual.geometry import Size
 from textual.message import Message
 from textual.reactive import reactive
-from textual.widgets import Log
+from textual.scroll_view import ScrollView
+from textual.selection import Selection
+from textual.strip import Strip
 
 __all__ = ["EventStream"]
 
-DRAIN_HZ = 30
-"""How often queued lines are written (frames per second)."""
+DRAIN_HZ = 60
+"""How often queued lines are moved into the list (frames per second)."""
 BATCH = 5_000
-"""Most lines written in one frame; the rest wait for the next frame."""
+"""Most lines moved in one frame; the rest wait for the next frame."""
 INDENT = " " * 9
 """How a wrapped line's continuation rows start (past the ``HH:MM:SS`` stamp)."""
+_BREAKS = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+"""Where ``str.splitlines`` would cut a line (a line carrying one becomes several rows)."""
+_CONTROL = re.compile("[\x00-\x1f\x7f]").sub
+"""Control characters, shown as ``�`` if one ever reaches a row (the sanitiser shows them already)."""
 
 
 def wrap_line(line: str, width: int) -> Iterator[str]:
@@ -47,11 +58,31 @@ def wrap_line(line: str, width: int) -> Iterator[str]:
         yield INDENT + chunk
 
 
-class EventStream(Log):
+def _split(lines: Iterable[str]) -> list[str]:
+    """Each line as the rows it is written on (a line break inside a line starts a new row; tabs expanded)."""
+    out: list[str] = []
+    for line in lines:
+        if "\t" in line:
+            line = line.expandtabs()
+        if _BREAKS.search(line):
+            out.extend(line.splitlines() or [""])
+        else:
+            out.append(line)
+    return out
+
+
+class EventStream(ScrollView, can_focus=True):
     """A live stream of pre-sanitised lines."""
 
+    ALLOW_SELECT = True
     DEFAULT_CSS = """
-    EventStream { height: 1fr; }
+    EventStream {
+        height: 1fr;
+        background: $surface;
+        color: $text;
+        overflow: scroll;
+        &:focus { background-tint: $foreground 5%; }
+    }
     """
 
     paused: reactive[bool] = reactive(False)
@@ -73,11 +104,17 @@ class EventStream(Log):
             return self.stream
 
     def __init__(self, *, id: str | None = None, classes: str | None = None, max_lines: int | None = 200_000) -> None:
-        super().__init__(id=id, classes=classes, max_lines=max_lines, auto_scroll=True)
+        super().__init__(id=id, classes=classes)
+        self.max_lines = max_lines
+        """The most lines kept (the oldest go first)."""
         self._line_queue: deque[str] = deque()
         self._held: list[str] = []
         self._written: deque[str] = deque(maxlen=max_lines)
-        """The lines in the log as written (before wrapping)."""
+        """The lines in the list as written (before wrapping)."""
+        self._rows: list[str] = []
+        """The rows on the list (after wrapping): what ``render_line`` draws."""
+        self._width = 0
+        """The widest row, in cells (the list's virtual width)."""
         self._wrap_width = 0
 
     def on_mount(self) -> None:
@@ -104,16 +141,56 @@ class EventStream(Log):
         if self.wrap and self._row_width() != self._wrap_width:
             self._rewrite()
 
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self.refresh()
+
+    # -- the rows ---------------------------------------------------------------------------
+
+    @property
+    def lines(self) -> list[str]:
+        """The rows on the list, as drawn (wrapped)."""
+        return self._rows
+
+    @property
+    def line_count(self) -> int:
+        """How many rows the list has."""
+        return len(self._rows)
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        index = scroll_y + y
+        width = self.scrollable_content_region.width
+        style = self.rich_style
+        if index >= len(self._rows):
+            return Strip.blank(width, style)
+        row = _CONTROL("\ufffd", self._rows[index])
+        strip = Strip([Segment(row, style)], cell_len(row))
+        return strip.crop_extend(scroll_x, scroll_x + width, style).apply_offsets(scroll_x, index)
+
+    def get_selection(self, selection: Selection) -> tuple[str, str] | None:
+        """The text under a mouse selection."""
+        return selection.extract("\n".join(self._rows)), "\n"
+
+    def selection_updated(self, selection: Selection | None) -> None:
+        self.refresh()
+
     def _row_width(self) -> int:
         """Cells a row may fill (room kept for the scrollbar); 0 before the first layout."""
         width = self.content_region.width
         return max(1, width - self.styles.scrollbar_size_vertical) if width else 0
 
+    def _clear_rows(self) -> None:
+        self._rows = []
+        self._width = 0
+        self.virtual_size = Size(0, 0)
+        self.refresh()
+
     def _rewrite(self) -> None:
-        """Write every line again at the current width (wrap toggled or the stream resized)."""
+        """Lay every line out again at the current width (wrap toggled or the stream resized)."""
         if not self.is_mounted:
             return
-        self.clear()
+        self._clear_rows()
         self._write(list(self._written))
 
     def replace(self, lines: Iterable[str]) -> None:
@@ -121,14 +198,14 @@ class EventStream(Log):
         self._line_queue.clear()
         self._held.clear()
         self.held = 0
-        self.clear()
+        self._clear_rows()
         self._written.clear()
         self._line_queue.extend(lines)
         self._drain()
         self._wake()
 
     def extend(self, lines: Iterable[str]) -> None:
-        """Queue new lines (held and counted while paused)."""
+        """Queue new lines (held and counted while paused); they are drawn on the next frame."""
         if self.paused:
             before = len(self._held)
             self._held.extend(lines)
@@ -149,7 +226,7 @@ class EventStream(Log):
 
     @property
     def shown(self) -> list[str]:
-        """The lines currently in the log, as written (unwrapped; for tests and the detail view)."""
+        """The lines currently in the list, as written (unwrapped; for tests and the detail view)."""
         return list(self._written)
 
     def flush(self) -> None:
@@ -163,14 +240,29 @@ class EventStream(Log):
             if timer is not None:
                 timer.pause()
             return
-        count = min(len(self._line_queue), BATCH)
-        batch = [self._line_queue.popleft() for _ in range(count)]
+        queue = self._line_queue
+        count = min(len(queue), BATCH)
+        batch = [queue.popleft() for _ in range(count)]
         self._written.extend(batch)
         self._write(batch)
 
     def _write(self, lines: list[str]) -> None:
+        """Add ``lines`` as rows (wrapped to the width when ``wrap`` is on), drop the oldest past
+        ``max_lines``, and follow the end when the list was at its end."""
+        rows = _split(lines)
         if self.wrap:
             width = self._wrap_width = self._row_width()
-            if width and any(cell_len(line) > width for line in lines):
-                lines = [row for line in lines for row in wrap_line(line, width)]
-        self.write_lines(lines, scroll_end=not self.paused)
+            if width and any(cell_len(row) > width for row in rows):
+                rows = [part for row in rows for part in wrap_line(row, width)]
+        if not rows:
+            return
+        at_end = self.is_vertical_scroll_end
+        self._rows.extend(rows)
+        if self.max_lines is not None and len(self._rows) > self.max_lines:
+            del self._rows[: len(self._rows) - self.max_lines]
+        widest = max(map(cell_len, rows)) if not self.wrap or not self._wrap_width else self._wrap_width
+        self._width = max(self._width, widest)
+        self.virtual_size = Size(self._width, len(self._rows))
+        if at_end and not self.paused and not self.is_vertical_scrollbar_grabbed:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+        self.refresh()

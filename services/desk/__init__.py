@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from .desk import OPERATOR, SETTLE_CHOICES, ControlClient, Desk, RunBook, event_fields, sendable
 from .models import JUDGE_USER, CaptureFailure, GrantView, OperatorAction, OperatorError, RefusalRecord, RunDetail, RunView
+from .mirror import RunMirror, seq_of
 from .views import EventTimes, grant_view, run_detail, run_view
 
 if TYPE_CHECKING:
@@ -38,6 +39,8 @@ __all__ = [
     "RunDetail",
     "GrantView",
     "EventTimes",
+    "RunMirror",
+    "seq_of",
     "run_view",
     "run_detail",
     "grant_view",

@@ -30,7 +30,8 @@ from ..errors import ServiceError
 from ..text import value_problem
 from ..wire import OUTCOMES, REFUSAL_CODES
 from .models import GrantView, OperatorAction, OperatorError, RefusalRecord, RunDetail, RunView
-from .views import EventTimes, grant_view, live_runs_by_person, run_detail, run_view
+from .mirror import RunMirror
+from .views import grant_view, live_runs_by_person, run_detail, run_view
 
 __all__ = ["Desk", "ControlClient", "RunBook", "SETTLE_CHOICES", "OPERATOR", "event_fields", "sendable"]
 
@@ -124,7 +125,8 @@ class Desk:
         """The refusals the app met, oldest first."""
         self.origin = uuid.uuid4().hex[:12]
         """This window's tag (on idempotency keys, and on the changes an attached window relays)."""
-        self._times = EventTimes()
+        self.mirror = RunMirror(book, changes)
+        """This window's runs as read models, kept current by the change feed (the panes read it too)."""
 
     # -- life -------------------------------------------------------------------------------
 
@@ -141,9 +143,18 @@ class Desk:
         views = [run_view(d) for d in self.book.run_dtos() if include_deleted or not d.get("deleted")]
         return sorted(views, key=lambda v: v.created_at, reverse=True)
 
-    def detail(self, run_id: str) -> RunDetail:
-        """The run and its event log, as a frozen snapshot."""
-        return run_detail(self._dto(run_id), self.book.events(run_id), self._times)
+    def detail(self, run_id: str, *, events: bool = True) -> RunDetail:
+        """The run and its event log, as a frozen snapshot (``events=False``: without its log, for a
+        caller that reads new events with ``events_since``)."""
+        return run_detail(self._dto(run_id), self.mirror.events(run_id) if events else ())
+
+    def view(self, run_id: str) -> RunView:
+        """One run as the runs pane lists it (``OperatorError`` when unknown)."""
+        return run_view(self._dto(run_id))
+
+    def events_since(self, run_id: str, seq: int) -> list[dict[str, Any]]:
+        """The run's events after ``seq``, as read models (only those are read: what a pane applies)."""
+        return self.mirror.since(run_id, seq)
 
     def grants(self) -> list[GrantView]:
         """Every known person's grant, by person id."""

@@ -7,8 +7,6 @@ model is built from a run's or a person's DTO (``views.py``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
 from ..errors import ServiceError
 
 __all__ = ["JUDGE_USER", "CaptureFailure", "OperatorError", "OperatorAction", "RefusalRecord", "RunView", "RunDetail", "GrantView"]
@@ -75,18 +73,18 @@ class RunDetail:
     created_at: float
     updated_at: float
     deleted: bool
-    params: dict[str, Any]
-    events: tuple[dict[str, Any], ...]
+    params: dict[str, object]
+    events: tuple[dict[str, object], ...]
     """The run's events as the wire has them, except their ``at``: float seconds since the epoch."""
     settled: bool
     seq: int
     """The last event's sequence number."""
     activity: str | None
-    pending: tuple[dict[str, Any], ...]
-    question: dict[str, Any] | None
+    pending: tuple[dict[str, object], ...]
+    question: dict[str, object] | None
     """The open question as the wire has it, except its ``created_at``: float seconds."""
-    last_turn_error: dict[str, Any] | None
-    outcome: dict[str, Any] | None
+    last_turn_error: dict[str, object] | None
+    outcome: dict[str, object] | None
 
 
 @dataclass(frozen=True)

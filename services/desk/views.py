@@ -30,9 +30,9 @@ class EventTimes:
     def __init__(self, keep: int = 64) -> None:
         self.keep = keep
         """How many runs' converted logs are kept (the least recently read go first)."""
-        self._runs: OrderedDict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = OrderedDict()
+        self._runs: OrderedDict[str, tuple[list[dict[str, object]], list[dict[str, object]]]] = OrderedDict()
 
-    def convert(self, run_id: str, events: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], ...]:
+    def convert(self, run_id: str, events: tuple[dict[str, object], ...]) -> tuple[dict[str, object], ...]:
         """``events`` with each ``at`` in seconds (0.0 when it holds no usable time)."""
         sources, converted = self._runs.pop(run_id, ([], []))
         done = len(sources)
@@ -47,7 +47,7 @@ class EventTimes:
         return tuple(converted)
 
 
-def _question(question: Any) -> dict[str, Any] | None:
+def _question(question: object) -> dict[str, object] | None:
     if not isinstance(question, dict):
         return None
     return {**question, "created_at": parse_time(question.get("created_at"))} if "created_at" in question else question
@@ -74,14 +74,15 @@ def run_view(dto: Mapping[str, Any]) -> RunView:
     )
 
 
-def run_detail(dto: Mapping[str, Any], events: tuple[dict[str, Any], ...], times: EventTimes) -> RunDetail:
-    """A run with its event log; its, its events' and its question's times as float seconds."""
+def run_detail(dto: Mapping[str, Any], events: tuple[dict[str, object], ...], times: EventTimes | None = None) -> RunDetail:
+    """A run with its event log; its, its events' and its question's times as float seconds (``events``
+    are converted through ``times``; without it they are read models already, as ``RunMirror`` holds them)."""
     return RunDetail(
         id=dto["id"], user_id=dto["user_id"], name=dto.get("name"),
         status="deleted" if dto.get("deleted") else dto["status"],
         created_at=parse_time(dto.get("created_at")), updated_at=parse_time(dto.get("updated_at")),
         deleted=bool(dto.get("deleted")), params=copy.deepcopy(dict(dto.get("params") or {})),
-        events=times.convert(str(dto["id"]), events),
+        events=times.convert(str(dto["id"]), events) if times is not None else events,
         settled=dto["status"] == "settled", seq=_seq(dto), activity=dto.get("activity"),
         pending=tuple(copy.deepcopy(list(dto.get("pending") or ()))),
         question=_question(copy.deepcopy(dto.get("question"))),
