@@ -62,7 +62,7 @@ def link_parser() -> MarkdownIt:
 class DocumentView(Markdown):
     """Markdown that never opens a link by itself: it shows the URL and asks first."""
 
-    def __init__(self, markdown: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, markdown: str | None = None, **kwargs: Any) -> None:  # Any: Markdown's own keywords
         super().__init__(markdown, parser_factory=link_parser, open_links=False, **kwargs)
 
     @on(Markdown.LinkClicked)

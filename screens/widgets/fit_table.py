@@ -37,10 +37,13 @@ def fit_cell(text: Text) -> Text:
     return out
 
 
-class FitTable(DataTable[Any]):
-    """A ``DataTable`` with one column sized to the room left at layout time."""
+class FitTable(DataTable[Any]):  # Any: DataTable's cell type; every pane's table mixes str and Text cells
+    """A ``DataTable`` with one column sized to the room left at layout time.
 
-    def __init__(self, *, flex: int = -1, min_width: int = 16, keep: int | None = None, **kwargs: Any) -> None:
+    The ``Any`` in this class's signatures are ``DataTable``'s own (its overrides must accept what it does).
+    """
+
+    def __init__(self, *, flex: int = -1, min_width: int = 16, keep: int | None = None, **kwargs: Any) -> None:  # DataTable's keywords
         super().__init__(**kwargs)
         self.flex = flex
         """The index of the flexible column (``-1``: the last)."""

@@ -17,7 +17,7 @@ from textual.widgets.tree import TreeNode
 __all__ = ["FitTree"]
 
 
-class FitTree(Tree[Any]):
+class FitTree(Tree[Any]):  # Any: Tree's node data type, as each tree's own data differs
     """A ``Tree`` that cuts a label too long for its line with an ellipsis."""
 
     def render_label(self, node: TreeNode[Any], base_style: Style, style: Style) -> Text:
