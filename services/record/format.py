@@ -62,6 +62,7 @@ __all__ = [
     "ObservationDelta",
     "StepFields",
     "Step",
+    "StepLine",
     "JsonObject",
     "load_recording",
     "parse_recording",
@@ -175,7 +176,7 @@ class StepFields(TypedDict, total=False):
     error: str | None
     made: str | None
     user: str | None
-    op: str
+    op: str | None
     query: JsonObject
     key: str | None
     action: str
@@ -196,6 +197,16 @@ class Step(StepFields, total=False):
     """Folded: how many times an app made the call (the SDK's own retries)."""
     last_n: int
     """Folded: the step number of the last attempt."""
+
+
+class StepLine(StepFields, total=False):
+    """A step line as written: its observation whole (the first) or as what changed (``delta``),
+    or null when it was too large to keep."""
+
+    type: Required[str]
+    n: Required[int]
+    at: Required[float]
+    observed: Required[Observation | ObservationDelta | None]
 
 
 class RecordingError(ServiceError):
