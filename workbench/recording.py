@@ -13,7 +13,8 @@ import asyncio
 import json
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, cast
 
 from screens.text import notify_plain, safe
 from services.errors import ServiceError
@@ -22,7 +23,8 @@ from .demo import DemoApp, DemoError, DemoStep, demo_speed, demo_status
 
 if TYPE_CHECKING:
     from services.record import Recorder, Recording, ReplaySession
-    from services.workspace import Workspace
+    from services.record.format import Step, StepFields
+    from services.workspace import Settings, Workspace
 
     from .app import WorkbenchApp
 
@@ -119,7 +121,7 @@ def replay_command(path: Path, *, served: bool = False, workspace: Path | None =
     if recording is None:
         return 2
 
-    async def say(step: Any) -> None:
+    async def say(step: "Step") -> None:
         print(f"step {step['n']}: {safe(describe(step), 300)}: as recorded")
 
     with tempfile.TemporaryDirectory(prefix="workbench-replay-") as tmp:
@@ -141,7 +143,7 @@ def replay_command(path: Path, *, served: bool = False, workspace: Path | None =
     return 1
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     text = value if isinstance(value, str) else json.dumps(value, indent=1, ensure_ascii=False)
     return safe(text, 20_000)
 
@@ -165,7 +167,7 @@ def recorded_steps(recording: "Recording") -> list[DemoStep]:
     return steps
 
 
-def _quoted(step: Any) -> str:
+def _quoted(step: "StepFields") -> str:
     """The text a step carried (a reply, a prompt, a message), clipped: shown as data, never markup."""
     body = step.get("body") or {}
     text = body.get("text") or body.get("prompt") or step.get("text") or step.get("title")
@@ -186,7 +188,7 @@ class RecordedSteps:
         self.session = await ReplaySession.attach(cast("Workspace", self.app.workspace), self.app.recording.state)
         self.app.main.action_show_pane("runs")
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Callable[[], Awaitable[None]]:
         step = self.__dict__.get("by_id", {}).get(name)
         if step is None:
             raise AttributeError(name)
@@ -195,7 +197,7 @@ class RecordedSteps:
             await self._play(step)
         return play
 
-    async def _play(self, step: Any) -> None:
+    async def _play(self, step: "Step") -> None:
         from services.record import Divergence
         from services.record.replay import check_outcome
 
@@ -210,7 +212,7 @@ class RecordedSteps:
             raise DemoError(f"the replay differs from the recording: {divergence.what}") from None
         self._show(step, session)
 
-    def _show(self, step: Any, session: "ReplaySession") -> None:
+    def _show(self, step: "StepFields", session: "ReplaySession") -> None:
         main = self.app.main
         path = str(step.get("path") or "")
         parts = path.strip("/").split("/")
@@ -233,10 +235,12 @@ class RecordedSteps:
 class RecordedDemoApp(DemoApp):
     """The demo narrating a recording instead of the bundled tour."""
 
-    def __init__(self, settings: Any, recording: "Recording", **options: Any) -> None:
+    def __init__(self, settings: "Settings", recording: "Recording", *, speed: float = 1.0,
+                 screenshots: Path | None = None, exit_at_end: bool = False) -> None:
         from services.record.sdk_calls import attempts
 
-        super().__init__(settings, steps=recorded_steps(recording), **options)
+        super().__init__(settings, steps=recorded_steps(recording), speed=speed, screenshots=screenshots,
+                         exit_at_end=exit_at_end)
         self.recording = recording
         """The recording narrated."""
         self.planned = attempts(recording.steps)

@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
 from urllib.parse import unquote
 
-from .format import Recording
+from .format import Observation, ObservedRun, Recording, StepFields, fields, items
 from .observe import changes_between
 from .replay import describe
 from .sdk_calls import attempts, sdk_code
@@ -37,13 +36,13 @@ class _Id:
         return f"session.id({self.value!r})"
 
 
-def _kwargs(values: Mapping[str, Any]) -> list[str]:
+def _kwargs(values: Mapping[str, object]) -> list[str]:
     plain = [f"{k}={v!r}" for k, v in values.items() if k.isidentifier()]
     odd = {k: v for k, v in values.items() if not k.isidentifier()}
     return plain + ([f"**{odd!r}"] if odd else [])
 
 
-def _call(step: Mapping[str, Any]) -> str:
+def _call(step: StepFields) -> str:
     """The session call that does an operator's step or a scripted failure."""
     body = dict(step.get("body") or {})
     parts = [unquote(p) for p in str(step["path"]).strip("/").split("/")]
@@ -72,7 +71,7 @@ def _call(step: Mapping[str, Any]) -> str:
     return f"session.control({method!r}, {step['path']!r}, {body!r})"
 
 
-def _step_lines(step: Mapping[str, Any]) -> list[str]:
+def _step_lines(step: StepFields) -> list[str]:
     """The code of one step (without its assertions on what it left behind)."""
     kind = step["kind"]
     status = step.get("status")
@@ -104,7 +103,7 @@ def _step_lines(step: Mapping[str, Any]) -> list[str]:
     return [f"await {call}"]
 
 
-def _expect_lines(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> list[str]:
+def _expect_lines(before: Observation | None, after: Observation | None) -> list[str]:
     if after is None:
         return []
     changed = changes_between(before, after)
@@ -159,7 +158,7 @@ def export_test(recording: Recording, *, served: bool = False, name: str = "sess
         f"async def test_{function}(tmp_path: Path) -> None:",
         "    async with await ReplaySession.open(tmp_path / \"workspace\", STARTING_STATE, served=SERVED) as session:",
     ]
-    previous: Mapping[str, Any] | None = None
+    previous: Observation | None = None
     first = recording.steps[0].get("observed") if recording.steps else None
     previous = _before_first(recording, first)
     for step in steps:
@@ -177,12 +176,19 @@ def export_test(recording: Recording, *, served: bool = False, name: str = "sess
     return "\n".join(lines) + "\n"
 
 
-def _before_first(recording: Recording, first: Mapping[str, Any] | None) -> dict[str, Any]:
+def _before_first(recording: Recording, first: Observation | None) -> Observation:
     """What the starting state shows (the runs and grants the first step's changes are measured from)."""
     state = recording.state
-    runs = [{"id": r["id"], "user": r["user_id"], "status": r.get("status", "running"),
-             "deleted": bool(r.get("deleted")), "events": [e.get("type") for e in r.get("events") or []]}
-            for r in state.get("runs") or []]
-    grants = {u["id"]: (u.get("grant") or {}).get("state") if u.get("grant") else None for u in state.get("users") or []}
-    insights = [list(r) for r in (first or {}).get("insights", []) if r[1] == "pending"]
+    runs: list[ObservedRun] = []
+    for found in items(state.get("runs")):
+        run = fields(found)
+        runs.append({"id": str(run["id"]), "user": str(run["user_id"]), "status": str(run.get("status", "running")),
+                     "deleted": bool(run.get("deleted")),
+                     "events": [str(fields(e).get("type")) for e in items(run.get("events"))]})
+    grants: dict[str, str | None] = {}
+    for found in items(state.get("users")):
+        user = fields(found)
+        grant = fields(user.get("grant")).get("state")
+        grants[str(user["id"])] = grant if isinstance(grant, str) else None
+    insights = [list(r) for r in (first.get("insights", []) if first else []) if r[1] == "pending"]
     return {"runs": runs, "grants": grants, "insights": insights}

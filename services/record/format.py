@@ -35,10 +35,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Literal, NotRequired, Required, TypedDict, cast
 
 from ..errors import ServiceError
 from ..text import value_problem
@@ -54,12 +54,25 @@ __all__ = [
     "REDACTED",
     "Recording",
     "RecordingError",
+    "Header",
+    "StateLine",
+    "EndLine",
+    "ObservedRun",
+    "Observation",
+    "ObservationDelta",
+    "StepFields",
+    "Step",
+    "StepLine",
+    "JsonObject",
     "load_recording",
     "parse_recording",
     "dump_line",
     "delta",
     "scrub",
+    "scrub_fields",
     "scrub_state",
+    "fields",
+    "items",
 ]
 
 FORMAT = "workbench-recording"
@@ -87,6 +100,115 @@ _SECRET_KEYS = frozenset({
 _SECRET_TEXT = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----|^eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.")
 
 
+JsonObject = dict[str, object]
+"""A JSON object whose fields are not known here (a call's body or query, the cloud's state)."""
+
+
+class Header(TypedDict):
+    """The first line."""
+
+    format: str
+    version: int
+    source: NotRequired[str]
+    """``embedded`` or ``attached``."""
+    client_id: NotRequired[str]
+    started_at: NotRequired[str]
+    """ISO 8601, UTC, whole seconds."""
+
+
+class StateLine(TypedDict):
+    """The second line: the cloud's state before the first step, without secrets."""
+
+    type: Literal["state"]
+    state: JsonObject
+
+
+class EndLine(TypedDict):
+    """The last line of a recording stopped cleanly."""
+
+    type: Literal["end"]
+    at: float
+    steps: int
+
+
+class ObservedRun(TypedDict):
+    """One run as an observation shows it."""
+
+    id: str
+    user: str
+    status: str
+    deleted: bool
+    events: list[str]
+    """Its events' types, in order."""
+    after: NotRequired[int]
+    """Only in an observation written as changes: how many events the run had before these."""
+
+
+class Observation(TypedDict):
+    """What the cloud showed after a step (whole)."""
+
+    runs: list[ObservedRun]
+    grants: dict[str, str | None]
+    """Person -> the state of their grant (None: none)."""
+    insights: list[list[str]]
+    """Every insight review's ``[title, status]``."""
+
+
+class ObservationDelta(TypedDict):
+    """An observation as written after the first: what changed since the last one written."""
+
+    delta: Literal[True]
+    ids: list[str]
+    runs: list[ObservedRun]
+    grants: dict[str, str | None]
+    insights: list[list[str]]
+
+
+class StepFields(TypedDict, total=False):
+    """What a step did, by kind (``operator``/``failure``: method .. made; ``app``: user .. made;
+    ``insight``: action .. reason)."""
+
+    kind: Required[str]
+    method: str
+    path: str
+    body: JsonObject | None
+    status: int | None
+    error: str | None
+    made: str | None
+    user: str | None
+    op: str | None
+    query: JsonObject
+    key: str | None
+    action: str
+    title: str
+    candidate: int | None
+    text: str | None
+    reason: str | None
+
+
+class Step(StepFields, total=False):
+    """A step line as loaded (its observation whole again), or folded by ``sdk_calls.attempts``."""
+
+    type: Required[str]
+    n: Required[int]
+    at: Required[float]
+    observed: Required[Observation | None]
+    attempts: int
+    """Folded: how many times an app made the call (the SDK's own retries)."""
+    last_n: int
+    """Folded: the step number of the last attempt."""
+
+
+class StepLine(StepFields, total=False):
+    """A step line as written: its observation whole (the first) or as what changed (``delta``),
+    or null when it was too large to keep."""
+
+    type: Required[str]
+    n: Required[int]
+    at: Required[float]
+    observed: Required[Observation | ObservationDelta | None]
+
+
 class RecordingError(ServiceError):
     """A recording that cannot be read or written: says the line and the reason."""
 
@@ -102,9 +224,9 @@ class RecordingError(ServiceError):
 class Recording:
     """A recording as loaded: its header, the cloud's starting state and its steps."""
 
-    header: dict[str, Any]
-    state: dict[str, Any]
-    steps: list[dict[str, Any]] = field(default_factory=list)
+    header: Header
+    state: JsonObject
+    steps: list[Step] = field(default_factory=list)
     ended: bool = False
     """True when the file ends with an ``end`` line (stopped cleanly)."""
 
@@ -114,15 +236,16 @@ class Recording:
 
     def lines(self) -> list[str]:
         """The recording as the lines of its file."""
-        out = [dump_line(self.header), dump_line({"type": "state", "state": self.state})]
+        state: StateLine = {"type": "state", "state": self.state}
+        out = [dump_line(self.header), dump_line(state)]
         out.extend(dump_line(step) for step in self.steps)
         if self.ended:
-            at = self.steps[-1]["at"] if self.steps else 0.0
-            out.append(dump_line({"type": "end", "at": at, "steps": len(self.steps)}))
+            end: EndLine = {"type": "end", "at": self.steps[-1]["at"] if self.steps else 0.0, "steps": len(self.steps)}
+            out.append(dump_line(end))
         return out
 
 
-def dump_line(value: dict[str, Any]) -> str:
+def dump_line(value: Mapping[str, object]) -> str:
     """One line of the file (ASCII only: hostile text cannot reach a terminal that prints the file)."""
     return json.dumps(value, ensure_ascii=True, separators=(",", ":"), sort_keys=False)
 
@@ -130,12 +253,12 @@ def dump_line(value: dict[str, Any]) -> str:
 # -- observations ---------------------------------------------------------------------------------
 
 
-def delta(base: dict[str, Any] | None, observed: dict[str, Any]) -> dict[str, Any]:
+def delta(base: Observation | None, observed: Observation) -> Observation | ObservationDelta:
     """``observed`` as what changed since ``base`` (the last observation written); whole when there is none."""
     if base is None:
         return observed
     old = {r["id"]: r for r in base["runs"]}
-    runs = []
+    runs: list[ObservedRun] = []
     for run in observed["runs"]:
         before = old.get(run["id"])
         if before == run:
@@ -148,12 +271,13 @@ def delta(base: dict[str, Any] | None, observed: dict[str, Any]) -> dict[str, An
             "grants": observed["grants"], "insights": observed["insights"]}
 
 
-def _expand(base: dict[str, Any] | None, observed: dict[str, Any], number: int) -> dict[str, Any]:
-    """A written observation made whole again (``delta`` undone)."""
-    if not observed.get("delta"):
-        return observed
+def _expand(base: Observation | None, written: JsonObject, number: int) -> Observation:
+    """A written observation (validated by ``_observed``) made whole again (``delta`` undone)."""
+    if not written.get("delta"):
+        return cast(Observation, written)
     if base is None:
         raise RecordingError("the observation is written as changes, and no whole one comes before it", line=number)
+    observed = cast(ObservationDelta, written)
     ids = observed.get("ids")
     if not isinstance(ids, list):
         raise RecordingError("an observation written as changes lists every run id (ids)", line=number)
@@ -165,7 +289,8 @@ def _expand(base: dict[str, Any] | None, observed: dict[str, Any], number: int) 
             if before is None or isinstance(after, bool) or after != len(before["events"]):
                 raise RecordingError(f"run {run['id']} grows from {after!r} events, and it had "
                                      f"{len(before['events']) if before else 'none'}", line=number)
-            run = {k: v for k, v in run.items() if k != "after"}
+            run = run.copy()
+            del run["after"]
             run["events"] = before["events"] + run["events"]
         known[run["id"]] = run
     missing = [i for i in ids if i not in known]
@@ -178,7 +303,7 @@ def _expand(base: dict[str, Any] | None, observed: dict[str, Any], number: int) 
 # -- secrets ------------------------------------------------------------------------------------
 
 
-def scrub(value: Any) -> Any:
+def scrub(value: object) -> object:
     """``value`` with every secret replaced by ``REDACTED``: fields named like a token, key or
     password, and text that is a private key or a signed token."""
     if isinstance(value, dict):
@@ -191,25 +316,39 @@ def scrub(value: Any) -> Any:
     return value
 
 
-def scrub_state(state: dict[str, Any]) -> dict[str, Any]:
+def scrub_fields(value: Mapping[str, object]) -> JsonObject:
+    """``scrub`` of a JSON object (the same object back, its secrets replaced)."""
+    return {k: (REDACTED if k.lower() in _SECRET_KEYS and v is not None else scrub(v)) for k, v in value.items()}
+
+
+def fields(value: object) -> JsonObject:
+    """A copy of ``value`` when it is a JSON object, else an empty one (a field that is absent or null)."""
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def items(value: object) -> list[object]:
+    """``value`` when it is a JSON list, else an empty one (a field that is absent or null)."""
+    return value if isinstance(value, list) else []
+
+
+def scrub_state(state: Mapping[str, object]) -> JsonObject:
     """A state export without its secrets: the signing key, refresh tokens and the pinned client key
     go (a replay takes its own cloud's); people, grants, runs, events and memory stay."""
     doc = dict(state)
-    meta = dict(doc.get("meta") or {})
-    signing = dict(meta.get("signing_key") or {})
+    meta = fields(doc.get("meta"))
+    signing = fields(meta.get("signing_key"))
     meta["signing_key"] = {"pem": REDACTED, "kid": str(signing.get("kid", ""))}
     meta["client_jwk"] = None
     doc["meta"] = meta
-    users = []
-    for user in doc.get("users") or []:
-        user = dict(user)
+    users: list[object] = []
+    for found in items(doc.get("users")):
+        user = fields(found)
         user["refresh_token"] = None
         user["superseded"] = []
         users.append(user)
     doc["users"] = users
     doc["refresh_tokens"] = {}
-    clean: dict[str, Any] = scrub(doc)
-    return clean
+    return scrub_fields(doc)
 
 
 # -- loading ------------------------------------------------------------------------------------
@@ -231,12 +370,12 @@ def load_recording(path: Path | str) -> Recording:
 
 def parse_recording(lines: Iterable[bytes | str]) -> Recording:
     """Validate a recording's lines (bytes or text, with or without newlines)."""
-    header: dict[str, Any] | None = None
-    state: dict[str, Any] | None = None
-    steps: list[dict[str, Any]] = []
+    header: Header | None = None
+    state: JsonObject | None = None
+    steps: list[Step] = []
     ended = False
     number = 0
-    base: dict[str, Any] | None = None
+    base: Observation | None = None
     for number, raw in enumerate(lines, start=1):
         limit = MAX_STATE_BYTES if number == 2 else MAX_LINE_BYTES
         if len(raw) > limit:
@@ -267,8 +406,9 @@ def parse_recording(lines: Iterable[bytes | str]) -> Recording:
             if len(steps) >= MAX_STEPS:
                 raise RecordingError(f"more than {MAX_STEPS} steps", line=number)
             step = _step(value, number, len(steps) + 1)
-            if step.get("observed") is not None:
-                step["observed"] = base = _expand(base, step["observed"], number)
+            written = value.get("observed")
+            if isinstance(written, dict):  # validated by _step
+                step["observed"] = base = _expand(base, written, number)
             steps.append(step)
     if header is None:
         raise RecordingError("the file is empty: a recording starts with its header")
@@ -277,7 +417,7 @@ def parse_recording(lines: Iterable[bytes | str]) -> Recording:
     return Recording(header, state, steps, ended)
 
 
-def _json(text: str, number: int) -> dict[str, Any]:
+def _json(text: str, number: int) -> JsonObject:
     try:
         value = json.loads(text)
     except RecursionError:
@@ -295,7 +435,7 @@ def _json(text: str, number: int) -> dict[str, Any]:
     return value
 
 
-def _depth(value: Any) -> int:
+def _depth(value: object) -> int:
     deepest, stack = 0, [(value, 1)]
     while stack:
         item, level = stack.pop()
@@ -308,7 +448,7 @@ def _depth(value: Any) -> int:
     return deepest
 
 
-def _header(value: dict[str, Any], number: int) -> dict[str, Any]:
+def _header(value: JsonObject, number: int) -> Header:
     if value.get("format") != FORMAT:
         raise RecordingError(f"not a workbench recording (format {_shown(value.get('format'))})", line=number)
     version = value.get("version")
@@ -319,24 +459,25 @@ def _header(value: dict[str, Any], number: int) -> dict[str, Any]:
                              "update the workbench to replay it", line=number)
     for name in ("client_id", "source", "started_at"):
         _ident(value, name, number, required=False)
-    return value
+    return cast(Header, value)  # the fields a header holds are the ones checked above
 
 
-def _state(value: dict[str, Any], number: int) -> dict[str, Any]:
+def _state(value: JsonObject, number: int) -> JsonObject:
     from ..cloud.state import state_problem
 
-    if value.get("type") != "state" or not isinstance(value.get("state"), dict):
+    state = value.get("state")
+    if value.get("type") != "state" or not isinstance(state, dict):
         raise RecordingError("the second line is the cloud's starting state ({\"type\": \"state\", ...})",
                              line=number)
-    problem = state_problem(value["state"])
+    problem = state_problem(state)
     if problem is not None:
         raise RecordingError(f"the starting state does not fit: {problem}", line=number)
-    for user in value["state"].get("users") or []:
+    for user in state.get("users") or []:
         _ident(user, "id", number)
-    for run in value["state"].get("runs") or []:
+    for run in state.get("runs") or []:
         _ident(run, "id", number)
         _ident(run, "user_id", number)
-    return dict(value["state"])
+    return dict(state)
 
 
 _STEP_FIELDS: dict[str, tuple[str, ...]] = {
@@ -347,9 +488,9 @@ _STEP_FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _step(value: dict[str, Any], number: int, n: int) -> dict[str, Any]:
+def _step(value: JsonObject, number: int, n: int) -> Step:
     kind = value.get("kind")
-    if kind not in STEP_KINDS:
+    if not isinstance(kind, str) or kind not in STEP_KINDS:
         raise RecordingError(f"a step's kind is one of {', '.join(STEP_KINDS)}, not {_shown(kind)}", line=number)
     at = value.get("at")
     if isinstance(at, bool) or not isinstance(at, (int, float)) or at < 0:
@@ -372,10 +513,10 @@ def _step(value: dict[str, Any], number: int, n: int) -> dict[str, Any]:
     observed = value.get("observed")
     if observed is not None:
         _observed(observed, number)
-    return {**value, "n": n}
+    return cast(Step, {**value, "n": n})  # the fields a step holds are the ones checked above
 
 
-def _observed(observed: Any, number: int) -> None:
+def _observed(observed: object, number: int) -> None:
     if not isinstance(observed, dict) or not isinstance(observed.get("runs", []), list):
         raise RecordingError("a step's observation is an object with a list of runs", line=number)
     for run in observed.get("runs", []):
@@ -398,7 +539,7 @@ def _observed(observed: Any, number: int) -> None:
         _ident({"user": user, "state": state}, "state", number, required=False)
 
 
-def _ident(value: dict[str, Any], name: str, number: int, *, required: bool = True) -> None:
+def _ident(value: Mapping[str, object], name: str, number: int, *, required: bool = True) -> None:
     """A structural field: plain identifier characters only (no markup, no controls, no spaces)."""
     if name not in value or value[name] is None:
         if required:
@@ -410,7 +551,7 @@ def _ident(value: dict[str, Any], name: str, number: int, *, required: bool = Tr
                              f"not {_shown(item)}", line=number)
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     """A value named in an error: its JSON, clipped, its controls escaped (``ascii``)."""
     text = json.dumps(value, ensure_ascii=True) if not isinstance(value, str) else ascii(value)
     return text if len(text) <= 60 else text[:57] + "..."

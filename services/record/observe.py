@@ -14,10 +14,14 @@ is mapped to the new one by position) and says the first difference.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from ..desk import JUDGE_USER, ControlClient, RunBook
+from .format import Observation, ObservedRun, fields
+
+if TYPE_CHECKING:
+    from ..knowledge.insights.reviews import InsightReview
 
 __all__ = ["observe", "observe_book", "insight_states", "compare", "changes_between", "InsightSource"]
 
@@ -25,12 +29,12 @@ __all__ = ["observe", "observe_book", "insight_states", "compare", "changes_betw
 class InsightSource(Protocol):
     """Where the insight reviews are read (``InsightReviews``)."""
 
-    async def list(self, status: str | None = None) -> Any: ...
+    async def list(self, status: str | None = None) -> Sequence["InsightReview"]: ...
 
-    async def get(self, review_id: str) -> Any: ...
+    async def get(self, review_id: str) -> "InsightReview": ...
 
 
-async def observe(control: ControlClient, insights: InsightSource | None = None) -> dict[str, Any]:
+async def observe(control: ControlClient, insights: InsightSource | None = None) -> Observation:
     """The cloud's runs and grants and the insight reviews, now, read through the control API."""
     answer = await control.call("GET", "/runs", params={"events": "1"})
     people = await control.call("GET", "/people")
@@ -38,7 +42,7 @@ async def observe(control: ControlClient, insights: InsightSource | None = None)
     return _observation(runs, people.get("people", []), await insight_states(insights))
 
 
-def observe_book(book: RunBook, reviews: list[list[str]]) -> dict[str, Any]:
+def observe_book(book: RunBook, reviews: list[list[str]]) -> Observation:
     """The same, read from a desk's ``RunBook`` (no copies, no JSON: what a recorder reads after each step);
     ``reviews`` are the insight reviews' ``[title, status]``."""
     runs = [(dto, book.events(str(dto["id"]))) for dto in book.run_dtos()]
@@ -52,31 +56,31 @@ async def insight_states(insights: InsightSource | None) -> list[list[str]]:
     return sorted([r.proposal.title, r.status] for r in await insights.list())
 
 
-def _observation(runs: Iterable[tuple[Mapping[str, Any], Iterable[Mapping[str, Any]]]],
-                 people: Iterable[Mapping[str, Any]], reviews: list[list[str]]) -> dict[str, Any]:
-    seen = []
+def _observation(runs: Iterable[tuple[Mapping[str, object], Iterable[Mapping[str, object]]]],
+                 people: Iterable[Mapping[str, object]], reviews: list[list[str]]) -> Observation:
+    seen: list[ObservedRun] = []
     for dto, events in runs:
         if dto.get("user_id") == JUDGE_USER:
             continue
         seen.append({"id": str(dto["id"]), "user": str(dto.get("user_id")), "status": str(dto.get("status")),
                      "deleted": bool(dto.get("deleted")), "events": [str(e.get("type")) for e in events]})
-    grants = {}
+    grants: dict[str, str | None] = {}
     for person in people:
         if person.get("id") == JUDGE_USER:
             continue
-        grant = person.get("grant") or {}
+        grant = fields(person.get("grant"))
         grants[str(person["id"])] = str(grant.get("state")) if grant else None
     return {"runs": seen, "grants": grants, "insights": reviews}
 
 
-def _aliases(expected: list[Mapping[str, Any]], seen: list[Mapping[str, Any]],
+def _aliases(expected: list[ObservedRun], seen: list[ObservedRun],
              aliases: dict[str, str]) -> None:
     for want, got in zip(expected, seen, strict=False):
         if want["id"] != got["id"]:
             aliases.setdefault(str(want["id"]), str(got["id"]))
 
 
-def compare(expected: Mapping[str, Any], seen: Mapping[str, Any], aliases: dict[str, str]) -> str | None:
+def compare(expected: Observation, seen: Observation, aliases: dict[str, str]) -> str | None:
     """The first way ``seen`` differs from ``expected`` (a recorded observation), in words, or None.
 
     ``aliases`` (recorded run id -> replayed run id) grows with the runs lined up here."""
@@ -109,20 +113,20 @@ def compare(expected: Mapping[str, Any], seen: Mapping[str, Any], aliases: dict[
             return f"grant of {user}: expected {want_grants.get(user)}, seen {got_grants.get(user)}"
     want_reviews, got_reviews = expected.get("insights"), seen.get("insights")
     if want_reviews is not None and got_reviews is not None and list(want_reviews) != list(got_reviews):
-        for want, got in zip(want_reviews, got_reviews, strict=False):
-            if list(want) != list(got):
-                return f"insight review {want[0]!r}: expected {want[1]}, seen {got[1]}"
+        for want_review, got_review in zip(want_reviews, got_reviews, strict=False):
+            if list(want_review) != list(got_review):
+                return f"insight review {want_review[0]!r}: expected {want_review[1]}, seen {got_review[1]}"
         return f"insight reviews: expected {len(want_reviews)}, seen {len(got_reviews)}"
     return None
 
 
-def changes_between(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> dict[str, Any]:
+def changes_between(before: Observation | None, after: Observation) -> Observation:
     """What ``after`` shows that ``before`` did not: the runs whose status or events changed (and
     new ones), the grants whose state changed and the insight reviews decided."""
-    old_runs = {r["id"]: r for r in (before or {}).get("runs", [])}
+    old_runs = {r["id"]: r for r in (before.get("runs", []) if before else [])}
     runs = [r for r in after.get("runs", []) if old_runs.get(r["id"]) != r]
-    old_grants = (before or {}).get("grants", {})
+    old_grants = before.get("grants", {}) if before else {}
     grants = {u: s for u, s in after.get("grants", {}).items() if old_grants.get(u, "?") != s}
-    old_reviews = {tuple(r) for r in (before or {}).get("insights", [])}
+    old_reviews = {tuple(r) for r in (before.get("insights", []) if before else [])}
     reviews = [r for r in after.get("insights", []) if tuple(r) not in old_reviews]
     return {"runs": runs, "grants": grants, "insights": reviews}

@@ -25,14 +25,18 @@ import asyncio
 import contextvars
 import os
 from datetime import datetime, timezone
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
 from ..changes import Change, ChangeFeed
 from ..clock import Clock
-from ..desk import JUDGE_USER, ControlClient, Desk
+from ..desk import JUDGE_USER, ControlClient, Desk, WorkspaceView
 from ..served.errors import ControlError
-from .format import FORMAT, delta, MAX_LINE_BYTES, MAX_STATE_BYTES, VERSION, RecordingError, dump_line, scrub, scrub_state
+from .format import (
+    FORMAT, MAX_LINE_BYTES, MAX_STATE_BYTES, VERSION, EndLine, Header, JsonObject, Observation, RecordingError,
+    StateLine, StepFields, StepLine, delta, dump_line, scrub, scrub_fields, scrub_state,
+)
 from .observe import InsightSource, insight_states, observe_book
 
 if TYPE_CHECKING:
@@ -54,10 +58,11 @@ class RecordingControl:
         """The control client being recorded."""
         self.recorder = recorder
 
-    def __getattr__(self, name: str) -> Any:  # the wrapped client's other members (RemoteCloud's)
+    def __getattr__(self, name: str) -> object:  # the wrapped client's other members (RemoteCloud's)
         return getattr(self.inner, name)
 
-    async def call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:
+    async def call(self, method: str, path: str, body: object = None,
+                   params: dict[str, object] | None = None) -> object:
         if method == "GET":
             return await self.inner.call(method, path, body, params)
         await self.recorder.flush_calls()  # an app's calls before this action are steps before it
@@ -91,22 +96,23 @@ class Recorder:
         self._handle = handle
         self._started = clock.time()
         self._lock = asyncio.Lock()
-        self._last: dict[str, Any] | None = None
+        self._last: Observation | None = None
         self._calls: list[CallRecord] = []
-        self._undo: list[Any] = []
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._undo: list[Callable[[], object]] = []
+        self._tasks: set[asyncio.Task[None]] = set()
         self._poller: asyncio.Task[None] | None = None
         self._inner: ControlClient = desk.control
         self._reviews: list[list[str]] | None = None
-        self._written: dict[str, Any] | None = None
+        self._written: Observation | None = None
         """The last observation written (the next is written as what changed since)."""
 
     # -- life ---------------------------------------------------------------------------------
 
-    async def _begin(self, state: dict[str, Any], source: str, client_id: str) -> None:
-        header = {"format": FORMAT, "version": VERSION, "source": source, "client_id": client_id,
+    async def _begin(self, state: JsonObject, source: str, client_id: str) -> None:
+        header: Header = {"format": FORMAT, "version": VERSION, "source": source, "client_id": client_id,
                   "started_at": datetime.fromtimestamp(self._started, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
-        state_line = dump_line({"type": "state", "state": scrub_state(state)})
+        first: StateLine = {"type": "state", "state": scrub_state(state)}
+        state_line = dump_line(first)
         if len(state_line) > MAX_STATE_BYTES:
             raise RecordingError(f"the cloud's state is {len(state_line)} bytes, more than a recording keeps "
                                  f"({MAX_STATE_BYTES})")
@@ -135,7 +141,8 @@ class Recorder:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.flush_calls(final=True)
         async with self._lock:
-            await self._write(dump_line({"type": "end", "at": self._at(), "steps": self.steps}))
+            end: EndLine = {"type": "end", "at": self._at(), "steps": self.steps}
+            await self._write(dump_line(end))
             await asyncio.to_thread(self._close)
 
     def _close(self) -> None:
@@ -145,16 +152,17 @@ class Recorder:
 
     # -- the seams ----------------------------------------------------------------------------
 
-    async def control_step(self, method: str, path: str, body: Any, status: int, error: str | None,
-                           answer: Any) -> None:
+    async def control_step(self, method: str, path: str, body: object, status: int, error: str | None,
+                           answer: object) -> None:
         """A control call the desk made (called by ``RecordingControl``)."""
         if self.stopped:
             return
         await self.flush_calls()
-        kept = {k: v for k, v in (body or {}).items() if k != "idempotency_key"} if isinstance(body, dict) else body
-        made = answer.get("run_id") if isinstance(answer, dict) and isinstance(answer.get("run_id"), str) else None
-        step = {"kind": "failure" if path == "/fail_next" else "operator", "method": method, "path": path,
-                "body": scrub(kept), "status": status, "error": error, "made": made}
+        kept = {k: v for k, v in body.items() if k != "idempotency_key"} if isinstance(body, dict) else body
+        run_id = answer.get("run_id") if isinstance(answer, dict) else None
+        made = run_id if isinstance(run_id, str) else None
+        step: StepFields = {"kind": "failure" if path == "/fail_next" else "operator", "method": method, "path": path,
+                            "body": _body(kept), "status": status, "error": error, "made": made}
         await self._step(step)
 
     def _tap_calls(self, cloud: "FakeCloud") -> None:
@@ -204,26 +212,24 @@ class Recorder:
         """Write the app's calls answered so far (``final``: every one, answered or not), in order."""
         while self._calls and (final or self._calls[0].status is not None):
             record = self._calls.pop(0)
-            step: dict[str, Any] = {
+            step: StepFields = {
                 "kind": "app", "user": record.user_id, "op": record.op, "method": record.method,
-                "path": record.path, "query": scrub(dict(record.query)), "body": scrub(record.body),
+                "path": record.path, "query": scrub_fields(dict(record.query)), "body": _body(record.body),
                 "key": record.idempotency_key, "status": record.status, "made": None,
             }
-            if not isinstance(step["body"], dict):
-                step["body"] = None if step["body"] is None else {"value": step["body"]}
             await self._step(step)
 
     # -- writing ------------------------------------------------------------------------------
 
-    async def _step(self, step: dict[str, Any]) -> None:
+    async def _step(self, step: StepFields) -> None:
         async with self._lock:
             observed = await self._observe()
             if step["kind"] == "app" and step["op"] == "run.start" and (step["status"] or 0) < 300:
-                before = {r["id"] for r in (self._last or {}).get("runs", [])}
+                before = {r["id"] for r in (self._last["runs"] if self._last else [])}
                 step["made"] = next((r["id"] for r in observed["runs"] if r["id"] not in before
                                      and r["user"] == step["user"]), None)
             self._last = observed
-            line = {"type": "step", "n": self.steps + 1, "at": self._at(), **step,
+            line: StepLine = {"type": "step", "n": self.steps + 1, "at": self._at(), **step,
                     "observed": delta(self._written, observed)}
             text = dump_line(line)
             if len(text) > MAX_LINE_BYTES:  # kept without what it saw, rather than not at all
@@ -236,7 +242,7 @@ class Recorder:
             if line["observed"] is not None:
                 self._written = observed
 
-    async def _observe(self) -> dict[str, Any]:
+    async def _observe(self) -> Observation:
         """What the cloud shows now, from the desk's book (the insight reviews read again only after
         one changed). A book that caches (an attached window's) is read after its people refresh."""
         if self._reviews is None:
@@ -253,7 +259,16 @@ class Recorder:
         await asyncio.to_thread(write)
 
 
-def _insights(workspace: Any) -> InsightSource | None:
+def _body(value: object) -> JsonObject | None:
+    """A call's body as a step keeps it, its secrets replaced: a JSON object, or null, or any other
+    JSON value kept under ``value``."""
+    clean = scrub(value)
+    if isinstance(clean, dict) or clean is None:
+        return clean
+    return {"value": clean}
+
+
+def _insights(workspace: WorkspaceView) -> InsightSource | None:
     """The workspace's insight reviews, when it has them open."""
     try:
         found: InsightSource | None = workspace.insights
@@ -262,7 +277,7 @@ def _insights(workspace: Any) -> InsightSource | None:
     return found
 
 
-async def start_recording(path: Path | str, workspace: Any) -> Recorder:
+async def start_recording(path: Path | str, workspace: WorkspaceView) -> Recorder:
     """Start recording an open workspace (``Workspace``) into ``path`` (a new file, or an empty one)."""
     path = Path(path)
     if path.exists() and path.is_file() and path.stat().st_size > 0:

@@ -8,13 +8,12 @@ replay with a ``Divergence`` naming the step, what differs, and both observation
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import unquote
 
-from .format import Recording
+from .format import Recording, Step, StepFields
 from .sdk_calls import attempts
 from .session import Divergence, ReplaySession, StepOutcome
 
@@ -33,7 +32,7 @@ class ReplayReport:
         return self.divergence is None
 
 
-def check_outcome(step: Mapping[str, Any], outcome: StepOutcome) -> None:
+def check_outcome(step: Step, outcome: StepOutcome) -> None:
     """``Divergence`` when a replayed call ended otherwise than the recorded one."""
     recorded = step.get("status")
     if recorded is None:
@@ -44,14 +43,15 @@ def check_outcome(step: Mapping[str, Any], outcome: StepOutcome) -> None:
         return
     if step["kind"] == "app" and not expected_ok and not seen_ok:
         return  # an app's refused call is refused again (its status may be the refresh's or the call's)
-    expected = f"{recorded}{' ' + step['error'] if step.get('error') else ''}" if not expected_ok else "success"
+    error = step.get("error")
+    expected = f"{recorded}{' ' + error if error else ''}" if not expected_ok else "success"
     seen = repr(outcome) if not seen_ok else "success"
-    if expected_ok != seen_ok or recorded != outcome.status or (step.get("error") and step["error"] != outcome.error):
+    if expected_ok != seen_ok or recorded != outcome.status or (error and error != outcome.error):
         raise Divergence(int(step["n"]), f"{describe(step)}: expected {expected}, seen {seen}", expected, seen)
 
 
 async def replay(recording: Recording, folder: Path | str, *, served: bool = False,
-                 on_step: Callable[[Mapping[str, Any]], Awaitable[None]] | None = None) -> ReplayReport:
+                 on_step: Callable[[Step], Awaitable[None]] | None = None) -> ReplayReport:
     """Play ``recording`` on a fresh workspace in ``folder`` (embedded, or served over HTTP)."""
     report = ReplayReport()
     async with await ReplaySession.open(folder, recording.state, served=served) as session:
@@ -69,7 +69,7 @@ async def replay(recording: Recording, folder: Path | str, *, served: bool = Fal
     return report
 
 
-def describe(step: Mapping[str, Any]) -> str:
+def describe(step: StepFields) -> str:
     """A step in words (ids and kinds only; text from outside is left to the caller to show as data)."""
     kind = step["kind"]
     if kind == "app":

@@ -9,10 +9,15 @@ same call again) into one step, since replaying the call through the SDK retries
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable
+from operator import attrgetter
+from typing import TYPE_CHECKING
 
 from ..wire import match_route
+from .format import Step, StepFields
+
+if TYPE_CHECKING:
+    from ..sdk import Crouter
 
 __all__ = ["SDK_CALLS", "sdk_call", "sdk_code", "attempts"]
 
@@ -39,7 +44,7 @@ SDK_CALLS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
-def _arguments(step: Mapping[str, Any], ids: Callable[[str], Any]) -> tuple[str, list[Any], dict[str, Any]] | None:
+def _arguments(step: StepFields, ids: Callable[[str], object]) -> tuple[str, list[object], dict[str, object]] | None:
     spec = SDK_CALLS.get(str(step.get("op")))
     matched = match_route(str(step.get("method")), str(step.get("path")))
     if spec is None or matched is None:
@@ -50,12 +55,12 @@ def _arguments(step: Mapping[str, Any], ids: Callable[[str], Any]) -> tuple[str,
     body = dict(step.get("body") or {})
     sources = {"path": params, "query": query, "body": body}
 
-    def value(source: str) -> Any:
+    def value(source: str) -> object:
         where, _, field = source.partition(":")
         return sources[where].get(field)
 
     args = [value(source) for source in positional]
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, object] = {}
     for source in keywords:
         if source == "body":
             kwargs.update({k: v for k, v in body.items() if k != "idempotency_key"})
@@ -63,26 +68,24 @@ def _arguments(step: Mapping[str, Any], ids: Callable[[str], Any]) -> tuple[str,
             found = value(source)
             if found is not None:
                 field = source.partition(":")[2]
-                kwargs[field] = int(found) if field == "limit" and str(found).isdigit() else found
+                kwargs[field] = int(str(found)) if field == "limit" and str(found).isdigit() else found
     return name, args, kwargs
 
 
-def sdk_call(step: Mapping[str, Any], ids: Callable[[str], str]) -> Callable[[Any], Awaitable[Any]] | None:
+def sdk_call(step: StepFields, ids: Callable[[str], str]) -> Callable[["Crouter"], Awaitable[object]] | None:
     """The SDK call that replays an app's recorded call (``client`` -> awaitable), or None."""
     found = _arguments(step, ids)
     if found is None:
         return None
     name, args, kwargs = found
 
-    async def call(client: Any) -> Any:
-        target = client
-        for part in name.split("."):
-            target = getattr(target, part)
-        return await target(*args, **kwargs)
+    async def call(client: "Crouter") -> object:
+        method: Callable[..., Awaitable[object]] = attrgetter(name)(client)
+        return await method(*args, **kwargs)
     return call
 
 
-def sdk_code(step: Mapping[str, Any], client: str, ids: Callable[[str], Any] = str) -> str | None:
+def sdk_code(step: StepFields, client: str, ids: Callable[[str], object] = str) -> str | None:
     """The same call as Python source, on the client named ``client`` (values as ``repr``)."""
     found = _arguments(step, ids)
     if found is None:
@@ -92,9 +95,9 @@ def sdk_code(step: Mapping[str, Any], client: str, ids: Callable[[str], Any] = s
     return f"{client}.{name}({', '.join(parts)})"
 
 
-def attempts(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def attempts(steps: list[Step]) -> list[Step]:
     """The steps with an app's retried call folded into its last attempt (``attempts``: how many)."""
-    out: list[dict[str, Any]] = []
+    out: list[Step] = []
     for step in steps:
         previous = out[-1] if out else None
         if (previous is not None and step["kind"] == "app" and previous["kind"] == "app"
@@ -102,8 +105,11 @@ def attempts(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 and previous.get("user") in (None, step.get("user"))
                 and (previous.get("op"), previous.get("path"), previous.get("body"), previous.get("key"))
                 == (step.get("op"), step.get("path"), step.get("body"), step.get("key"))):
-            out[-1] = {**step, "n": previous["n"], "attempts": previous.get("attempts", 1) + 1,
-                       "last_n": step["n"]}
+            folded = step.copy()  # the same keys in the same order as ``{**step, "n": ..., ...}``
+            folded["n"] = previous["n"]
+            folded["attempts"] = previous.get("attempts", 1) + 1
+            folded["last_n"] = step["n"]
+            out[-1] = folded
             continue
         out.append(step)
     return out

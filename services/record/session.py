@@ -25,12 +25,13 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import quote, unquote
 
 from ..desk import ControlClient
 from ..errors import ServiceError
 from ..served.errors import ControlError
+from .format import JsonObject, Observation, StepFields, fields, items
 from .observe import compare, observe
 
 if TYPE_CHECKING:
@@ -39,11 +40,13 @@ if TYPE_CHECKING:
 
 __all__ = ["ReplaySession", "Divergence", "StepOutcome", "app_client", "merged_state"]
 
+T = TypeVar("T")
+
 
 class Divergence(ServiceError):
     """A replayed step whose outcome or observation differs from the recording's."""
 
-    def __init__(self, step: int, what: str, expected: Any, seen: Any) -> None:
+    def __init__(self, step: int, what: str, expected: object, seen: object) -> None:
         super().__init__(f"step {step}: {what}")
         self.step = step
         """The 1-based step that diverged."""
@@ -66,20 +69,20 @@ class StepOutcome:
         return f"{self.status}{' ' + self.error if self.error else ''}"
 
 
-def merged_state(recorded: Mapping[str, Any], fresh: Mapping[str, Any]) -> dict[str, Any]:
+def merged_state(recorded: Mapping[str, object], fresh: Mapping[str, object]) -> JsonObject:
     """The recorded starting state with the secrets of ``fresh`` (the replaying cloud's own export):
     its signing key, pinned client key and token serial, and each person's refresh-token family."""
     doc = copy.deepcopy(dict(recorded))
-    meta = dict(doc.get("meta") or {})
-    fresh_meta = fresh.get("meta") or {}
+    meta = fields(doc.get("meta"))
+    fresh_meta = fields(fresh.get("meta"))
     meta["signing_key"] = copy.deepcopy(fresh_meta.get("signing_key"))
     meta["client_jwk"] = copy.deepcopy(fresh_meta.get("client_jwk"))
-    meta["token_serial"] = max(int(meta.get("token_serial") or 0), int(fresh_meta.get("token_serial") or 0))
+    meta["token_serial"] = max(_serial(meta.get("token_serial")), _serial(fresh_meta.get("token_serial")))
     doc["meta"] = meta
-    fresh_users = {u["id"]: u for u in fresh.get("users") or []}
-    users = []
-    for user in doc.get("users") or []:
-        user = dict(user)
+    fresh_users = {person["id"]: person for person in map(fields, items(fresh.get("users")))}
+    users: list[JsonObject] = []
+    for found in items(doc.get("users")):
+        user = fields(found)
         mine = fresh_users.get(user["id"])
         if mine is not None:
             for name in ("refresh_token", "superseded", "family_revoked", "tokens_valid_from"):
@@ -88,8 +91,13 @@ def merged_state(recorded: Mapping[str, Any], fresh: Mapping[str, Any]) -> dict[
         users.append(user)
     doc["users"] = users
     kept = {u["id"] for u in users}
-    doc["refresh_tokens"] = {t: uid for t, uid in (fresh.get("refresh_tokens") or {}).items() if uid in kept}
+    doc["refresh_tokens"] = {t: uid for t, uid in fields(fresh.get("refresh_tokens")).items() if uid in kept}
     return doc
+
+
+def _serial(value: object) -> int:
+    """A token serial as a number (0 when there is none)."""
+    return int(value) if isinstance(value, (int, float, str)) and value else 0
 
 
 def app_client(workspace: "Workspace", *, over_http: bool = False) -> "OAuth2Client":
@@ -134,7 +142,7 @@ class ReplaySession:
     # -- life ---------------------------------------------------------------------------------
 
     @classmethod
-    async def open(cls, folder: Path | str, state: Mapping[str, Any], *, served: bool = False) -> "ReplaySession":
+    async def open(cls, folder: Path | str, state: Mapping[str, object], *, served: bool = False) -> "ReplaySession":
         """A fresh workspace in ``folder`` (the sample world), its cloud set to ``state``."""
         from ..workspace import Settings, Workspace
 
@@ -154,13 +162,13 @@ class ReplaySession:
         return session
 
     @classmethod
-    async def attach(cls, workspace: "Workspace", state: Mapping[str, Any]) -> "ReplaySession":
+    async def attach(cls, workspace: "Workspace", state: Mapping[str, object]) -> "ReplaySession":
         """Play on an open workspace (the demo's); its cloud is set to ``state``."""
         session = cls(workspace, workspace.desk.control, served=False, owns=False)
         await session.load_state(state)
         return session
 
-    async def load_state(self, state: Mapping[str, Any]) -> None:
+    async def load_state(self, state: Mapping[str, object]) -> None:
         """Replace the cloud's state with a recording's starting state (keeping this cloud's secrets)."""
         fresh = await self.control_client.call("GET", "/state")
         await self.control_client.call("PUT", "/state", merged_state(state, fresh))
@@ -201,7 +209,7 @@ class ReplaySession:
     def _path(self, path: str) -> str:
         return "/".join(quote(self.id(unquote(part)), safe="") if part else part for part in path.split("/"))
 
-    def _body(self, body: Any) -> Any:
+    def _body(self, body: object) -> object:
         if isinstance(body, dict):
             return {k: self._body(v) for k, v in body.items()}
         if isinstance(body, list):
@@ -212,21 +220,22 @@ class ReplaySession:
 
     # -- the operator's side ------------------------------------------------------------------
 
-    async def control(self, method: str, path: str, body: Any = None) -> Any:
+    async def control(self, method: str, path: str, body: object = None) -> JsonObject:
         """One control call as the desk made it (recorded ids in ``path`` and ``body`` mapped)."""
         body = self._body(body)
         if method == "POST" and (path.startswith("/people/") and path.endswith("/runs")
                                  or path.startswith("/runs/") and path.endswith("/message")):
-            body = {**(body or {}), "idempotency_key": f"replay-{uuid.uuid4().hex}"}
-        return await self.control_client.call(method, self._path(path), body)
+            body = {**fields(body), "idempotency_key": f"replay-{uuid.uuid4().hex}"}
+        answer: JsonObject = await self.control_client.call(method, self._path(path), body)
+        return answer
 
-    async def start_run(self, user: str, prompt: str, *, made: str | None = None, **more: Any) -> str:
+    async def start_run(self, user: str, prompt: str, *, made: str | None = None, **more: object) -> str:
         """Start a run as the app, from the desk; ``made`` is the id it had when recorded."""
         answer = await self.control("POST", f"/people/{quote(user, safe='')}/runs", {"prompt": prompt, **more})
         run_id = str(answer["run_id"])
         return self.alias(made, run_id) if made else run_id
 
-    async def send_message(self, run: str, text: str, **more: Any) -> None:
+    async def send_message(self, run: str, text: str, **more: object) -> None:
         """Send a message to a run as the app, from the desk."""
         await self.control("POST", f"/runs/{quote(run, safe='')}/message", {"text": text, **more})
 
@@ -234,19 +243,20 @@ class ReplaySession:
         """Cancel a run as the app, from the desk."""
         await self.control("POST", f"/runs/{quote(run, safe='')}/cancel", {})
 
-    async def run_action(self, run: str, action: str, **body: Any) -> Any:
+    async def run_action(self, run: str, action: str, **body: object) -> JsonObject:
         """Drive a run as the runtime would: reply, fail_turn, settle, ask, idle, emit, delete."""
         return await self.control("POST", f"/runs/{quote(run, safe='')}/{action}", body)
 
-    async def grant(self, user: str, action: str, **body: Any) -> Any:
+    async def grant(self, user: str, action: str, **body: object) -> JsonObject:
         """Change a person's grant: revoke, restore, set, ..."""
         return await self.control("POST", f"/people/{quote(user, safe='')}/grant/{action}", body)
 
-    async def person(self, user: str, action: str, **body: Any) -> Any:
+    async def person(self, user: str, action: str, **body: object) -> JsonObject:
         """A person's other control actions: refuse, expire_tokens, reconnect."""
         return await self.control("POST", f"/people/{quote(user, safe='')}/{action}", body)
 
-    async def fail_next(self, op: str, answer: Any, *, user: str | None = None, times: int | None = 1) -> Any:
+    async def fail_next(self, op: str, answer: object, *, user: str | None = None,
+                        times: int | None = 1) -> JsonObject:
         """Script the next answers of an operation (``FakeCloud.fail_next`` over the control API)."""
         return await self.control("POST", "/fail_next", {"op": op, "answer": answer, "user": user, "times": times})
 
@@ -261,7 +271,7 @@ class ReplaySession:
             found = self._clients[user] = await self._oauth.client(user)
         return found
 
-    async def app_call(self, user: str, call: Callable[["Crouter"], Awaitable[Any]]) -> Any:
+    async def app_call(self, user: str, call: Callable[["Crouter"], Awaitable[T]]) -> T:
         """``call(app)`` with the person's client: a refusal met while connecting (a refresh refused)
         is the call's outcome, as it is for an app whose first call refreshes."""
         return await call(await self.app(user))
@@ -282,12 +292,12 @@ class ReplaySession:
 
     # -- what the recording observed ----------------------------------------------------------
 
-    async def observe(self) -> dict[str, Any]:
+    async def observe(self) -> Observation:
         """What the cloud shows now (``observe.observe``), in this session's ids."""
         insights = self.workspace.insights if self.workspace.cloud is not None or self.served else None
         return await observe(self.control_client, insights)
 
-    async def expect(self, step: int, observed: Mapping[str, Any] | None) -> None:
+    async def expect(self, step: int, observed: Observation | None) -> None:
         """The cloud shows what the recording observed after ``step``, or ``Divergence``."""
         if observed is None:
             return
@@ -315,7 +325,7 @@ class ReplaySession:
         seen = [s for t, s in (await self.observe())["insights"] if t == title]
         assert status in seen, f"insight review {title!r}: expected {status}, seen {seen or 'none'}"
 
-    async def expect_refusal(self, call: Awaitable[Any], status: int | None = None, code: str | None = None) -> None:
+    async def expect_refusal(self, call: Awaitable[object], status: int | None = None, code: str | None = None) -> None:
         """The call is refused (with this status and code, when given), by the control API or through the SDK."""
         from ..sdk import CrouterError
 
@@ -330,7 +340,7 @@ class ReplaySession:
 
     # -- one recorded step --------------------------------------------------------------------
 
-    async def play(self, step: Mapping[str, Any]) -> StepOutcome:
+    async def play(self, step: StepFields) -> StepOutcome:
         """Do a recorded step; answers how it ended (a refusal is an outcome, not an error)."""
         kind = step["kind"]
         if kind in ("operator", "failure"):
@@ -339,8 +349,9 @@ class ReplaySession:
             except ControlError as refusal:
                 return StepOutcome(refusal.status, refusal.code)
             made = step.get("made")
-            if made and isinstance(answer, dict) and isinstance(answer.get("run_id"), str):
-                self.alias(made, answer["run_id"])
+            run_id = answer.get("run_id") if isinstance(answer, dict) else None
+            if made and isinstance(run_id, str):
+                self.alias(made, run_id)
             return StepOutcome(200)
         if kind == "app":
             return await self._app_step(step)
@@ -350,7 +361,7 @@ class ReplaySession:
             return StepOutcome(200)
         raise ServiceError(f"no way to play a step of kind {kind}")
 
-    async def _app_step(self, step: Mapping[str, Any]) -> StepOutcome:
+    async def _app_step(self, step: StepFields) -> StepOutcome:
         from ..sdk import CrouterError
         from .sdk_calls import sdk_call
 
@@ -365,6 +376,7 @@ class ReplaySession:
         except CrouterError as error:
             return StepOutcome(error.status, error.code)
         made = step.get("made")
-        if made and getattr(result, "id", None):
-            self.alias(made, str(result.id))
+        run_id = getattr(result, "id", None)
+        if made and run_id:
+            self.alias(made, str(run_id))
         return StepOutcome(200)
