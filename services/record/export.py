@@ -4,9 +4,10 @@ The module opens a fresh workspace with the recording's starting state (the one 
 JSON), then does each step as readable code, one named step after another: the operator's actions
 and scripted failures through the session's control helpers (the ``FakeCloud`` in process, or, with
 ``served=True``, ``RemoteCloud`` over HTTP against a server the test starts), the app's calls through
-the real SDK (``services.sdk.Crouter``), and insight decisions through the workspace. After each step
-it asserts what changed in what the recording observed: run statuses, each run's events by type and
-in order, grant states, insight reviews' outcomes; a refused call is asserted refused with its status.
+the real SDK (``services.sdk.Crouter``), and insight and OKF judgment decisions through the workspace
+(``decide_insight``, ``decide_judgment``). After each step it asserts what changed in what the recording
+observed: run statuses, each run's events by type and in order, grant states, insight reviews' and
+OKF judgments' outcomes; a refused call is asserted refused with its status.
 
 Every value from the recording is written with ``repr`` (text from outside is data in the module,
 never code), and the comments hold only ids the format validated.
@@ -81,6 +82,11 @@ def _step_lines(step: StepFields) -> list[str]:
                  else {"reason": step.get("reason")})
         args = [repr(step["title"]), repr(step["action"])] + _kwargs(extra)
         return [f"await session.decide_insight({', '.join(args)})"]
+    if kind == "okf":
+        chosen: dict[str, object] = ({"outcomes": step.get("outcomes")} if step["action"] == "approve"
+                                     else {"reason": step.get("reason")})
+        args = [repr(step.get("agent")), repr(list(step.get("inputs") or [])), repr(step["action"])] + _kwargs(chosen)
+        return [f"await session.decide_judgment({', '.join(args)})"]
     if kind == "app":
         if not step.get("user"):
             return ["# not replayed: the cloud knew no person for this call (no valid token)"]
@@ -116,6 +122,9 @@ def _expect_lines(before: Observation | None, after: Observation | None) -> list
         lines.append(f"await session.expect_grant({user!r}, {state!r})")
     for title, status in changed["insights"]:
         lines.append(f"await session.expect_insight({title!r}, {status!r})")
+    for judgment in changed.get("judgments", []):
+        lines.append(f"await session.expect_judgment({judgment['agent']!r}, {judgment['inputs']!r}, "
+                     f"{judgment['state']!r})")
     return lines
 
 
@@ -191,4 +200,7 @@ def _before_first(recording: Recording, first: Observation | None) -> Observatio
         grant = fields(user.get("grant")).get("state")
         grants[str(user["id"])] = grant if isinstance(grant, str) else None
     insights = [list(r) for r in (first.get("insights", []) if first else []) if r[1] == "pending"]
-    return {"runs": runs, "grants": grants, "insights": insights}
+    before: Observation = {"runs": runs, "grants": grants, "insights": insights}
+    if first is not None and "judgments" in first:  # the judgments pending at the start are not steps' doing
+        before["judgments"] = [j for j in first["judgments"] if j["state"] == "pending"]
+    return before

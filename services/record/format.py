@@ -16,13 +16,20 @@ A recording is one JSON object per line:
      ``body``, ``key``: its idempotency key, ``status``, ``made``);
    - ``insight``: an insight review decided (``action``: approve or reject, ``title``, ``candidate``,
      ``text``, ``reason``);
+   - ``okf``: an OKF harvest judgment decided (``action``: approve or reject; the judgment named by
+     what it judged, not by its random id: ``agent``, the source's agent, and ``inputs``, each input
+     as ``note:<note name>`` or ``record:<run id>``; ``attempt``; ``targets``: the ``<base>/<path>``
+     its outcomes write; ``outcomes``: the inputs whose outcomes were approved one by one, or null for
+     the whole judgment; ``reason``: a rejection's reason);
 
    ``observed`` is what the cloud showed right after the step (``observe.observe``): every run in
    start order with its status and its events' types, every grant's state, every insight review's
-   status; or null when it was too large to keep. After the first, an observation is written as
+   status, and (when the workspace had them) every OKF judgment's ``{"agent", "inputs", "state"}``
+   (``pending``, ``approved``, ``rejected``, ``delivered`` ...; a recording without the key did not
+   observe them); or null when it was too large to keep. After the first, an observation is written as
    what changed (``delta``): ``{"delta": true, "ids": [every run id, in order], "runs": [the runs that
    changed, a run whose events only grew carrying the new ones and ``after``: how many it had],
-   "grants", "insights"}``; ``load`` expands it again, so a loaded step's ``observed`` is whole.
+   "grants", "insights", "judgments"}``; ``load`` expands it again, so a loaded step's ``observed`` is whole.
 4. optionally ``{"type": "end", "at", "steps"}`` when the recording was stopped cleanly.
 
 Text from outside (prompts, replies, messages, event fields) is stored as data, never as markup or
@@ -58,6 +65,7 @@ __all__ = [
     "StateLine",
     "EndLine",
     "ObservedRun",
+    "ObservedJudgment",
     "Observation",
     "ObservationDelta",
     "StepFields",
@@ -79,7 +87,7 @@ FORMAT = "workbench-recording"
 """The header's ``format``."""
 VERSION = 1
 """The newest version this build reads and the one it writes."""
-STEP_KINDS = ("operator", "failure", "app", "insight")
+STEP_KINDS = ("operator", "failure", "app", "insight", "okf")
 """What a step may be."""
 MAX_LINE_BYTES = 4 * 1024 * 1024
 """The longest step line (a step whose observation would be longer is written without it)."""
@@ -144,6 +152,17 @@ class ObservedRun(TypedDict):
     """Only in an observation written as changes: how many events the run had before these."""
 
 
+class ObservedJudgment(TypedDict):
+    """One OKF harvest judgment as an observation shows it: named by what it judged."""
+
+    agent: str
+    """The agent of the source whose inputs it judged."""
+    inputs: list[str]
+    """Its inputs, each ``note:<note name>`` or ``record:<run id>``, sorted."""
+    state: str
+    """``pending``, ``approved``, ``rejected``, ``delivered``, ``invalid`` ..."""
+
+
 class Observation(TypedDict):
     """What the cloud showed after a step (whole)."""
 
@@ -152,6 +171,8 @@ class Observation(TypedDict):
     """Person -> the state of their grant (None: none)."""
     insights: list[list[str]]
     """Every insight review's ``[title, status]``."""
+    judgments: NotRequired[list[ObservedJudgment]]
+    """Every OKF judgment, sorted (absent: not observed)."""
 
 
 class ObservationDelta(TypedDict):
@@ -162,11 +183,12 @@ class ObservationDelta(TypedDict):
     runs: list[ObservedRun]
     grants: dict[str, str | None]
     insights: list[list[str]]
+    judgments: NotRequired[list[ObservedJudgment]]
 
 
 class StepFields(TypedDict, total=False):
     """What a step did, by kind (``operator``/``failure``: method .. made; ``app``: user .. made;
-    ``insight``: action .. reason)."""
+    ``insight``: action .. reason; ``okf``: action, agent .. outcomes, reason)."""
 
     kind: Required[str]
     method: str
@@ -184,6 +206,11 @@ class StepFields(TypedDict, total=False):
     candidate: int | None
     text: str | None
     reason: str | None
+    agent: str
+    inputs: list[str]
+    attempt: int
+    targets: list[str]
+    outcomes: list[str] | None
 
 
 class Step(StepFields, total=False):
@@ -267,8 +294,11 @@ def delta(base: Observation | None, observed: Observation) -> Observation | Obse
             runs.append({**run, "events": run["events"][len(before["events"]):], "after": len(before["events"])})
         else:
             runs.append(run)
-    return {"delta": True, "ids": [r["id"] for r in observed["runs"]], "runs": runs,
-            "grants": observed["grants"], "insights": observed["insights"]}
+    written: ObservationDelta = {"delta": True, "ids": [r["id"] for r in observed["runs"]], "runs": runs,
+                                 "grants": observed["grants"], "insights": observed["insights"]}
+    if "judgments" in observed:
+        written["judgments"] = observed["judgments"]
+    return written
 
 
 def _expand(base: Observation | None, written: JsonObject, number: int) -> Observation:
@@ -296,8 +326,11 @@ def _expand(base: Observation | None, written: JsonObject, number: int) -> Obser
     missing = [i for i in ids if i not in known]
     if missing:
         raise RecordingError(f"run {_shown(missing[0])} is listed, and its observation is not held", line=number)
-    return {"runs": [known[i] for i in ids], "grants": observed.get("grants", {}),
-            "insights": observed.get("insights", [])}
+    whole: Observation = {"runs": [known[i] for i in ids], "grants": observed.get("grants", {}),
+                          "insights": observed.get("insights", [])}
+    if "judgments" in observed:
+        whole["judgments"] = observed["judgments"]
+    return whole
 
 
 # -- secrets ------------------------------------------------------------------------------------
@@ -485,6 +518,7 @@ _STEP_FIELDS: dict[str, tuple[str, ...]] = {
     "failure": ("method", "path"),
     "app": ("op", "method", "path"),
     "insight": ("action",),
+    "okf": ("action", "agent"),
 }
 
 
@@ -510,10 +544,55 @@ def _step(value: JsonObject, number: int, n: int) -> Step:
             raise RecordingError(f"an insight step approves or rejects, not {_shown(value.get('action'))}", line=number)
         if not isinstance(value.get("title"), str):
             raise RecordingError("an insight step names its review's title", line=number)
+    if kind == "okf":
+        _okf_step(value, number)
     observed = value.get("observed")
     if observed is not None:
         _observed(observed, number)
     return cast(Step, {**value, "n": n})  # the fields a step holds are the ones checked above
+
+
+_INPUT = re.compile(r"^(note|record):.")
+
+
+def _inputs(value: object, what: str, number: int) -> list[str]:
+    """A list of judged inputs (``note:<name>`` / ``record:<run id>``)."""
+    if not isinstance(value, list) or not all(isinstance(i, str) and _INPUT.match(i) for i in value):
+        raise RecordingError(f"{what} is a list of inputs, each note:<name> or record:<run id>, not {_shown(value)}",
+                             line=number)
+    for item in value:
+        if item.startswith("record:"):
+            _ident({"run": item[len("record:"):]}, "run", number)
+    return value
+
+
+def _okf_step(value: JsonObject, number: int) -> None:
+    """An OKF judgment's decision: what it approves or rejects, and the judgment named by its inputs."""
+    action = value.get("action")
+    if action not in ("approve", "reject"):
+        raise RecordingError(f"an okf step approves or rejects, not {_shown(action)}", line=number)
+    inputs = _inputs(value.get("inputs"), "an okf step's inputs", number)
+    if not inputs:
+        raise RecordingError("an okf step names the inputs of its judgment (inputs is empty)", line=number)
+    attempt = value.get("attempt", 1)
+    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
+        raise RecordingError(f"an okf step's attempt is a whole number from 1, not {_shown(attempt)}", line=number)
+    targets = value.get("targets", [])
+    if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets):
+        raise RecordingError(f"an okf step's targets are a list of paths, not {_shown(targets)}", line=number)
+    outcomes = value.get("outcomes")
+    if outcomes is not None:
+        if action != "approve":
+            raise RecordingError("only an approval names outcomes (a rejection rejects the whole judgment)",
+                                 line=number)
+        chosen = _inputs(outcomes, "an okf step's outcomes", number)
+        stray = [o for o in chosen if o not in inputs]
+        if not chosen or stray:
+            raise RecordingError(f"an okf step's outcomes are some of its inputs, not {_shown(stray or chosen)}",
+                                 line=number)
+    reason = value.get("reason")
+    if action == "reject" and (not isinstance(reason, str) or not reason.strip()):
+        raise RecordingError("an okf rejection says why (reason)", line=number)
 
 
 def _observed(observed: object, number: int) -> None:
@@ -537,6 +616,15 @@ def _observed(observed: object, number: int) -> None:
     for user, state in grants.items():
         _ident({"user": user, "state": state}, "user", number)
         _ident({"user": user, "state": state}, "state", number, required=False)
+    judgments = observed.get("judgments", [])
+    if not isinstance(judgments, list):
+        raise RecordingError("an observation's judgments are a list", line=number)
+    for judgment in judgments:
+        if not isinstance(judgment, dict):
+            raise RecordingError("an observed judgment is an object (agent, inputs, state)", line=number)
+        _ident(judgment, "agent", number)
+        _ident(judgment, "state", number)
+        _inputs(judgment.get("inputs"), "an observed judgment's inputs", number)
 
 
 def _ident(value: Mapping[str, object], name: str, number: int, *, required: bool = True) -> None:

@@ -4,7 +4,10 @@ An observation is read through the control API (``GET /runs?events=1``, ``GET /p
 embedded window, an attached one and a replay read it alike, plus the workspace's insight reviews:
 
 ``{"runs": [{"id", "user", "status", "deleted", "events": [type, ...]}, ...],
-"grants": {person: state}, "insights": [[title, status], ...]}``
+"grants": {person: state}, "insights": [[title, status], ...],
+"judgments": [{"agent", "inputs": ["note:<name>" | "record:<run id>", ...], "state"}, ...]}``
+
+(the OKF judgments when the workspace has them: each named by what it judged, not by its random id).
 
 Runs are listed in start order; the built-in judge's runs are left out (the harvest starts them on
 its own schedule, not as a step of the session). ``compare`` lines a replay's observation up with the
@@ -18,12 +21,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from ..desk import JUDGE_USER, ControlClient, RunBook
-from .format import Observation, ObservedRun, fields
+from .format import Observation, ObservedJudgment, ObservedRun, fields
 
 if TYPE_CHECKING:
     from ..knowledge.insights.reviews import InsightReview
+    from ..knowledge.okf.models import JudgmentDetail, JudgmentItem
 
-__all__ = ["observe", "observe_book", "insight_states", "compare", "changes_between", "InsightSource"]
+__all__ = ["observe", "observe_book", "insight_states", "judgment_states", "judgment_inputs", "compare",
+           "compare_judgments", "changes_between", "InsightSource", "JudgmentSource"]
 
 
 class InsightSource(Protocol):
@@ -34,12 +39,44 @@ class InsightSource(Protocol):
     async def get(self, review_id: str) -> "InsightReview": ...
 
 
-async def observe(control: ControlClient, insights: InsightSource | None = None) -> Observation:
-    """The cloud's runs and grants and the insight reviews, now, read through the control API."""
+class JudgmentSource(Protocol):
+    """Where the OKF harvest judgments are read and decided (``Harvest``)."""
+
+    async def queue(self, states: Sequence[str] | None = None) -> list["JudgmentItem"]: ...
+
+    async def detail(self, judgment_id: str) -> "JudgmentDetail": ...
+
+    async def approve(self, judgment_id: str, outcomes: Sequence[str] | None = None) -> "JudgmentItem": ...
+
+    async def reject(self, judgment_id: str, reason: str) -> "JudgmentItem": ...
+
+
+async def observe(control: ControlClient, insights: InsightSource | None = None,
+                  okf: JudgmentSource | None = None) -> Observation:
+    """The cloud's runs and grants, the insight reviews and the OKF judgments (when ``okf`` is given),
+    now, read through the control API."""
     answer = await control.call("GET", "/runs", params={"events": "1"})
     people = await control.call("GET", "/people")
     runs = [(dto, dto.get("events") or []) for dto in answer.get("runs", [])]
-    return _observation(runs, people.get("people", []), await insight_states(insights))
+    observed = _observation(runs, people.get("people", []), await insight_states(insights))
+    if okf is not None:
+        observed["judgments"] = await judgment_states(okf)
+    return observed
+
+
+def judgment_inputs(detail: "JudgmentDetail") -> list[str]:
+    """A judgment's inputs as a recording names them (``note:<name>``, ``record:<run id>``), sorted."""
+    return sorted({f"{o.input_kind}:{o.input_name}" for o in detail.outcomes if o.input_kind in ("note", "record")})
+
+
+async def judgment_states(okf: JudgmentSource) -> list[ObservedJudgment]:
+    """Every OKF judgment with outcomes, named by its agent and inputs, with its state; sorted."""
+    seen: list[ObservedJudgment] = []
+    for item in await okf.queue():
+        inputs = judgment_inputs(await okf.detail(item.id))
+        if inputs:  # a judgment with no readable outcome (judging, invalid) names nothing to decide
+            seen.append({"agent": item.agent, "inputs": inputs, "state": item.state})
+    return sorted(seen, key=lambda j: (j["agent"], j["inputs"], j["state"]))
 
 
 def observe_book(book: RunBook, reviews: list[list[str]]) -> Observation:
@@ -117,6 +154,28 @@ def compare(expected: Observation, seen: Observation, aliases: dict[str, str]) -
             if list(want_review) != list(got_review):
                 return f"insight review {want_review[0]!r}: expected {want_review[1]}, seen {got_review[1]}"
         return f"insight reviews: expected {len(want_reviews)}, seen {len(got_reviews)}"
+    return compare_judgments(expected, seen, aliases)
+
+
+def _live(inputs: Iterable[str], aliases: Mapping[str, str]) -> list[str]:
+    """Recorded inputs in a replay's ids (a run record's run id mapped to the run it is here)."""
+    return sorted(f"record:{aliases.get(i[7:], i[7:])}" if i.startswith("record:") else i for i in inputs)
+
+
+def compare_judgments(expected: Observation, seen: Observation, aliases: Mapping[str, str]) -> str | None:
+    """The first recorded judgment that ``seen`` does not show in the same state, in words, or None.
+
+    Only judgments the recording observed are compared (the harvest judges on its own schedule: one
+    seen earlier than it was recorded is not a difference); a recording without them compares none."""
+    want, got = expected.get("judgments"), seen.get("judgments")
+    if want is None or got is None:
+        return None
+    for judgment in want:
+        inputs = _live(judgment["inputs"], aliases)
+        states = [j["state"] for j in got if j["agent"] == judgment["agent"] and sorted(j["inputs"]) == inputs]
+        if judgment["state"] not in states:
+            return (f"judgment of {judgment['agent']} on {', '.join(judgment['inputs'])}: expected "
+                    f"{judgment['state']}, seen {', '.join(states) or 'no such judgment'}")
     return None
 
 
@@ -129,4 +188,8 @@ def changes_between(before: Observation | None, after: Observation) -> Observati
     grants = {u: s for u, s in after.get("grants", {}).items() if old_grants.get(u, "?") != s}
     old_reviews = {tuple(r) for r in (before.get("insights", []) if before else [])}
     reviews = [r for r in after.get("insights", []) if tuple(r) not in old_reviews]
-    return {"runs": runs, "grants": grants, "insights": reviews}
+    changed: Observation = {"runs": runs, "grants": grants, "insights": reviews}
+    if "judgments" in after:
+        old_judgments = before.get("judgments", []) if before else []
+        changed["judgments"] = [j for j in after["judgments"] if j not in old_judgments]
+    return changed

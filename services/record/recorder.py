@@ -12,7 +12,9 @@ It sits at three seams, none of which needs the window to know it is being recor
   app from the desk) are told apart by a context variable set while the desk's call runs, and the
   built-in judge's calls are left out;
 - the change feed: an insight review approved or rejected is recorded with its title, the chosen
-  candidate and the text.
+  candidate and the text; an OKF harvest judgment approved (whole, or outcome by outcome) or rejected
+  is recorded with what it judged (its agent and inputs: the notes and run records), the outcomes
+  approved and the reason, once its delivery (or rejection) has ended.
 
 After each step the recorder observes the cloud (``observe.observe``) and writes the step with what it
 saw. Every line is written whole and flushed before the next; ``stop`` writes the end line and syncs
@@ -25,7 +27,7 @@ import asyncio
 import contextvars
 import os
 from datetime import datetime, timezone
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
@@ -34,10 +36,10 @@ from ..clock import Clock
 from ..desk import JUDGE_USER, ControlClient, Desk, WorkspaceView
 from ..served.errors import ControlError
 from .format import (
-    FORMAT, MAX_LINE_BYTES, MAX_STATE_BYTES, VERSION, EndLine, Header, JsonObject, Observation, RecordingError,
-    StateLine, StepFields, StepLine, delta, dump_line, scrub, scrub_fields, scrub_state,
+    FORMAT, MAX_LINE_BYTES, MAX_STATE_BYTES, VERSION, EndLine, Header, JsonObject, Observation, ObservedJudgment,
+    RecordingError, StateLine, StepFields, StepLine, delta, dump_line, scrub, scrub_fields, scrub_state,
 )
-from .observe import InsightSource, insight_states, observe_book
+from .observe import InsightSource, JudgmentSource, insight_states, judgment_inputs, judgment_states, observe_book
 
 if TYPE_CHECKING:
     from ..cloud import CallRecord, FakeCloud, InterceptContext
@@ -82,12 +84,14 @@ class Recorder:
     """One recording in progress."""
 
     def __init__(self, path: Path, desk: Desk, *, cloud: "FakeCloud | None", insights: InsightSource | None,
-                 feed: ChangeFeed | None, clock: Clock, handle: IO[str]) -> None:
+                 feed: ChangeFeed | None, clock: Clock, handle: IO[str], okf: JudgmentSource | None = None) -> None:
         self.path = path
         """The file written."""
         self.desk = desk
         self.cloud = cloud
         self.insights = insights
+        self.okf = okf
+        """The OKF harvest judgments (None: not observed, decisions not recorded)."""
         self.feed = feed
         self.clock = clock
         self.steps = 0
@@ -103,6 +107,11 @@ class Recorder:
         self._poller: asyncio.Task[None] | None = None
         self._inner: ControlClient = desk.control
         self._reviews: list[list[str]] | None = None
+        self._judgments: list[ObservedJudgment] | None = None
+        self._judgments_changed = 0
+        """Counts the harvest's changes: a read that a change overtook is not kept."""
+        self._approving: dict[str, bool] = {}
+        """Judgment id -> whole, for an approval claimed and not yet delivered."""
         self._written: Observation | None = None
         """The last observation written (the next is written as what changed since)."""
 
@@ -187,9 +196,38 @@ class Recorder:
         if change.source == "insights":
             self._reviews = None
         if change.source == "insights" and change.kind in ("review.approved", "review.rejected") and not self.stopped:
-            task = asyncio.get_running_loop().create_task(self._insight_step(change))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._spawn(self._insight_step(change))
+        if change.source == "okf":
+            self._judgments = None
+            self._judgments_changed += 1
+            if self.okf is None or self.stopped or not change.kind.startswith("judgment."):
+                return
+            state = change.kind.partition(".")[2]
+            if state == "delivering" and "whole" in change.data:  # an approval claimed; delivery follows
+                self._approving[change.id] = bool(change.data["whole"])
+            elif change.id in self._approving:  # the delivery ended (delivered, failed, or left to finish)
+                self._spawn(self._okf_step(change.id, "approve", self._approving.pop(change.id)))
+            elif state == "rejected":
+                self._spawn(self._okf_step(change.id, "reject", False))
+
+    def _spawn(self, work: Coroutine[object, object, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _okf_step(self, judgment_id: str, action: str, whole: bool) -> None:
+        """An OKF judgment decided: named by its agent and inputs; the outcomes approved one by one."""
+        if self.okf is None:
+            return
+        detail = await self.okf.detail(judgment_id)
+        names = {o.input: f"{o.input_kind}:{o.input_name}" for o in detail.outcomes}
+        approved = sorted(names[o.input] for o in detail.outcomes if o.decision == "approved")
+        targets = sorted({c for o in detail.outcomes for c in o.concepts})
+        await self.flush_calls()
+        await self._step({"kind": "okf", "action": action, "agent": detail.item.agent,
+                          "inputs": judgment_inputs(detail), "attempt": detail.item.attempt, "targets": targets,
+                          "outcomes": None if whole or action != "approve" else approved,
+                          "reason": detail.item.reason if action == "reject" else None})
 
     async def _insight_step(self, change: Change) -> None:
         if self.insights is None:
@@ -247,7 +285,16 @@ class Recorder:
         one changed). A book that caches (an attached window's) is read after its people refresh."""
         if self._reviews is None:
             self._reviews = await insight_states(self.insights)
-        return observe_book(self.desk.book, self._reviews)
+        observed = observe_book(self.desk.book, self._reviews)
+        if self.okf is not None:
+            judgments = self._judgments
+            if judgments is None:
+                changed = self._judgments_changed
+                judgments = await judgment_states(self.okf)
+                if changed == self._judgments_changed:
+                    self._judgments = judgments
+            observed["judgments"] = judgments
+        return observed
 
     def _at(self) -> float:
         return round(max(0.0, self.clock.time() - self._started), 3)
@@ -266,6 +313,15 @@ def _body(value: object) -> JsonObject | None:
     if isinstance(clean, dict) or clean is None:
         return clean
     return {"value": clean}
+
+
+def _okf(workspace: WorkspaceView) -> JudgmentSource | None:
+    """The workspace's OKF harvest judgments, when it has them open."""
+    try:
+        found: JudgmentSource | None = getattr(workspace, "okf")
+    except Exception:  # a workspace without them records the rest
+        return None
+    return found
 
 
 def _insights(workspace: WorkspaceView) -> InsightSource | None:
@@ -290,7 +346,8 @@ async def start_recording(path: Path | str, workspace: WorkspaceView) -> Recorde
     desk: Desk = workspace.desk
     cloud = getattr(workspace, "cloud", None)
     recorder = Recorder(path, desk, cloud=cloud, insights=_insights(workspace),
-                        feed=getattr(workspace, "feed", None), clock=workspace.settings.clock, handle=handle)
+                        feed=getattr(workspace, "feed", None), clock=workspace.settings.clock, handle=handle,
+                        okf=_okf(workspace))
     try:
         state = await desk.control.call("GET", "/state")
         source = "attached" if getattr(workspace, "attached", None) is not None else "embedded"

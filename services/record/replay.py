@@ -15,7 +15,7 @@ from urllib.parse import unquote
 
 from .format import Recording, Step, StepFields
 from .sdk_calls import attempts
-from .session import Divergence, ReplaySession, StepOutcome
+from .session import JUDGMENT_WAIT_S, Divergence, ReplaySession, StepOutcome
 
 __all__ = ["ReplayReport", "replay", "check_outcome", "describe"]
 
@@ -51,10 +51,13 @@ def check_outcome(step: Step, outcome: StepOutcome) -> None:
 
 
 async def replay(recording: Recording, folder: Path | str, *, served: bool = False,
-                 on_step: Callable[[Step], Awaitable[None]] | None = None) -> ReplayReport:
-    """Play ``recording`` on a fresh workspace in ``folder`` (embedded, or served over HTTP)."""
+                 on_step: Callable[[Step], Awaitable[None]] | None = None,
+                 judgment_wait: float = JUDGMENT_WAIT_S) -> ReplayReport:
+    """Play ``recording`` on a fresh workspace in ``folder`` (embedded, or served over HTTP);
+    ``judgment_wait``: how long a step waits for the harvest to judge what a recorded judgment judged."""
     report = ReplayReport()
     async with await ReplaySession.open(folder, recording.state, served=served) as session:
+        session.judgment_wait = judgment_wait
         for step in attempts(recording.steps):
             try:
                 outcome = await session.play(step)
@@ -76,6 +79,10 @@ def describe(step: StepFields) -> str:
         return f"the app ({step.get('user') or 'unknown person'}) calls {step.get('op')}"
     if kind == "insight":
         return f"the operator {'approves' if step.get('action') == 'approve' else 'rejects'} an insight review"
+    if kind == "okf":
+        verb = "rejects" if step.get("action") == "reject" else \
+            "approves some outcomes of" if step.get("outcomes") is not None else "approves"
+        return f"the operator {verb} the OKF judgment of {step.get('agent')} ({len(step.get('inputs') or [])} inputs)"
     if kind == "failure":
         body = step.get("body") or {}
         return f"a scripted failure: the next {body.get('op')} answers {body.get('answer')}"

@@ -9,7 +9,10 @@ recording's starting state, and then plays steps:
   named helpers ``run_action``, ``grant``, ``start_run``, ``send_message``, ``fail_next``);
 - an app's call through the real SDK (``app(user)`` is a ``Crouter`` with the person's connection,
   refreshed through the directory like any app's);
-- an insight review's decision through the workspace's ``InsightReviews``.
+- an insight review's decision through the workspace's ``InsightReviews``;
+- an OKF harvest judgment's decision through the workspace's ``Harvest`` (``decide_judgment``): the
+  session waits, bounded, for the harvest to judge the same inputs here, then approves (whole, or the
+  same outcomes) or rejects it; a judgment that never comes is a ``Divergence`` at that step.
 
 A run started during the session gets another id than it had when recorded: ``alias`` maps the
 recorded id to the new one and every helper takes recorded ids. ``expect`` compares what the cloud
@@ -20,6 +23,7 @@ and the people's refresh tokens, so the workspace's connections keep working.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -31,16 +35,21 @@ from urllib.parse import quote, unquote
 from ..desk import ControlClient
 from ..errors import ServiceError
 from ..served.errors import ControlError
-from .format import JsonObject, Observation, StepFields, fields, items
-from .observe import compare, observe
+from .format import JsonObject, Observation, ObservedJudgment, StepFields, fields, items
+from .observe import JudgmentSource, compare, compare_judgments, judgment_inputs, observe
 
 if TYPE_CHECKING:
     from ..sdk import Crouter, OAuth2Client
     from ..workspace import Workspace
 
-__all__ = ["ReplaySession", "Divergence", "StepOutcome", "app_client", "merged_state"]
+__all__ = ["ReplaySession", "Divergence", "StepOutcome", "app_client", "merged_state", "JUDGMENT_WAIT_S"]
 
 T = TypeVar("T")
+
+JUDGMENT_WAIT_S = 30.0
+"""How long a replay waits for the harvest to judge what a recorded judgment judged (or to reach the
+state the recording observed) before it calls the step diverged."""
+_JUDGMENT_POLL_S = 0.05
 
 
 class Divergence(ServiceError):
@@ -135,6 +144,8 @@ class ReplaySession:
         """True when the cloud is served and driven over HTTP."""
         self.aliases: dict[str, str] = {}
         """Recorded run id -> the id the same run has here."""
+        self.judgment_wait = JUDGMENT_WAIT_S
+        """Seconds a step waits for the harvest to judge what a recorded judgment judged."""
         self._owns = owns
         self._oauth: OAuth2Client | None = None
         self._clients: dict[str, Crouter] = {}
@@ -290,21 +301,89 @@ class ReplaySession:
         else:
             await insights.reject(pending[0].id, reason or "rejected")
 
+    # -- OKF harvest judgments -----------------------------------------------------------------
+
+    def _okf(self) -> JudgmentSource | None:
+        """The workspace's harvest (None: it has none open)."""
+        try:
+            found: JudgmentSource = self.workspace.okf
+        except (ServiceError, RuntimeError):  # a workspace that has not opened its knowledge
+            return None
+        return found
+
+    def _inputs(self, inputs: list[str]) -> list[str]:
+        """Recorded inputs in this session's ids (a run record's run id mapped)."""
+        return sorted(f"record:{self.id(i[7:])}" if i.startswith("record:") else i for i in inputs)
+
+    async def find_judgment(self, agent: str, inputs: list[str], *, state: str = "pending",
+                            step: int = 0, wait: float | None = None) -> str:
+        """The id here of the judgment of ``agent`` on ``inputs`` (recorded ids) in ``state``, waiting up
+        to ``wait`` seconds (``judgment_wait``) for the harvest to judge them; ``Divergence`` when it never comes."""
+        wait = self.judgment_wait if wait is None else wait
+        okf = self._okf()
+        live = self._inputs(inputs)
+        seen: list[ObservedJudgment] = []
+        for _ in range(max(1, int(wait / _JUDGMENT_POLL_S))):
+            if okf is not None:
+                seen = []
+                for item in await okf.queue():
+                    named = judgment_inputs(await okf.detail(item.id))
+                    if item.agent == agent and named == live and item.state == state:
+                        return item.id
+                    if named:
+                        seen.append({"agent": item.agent, "inputs": named, "state": item.state})
+            await asyncio.sleep(_JUDGMENT_POLL_S)
+        want: ObservedJudgment = {"agent": agent, "inputs": live, "state": state}
+        raise Divergence(step, f"no {state} judgment of {agent} on {', '.join(live)} came within {wait:g} s",
+                         want, seen)
+
+    async def decide_judgment(self, agent: str, inputs: list[str], action: str, *, outcomes: list[str] | None = None,
+                              reason: str | None = None, step: int = 0, wait: float | None = None) -> None:
+        """Approve (whole, or only ``outcomes``: some of ``inputs``) or reject the pending OKF judgment of
+        ``agent`` on ``inputs``, as the judgments pane does, once the harvest has judged them here."""
+        okf = self._okf()
+        judgment = await self.find_judgment(agent, inputs, step=step, wait=wait)
+        assert okf is not None
+        if action == "reject":
+            await okf.reject(judgment, reason or "rejected")
+            return
+        chosen: list[str] | None = None
+        if outcomes is not None:
+            wanted = set(self._inputs(outcomes))
+            detail = await okf.detail(judgment)
+            chosen = [o.input for o in detail.outcomes if f"{o.input_kind}:{o.input_name}" in wanted]
+        await okf.approve(judgment, chosen)
+
+    async def expect_judgment(self, agent: str, inputs: list[str], state: str, *, wait: float | None = None) -> None:
+        """A judgment of ``agent`` on ``inputs`` (recorded ids) is in this state (waiting up to ``wait``
+        seconds for the harvest to get there)."""
+        try:
+            await self.find_judgment(agent, inputs, state=state, wait=wait)
+        except Divergence as divergence:
+            raise AssertionError(f"{divergence.what}; seen {divergence.seen}") from None
+
     # -- what the recording observed ----------------------------------------------------------
 
     async def observe(self) -> Observation:
         """What the cloud shows now (``observe.observe``), in this session's ids."""
         insights = self.workspace.insights if self.workspace.cloud is not None or self.served else None
-        return await observe(self.control_client, insights)
+        okf = self._okf() if self.workspace.cloud is not None or self.served else None
+        return await observe(self.control_client, insights, okf)
 
     async def expect(self, step: int, observed: Observation | None) -> None:
-        """The cloud shows what the recording observed after ``step``, or ``Divergence``."""
+        """The cloud shows what the recording observed after ``step``, or ``Divergence``. The harvest
+        judges on its own schedule: a judgment not yet in the recorded state is waited for (bounded)."""
         if observed is None:
             return
-        seen = await self.observe()
-        problem = compare(observed, seen, self.aliases)
-        if problem is not None:
-            raise Divergence(step, problem, observed, seen)
+        for _ in range(max(1, int(self.judgment_wait / _JUDGMENT_POLL_S))):
+            seen = await self.observe()
+            problem = compare(observed, seen, self.aliases)
+            if problem is None:
+                return
+            if problem != compare_judgments(observed, seen, self.aliases):
+                break  # a run, a grant or a review differs: that is not waited for
+            await asyncio.sleep(_JUDGMENT_POLL_S)
+        raise Divergence(step, problem or "the observation differs", observed, seen)  # the last difference seen
 
     async def expect_run(self, run: str, *, status: str, events: list[str], deleted: bool = False) -> None:
         """The run (recorded id) has this status and these events' types, in order."""
@@ -353,6 +432,10 @@ class ReplaySession:
             if made and isinstance(run_id, str):
                 self.alias(made, run_id)
             return StepOutcome(200)
+        if kind == "okf":
+            await self.decide_judgment(step["agent"], step["inputs"], step["action"], outcomes=step.get("outcomes"),
+                                       reason=step.get("reason"), step=_step_number(step))
+            return StepOutcome(200)
         if kind == "app":
             return await self._app_step(step)
         if kind == "insight":
@@ -380,3 +463,9 @@ class ReplaySession:
         if made and run_id:
             self.alias(made, str(run_id))
         return StepOutcome(200)
+
+
+def _step_number(step: StepFields) -> int:
+    """A loaded step's number (0 for step fields that carry none)."""
+    number = fields(step).get("n")
+    return number if isinstance(number, int) else 0
