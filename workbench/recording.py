@@ -218,7 +218,7 @@ class RecordedSteps:
         parts = path.strip("/").split("/")
         from urllib.parse import unquote
 
-        if step["kind"] == "insight":
+        if step["kind"] in ("insight", "okf"):  # both are decided in the judgments pane
             main.action_show_pane("judgments")
         elif parts[:1] == ["people"] and len(parts) > 2 and parts[2] != "runs":
             main.action_show_pane("grants")

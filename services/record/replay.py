@@ -82,7 +82,8 @@ def describe(step: StepFields) -> str:
     if kind == "okf":
         verb = "rejects" if step.get("action") == "reject" else \
             "approves some outcomes of" if step.get("outcomes") is not None else "approves"
-        return f"the operator {verb} the OKF judgment of {step.get('agent')} ({len(step.get('inputs') or [])} inputs)"
+        count = len(step.get("inputs") or [])
+        return f"the operator {verb} the OKF judgment of {step.get('agent')} ({count} input{'' if count == 1 else 's'})"
     if kind == "failure":
         body = step.get("body") or {}
         return f"a scripted failure: the next {body.get('op')} answers {body.get('answer')}"

@@ -13,6 +13,7 @@ from services.clock import FakeClock
 from services.record import RecordingError, export_test, load_recording, parse_recording, replay
 from services.workspace import Settings
 from workbench.app import make_app
+from workbench.recording import RecordedDemoApp
 
 from ..ui.conftest import ready, settle
 from .test_session import _run_pytest
@@ -177,3 +178,21 @@ def test_a_recording_without_judgments_still_loads_and_compares_none(okf_recorde
         lines.append(json.dumps(line))
     recording = parse_recording(lines)
     assert all("judgments" not in (s["observed"] or {}) for s in recording.steps)
+
+
+async def test_demo_from_the_recording_decides_in_the_judgments_pane(okf_recorded: tuple[Path, dict[str, Any]],
+                                                                    tmp_path: Path) -> None:
+    path, _ = okf_recorded
+    recording = load_recording(path)
+    shots = tmp_path / "shots"
+    app = RecordedDemoApp(Settings(path=tmp_path / "ws"), recording, speed=200, screenshots=shots, exit_at_end=True)
+    async with app.run_test(size=(160, 48)) as pilot:
+        for _ in range(1200):
+            await pilot.pause(0.05)
+            if len(app.completed) == len(app.steps) or app.failures:
+                break
+        assert app.failures == []
+        assert app.completed == ["load"] + [f"step_{s['n']}" for s in recording.steps]
+        assert app.main.active == "judgments"
+    last = (shots / f"{len(recording.steps) + 1:02d}-step_{recording.steps[-1]['n']}.svg").read_text(encoding="utf-8")
+    assert "rejects" in last and "OKF" in last
