@@ -11,6 +11,8 @@ import pytest
 
 from services.clock import FakeClock
 from services.record import RecordingError, export_test, load_recording, parse_recording, replay
+from services.record.format import Observation
+from services.record.observe import compare
 from services.workspace import Settings
 from workbench.app import make_app
 from workbench.recording import RecordedDemoApp
@@ -124,7 +126,9 @@ async def test_a_judgment_that_never_comes_stops_the_replay_there(okf_recorded: 
     assert report.played == list(range(1, n))
     assert "no pending judgment of gardener on note:never-written.md came" in report.divergence.what
     assert report.divergence.expected == {"agent": "gardener", "inputs": ["note:never-written.md"], "state": "pending"}
-    assert {"agent": "gardener", "inputs": ["record:run_sample_garden"], "state": "pending"} in report.divergence.seen
+    seen = report.divergence.seen
+    assert isinstance(seen, list)
+    assert {"agent": "gardener", "inputs": ["record:run_sample_garden"], "state": "pending"} in seen
 
 
 async def test_a_different_decision_stops_the_replay_there_showing_both(okf_recorded: tuple[Path, dict[str, Any]],
@@ -171,13 +175,18 @@ def test_a_recording_without_judgments_still_loads_and_compares_none(okf_recorde
     lines = []
     for raw in path.read_text(encoding="ascii").splitlines():
         line = json.loads(raw)
-        if line.get("type") == "step" and line.get("kind") == "okf":
-            continue
         if isinstance(line.get("observed"), dict):
             line["observed"].pop("judgments", None)
         lines.append(json.dumps(line))
     recording = parse_recording(lines)
-    assert all("judgments" not in (s["observed"] or {}) for s in recording.steps)
+    assert recording.steps and all("judgments" not in (s["observed"] or {}) for s in recording.steps)
+    old = recording.steps[-1]["observed"]
+    assert old is not None
+    seen: Observation = {**old, "judgments": [{"agent": "gardener", "inputs": ["note:a.md"], "state": "pending"}]}
+    assert compare(old, seen, {}) is None  # not observed then: nothing to compare
+    assert compare(seen, old, {}) is None  # not observed now: nothing to compare
+    assert compare(seen, {**old, "judgments": []}, {}) == \
+        "judgment of gardener on note:a.md: expected pending, seen no such judgment"
 
 
 async def test_demo_from_the_recording_decides_in_the_judgments_pane(okf_recorded: tuple[Path, dict[str, Any]],
