@@ -23,8 +23,8 @@ bad value never stops a read, a sweep or a compaction.
 
 The mutex (``OutboxStores.locked``) is one module-level lock serialising every outbox
 read-modify-write across all conversations and all store instances of the process, plus a file
-lock (``flock`` on ``data/outbox/capture.lock``, the lock ``services.files.FileLock`` takes, through
-one kept descriptor) that extends it across processes: a sweep's rewrite can never lose a
+lock (the ``filelock`` package's lock on ``data/outbox/capture.lock``, the lock
+``services.files.FileLock`` takes, one instance kept per store) that extends it across processes: a sweep's rewrite can never lose a
 concurrent append from this process or another one. Waiting for it longer than ``LOCK_WAIT_S`` raises ``LockTimeoutError``. The locked work is a
 plain function run in a worker thread; it is not re-entrant, and no network call ever happens
 inside.
@@ -34,14 +34,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
+import filelock
 import json
 import logging
 import math
 import os
 import tempfile
 import threading
-import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -483,56 +482,29 @@ class _DisplayCache:
 
 
 class _FlockHandle:
-    """The cross-process half of the outbox mutex: ``flock`` on ``capture.lock`` through one kept descriptor.
+    """The cross-process half of the outbox mutex: the ``filelock`` package's lock on ``capture.lock``,
+    one instance kept for the store's life.
 
-    It takes the same ``flock`` as ``services.files.FileLock`` (the ``filelock`` package) on the
-    same file, so holders of either exclude each other, but skips that package's per-acquire
-    bookkeeping (path resolution, folder creation, fork checks: about 1 ms each time), which
-    made every capture slower. Only the module mutex's holder calls it, so it needs no thread
-    lock of its own. A lock file replaced on disk is noticed (inode check) and opened again.
+    It is the same lock ``services.files.FileLock`` takes on the same file (so holders of either
+    exclude each other), without that wrapper's per-acquire bookkeeping (path resolution, folder
+    creation, fork checks: about 1 ms each time), which made every capture slower. The package
+    opens the file at each acquire and closes it at release, so a lock file replaced on disk or a
+    forked child needs nothing of its own. Only the module mutex's holder calls it.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd = -1
-        self._pid = os.getpid()
-
-    def _descriptor(self) -> int:
-        if self._pid != os.getpid():  # a forked child shares the parent's descriptor: take its own
-            self._fd, self._pid = -1, os.getpid()
-        if self._fd >= 0:
-            try:
-                if os.stat(self.path).st_ino == os.fstat(self._fd).st_ino:
-                    return self._fd
-            except FileNotFoundError:
-                pass
-            os.close(self._fd)
-            self._fd = -1
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        return self._fd
+        self._lock = filelock.FileLock(str(path), thread_local=False)
 
     def __enter__(self) -> None:
-        fd = self._descriptor()
-        deadline = time.monotonic() + LOCK_WAIT_S
-        pause = 0.001
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise LockTimeoutError(f"the memory outbox is busy in another process ({self.path}); "
-                                           f"gave up after {LOCK_WAIT_S:g} s") from None
-                time.sleep(pause)
-                pause = min(pause * 2, 0.01)
+        try:
+            self._lock.acquire(timeout=LOCK_WAIT_S, poll_interval=0.001)
+        except filelock.Timeout:
+            raise LockTimeoutError(f"the memory outbox is busy in another process ({self.path}); "
+                                   f"gave up after {LOCK_WAIT_S:g} s") from None
 
     def __exit__(self, *exc: object) -> None:
-        fcntl.flock(self._fd, fcntl.LOCK_UN)
-
-    def __del__(self) -> None:
-        if self._fd >= 0 and self._pid == os.getpid():
-            with contextlib.suppress(OSError):
-                os.close(self._fd)
+        self._lock.release()
 
 
 _GROUP_MAX = 1000
