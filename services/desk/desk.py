@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import uuid
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol
 from urllib.parse import quote
 
@@ -30,6 +30,7 @@ from ..errors import ServiceError
 from ..text import value_problem
 from ..wire import OUTCOMES, REFUSAL_CODES
 from .models import GrantView, OperatorAction, OperatorError, RefusalRecord, RunDetail, RunView
+from .book import RunBook
 from .mirror import RunMirror
 from .views import grant_view, live_runs_by_person, run_detail, run_view
 
@@ -45,38 +46,6 @@ class ControlClient(Protocol):
     """The control API, in this process or over HTTP: one call, or ``ControlError`` (status, code, message)."""
 
     async def call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> Any: ...
-
-
-class RunBook(Protocol):
-    """Where a desk reads runs and people, as the control API's DTOs (times as wire strings or seconds)."""
-
-    def run_dtos(self) -> Iterable[Mapping[str, Any]]:
-        """Every run's DTO, deleted ones included, without events."""
-        ...
-
-    def run_dto(self, run_id: str) -> Mapping[str, Any] | None:
-        """One run's DTO (None when unknown)."""
-        ...
-
-    def events(self, run_id: str) -> tuple[dict[str, Any], ...]:
-        """One run's event log, as the wire has it."""
-        ...
-
-    def people(self) -> Iterable[Mapping[str, Any]]:
-        """Every person's DTO (``id``, ``grant``, ``refusal``, ``holding``, ``reads``)."""
-        ...
-
-    def person(self, user_id: str) -> Mapping[str, Any] | None:
-        """One person's DTO (None when unknown)."""
-        ...
-
-    def absorb_run(self, dto: Mapping[str, Any]) -> None:
-        """A run as an action's answer showed it (kept by a book that caches; ignored by a live one)."""
-        ...
-
-    async def refresh_people(self) -> None:
-        """Read the people again after a grant action (a live book has nothing to do)."""
-        ...
 
 
 def event_fields(type: str, fields_json: str) -> tuple[str, dict[str, Any]]:

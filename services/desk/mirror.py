@@ -20,7 +20,7 @@ from ..times import parse_time
 
 if TYPE_CHECKING:
     from ..changes import Change, ChangeFeed
-    from .desk import RunBook
+    from .book import RunBook
 
 __all__ = ["RunMirror", "converted", "seq_of"]
 
