@@ -95,6 +95,13 @@ for round in $(seq 1 "$rounds"); do
     run_side "$scratch/old" "$scratch/old.$round.txt" "$old ${old_sha:0:9}" "$@"
     run_side "$scratch/new" "$scratch/new.$round.txt" "$new ${new_sha:0:9}" "$@"
     echo "== benchmarks/$bench, round $round of $rounds, $(date -u '+%Y-%m-%d %H:%M UTC')"
+    if [ "$(awk '{ if (length($0) > m) m = length($0) } END { print m + 0 }' "$scratch/old.$round.txt")" -gt "$half" ]; then
+        # a line wider than half the screen would be cut: the two outputs one after the other, whole
+        cat "$scratch/old.$round.txt"
+        echo "--"
+        cat "$scratch/new.$round.txt"
+        continue
+    fi
     awk -v half="$half" '
         FNR == NR { a[FNR] = $0; na = FNR; next }
         { b[FNR] = $0; nb = FNR }
