@@ -116,6 +116,7 @@ async def stream_rate(served: str, token: str, total: int, streams: int = 1) -> 
     """Events/s from ``streams`` runs at once, each with its own producer (batches of 1,000 through
     the control API) and its own SDK consumer; ``total`` events in all. Returns the read rate."""
     per_stream = total // streams
+    per_stream -= per_stream % min(1000, per_stream)  # whole batches only: every event produced is awaited
     async with RemoteCloud(served, token) as remote:
         conn = await remote.connection(f"user:stream{streams}", scopes=["crtr:llm"])
         store = MemoryConnectionStore()
