@@ -16,10 +16,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from collections.abc import Mapping
+from typing import TypedDict
 from urllib.parse import unquote
 
 __all__ = [
     "CONTROL_PREFIX",
+    "ConnectionJSON",
     "Field",
     "ControlRoute",
     "CONTROL_ROUTES",
@@ -31,6 +33,20 @@ __all__ = [
 
 CONTROL_PREFIX = "/_workbench/v1"
 """Where the control API lives on a served cloud's origin."""
+
+
+class ConnectionJSON(TypedDict):
+    """``POST /people/{user}/connect``'s answer: what an app stores (a ``Connection`` plus where to refresh it)."""
+
+    issuer: str
+    client_id: str
+    user_id: str
+    access_token: str
+    refresh_token: str
+    expires_at: float
+    scope: list[str]
+    runtime_url: str
+    runtime_id: str
 
 RUN_ACTIONS = ("reply", "fail_turn", "set_activity", "settle", "idle", "ask", "delete", "emit", "close_idle",
                "expire_events")

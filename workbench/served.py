@@ -8,13 +8,14 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
     import httpx
 
     from services.attached.client import RemoteCloud
+    from services.control_wire import ConnectionJSON
 
 __all__ = ["serve_command", "connect_command", "check_ui_serve", "LimitOptions", "served_or_stored", "StoredCloud"]
 
@@ -216,7 +217,7 @@ async def _issuer(folder: Path) -> tuple[str, str]:
 
 
 async def _connect(folder: Path, user_id: str, scopes: list[str] | None,
-                   refresh_with: str | None = None) -> dict[str, Any]:
+                   refresh_with: str | None = None) -> ConnectionJSON:
     """The connection JSON for ``user_id``, from the server when one serves the folder, else from the
     stored cloud (opened here, with the issuer it was last served at); refreshed with ``refresh_with``."""
     from services.served.control import connection_json
@@ -236,14 +237,14 @@ async def _connect(folder: Path, user_id: str, scopes: list[str] | None,
             await store.close()
 
 
-async def _refreshed(answer: dict[str, Any], pem: str, transport: httpx.AsyncBaseTransport | None) -> dict[str, Any]:
+async def _refreshed(answer: ConnectionJSON, pem: str, transport: httpx.AsyncBaseTransport | None) -> ConnectionJSON:
     """``answer`` with its tokens refreshed through the directory, as the app with key ``pem`` would
     (``transport``: the in-process cloud's; None: over the network to the served one)."""
-    from services.sdk import Connection, MemoryConnectionStore, OAuth2Client
+    from services.attached.client import connection_of
+    from services.sdk import MemoryConnectionStore, OAuth2Client
 
     store = MemoryConnectionStore()
-    await store.save(Connection(**{k: answer[k] for k in ("user_id", "access_token", "refresh_token", "expires_at",
-                                                          "scope", "runtime_url", "runtime_id")}))
+    await store.save(connection_of(answer))
     oauth = OAuth2Client(client_id=answer["client_id"], issuer=answer["issuer"], private_key=pem, store=store,
                          transport=transport)
     try:
@@ -252,8 +253,11 @@ async def _refreshed(answer: dict[str, Any], pem: str, transport: httpx.AsyncBas
     finally:
         await oauth.aclose()
     assert fresh is not None
-    return {**answer, "access_token": fresh.access_token, "refresh_token": fresh.refresh_token,
-            "expires_at": fresh.expires_at}
+    refreshed = answer.copy()
+    refreshed["access_token"] = fresh.access_token
+    refreshed["refresh_token"] = fresh.refresh_token
+    refreshed["expires_at"] = fresh.expires_at
+    return refreshed
 
 
 def check_ui_serve(folder: Path, port: int | None) -> str | None:

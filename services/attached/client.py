@@ -34,6 +34,7 @@ from urllib.parse import quote
 
 import httpx
 
+from ..control_wire import ConnectionJSON
 from ..changes import Change
 from ..served.asgi import CONTROL_PREFIX
 from ..served.errors import ControlError
@@ -102,18 +103,16 @@ class RemoteCloud:
         dependencies: list[dict[str, Any]] | None = None,
     ) -> "Connection":
         """Make the person's grant active and save their ``Connection`` (access token expired) to ``store``."""
-        from ..sdk import Connection
 
         answer = await self.connection(user_id, scopes=scopes, dependencies=dependencies)
-        connection = Connection(**{k: answer[k] for k in (
-            "user_id", "access_token", "refresh_token", "expires_at", "scope", "runtime_url", "runtime_id")})
+        connection = connection_of(answer)
         if store is not None:
             await store.save(connection)
         return connection
 
     async def connection(
         self, user_id: str, *, scopes: list[str] | None = None, dependencies: list[dict[str, Any]] | None = None
-    ) -> dict[str, Any]:
+    ) -> ConnectionJSON:
         """The connection JSON an app stores (with ``issuer`` and ``client_id``)."""
         body: dict[str, Any] = {}
         if scopes is not None:
@@ -411,3 +410,12 @@ class RemoteUser:
 
     async def expire_tokens(self) -> None:
         await self._remote.call("POST", f"/people/{_q(self.id)}/expire_tokens")
+
+
+def connection_of(answer: ConnectionJSON) -> "Connection":
+    """The ``Connection`` an app keeps, from the control API's connection JSON."""
+    from ..sdk import Connection
+
+    return Connection(user_id=answer["user_id"], access_token=answer["access_token"],
+                      refresh_token=answer["refresh_token"], expires_at=answer["expires_at"],
+                      scope=answer["scope"], runtime_url=answer["runtime_url"], runtime_id=answer["runtime_id"])

@@ -40,7 +40,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
-from ..control_wire import GRANT_ACTIONS, RUN_ACTIONS, body_problem, match_control
+from ..control_wire import GRANT_ACTIONS, RUN_ACTIONS, ConnectionJSON, body_problem, match_control
 from .app_actions import AppActions
 from .asgi import CONTROL_PREFIX, Receive, Scope, Send, read_body, send_envelope, storage_full
 from .change_log import ChangeLog
@@ -196,7 +196,7 @@ class ControlApp:
         return person_dto(self._user(user))
 
     async def _connect(self, body: dict[str, Any], query: dict[str, str], user: str) -> Answer:
-        return await connection_json(self.cloud, user, body.get("scopes"), body.get("dependencies"))
+        return dict(await connection_json(self.cloud, user, body.get("scopes"), body.get("dependencies")))
 
     async def _grant(self, body: dict[str, object], query: dict[str, str], user: str, action: str) -> Answer:
         grant = self._user(user).grant
@@ -388,7 +388,7 @@ class ControlApp:
 
 
 async def connection_json(cloud: "FakeCloud", user_id: str, scopes: object,
-                          dependencies: "list[dict[str, object]] | None") -> Answer:
+                          dependencies: "list[dict[str, object]] | None") -> ConnectionJSON:
     """Connect a person and answer what an app stores: the connection plus ``issuer`` and ``client_id``."""
     from ..sdk import MemoryConnectionStore
 
