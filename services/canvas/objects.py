@@ -18,16 +18,19 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import ColumnElement, Select, and_, bindparam, case, exists, func, literal, select, text, union_all
+from sqlalchemy import (ColumnElement, Integer, Select, and_, bindparam, case, column, exists, func, literal, select, text,
+                        union_all)
 from sqlalchemy.orm import aliased
 from sqlalchemy.orm.util import AliasedClass
 from sqlmodel import Session, col
 
 from services.changes import Change
 
+from . import counters
 from .eligibility import OPERATOR, Access, access_for
 from .errors import AmbiguousNameError, ObjectNotFoundError
 from .models import EdgeRow, ObjectRow
+from .name_index import CANDIDATES, fts_phrase, has_name_index
 from .names import OWNER_TYPES, RESOLVE_TYPES, ReaderView, check_handle, owner_id, split_owner_ref
 from .views import EdgeView, Neighbourhood, ObjectPage, ObjectSummary
 
@@ -275,14 +278,33 @@ def _filters(session: Session, type: str | None, owner: str | None, name_filter:
     return where
 
 
+def _candidates(session: Session, name_filter: str | None) -> ColumnElement[bool] | None:
+    """SQLite: ``pk IN (the trigram index's candidates)`` for a filter it can serve, else None. The
+    candidates hold every row the filter's ``LIKE`` matches, which is still applied to each."""
+    if not name_filter or session.get_bind().dialect.name != "sqlite" or not has_name_index(session):
+        return None
+    phrase = fts_phrase(name_filter)
+    if phrase is None:
+        return None
+    return col(ObjectRow.pk).in_(text(CANDIDATES).bindparams(phrase=phrase).columns(column("rowid", Integer)))
+
+
 def list_objects(session: Session, *, type: str | None = None, owner: str | None = None,
                  name_filter: str | None = None, offset: int = 0, limit: int = 50,
                  access: Access | None = None) -> ObjectPage:
     """One page of objects ordered by name, filtered by type, owner id and a name substring, and
-    to what ``access`` may read (``None``: the operator, everything)."""
+    to what ``access`` may read (``None``: the operator, everything).
+
+    A name filter a trigram index serves (``name_index``) reads the page from the index's
+    candidates when they are few (a rare substring: a million names are not read in order to find
+    fifty), and from the names in order when they are many (a common one: the page fills after a
+    few thousand names). Both give the same page: the ``LIKE`` decides, the order is ``name, pk``."""
     limit = max(1, min(int(limit), 1000))
     offset = max(0, int(offset))
     where = _filters(session, type, owner, name_filter, access)
+    candidates = _candidates(session, name_filter)
+    if candidates is not None and _few(session, name_filter or "", offset + limit + 1):
+        where.append(candidates)
     if session.get_bind().dialect.name == "postgresql":
         # PostgreSQL works out the owner reference of every row it skips for the offset; pick the
         # page's keys first, then describe only those rows (same page, same order).
@@ -297,10 +319,31 @@ def list_objects(session: Session, *, type: str | None = None, owner: str | None
                       seen_as=access.label if access else OPERATOR)
 
 
+FEW_CANDIDATES = 5_000
+"""Up to this many trigram candidates (and at least the page's rows), a filtered page is read from
+the candidates; past it, from the names in order (each candidate costs a lookup; in order, a
+common substring fills the page quickly)."""
+
+
+def _few(session: Session, name_filter: str, page_rows: int) -> bool:
+    """Whether the trigram index has few candidates for ``name_filter`` (``FEW_CANDIDATES``, or the page)."""
+    cap = max(FEW_CANDIDATES, page_rows)
+    n = session.connection().execute(text(f"SELECT count(*) FROM ({CANDIDATES} LIMIT :cap) AS c"),
+                                     {"phrase": fts_phrase(name_filter), "cap": cap + 1}).scalar_one()
+    return int(n) <= cap
+
+
 def count_objects(session: Session, *, type: str | None = None, owner: str | None = None,
                   name_filter: str | None = None, access: Access | None = None) -> int:
-    """How many objects the same filters match."""
-    stmt = select(func.count()).select_from(ObjectRow).where(*_filters(session, type, owner, name_filter, access))
+    """How many objects the same filters match: without a name filter, from the counts the
+    database keeps (``counters``); with one, through the trigram index where it serves."""
+    if not name_filter:
+        return counters.count(session, type=type, owner=owner, access=access)
+    where = _filters(session, type, owner, name_filter, access)
+    candidates = _candidates(session, name_filter)
+    if candidates is not None:
+        where.append(candidates)
+    stmt = select(func.count()).select_from(ObjectRow).where(*where)
     return int(session.execute(stmt).scalar_one())
 
 

@@ -85,6 +85,18 @@ def _ensure_read_indexes(conn: Connection) -> None:
             index.create(conn, checkfirst=True)
 
 
+def _ensure_counts_and_names(conn: Connection) -> None:
+    """The object counts (``counters``) and the name filter's trigram index (``name_index``), created
+    and filled once when a canvas opens without them, whatever its version: both are derived from
+    ``objects`` and kept in step by the database itself (triggers, an index), so a canvas holding
+    them stays right when a workbench that predates them writes to it."""
+    from .counters import install_counters
+    from .name_index import install_name_index
+
+    install_counters(conn)
+    install_name_index(conn)
+
+
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     0: _create_missing,  # 0 -> 1: versioning, every table and index of version 1, the search index
     1: _name_search,  # 1 -> 2: PostgreSQL's index of name words (search's first tier); nothing on SQLite
@@ -116,6 +128,7 @@ def prepare_schema(conn: Connection, where: str) -> int:
         _create_missing(conn)
         _record(conn, SCHEMA_VERSION)
         _ensure_read_indexes(conn)
+        _ensure_counts_and_names(conn)
         return SCHEMA_VERSION
     if found > SCHEMA_VERSION:
         raise CanvasSchemaError(
@@ -130,4 +143,5 @@ def prepare_schema(conn: Connection, where: str) -> int:
     if found != SCHEMA_VERSION:
         _record(conn, SCHEMA_VERSION)
     _ensure_read_indexes(conn)
+    _ensure_counts_and_names(conn)
     return found
