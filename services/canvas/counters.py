@@ -8,8 +8,11 @@ the transaction that inserts, deletes or changes an object's type, owner or priv
 rolls back takes its counts with it; every write path (the ORM, bulk SQL, an older workbench
 writing to the same file) is counted, because none of them can go around a trigger.
 
-``install_counters`` creates the table and its triggers when a canvas opens without them, and
-fills it from ``objects`` in the same transaction (the backfill of an older canvas, once).
+``inbox_counts`` holds, the same way, each inbox's entries and unread entries (triggers on
+``inbox``): an inbox page's two counts without reading a hundred thousand entries.
+
+``install_counters`` creates the tables and their triggers when a canvas opens without them, and
+fills them from ``objects`` and ``inbox`` in the same transaction (the backfill of an older canvas, once).
 
 ``count`` answers ``count_objects`` without a name filter from these rows: the operator's count is
 a sum over at most a few thousand rows, whatever the number of objects; a reader's count sums the
@@ -26,7 +29,7 @@ from sqlmodel import Session, col
 from .eligibility import Access
 from .models import ObjectRow
 
-__all__ = ["COUNTS", "install_counters", "count", "recount"]
+__all__ = ["COUNTS", "INBOX_COUNTS", "install_counters", "count", "recount", "inbox_counts", "recount_inboxes"]
 
 COUNTS = Table(
     "object_counts", MetaData(),
@@ -36,6 +39,14 @@ COUNTS = Table(
     Column("n", Integer, nullable=False),
 )
 """``object_counts``: how many objects have each ``(type, owner id or '', privacy)``."""
+
+INBOX_COUNTS = Table(
+    "inbox_counts", MetaData(),
+    Column("owner_id", String, primary_key=True),
+    Column("total", Integer, nullable=False),
+    Column("unread", Integer, nullable=False),
+)
+"""``inbox_counts``: each inbox's number of entries and of unread entries."""
 
 _TABLE = ("CREATE TABLE object_counts (type VARCHAR NOT NULL, owner_id VARCHAR NOT NULL, privacy VARCHAR NOT NULL, "
           "n BIGINT NOT NULL, PRIMARY KEY (type, owner_id, privacy))")
@@ -88,11 +99,60 @@ _PG_TRIGGERS = (
 )
 
 
+_INBOX_TABLE = ("CREATE TABLE inbox_counts (owner_id VARCHAR NOT NULL PRIMARY KEY, total BIGINT NOT NULL, "
+                "unread BIGINT NOT NULL)")
+_INBOX_BACKFILL = ("INSERT INTO inbox_counts (owner_id, total, unread) SELECT owner_id, count(*), "
+                   "sum(CASE WHEN read_at IS NULL THEN 1 ELSE 0 END) FROM inbox GROUP BY owner_id")
+_INBOX_UPSERT = ("ON CONFLICT (owner_id) DO UPDATE SET total = inbox_counts.total + excluded.total, "
+                 "unread = inbox_counts.unread + excluded.unread")
+_UNREAD = "CASE WHEN {row}.read_at IS NULL THEN 1 ELSE 0 END"
+_SQLITE_INBOX_TRIGGERS = (
+    "CREATE TRIGGER inbox_counted_insert AFTER INSERT ON inbox BEGIN "
+    f"INSERT INTO inbox_counts (owner_id, total, unread) VALUES (new.owner_id, 1, {_UNREAD.format(row='new')}) "
+    f"{_INBOX_UPSERT}; END",
+    "CREATE TRIGGER inbox_counted_delete AFTER DELETE ON inbox BEGIN "
+    f"INSERT INTO inbox_counts (owner_id, total, unread) VALUES (old.owner_id, -1, -{_UNREAD.format(row='old')}) "
+    f"{_INBOX_UPSERT}; END",
+    "CREATE TRIGGER inbox_counted_update AFTER UPDATE OF owner_id, read_at ON inbox "
+    "WHEN old.owner_id IS NOT new.owner_id OR (old.read_at IS NULL) IS NOT (new.read_at IS NULL) BEGIN "
+    f"INSERT INTO inbox_counts (owner_id, total, unread) VALUES (old.owner_id, -1, -{_UNREAD.format(row='old')}) "
+    f"{_INBOX_UPSERT}; "
+    f"INSERT INTO inbox_counts (owner_id, total, unread) VALUES (new.owner_id, 1, {_UNREAD.format(row='new')}) "
+    f"{_INBOX_UPSERT}; END",
+)
+_PG_INBOX = (
+    "CREATE OR REPLACE FUNCTION inbox_counts_changed() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+    "IF TG_OP = 'INSERT' THEN "
+    "INSERT INTO inbox_counts (owner_id, total, unread) SELECT owner_id, count(*), "
+    f"sum({_UNREAD.format(row='a')}) FROM after_rows a GROUP BY owner_id {_INBOX_UPSERT}; "
+    "ELSIF TG_OP = 'DELETE' THEN "
+    "INSERT INTO inbox_counts (owner_id, total, unread) SELECT owner_id, -count(*), "
+    f"-sum({_UNREAD.format(row='b')}) FROM before_rows b GROUP BY owner_id {_INBOX_UPSERT}; "
+    "ELSE "
+    "INSERT INTO inbox_counts (owner_id, total, unread) SELECT o, sum(t), sum(u) FROM ("
+    f"SELECT b.owner_id, -1, -{_UNREAD.format(row='b')} FROM before_rows b JOIN after_rows a ON a.id = b.id "
+    "WHERE a.owner_id IS DISTINCT FROM b.owner_id OR (a.read_at IS NULL) <> (b.read_at IS NULL) UNION ALL "
+    f"SELECT a.owner_id, 1, {_UNREAD.format(row='a')} FROM before_rows b JOIN after_rows a ON a.id = b.id "
+    "WHERE a.owner_id IS DISTINCT FROM b.owner_id OR (a.read_at IS NULL) <> (b.read_at IS NULL)"
+    f") AS m(o, t, u) GROUP BY o {_INBOX_UPSERT}; "
+    "END IF; RETURN NULL; END $$",
+    "CREATE TRIGGER inbox_counted_insert AFTER INSERT ON inbox REFERENCING NEW TABLE AS after_rows "
+    "FOR EACH STATEMENT EXECUTE FUNCTION inbox_counts_changed()",
+    "CREATE TRIGGER inbox_counted_delete AFTER DELETE ON inbox REFERENCING OLD TABLE AS before_rows "
+    "FOR EACH STATEMENT EXECUTE FUNCTION inbox_counts_changed()",
+    "CREATE TRIGGER inbox_counted_update AFTER UPDATE ON inbox REFERENCING OLD TABLE AS before_rows "
+    "NEW TABLE AS after_rows FOR EACH STATEMENT EXECUTE FUNCTION inbox_counts_changed()",
+)
+
+
 def install_counters(conn: Connection) -> bool:
-    """Create ``object_counts`` and its triggers and fill it from ``objects``, in ``conn``'s
-    transaction, when the canvas has no counts yet; True when it did (a new or an older canvas)."""
-    if "object_counts" in inspect(conn).get_table_names():
-        return False
+    """Create ``object_counts`` and ``inbox_counts`` with their triggers and fill them from
+    ``objects`` and ``inbox``, in ``conn``'s transaction, when the canvas has them not yet; True
+    when it did (a new or an older canvas)."""
+    tables = set(inspect(conn).get_table_names())
+    made = _install_inbox_counts(conn) if "inbox_counts" not in tables else False
+    if "object_counts" in tables:
+        return made
     conn.execute(text(_TABLE))
     conn.execute(text(_OWNER_INDEX))
     if conn.dialect.name == "postgresql":
@@ -103,6 +163,29 @@ def install_counters(conn: Connection) -> bool:
             conn.execute(text(statement))
     conn.execute(text(_BACKFILL))
     return True
+
+
+def _install_inbox_counts(conn: Connection) -> bool:
+    conn.execute(text(_INBOX_TABLE))
+    statements = _PG_INBOX if conn.dialect.name == "postgresql" else _SQLITE_INBOX_TRIGGERS
+    for statement in statements:
+        conn.execute(text(statement))
+    conn.execute(text(_INBOX_BACKFILL))
+    return True
+
+
+def inbox_counts(session: Session, owner_id: str) -> tuple[int, int]:
+    """``(unread, total)`` of ``owner_id``'s inbox, from the counts."""
+    c = INBOX_COUNTS.c
+    row = session.connection().execute(select(c.unread, c.total).where(c.owner_id == owner_id)).first()
+    return (int(row[0]), int(row[1])) if row is not None else (0, 0)
+
+
+def recount_inboxes(session: Session) -> dict[str, tuple[int, int]]:
+    """Each inbox's ``(unread, total)`` worked out from ``inbox`` itself (what ``inbox_counts`` must hold)."""
+    rows = session.connection().execute(text(
+        "SELECT owner_id, sum(CASE WHEN read_at IS NULL THEN 1 ELSE 0 END), count(*) FROM inbox GROUP BY owner_id"))
+    return {str(o): (int(u), int(t)) for o, u, t in rows}
 
 
 def recount(session: Session) -> dict[tuple[str, str, str], int]:

@@ -15,6 +15,7 @@ from sqlmodel import Session, col
 
 from services.text import clip
 
+from .counters import inbox_counts
 from .eligibility import OPERATOR, Access
 from .errors import CanvasError, DocumentInvalidError, NameTakenError
 from .events import add_edge, ensure_watch, publish_event
@@ -246,8 +247,11 @@ def inbox_page(session: Session, owner_id: str, *, offset: int = 0, limit: int =
         stmt = stmt.where(InboxRow.read_at.is_(None))
     stmt = stmt.order_by(InboxRow.id if oldest_first else InboxRow.id.desc()).offset(max(0, offset)).limit(limit)
     rows = session.execute(stmt).scalars().all()
-    unread, total = session.execute(select(func.count().filter(InboxRow.read_at.is_(None)), func.count())
-                                    .select_from(InboxRow).where(*where)).one()
+    if access is None:  # the operator's counts are kept by the database (``counters.inbox_counts``)
+        unread, total = inbox_counts(session, owner_id)
+    else:
+        unread, total = session.execute(select(func.count().filter(InboxRow.read_at.is_(None)), func.count())
+                                        .select_from(InboxRow).where(*where)).one()
     return InboxPage(owner_id=owner_id, items=tuple(entry_view(r) for r in rows), unread=int(unread),
                      total=int(total), offset=max(0, offset), limit=limit,
                      seen_as=access.label if access else OPERATOR)

@@ -92,9 +92,12 @@ def _make_old(canvas: Canvas) -> None:
     """Take away what this version adds, as a canvas written before it looks."""
     with write_session(canvas.engine) as s:
         for trigger in ("objects_counted_insert", "objects_counted_delete", "objects_counted_update",
-                        "objects_named_insert", "objects_named_delete", "objects_named_update"):
-            s.execute(text(f"DROP TRIGGER IF EXISTS {trigger}" + (" ON objects" if is_postgres(s) else "")))
+                        "objects_named_insert", "objects_named_delete", "objects_named_update",
+                        "inbox_counted_insert", "inbox_counted_delete", "inbox_counted_update"):
+            on = " ON " + trigger.split("_")[0] if is_postgres(s) else ""
+            s.execute(text(f"DROP TRIGGER IF EXISTS {trigger}{on}"))
         s.execute(text("DROP TABLE object_counts"))
+        s.execute(text("DROP TABLE inbox_counts"))
         if is_postgres(s):
             s.execute(text("DROP INDEX IF EXISTS ix_objects_name_trgm"))
         else:
@@ -106,13 +109,17 @@ async def test_an_older_canvas_is_backfilled_once_at_open(canvas_url: str) -> No
     await canvas.write_many([{"name": f"Pricing/{i}", "owner": f"repo:r{i % 3}", "preview": PREVIEW}
                              for i in range(40)])
     await canvas.spawn_node(node_id="n1", owner="user:o1")
+    await canvas.message_send("before", to="n1")
     _make_old(canvas)
+    await canvas.message_send("while old", to="n1")
     with write_session(canvas.engine) as s:  # written while the canvas had no counts: the backfill finds it
         s.execute(text("DELETE FROM objects WHERE name = 'Pricing/0'"))
     await canvas.close()
     reopened = await Canvas.open(canvas_url)
     try:
         assert_counts_right(reopened)
+        assert_inbox_counts_right(reopened)
+        assert (await reopened.inbox("n1")).total == 2
         assert await reopened.count_objects(type="document") == 39
         assert await reopened.count_objects(type="document", owner="repo:r1") == 13
         assert await reopened.count_objects(name_filter="pricing/1") == 11
@@ -203,3 +210,37 @@ async def test_the_trigram_filter_matches_like_on_any_names(canvas: Canvas, data
                                  min_size=1, max_size=6))
     few = data.draw(st.sampled_from([5_000, 1, 0]))
     await _filter_matches_like(canvas, names, [n for n in needles if n], few, monkeypatch)
+
+
+def assert_inbox_counts_right(canvas: Canvas) -> None:
+    from services.canvas.counters import INBOX_COUNTS, recount_inboxes
+
+    with read_session(canvas.engine) as s:
+        kept = {str(o): (int(u), int(t)) for o, u, t in s.connection().execute(
+            select(INBOX_COUNTS.c.owner_id, INBOX_COUNTS.c.unread, INBOX_COUNTS.c.total)) if t}
+        assert kept == recount_inboxes(s)
+
+
+async def test_inbox_counts_follow_messages_reads_and_deletes(canvas: Canvas) -> None:
+    await canvas.spawn_node(node_id="n1", owner="user:o1")
+    await canvas.spawn_node(node_id="n2", owner="user:o1")
+    for i in range(5):
+        await canvas.message_send(f"hello {i}", to="n1")
+    await canvas.message_send("hi", to="n2")
+    page = await canvas.inbox("n1", limit=2)
+    assert (page.unread, page.total) == (5, 5)
+    assert_inbox_counts_right(canvas)
+    await canvas.mark_read("n1", [page.items[0].id])
+    assert ((await canvas.inbox("n1")).unread, (await canvas.inbox("n1")).total) == (4, 5)
+    await canvas.mark_read("n1")
+    assert (await canvas.inbox("n1")).unread == 0
+    with pytest.raises(RuntimeError), write_session(canvas.engine) as s:  # rolled back: counts unchanged
+        s.execute(text("UPDATE inbox SET read_at = NULL, owner_id = 'n2'"))
+        raise RuntimeError("the unit of work fails")
+    assert_inbox_counts_right(canvas)
+    with write_session(canvas.engine) as s:
+        s.execute(text("UPDATE inbox SET read_at = NULL WHERE owner_id = 'n1' AND id % 2 = 0"))
+    assert_inbox_counts_right(canvas)
+    await canvas.delete("n2")  # its entries go with it
+    assert_inbox_counts_right(canvas)
+    assert (await canvas.inbox("n1")).total == 5
