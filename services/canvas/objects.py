@@ -264,12 +264,14 @@ def ensure_owner(tx: Tx, type_: str, handle: str, *, name: str | None = None) ->
 
 
 def _filters(session: Session, type: str | None, owner: str | None, name_filter: str | None,
-             access: Access | None = None) -> list[ColumnElement[bool]]:
+             access: Access | None = None, *, by_key: bool = False) -> list[ColumnElement[bool]]:
+    """The WHERE terms of a listing; ``by_key``: the rows come from a list of keys (the trigram
+    candidates), so type and owner are written so that SQLite does not read an index on them instead."""
     where: list[ColumnElement[bool]] = [] if access is None else [access.clause()]
     if type:
-        where.append(ObjectRow.type == type)
+        where.append((ObjectRow.type + literal("") if by_key else ObjectRow.type) == type)
     if owner:
-        where.append(ObjectRow.owner_id == owner)
+        where.append((ObjectRow.owner_id + literal("") if by_key else ObjectRow.owner_id) == owner)
     if name_filter:
         if session.get_bind().dialect.name == "postgresql":  # as SQLite's LIKE: letters in either case
             where.append(ObjectRow.name.icontains(name_filter, autoescape=True))
@@ -301,9 +303,11 @@ def list_objects(session: Session, *, type: str | None = None, owner: str | None
     few thousand names). Both give the same page: the ``LIKE`` decides, the order is ``name, pk``."""
     limit = max(1, min(int(limit), 1000))
     offset = max(0, int(offset))
-    where = _filters(session, type, owner, name_filter, access)
     candidates = _candidates(session, name_filter)
-    if candidates is not None and _few(session, name_filter or "", offset + limit + 1):
+    if candidates is not None and not _few(session, name_filter or "", offset + limit + 1):
+        candidates = None
+    where = _filters(session, type, owner, name_filter, access, by_key=candidates is not None)
+    if candidates is not None:
         where.append(candidates)
     if session.get_bind().dialect.name == "postgresql":
         # PostgreSQL works out the owner reference of every row it skips for the offset; pick the
@@ -339,8 +343,8 @@ def count_objects(session: Session, *, type: str | None = None, owner: str | Non
     database keeps (``counters``); with one, through the trigram index where it serves."""
     if not name_filter:
         return counters.count(session, type=type, owner=owner, access=access)
-    where = _filters(session, type, owner, name_filter, access)
     candidates = _candidates(session, name_filter)
+    where = _filters(session, type, owner, name_filter, access, by_key=candidates is not None)
     if candidates is not None:
         where.append(candidates)
     stmt = select(func.count()).select_from(ObjectRow).where(*where)
