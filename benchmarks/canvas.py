@@ -264,27 +264,43 @@ async def feed_latency(target: str, samples: int = 20) -> float:
     return statistics.median(times)
 
 
+def built_ids(n_objects: int, n_edges: int) -> dict[str, object]:
+    """The ids ``build`` returns for a canvas of ``n_objects`` built before (``--reuse``)."""
+    n_nodes = max(10, n_objects // 50)
+    n_docs = n_objects - 16 - n_nodes - max(5, n_objects // 100)
+    return {"hub": "doc_0000000", "inbox_owner": "node_000000", "node": "node_000001", "docs": n_docs,
+            "edges": n_edges, "boot_node": f"node_{min(60, n_nodes - 1):06d}"}
+
+
 async def run_engine(target: str, args: argparse.Namespace) -> dict[str, float]:
     """Build, measure and return ``{figure: value}`` for one engine (ms, or rows/s)."""
+    start = time.perf_counter()
     canvas = await Canvas.open(target)
-    start = time.perf_counter()
-    ids = await asyncio.to_thread(build, canvas, args.objects, args.edges)
-    built = time.perf_counter() - start
-    rows = args.objects + int(ids["edges"]) + int(ids["docs"]) * 2 + args.objects
-    out: dict[str, float] = {"bulk build, rows/s": rows / built, "edges": float(ids["edges"])}
+    out: dict[str, float] = {"open (a canvas built before: any one-off backfill), s": time.perf_counter() - start}
+    if args.reuse:
+        ids = built_ids(args.objects, args.edges)
+        out["edges"] = float(args.edges)
+    else:
+        start = time.perf_counter()
+        ids = await asyncio.to_thread(build, canvas, args.objects, args.edges)
+        built = time.perf_counter() - start
+        rows = args.objects + int(ids["edges"]) + int(ids["docs"]) * 2 + args.objects
+        out.update({"bulk build, rows/s": rows / built, "edges": float(ids["edges"])})
     n = args.inserts
-    start = time.perf_counter()
-    for i in range(n):
-        await canvas.write(f"inserted/{i}", owner="user:o1", preview=PREVIEW, body=f"inserted body {i}")
-    one_by_one = n / (time.perf_counter() - start)
-    out["API inserts (Canvas.write), docs/s"] = one_by_one
-    start = time.perf_counter()
-    for first in range(0, n, args.batch):
-        await canvas.write_many([{"name": f"batched/{i}", "owner": "user:o1", "preview": PREVIEW,
-                                  "body": f"batched body {i}"} for i in range(first, min(n, first + args.batch))])
-    batched = n / (time.perf_counter() - start)
-    out[f"API inserts (Canvas.write_many, {args.batch} a call), docs/s"] = batched
-    out["  batched / one by one"] = batched / one_by_one
+    run = uuid.uuid4().hex[:6]  # names of their own, so a canvas measured again (--reuse) takes them too
+    if n:
+        start = time.perf_counter()
+        for i in range(n):
+            await canvas.write(f"inserted-{run}/{i}", owner="user:o1", preview=PREVIEW, body=f"inserted body {i}")
+        one_by_one = n / (time.perf_counter() - start)
+        out["API inserts (Canvas.write), docs/s"] = one_by_one
+        start = time.perf_counter()
+        for first in range(0, n, args.batch):
+            await canvas.write_many([{"name": f"batched-{run}/{i}", "owner": "user:o1", "preview": PREVIEW,
+                                      "body": f"batched body {i}"} for i in range(first, min(n, first + args.batch))])
+        batched = n / (time.perf_counter() - start)
+        out[f"API inserts (Canvas.write_many, {args.batch} a call), docs/s"] = batched
+        out["  batched / one by one"] = batched / one_by_one
     out["change feed latency, ms"] = await feed_latency(target) * 1e3
     base = await timed(args.repeat, lambda: canvas.get(str(ids["hub"])))
     out["baseline: Canvas.get by id, ms"] = base * 1e3
@@ -311,8 +327,9 @@ async def run_engine(target: str, args: argparse.Namespace) -> dict[str, float]:
     return out
 
 
-def pg_target(url: str | None) -> tuple[str, str, str]:
-    """``(canvas URL in a fresh schema, server URL, schema)``; starts a throwaway server if needed."""
+def pg_target(url: str | None, keep: str | None = None) -> tuple[str, str, str]:
+    """``(canvas URL in a fresh schema, or in the schema ``keep``, server URL, schema)``; starts a
+    throwaway server if needed."""
     import os
 
     import psycopg
@@ -326,9 +343,9 @@ def pg_target(url: str | None) -> tuple[str, str, str]:
         url = server_url()
     if url is None:
         raise SystemExit("no PostgreSQL: pass --pg-url, set WORKBENCH_TEST_PG_URL, or install postgresql")
-    schema = f"bench_{uuid.uuid4().hex[:12]}"
+    schema = keep or f"bench_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(url.replace("+psycopg", ""), autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
     sep = "&" if "?" in url else "?"
     return f"{url}{sep}options=-csearch_path%3D{schema}", url, schema
 
@@ -343,6 +360,10 @@ async def main() -> None:
     parser.add_argument("--db", type=Path, default=None, help="SQLite database file (default: a temporary folder)")
     parser.add_argument("--pg-url", default=None, help="postgresql+psycopg:// URL of a server to measure")
     parser.add_argument("--engines", default="sqlite,postgresql")
+    parser.add_argument("--reuse", action="store_true",
+                        help="measure the canvas already built at --db / --pg-schema (same --objects, --edges)")
+    parser.add_argument("--pg-schema", default=None,
+                        help="PostgreSQL: build in (or, with --reuse, measure) this schema and keep it")
     args = parser.parse_args()
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     folder = tempfile.TemporaryDirectory()
@@ -353,12 +374,13 @@ async def main() -> None:
     if "postgresql" in engines:
         import psycopg
 
-        target, server, schema = pg_target(args.pg_url)
+        target, server, schema = pg_target(args.pg_url, args.pg_schema)
         try:
             results["PostgreSQL"] = await run_engine(target, args)
         finally:
-            with psycopg.connect(server.replace("+psycopg", ""), autocommit=True) as conn:
-                conn.execute(f"DROP SCHEMA {schema} CASCADE")
+            if args.pg_schema is None:
+                with psycopg.connect(server.replace("+psycopg", ""), autocommit=True) as conn:
+                    conn.execute(f"DROP SCHEMA {schema} CASCADE")
     folder.cleanup()
     names = list(results)
     first = results[names[0]]

@@ -5,12 +5,13 @@ A name filter is a substring match (``list_objects(name_filter=...)``): ``LIKE '
 (ASCII letters in either case) and ``lower(name) LIKE lower('%x%')`` on PostgreSQL. Its answers are
 defined by that predicate alone; the index only narrows which rows are tested:
 
-- **SQLite**: ``object_names``, an FTS5 table over ``objects.name`` with the ``trigram`` tokenizer
-  (external content: it stores no copy of the names), kept in step by triggers on ``objects``.
-  A filter of three characters or more becomes an FTS5 phrase (its trigrams in a row, letters
-  folded), which finds every name the ``LIKE`` finds, and maybe a few more that differ in the case
-  of a non-ASCII letter; the ``LIKE`` is still applied to each candidate, so the rows are exactly
-  the ``LIKE``'s. A filter of one or two characters has no trigram: it is answered the old way.
+- **SQLite**: ``object_names``, a contentless FTS5 table with the case-sensitive ``trigram``
+  tokenizer over each name lower-cased as ``LIKE`` compares it (``lower()``: ASCII letters only),
+  kept in step by triggers on ``objects``. A filter of three characters or more, lower-cased the
+  same way, becomes an FTS5 phrase (its trigrams in a row): a name holds it exactly when the
+  ``LIKE`` matches, so the operator's count of a filter is a count of the index alone. A page (and
+  a count by type, owner or reader) still applies the ``LIKE`` to each candidate. A filter of one
+  or two characters has no trigram: it is answered the old way.
 - **PostgreSQL**: a GIN index ``USING gin (lower(name) gin_trgm_ops)`` from the ``pg_trgm``
   extension, which serves the ``lower(name) LIKE`` predicate directly (PostgreSQL rechecks each
   candidate). When ``pg_trgm`` cannot be installed (no such extension, no right to create it),
@@ -35,16 +36,15 @@ CANDIDATES = "SELECT rowid FROM object_names WHERE object_names MATCH :phrase"
 """SQLite: the keys of the objects whose name may hold the filter ``:phrase`` (``fts_phrase``)."""
 
 _SQLITE = (
-    "CREATE VIRTUAL TABLE object_names USING fts5(name, content='objects', content_rowid='pk', "
-    "tokenize='trigram')",
+    "CREATE VIRTUAL TABLE object_names USING fts5(name, content='', tokenize='trigram case_sensitive 1')",
     "CREATE TRIGGER objects_named_insert AFTER INSERT ON objects BEGIN "
-    "INSERT INTO object_names (rowid, name) VALUES (new.pk, new.name); END",
+    "INSERT INTO object_names (rowid, name) VALUES (new.pk, lower(new.name)); END",
     "CREATE TRIGGER objects_named_delete AFTER DELETE ON objects BEGIN "
-    "INSERT INTO object_names (object_names, rowid, name) VALUES ('delete', old.pk, old.name); END",
+    "INSERT INTO object_names (object_names, rowid, name) VALUES ('delete', old.pk, lower(old.name)); END",
     "CREATE TRIGGER objects_named_update AFTER UPDATE OF name ON objects WHEN old.name IS NOT new.name BEGIN "
-    "INSERT INTO object_names (object_names, rowid, name) VALUES ('delete', old.pk, old.name); "
-    "INSERT INTO object_names (rowid, name) VALUES (new.pk, new.name); END",
-    "INSERT INTO object_names (object_names) VALUES ('rebuild')",
+    "INSERT INTO object_names (object_names, rowid, name) VALUES ('delete', old.pk, lower(old.name)); "
+    "INSERT INTO object_names (rowid, name) VALUES (new.pk, lower(new.name)); END",
+    "INSERT INTO object_names (rowid, name) SELECT pk, lower(name) FROM objects",
 )
 _INFO_KEY = "canvas_name_index"
 
@@ -99,8 +99,12 @@ def has_name_index(session: Session) -> bool:
     return bool(known)
 
 
+_ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
+
+
 def fts_phrase(needle: str) -> str | None:
-    """The FTS5 phrase of a name filter (its trigrams in a row), or None when it is too short to have one."""
+    """The FTS5 phrase of a name filter (its trigrams in a row, ASCII letters lower-cased as
+    SQLite's ``lower()`` and ``LIKE`` do), or None when it is too short to have one."""
     if len(needle) < MIN_CHARS:
         return None
-    return '"' + needle.replace('"', '""') + '"'
+    return '"' + needle.translate(_ASCII_LOWER).replace('"', '""') + '"'

@@ -280,12 +280,17 @@ def _filters(session: Session, type: str | None, owner: str | None, name_filter:
     return where
 
 
+def _phrase(session: Session, name_filter: str | None) -> str | None:
+    """SQLite: the trigram phrase of ``name_filter`` when the index can serve it, else None."""
+    if not name_filter or session.get_bind().dialect.name != "sqlite" or not has_name_index(session):
+        return None
+    return fts_phrase(name_filter)
+
+
 def _candidates(session: Session, name_filter: str | None) -> ColumnElement[bool] | None:
     """SQLite: ``pk IN (the trigram index's candidates)`` for a filter it can serve, else None. The
     candidates hold every row the filter's ``LIKE`` matches, which is still applied to each."""
-    if not name_filter or session.get_bind().dialect.name != "sqlite" or not has_name_index(session):
-        return None
-    phrase = fts_phrase(name_filter)
+    phrase = _phrase(session, name_filter)
     if phrase is None:
         return None
     return col(ObjectRow.pk).in_(text(CANDIDATES).bindparams(phrase=phrase).columns(column("rowid", Integer)))
@@ -343,6 +348,9 @@ def count_objects(session: Session, *, type: str | None = None, owner: str | Non
     database keeps (``counters``); with one, through the trigram index where it serves."""
     if not name_filter:
         return counters.count(session, type=type, owner=owner, access=access)
+    if not type and not owner and access is None and (phrase := _phrase(session, name_filter)) is not None:
+        return int(session.connection().execute(text(f"SELECT count(*) FROM ({CANDIDATES}) AS c"),
+                                                {"phrase": phrase}).scalar_one())  # the index holds it exactly
     candidates = _candidates(session, name_filter)
     where = _filters(session, type, owner, name_filter, access, by_key=candidates is not None)
     if candidates is not None:
