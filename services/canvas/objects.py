@@ -328,7 +328,7 @@ def list_objects(session: Session, *, type: str | None = None, owner: str | None
                       seen_as=access.label if access else OPERATOR)
 
 
-FEW_CANDIDATES = 5_000
+FEW_CANDIDATES = 1_000
 """Up to this many trigram candidates (and at least the page's rows), a filtered page is read from
 the candidates; past it, from the names in order (each candidate costs a lookup; in order, a
 common substring fills the page quickly)."""

@@ -190,7 +190,7 @@ async def _filter_matches_like(canvas: Canvas, names: list[str], needles: list[s
         assert await canvas.count_objects(name_filter=needle) == everywhere, needle
 
 
-@pytest.mark.parametrize("few", [5_000, 0], ids=["from-candidates", "names-in-order"])
+@pytest.mark.parametrize("few", [1_000, 0], ids=["from-candidates", "names-in-order"])
 async def test_the_trigram_filter_finds_what_the_like_filter_finds(canvas: Canvas, few: int,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     names = ["Pricing/annual", "pricing/Monthly", "PRICE", "a%b", "a_b", "axb", "café", "CAFÉ", "straße",
@@ -208,7 +208,7 @@ async def test_the_trigram_filter_matches_like_on_any_names(canvas: Canvas, data
         lambda n: st.tuples(st.integers(0, len(n)), st.integers(1, 4)).map(lambda p: n[p[0]:p[0] + p[1]]))
     needles = data.draw(st.lists(st.one_of(inner, st.text(alphabet=ALPHABET, min_size=1, max_size=4)),
                                  min_size=1, max_size=6))
-    few = data.draw(st.sampled_from([5_000, 1, 0]))
+    few = data.draw(st.sampled_from([1_000, 1, 0]))
     await _filter_matches_like(canvas, names, [n for n in needles if n], few, monkeypatch)
 
 
