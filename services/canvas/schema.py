@@ -85,6 +85,15 @@ def _ensure_read_indexes(conn: Connection) -> None:
             index.create(conn, checkfirst=True)
 
 
+def _ensure_rule_index(conn: Connection) -> None:
+    """Delivery rules filed by owner and event (``rule_index``), derived from ``documents`` and kept in
+    step by triggers: created and filled once when a canvas opens without them, whatever its version
+    (a workbench that predates them ignores the table, and its writes keep it current)."""
+    from .rule_index import install_rule_index
+
+    install_rule_index(conn)
+
+
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     0: _create_missing,  # 0 -> 1: versioning, every table and index of version 1, the search index
     1: _name_search,  # 1 -> 2: PostgreSQL's index of name words (search's first tier); nothing on SQLite
@@ -116,6 +125,7 @@ def prepare_schema(conn: Connection, where: str) -> int:
         _create_missing(conn)
         _record(conn, SCHEMA_VERSION)
         _ensure_read_indexes(conn)
+        _ensure_rule_index(conn)
         return SCHEMA_VERSION
     if found > SCHEMA_VERSION:
         raise CanvasSchemaError(
@@ -130,4 +140,5 @@ def prepare_schema(conn: Connection, where: str) -> int:
     if found != SCHEMA_VERSION:
         _record(conn, SCHEMA_VERSION)
     _ensure_read_indexes(conn)
+    _ensure_rule_index(conn)
     return found
