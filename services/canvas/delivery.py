@@ -34,7 +34,7 @@ from .errors import CanvasError
 from .models import DocumentRow, LinkRow, NodeRow, ObjectRow
 from .names import ReaderView
 from .objects import OWNER, OWNER_REF, get_row, summaries_by_id
-from .profiles import LIMIT_RANK, limit_for, purview_of
+from .profiles import LIMIT_RANK, limit_of, purview_of
 from .rule_index import rules_by_document
 from .views import BootContext, BootItem, JsonValue, LoadVerdict, NotLoaded, ObjectSummary, Rule
 
@@ -60,14 +60,24 @@ def _node(session: Session, ref: str) -> tuple[ObjectRow, NodeRow]:
 def node_view_of(session: Session, node: ObjectRow, shape: NodeRow) -> ReaderView:
     """The node's reader view: itself, its profile's purview repos (in purview order), its profile,
     the app or person that owns it (or owns the nearest ancestor that has an owner)."""
+    return _view_of(session, node, shape)[0]
+
+
+def _view_of(session: Session, node: ObjectRow,
+             shape: NodeRow) -> tuple[ReaderView, ObjectRow | None, list[tuple[str, str]]]:
+    """``node_view_of``, with the profile object it found (if any) and that profile's purview."""
     profile = shape.profile
     repos: tuple[str, ...] = ()
+    prof: ObjectRow | None = None
+    purview: list[tuple[str, str]] = []
     if profile:
         prof = get_row(session, profile) or get_row(session, f"profile:{profile}")
         if prof is not None and prof.type == "profile":
             profile = prof.id
-            repos = tuple(dict.fromkeys(p[len("repo:"):] if p.startswith("repo:") else p
-                                        for p, _ in purview_of(session, prof.id)))
+            purview = purview_of(session, prof.id)
+            repos = tuple(dict.fromkeys(p[len("repo:"):] if p.startswith("repo:") else p for p, _ in purview))
+        else:
+            prof = None
     owner, seen = node, set()
     while owner is not None and owner.owner_id is None and owner.id not in seen:
         seen.add(owner.id)
@@ -76,7 +86,7 @@ def node_view_of(session: Session, node: ObjectRow, shape: NodeRow) -> ReaderVie
     held = get_row(session, owner.owner_id) if owner is not None and owner.owner_id else None
     person = held.handle if held is not None and held.type == "user" else None
     app = held.handle if held is not None and held.type == "app" else None
-    return ReaderView(node=node.id, repos=repos, profile=profile, app=app, person=person)
+    return ReaderView(node=node.id, repos=repos, profile=profile, app=app, person=person), prof, purview
 
 
 class _Load(NamedTuple):
@@ -114,14 +124,18 @@ class _Weigher:
         if event not in DELIVERY_EVENTS:
             raise CanvasError(f"delivery is evaluated for {', '.join(DELIVERY_EVENTS)}, not {event!r}")
         self.session, self.node, self.shape, self.event = session, node, shape, event
-        self.view = node_view_of(session, node, shape)
+        self.view, self.profile, self.purview = _view_of(session, node, shape)
         self.access: Access = access_for(session, self.view)  # type: ignore[assignment]
         self.order = self.view.owner_ids()
         self.rank = {owner: i for i, owner in enumerate(self.order)}
         self.profile_id = self.view.profile_id()
-        self.profile = get_row(session, self.profile_id) if self.profile_id else None
-        self.purview = purview_of(session, self.profile_id) if self.profile_id else []
-        self.owners = {o.id: o for o in session.execute(select(ObjectRow).where(ObjectRow.id.in_(self.order))).scalars()}
+        if self.profile is None or self.profile.id != self.profile_id:  # the view names a profile it did not find
+            self.profile = get_row(session, self.profile_id) if self.profile_id else None
+            self.purview = purview_of(session, self.profile_id) if self.profile_id else []
+        # the view's owners, once: each one's type and handle (for the profile's limits), and its full-name reference
+        self.owners: dict[str, tuple[str, str | None, str | None]] = {
+            id_: (type_, handle, ref) for id_, type_, handle, ref in session.connection().execute(
+                select(OWNER.id, OWNER.type, OWNER.handle, OWNER_REF).where(OWNER.id.in_(self.order)))}
         self._rules_seen: dict[tuple[str, ...] | None, tuple[str, str, Rule | None, str]] = {}
         self.filed: dict[str, tuple[tuple[str, ...], str]] = {}
         """The rules filed for this event, by document: ``(rule texts, preview)`` (``candidates`` reads them)."""
@@ -131,7 +145,7 @@ class _Weigher:
         """Every document owned in the view, from the owners' index alone (no lookup into ``documents``);
         the few owners' full-name references are worked out once, not per row, and rows come back as
         plain columns, no ORM object each. Also reads the rules filed for this event (``rule_index``)."""
-        refs = dict(self.session.execute(select(OWNER.id, OWNER_REF).where(OWNER.id.in_(self.order))).all())
+        refs = {id_: ref for id_, (_, _, ref) in self.owners.items()}
         o = ObjectRow
         stmt = (select(o.id, o.kind, o.name, o.owner_id, o.privacy, o.status, o.created_at, o.updated_at)
                 .where(o.owner_id.in_(self.order), o.type == "document"))
@@ -172,8 +186,8 @@ class _Weigher:
         key = owner_id or ""
         if key not in self._limits:
             owner = self.owners.get(key)
-            self._limits[key] = (limit_for(self.purview, owner) if owner is not None and owner.id != self.profile_id
-                                 and self.profile is not None else None)
+            self._limits[key] = (limit_of(self.purview, owner[0], owner[1] or key) if owner is not None
+                                 and key != self.profile_id and self.profile is not None else None)
         return self._limits[key]
 
     def weigh(self, doc: ObjectSummary, nearest: dict[str, ObjectSummary]) -> tuple[str, str, _Load | None]:

@@ -105,10 +105,6 @@ _PG_FUNCTIONS = (
     $f$""",
     """CREATE OR REPLACE FUNCTION delivery_rules_on_document() RETURNS trigger LANGUAGE plpgsql AS $f$
     BEGIN
-      IF TG_OP = 'UPDATE' AND NEW.rules IS NOT DISTINCT FROM OLD.rules
-         AND NEW.preview IS NOT DISTINCT FROM OLD.preview THEN
-        RETURN NULL;
-      END IF;
       IF TG_OP <> 'INSERT' THEN
         DELETE FROM delivery_rules WHERE document_id = OLD.object_id;
       END IF;
@@ -127,9 +123,14 @@ _PG_FUNCTIONS = (
     END $f$""",
 )
 _PG_TRIGGERS = (
-    (f"tr_{TABLE}_document", "documents",
-     "AFTER INSERT OR UPDATE OF rules, preview OR DELETE ON documents FOR EACH ROW "
+    (f"tr_{TABLE}_insert", "documents",
+     "AFTER INSERT ON documents FOR EACH ROW WHEN (NEW.rules <> '[]') EXECUTE FUNCTION delivery_rules_on_document()"),
+    (f"tr_{TABLE}_update", "documents",
+     "AFTER UPDATE OF rules, preview ON documents FOR EACH ROW "
+     "WHEN (NEW.rules IS DISTINCT FROM OLD.rules OR NEW.preview IS DISTINCT FROM OLD.preview) "
      "EXECUTE FUNCTION delivery_rules_on_document()"),
+    (f"tr_{TABLE}_delete", "documents",
+     "AFTER DELETE ON documents FOR EACH ROW EXECUTE FUNCTION delivery_rules_on_document()"),
     (f"tr_{TABLE}_owner", "objects",
      "AFTER UPDATE OF owner_id ON objects FOR EACH ROW "
      "WHEN (NEW.type = 'document' AND NEW.owner_id IS DISTINCT FROM OLD.owner_id) "

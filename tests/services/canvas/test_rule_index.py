@@ -175,12 +175,10 @@ async def test_a_canvas_opened_without_the_table_is_filled_once(canvas_url: str,
     await first.spawn_node(node_id="n1", profile="work", kind="developer")
     expected = await first.boot_context("n1")
     with first.engine.begin() as conn:  # as a canvas file from before the table
-        if first.engine.dialect.name == "postgresql":
-            conn.execute(text("DROP TRIGGER tr_delivery_rules_document ON documents"))
-            conn.execute(text("DROP TRIGGER tr_delivery_rules_owner ON objects"))
-        else:
-            for suffix in ("insert", "update", "delete", "owner"):
-                conn.execute(text(f"DROP TRIGGER tr_delivery_rules_{suffix}"))
+        for suffix, table in (("insert", "documents"), ("update", "documents"), ("delete", "documents"),
+                              ("owner", "objects")):
+            on = f" ON {table}" if first.engine.dialect.name == "postgresql" else ""
+            conn.execute(text(f"DROP TRIGGER tr_delivery_rules_{suffix}{on}"))
         conn.execute(text(f"DROP TABLE {TABLE}"))
         conn.execute(text("DELETE FROM canvas_meta WHERE key = :k"), {"k": MARK})
     await first.close()
