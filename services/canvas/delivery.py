@@ -34,7 +34,8 @@ from .errors import CanvasError
 from .models import DocumentRow, LinkRow, NodeRow, ObjectRow
 from .names import ReaderView
 from .objects import OWNER, OWNER_REF, get_row, summaries_by_id
-from .profiles import LIMIT_RANK, limit_for, purview_of
+from .profiles import LIMIT_RANK, limit_of, purview_of
+from .rule_index import rules_by_document
 from .views import BootContext, BootItem, JsonValue, LoadVerdict, NotLoaded, ObjectSummary, Rule
 
 __all__ = ["REASONS", "DELIVERY_EVENTS", "node_view_of", "boot_context", "explain", "who_loads"]
@@ -59,14 +60,24 @@ def _node(session: Session, ref: str) -> tuple[ObjectRow, NodeRow]:
 def node_view_of(session: Session, node: ObjectRow, shape: NodeRow) -> ReaderView:
     """The node's reader view: itself, its profile's purview repos (in purview order), its profile,
     the app or person that owns it (or owns the nearest ancestor that has an owner)."""
+    return _view_of(session, node, shape)[0]
+
+
+def _view_of(session: Session, node: ObjectRow,
+             shape: NodeRow) -> tuple[ReaderView, ObjectRow | None, list[tuple[str, str]]]:
+    """``node_view_of``, with the profile object it found (if any) and that profile's purview."""
     profile = shape.profile
     repos: tuple[str, ...] = ()
+    prof: ObjectRow | None = None
+    purview: list[tuple[str, str]] = []
     if profile:
         prof = get_row(session, profile) or get_row(session, f"profile:{profile}")
         if prof is not None and prof.type == "profile":
             profile = prof.id
-            repos = tuple(dict.fromkeys(p[len("repo:"):] if p.startswith("repo:") else p
-                                        for p, _ in purview_of(session, prof.id)))
+            purview = purview_of(session, prof.id)
+            repos = tuple(dict.fromkeys(p[len("repo:"):] if p.startswith("repo:") else p for p, _ in purview))
+        else:
+            prof = None
     owner, seen = node, set()
     while owner is not None and owner.owner_id is None and owner.id not in seen:
         seen.add(owner.id)
@@ -75,7 +86,7 @@ def node_view_of(session: Session, node: ObjectRow, shape: NodeRow) -> ReaderVie
     held = get_row(session, owner.owner_id) if owner is not None and owner.owner_id else None
     person = held.handle if held is not None and held.type == "user" else None
     app = held.handle if held is not None and held.type == "app" else None
-    return ReaderView(node=node.id, repos=repos, profile=profile, app=app, person=person)
+    return ReaderView(node=node.id, repos=repos, profile=profile, app=app, person=person), prof, purview
 
 
 class _Load(NamedTuple):
@@ -113,42 +124,47 @@ class _Weigher:
         if event not in DELIVERY_EVENTS:
             raise CanvasError(f"delivery is evaluated for {', '.join(DELIVERY_EVENTS)}, not {event!r}")
         self.session, self.node, self.shape, self.event = session, node, shape, event
-        self.view = node_view_of(session, node, shape)
+        self.view, self.profile, self.purview = _view_of(session, node, shape)
         self.access: Access = access_for(session, self.view)  # type: ignore[assignment]
         self.order = self.view.owner_ids()
         self.rank = {owner: i for i, owner in enumerate(self.order)}
         self.profile_id = self.view.profile_id()
-        self.profile = get_row(session, self.profile_id) if self.profile_id else None
-        self.purview = purview_of(session, self.profile_id) if self.profile_id else []
-        self.owners = {o.id: o for o in session.execute(select(ObjectRow).where(ObjectRow.id.in_(self.order))).scalars()}
-        self._rules_seen: dict[str, tuple[str, str, Rule | None, str]] = {}
+        if self.profile is None or self.profile.id != self.profile_id:  # the view names a profile it did not find
+            self.profile = get_row(session, self.profile_id) if self.profile_id else None
+            self.purview = purview_of(session, self.profile_id) if self.profile_id else []
+        # the view's owners, once: each one's type and handle (for the profile's limits), and its full-name reference
+        self.owners: dict[str, tuple[str, str | None, str | None]] = {
+            id_: (type_, handle, ref) for id_, type_, handle, ref in session.connection().execute(
+                select(OWNER.id, OWNER.type, OWNER.handle, OWNER_REF).where(OWNER.id.in_(self.order)))}
+        self._rules_seen: dict[tuple[str, ...] | None, tuple[str, str, Rule | None, str]] = {}
+        self.filed: dict[str, tuple[tuple[str, ...], str]] = {}
+        """The rules filed for this event, by document: ``(rule texts, preview)`` (``candidates`` reads them)."""
         self._limits: dict[str, tuple[str, str] | None] = {}
 
-    def candidates(self) -> list[tuple[ObjectSummary, str, str]]:
-        """Every document owned in the view: ``(summary, preview, rules json)``. The few owners' full-name
-        references are worked out once, not per row; rows come back as plain columns, no ORM object each."""
-        refs = dict(self.session.execute(select(OWNER.id, OWNER_REF).where(OWNER.id.in_(self.order))).all())
+    def candidates(self) -> list[ObjectSummary]:
+        """Every document owned in the view, from the owners' index alone (no lookup into ``documents``);
+        the few owners' full-name references are worked out once, not per row, and rows come back as
+        plain columns, no ORM object each. Also reads the rules filed for this event (``rule_index``)."""
+        refs = {id_: ref for id_, (_, _, ref) in self.owners.items()}
         o = ObjectRow
-        stmt = (select(o.id, o.kind, o.name, o.owner_id, o.privacy, o.status, o.created_at, o.updated_at,
-                       DocumentRow.preview, DocumentRow.rules)
-                .select_from(o).join(DocumentRow, DocumentRow.object_id == o.id)
+        stmt = (select(o.id, o.kind, o.name, o.owner_id, o.privacy, o.status, o.created_at, o.updated_at)
                 .where(o.owner_id.in_(self.order), o.type == "document"))
         out = []
-        rows = self.session.connection().execute(stmt).all()  # Core rows: no ORM loading step per row
-        for id_, kind, name, owner_id, privacy, status, created, updated, preview, rules in rows:
+        for id_, kind, name, owner_id, privacy, status, created, updated in self.session.connection().execute(stmt):
             ref = refs.get(owner_id)
-            out.append((ObjectSummary(id=id_, type="document", kind=kind, name=name,
-                                      full_name=f"{ref}/{name}" if ref else name, owner_id=owner_id, privacy=privacy,
-                                      status=status, created_at=created, updated_at=updated), preview, rules))
+            out.append(ObjectSummary(id=id_, type="document", kind=kind, name=name,
+                                     full_name=f"{ref}/{name}" if ref else name, owner_id=owner_id, privacy=privacy,
+                                     status=status, created_at=created, updated_at=updated))
+        self.filed = rules_by_document(self.session, self.order, self.event)
         return out
 
-    def _by_rules(self, rules_json: str) -> tuple[str, str, Rule | None, str]:
-        """``(reason, words, rule, requested level)`` from a document's rules alone (its node and event
-        fixed): documents sharing the same rules text share the answer, so each text is weighed once."""
-        known = self._rules_seen.get(rules_json)
+    def _by_rules(self, texts: tuple[str, ...] | None) -> tuple[str, str, Rule | None, str]:
+        """``(reason, words, rule, requested level)`` from a document's rules for this event alone (its
+        node and event fixed): documents with the same rules share the answer, so each is weighed once."""
+        known = self._rules_seen.get(texts)
         if known is not None:
             return known
-        stored: list[Rule] = json.loads(rules_json or "[]")
+        stored: list[Rule] = [json.loads(t) for t in texts or ()]
         rules = [r for r in stored if r.get("on") == self.event]
         answer: tuple[str, str, Rule | None, str]
         if not rules:
@@ -162,7 +178,7 @@ class _Weigher:
             else:
                 rule = max(fitting, key=lambda r: _LEVELS.index(_level(r)) if _level(r) in _LEVELS else -1)
                 answer = "loaded", "", rule, _level(rule) if _level(rule) in _LEVELS else "preview"
-        self._rules_seen[rules_json] = answer
+        self._rules_seen[texts] = answer
         return answer
 
     def _limit(self, owner_id: str | None) -> tuple[str, str] | None:
@@ -170,19 +186,19 @@ class _Weigher:
         key = owner_id or ""
         if key not in self._limits:
             owner = self.owners.get(key)
-            self._limits[key] = (limit_for(self.purview, owner) if owner is not None and owner.id != self.profile_id
-                                 and self.profile is not None else None)
+            self._limits[key] = (limit_of(self.purview, owner[0], owner[1] or key) if owner is not None
+                                 and key != self.profile_id and self.profile is not None else None)
         return self._limits[key]
 
-    def weigh(self, doc: ObjectSummary, rules_json: str,
-              nearest: dict[str, ObjectSummary]) -> tuple[str, str, _Load | None]:
+    def weigh(self, doc: ObjectSummary, nearest: dict[str, ObjectSummary]) -> tuple[str, str, _Load | None]:
         """``(reason, words, (level, rule, requested, capped_by) or None)`` for one candidate."""
         if not self.access.allows(doc.id, doc.owner_id, doc.privacy):
             return "privacy", f"{doc.privacy} to {doc.owner_id}; this node may not read it", None
         winner = nearest.get(doc.name)
         if winner is not None and winner.id != doc.id:
             return "shadowed", f"shadowed by the nearer {winner.full_name} (same name, owner nearer in the view)", None
-        reason, words, rule, requested = self._by_rules(rules_json)
+        filed = self.filed.get(doc.id)
+        reason, words, rule, requested = self._by_rules(filed[0] if filed is not None else None)
         if rule is None:
             return reason, words, None
         level, capped_by = requested, None
@@ -199,19 +215,19 @@ def _evaluate(w: _Weigher) -> tuple[list[tuple[ObjectSummary, str, _Load]], list
     found = w.candidates()
     allows, rank = w.access.allows, w.rank
     nearest: dict[str, ObjectSummary] = {}
-    for doc, _, _ in found:  # the readable document nearest in the view holds each name
+    for doc in found:  # the readable document nearest in the view holds each name
         if not allows(doc.id, doc.owner_id, doc.privacy):
             continue
         held = nearest.get(doc.name)
         if held is None or rank[doc.owner_id or ""] < rank[held.owner_id or ""]:
             nearest[doc.name] = doc
     loaded, skipped = [], []
-    for doc, preview, rules in found:
-        reason, words, got = w.weigh(doc, rules, nearest)
+    for doc in found:
+        reason, words, got = w.weigh(doc, nearest)
         if got is None:
             skipped.append(NotLoaded(document=doc, reason=reason, detail=words))
         else:
-            loaded.append((doc, preview, got))
+            loaded.append((doc, w.filed[doc.id][1], got))
     loaded.sort(key=lambda item: (-rank[item[0].owner_id or ""], item[0].name))
     skipped.sort(key=lambda n: (-rank[n.document.owner_id or ""], n.document.name))
     return loaded, skipped

@@ -26,7 +26,7 @@ from .search import index_object
 from .views import ProfileView
 
 __all__ = ["PROFILE_LIMITS", "LIMIT_RANK", "purview_of", "profile_row", "create_profile", "set_project",
-           "rename_profile", "set_default", "default_for", "profile_view", "limit_for", "resolve_profile"]
+           "rename_profile", "set_default", "default_for", "profile_view", "limit_for", "limit_of", "resolve_profile"]
 
 PROFILE_LIMITS = ("content", "preview", "name", "none")
 """A project's delivery limit, widest first."""
@@ -154,8 +154,12 @@ def default_for(session: Session, directory: str) -> ObjectRow | None:
 def limit_for(purview: list[tuple[str, str]], owner: ObjectRow) -> tuple[str, str] | None:
     """The ``(project key, limit)`` of the purview that caps documents of ``owner`` (a repo by its
     handle or ``repo:<handle>``; another owner only by ``<type>:<handle>``), or None."""
-    handle = owner.handle or owner.id
-    keys = [f"{owner.type}:{handle}"] + ([handle] if owner.type == "repo" else [])
+    return limit_of(purview, owner.type, owner.handle or owner.id)
+
+
+def limit_of(purview: list[tuple[str, str]], type_: str, handle: str) -> tuple[str, str] | None:
+    """``limit_for`` an owner of type ``type_`` known by ``handle`` (its id when it has no handle)."""
+    keys = [f"{type_}:{handle}"] + ([handle] if type_ == "repo" else [])
     for key in keys:
         for project, limit in purview:
             if project == key:

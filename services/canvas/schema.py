@@ -97,6 +97,15 @@ def _ensure_counts_and_names(conn: Connection) -> None:
     install_name_index(conn)
 
 
+def _ensure_rule_index(conn: Connection) -> None:
+    """Delivery rules filed by owner and event (``rule_index``), derived from ``documents`` and kept in
+    step by triggers: created and filled once when a canvas opens without them, whatever its version
+    (a workbench that predates them ignores the table, and its writes keep it current)."""
+    from .rule_index import install_rule_index
+
+    install_rule_index(conn)
+
+
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     0: _create_missing,  # 0 -> 1: versioning, every table and index of version 1, the search index
     1: _name_search,  # 1 -> 2: PostgreSQL's index of name words (search's first tier); nothing on SQLite
@@ -129,6 +138,7 @@ def prepare_schema(conn: Connection, where: str) -> int:
         _record(conn, SCHEMA_VERSION)
         _ensure_read_indexes(conn)
         _ensure_counts_and_names(conn)
+        _ensure_rule_index(conn)
         return SCHEMA_VERSION
     if found > SCHEMA_VERSION:
         raise CanvasSchemaError(
@@ -144,4 +154,5 @@ def prepare_schema(conn: Connection, where: str) -> int:
         _record(conn, SCHEMA_VERSION)
     _ensure_read_indexes(conn)
     _ensure_counts_and_names(conn)
+    _ensure_rule_index(conn)
     return found
