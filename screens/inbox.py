@@ -128,16 +128,16 @@ class InboxPane(Pane):
             return
         page = await canvas.list_objects(type="node", limit=NODES_SHOWN)
         nodes = list(page.items)
-        inboxes = {n.id: await canvas.inbox(n.id, limit=1) for n in nodes[:50]}
+        unread = await canvas.unread_counts([n.id for n in nodes[:50]])  # one read of the kept counts
         if self.node not in {n.id for n in nodes}:
             self.node = nodes[0].id if nodes else None
         inbox = await canvas.inbox(self.node, limit=ENTRIES_SHOWN) if self.node else None
-        self._show_nodes(nodes, inboxes)
+        self._show_nodes(nodes, unread)
         self._show_inbox(inbox, needle)
 
-    def _show_nodes(self, nodes: list[ObjectSummary], inboxes: dict[str, InboxPage]) -> None:
+    def _show_nodes(self, nodes: list[ObjectSummary], unread_of: dict[str, int]) -> None:
         table = self.query_one("#inbox-nodes", DataTable)
-        rows = [(n.id, n.name, n.status, inboxes[n.id].unread if n.id in inboxes else None) for n in nodes]
+        rows = [(n.id, n.name, n.status, unread_of.get(n.id)) for n in nodes]
         if rows == getattr(self, "_node_rows", None):
             return
         self._node_rows = rows

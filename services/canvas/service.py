@@ -29,6 +29,7 @@ from sqlmodel import Session
 from services.changes import Change, ChangeFeed
 from services.clock import Clock
 
+from . import counters as _counters
 from . import custom as _custom
 from . import delivery as _delivery
 from . import documents as _docs
@@ -195,7 +196,8 @@ class Canvas:
 
     async def count_objects(self, *, type: str | None = None, owner: str | None = None,
                             name_filter: str | None = None, view: ReaderView | None = None) -> int:
-        """How many objects match the same filters as ``list_objects``."""
+        """How many objects match the same filters as ``list_objects``: without a name filter from the
+        counts the database keeps per type, owner and privacy (``counters``), whatever the canvas's size."""
         return await self._read(lambda s: count_objects(s, type=type, owner=owner, name_filter=name_filter,
                                                         access=access_for(s, view)))
 
@@ -506,6 +508,12 @@ class Canvas:
             row, access = find_readable(s, owner, view)
             return _nodes.inbox_page(s, row.id, offset=offset, limit=limit, unread_only=unread_only, access=access)
         return await self._read(run)
+
+    async def unread_counts(self, owners: Sequence[str]) -> dict[str, int]:
+        """How many unread entries each of ``owners`` (object ids) has in its inbox, read at once from the
+        counts the database keeps (the operator's view: every entry counts); an unknown id has 0."""
+        ids = [str(o) for o in owners][:1000]
+        return await self._read(lambda s: _counters.unread_counts(s, ids))
 
     async def mark_read(self, owner: str, entry_ids: Sequence[int] | None = None, *, up_to: int | None = None) -> int:
         """Mark inbox entries read (the ids, all up to ``up_to``, or all); returns how many changed."""

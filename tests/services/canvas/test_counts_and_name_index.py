@@ -244,3 +244,14 @@ async def test_inbox_counts_follow_messages_reads_and_deletes(canvas: Canvas) ->
     await canvas.delete("n2")  # its entries go with it
     assert_inbox_counts_right(canvas)
     assert (await canvas.inbox("n1")).total == 5
+
+
+async def test_unread_counts_of_many_inboxes_at_once(canvas: Canvas) -> None:
+    await canvas.spawn_node(node_id="n1")
+    await canvas.spawn_node(node_id="n2")
+    for i in range(3):
+        await canvas.message_send(f"m{i}", to="n1")
+    await canvas.message_send("x", to="n2")
+    await canvas.mark_read("n2")
+    counts = await canvas.unread_counts(["n1", "n2", "nobody"])
+    assert counts == {"n1": (await canvas.inbox("n1")).unread, "n2": 0, "nobody": 0} == {"n1": 3, "n2": 0, "nobody": 0}
