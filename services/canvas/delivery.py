@@ -35,7 +35,7 @@ from .models import DocumentRow, LinkRow, NodeRow, ObjectRow
 from .names import ReaderView
 from .objects import OWNER, OWNER_REF, get_row, summaries_by_id
 from .profiles import LIMIT_RANK, limit_of, purview_of
-from .rule_index import rules_by_document
+from .rule_index import driver_rows, marks, rules_by_document
 from .views import BootContext, BootItem, JsonValue, LoadVerdict, NotLoaded, ObjectSummary, Rule
 
 __all__ = ["REASONS", "DELIVERY_EVENTS", "node_view_of", "boot_context", "explain", "who_loads"]
@@ -140,21 +140,20 @@ class _Weigher:
         self.filed: dict[str, tuple[tuple[str, ...], str]] = {}
         """The rules filed for this event, by document: ``(rule texts, preview)`` (``candidates`` reads them)."""
         self._limits: dict[str, tuple[str, str] | None] = {}
+        self._ruled: dict[tuple[str | None, tuple[str, ...] | None], tuple[str, str, _Load | None]] = {}
 
     def candidates(self) -> list[ObjectSummary]:
         """Every document owned in the view, from the owners' index alone (no lookup into ``documents``);
         the few owners' full-name references are worked out once, not per row, and rows come back as
         plain columns, no ORM object each. Also reads the rules filed for this event (``rule_index``)."""
         refs = {id_: ref for id_, (_, _, ref) in self.owners.items()}
-        o = ObjectRow
-        stmt = (select(o.id, o.kind, o.name, o.owner_id, o.privacy, o.status, o.created_at, o.updated_at)
-                .where(o.owner_id.in_(self.order), o.type == "document"))
-        out = []
-        for id_, kind, name, owner_id, privacy, status, created, updated in self.session.connection().execute(stmt):
-            ref = refs.get(owner_id)
-            out.append(ObjectSummary(id=id_, type="document", kind=kind, name=name,
-                                     full_name=f"{ref}/{name}" if ref else name, owner_id=owner_id, privacy=privacy,
-                                     status=status, created_at=created, updated_at=updated))
+        rows = driver_rows(self.session, "SELECT id, kind, name, owner_id, privacy, status, created_at, updated_at "
+                                         f"FROM objects WHERE owner_id IN {marks(self.order)} AND type = 'document'",
+                           self.order)
+        out = [ObjectSummary(id=id_, type="document", kind=kind, name=name,
+                             full_name=f"{refs[owner_id]}/{name}" if refs.get(owner_id) else name, owner_id=owner_id,
+                             privacy=privacy, status=status, created_at=created, updated_at=updated)
+               for id_, kind, name, owner_id, privacy, status, created, updated in rows]
         self.filed = rules_by_document(self.session, self.order, self.event)
         return out
 
@@ -198,11 +197,20 @@ class _Weigher:
         if winner is not None and winner.id != doc.id:
             return "shadowed", f"shadowed by the nearer {winner.full_name} (same name, owner nearer in the view)", None
         filed = self.filed.get(doc.id)
-        reason, words, rule, requested = self._by_rules(filed[0] if filed is not None else None)
+        key = (doc.owner_id, filed[0] if filed is not None else None)
+        known = self._ruled.get(key)
+        if known is None:
+            known = self._ruled[key] = self._by_owner_rules(*key)
+        return known
+
+    def _by_owner_rules(self, owner_id: str | None, texts: tuple[str, ...] | None) -> tuple[str, str, _Load | None]:
+        """The answer for a readable, unshadowed document from its owner and its rules for this event
+        alone: documents of one owner with the same rules share it, so each pair is weighed once."""
+        reason, words, rule, requested = self._by_rules(texts)
         if rule is None:
             return reason, words, None
         level, capped_by = requested, None
-        found = self._limit(doc.owner_id)
+        found = self._limit(owner_id)
         if found is not None and self.profile is not None and LIMIT_RANK[found[1]] < LIMIT_RANK[requested]:
             level = _cap(requested, found[1])
             capped_by = f"profile {self.profile.handle}: {found[0]} -> {found[1]}"
