@@ -54,8 +54,9 @@ _FLUSH_BYTES = 1 << 20
 
 JsonObject = Mapping[str, object]
 
-_PLAIN = re.compile(r'[^"\\\x00-\x20\x7f]+')
-"""A batch id the index can hold verbatim inside a JSON string (no quote, backslash, space or control)."""
+_PLAIN = re.compile('[^"\\\\\x00-\x20\x7f\ud800-\udfff]+')
+"""A batch id the index can hold verbatim inside a JSON string (no quote, backslash, space, control
+or lone surrogate)."""
 
 _HEAD = b'{"i":"'
 """How a chunk line begins: its id string, read up to the next quote without a JSON parse."""
