@@ -90,3 +90,38 @@ def test_old_json_state_is_imported_once(tmp_path: Path) -> None:
     service.close()
     again = FakeHonchoService(legacy)  # the database is now the state; nothing imported twice
     assert len(again.session_messages("s1", "w")) == 1
+
+
+async def test_a_store_from_before_keeps_its_search_index_whole(tmp_path: Path) -> None:
+    """A store written while a per-row trigger indexed messages: opening drops the trigger, every
+    message (old, new, cloned) is indexed exactly once and found by search."""
+    import sqlite3
+
+    from services.knowledge.outbox.honcho_store import SCHEMA
+
+    state = tmp_path / "state.db"
+    old = sqlite3.connect(state, isolation_level=None)
+    old.executescript(SCHEMA + """
+        CREATE TRIGGER messages_ai AFTER INSERT ON messages BEGIN
+            INSERT INTO messages_fts(rowid, content) VALUES (new.seq, new.content); END;
+        INSERT INTO workspaces (id, created_at, ts) VALUES ('w', '2025-01-01T00:00:00+00:00', '2025');
+        INSERT INTO sessions VALUES ('w', 's1', '{}', '{}', 1, '2025-01-01T00:00:00+00:00', '2025');
+        INSERT INTO messages (id, workspace_id, session_id, peer_id, content, created_at, ts, token_count)
+            VALUES ('msg_old', 'w', 's1', 'alice', 'teapot from before', '2025-01-01T00:00:00+00:00', '2025', 3);
+        INSERT OR REPLACE INTO counter VALUES ('next_id', 10);""")
+    old.close()
+    service = FakeHonchoService(state)
+    added = await post(service, "/v3/workspaces/w/sessions/s1/messages",
+                       {"messages": [{"peer_id": "alice", "content": f"teapot number {i}"} for i in range(3)]})
+    assert added.status_code == 201 and [m["id"] for m in added.json()] == [f"msg_{i:08d}" for i in (10, 11, 12)]
+    cloned = await post(service, "/v3/workspaces/w/sessions/s1/clone", b"")
+    assert cloned.status_code == 201
+    found = await post(service, "/v3/workspaces/w/search", {"query": "teapot", "limit": 100})
+    assert sorted(m["content"] for m in found.json()) == sorted(["teapot from before", *(f"teapot number {i}"
+                                                                                          for i in range(3))] * 2)
+    service.close()
+    check = sqlite3.connect(state, isolation_level=None)
+    assert check.execute("SELECT count(*) FROM sqlite_master WHERE name = 'messages_ai'").fetchone()[0] == 0
+    check.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)")  # raises when off
+    assert check.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'teapot'").fetchone()[0] == 8
+    check.close()

@@ -122,10 +122,16 @@ def _created_at(*stamps: object) -> str | None:
         if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or not math.isfinite(stamp):
             continue
         try:
-            return iso(stamp / 1000)
+            return _iso_ms(stamp)
         except (OverflowError, OSError, ValueError):
             continue
     return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _iso_ms(stamp: int | float) -> str:
+    """``iso`` of an epoch-millisecond stamp, remembered: a record's messages share their stamps."""
+    return iso(stamp / 1000)
 
 
 class DeliveryEngine:

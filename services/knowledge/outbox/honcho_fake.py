@@ -84,7 +84,7 @@ from .honcho_shapes import (
     WireAnswer,
     Workspace,
 )
-from .honcho_store import FakeHonchoStateError, open_store
+from .honcho_store import FakeHonchoStateError, index_messages, last_message_seq, open_store
 from .honcho_upload import UploadError, read_upload, split_text
 
 __all__ = ["HONCHO_ROUTES", "FakeHonchoService", "FakeHonchoStateError", "FakeHonchoTransport"]
@@ -151,8 +151,12 @@ def _query_invalid(name: str, msg: str, kind: str = "value_error") -> _HttpError
     return _HttpError(422, [{"type": kind, "loc": ["query", name], "msg": msg, "input": None}])
 
 
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
+"""``json.dumps(value, ensure_ascii=False)`` without building an encoder per call."""
+
+
 def _j(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    return _ENCODE(value)
 
 
 class FakeHonchoService:
@@ -349,10 +353,14 @@ class FakeHonchoService:
         return moment.isoformat(), sortable_time(moment)
 
     def _new_id(self, prefix: str) -> str:
+        return self._new_ids(prefix, 1)[0]
+
+    def _new_ids(self, prefix: str, count: int) -> list[str]:
+        """``count`` new ids in order (one read and one write of the counter)."""
         row = self._db.execute("SELECT value FROM counter WHERE name = 'next_id'").fetchone()
         value = int(row["value"]) if row else 1
-        self._db.execute("INSERT OR REPLACE INTO counter VALUES ('next_id', ?)", (value + 1,))
-        return f"{prefix}_{value:08d}"
+        self._db.execute("INSERT OR REPLACE INTO counter VALUES ('next_id', ?)", (value + count,))
+        return [f"{prefix}_{value + i:08d}" for i in range(count)]
 
     def _one(self, sql: str, *params: str) -> sqlite3.Row | None:
         row: sqlite3.Row | None = self._db.execute(sql, params).fetchone()
@@ -717,11 +725,12 @@ class FakeHonchoService:
         rows = self._db.execute("SELECT * FROM messages WHERE workspace_id = ? AND session_id = ? "
                                 + ("AND seq <= ? " if limit_seq is not None else "") + "ORDER BY seq",
                                 [wid, sid] + ([limit_seq] if limit_seq is not None else [])).fetchall()
-        for m in rows:
-            self._db.execute("INSERT INTO messages (id, workspace_id, session_id, peer_id, content, metadata, "
+        first = last_message_seq(self._db)
+        self._db.executemany("INSERT INTO messages (id, workspace_id, session_id, peer_id, content, metadata, "
                              "created_at, ts, token_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                             (self._new_id("msg"), wid, new_id, m["peer_id"], m["content"], m["metadata"],
-                              m["created_at"], m["ts"], m["token_count"]))
+                             [(mid, wid, new_id, m["peer_id"], m["content"], m["metadata"], m["created_at"], m["ts"],
+                               m["token_count"]) for mid, m in zip(self._new_ids("msg", len(rows)), rows)])
+        index_messages(self._db, first)
         return 201, _session(self._session_row(wid, new_id))
 
     def _members(self, wid: str, sid: str) -> str:
@@ -846,6 +855,8 @@ class FakeHonchoService:
             raise _invalid(["messages"], f"List should have at most 100 items after validation, not {len(items)}",
                            "too_long")
         checked = []
+        peers: set[str] = set()  # names already checked in this batch (a batch has few authors)
+        moments: dict[str, datetime | None] = {}  # times already parsed in this batch
         for index, item in enumerate(items):
             if not isinstance(item, dict):
                 raise _invalid(["messages", index], "Input should be a valid dictionary", "dict_type")
@@ -856,11 +867,18 @@ class FakeHonchoService:
                 raise _invalid(["messages", index, "content"], f"String should have at most {MAX_CONTENT} characters",
                                "string_too_long")
             peer = item.get("peer_id")
-            if not isinstance(peer, str) or not NAME.match(peer) or len(peer) > MAX_NAME:
-                raise _invalid(["messages", index, "peer_id"], "String should match pattern '^[a-zA-Z0-9_-]+$'",
-                               "string_pattern_mismatch", peer)
+            if not isinstance(peer, str) or peer not in peers:
+                if not isinstance(peer, str) or not NAME.match(peer) or len(peer) > MAX_NAME:
+                    raise _invalid(["messages", index, "peer_id"], "String should match pattern '^[a-zA-Z0-9_-]+$'",
+                                   "string_pattern_mismatch", peer)
+                peers.add(peer)
             when = item.get("created_at")
-            moment = parse_time(when) if isinstance(when, str) else None
+            if isinstance(when, str):
+                if when not in moments:
+                    moments[when] = parse_time(when)
+                moment = moments[when]
+            else:
+                moment = None
             if when is not None and moment is None:
                 raise _invalid(["messages", index, "created_at"], "Input should be a valid datetime", "datetime_parsing")
             metadata = _metadata(item.get("metadata"), ["messages", index, "metadata"])
@@ -869,17 +887,26 @@ class FakeHonchoService:
 
     def _store(self, wid: str, sid: str, checked: list[tuple[str, str, JSONObject, datetime | None]]
                ) -> list[Message]:
+        """Insert a batch's messages (one statement for all rows, one for their search index)."""
         self._ensure_session(wid, sid, peers={p: {"observe_me": None, "observe_others": None}
                                               for p in dict.fromkeys(c[1] for c in checked)})
+        ids = self._new_ids("msg", len(checked))
+        stamps: dict[datetime | None, tuple[str, str]] = {}  # one "now" per request, as a transaction's now()
+        rows: list[tuple[str, str, str, str, str, str, str, str, int]] = []
         created: list[Message] = []
-        for content, peer, metadata, moment in checked:
-            mid = self._new_id("msg")
-            at, ts = self._times(moment)
-            self._db.execute("INSERT INTO messages (id, workspace_id, session_id, peer_id, content, metadata, "
-                             "created_at, ts, token_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                             (mid, wid, sid, peer, content, _j(metadata), at, ts, len(content.split())))
+        for mid, (content, peer, metadata, moment) in zip(ids, checked):
+            stamp = stamps.get(moment)
+            if stamp is None:
+                stamp = stamps[moment] = self._times(moment)
+            at, ts = stamp
+            tokens = len(content.split())
+            rows.append((mid, wid, sid, peer, content, _j(metadata), at, ts, tokens))
             created.append({"id": mid, "content": content, "peer_id": peer, "session_id": sid, "metadata": metadata,
-                            "created_at": at, "workspace_id": wid, "token_count": len(content.split())})
+                            "created_at": at, "workspace_id": wid, "token_count": tokens})
+        first = last_message_seq(self._db)
+        self._db.executemany("INSERT INTO messages (id, workspace_id, session_id, peer_id, content, metadata, "
+                             "created_at, ts, token_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        index_messages(self._db, first)
         return created
 
     def _upload(self, wid: str, sid: str, *, body: tuple[str, bytes], params: QueryParams) -> tuple[int, list[Message]]:
@@ -1004,6 +1031,8 @@ def _body(request: httpx.Request) -> JSON:
     if _depth(body) > MAX_JSON_DEPTH:
         raise _HttpError(422, [{"type": "json_invalid", "loc": ["body"],
                                 "msg": f"JSON nests deeper than {MAX_JSON_DEPTH} levels", "input": None}])
+    if b"\\u" not in raw:  # only a JSON escape can put NUL or a lone surrogate into UTF-8 JSON text
+        return body
     body = _strip_nul(body)
     problem = value_problem(body, "body")
     if problem is not None:  # PostgreSQL cannot hold it: refused before anything is stored

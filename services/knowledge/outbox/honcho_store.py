@@ -2,7 +2,10 @@
 
 One connection per service, in WAL mode with ``synchronous=FULL``; every request runs in one
 transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``), so a batch is stored whole or not at all, also
-when the process is killed mid-batch. Message text is indexed with FTS5 for search.
+when the process is killed mid-batch. Message text is indexed with FTS5 for search, in the same
+transaction as the rows: whoever inserts messages calls ``index_messages`` once for all of them
+(one ``INSERT ... SELECT``; a per-row trigger made every message several times dearer). A
+database from before drops its insert trigger when opened (its rows are already indexed).
 
 A state path ending in ``.json`` (the old one-file state, ``memory/served-honcho.json``) means
 the database beside it (``served-honcho.db``); when that database does not exist yet and the JSON
@@ -19,7 +22,7 @@ from pathlib import Path
 from ...errors import ServiceError
 from .honcho_filters import parse_time, sortable_time
 
-__all__ = ["FakeHonchoStateError", "database_path", "open_store"]
+__all__ = ["FakeHonchoStateError", "database_path", "index_messages", "last_message_seq", "open_store"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS counter (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -44,8 +47,6 @@ CREATE TABLE IF NOT EXISTS messages (
 CREATE INDEX IF NOT EXISTS messages_session ON messages (workspace_id, session_id, seq);
 CREATE INDEX IF NOT EXISTS messages_peer ON messages (workspace_id, peer_id, seq);
 CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(content, content='messages', content_rowid='seq');
-CREATE TRIGGER IF NOT EXISTS messages_ai AFTER INSERT ON messages BEGIN
-    INSERT INTO messages_fts(rowid, content) VALUES (new.seq, new.content); END;
 CREATE TRIGGER IF NOT EXISTS messages_ad AFTER DELETE ON messages BEGIN
     INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.seq, old.content); END;
 CREATE TABLE IF NOT EXISTS conclusions (
@@ -83,6 +84,7 @@ def open_store(state_path: Path | None) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute("PRAGMA busy_timeout=5000")
         conn.executescript(SCHEMA)
+        conn.execute("DROP TRIGGER IF EXISTS messages_ai")  # the per-row index trigger of older stores
     except sqlite3.DatabaseError as exc:
         raise FakeHonchoStateError(
             f"the memory fake's state file {target} cannot be read ({exc}); move it aside to start empty"
@@ -90,6 +92,18 @@ def open_store(state_path: Path | None) -> sqlite3.Connection:
     if legacy is not None:
         _import_json(conn, legacy)
     return conn
+
+
+def last_message_seq(conn: sqlite3.Connection) -> int:
+    """The newest message's ``seq`` (0 when there is none): rows inserted after it get higher ones."""
+    return int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM messages").fetchone()[0])
+
+
+def index_messages(conn: sqlite3.Connection, after_seq: int) -> None:
+    """Add the text of every message with ``seq > after_seq`` to the search index (inside the
+    transaction that inserted them)."""
+    conn.execute("INSERT INTO messages_fts(rowid, content) SELECT seq, content FROM messages WHERE seq > ?",
+                 (after_seq,))
 
 
 def _import_json(conn: sqlite3.Connection, path: Path) -> None:
@@ -104,6 +118,7 @@ def _import_json(conn: sqlite3.Connection, path: Path) -> None:
             f"the memory fake's state file {path} cannot be read ({exc}); move it aside to start empty"
         ) from None
     conn.execute("BEGIN IMMEDIATE")
+    first = last_message_seq(conn)
     for wid, ws in workspaces.items():
         conn.execute("INSERT OR IGNORE INTO workspaces (id, created_at, ts) VALUES (?, ?, ?)", (wid, *_times(None)))
         for peer in (ws.get("peers") or {}).values():
@@ -128,6 +143,7 @@ def _import_json(conn: sqlite3.Connection, path: Path) -> None:
                          "level, created_at, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                          (c["id"], wid, c["observer_id"], c["observed_id"], c.get("session_id"), c["content"],
                           c.get("level") or "explicit", *_times(c.get("created_at"))))
+    index_messages(conn, first)
     conn.execute("INSERT OR REPLACE INTO counter VALUES ('next_id', ?)", (int(data.get("next_id", 1)),))
     conn.execute("COMMIT")
     path.rename(path.with_name(path.name + ".imported"))

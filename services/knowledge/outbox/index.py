@@ -2,9 +2,16 @@
 
 One JSON line per chunk of ``capture.jsonl`` that this process summed up: the chunk's byte span
 ``[s, e)``, the outbox file's inode ``ino``, a CRC ``h`` of the chunk's first and last
-``GUARD`` bytes, and its summary: per conversation the owner and the batch ids still pending
-(space-separated; records flipped by a mark in the same chunk left out), the batch ids its
-delivered marks name (``m``) and how many lines could not be read (``x``).
+``GUARD`` bytes, and its summary: per conversation (``c``) the owner, how many of its records are
+still pending (records flipped by a mark in the same chunk left out) and where their batch ids
+sit in ``i``, the batch ids its delivered marks name (``m``) and how many lines could not be read
+(``x``).
+
+``i`` comes first and holds every pending batch id of the chunk, space-separated, in one string
+that needs no JSON escape (an id that would need one is not indexed: that chunk is parsed from
+the outbox instead). A reader takes the rest of the line as JSON and leaves ``i`` as bytes,
+read only for the conversations and chunks where the ids matter (a later delivered mark, a
+ledger's delivered window): counting pending records over 100,000 of them reads no id.
 
 Every fsynced append adds its chunk's line (``IndexWriter``), kept in memory and written in bulk,
 never fsynced: the index is a cache, never the truth. A reader (``read_summary``, inside
@@ -12,8 +19,9 @@ the outbox mutex) takes a chunk only when its inode is the outbox's, its span li
 and does not overlap the chunks before it, and its guard bytes still read the same; every byte not
 covered by such a chunk (lines another program appended, an append whose index line a crash cut
 off, a torn or stale index) is parsed from the outbox itself. So a corrupt or stale index costs a
-parse, never a wrong count. When a read had to parse, or the index grew long, it is replaced by one
-chunk for the whole file; a compaction's rewrite starts it again (``IndexWriter.note_rewrite``).
+parse, never a wrong count. When a read had to parse, applied delivered marks to earlier chunks, or
+the index grew long, it is replaced by one chunk for the whole file; a compaction's rewrite starts
+it again (``IndexWriter.note_rewrite``).
 
 A delivered mark flips the records of earlier chunks that it names (a mark never flips a record
 appended after it, as in the outbox's own reading).
@@ -24,12 +32,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["GUARD", "Chunk", "GapRead", "IndexWriter", "OutboxSummary", "read_summary"]
+__all__ = ["GUARD", "Chunk", "GapRead", "Ids", "IndexWriter", "OutboxSummary", "read_summary"]
 
 log = logging.getLogger("services.knowledge.outbox")
 
@@ -45,6 +54,41 @@ _FLUSH_BYTES = 1 << 20
 
 JsonObject = Mapping[str, object]
 
+_PLAIN = re.compile('[^"\\\\\x00-\x20\x7f\ud800-\udfff]+')
+"""A batch id the index can hold verbatim inside a JSON string (no quote, backslash, space, control
+or lone surrogate)."""
+
+_HEAD = b'{"i":"'
+"""How a chunk line begins: its id string, read up to the next quote without a JSON parse."""
+
+
+@dataclass(slots=True)
+class Ids:
+    """Some pending batch ids of one conversation, space-separated bytes, counted without being read."""
+
+    count: int
+    source: bytes
+    start: int
+    end: int
+    listed: list[str] | None = None
+    """The ids themselves when one of them is not plain (``_PLAIN``: it could hold a space)."""
+
+    @classmethod
+    def of(cls, ids: Sequence[str]) -> Ids:
+        """The ids given, in order."""
+        data = " ".join(ids).encode("utf-8", "replace")
+        return cls(len(ids), data, 0, len(data), None if _ids_ok(ids) else list(ids))
+
+    def raw(self) -> bytes:
+        """The ids as space-separated UTF-8 bytes."""
+        return self.source[self.start:self.end]
+
+    def ids(self) -> list[str]:
+        """The ids, in order."""
+        if self.listed is not None:
+            return list(self.listed)
+        return self.raw().decode("utf-8", "replace").split(" ") if self.count else []
+
 
 @dataclass(slots=True)
 class Chunk:
@@ -54,12 +98,14 @@ class Chunk:
     end: int
     owners: dict[str, str] = field(default_factory=dict)
     """Each conversation with a record in the chunk, and the owner of its first one."""
-    pending: dict[str, str] = field(default_factory=dict)
-    """Per conversation, the batch ids still pending after the chunk's own marks, space-separated."""
+    pending: dict[str, Ids] = field(default_factory=dict)
+    """Per conversation, the batch ids still pending after the chunk's own marks."""
     marks: str = ""
     """The batch ids the chunk's delivered marks name, space-separated."""
     corrupt: int = 0
     """Lines of the chunk that could not be read."""
+    plain: bool = True
+    """Whether every id of the chunk can be written to the index (``_PLAIN``)."""
 
 
 @dataclass(slots=True)
@@ -79,21 +125,23 @@ class OutboxSummary:
 
     owners: dict[str, str] = field(default_factory=dict)
     """Every conversation with a record in the outbox, with the owner of its first record."""
-    parts: dict[str, list[str]] = field(default_factory=dict)
-    """Per conversation, its pending batch ids in file order as space-separated runs (split on
-    demand: counting needs no split)."""
+    parts: dict[str, list[Ids]] = field(default_factory=dict)
+    """Per conversation, its pending batch ids in file order as runs (read on demand: counting
+    reads no id)."""
     corrupt: int = 0
     """Lines the next compaction quarantines."""
     parsed_bytes: int = 0
     """How many bytes of the outbox this read had to parse (the index covered the rest)."""
+    plain: bool = True
+    """Whether every id can be written to the index (else the index is not rebuilt from this read)."""
 
     def count(self, conversation_id: str) -> int:
         """How many records of the conversation are not flipped by a delivered mark."""
-        return sum(run.count(" ") + 1 for run in self.parts.get(conversation_id, ()) if run)
+        return sum(run.count for run in self.parts.get(conversation_id, ()))
 
     def ids(self, conversation_id: str) -> list[str]:
         """The conversation's batch ids not flipped by a delivered mark, in file order."""
-        return [batch for run in self.parts.get(conversation_id, ()) if run for batch in run.split(" ")]
+        return [batch for run in self.parts.get(conversation_id, ()) for batch in run.ids()]
 
     @property
     def pending(self) -> dict[str, list[str]]:
@@ -102,7 +150,7 @@ class OutboxSummary:
 
 
 def _ids_ok(ids: Iterable[str]) -> bool:
-    return all(batch and " " not in batch for batch in ids)
+    return all(_PLAIN.fullmatch(batch) for batch in ids)
 
 
 def _guard(head: bytes, tail: bytes) -> int:
@@ -110,10 +158,71 @@ def _guard(head: bytes, tail: bytes) -> int:
 
 
 def _chunk_line(ino: int, chunk: Chunk, guard: int) -> bytes:
-    value = {"ino": ino, "s": chunk.start, "e": chunk.end, "h": guard,
-             "c": {conv: [owner, chunk.pending.get(conv, "")] for conv, owner in chunk.owners.items()},
-             "m": chunk.marks, "x": chunk.corrupt}
-    return (json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8", "replace")
+    parts: list[bytes] = []
+    where: dict[str, list[object]] = {}
+    at = 0
+    for conv, owner in chunk.owners.items():
+        run = chunk.pending.get(conv)
+        if run is None or not run.count:
+            where[conv] = [owner, 0, at, at]
+            continue
+        raw = run.raw()
+        if parts:
+            parts.append(b" ")
+            at += 1
+        parts.append(raw)
+        where[conv] = [owner, run.count, at, at + len(raw)]
+        at += len(raw)
+    value = {"ino": ino, "s": chunk.start, "e": chunk.end, "h": guard, "c": where, "m": chunk.marks,
+             "x": chunk.corrupt}
+    rest = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
+    return _HEAD + b"".join(parts) + b'",' + rest[1:] + b"\n"
+
+
+@dataclass(slots=True)
+class _Line:
+    """One index line read back: its JSON without ``i``, and where ``i``'s bytes sit in ``source``."""
+
+    value: object
+    source: bytes
+    start: int
+    end: int
+
+
+def _index_lines(index: Path) -> list[_Line]:
+    """The index's lines; ``i`` is left in the file's bytes (no copy, no parse)."""
+    try:
+        raw = index.read_bytes()
+    except OSError:
+        return []
+    lines: list[_Line] = []
+    at = 0
+    while at < len(raw):
+        stop = raw.find(b"\n", at)
+        stop = len(raw) if stop < 0 else stop
+        if raw.startswith(_HEAD, at, stop) or raw[at:stop].strip():  # a chunk line is never copied
+            lines.append(_read_line(raw, at, stop))
+        at = stop + 1
+    return lines
+
+
+def _read_line(raw: bytes, at: int, stop: int) -> _Line:
+    """The line ``raw[at:stop]``; its value is None when it cannot be read."""
+    try:
+        if raw.startswith(_HEAD, at, stop):
+            begin = at + len(_HEAD)
+            end = raw.find(b'"', begin, stop)
+            if end < 0 or raw[end + 1:end + 2] != b",":
+                return _Line(None, b"", 0, 0)
+            return _Line(json.loads(b"{" + raw[end + 2:stop]), raw, begin, end)
+        value = json.loads(raw[at:stop])  # spelled another way (spaces, escapes): the whole line is JSON
+    except ValueError:
+        return _Line(None, b"", 0, 0)
+    ids = value.pop("i", "") if isinstance(value, dict) else ""
+    if not isinstance(ids, str):
+        return _Line(None, b"", 0, 0)
+    data = ids.encode("utf-8", "replace")
+    return _Line(value, data, 0, len(data))
 
 
 def _summed(values: Iterable[JsonObject], start: int, end: int) -> Chunk | None:
@@ -143,7 +252,7 @@ def _summed(values: Iterable[JsonObject], start: int, end: int) -> Chunk | None:
     for conv, batch in order:
         if batch not in marked:
             waiting.setdefault(conv, []).append(batch)
-    chunk.pending = {conv: " ".join(ids) for conv, ids in waiting.items()}
+    chunk.pending = {conv: Ids.of(ids) for conv, ids in waiting.items()}
     chunk.marks = " ".join(marks)
     return chunk
 
@@ -217,8 +326,9 @@ def _discard(index: Path) -> None:
         pass
 
 
-def _chunk_of(value: object, ino: int, size: int) -> tuple[Chunk, int] | None:
+def _chunk_of(line: _Line, ino: int, size: int) -> tuple[Chunk, int] | None:
     """A chunk line read back and checked for shape, inode and span; None when it is not usable."""
+    value = line.value
     if not isinstance(value, dict) or value.get("ino") != ino:
         return None
     start, end, guard, convs = value.get("s"), value.get("e"), value.get("h"), value.get("c")
@@ -227,13 +337,17 @@ def _chunk_of(value: object, ino: int, size: int) -> tuple[Chunk, int] | None:
             and isinstance(marks, str) and isinstance(corrupt, int)) or not 0 <= start < end <= size:
         return None
     chunk = Chunk(start, end, marks=marks, corrupt=corrupt)
+    length = line.end - line.start
     for conv, entry in convs.items():
-        if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)
-                and isinstance(entry[1], str)):
+        if not (isinstance(entry, list) and len(entry) == 4 and isinstance(entry[0], str)):
             return None
-        chunk.owners[conv] = entry[0]
-        if entry[1]:
-            chunk.pending[conv] = entry[1]
+        owner, count, begin, stop = entry
+        if not (type(count) is int and type(begin) is int and type(stop) is int  # noqa: E721 - bool is no count
+                and 0 <= begin <= stop <= length and (count > 0) == (stop > begin) and count <= (stop - begin + 1) // 2):
+            return None
+        chunk.owners[conv] = owner
+        if count:
+            chunk.pending[conv] = Ids(count, line.source, line.start + begin, line.start + stop)
     return chunk, guard
 
 
@@ -256,11 +370,7 @@ def read_summary(outbox: Path, index: Path, parse: Callable[[bytes], GapRead]) -
         lines = _index_lines(index)
         candidates = []
         for line in lines:
-            try:
-                value = json.loads(line)
-            except ValueError:
-                continue
-            found = _chunk_of(value, info.st_ino, size)
+            found = _chunk_of(line, info.st_ino, size)
             if found is not None:
                 candidates.append(found)
         candidates.sort(key=lambda c: (c[0].start, -c[0].end))
@@ -284,7 +394,8 @@ def read_summary(outbox: Path, index: Path, parse: Callable[[bytes], GapRead]) -
         chunks.sort(key=lambda c: c.start)
         summary = _fold(chunks)
         summary.parsed_bytes = parsed
-        if size and (parsed or len(lines) > _MAX_LINES or len(lines) != len(chunks)):
+        flipped = any(chunk.marks for chunk in chunks[1:])  # folding applies them: the next read reads no id
+        if size and (parsed or flipped or len(lines) > _MAX_LINES or len(lines) != len(chunks)):
             whole = _whole(summary, size)
             if whole is not None:
                 head = os.pread(fd, min(GUARD, size), 0)
@@ -298,22 +409,15 @@ def read_summary(outbox: Path, index: Path, parse: Callable[[bytes], GapRead]) -
         os.close(fd)
 
 
-def _index_lines(index: Path) -> list[bytes]:
-    try:
-        raw = index.read_bytes()
-    except OSError:
-        return []
-    return [line for line in raw.split(b"\n") if line.strip()]
-
-
 def _gap_chunk(start: int, end: int, read: GapRead) -> Chunk:
-    chunk = Chunk(start, end, corrupt=read.corrupt, marks=" ".join(read.marks))
+    chunk = Chunk(start, end, corrupt=read.corrupt, marks=" ".join(read.marks),
+                  plain=_ids_ok(read.marks) and _ids_ok(batch for _, _, batch, _ in read.records))
     waiting: dict[str, list[str]] = {}
     for conv, owner, batch, delivered in read.records:
         chunk.owners.setdefault(conv, owner)
         if not delivered:
             waiting.setdefault(conv, []).append(batch)
-    chunk.pending = {conv: " ".join(ids) for conv, ids in waiting.items()}
+    chunk.pending = {conv: Ids.of(ids) for conv, ids in waiting.items()}
     return chunk
 
 
@@ -323,27 +427,36 @@ def _fold(chunks: list[Chunk]) -> OutboxSummary:
     last_mark: dict[str, int] = {}
     for number, chunk in enumerate(chunks):
         summary.corrupt += chunk.corrupt
+        summary.plain = summary.plain and chunk.plain
         if chunk.marks:
             for batch in chunk.marks.split(" "):
                 last_mark[batch] = number
+    last = max(last_mark.values(), default=-1)
     for number, chunk in enumerate(chunks):
         for conv, owner in chunk.owners.items():
             summary.owners.setdefault(conv, owner)
-            ids = chunk.pending.get(conv)
+            run = chunk.pending.get(conv)
             runs = summary.parts.setdefault(conv, [])
-            if not ids:
+            if run is None or not run.count:
                 continue
-            if last_mark:
-                ids = " ".join(b for b in ids.split(" ") if last_mark.get(b, -1) <= number)
-            runs.append(ids)
+            if number < last:  # a later mark may flip some: only then are the ids read
+                run = Ids.of([b for b in run.ids() if last_mark.get(b, -1) <= number])
+                if not run.count:
+                    continue
+            runs.append(run)
     return summary
 
 
 def _whole(summary: OutboxSummary, size: int) -> Chunk | None:
     """One chunk standing for the whole file (marks already applied); None when an id cannot be indexed."""
-    if any(" " in conv for conv in summary.owners):
+    if not summary.plain or any(" " in conv for conv in summary.owners):
         return None
     chunk = Chunk(0, size, owners=dict(summary.owners), corrupt=summary.corrupt)
-    chunk.pending = {conv: " ".join(run for run in runs if run) for conv, runs in summary.parts.items()}
-    chunk.pending = {conv: ids for conv, ids in chunk.pending.items() if ids}
+    for conv, runs in summary.parts.items():
+        runs = [run for run in runs if run.count]
+        if len(runs) == 1:
+            chunk.pending[conv] = runs[0]
+        elif runs:
+            data = b" ".join(run.raw() for run in runs)
+            chunk.pending[conv] = Ids(sum(run.count for run in runs), data, 0, len(data))
     return chunk

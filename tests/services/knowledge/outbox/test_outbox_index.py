@@ -147,3 +147,48 @@ async def test_a_long_index_is_folded_into_one_line(outbox: MemoryOutbox) -> Non
     assert len(outbox.stores.index_path.read_bytes().splitlines()) == 1
     second = await _summary(outbox)
     assert first.parsed_bytes == second.parsed_bytes == 0 and _view(second) == _truth(outbox.stores)
+
+
+async def test_counts_come_from_the_index_and_ids_are_read_where_marks_flip(outbox: MemoryOutbox) -> None:
+    await _capture_some(outbox, 30)
+    await _summary(outbox)
+    lines = outbox.stores.index_path.read_bytes().splitlines()
+    assert lines and all(line.startswith(b'{"i":"b_') for line in lines)  # the ids first, left unread
+    await outbox.deliver("run_2")  # a delivered mark after that chunk flips some of its records
+    summary = await _summary(outbox)
+    assert summary.parsed_bytes == 0 and _view(summary) == _truth(outbox.stores)
+    assert summary.count("run_2") == 0 and summary.count("run_0") == 10
+    assert len(outbox.stores.index_path.read_bytes().splitlines()) == 1  # folded: marks applied once
+    again = await _summary(outbox)
+    assert again.parsed_bytes == 0 and _view(again) == _truth(outbox.stores)
+
+
+async def test_an_index_line_of_the_earlier_form_is_parsed_again(outbox: MemoryOutbox) -> None:
+    ids = await _capture_some(outbox, 5)
+    await _summary(outbox)
+    outbox.stores.index_path.unlink()
+    await _summary(outbox)  # parsed, and the index rebuilt as one line for the whole file
+    info = outbox.stores.outbox_path.stat()
+    (line,) = outbox.stores.index_path.read_bytes().splitlines()
+    value = json.loads(line)
+    value.pop("i")
+    value["c"] = {conv: [entry[0], "b_invented"] for conv, entry in value["c"].items()}  # ids inline, as before
+    assert value["ino"] == info.st_ino and value["e"] == info.st_size
+    outbox.stores.index_path.write_text(json.dumps(value) + "\n")
+    summary = await _summary(outbox)
+    assert summary.parsed_bytes == info.st_size and "b_invented" not in str(summary.pending)
+    assert sorted(b for _, pending in _view(summary).values() for b in pending) == sorted(ids)
+
+
+async def test_ids_the_index_cannot_hold_verbatim_are_counted_from_the_outbox(outbox: MemoryOutbox) -> None:
+    await _capture_some(outbox, 2)
+    foreign = {"batchId": 'b_"quoted\\ id', "conversationId": "run_9", "owner": "user:js", "status": "pending",
+               "createdAt": 5, "messages": [{"role": "user", "peerId": "user_js", "content": "hi", "createdAt": 5}]}
+    with open(outbox.stores.outbox_path, "ab") as handle:
+        handle.write(json.dumps(foreign).encode() + b"\n")
+    for _ in range(2):  # not written into the index: every read parses that part again, and counts it
+        summary = await _summary(outbox)
+        assert summary.parsed_bytes > 0 and summary.pending["run_9"] == ['b_"quoted\\ id']
+        assert _view(summary) == _truth(outbox.stores)
+    status = await outbox.status()
+    assert {r.conversation_id: r.pending for r in status.conversations}["run_9"] == 1
