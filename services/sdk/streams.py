@@ -160,7 +160,7 @@ class _StreamEnded(Exception):
         self.error = error
 
 
-_scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined]
+_scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 """The decoder's own scanner: one object from a position, without ``json.loads``' wrapping."""
 
 
