@@ -106,7 +106,7 @@ class RunStream:
         failures = 0
         retry_ms: int | None = None
         run_id = self.run_id
-        control = wire.CONTROL_FRAMES
+        control = frozenset(wire.CONTROL_FRAMES)
         while True:
             params: dict[str, int] = {}
             headers: dict[str, str] = {}
@@ -168,7 +168,7 @@ def _json_object(text: str) -> dict[str, Any]:
     """``text`` decoded as ``json.loads`` does (an object as it is, another value as ``{"value":
     ...}``, text that is not JSON as ``{"raw": ...}``); an object that fills the text exactly, the
     usual case, is read by the scanner alone."""
-    if text[:1] == "{":
+    if text.startswith("{"):
         try:
             value, end = _scan(text, 0)
         except (StopIteration, ValueError):
