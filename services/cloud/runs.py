@@ -287,13 +287,14 @@ class FakeRun:
         """Append any event; another ``node_id`` is a child node's event."""
         if self.deleted:
             raise CloudError(404, "run_not_found", f"run {self.id} was deleted")
-        self.seq += 1
+        seq = self.seq = self.seq + 1
         now = self.cloud.clock.time()
+        run_id = self.id
         event = {
-            "id": str(self.seq),
-            "seq": self.seq,
-            "run_id": self.id,
-            "node_id": node_id or self.id,
+            "id": str(seq),
+            "seq": seq,
+            "run_id": run_id,
+            "node_id": node_id or run_id,
             "type": type,
             "at": _iso_ms(now),
         }
@@ -301,7 +302,10 @@ class FakeRun:
             event.update(_own_copy(fields))
         self.events.append(event)
         self.updated_at = now
-        self._reduce(event)
+        if event["type"] in _REDUCERS:
+            self._reduce(event)
+        elif self.activity not in _RESTING and self.status == "running" and event["node_id"] == run_id:
+            self.activity = "thinking"  # any other root event: the run is thinking again
         for stream in self.streams:
             stream.push("event", event)
         self.cloud.state.run_changed(self, event)
@@ -348,7 +352,8 @@ class FakeRun:
         return entry_id
 
     def _reduce(self, event: dict[str, Any]) -> None:
-        """Re-derive status and activity from one appended event (root events only)."""
+        """Re-derive status and activity from one appended event of a ``_REDUCERS`` type (root
+        events only; ``emit`` handles every other type itself)."""
         if event["node_id"] != self.id:
             return
         kind = event["type"]
@@ -383,8 +388,6 @@ class FakeRun:
             self.status, self.activity = "settled", None
         elif kind == "run.renamed":
             self.name = event.get("name")
-        elif self.status == "running" and self.activity not in (None, "thinking"):
-            self.activity = "thinking"
 
     def _rest(self) -> None:
         self.activity = None
@@ -409,9 +412,18 @@ def _second_text(second: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
 
 
+_last_ms: tuple[float, int, int, str] = (math.nan, -1, -1, "")
+"""The last time ``_iso_ms`` formatted: ``(ts, second, millisecond, text)`` (one tuple, replaced
+whole, so a reader on another thread never sees half of it)."""
+
+
 def _iso_ms(ts: float) -> str:
     """``services.clock.iso(ts)`` (the same text, to the millisecond), formatting the date part
-    once per second instead of once per event."""
+    once per second and the text once per millisecond instead of once per event."""
+    global _last_ms
+    last = _last_ms
+    if ts == last[0]:
+        return last[3]
     if not (ts >= 0 and math.isfinite(ts)):
         return iso(ts)
     frac, whole = math.modf(ts)
@@ -419,10 +431,19 @@ def _iso_ms(ts: float) -> str:
     second = int(whole)
     if micros >= 1_000_000:
         second, micros = second + 1, micros - 1_000_000
-    return f"{_second_text(second)}.{micros // 1000:03d}Z"
+    millis = micros // 1000
+    text = last[3] if second == last[1] and millis == last[2] else f"{_second_text(second)}.{millis:03d}Z"
+    _last_ms = (ts, second, millis, text)
+    return text
 
 
 _ENVELOPE_KEYS = frozenset({"id", "seq", "run_id", "node_id", "type", "at"})
+_REDUCERS = frozenset({
+    "node.turn.started", "node.activity", "node.turn.completed", "node.idle", "node.question.opened",
+    "node.question.answered", "node.message.received", "node.reopened", "node.settled", "run.renamed",
+})
+"""The event types ``_reduce`` treats one by one; any other root event only wakes the activity."""
+_RESTING = (None, "thinking")
 
 
 def _split(text: str, chunks: int) -> list[str]:

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..changes import ChangeFeed
+from ..changes import Change, ChangeFeed
 from ..clock import Clock
 from ..wire import ACCESS_TOKEN_TYPE
 from .errors import CloudError
@@ -230,7 +230,7 @@ class CloudState:
         if event is None:
             changes.announce("cloud", "run.deleted", run.id, user_id=run.user_id)
             return
-        changes.announce("cloud", "run.event", run.id, event=event, user_id=run.user_id)
+        changes.publish(Change("cloud", "run.event", run.id, {"event": event, "user_id": run.user_id}))
         if not run.streams:
             self.owe_notice(run)
 

@@ -10,6 +10,7 @@ closes it; closing with events unread owes the app a run notice.
 from __future__ import annotations
 
 import json
+import json.encoder
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
@@ -17,7 +18,7 @@ import httpx
 
 from .runs import FakeRun, RunStreamFeed
 
-__all__ = ["EventStream", "StreamHost", "encode_frame"]
+__all__ = ["EventStream", "StreamHost", "encode_frame", "frame_text"]
 
 
 class _NoticeOwer(Protocol):
@@ -37,15 +38,28 @@ _TERMINAL = frozenset({"stream_error", "stream_dropped", "stream_idle"})
 _BATCH = 512
 
 
-_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_iterencode = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+    None, _encoder.default, json.encoder.encode_basestring, None, ":", ",", False, False, True
+)
+"""The C encoder ``_encoder.encode`` builds on every call, built once (without the circular-
+reference markers: an event is plain JSON data, copied when it was appended)."""
+
+
+def _encode(data: dict[str, Any]) -> str:
+    return "".join(_iterencode(data, 0))
+
+
+def frame_text(kind: str, data: dict[str, Any]) -> str:
+    """``encode_frame`` before the UTF-8 encoding (a batch of frames is encoded at once)."""
+    if kind == "event":
+        return f"id: {data['seq']}\nevent: {data['type']}\ndata: {_encode(data)}\n\n"
+    return f"event: {kind}\ndata: {_encode(data)}\n\n"
 
 
 def encode_frame(kind: str, data: dict[str, Any]) -> bytes:
     """One SSE frame: events carry ``id`` and their type; control frames only their name."""
-    payload = _encode(data)
-    if kind == "event":
-        return f"id: {data['seq']}\nevent: {data['type']}\ndata: {payload}\n\n".encode()
-    return f"event: {kind}\ndata: {payload}\n\n".encode()
+    return frame_text(kind, data).encode()
 
 
 class EventStream(httpx.AsyncByteStream):
@@ -81,22 +95,24 @@ class EventStream(httpx.AsyncByteStream):
             if not await feed.wait(idle_s):
                 yield encode_frame("stream_idle", {"idle_ms": self.cloud.stream_idle_ms})
                 break
-            frames: list[bytes] = []
+            frames: list[str] = []
             done = False
+            last_seq = feed.last_seq
             while pending and len(frames) < _BATCH:
                 item = pending.popleft()
                 if item is None:
                     done = True
                     break
                 kind, data = item
-                frames.append(encode_frame(kind, data))
+                frames.append(frame_text(kind, data))
                 if kind == "event":
-                    feed.last_seq = data["seq"]
-                if kind in _TERMINAL:
+                    last_seq = data["seq"]
+                elif kind in _TERMINAL:
                     done = True
                     break
+            feed.last_seq = last_seq
             if frames:
-                yield b"".join(frames)
+                yield "".join(frames).encode()
             if done:
                 break
         await self.aclose()

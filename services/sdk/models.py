@@ -137,19 +137,22 @@ class RunEvent:
     @classmethod
     def from_wire(cls, event: dict[str, Any]) -> "RunEvent":
         """``from_dict`` for a dict the caller hands over (one just decoded from the wire): its
-        envelope keys are taken out and the rest becomes ``data`` as it is, without a copy."""
+        envelope keys are taken out and the rest becomes ``data`` as it is, without a copy.
+
+        A stream builds one per event, so the fields are set through their slots directly (the
+        frozen ``__init__`` goes through ``object.__setattr__`` for each): the same object."""
         pop = event.pop
+        obj = _new(cls)
         event_id = pop("id", None)
+        _set_id(obj, None if event_id is None else str(event_id))
         seq = pop("seq", None)
-        return cls(
-            None if event_id is None else str(event_id),
-            seq if type(seq) is int else None,
-            str(pop("type", "")),
-            pop("run_id", None),
-            pop("node_id", None),
-            pop("at", None),
-            event,
-        )
+        _set_seq(obj, seq if type(seq) is int else None)
+        _set_type(obj, str(pop("type", "")))
+        _set_run_id(obj, pop("run_id", None))
+        _set_node_id(obj, pop("node_id", None))
+        _set_at(obj, pop("at", None))
+        _set_data(obj, event)
+        return obj
 
     def to_dict(self) -> dict[str, Any]:
         """The event as the wire dict."""
@@ -162,6 +165,12 @@ class RunEvent:
             "at": self.at,
             **self.data,
         }
+
+
+_new = object.__new__
+_set_id, _set_seq, _set_type, _set_run_id, _set_node_id, _set_at, _set_data = (
+    RunEvent.__dict__[name].__set__ for name in ("id", "seq", "type", "run_id", "node_id", "at", "data")
+)
 
 
 @dataclass(frozen=True, slots=True)

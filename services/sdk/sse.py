@@ -22,6 +22,8 @@ from dataclasses import dataclass
 __all__ = ["SSEEvent", "SSEParser"]
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_FRAME = re.compile(r"id: ([^\n\0]*)\nevent: ([^\n]*)\ndata: ([^\n]*)\n\n")
+"""A whole frame as servers write it: read in one match, with the meaning ``_lines`` gives it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,10 +91,43 @@ class SSEParser:
         buffer = self._buffer + text
         if not buffer:
             return []
-        parts = _LINE_BREAK.split(buffer) if "\r" in buffer else buffer.split("\n")
+        if "\r" not in buffer:
+            return self._feed_lf(buffer)
+        parts = _LINE_BREAK.split(buffer)
         self._buffer = parts.pop()
         self._skip_lf = buffer[-1] == "\r"
         return self._lines(parts) if parts else []
+
+    def _feed_lf(self, buffer: str) -> list[tuple[str, str, str]]:
+        """``buffer`` with LF line ends only: each whole frame of the usual shape (``id``, ``event``,
+        ``data``, blank line) is matched at once; anything else goes through ``_lines``, one frame
+        (up to its blank line) at a time, so both paths see the same state."""
+        events: list[tuple[str, str, str]] = []
+        match = _FRAME.match
+        pos = 0
+        end = len(buffer)
+        while pos < end:
+            if not self._data and not self._type:
+                found = match(buffer, pos)
+                while found is not None:
+                    event_id, kind, data = found.groups()
+                    self.last_event_id = event_id
+                    events.append((kind or "message", data, event_id))
+                    pos = found.end()
+                    found = match(buffer, pos)
+            stop = buffer.find("\n\n", pos)
+            if stop == -1:
+                # no whole frame left: its complete lines now, the partial last line kept
+                last = buffer.rfind("\n", pos)
+                if last == -1:
+                    break
+                events += self._lines(buffer[pos:last].split("\n"))
+                pos = last + 1
+                break
+            events += self._lines(buffer[pos : stop + 1].split("\n"))
+            pos = stop + 2
+        self._buffer = buffer[pos:]
+        return events
 
     def _lines(self, lines: list[str]) -> list[tuple[str, str, str]]:
         events: list[tuple[str, str, str]] = []

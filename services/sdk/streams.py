@@ -11,8 +11,10 @@ handed to the consumer as a ``RunEvent`` of type ``stream_gap`` and the stream g
 
 from __future__ import annotations
 
+import collections
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+import json.scanner
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
 import httpx
@@ -71,24 +73,40 @@ class RunStream:
         """``idle`` or ``dropped`` once the stream ended by a control frame."""
         self.reconnects = 0
         """How many times the stream reconnected after a failure."""
-        self._iterator: AsyncIterator[RunEvent] | None = None
+        self._batches: AsyncGenerator[list[RunEvent], None] | None = None
+        self._ready: collections.deque[RunEvent] = collections.deque()
+        """Events read from the connection and not yet handed out, in order."""
 
     def __aiter__(self) -> "RunStream":
         return self
 
     async def __anext__(self) -> RunEvent:
-        if self._iterator is None:
-            self._iterator = self._events()
-        return await self._iterator.__anext__()
+        ready = self._ready
+        while not ready:
+            if self._batches is None:
+                self._batches = self._read()
+            ready.extend(await self._batches.__anext__())
+        event = ready.popleft()
+        if event.seq is not None:
+            self.cursor = event.seq
+        return event
 
     async def aclose(self) -> None:
         """Stop reading and close the connection."""
-        if self._iterator is not None:
-            await self._iterator.aclose()  # type: ignore[attr-defined]
+        self._ready.clear()
+        if self._batches is not None:
+            await self._batches.aclose()
 
-    async def _events(self) -> AsyncIterator[RunEvent]:
+    async def _read(self) -> AsyncGenerator[list[RunEvent], None]:
+        """The events of each chunk read, as one list (a chunk carries many frames, so the hops
+        from the connection to the consumer are paid per chunk, not per event). A control frame
+        ends the list before it; what it does (end, raise) happens once the events before it were
+        handed out. Reconnects resume from the cursor, which is the last event handed out, and
+        this generator asks for more only when every event read was handed out."""
         failures = 0
         retry_ms: int | None = None
+        run_id = self.run_id
+        control = frozenset(wire.CONTROL_FRAMES)
         while True:
             params: dict[str, int] = {}
             headers: dict[str, str] = {}
@@ -98,24 +116,27 @@ class RunStream:
             parser = SSEParser()
             try:
                 async with self._http.open_stream(
-                    "run.events", path={"run_id": self.run_id}, params=params, headers=headers
+                    "run.events", path={"run_id": run_id}, params=params, headers=headers
                 ) as response:
                     async for chunk in response.aiter_bytes():
+                        batch: list[RunEvent] = []
                         for kind, data_text, _ in parser.feed_frames(chunk):
-                            if kind in wire.CONTROL_FRAMES:
+                            if kind in control:
                                 data = _json_object(data_text)
                                 if kind == "stream_gap":
-                                    yield RunEvent(None, None, "stream_gap", self.run_id, None, None, data)
+                                    batch.append(RunEvent(None, None, "stream_gap", run_id, None, None, data))
                                     continue
+                                if batch:
+                                    yield batch
+                                    batch = []
                                 if kind == "stream_error":
                                     raise _StreamEnded(error_from_envelope(data.get("error"), 500, origin="runtime"))
                                 self.end_reason = "idle" if kind == "stream_idle" else "dropped"
                                 return
-                            event = RunEvent.from_wire(_json_object(data_text))
+                            batch.append(RunEvent.from_wire(_json_object(data_text)))
                             failures = 0
-                            if event.seq is not None:
-                                self.cursor = event.seq
-                            yield event
+                        if batch:
+                            yield batch
                     retry_ms = parser.retry_ms
             except _StreamEnded as ended:
                 raise ended.error from None
@@ -139,7 +160,21 @@ class _StreamEnded(Exception):
         self.error = error
 
 
+_scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+"""The decoder's own scanner: one object from a position, without ``json.loads``' wrapping."""
+
+
 def _json_object(text: str) -> dict[str, Any]:
+    """``text`` decoded as ``json.loads`` does (an object as it is, another value as ``{"value":
+    ...}``, text that is not JSON as ``{"raw": ...}``); an object that fills the text exactly, the
+    usual case, is read by the scanner alone."""
+    if text.startswith("{"):
+        try:
+            value, end = _scan(text, 0)
+        except (StopIteration, ValueError):
+            end = -1
+        if end == len(text):
+            return value  # type: ignore[no-any-return]
     try:
         value = json.loads(text)
     except ValueError:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -96,6 +97,38 @@ def json_problem(value: object, max_depth: int) -> tuple[str, str] | None:
                 for index in range(len(item) - 1, -1, -1):
                     stack.append((item[index], f"{where}[{index}]", depth + 1))
     return None
+
+
+_RISKY_TEXT = re.compile(rb"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})|\xed[\xa0-\xbf]|\x00")
+"""What could decode to NUL or a surrogate: a ``\\u`` escape of one, a surrogate's UTF-8 bytes
+(``json.loads`` decodes bytes with ``surrogatepass``), or a NUL byte (also a sign of a UTF-16 or
+UTF-32 body, which ``json.loads`` accepts too)."""
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_EMPTY_PAIR = re.compile(rb"\[\]|\{\}")
+"""In the brackets alone: a container holding no container."""
+
+
+def _plainly_fine(body: bytes, max_depth: int) -> bool:
+    """True when ``json_problem`` cannot find anything in the JSON text ``body``, told from the
+    text alone: no escape that could hide a surrogate or NUL, and no container nested more than
+    ``max_depth`` deep (the strings taken out, then the brackets alone: each pass takes out the
+    innermost pairs; after ``max_depth`` passes none is left). False means: parse it and look (it
+    may also be fine, or not JSON at all)."""
+    if (b"\\u" in body or b"\xed" in body or b"\x00" in body) and _RISKY_TEXT.search(body) is not None:
+        return False
+    if body.count(b"[") + body.count(b"{") <= max_depth:
+        return True
+    # without a backslash every quote opens or closes a string: the strings are every other part
+    outside = _JSON_STRING.sub(b"", body) if b"\\" in body else b"".join(body.split(b'"')[::2])
+    rest = outside.translate(None, _NOT_BRACKET)
+    for _ in range(max_depth):
+        if not rest:
+            return True
+        rest, taken = _EMPTY_PAIR.subn(b"", rest)
+        if not taken:
+            return False
+    return not rest
 
 
 def _answer(status: int, code: str, message: str, **fields: Any) -> tuple[int, bytes]:
@@ -260,9 +293,8 @@ class GuardApp:
         if kind == "":
             return _answer(415, "unsupported_media_type", f"a request body needs Content-Type: {_JSON}",
                            param="Content-Type")
-        if b"\\u" not in body and body.count(b"[") + body.count(b"{") <= self.limits.json_depth:
-            # no escape can hide a surrogate or NUL (raw ones are not JSON), and it cannot nest too
-            # deep: the route parses it and answers malformed JSON itself
+        if _plainly_fine(body, self.limits.json_depth):
+            # the route parses it and answers malformed JSON itself
             return None
         try:
             value = json.loads(body)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import json.encoder
 from pathlib import Path
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -83,8 +84,19 @@ _INSERT_EVENTS = (f"INSERT OR REPLACE INTO {EVENTS.name} ({EVENTS.c.run_id.name}
                   f"{EVENTS.c.seq.name}, {EVENTS.c.data.name}) VALUES (?, ?, ?, ?)")
 
 
+_dump_encoder = json.JSONEncoder(separators=(",", ":"))
+_dump_iter = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+    None, _dump_encoder.default, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True
+)
+"""``json.dumps(value, separators=...)`` builds an encoder and its C half on every call (once per
+stored event): both built once here (no circular-reference markers: a row is plain JSON data)."""
+
+
 def _dump(value: object) -> str:
-    return json.dumps(value, separators=(",", ":"))
+    """``json.dumps(value, separators=(",", ":"))``: ASCII escapes, so every text is storable."""
+    if isinstance(value, (dict, list)):
+        return "".join(_dump_iter(value, 0))
+    return _dump_encoder.encode(value)
 
 
 class _Batch(TypedDict):

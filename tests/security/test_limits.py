@@ -5,12 +5,16 @@ refused bodies."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from pathlib import Path
 
 import httpx
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from services.control_wire import CONTROL_PREFIX
+from services.served.guard import _plainly_fine, json_problem
 
 from .conftest import Guarded, envelope_of
 
@@ -49,6 +53,34 @@ async def test_prompt_message_name_and_event_sizes_are_capped_by_field(tight: Gu
     assert replied.status_code == 413
     deep = await tight.http.post("/v1/runs", headers=tight.as_app(), json={"prompt": "x", "a": [[[[[[[[[1]]]]]]]]]})
     assert deep.status_code == 400 and "deeper than 8" in str(envelope_of(deep)["message"])
+    # many containers, none too deep: read from the text alone, accepted; one too deep among them: refused
+    wide = {"prompt": "x", "a": [{"b": [1, "]]]]]]]]]]"]} for _ in range(50)]}
+    assert (await tight.http.post("/v1/runs", headers=tight.as_app(), json=wide)).status_code == 201
+    wide["a"].append([[[[[[[[[1]]]]]]]]])
+    deep = await tight.http.post("/v1/runs", headers=tight.as_app(), json=wide)
+    assert deep.status_code == 400 and "deeper than 8" in str(envelope_of(deep)["message"])
+    # a lone surrogate as raw UTF-8 bytes (``json.loads`` decodes bytes with surrogatepass)
+    raw = '{"prompt": "a\ud800b"}'.encode("utf-8", "surrogatepass")
+    refused = await tight.http.post("/v1/runs", headers={**tight.as_app(), "content-type": "application/json"},
+                                    content=raw)
+    assert refused.status_code == 400 and "surrogate" in str(envelope_of(refused)["message"])
+
+
+_LEAF = st.one_of(st.integers(), st.sampled_from(["x", "[", "]{", "\\", '"', 'a\\"b', "\u0000", "\ud800", "é"]))
+_JSON_VALUES = st.recursive(_LEAF, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(["k", "[k", "\u0000"]), inner, max_size=3)),
+    max_leaves=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSON_VALUES, st.booleans(), st.integers(min_value=1, max_value=8))
+def test_a_body_passed_from_its_text_alone_is_one_the_full_check_passes(value: object, as_ascii: bool, depth: int) -> None:
+    body = json.dumps(value, ensure_ascii=as_ascii).encode("utf-8", "surrogatepass")
+    problem = json_problem(json.loads(body), depth)
+    if _plainly_fine(body, depth):
+        assert problem is None
+    elif b"\\u" not in body and b"\xed" not in body:
+        assert problem is not None  # nothing risky in the text: only nesting sends it to the full check
 
 
 async def test_the_call_record_is_bounded_and_keeps_nothing_of_unauthenticated_calls(tight: Guarded) -> None:

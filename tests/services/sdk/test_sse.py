@@ -120,3 +120,26 @@ def test_any_chunking_gives_identical_events(cuts: list[int]) -> None:
     parser = SSEParser()
     events = [e for a, b in zip(points, points[1:]) for e in parser.feed(SAMPLE[a:b])]
     assert events + parser.close() == whole
+
+
+_LINE = st.sampled_from([
+    "id: 7", "id: 8\x00", "id:", "id:  9", "event: node.x", "event: ", "event", "data: {\"seq\": 1}", "data:",
+    "data: two", "data:x", ": comment", "retry: 300", "retry: 3x", "", "foo: bar",
+])
+_WHOLE = st.builds(lambda i, t, d: f"id: {i}\nevent: {t}\ndata: {d}\n\n", st.sampled_from(["1", "", " 2", "3\x00"]),
+                   st.sampled_from(["node.a", "", "b c"]), st.sampled_from(["{}", "", "x y", "data: z"]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(_WHOLE, _LINE.map(lambda line: line + "\n")), max_size=14),
+       st.lists(st.integers(min_value=0, max_value=400), max_size=6))
+def test_whole_frames_read_at_once_mean_what_line_by_line_reading_means(parts: list[str], cuts: list[int]) -> None:
+    """LF-only input takes the whole-frame path; the same text with CRLF line ends takes the
+    line-by-line path: both give the same events, ids and retry, however the bytes are cut."""
+    raw = "".join(parts).encode()
+    reference, by_lines = parse(raw.replace(b"\n", b"\r\n"))
+    points = [0, *sorted(c for c in cuts if c <= len(raw)), len(raw)]
+    parser = SSEParser()
+    events = [e for a, b in zip(points, points[1:]) for e in parser.feed(raw[a:b])]
+    assert events + parser.close() == reference
+    assert (parser.last_event_id, parser.retry_ms) == (by_lines.last_event_id, by_lines.retry_ms)
