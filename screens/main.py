@@ -298,9 +298,12 @@ class MainScreen(Screen[None]):
         if not self.placed:  # the keys are the panes': until they are in place there is no list to show
             return
         from .help import HelpScreen
-        from .help_keys import help_groups
+        from .help_keys import PaneKeys, help_groups
 
-        self.app.push_screen(HelpScreen(help_groups(self)))
+        panes = [PaneKeys(pane.number, pane.title, pane) for pane in self.panes()]
+        active = self.pane(self.active)
+        focused = next(keys for keys in panes if keys.node is active)
+        self.app.push_screen(HelpScreen(help_groups(self, panes, focused)))
 
     # -- service messages ---------------------------------------------------------------------
 
