@@ -3,8 +3,10 @@
 Run: ``python benchmarks/ui.py [--runs N] [--rates R1,R2,..] [--seconds S] [--objects N]``.
 
 1. Process start -> first painted frame (headless), the workbench beside a bare Textual app with
-   a Header and a Footer, alternated ``--runs`` times; medians and their ratio (aim: 1.2x or under).
-   Also whether sqlmodel / jwt were imported before the first frame (they should not be).
+   a Header and a Footer, alternated ``--runs`` times; medians and their ratio (aim: 1.2x or under),
+   the ratio of the fastest runs and of each pair, and the CPU time each process had used by its first
+   frame (on a machine others load, CPU time varies far less than wall time). Also whether sqlmodel /
+   jwt were imported before the first frame (they should not be).
 2. For each of ``--rates`` (a sweep up to 150,000 events/s), a producer appends that many events/s for
    ``--seconds`` to the selected run (in batches every 10 ms) while a key (``p``) is pressed every
    100 ms; prints the rate offered (the producer, ``FakeRun.emit`` on the same loop, may not reach the
@@ -56,7 +58,8 @@ class Bare(App):
     def on_mount(self):
         self.call_after_refresh(self.done)
     def done(self):
-        print("frame", time.perf_counter() - t0, "sqlmodel" in sys.modules, "jwt" in sys.modules, flush=True)
+        print("frame", time.perf_counter() - t0, "sqlmodel" in sys.modules, "jwt" in sys.modules, time.process_time(),
+              flush=True)
         self.exit()
 Bare().run(headless=True)
 """
@@ -74,7 +77,8 @@ class First(WorkbenchApp):
     def on_mount(self):  # Textual calls WorkbenchApp.on_mount too (handlers run down the MRO)
         self.call_after_refresh(self.done)
     def done(self):
-        print("frame", time.perf_counter() - t0, "sqlmodel" in sys.modules, "jwt" in sys.modules, flush=True)
+        print("frame", time.perf_counter() - t0, "sqlmodel" in sys.modules, "jwt" in sys.modules, time.process_time(),
+              flush=True)
         self.built_at = None
         self.set_interval(0.002, self.later)
     def later(self):
@@ -87,39 +91,51 @@ First(settings=Settings(path=Path(tempfile.mkdtemp()) / "ws")).run(headless=True
 """
 
 
-def first_frame(code: str) -> tuple[float, bool, bool, tuple[float, ...]]:
+def first_frame(code: str) -> tuple[float, bool, bool, tuple[float, ...], float]:
     """Wall seconds from spawning the process to its first frame; sqlmodel / jwt imported by then;
-    and the later marks the process prints (in seconds since its own start)."""
+    the later marks the process prints (in seconds since its own start); and the CPU seconds the
+    process had used by its first frame (less sensitive than wall time to other load on the machine)."""
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
-    elapsed, sqlmodel, jwt, later = None, "", "", ()
+    elapsed, sqlmodel, jwt, later, cpu = None, "", "", (), 0.0
     for line in proc.stdout:
         if line.startswith("frame"):
             elapsed = time.perf_counter() - start
-            _, in_process, sqlmodel, jwt = line.split()
+            _, in_process, sqlmodel, jwt, cpu_text = line.split()
+            cpu = float(cpu_text)
             offset = elapsed - float(in_process)  # interpreter start, before the script's clock began
         elif line.startswith("later") and elapsed is not None:
             later = tuple(float(x) + offset for x in line.split()[1:])
     proc.wait()
     if elapsed is None:
         raise RuntimeError("the app exited without a first frame")
-    return elapsed, sqlmodel == "True", jwt == "True", later
+    return elapsed, sqlmodel == "True", jwt == "True", later, cpu
 
 
 def startup(runs: int) -> None:
     bare, bench, built, ready, heavy = [], [], [], [], set()
+    bare_cpu, bench_cpu, paired = [], [], []
     for _ in range(runs):
-        bare.append(first_frame(BARE)[0])
-        elapsed, sqlmodel, jwt, later = first_frame(WORKBENCH)
+        elapsed, _sqlmodel, _jwt, _later, cpu = first_frame(BARE)
+        bare.append(elapsed)
+        bare_cpu.append(cpu)
+        elapsed, sqlmodel, jwt, later, cpu = first_frame(WORKBENCH)
         bench.append(elapsed)
+        bench_cpu.append(cpu)
+        paired.append(bench[-1] / bare[-1])
         built.append(later[0])
         ready.append(later[1])
         heavy.update(name for name, seen in (("sqlmodel", sqlmodel), ("jwt", jwt)) if seen)
     b, w = statistics.median(bare), statistics.median(bench)
-    print(f"1. start -> first frame ({runs} runs each, headless)")
-    print(f"   bare Header+Footer app: {b * 1000:.0f} ms (min {min(bare) * 1000:.0f})")
-    print(f"   workbench:              {w * 1000:.0f} ms (min {min(bench) * 1000:.0f})   ratio {w / b:.2f}x (aim <= 1.2x)")
+    bc, wc = statistics.median(bare_cpu), statistics.median(bench_cpu)
+    print(f"1. start -> first frame ({runs} runs each, headless, alternated)")
+    print(f"   bare Header+Footer app: {b * 1000:.0f} ms (min {min(bare) * 1000:.0f}), CPU {bc * 1000:.0f} ms "
+          f"(min {min(bare_cpu) * 1000:.0f})")
+    print(f"   workbench:              {w * 1000:.0f} ms (min {min(bench) * 1000:.0f}), CPU {wc * 1000:.0f} ms "
+          f"(min {min(bench_cpu) * 1000:.0f})")
+    print(f"   ratio {w / b:.2f}x (aim <= 1.2x); mins {min(bench) / min(bare):.2f}x; paired runs median "
+          f"{statistics.median(paired):.2f}x; CPU {wc / bc:.2f}x (mins {min(bench_cpu) / min(bare_cpu):.2f}x)")
     print(f"   imported before the first frame: {', '.join(sorted(heavy)) or 'neither sqlmodel nor jwt'}")
     print(f"   then every pane's widgets mounted at {statistics.median(built) * 1000:.0f} ms; a new workspace "
           f"(sample world seeded) open at {statistics.median(ready) * 1000:.0f} ms")

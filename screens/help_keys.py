@@ -2,14 +2,16 @@
 
 ``key_label("slash")`` is ``/``, ``key_label("ctrl+p")`` is ``ctrl+p``, ``key_label("left")`` is ``←``.
 ``effective_bindings(node)`` is a node's bindings after the App's keymap (a remapped key shows its new
-key), merged per action so ``n,escape`` reads ``n / esc``. ``help_groups(screen)`` builds the groups
-the ``?`` screen lists: the focused pane (and the workbench's own keys of the widget in it), everywhere
-(the screen, the App, and the keys Textual answers itself: tab, shift+tab, ctrl+p, esc, each listed
-once), then the other panes.
+key), merged per action so ``n,escape`` reads ``n / esc``. ``help_groups(screen, panes, active)`` builds
+the groups the ``?`` screen lists: the focused pane (and the workbench's own keys of the widget in it),
+everywhere (the screen, the App, and the keys Textual answers itself: tab, shift+tab, ctrl+p, esc, each
+listed once), then the other panes. The panes come as ``PaneKeys`` (key, name, node), so this module
+knows no screen of its own: the screens and the dialogs import it, it imports none of them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -18,9 +20,9 @@ from textual.dom import DOMNode
 from textual.keys import format_key
 
 if TYPE_CHECKING:
-    from .main import MainScreen
+    from textual.screen import Screen
 
-__all__ = ["NAVIGATION", "KeyLine", "effective_bindings", "help_groups", "key_label", "keys_line"]
+__all__ = ["NAVIGATION", "KeyLine", "PaneKeys", "effective_bindings", "help_groups", "key_label", "keys_line"]
 
 ALIASES = {
     "escape": "esc",
@@ -42,6 +44,15 @@ class KeyLine:
     keys: str
     description: str
     binding_id: str = ""
+
+
+@dataclass(frozen=True)
+class PaneKeys:
+    """A pane as the help lists it: the key that brings it forward, its name, and the node whose keys it has."""
+
+    number: int
+    title: str
+    node: DOMNode
 
 
 NAVIGATION: tuple[KeyLine, ...] = (
@@ -99,16 +110,14 @@ def keys_line(node: DOMNode) -> str:
     return "   ".join(f"{line.keys} {line.description.lower()}" for line in effective_bindings(node))
 
 
-def help_groups(screen: MainScreen) -> list[tuple[str, list[KeyLine]]]:
-    """The ``?`` groups for the main screen: focused pane first, then everywhere, then the other panes."""
+def help_groups(screen: Screen[None], panes: Sequence[PaneKeys], active: PaneKeys) -> list[tuple[str, list[KeyLine]]]:
+    """The ``?`` groups for a screen of panes: the focused one (``active``) first, then everywhere, then the others."""
     app = screen.app
-    panes = screen.panes()
-    active = screen.pane(screen.active)
     groups: list[tuple[str, list[KeyLine]]] = []
-    focused_lines = effective_bindings(active)
+    focused_lines = effective_bindings(active.node)
     widget: DOMNode | None = screen.focused
     inner: list[KeyLine] = []
-    while widget is not None and widget is not active and widget is not screen:
+    while widget is not None and widget is not active.node and widget is not screen:
         # the workbench's own keys only: a list's cursor keys are Textual's, and NAVIGATION says them once
         inner.extend(line for line in effective_bindings(widget) if line.description and line.binding_id)
         widget = widget.parent
@@ -119,6 +128,6 @@ def help_groups(screen: MainScreen) -> list[tuple[str, list[KeyLine]]]:
     everywhere = [line for line in [*effective_bindings(screen), *effective_bindings(app)] if line.keys not in said]
     groups.append(("Everywhere", [*everywhere, *NAVIGATION]))
     for pane in panes:
-        if pane is not active:
-            groups.append((f"{pane.number} {pane.title}", effective_bindings(pane)))
+        if pane.node is not active.node:
+            groups.append((f"{pane.number} {pane.title}", effective_bindings(pane.node)))
     return groups

@@ -29,13 +29,13 @@ from .messages import JumpRequested, ServicesChanged, WorkspaceOpened
 from .text import notify_plain
 from .widgets.badges import BadgeBar, PaneStrip
 from .widgets.footer import KeyFooter
-from .widgets.pane import Pane
 
 if TYPE_CHECKING:
     from textual.theme import Theme
     from textual.dom import DOMNode
 
     from .judgments import JudgmentsPane
+    from .widgets.pane import Pane
 
     from services.desk import WorkspaceView
 
@@ -55,12 +55,20 @@ DASHBOARD_SIZE = (160, 48)
 """At and above this terminal size every pane shows at once."""
 
 
+def pane_base() -> type[Pane]:
+    """The panes' base class. Its module (tables, inputs, the desk) is imported with the panes, after the
+    first frame; until then no ``Pane`` exists, so a check for one before that never needs it."""
+    from .widgets.pane import Pane
+
+    return Pane
+
+
 def import_panes() -> dict[str, type[Pane]]:
     """The pane classes by id (their modules imported here: the tables, trees, graph and dialogs)."""
     classes: dict[str, type[Pane]] = {}
     for pane_id, (module, name, _title) in PANES.items():
         cls = getattr(importlib.import_module(module), name)
-        assert issubclass(cls, Pane)
+        assert issubclass(cls, pane_base())
         classes[pane_id] = cls
     return classes
 
@@ -133,7 +141,9 @@ class MainScreen(Screen[None]):
     def _theme_changed(self, _theme: Theme) -> None:
         """Panes draw tones resolved from the theme: redraw them in the new one."""
         self.query_one("#badges", BadgeBar).refresh()
-        for pane in self.query(Pane):
+        if not self.placed:
+            return
+        for pane in self.query(pane_base()):
             pane.forget_drawn()
             pane.request_reload()
 
@@ -181,11 +191,12 @@ class MainScreen(Screen[None]):
     def panes(self) -> list[Pane]:
         """The five panes in key order (none until they are placed: see ``build_panes``)."""
         places = [self.query_one(f"#{pane_id}") for pane_id in PANE_IDS]
-        return [place for place in places if isinstance(place, Pane)]
+        base = pane_base()
+        return [place for place in places if isinstance(place, base)]
 
     def pane(self, pane_id: str) -> Pane:
         """The pane with this id (once placed: see ``build_panes``)."""
-        return self.query_one(f"#{pane_id}", Pane)
+        return self.query_one(f"#{pane_id}", pane_base())
 
     # -- layout -------------------------------------------------------------------------------
 
@@ -253,13 +264,16 @@ class MainScreen(Screen[None]):
         places = [self.query_one(f"#{pane_id}") for pane_id in PANE_IDS]
         self.query_one("#strip", PaneStrip).labels = tuple(
             (p.number, p.title, p.strip_labels(), p.id == self.active)
-            for p in places if isinstance(p, (Pane, PaneSlot)))
+            for p in places if isinstance(p, PaneSlot) or isinstance(p, pane_base()))
 
     def on_descendant_focus(self, event: DescendantFocus) -> None:
+        if not self.placed:  # only the panes take focus
+            return
+        base = pane_base()
         node: DOMNode | None = event.widget
-        while node is not None and not isinstance(node, Pane):
+        while node is not None and not isinstance(node, base):
             node = node.parent
-        if isinstance(node, Pane) and node.id and node.id != self.active:
+        if isinstance(node, base) and node.id and node.id != self.active:
             self.active = node.id
 
     # -- keys -------------------------------------------------------------------------------
@@ -284,9 +298,12 @@ class MainScreen(Screen[None]):
         if not self.placed:  # the keys are the panes': until they are in place there is no list to show
             return
         from .help import HelpScreen
-        from .help_keys import help_groups
+        from .help_keys import PaneKeys, help_groups
 
-        self.app.push_screen(HelpScreen(help_groups(self)))
+        panes = [PaneKeys(pane.number, pane.title, pane) for pane in self.panes()]
+        active = self.pane(self.active)
+        focused = next(keys for keys in panes if keys.node is active)
+        self.app.push_screen(HelpScreen(help_groups(self, panes, focused)))
 
     # -- service messages ---------------------------------------------------------------------
 
@@ -303,7 +320,7 @@ class MainScreen(Screen[None]):
 
     @on(ServicesChanged)
     def _changed(self, event: ServicesChanged) -> None:
-        for pane in self.query(Pane):
+        for pane in self.query(pane_base()):
             pane.changed(event.changes)
         self.update_badges()
         for change in event.changes:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
-from services.desk import WorkspaceView
-from services.changes import Change
+if TYPE_CHECKING:  # the first frame imports this module: the desk and its read models come after it
+    from services.changes import Change
+    from services.desk import WorkspaceView
 
 __all__ = ["WorkspaceOpened", "ServicesChanged", "ActionDone", "JumpRequested"]
 

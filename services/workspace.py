@@ -34,7 +34,7 @@ server is headless (``workbench serve``), the first window attached, reading run
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
@@ -80,6 +80,17 @@ class CloudOptions(TypedDict):
 
 FOLLOWER_LOCK = "follower.lock"
 """Held by the one process that carries a served workspace's runs into its canvas."""
+
+
+async def together(*steps: Coroutine[object, object, object]) -> None:
+    """Run independent steps of an open at once. The first failure is raised as itself (the open names
+    its file from it) after the other steps are cancelled and have ended, so nothing is left running."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            for step in steps:
+                group.create_task(step)
+    except BaseExceptionGroup as failed:
+        raise failed.exceptions[0] from None
 
 
 def import_services() -> None:
@@ -130,6 +141,12 @@ class Workspace:
         """True when this open created the workspace (and seeded it)."""
         self._opening: Path | str = self.path
         """The file or folder being opened (named when the open fails), or the canvas server's masked URL."""
+        self._failed_at: tuple[BaseException, Path | str] | None = None
+        """The first failure of a step that ran beside others, and the place it names."""
+        self._knowledge_seeded = asyncio.Event()
+        """Clear while a new workspace's notes are captured and judged: a settled run's record waits for
+        it, so the world's judgments come in the same order whatever finishes first."""
+        self._knowledge_seeded.set()
         self._captures: dict[tuple[str, str], CaptureFailure] = {}
         self.feed.subscribe(self._track_capture)
 
@@ -144,7 +161,7 @@ class Workspace:
         try:
             await workspace._start()
         except Exception as exc:
-            error = open_error(exc, workspace._opening, workspace.path)
+            error = open_error(exc, workspace._failure_place(exc), workspace.path)
             try:
                 await workspace.close()
             except Exception:  # what did not start cannot close cleanly; the cause is what matters
@@ -164,6 +181,21 @@ class Workspace:
     def capture_failures(self) -> list[CaptureFailure]:
         """Captures that failed and have not succeeded since, oldest first."""
         return list(self._captures.values())
+
+    async def _located(self, where: Path | str, step: Awaitable[_T]) -> _T:
+        """``step``, a part of the open that runs beside others; a failure in it names ``where``."""
+        try:
+            return await step
+        except Exception as exc:
+            if self._failed_at is None:
+                self._failed_at = (exc, where)
+            raise
+
+    def _failure_place(self, error: BaseException) -> Path | str:
+        """The file or folder an open's failure names: the place of the step it came from."""
+        if self._failed_at is not None and self._failed_at[0] is error:
+            return self._failed_at[1]
+        return self._opening
 
     # -- what an open workspace always has (both builders make each) --------------------------------
 
@@ -198,14 +230,6 @@ class Workspace:
         return self._opened(self._insights, "its insight reviews")
 
     async def _start(self) -> None:
-        from assets import ASSETS_DIR
-
-        from .cloud import generate_private_key_pem
-        from .served.control import ControlApp
-        from .desk.embedded import embedded_desk
-        from .sdk import OAuth2Client
-        from .world import load_world, seed_cloud
-
         from .attached import find_server
 
         self.path.mkdir(parents=True, exist_ok=True)
@@ -215,6 +239,27 @@ class Workspace:
             await self._start_attached(found)
             return
         self._opening = self.path
+        # the canvas (its schema, in threads) opens while the cloud is built (its signing key, in a thread)
+        opening_canvas = asyncio.create_task(self._located(canvas_location(self.settings.canvas_url, self.path),
+                                                           self._open_canvas()))
+        try:
+            await self._start_embedded(opening_canvas)
+        except BaseException:
+            await asyncio.wait([opening_canvas])  # an opened canvas is closed with the rest
+            if not opening_canvas.cancelled():
+                opening_canvas.exception()  # a failure of its own is not the one this open reports
+            raise
+
+    async def _start_embedded(self, opening_canvas: asyncio.Task[Canvas]) -> None:
+        """Open this window's own cloud and the stores; a new workspace is seeded with the world."""
+        from assets import ASSETS_DIR
+
+        from .cloud import generate_private_key_pem
+        from .served.control import ControlApp
+        from .desk.embedded import embedded_desk
+        from .sdk import OAuth2Client
+        from .world import load_world, seed_cloud
+
         marker = self.path / "workspace.json"
         self.created = not marker.exists()
         settings = self.settings
@@ -244,7 +289,7 @@ class Workspace:
             from .served.persist import seed_providers
 
             seed_providers(self.cloud, world)
-        await self._open_stores(world)
+        await self._open_stores(world, opening_canvas)
         if self.created:
             self._opening = marker
             atomic_write_json(marker, {"version": 1, "client_id": settings.client_id})
@@ -331,20 +376,26 @@ class Workspace:
 
         return canvas_label(self.settings.canvas_url)
 
-    async def _open_stores(self, world: dict[str, Any]) -> None:
-        from .canvas import Canvas, RunBridge
+    async def _open_canvas(self) -> Canvas:
+        from .canvas import Canvas
+
+        settings = self.settings
+        self._canvas = await Canvas.open(settings.canvas_url or self.path / "canvas.db", changes=self.feed,
+                                        clock=settings.clock)
+        return self._canvas
+
+    async def _open_stores(self, world: dict[str, Any], opening_canvas: asyncio.Task[Canvas]) -> None:
+        from .canvas import RunBridge
         from .follower import RunFollower
         from .knowledge.insights import InsightReviews
         from .knowledge.outbox import MemoryOutbox
         from .knowledge.outbox.target import memory_target
-        from .world import seed_canvas, seed_insights
 
         settings = self.settings
         if self.server is not None:
             self._claim_following()  # the serving window follows; attached windows then leave it to it
         self._opening = canvas_location(settings.canvas_url, self.path)
-        self._canvas = await Canvas.open(settings.canvas_url or self.path / "canvas.db", changes=self.feed,
-                                        clock=settings.clock)
+        await opening_canvas
         self._opening = self.path / "memory"
         self._outbox = await MemoryOutbox.open(
             self.path / "memory", self.feed, clock=settings.clock, start_child=self._start_child,
@@ -361,22 +412,50 @@ class Workspace:
             state_path=self.path / "follower.json",
             ignore_users=frozenset({JUDGE_USER}),
         )
-        await self._open_harvest(world)  # before the follower: settled runs become records for it
-        await self.follower.start()
+        await self._open_harvest()  # before the follower: settled runs become records for it
         if self.created and world:
-            await self.follower.idle()  # the run nodes exist before messages are sent to them
-            await seed_canvas(self.canvas, world)
-            await seed_insights(self.insights, world)
+            await self._seed_stores(world)
+        else:
+            await self.follower.start()
         self.outbox.start()
         assert self.okf is not None and self.cloud is not None
         await self.okf.start_watcher()
         await self.follower.idle()  # open returns with every run of the world applied and judged
         await self.cloud.settle_tasks()
 
-    async def _open_harvest(self, world: dict[str, Any]) -> None:
+    async def _seed_stores(self, world: dict[str, Any]) -> None:
+        """A new workspace's world into its stores.
+
+        The OKF knowledge (the bases, the agent's home, its notes captured and judged: files fsynced one
+        by one, and git) is seeded while the follower carries the world's runs into the canvas (SQLite),
+        so neither waits for the other. A run that settles meanwhile becomes a run record only once the
+        notes are judged (``record_run`` waits), so the judgments are made in the order they always were.
+        """
+        from .world import seed_canvas, seed_insights, seed_knowledge
+
+        assert self.follower is not None
+        knowledge = self.path / "knowledge"
+
+        async def seed_notes() -> None:
+            try:
+                await self._located(knowledge, seed_knowledge(self.okf, world, homes=knowledge / "homes",
+                                                              bases=self.bases_path()))
+            finally:
+                self._knowledge_seeded.set()
+
+        self._knowledge_seeded.clear()
+        try:
+            await self.follower.start()
+            # the run nodes exist before messages are sent to them (seed_canvas)
+            await together(seed_notes(), self.follower.idle())
+        finally:
+            self._knowledge_seeded.set()
+        await seed_canvas(self.canvas, world)
+        await seed_insights(self.insights, world)
+
+    async def _open_harvest(self) -> None:
         """OKF judgments: judged by runs on the fake cloud, as the operator's own person."""
         from .knowledge.okf import CrouterJudgeClient, Harvest, deterministic_judge_reply
-        from .world import seed_knowledge
 
         assert self.cloud is not None and self.oauth is not None and self.store is not None
         judge_user = self.cloud.user(JUDGE_USER)
@@ -387,8 +466,6 @@ class Workspace:
             self.path / "knowledge", self.feed, CrouterJudgeClient(client, app=self.settings.client_id),
             clock=self.settings.clock,
         )
-        if self.created and world:
-            await seed_knowledge(self.okf, world, homes=self.path / "knowledge" / "homes", bases=self.bases_path())
 
     def bases_path(self) -> Path:
         """Where this workspace puts new accepted bases (see ``Settings.bases_path``)."""
@@ -409,6 +486,7 @@ class Workspace:
 
         if self._okf is None or run.user_id == JUDGE_USER:
             return
+        await self._knowledge_seeded.wait()  # a new workspace's notes are judged first (see _seed_stores)
         sources = await self.okf.sources()
         if not sources:
             return

@@ -26,21 +26,16 @@ from screens.messages import ServicesChanged, WorkspaceOpened
 from screens.open_error import OPEN_FAILED_STATUS, OpenErrorScreen
 from screens.text import TOAST_CAP, notify_plain, safe
 from screens.widgets.badges import BadgeBar
-from services.errors import ServiceError
 from services.settings import Settings
 
+from .base import WorkbenchBase, error_text, log_error
 from .commands import WorkbenchCommands
 
 if TYPE_CHECKING:
-    import logging
-
     from textual.dom import DOMNode
-
-    from services.record import Recorder
 
     from services.changes import Change
     from services.desk import WorkspaceView
-    from services.open_errors import WorkspaceOpenError
 
     from .settings import UserConfig
 
@@ -49,14 +44,7 @@ __all__ = ["WorkbenchApp", "make_app", "error_text"]
 STYLES = ASSETS_DIR / "styles"
 
 
-def error_text(error: BaseException) -> str:
-    """The toast text for an error: the service's own clear message, sanitised."""
-    if isinstance(error, ServiceError):
-        return safe(str(error), 600)
-    return safe(f"{type(error).__name__}: {error}", 600)
-
-
-class WorkbenchApp(App[None]):
+class WorkbenchApp(WorkbenchBase):
     """The workbench: five live panes over one Workspace."""
 
     TITLE = "workbench"
@@ -68,40 +56,16 @@ class WorkbenchApp(App[None]):
     ]
 
     def __init__(self, workspace: WorkspaceView | None = None, *, settings: Settings | None = None) -> None:
-        super().__init__()
-        self.settings = settings or Settings()
-        """What the Workspace is opened with (when none is given)."""
-        self.workspace: WorkspaceView | None = workspace
-        """The open Workspace (None until opened)."""
+        super().__init__(workspace, settings=settings)
         self._owns_workspace = workspace is None
         self._pending_changes: list[Change] = []
         self._flush_queued = False
         self._unsubscribe: Callable[[], None] | None = None
         self.changes_seen = 0
         """How many service changes reached the App (tests and the demo wait for quiet with it)."""
-        self.errors: list[str] = []
-        """Every error shown as a toast, in order (tests and the demo read it)."""
-        self.open_error: WorkspaceOpenError | None = None
-        """The ``WorkspaceOpenError`` when the workspace could not open (the App then exits 2)."""
 
-    read_only: bool = False
-    """Refuse every action that changes state (``--read-only``; the header says READ-ONLY)."""
     config: UserConfig | None = None
     """The operator's ``UserConfig`` (theme, keymap, ...), applied at mount; None: no settings file."""
-    layout: str | None = None
-    """``dashboard`` or ``single`` (``--layout`` or the settings file); None: chosen by the terminal's size."""
-    settings_problem: str = ""
-    """Why the settings file is not in use (a header badge shows it until the file is fixed); empty: none."""
-    log_path: Path | None = None
-    """``--log FILE``; None: ``logs/workbench.log`` in the workspace (``workbench.log``)."""
-    error_log: logging.Logger | None = None
-    """The open log (every error with its traceback), or None."""
-    log_file: Path | None = None
-    """The file the log writes to, once open."""
-    record_path: Path | None = None
-    """``--record FILE``: record the session into this file from the moment the workspace opens."""
-    recorder: Recorder | None = None
-    """The recording in progress (``services.record.Recorder``), or None."""
 
     def get_default_screen(self) -> MainScreen:
         """The main screen is the default screen (no blank screen is made and then covered)."""
@@ -191,25 +155,6 @@ class WorkbenchApp(App[None]):
         super().notify(safe(message, TOAST_CAP), title=safe(title, 120), severity=severity, timeout=timeout,
                        markup=False)
 
-    def report_error(self, error: BaseException) -> None:
-        """The one error handler: a toast with the service's clear, sanitised message."""
-        message = error_text(error)
-        self.errors.append(message)
-        from .log import log_error
-
-        log_error(self, message, error)
-        notify_plain(self, message, title="Error", severity="error", timeout=8)
-
-    def report_inline(self, error: BaseException) -> str:
-        """An error a dialog shows inline while it stays open: kept and logged like any other, no toast.
-        Answers the clear, sanitised message."""
-        message = error_text(error)
-        self.errors.append(message)
-        from .log import log_error
-
-        log_error(self, message, error)
-        return message
-
     def show_open_error(self, error: BaseException) -> None:
         """The workspace cannot open: one screen names the file, the cause and what to do."""
         from services.open_errors import WorkspaceOpenError, open_error
@@ -219,8 +164,6 @@ class WorkbenchApp(App[None]):
             error = open_error(error, path, path)
         self.open_error = error
         self.errors.append(error_text(error))
-        from .log import log_error
-
         log_error(self, error_text(error), error)
         self.main.query_one("#badges", BadgeBar).status = "cannot open the workspace"
         if not any(isinstance(screen, OpenErrorScreen) for screen in self.screen_stack):
@@ -305,14 +248,14 @@ class WorkbenchApp(App[None]):
     @work(group="recording", exclusive=True, exit_on_error=False)
     async def start_recording(self, path: Path) -> None:
         """Record this window's session into ``path`` (``--record``)."""
-        from .recording import start_app_recording
+        from .record_window import start_app_recording
 
         await start_app_recording(self, path)
 
     @work(group="recording", exclusive=True, exit_on_error=False)
     async def toggle_recording(self) -> None:
         """The palette's "Start recording" / "Stop recording"."""
-        from .recording import toggle_recording
+        from .record_window import toggle_recording
 
         await toggle_recording(self)
 
@@ -320,7 +263,7 @@ class WorkbenchApp(App[None]):
         from .log import stop_log
 
         if self.recorder is not None:  # the end line is written before the workspace closes
-            from .recording import stop_app_recording
+            from .record_window import stop_app_recording
 
             await stop_app_recording(self)
         stop_log(self)

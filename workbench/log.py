@@ -13,8 +13,10 @@ from logging.handlers import RotatingFileHandler
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .base import log_error
+
 if TYPE_CHECKING:
-    from .app import WorkbenchApp
+    from .base import WorkbenchBase
 
 __all__ = ["BACKUPS", "MAX_BYTES", "default_log_path", "log_error", "start_log", "stop_log"]
 
@@ -29,7 +31,7 @@ def default_log_path(workspace: Path) -> Path:
     return Path(workspace) / "logs" / "workbench.log"
 
 
-def start_log(app: WorkbenchApp, path: Path | None) -> logging.Logger | None:
+def start_log(app: WorkbenchBase, path: Path | None) -> logging.Logger | None:
     """Open the log for ``app`` (its own logger, so two apps in one process keep two files)."""
     from screens.text import notify_plain
 
@@ -54,16 +56,7 @@ def start_log(app: WorkbenchApp, path: Path | None) -> logging.Logger | None:
     return logger
 
 
-def log_error(app: WorkbenchApp, message: str, error: BaseException | None) -> None:
-    """Write one error, with its traceback, to the app's log (if it has one)."""
-    logger = getattr(app, "error_log", None)
-    if logger is None:
-        return
-    exc_info = (type(error), error, error.__traceback__) if error is not None else None
-    logger.error(message, exc_info=exc_info)
-
-
-def stop_log(app: WorkbenchApp) -> None:
+def stop_log(app: WorkbenchBase) -> None:
     """Close the app's log file."""
     logger = getattr(app, "error_log", None)
     if logger is None:

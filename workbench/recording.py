@@ -16,17 +16,16 @@ from pathlib import Path
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, cast
 
-from screens.text import notify_plain, safe
+from screens.text import safe
 from services.errors import ServiceError
 
 from .demo import DemoApp, DemoError, DemoStep, demo_speed, demo_status
+from .record_window import start_app_recording, stop_app_recording, toggle_recording
 
 if TYPE_CHECKING:
-    from services.record import Recorder, Recording, ReplaySession
+    from services.record import Recording, ReplaySession
     from services.record.format import Step, StepFields
     from services.workspace import Settings, Workspace
-
-    from .app import WorkbenchApp
 
 __all__ = ["start_app_recording", "stop_app_recording", "toggle_recording", "export_test_command",
            "replay_command", "RecordedDemoApp", "run_recorded_demo", "recorded_steps"]
@@ -35,47 +34,6 @@ MIN_STEP_S = 1.5
 """The shortest time a recorded step stays on screen in a demo (at speed 1)."""
 MAX_STEP_S = 6.0
 """The longest."""
-
-
-# -- recording a window ---------------------------------------------------------------------------
-
-
-async def start_app_recording(app: "WorkbenchApp", path: Path) -> "Recorder":
-    """Start recording the window's workspace into ``path`` (a new file)."""
-    from services.record import start_recording
-
-    if app.workspace is None:
-        raise ServiceError("the workspace is not open yet")
-    recorder = await start_recording(path, app.workspace)
-    app.recorder = recorder
-    notify_plain(app, f"Recording into {path}", title="Recording", timeout=6)
-    return recorder
-
-
-async def stop_app_recording(app: "WorkbenchApp") -> None:
-    """Stop the window's recording (if any) and say where it is."""
-    recorder = app.recorder
-    if recorder is None:
-        return
-    app.recorder = None
-    await recorder.stop()
-    notify_plain(app, f"Recording stopped: {recorder.steps} steps in {recorder.path}", title="Recording", timeout=8)
-
-
-async def toggle_recording(app: "WorkbenchApp") -> None:
-    """The palette's "Start recording" / "Stop recording": a new file in the workspace's ``recordings/``."""
-    if app.recorder is not None:
-        await stop_app_recording(app)
-        return
-    import time
-
-    folder = Path(app.settings.path) / "recordings"
-    name = f"session-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
-    number = 1
-    while (folder / name).exists():
-        number += 1
-        name = f"session-{time.strftime('%Y%m%d-%H%M%S')}-{number}.jsonl"
-    await start_app_recording(app, folder / name)
 
 
 # -- export-test and replay ------------------------------------------------------------------------

@@ -18,17 +18,17 @@ from textual.widgets._toast import ToastRack  # the screen's toast layer (no pub
 from screens.text import notify_plain
 
 if TYPE_CHECKING:
-    from .app import WorkbenchApp
+    from .base import WorkbenchBase
 
 __all__ = ["picture", "save_to_workspace", "screenshot_folder", "take_screenshot"]
 
 
-def screenshot_folder(app: WorkbenchApp) -> Path:
+def screenshot_folder(app: WorkbenchBase) -> Path:
     """``screenshots/`` in the workspace folder."""
     return Path(app.settings.path) / "screenshots"
 
 
-async def picture(app: WorkbenchApp, filename: str, path: str | None = None) -> str:
+async def picture(app: WorkbenchBase, filename: str, path: str | None = None) -> str:
     """Save the current screen as an SVG with no toast in it; returns the file written."""
     racks = [rack for rack in app.screen.query(ToastRack) if rack.display]
     for rack in racks:
@@ -48,7 +48,7 @@ async def picture(app: WorkbenchApp, filename: str, path: str | None = None) -> 
             rack.display = True
 
 
-async def save_to_workspace(app: WorkbenchApp) -> Path | None:
+async def save_to_workspace(app: WorkbenchBase) -> Path | None:
     """Write the screen as an SVG into the workspace's ``screenshots/``; returns the file, or None."""
     folder = screenshot_folder(app)
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -73,6 +73,6 @@ async def save_to_workspace(app: WorkbenchApp) -> Path | None:
     return path
 
 
-def take_screenshot(app: WorkbenchApp) -> None:
+def take_screenshot(app: WorkbenchBase) -> None:
     """Start writing a screenshot (a worker: the toasts are hidden for a frame first)."""
     app.run_worker(save_to_workspace(app), group="screenshot", exit_on_error=False)

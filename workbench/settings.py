@@ -38,7 +38,7 @@ from services.errors import ServiceError
 if TYPE_CHECKING:
     from textual.theme import Theme
 
-    from .app import WorkbenchApp
+    from .base import WorkbenchBase
 
 __all__ = [
     "LAYOUTS",
@@ -206,7 +206,7 @@ def save_setting(path: Path, key: str, value: str | bool) -> None:
         raise ConfigWriteError(f"cannot save {key} to {path}: {reason}") from error
 
 
-def apply_config(app: WorkbenchApp, config: UserConfig) -> None:
+def apply_config(app: WorkbenchBase, config: UserConfig) -> None:
     """Apply ``config`` to a mounted App: say what was wrong with the file, set theme and keymap,
     and save the theme to the file whenever the operator changes it.
 

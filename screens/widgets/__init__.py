@@ -1,13 +1,8 @@
 """Reusable widgets: the pane base, the live event stream, the header badges, the pane strip, the demo caption,
-the canvas neighbourhood graph, the table whose title column fits the room left and the tree whose labels do."""
+the canvas neighbourhood graph, the table whose title column fits the room left and the tree whose labels do.
 
-from .badges import BadgeBar, PaneStrip
-from .caption import CaptionBar
-from .fit_table import FitTable, fit_cell
-from .fit_tree import FitTree
-from .graph import NeighbourhoodGraph
-from .pane import Pane, PaletteAction, is_current
-from .stream import EventStream
+Nothing is imported here (as in ``screens``): the first frame imports the badges and the footer only,
+and each pane module imports the widgets it uses from their own modules (``screens.widgets.graph``...).
+"""
 
-__all__ = ["BadgeBar", "CaptionBar", "EventStream", "FitTable", "FitTree", "NeighbourhoodGraph", "Pane", "PaletteAction", "PaneStrip",
-           "fit_cell", "is_current"]
+__all__: list[str] = []

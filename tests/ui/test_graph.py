@@ -14,7 +14,7 @@ from rich.cells import cell_len
 from textual.app import App, ComposeResult
 
 import screens.widgets.graph as graph_module
-from screens.widgets import NeighbourhoodGraph
+from screens.widgets.graph import NeighbourhoodGraph
 from services.canvas.views import EdgeView, Neighbourhood, ObjectSummary
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from textual.widgets import DataTable
 
-from screens.widgets import NeighbourhoodGraph
+from screens.widgets.graph import NeighbourhoodGraph
 from tests.ui.conftest import ready, settle, type_text
 
 
