@@ -1,15 +1,18 @@
 """The run follower: carries what a cloud's runs do into the canvas and the memory outbox.
 
-It reads runs from a ``RunSource``: ``EmbeddedRuns`` (an in-process cloud's public surface), or, in
-a window attached to a server, ``services.attached.BookRuns`` (the runs its desk holds) or
-``services.attached.ServedRuns`` (any served cloud, over the wire), never from a cloud's private state; the changes
-it follows arrive on its ``ChangeFeed`` (a served cloud's change stream republished there).
+It reads runs from the window's ``Desk`` (``services.desk``): each run's read model (``RunDetail``)
+and its events from the desk's run mirror, converted once there and shared with the panes, whether
+the cloud runs in this process or the window is attached to a server (whose desk keeps the runs
+current from the server's change stream, reading each run a batch touches once). The changes it
+follows arrive on its ``ChangeFeed``.
 
 It listens to the cloud's ``Change`` feed (run started, event appended, run deleted), queues each
-change, and applies them from one background task, in order:
+change, and applies them from one background task, in order, a queued batch at a time:
 
 - the canvas ``RunBridge`` keeps one node per run (and per child node) with statuses, inbox entries
-  for pending messages and events with levels; text deltas are skipped (the bridge records none);
+  for pending messages and events with levels; text deltas are skipped (the bridge records none).
+  A batch is applied in one canvas transaction; when it fails, its changes are applied again one by
+  one, each in its own, so that one bad change is recorded and the rest are applied;
 - each completed root turn is captured into the memory outbox (the turn's input as the person's
   message, its text as the assistant's), and, when a harvest is attached, as an OKF run record.
 
@@ -22,111 +25,87 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING
 
 from .changes import Change, ChangeFeed
+from .clock import iso
+from .desk import Desk, OperatorError, RunDetail, seq_of
 from .files import CorruptFileError, atomic_write_json, read_json
 
-__all__ = [
-    "EmbeddedRuns",
-    "FollowedRun",
-    "RunFollower",
-    "RunSource",
-    "run_record",
-    "turn_messages",
-]
+if TYPE_CHECKING:
+    from .canvas.bridge import BridgeStep, RunBridge
+    from .knowledge.outbox import MemoryOutbox
 
-WIRE_RUN_FIELDS = ("id", "user_id", "name", "status", "activity", "params", "outcome", "result", "last_turn_error",
-                   "question", "pending", "messages", "created_at", "updated_at", "last_event_id")
-"""The fields of a run as ``run.get`` answers it on the wire (what the canvas bridge reads)."""
+__all__ = ["RunFollower", "bridge_run", "run_record", "turn_messages"]
 
-
-@dataclass(frozen=True)
-class FollowedRun:
-    """A run as the follower reads it: its wire DTO and (when asked for) its event log."""
-
-    id: str
-    user_id: str
-    deleted: bool
-    dto: dict[str, Any]
-    """The run's wire DTO (``WIRE_RUN_FIELDS``)."""
-    events: Sequence[dict[str, Any]]
-
-
-class RunSource(Protocol):
-    """Where the follower reads runs: any cloud that speaks the wire."""
-
-    async def all_runs(self) -> list[FollowedRun]:
-        """Every run, in start order, with its events."""
-        ...
-
-    async def get_run(self, run_id: str, *, events: bool = True) -> FollowedRun | None:
-        """One run (None when the cloud does not know it)."""
-        ...
-
-
-class EmbeddedRuns:
-    """Runs of an in-process cloud, read through its public ``runs`` surface."""
-
-    def __init__(self, cloud: Any) -> None:
-        self.cloud = cloud
-
-    def _followed(self, run: Any) -> FollowedRun:
-        return FollowedRun(run.id, run.user_id, bool(run.deleted), run.to_dto(), run.events)
-
-    async def all_runs(self) -> list[FollowedRun]:
-        return [self._followed(run) for run in self.cloud.runs.all]
-
-    async def get_run(self, run_id: str, *, events: bool = True) -> FollowedRun | None:
-        try:
-            return self._followed(self.cloud.runs.get(run_id))
-        except KeyError:
-            return None
-
-
-def _is_source(value: object) -> bool:
-    """A ``RunSource`` already (anything else given is an in-process cloud, read through ``EmbeddedRuns``)."""
-    return callable(getattr(value, "all_runs", None)) and callable(getattr(value, "get_run", None))
-
+Event = Mapping[str, object]
+"""A run event as the wire has it (its ``at`` as a wire time, or as float seconds in a read model)."""
+Message = dict[str, str]
+"""One message of a captured turn: ``role`` and ``text``."""
 
 _QUIET = frozenset({"node.output_text.delta", "node.activity"})
 _BATCH = 500
 
 
-def turn_messages(events: Sequence[dict[str, Any]], completed: dict[str, Any]) -> list[dict[str, Any]]:
+def _object(value: object) -> Mapping[str, object]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def turn_messages(events: Sequence[Event], completed: Event) -> list[Message]:
     """The person's input and the assistant's text of the root turn that ``completed`` ends."""
     entry = completed.get("entry_id")
     started = next((e for e in reversed(events) if e["type"] == "node.turn.started" and e.get("entry_id") == entry), None)
     done = next((e for e in reversed(events) if e["type"] == "node.output_text.done" and e.get("entry_id") == entry), None)
     messages = []
     if started is not None:
-        text = str((started.get("input") or {}).get("text") or "")
+        text = str(_object(started.get("input")).get("text") or "")
         if text:
             messages.append({"role": "user", "text": text})
     if done is not None and done.get("text"):
         messages.append({"role": "assistant", "text": str(done["text"])})
     elif completed.get("stop_reason") == "error":
-        error = completed.get("error") or {}
+        error = _object(completed.get("error"))
         messages.append({"role": "system", "text": f"turn failed: {error.get('code')}: {error.get('message')}"})
     return messages
 
 
-def run_record(run: Any) -> dict[str, Any]:
-    """A run as an OKF run record: ``{thread, turns: [{id, ts, role, text}]}`` from its root turns."""
-    turns: list[dict[str, Any]] = []
+def run_record(run: RunDetail) -> dict[str, object]:
+    """A run as an OKF run record: ``{thread, turns: [{id, ts, role, text}]}`` from its root turns
+    (``ts`` as the wire writes a time)."""
+    turns: list[dict[str, object]] = []
     for event in run.events:
         if event["node_id"] != run.id:
             continue
+        at = event.get("at")
+        ts = iso(at) if isinstance(at, float) and at > 0 else ""
         if event["type"] == "node.turn.started":
-            text = str((event.get("input") or {}).get("text") or "")
+            text = str(_object(event.get("input")).get("text") or "")
             if text:
-                turns.append({"id": f"{run.id}:{event['seq']}", "ts": event["at"], "role": "user", "text": text})
+                turns.append({"id": f"{run.id}:{event['seq']}", "ts": ts, "role": "user", "text": text})
         elif event["type"] == "node.output_text.done" and event.get("text"):
-            turns.append({"id": f"{run.id}:{event['seq']}", "ts": event["at"], "role": "assistant", "text": str(event["text"])})
+            turns.append({"id": f"{run.id}:{event['seq']}", "ts": ts, "role": "assistant", "text": str(event["text"])})
     return {"thread": run.id, "turns": turns}
+
+
+def bridge_run(run: RunDetail) -> dict[str, object]:
+    """A run's read model as the canvas ``RunBridge`` reads a run: the wire DTO's fields it takes."""
+    return {"id": run.id, "user_id": run.user_id, "name": run.name, "status": run.status, "activity": run.activity,
+            "params": run.params, "outcome": run.outcome, "pending": list(run.pending), "question": run.question,
+            "last_turn_error": run.last_turn_error}
+
+
+@dataclass
+class _Item:
+    """One thing of a batch to apply to the canvas: its step, and what names it when it fails."""
+
+    label: str
+    """``<change kind> <run id>``, or ``run <run id>`` for a run read again after its events."""
+    id: str
+    step: BridgeStep
+    failed: bool = False
 
 
 class RunFollower:
@@ -134,17 +113,17 @@ class RunFollower:
 
     def __init__(
         self,
-        cloud: RunSource | Any,
+        desk: Desk,
         feed: ChangeFeed,
         *,
-        bridge: Any = None,
-        outbox: Any = None,
-        on_settled: Callable[[Any], Awaitable[None]] | None = None,
+        bridge: RunBridge | None = None,
+        outbox: MemoryOutbox | None = None,
+        on_settled: Callable[[RunDetail], Awaitable[None]] | None = None,
         state_path: Path | None = None,
         ignore_users: frozenset[str] = frozenset(),
     ) -> None:
-        self.source: RunSource = cloud if _is_source(cloud) else EmbeddedRuns(cloud)
-        """Where runs are read: an in-process cloud's public surface, or any served cloud over the wire."""
+        self.desk = desk
+        """Where runs are read: the window's desk and its run mirror (embedded, or attached to a server)."""
         self.feed = feed
         self.bridge = bridge
         self.outbox = outbox
@@ -162,10 +141,10 @@ class RunFollower:
     async def start(self, *, catch_up: bool = True) -> None:
         """Start following; with ``catch_up`` the runs that already exist are applied first."""
         if catch_up:
-            for run in await self.source.all_runs():
-                self._queue.put_nowait(Change("cloud", "run.started", run.id))
-                for event in run.events:
-                    self._queue.put_nowait(Change("cloud", "run.event", run.id, {"event": event}))
+            for run_id in self.desk.run_ids():
+                self._queue.put_nowait(Change("cloud", "run.started", run_id))
+                for event in self.desk.detail(run_id).events:
+                    self._queue.put_nowait(Change("cloud", "run.event", run_id, {"event": event}))
         self._unsubscribe = self.feed.subscribe(self._on_change)
         self._task = asyncio.get_running_loop().create_task(self._drain())
 
@@ -204,53 +183,119 @@ class RunFollower:
                 batch = [first]
                 while len(batch) < _BATCH and not self._queue.empty():
                     batch.append(self._queue.get_nowait())
-                touched: dict[str, None] = {}
-                for change in batch:
-                    await self._apply(change, touched)
-                for run_id in touched:
-                    await self._sync_run(run_id)
+                await self._apply(batch)
             finally:
                 self._busy = False
 
-    async def _apply(self, change: Change, touched: dict[str, None]) -> None:
-        try:
-            if change.kind == "run.started":
-                await self._sync_run(change.id)
-            elif change.kind == "run.deleted":
-                if self.bridge is not None:
-                    await self.bridge.canvas.record_event(change.id, "run.deleted", level=6)
-            else:
-                event = change.data["event"]
-                if self.bridge is not None:
-                    await self.bridge.apply_event(event)
-                touched[change.id] = None
-                if event["type"] == "node.turn.completed" and event["node_id"] == event["run_id"]:
-                    await self._turn_completed(change.id, event)
-                elif event["type"] == "node.settled" and event["node_id"] == event["run_id"]:
-                    await self._settled(change.id, event)
-        except Exception as exc:  # one bad change never stops the follower
-            message = f"{change.kind} {change.id}: {type(exc).__name__}: {exc}"
-            self.errors.append(message)
-            self.feed.announce("workspace", "follower.error", change.id, error=message)
+    async def _apply(self, batch: list[Change]) -> None:
+        """Apply a batch: every change's canvas step and then each run it touched read again, in one
+        transaction, then the captures of the turns and settles it carries, in order."""
+        items: list[_Item] = []
+        made: list[tuple[Change, _Item | None]] = []
+        touched: dict[str, None] = {}
+        for change in batch:
+            try:
+                item = self._item(change, touched)
+            except Exception as exc:  # a change the bridge cannot take: nothing of it is applied
+                self._failed(f"{change.kind} {change.id}", change.id, exc)
+                continue
+            if item is not None:
+                items.append(item)
+            made.append((change, item))
+        for run_id in touched:
+            try:
+                synced = self._run_item(run_id)
+            except Exception as exc:
+                self._failed(f"run {run_id}", run_id, exc)
+                continue
+            if synced is not None:
+                items.append(synced)
+        await self._write(items)
+        for change, item in made:
+            if change.kind != "run.event" or (item is not None and item.failed):
+                continue
+            try:
+                await self._capture(change)
+            except Exception as exc:  # one bad change never stops the follower
+                self._failed(f"{change.kind} {change.id}", change.id, exc)
 
-    async def _sync_run(self, run_id: str) -> None:
+    def _item(self, change: Change, touched: dict[str, None]) -> _Item | None:
+        """The canvas step of one change (None when it has none)."""
+        if change.kind == "run.started":
+            try:
+                return self._run_item(change.id)
+            except Exception as exc:  # named as the run, as a run read again after its events is
+                self._failed(f"run {change.id}", change.id, exc)
+                return None
         if self.bridge is None:
-            return
-        try:
-            run = await self.source.get_run(run_id, events=False)
-            if run is None or run.deleted:
-                return
-            await self.bridge.apply_run(run.dto)
-        except Exception as exc:
-            message = f"run {run_id}: {type(exc).__name__}: {exc}"
-            self.errors.append(message)
-            self.feed.announce("workspace", "follower.error", run_id, error=message)
+            if change.kind == "run.event":
+                touched[change.id] = None
+            return None
+        label = f"{change.kind} {change.id}"
+        if change.kind == "run.deleted":
+            return _Item(label, change.id, self.bridge.deleted_step(change.id))
+        event = change.data["event"]
+        item = _Item(label, change.id, self.bridge.event_step(event))
+        touched[change.id] = None
+        return item
 
-    async def _turn_completed(self, run_id: str, event: dict[str, Any]) -> None:
-        if self._captured.get(run_id, 0) >= event["seq"]:
+    def _run_item(self, run_id: str) -> _Item | None:
+        """The canvas step bringing a run's node up to the run as the desk reads it now."""
+        if self.bridge is None:
+            return None
+        try:
+            run = self.desk.detail(run_id, events=False)
+        except OperatorError:  # the cloud does not know the run
+            return None
+        if run.deleted:
+            return None
+        return _Item(f"run {run_id}", run_id, self.bridge.run_step(bridge_run(run)))
+
+    async def _write(self, items: list[_Item]) -> None:
+        """Apply ``items`` in one canvas transaction; when it fails, each again alone (order kept)."""
+        if not items or self.bridge is None:
             return
-        run = await self.source.get_run(run_id)
-        if run is None or run.user_id in self.ignore_users:
+        if len(items) > 1:
+            try:
+                await self.bridge.apply_steps([item.step for item in items])
+                return
+            except Exception:  # found again below, step by step, and recorded there
+                pass
+        for item in items:
+            try:
+                await self.bridge.apply_steps([item.step])
+            except Exception as exc:
+                item.failed = True
+                self._failed(item.label, item.id, exc)
+
+    def _failed(self, label: str, run_id: str, exc: Exception) -> None:
+        message = f"{label}: {type(exc).__name__}: {exc}"
+        self.errors.append(message)
+        self.feed.announce("workspace", "follower.error", run_id, error=message)
+
+    async def _capture(self, change: Change) -> None:
+        event = change.data["event"]
+        if event["node_id"] != event["run_id"]:
+            return
+        if event["type"] == "node.turn.completed":
+            await self._turn_completed(change.id, event)
+        elif event["type"] == "node.settled":
+            await self._settled(change.id, event)
+
+    def _run(self, run_id: str) -> RunDetail | None:
+        """The run with its events, unless the cloud does not know it or its person is ignored."""
+        try:
+            run = self.desk.detail(run_id)
+        except OperatorError:
+            return None
+        return None if run.user_id in self.ignore_users else run
+
+    async def _turn_completed(self, run_id: str, event: Mapping[str, object]) -> None:
+        seq = seq_of(event)
+        if self._captured.get(run_id, 0) >= seq:
+            return
+        run = self._run(run_id)
+        if run is None:
             return
         messages = turn_messages(run.events, event)
         if messages and self.outbox is not None:
@@ -259,18 +304,19 @@ class RunFollower:
             except Exception as exc:  # shown as a capture badge; the turn is tried again on the next open
                 self.feed.announce("outbox", "capture.failed", run_id, error=f"{type(exc).__name__}: {exc}")
                 raise
-        self._captured[run_id] = event["seq"]
+        self._captured[run_id] = seq
         await self._save_state()
 
-    async def _settled(self, run_id: str, event: dict[str, Any]) -> None:
+    async def _settled(self, run_id: str, event: Mapping[str, object]) -> None:
         key = f"settled:{run_id}"
-        if self.on_settled is None or self._captured.get(key, 0) >= event["seq"]:
+        seq = seq_of(event)
+        if self.on_settled is None or self._captured.get(key, 0) >= seq:
             return
-        run = await self.source.get_run(run_id)
-        if run is None or run.user_id in self.ignore_users:
+        run = self._run(run_id)
+        if run is None:
             return
         await self.on_settled(run)
-        self._captured[key] = event["seq"]
+        self._captured[key] = seq
         await self._save_state()
 
     async def _save_state(self) -> None:

@@ -56,9 +56,9 @@ if TYPE_CHECKING:
     from .cloud import FakeCloud
     from .served.persist import CloudStore
     from .attached.client import RemoteCloud
-    from .desk import Desk
+    from .desk import Desk, RunDetail
     from .files import FileLock
-    from .follower import FollowedRun, RunFollower
+    from .follower import RunFollower
     from .knowledge.insights import InsightReviews
     from .knowledge.okf import Harvest
     from .knowledge.outbox import MemoryOutbox
@@ -331,11 +331,10 @@ class Workspace:
         self._okf = await AttachedHarvest.attach(self.path / "knowledge", self.feed, clock=settings.clock)
         if self._claim_following():  # nobody follows the runs into the canvas (a headless server): this window does
             from .canvas import RunBridge
-            from .attached import BookRuns
             from .follower import RunFollower
 
             self.follower = RunFollower(
-                BookRuns(desk.stream_book), self.feed, bridge=RunBridge(self.canvas), outbox=self.outbox,
+                desk, self.feed, bridge=RunBridge(self.canvas), outbox=self.outbox,
                 state_path=self.path / "follower.json", ignore_users=frozenset({JUDGE_USER}),
             )
             await self.follower.start()
@@ -404,7 +403,7 @@ class Workspace:
         self._opening = self.path / "knowledge"
         self._insights = await InsightReviews.open(self.path / "knowledge", self.canvas, changes=self.feed, clock=settings.clock)
         self.follower = RunFollower(
-            self.cloud,
+            self.desk,
             self.feed,
             bridge=RunBridge(self.canvas),
             outbox=self.outbox,
@@ -480,7 +479,7 @@ class Workspace:
         digest = hashlib.sha256(str(self.path.resolve()).encode()).hexdigest()[:12]
         return data / "workbench" / "bases" / digest
 
-    async def record_run(self, run: FollowedRun) -> None:
+    async def record_run(self, run: RunDetail) -> None:
         """When a run settles, its turns become an OKF run record to judge (the judge's own runs excepted)."""
         from .follower import run_record
 

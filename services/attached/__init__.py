@@ -7,7 +7,7 @@ current by the server's change stream.
 """
 
 from .client import ChangeBatch, ControlError, RemoteCloud, RemoteGate, RemoteGrant, RemoteRun, RemoteUser
-from .desk import BookRuns, ServedDesk, ServedRuns, StreamBook
+from .desk import ServedDesk, StreamBook
 from .discovery import AttachError, ServerInfo, find_server
 
 __all__ = [
@@ -20,8 +20,6 @@ __all__ = [
     "ControlError",
     "ServedDesk",
     "StreamBook",
-    "BookRuns",
-    "ServedRuns",
     "AttachError",
     "ServerInfo",
     "find_server",

@@ -2,9 +2,10 @@
 
 It is the one ``services.desk.Desk``, acting through the server's control API (``RemoteCloud``) and
 reading a ``StreamBook``: the runs and people as last read from the server, kept current by its
-change stream. Every change the server publishes is applied to the book first and then
-republished on the window's own ``ChangeFeed``, so panes (and the follower, through ``BookRuns``)
-read fresh views without asking the server again. A window's own changes to the shared stores
+change stream, and the runs' events in the desk's fed ``RunMirror`` (the window's one copy of them).
+Every change the server publishes is applied to the book and the mirror first and then republished
+on the window's own ``ChangeFeed``, so panes and the follower read fresh views from the desk without
+asking the server again (each run a batch touches is read from the server once). A window's own changes to the shared stores
 (canvas, insights, OKF, outbox) are relayed to the server (``POST /changes``), tagged with the
 window's ``origin``, so every other window redraws them too. The server's answer is the truth, so
 two windows acting on one run see each other's refusals in the cloud's own words.
@@ -23,24 +24,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from ..changes import Change, ChangeFeed
 from ..clock import Clock
-from ..desk import Desk, OperatorError
+from ..desk import Desk, OperatorError, RunMirror
 from ..errors import ServiceError
-from ..follower import WIRE_RUN_FIELDS, FollowedRun
 from .discovery import ServerInfo
-from .client import ControlError, RemoteCloud
+from .client import RemoteCloud
 
-__all__ = ["BookRuns", "ServedDesk", "ServedRuns", "StreamBook"]
+__all__ = ["ServedDesk", "StreamBook"]
 
 Dto = dict[str, object]
 """A run, an event or a person as the control API answers it (a JSON object)."""
-
-
-def _seq(event: Mapping[str, object]) -> int:
-    """An event's sequence number (0 when it has none)."""
-    seq = event.get("seq", 0)
-    if isinstance(seq, (int, float, str)):
-        return int(seq)
-    raise TypeError(f"an event's seq is {type(seq).__name__}, not a number")
 
 
 RELAYED = frozenset({"canvas", "insights", "okf", "outbox"})
@@ -49,14 +41,15 @@ RELAYED = frozenset({"canvas", "insights", "okf", "outbox"})
 
 class StreamBook:
     """Runs and people of a served cloud as last read from its control API, kept current from its
-    change stream (``RunBook``)."""
+    change stream (``RunBook``). It keeps no event log: the runs' events go to the window's
+    ``RunMirror`` (fed: the window's one copy of them), as read and as the stream carries them."""
 
-    def __init__(self, remote: RemoteCloud) -> None:
+    def __init__(self, remote: RemoteCloud, mirror: RunMirror) -> None:
         self.remote = remote
+        self.mirror = mirror
+        """Where each run's events are held, as read models."""
         self.runs: dict[str, Dto] = {}
         """Each run's DTO, by id, without its events."""
-        self.logs: dict[str, list[Dto]] = {}
-        """Each run's event log, by run id."""
         self.persons: dict[str, Dto] = {}
         """Each person's DTO, by id."""
 
@@ -65,9 +58,6 @@ class StreamBook:
 
     def run_dto(self, run_id: str) -> Dto | None:
         return self.runs.get(run_id)
-
-    def events(self, run_id: str) -> tuple[Dto, ...]:
-        return tuple(self.logs.get(run_id, ()))
 
     def people(self) -> list[Dto]:
         return list(self.persons.values())
@@ -84,15 +74,11 @@ class StreamBook:
             raise TypeError(f"the events of run {run_id} are {type(events).__name__}, not a list")
         self.runs[run_id] = run
         if events is not None:
-            self.logs[run_id] = list(events)
-        else:
-            self.logs.setdefault(run_id, [])
+            self.mirror.hold(run_id, events)
 
     def append_event(self, run_id: str, event: Dto) -> None:
         """An event the change stream carried (one already held is skipped)."""
-        log = self.logs.setdefault(run_id, [])
-        if not log or _seq(event) > _seq(log[-1]):
-            log.append(event)
+        self.mirror.append(run_id, event)
 
     async def load(self, *, full: bool = False) -> None:
         """Read every run (with its events) and every person; ``full`` also forgets runs the server
@@ -101,7 +87,8 @@ class StreamBook:
         people = await self.remote.people()
         # swapped in one step, after both reads: nobody sees the runs of the new read beside the old people
         if full:
-            self.runs, self.logs = {}, {}
+            self.runs = {}
+            self.mirror.forget()
         for dto in answer["runs"]:
             self.absorb_run(dto)
         self.persons = {p["id"]: p for p in people}
@@ -111,61 +98,14 @@ class StreamBook:
         self.persons = {p["id"]: p for p in people}
 
 
-class BookRuns:
-    """The follower's ``RunSource`` in an attached window: the runs its desk already holds, kept current
-    from the change stream before each change is published, so no run is read from the server twice."""
-
-    def __init__(self, book: StreamBook) -> None:
-        self.book = book
-
-    def _followed(self, dto: Mapping[str, object], events: bool) -> FollowedRun:
-        wire = {k: dto[k] for k in WIRE_RUN_FIELDS if k in dto}
-        return FollowedRun(str(dto["id"]), str(dto["user_id"]), bool(dto.get("deleted")), wire,
-                           list(self.book.logs.get(str(dto["id"]), ())) if events else [])
-
-    async def all_runs(self) -> list[FollowedRun]:
-        return [self._followed(dto, True) for dto in self.book.run_dtos()]
-
-    async def get_run(self, run_id: str, *, events: bool = True) -> FollowedRun | None:
-        dto = self.book.run_dto(run_id)
-        return None if dto is None else self._followed(dto, events)
-
-
-class ServedRuns:
-    """Runs of any served cloud, read over the wire (its control API): a ``RunSource`` for the follower."""
-
-    def __init__(self, remote: RemoteCloud) -> None:
-        self.remote = remote
-
-    @staticmethod
-    def _followed(dto: Dto) -> FollowedRun:
-        wire = {k: dto[k] for k in WIRE_RUN_FIELDS if k in dto}
-        events = dto.get("events") or []
-        if not isinstance(events, list):
-            raise TypeError(f"the events of run {dto['id']} are {type(events).__name__}, not a list")
-        return FollowedRun(str(dto["id"]), str(dto["user_id"]), bool(dto.get("deleted")), wire, list(events))
-
-    async def all_runs(self) -> list[FollowedRun]:
-        answer = await self.remote.call("GET", "/runs", params={"events": "1"})
-        return [self._followed(dto) for dto in answer["runs"]]
-
-    async def get_run(self, run_id: str, *, events: bool = True) -> FollowedRun | None:
-        try:
-            dto = await self.remote.call("GET", f"/runs/{_q(run_id)}", params=None if events else {"events": "0"})
-        except ControlError as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return self._followed(dto)
-
-
 class ServedDesk(Desk):
     """The operator's desk over a served cloud (``RemoteCloud``), kept current by its change stream."""
 
     def __init__(self, remote: RemoteCloud, changes: ChangeFeed, *, clock: Clock | None = None,
                  reconnect_s: float = 0.5, folder: Path | None = None, info: ServerInfo | None = None) -> None:
-        self.stream_book = StreamBook(remote)
-        super().__init__(remote, self.stream_book, changes, clock=clock or Clock())
+        mirror = RunMirror()  # fed by the book, before each change is published
+        self.stream_book = StreamBook(remote, mirror)
+        super().__init__(remote, self.stream_book, changes, clock=clock or Clock(), mirror=mirror)
         self.remote = remote
         """The ``RemoteCloud`` of the server."""
         self.folder = folder
@@ -325,8 +265,7 @@ class ServedDesk(Desk):
         new run, each event not seen before, each deletion), so the panes and the follower miss
         nothing; the shared stores' panes are told to read again (``attach.reloaded``)."""
         book = self.stream_book
-        before = {run_id: (max((_seq(e) for e in book.logs.get(run_id, [])), default=0),
-                           bool(dto.get("deleted"))) for run_id, dto in book.runs.items()}
+        before = {run_id: (self.mirror.last_seq(run_id), bool(dto.get("deleted"))) for run_id, dto in book.runs.items()}
         await self.load(full=True)
         mark = {"origin": "server"}  # never relayed back
         for run_id, dto in book.runs.items():
@@ -334,8 +273,7 @@ class ServedDesk(Desk):
             seen, was_deleted = before.get(run_id, (-1, False))
             if seen < 0:
                 self.changes.publish(Change("cloud", "run.started", run_id, user))
-            for event in book.logs.get(run_id, []):
-                if _seq(event) > seen:
+            for event in self.mirror.since(run_id, seen):
                     self.changes.publish(Change("cloud", "run.event", run_id, {"event": event, **user}))
             if dto.get("deleted") and not was_deleted:
                 self.changes.publish(Change("cloud", "run.deleted", run_id, user))

@@ -1,7 +1,9 @@
 """``RunBridge``: keeps one node object per run (and per child node) in step with the fake cloud.
 
 The cloud calls ``apply_run(run_dto)`` for every run it creates or changes and
-``apply_event(event)`` for every event it appends (shapes as in ``services.wire``). The run's
+``apply_event(event)`` for every event it appends (shapes as in ``services.wire``); a follower with
+many to apply makes each a step (``run_step``, ``event_step``, ``deleted_step``) and applies them in
+one transaction (``apply_steps``). The run's
 root node is named by the run id and owned by the run's person (``user_id``); an event whose
 ``node_id`` differs from the run id creates or updates a child node with a ``spawned`` edge from
 the root. Statuses follow the run, pending messages become inbox entries (each message once),
@@ -17,7 +19,7 @@ node gets a ``text.repaired`` event saying what was changed, where the operator 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import select
@@ -29,11 +31,11 @@ from .events import publish_event
 from .models import InboxRow, NodeRow, ObjectRow
 from .names import NODE_STATUSES, check_node_kind
 from .nodes import configure_node, node_view, spawn_node
-from .objects import Tx, ensure_owner, get_row
+from .objects import Tx, ensure_owner, find_object, get_row
 from .service import Canvas
 from .views import NodeView
 
-__all__ = ["RunBridge", "BridgeInputError", "EVENT_LEVELS", "status_of", "outcome_name"]
+__all__ = ["RunBridge", "BridgeInputError", "BridgeStep", "EVENT_LEVELS", "status_of", "outcome_name"]
 
 EVENT_LEVELS: dict[str, int] = {
     "node.turn.started": 2,
@@ -50,6 +52,8 @@ EVENT_LEVELS: dict[str, int] = {
     "run.interrupted": 6,
 }
 """The level each run event is recorded at (a failed turn or a failed settle is raised to 8)."""
+BridgeStep = Callable[[Tx], object]
+"""One run, event or deletion to apply inside a canvas transaction (``RunBridge.apply_steps``)."""
 _QUIET = {"node.output_text.delta"}
 """Event types not recorded (text deltas): only their ``seq`` is taken."""
 _OUTCOME_STATUS = {"result": "done", "declined": "done", "canceled": "canceled",
@@ -139,6 +143,34 @@ class RunBridge:
         Bad text in the DTO is repaired; when repaired text is stored (a new name, activity or
         outcome, a newly filed message) the node gets a ``text.repaired`` event naming the fields.
         """
+        return await self.canvas._write(self.run_step(run))
+
+    async def apply_event(self, event: Mapping[str, Any]) -> NodeView:
+        """Apply one run event to its node (the root, or a child spawned from the root).
+
+        Bad text in the event is repaired and flagged (``text_repaired`` on the recorded event and a
+        ``text.repaired`` event on the node).
+        """
+        return await self.canvas._write(self.event_step(event))
+
+    async def apply_steps(self, steps: Sequence[BridgeStep]) -> None:
+        """Apply ``steps`` (``run_step``, ``event_step``, ``deleted_step``) in order, in one canvas
+        transaction: all of them, or, when one fails, none (its error is raised)."""
+        def apply(tx: Tx) -> None:
+            for step in steps:
+                step(tx)
+        await self.canvas._write(apply)
+
+    def deleted_step(self, run_id: str) -> BridgeStep:
+        """The step recording on the run's node that the run was deleted (a ``run.deleted`` event)."""
+        def apply(tx: Tx) -> None:
+            row = find_object(tx.session, run_id)
+            event, _ = publish_event(tx.session, row, "run.deleted", tx.now, level=6, data={})
+            tx.change("event.published", row.id, type="run.deleted", level=event.level)
+        return apply
+
+    def run_step(self, run: Mapping[str, Any]) -> Callable[[Tx], NodeView]:
+        """The step of ``apply_run`` (a ``BridgeInputError`` for a DTO it cannot take, before any write)."""
         raw = run
         run, _ = _repaired(run)
         run_id = _field(run, "id", str, "run")
@@ -174,7 +206,7 @@ class RunBridge:
             if stored:
                 _flag_repaired(tx, node, "run " + ", ".join(stored))
             return node_view(tx.session, node)
-        return await self.canvas._write(apply)
+        return apply
 
     def _root(self, tx: Tx, run_id: str, *, owner_id: str | None, run: Mapping[str, Any] | None = None) -> ObjectRow:
         node = get_row(tx.session, run_id)
@@ -188,12 +220,8 @@ class RunBridge:
         return spawn_node(tx, node_id=run_id, name=str(name), owner_id=owner_id, kind=kind,
                           status=status_of((run or {}).get("status"), outcome_name((run or {}).get("outcome"))))
 
-    async def apply_event(self, event: Mapping[str, Any]) -> NodeView:
-        """Apply one run event to its node (the root, or a child spawned from the root).
-
-        Bad text in the event is repaired and flagged (``text_repaired`` on the recorded event and a
-        ``text.repaired`` event on the node).
-        """
+    def event_step(self, event: Mapping[str, Any]) -> Callable[[Tx], NodeView]:
+        """The step of ``apply_event`` (a ``BridgeInputError`` for an event it cannot take, before any write)."""
         event, repaired = _repaired(event)
         run_id = _field(event, "run_id", str, "event")
         node_id = _field(event, "node_id", str, f"event of run {run_id!r}")
@@ -218,7 +246,7 @@ class RunBridge:
                 _flag_repaired(tx, node, type_, seq)
             tx.session.flush()
             return node_view(tx.session, node)
-        return await self.canvas._write(apply)
+        return apply
 
     def _apply(self, tx: Tx, node: ObjectRow, row: NodeRow, type_: str, event: Mapping[str, Any],
                repaired: bool = False) -> None:

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from .desk import OPERATOR, SETTLE_CHOICES, ControlClient, Desk, RunBook, event_fields, sendable
 from .models import JUDGE_USER, CaptureFailure, GrantView, OperatorAction, OperatorError, RefusalRecord, RunDetail, RunView
-from .mirror import RunMirror, seq_of
-from .views import EventTimes, grant_view, run_detail, run_view
+from .mirror import RunMirror, seq_of, wire_seq
+from .views import grant_view, run_detail, run_view
 
 if TYPE_CHECKING:
     from ..canvas import Canvas
@@ -38,9 +38,9 @@ __all__ = [
     "RunView",
     "RunDetail",
     "GrantView",
-    "EventTimes",
     "RunMirror",
     "seq_of",
+    "wire_seq",
     "run_view",
     "run_detail",
     "grant_view",

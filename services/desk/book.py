@@ -1,5 +1,5 @@
 """Where a desk reads runs and people: the ``RunBook`` protocol (the live cloud's, or a served
-window's copy of the change stream), read by the desk and by its run mirror."""
+window's copy of the change stream). A run's events are read from the window's ``RunMirror``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ __all__ = ["RunBook"]
 
 
 class RunBook(Protocol):
-    """Where a desk reads runs and people, as the control API's DTOs (times as wire strings or seconds)."""
+    """Where a desk reads runs (without their events) and people, as the control API's DTOs (times as
+    wire strings or seconds)."""
 
     def run_dtos(self) -> Iterable[Mapping[str, Any]]:
         """Every run's DTO, deleted ones included, without events."""
@@ -18,10 +19,6 @@ class RunBook(Protocol):
 
     def run_dto(self, run_id: str) -> Mapping[str, Any] | None:
         """One run's DTO (None when unknown)."""
-        ...
-
-    def events(self, run_id: str) -> tuple[dict[str, Any], ...]:
-        """One run's event log, as the wire has it."""
         ...
 
     def people(self) -> Iterable[Mapping[str, Any]]:

@@ -7,7 +7,9 @@ A ``Desk`` stands on two things that differ between an embedded window and one a
   one control call; what the cloud refuses comes back as the control API's error, in its own words.
 - a ``RunBook``: where the desk reads runs and people as the control API's DTOs; an embedded cloud's
   own objects (``CloudBook``), or what an attached window has read from the server and keeps current
-  from its change stream (``services.attached.desk.StreamBook``).
+  from its change stream (``services.attached.desk.StreamBook``);
+- a ``RunMirror``: the runs' events as read models, converted once, over the embedded cloud's own logs
+  or fed the logs an attached window reads (its only copy of them).
 
 Operator actions (reply as the model, fail a turn, settle, ask, go idle, emit, delete) drive the
 run as the runtime would; app actions (start a run, send a message, cancel, fork) are made as the
@@ -78,7 +80,7 @@ class Desk:
     """Operator, app and grant actions over one cloud, and the read models the panes draw."""
 
     def __init__(self, control: ControlClient, book: RunBook, changes: ChangeFeed, *, clock: Clock,
-                 refusals_recorded: bool = False) -> None:
+                 mirror: RunMirror, refusals_recorded: bool = False) -> None:
         self.control = control
         """The control API this desk acts through."""
         self.book = book
@@ -94,8 +96,8 @@ class Desk:
         """The refusals the app met, oldest first."""
         self.origin = uuid.uuid4().hex[:12]
         """This window's tag (on idempotency keys, and on the changes an attached window relays)."""
-        self.mirror = RunMirror(book, changes)
-        """This window's runs as read models, kept current by the change feed (the panes read it too)."""
+        self.mirror = mirror
+        """This window's runs' events as read models, converted once (the panes and the follower read them)."""
 
     # -- life -------------------------------------------------------------------------------
 
@@ -104,8 +106,13 @@ class Desk:
 
     async def stop(self) -> None:
         """Stop following the cloud."""
+        self.mirror.close()
 
     # -- views -----------------------------------------------------------------------------
+
+    def run_ids(self) -> list[str]:
+        """Every run's id, deleted ones included, in the order the runs started."""
+        return [str(dto["id"]) for dto in self.book.run_dtos()]
 
     def runs(self, *, include_deleted: bool = False) -> list[RunView]:
         """Every run, newest first."""

@@ -3,18 +3,20 @@
 ``InProcessControl`` answers the desk's control calls with the very dispatch a served cloud's
 control API runs (``services.served.control.ControlApp.dispatch``), without HTTP: an action is
 checked, done and refused exactly as a window attached to a server sees it. ``CloudBook`` reads runs
-and people from the cloud's own objects, as DTOs of the control API's shape, without copies.
+and people from the cloud's own objects, as DTOs of the control API's shape, without copies; the
+window's ``RunMirror`` reads each run's own event log.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..changes import ChangeFeed
 from ..clock import Clock
 from .desk import Desk
+from .mirror import RunMirror
 
 if TYPE_CHECKING:
     from ..cloud import FakeCloud, FakeRun
@@ -67,9 +69,10 @@ class CloudBook:
         except KeyError:
             return None
 
-    def events(self, run_id: str) -> tuple[dict[str, Any], ...]:
+    def events(self, run_id: str) -> Sequence[dict[str, Any]]:
+        """One run's own event log (not a copy: the window's ``RunMirror`` reads it, never changes it)."""
         try:
-            return tuple(self.cloud.runs.get(run_id).events)
+            return self.cloud.runs.get(run_id).events
         except KeyError:
             return ()
 
@@ -94,4 +97,6 @@ def embedded_desk(cloud: "FakeCloud", control: "ControlApp", changes: ChangeFeed
     """The desk of a window whose cloud runs in this process; ``control`` is the cloud's control app
     (the serving window's own, or one made for this window alone), acting as the app through the
     window's own connections, which report their refusals themselves."""
-    return Desk(InProcessControl(control), CloudBook(cloud), changes, clock=clock, refusals_recorded=True)
+    book = CloudBook(cloud)
+    return Desk(InProcessControl(control), book, changes, clock=clock, mirror=RunMirror(changes, source=book.events),
+                refusals_recorded=True)

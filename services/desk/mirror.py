@@ -1,34 +1,52 @@
-"""``RunMirror``: one per window, each run's event log as read models, fed by the change feed.
+"""``RunMirror``: one per window, each run's event log as read models, converted once.
 
-A run's events are held with their ``at`` as float seconds, each converted once. The mirror reads a
-run's whole log from the desk's ``RunBook`` the first time it is asked for it; after that, every
-``run.event`` change on the window's feed hands it the new event, which is queued as given (publishing
-stays cheap) and converted the first time it is read. ``since`` answers only the events after a
-sequence number, so a pane that applies new events never reads the whole run again; ``events``
-answers the whole log (checked against the book, so a log cut at its start or replaced by a fresh read
-is read again). The newest ``keep`` runs are held.
+A run's events are held with their ``at`` as float seconds, each converted once. A mirror is one of two
+kinds, by where a run's log comes from:
+
+- over a live log (``source``: an in-process cloud's own list of a run's events): the mirror reads a
+  run's whole log from it the first time it is asked for it; after that, every ``run.event`` change on
+  the window's feed hands it the new event, queued as given (publishing stays cheap) and converted the
+  first time it is read. ``events`` checks the log against the source, so a log cut at its start or
+  replaced by a fresh read is read again. The newest ``keep`` runs are held (the source has the rest).
+- fed (no ``source``: a window attached to a server): the mirror is the window's only copy of the
+  runs' logs. Its holder gives it each run's whole log as read (``hold``) and each event the server's
+  change stream carries (``append``), before that change is published; it holds every run it was given.
+
+``since`` answers only the events after a sequence number, so a pane that applies new events never
+reads the whole run again; ``events`` answers the whole log.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..times import parse_time
 
 if TYPE_CHECKING:
     from ..changes import Change, ChangeFeed
-    from .book import RunBook
 
-__all__ = ["RunMirror", "converted", "seq_of"]
+__all__ = ["LogSource", "RunMirror", "converted", "seq_of", "wire_seq"]
+
+LogSource = Callable[[str], Sequence[Mapping[str, object]]]
+"""A run's whole event log, as the wire has it, read live (an empty sequence for a run it does not know)."""
 
 
 def seq_of(event: Mapping[str, object]) -> int:
     """An event's sequence number (0 when it has none that is a whole number)."""
     seq = event.get("seq")
     return seq if isinstance(seq, int) else int(seq) if isinstance(seq, str) and seq.isdigit() else 0
+
+
+def wire_seq(event: Mapping[str, object]) -> int:
+    """An event's sequence number as the control API carries it (a number, or a number as text), or
+    ``TypeError`` naming what it is instead (0 when it has none)."""
+    seq = event.get("seq", 0)
+    if isinstance(seq, (int, float, str)):
+        return int(seq)
+    raise TypeError(f"an event's seq is {type(seq).__name__}, not a number")
 
 
 _last_at: tuple[object, float] = (None, 0.0)
@@ -48,45 +66,69 @@ def converted(event: Mapping[str, object]) -> dict[str, object]:
 
 
 class _Log:
-    """One run's events: the wire's (``sources``), their read models (``events``), and those given by
-    the feed but not yet converted (``fresh``)."""
+    """One run's events: their read models (``events``), those given by the feed but not yet converted
+    (``fresh``), and, over a live source, how much of it was read (``seen``, ``first``, ``last``: the
+    length and the first and last event objects of the source's log, to tell whether it was cut or
+    replaced since)."""
 
-    __slots__ = ("sources", "events", "fresh")
+    __slots__ = ("events", "fresh", "seen", "first", "last", "top")
 
     def __init__(self) -> None:
-        self.sources: list[Mapping[str, object]] = []
         self.events: list[dict[str, object]] = []
         self.fresh: list[Mapping[str, object]] = []
+        self.seen = 0
+        self.first: Mapping[str, object] | None = None
+        self.last: Mapping[str, object] | None = None
+        self.top = 0
+        """The sequence number of the newest event held or queued."""
 
-    def last_seq(self) -> int:
-        last = self.fresh[-1] if self.fresh else self.sources[-1] if self.sources else None
-        return seq_of(last) if last is not None else 0
+    def fill(self, events: Sequence[Mapping[str, object]]) -> None:
+        """The whole log, read afresh."""
+        self.events = [converted(event) for event in events]
+        self.fresh = []
+        self.seen = len(events)
+        self.first = events[0] if events else None
+        self.last = events[-1] if events else None
+        self.top = seq_of(events[-1]) if events else 0
+
+    def add(self, event: Mapping[str, object], seq: int) -> None:
+        """One event given as it happened, and its sequence number (converted when read)."""
+        self.fresh.append(event)
+        self.top = seq
 
     def settle(self) -> None:
-        """Convert the events the feed gave since the last read."""
+        """Convert the events given since the last read."""
         if not self.fresh:
             return
         fresh, self.fresh = self.fresh, []
-        self.sources.extend(fresh)
+        self.seen += len(fresh)
+        self.last = fresh[-1]
+        if self.first is None:
+            self.first = fresh[0]
         self.events.extend(converted(event) for event in fresh)
 
 
 class RunMirror:
-    """Each run's events as read models, converted once, kept current by the window's change feed."""
+    """Each run's events as read models, converted once: over a live log kept current by the window's
+    change feed, or fed the logs a served window reads."""
 
-    def __init__(self, book: RunBook, feed: ChangeFeed | None = None, *, keep: int = 64) -> None:
-        self.book = book
+    def __init__(self, feed: ChangeFeed | None = None, *, source: LogSource | None = None, keep: int = 64) -> None:
+        self.source = source
+        """Where a run's whole log is read (None: the mirror is fed every log and holds each)."""
         self.keep = keep
-        """How many runs' logs are held (the least recently read go first)."""
+        """Over a live source, how many runs' logs are held (the least recently read go first)."""
         self._runs: OrderedDict[str, _Log] = OrderedDict()
         self._lock = threading.Lock()
-        self._unsubscribe: Callable[[], None] | None = feed.subscribe(self.given) if feed is not None else None
+        self._unsubscribe: Callable[[], None] | None = (
+            feed.subscribe(self.given) if feed is not None and source is not None else None)
 
     def close(self) -> None:
         """Stop following the feed."""
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
+
+    # -- fed by the feed (over a live source) ----------------------------------------------------
 
     def given(self, change: Change) -> None:
         """A change from the feed: a new event of a held run is queued (converted when read)."""
@@ -98,17 +140,47 @@ class RunMirror:
         log = self._runs.get(change.id)
         event = change.data.get("event")
         if log is None or not isinstance(event, Mapping):
-            return  # not held yet: the first read takes the whole log from the book
+            return  # not held yet: the first read takes the whole log from the source
+        seq = seq_of(event)
         with self._lock:
-            if seq_of(event) > log.last_seq():
-                log.fresh.append(event)
+            if seq > log.top:
+                log.add(event, seq)
+
+    # -- fed by its holder (a served window) -----------------------------------------------------
+
+    def hold(self, run_id: str, events: Sequence[Mapping[str, object]]) -> None:
+        """A run's whole log as just read (it replaces what was held)."""
+        log = _Log()
+        log.fill(events)
+        with self._lock:
+            self._runs[run_id] = log
+
+    def append(self, run_id: str, event: Mapping[str, object]) -> None:
+        """One event the change stream carried: held once, after the events before it (one already
+        held is skipped); an event whose ``seq`` is no number is refused (``TypeError``), nothing kept."""
+        seq = wire_seq(event)
+        with self._lock:
+            log = self._runs.get(run_id)
+            if log is None:
+                log = self._runs[run_id] = _Log()
+            if not (log.events or log.fresh) or seq > log.top:
+                log.add(event, seq)
+
+    def last_seq(self, run_id: str) -> int:
+        """The sequence number of the newest event held of a run (0 when none is)."""
+        log = self._runs.get(run_id)
+        return log.top if log is not None else 0
+
+    # -- reads -----------------------------------------------------------------------------------
 
     def _log(self, run_id: str) -> _Log:
         with self._lock:
             log = self._runs.get(run_id)
             if log is None:
+                if self.source is None:
+                    return _Log()  # a fed mirror holds only what it was given: no log yet
                 log = self._runs[run_id] = _Log()
-                self._fill(log, self.book.events(run_id))
+                log.fill(self.source(run_id))
                 while len(self._runs) > self.keep:
                     self._runs.popitem(last=False)
             else:
@@ -116,25 +188,23 @@ class RunMirror:
                 log.settle()
             return log
 
-    @staticmethod
-    def _fill(log: _Log, events: tuple[dict[str, object], ...]) -> None:
-        log.sources = list(events)
-        log.events = [converted(event) for event in events]
-        log.fresh = []
-
     def events(self, run_id: str) -> tuple[dict[str, object], ...]:
-        """The run's whole log, each event's ``at`` in seconds (checked against the book's log)."""
+        """The run's whole log, each event's ``at`` in seconds (over a live source, checked against it)."""
         log = self._log(run_id)
-        events = self.book.events(run_id)
+        if self.source is None:
+            return tuple(log.events)
+        events = self.source(run_id)
         with self._lock:
             log.settle()
-            done = len(log.sources)
-            if done > len(events) or (done and (log.sources[0] is not events[0]
-                                                or log.sources[-1] is not events[done - 1])):
-                self._fill(log, events)  # cut at its start, or read afresh: convert again
-            else:
-                log.sources.extend(events[done:])
-                log.events.extend(converted(event) for event in events[done:])
+            done = log.seen
+            if done > len(events) or (done and (log.first is not events[0] or log.last is not events[done - 1])):
+                log.fill(events)  # cut at its start, or read afresh: convert again
+            elif done < len(events):
+                more = events[done:]
+                log.events.extend(converted(event) for event in more)
+                log.seen, log.last, log.top = len(events), events[-1], seq_of(events[-1])
+                if log.first is None:
+                    log.first = events[0]
             return tuple(log.events)
 
     def since(self, run_id: str, seq: int) -> list[dict[str, object]]:
@@ -147,7 +217,7 @@ class RunMirror:
         return events[start:]
 
     def forget(self, run_id: str | None = None) -> None:
-        """Drop one run's log (or every one): the next read takes it from the book again."""
+        """Drop one run's log (or every one): over a live source, the next read takes it again."""
         with self._lock:
             if run_id is None:
                 self._runs.clear()

@@ -3,48 +3,19 @@ wire DTO plus ``deleted`` and ``seq``) or a person's DTO (the control API's ``/p
 
 Both desks build their models here, from the same DTO shapes, so a run or a grant reads the same in an
 embedded window and in one attached to a server. Wire times (ISO strings, or seconds) become float
-seconds here, once; a run's events are converted once each (``EventTimes``).
+seconds here, once; a run's events are converted once each by the window's ``RunMirror``.
 """
 
 from __future__ import annotations
 
 import copy
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..times import parse_time
 from .models import GrantView, RunDetail, RunView
 
-__all__ = ["EventTimes", "run_view", "run_detail", "grant_view"]
-
-
-class EventTimes:
-    """Run events with their ``at`` as float seconds, each event converted once.
-
-    A run's log only grows (or is cut at its start), so the converted copies are kept per run and
-    a new call converts only the events appended since; a log that is not the one converted (cut,
-    or replaced by a fresh read) is converted again whole. The newest ``keep`` runs are kept.
-    """
-
-    def __init__(self, keep: int = 64) -> None:
-        self.keep = keep
-        """How many runs' converted logs are kept (the least recently read go first)."""
-        self._runs: OrderedDict[str, tuple[list[dict[str, object]], list[dict[str, object]]]] = OrderedDict()
-
-    def convert(self, run_id: str, events: tuple[dict[str, object], ...]) -> tuple[dict[str, object], ...]:
-        """``events`` with each ``at`` in seconds (0.0 when it holds no usable time)."""
-        sources, converted = self._runs.pop(run_id, ([], []))
-        done = len(sources)
-        if done and (done > len(events) or sources[0] is not events[0] or sources[-1] is not events[done - 1]):
-            sources, converted, done = [], [], 0
-        for event in events[done:]:
-            sources.append(event)
-            converted.append({**event, "at": parse_time(event.get("at"))} if "at" in event else dict(event))
-        self._runs[run_id] = (sources, converted)
-        while len(self._runs) > self.keep:
-            self._runs.popitem(last=False)
-        return tuple(converted)
+__all__ = ["run_view", "run_detail", "grant_view"]
 
 
 def _question(question: object) -> dict[str, object] | None:
@@ -74,15 +45,15 @@ def run_view(dto: Mapping[str, Any]) -> RunView:
     )
 
 
-def run_detail(dto: Mapping[str, Any], events: tuple[dict[str, object], ...], times: EventTimes | None = None) -> RunDetail:
-    """A run with its event log; its, its events' and its question's times as float seconds (``events``
-    are converted through ``times``; without it they are read models already, as ``RunMirror`` holds them)."""
+def run_detail(dto: Mapping[str, Any], events: tuple[dict[str, object], ...]) -> RunDetail:
+    """A run with its event log; its and its question's times as float seconds (``events`` are read
+    models already, as the window's ``RunMirror`` holds them)."""
     return RunDetail(
         id=dto["id"], user_id=dto["user_id"], name=dto.get("name"),
         status="deleted" if dto.get("deleted") else dto["status"],
         created_at=parse_time(dto.get("created_at")), updated_at=parse_time(dto.get("updated_at")),
         deleted=bool(dto.get("deleted")), params=copy.deepcopy(dict(dto.get("params") or {})),
-        events=times.convert(str(dto["id"]), events) if times is not None else events,
+        events=events,
         settled=dto["status"] == "settled", seq=_seq(dto), activity=dto.get("activity"),
         pending=tuple(copy.deepcopy(list(dto.get("pending") or ()))),
         question=_question(copy.deepcopy(dto.get("question"))),

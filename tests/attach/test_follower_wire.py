@@ -1,20 +1,24 @@
-"""The run follower reads runs through the wire: pointed at a served cloud, it builds the same canvas
-nodes, events and inboxes as the follower reading the same cloud in-process."""
+"""The run follower reads runs through the window's desk: in a window attached to a served cloud, it
+builds the same canvas nodes, events and inboxes as the follower of a window whose cloud runs
+in-process, and it never reads a run from the server itself."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 
 from services.canvas import Canvas, RunBridge
 from services.changes import ChangeFeed
 from services.cloud import FakeCloud, generate_private_key_pem
 from services.attached.client import RemoteCloud
-from services.attached import ServedRuns
+from services.attached import ServedDesk
+from services.desk.embedded import embedded_desk
 from services.follower import RunFollower
+from services.served.control import ControlApp
 from services.sdk import MemoryConnectionStore, OAuth2Client
 from services.served.server import CloudServer, bind_socket, origin_url
 
@@ -39,11 +43,6 @@ async def snapshot(canvas: Canvas) -> dict[str, Any]:
     return shape
 
 
-async def pump(remote: RemoteCloud, feed: ChangeFeed) -> None:
-    async for change in remote.changes():
-        feed.publish(change)
-
-
 async def test_the_follower_pointed_at_a_served_cloud_builds_the_same_canvas_as_in_process(
         served_cloud: tuple[FakeCloud, CloudServer], tmp_path: Path) -> None:
     cloud, server = served_cloud
@@ -58,15 +57,21 @@ async def test_the_follower_pointed_at_a_served_cloud_builds_the_same_canvas_as_
     await remote.runs.get(early.id)
     cloud.runs.get(early.id).reply("caught up")
 
-    in_process = RunFollower(cloud, cloud.changes, bridge=RunBridge(local))
+    desk = embedded_desk(cloud, ControlApp(cloud, "", change_log=False), cloud.changes, clock=cloud.clock)
+    in_process = RunFollower(desk, cloud.changes, bridge=RunBridge(local))
     feed = ChangeFeed()
-    over_wire = RunFollower(ServedRuns(remote), feed, bridge=RunBridge(wired))
-    subscribers = len(cloud.changes._subscribers)
-    stream = asyncio.ensure_future(pump(remote, feed))
-    for _ in range(500):  # bounded: until the served change stream has subscribed
-        if len(cloud.changes._subscribers) > subscribers:
-            break
-        await asyncio.sleep(0.01)
+    attached = ServedDesk(remote, feed)
+    await attached.start()  # returns once the server's change stream is subscribed
+    over_wire = RunFollower(attached, feed, bridge=RunBridge(wired))
+    reads: list[str] = []  # every run the window reads from the server from now on
+
+    async def read(request: httpx.Request) -> None:
+        if request.method == "GET" and "/runs/" in request.url.path:
+            reads.append(request.url.path.rsplit("/", 1)[-1])
+
+    remote._http.event_hooks["request"].append(read)
+    changes: list[str] = []
+    feed.subscribe(lambda c: changes.append(c.id) if c.source == "cloud" and c.kind.startswith("run.") else None)
     await in_process.start()
     await over_wire.start()
     try:
@@ -87,12 +92,12 @@ async def test_the_follower_pointed_at_a_served_cloud_builds_the_same_canvas_as_
             await asyncio.sleep(0.01)
         assert await snapshot(wired) == expected
         assert list(over_wire.errors) == [] and list(in_process.errors) == []
+        # the follower reads the desk: a run is read from the server once per batch of its changes, at most
+        assert reads and reads.count(live.id) <= changes.count(live.id)
     finally:
         await in_process.stop()
         await over_wire.stop()
-        stream.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await stream
+        await attached.stop()
         await oauth.aclose()
         await remote.aclose()
         await local.close()

@@ -1,6 +1,6 @@
-"""The served desk's ``StreamBook`` keeps the control API's DTOs as JSON objects: a run whose events
-are not a list, or an event whose ``seq`` is not a number, is refused with a clear error and nothing
-of it is kept."""
+"""The served desk's ``StreamBook`` keeps the control API's DTOs as JSON objects, and the runs' events
+in the window's run mirror (its one copy of them): a run whose events are not a list, or an event
+whose ``seq`` is not a number, is refused with a clear error and nothing of it is kept."""
 
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ import pytest
 
 from services.attached.client import RemoteCloud
 from services.attached.desk import StreamBook
+from services.desk import RunMirror
 
 
 @pytest.fixture
 async def book() -> AsyncIterator[StreamBook]:
     remote = RemoteCloud("http://127.0.0.1:9", "unused")  # never called: the book is fed by hand
-    yield StreamBook(remote)
+    yield StreamBook(remote, RunMirror())
     await remote.aclose()
 
 
@@ -23,7 +24,7 @@ async def test_a_run_keeps_its_events_and_a_run_without_them_keeps_the_log_it_ha
     book.absorb_run({"id": "run_1", "user_id": "user:o1", "events": [{"seq": 1, "type": "node.started"}]})
     book.absorb_run({"id": "run_1", "user_id": "user:o1", "status": "idle"})
     assert book.run_dto("run_1") == {"id": "run_1", "user_id": "user:o1", "status": "idle"}
-    assert book.events("run_1") == ({"seq": 1, "type": "node.started"},)
+    assert book.mirror.events("run_1") == ({"seq": 1, "type": "node.started"},)
 
 
 async def test_events_that_are_not_a_list_are_refused_and_nothing_is_kept(book: StreamBook) -> None:
@@ -31,7 +32,7 @@ async def test_events_that_are_not_a_list_are_refused_and_nothing_is_kept(book: 
     with pytest.raises(TypeError, match="the events of run run_1 are dict, not a list"):
         book.absorb_run({"id": "run_1", "user_id": "user:o1", "status": "idle", "events": {"seq": 2}})
     assert book.run_dto("run_1") == {"id": "run_1", "user_id": "user:o1", "status": "running"}
-    assert book.events("run_1") == ()
+    assert book.mirror.events("run_1") == ()
 
 
 async def test_an_event_is_appended_once_in_seq_order_and_a_seq_that_is_no_number_is_refused(book: StreamBook) -> None:
@@ -40,4 +41,16 @@ async def test_an_event_is_appended_once_in_seq_order_and_a_seq_that_is_no_numbe
     book.append_event("run_1", {"seq": "2", "type": "b"})  # the wire may carry it as text
     with pytest.raises(TypeError, match="an event's seq is NoneType, not a number"):
         book.append_event("run_1", {"seq": None, "type": "c"})
-    assert [e["type"] for e in book.events("run_1")] == ["a", "b"]
+    assert [e["type"] for e in book.mirror.events("run_1")] == ["a", "b"]
+
+
+async def test_the_book_keeps_no_log_of_its_own_and_a_full_read_replaces_the_mirrors(book: StreamBook) -> None:
+    book.absorb_run({"id": "run_1", "user_id": "user:o1", "events": [{"seq": 1, "type": "a", "at": 1.5}]})
+    book.append_event("run_1", {"seq": 2, "type": "b", "at": "2026-12-01T00:00:00.000Z"})
+    assert not hasattr(book, "logs") and not hasattr(book, "events")
+    assert [(e["seq"], e["at"]) for e in book.mirror.events("run_1")] == [(1, 1.5), (2, 1796083200.0)]
+    assert book.mirror.last_seq("run_1") == 2
+    book.mirror.forget()  # as a full read does, before it holds each run's log afresh
+    book.absorb_run({"id": "run_1", "user_id": "user:o1", "events": [{"seq": 3, "type": "c"}]})
+    assert [e["type"] for e in book.mirror.events("run_1")] == ["c"]
+    assert book.mirror.events("run_unknown") == () and book.mirror.since("run_unknown", 0) == []

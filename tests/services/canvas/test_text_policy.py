@@ -15,7 +15,9 @@ from services.canvas import (Canvas, NameRefusedError, NameTextRefusedError, Rea
 from services.canvas.models import TABLES
 from services.changes import Change, ChangeFeed
 from services.cloud import FakeCloud, generate_private_key_pem
+from services.desk.embedded import embedded_desk
 from services.follower import RunFollower
+from services.served.control import ControlApp
 from services.sdk import MemoryConnectionStore, OAuth2Client
 
 from .conftest import PREVIEW
@@ -176,7 +178,8 @@ async def test_the_follower_carries_runs_with_bad_text_into_the_canvas(canvas: C
                          private_key=generate_private_key_pem(), redirect_uri="https://app.test/callback",
                          store=store)
     client = await oauth.client("user:o1")
-    follower = RunFollower(cloud, feed, bridge=RunBridge(canvas))
+    desk = embedded_desk(cloud, ControlApp(cloud, "", change_log=False), feed, clock=cloud.clock)
+    follower = RunFollower(desk, feed, bridge=RunBridge(canvas))
     await follower.start()
     try:
         run = await client.runs.start(prompt="hello")

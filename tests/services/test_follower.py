@@ -1,0 +1,146 @@
+"""The run follower applies a queued batch of run changes to the canvas in one transaction, in order;
+a change the canvas refuses is recorded and published, and every other change of its batch is still
+applied (the batch is applied again one change at a time); a settled run is captured once, also
+across a re-open."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import event
+
+from services.canvas import Canvas, RunBridge
+from services.changes import Change, ChangeFeed
+from services.clock import FakeClock
+from services.cloud import FakeCloud, FakeRun, generate_private_key_pem
+from services.desk import Desk, RunDetail
+from services.desk.embedded import embedded_desk
+from services.follower import RunFollower
+from services.sdk import Crouter, MemoryConnectionStore, OAuth2Client
+from services.served.control import ControlApp
+
+
+@pytest.fixture
+async def canvas(tmp_path: Path) -> AsyncIterator[Canvas]:
+    canvas = await Canvas.open(tmp_path / "canvas.db")
+    yield canvas
+    await canvas.close()
+
+
+@pytest.fixture
+def feed() -> ChangeFeed:
+    return ChangeFeed()
+
+
+@pytest.fixture
+def cloud(feed: ChangeFeed) -> FakeCloud:
+    return FakeCloud(client_id="app", changes=feed, clock=FakeClock(1_800_000_000.0))
+
+
+@pytest.fixture
+def desk(cloud: FakeCloud, feed: ChangeFeed) -> Desk:
+    return embedded_desk(cloud, ControlApp(cloud, "", change_log=False), feed, clock=cloud.clock)
+
+
+def commits(canvas: Canvas) -> list[int]:
+    """Every transaction the canvas commits from now on (one entry each)."""
+    seen: list[int] = []
+    event.listen(canvas.engine, "commit", lambda _conn: seen.append(1))
+    return seen
+
+
+@pytest.fixture
+async def app(cloud: FakeCloud) -> AsyncIterator[Crouter]:
+    """The app's SDK client, as ``user:o1``."""
+    store = MemoryConnectionStore()
+    await cloud.connect(store, "user:o1", scopes=["crtr:llm", "crtr:act"])
+    async with OAuth2Client(client_id="app", issuer=cloud.issuer, transport=cloud.transport,
+                            private_key=generate_private_key_pem(), redirect_uri="https://app.test/callback",
+                            store=store, clock=cloud.clock) as oauth:
+        yield await oauth.client("user:o1")
+
+
+async def a_run(cloud: FakeCloud, app: Crouter) -> FakeRun:
+    run = cloud.runs.get((await app.runs.start(prompt="hello")).id)
+    run.reply("first answer", chunks=2)
+    run.emit("node.message.received", {"message": {"id": "m1", "text": "a queued note"}, "start_turn": False})
+    return run
+
+
+async def texts(canvas: Canvas, run_id: str) -> list[object]:
+    return [e.data.get("text") for e in reversed(await canvas.events(run_id, limit=200))
+            if e.type == "node.output_text.done"]
+
+
+async def test_a_queued_batch_is_applied_in_one_canvas_transaction(
+        cloud: FakeCloud, app: Crouter, desk: Desk, feed: ChangeFeed, canvas: Canvas) -> None:
+    runs = [await a_run(cloud, app) for _ in range(3)]
+    follower = RunFollower(desk, feed, bridge=RunBridge(canvas))
+    seen = commits(canvas)
+    await follower.start()  # the runs that exist are caught up: one batch
+    await follower.idle()
+    await follower.stop()
+    assert list(follower.errors) == []
+    assert len(seen) == 1
+    for run in runs:
+        node = await canvas.read(run.id)
+        assert node.node is not None and node.node.status == "idle"
+        assert await texts(canvas, run.id) == ["first answer"]
+        assert [e.body for e in (await canvas.inbox(run.id)).items] == ["a queued note"]
+
+
+async def test_a_change_the_canvas_refuses_is_recorded_and_the_rest_of_its_batch_is_applied(
+        cloud: FakeCloud, app: Crouter, desk: Desk, feed: ChangeFeed, canvas: Canvas, tmp_path: Path) -> None:
+    document = (await canvas.write("notes/plain", preview="a document, not a node", owner="user:o1")).object
+    run = await a_run(cloud, app)
+    run.emit("custom.note", {"text": "on a document"}, node_id=document.id)  # refused inside the transaction
+    run.reply("after the refused change", chunks=1)
+    run.settle(result="done")
+    settled: list[RunDetail] = []
+
+    async def on_settled(detail: RunDetail) -> None:
+        settled.append(detail)
+
+    errors: list[Change] = []
+    feed.subscribe(lambda c: errors.append(c) if c.kind == "follower.error" else None)
+    follower = RunFollower(desk, feed, bridge=RunBridge(canvas), on_settled=on_settled,
+                           state_path=tmp_path / "follower.json")
+    await follower.start()
+    await follower.idle()
+    # a change that carries an event the bridge cannot read is refused before any transaction
+    feed.publish(Change("cloud", "run.event", run.id, {"event": {"type": "custom.note", "run_id": run.id}}))
+    await follower.idle()
+    await follower.stop()
+    assert list(follower.errors) == [
+        f"run.event {run.id}: BridgeInputError: the node id {document.id!r} names a document, not a node",
+        f"run.event {run.id}: BridgeInputError: the event of run {run.id!r} has no valid 'node_id' (got None)",
+    ]
+    assert [c.id for c in errors] == [run.id, run.id]
+    assert await texts(canvas, run.id) == ["first answer", "after the refused change"]
+    node = await canvas.read(run.id)
+    assert node.node is not None and node.node.status == "done" and node.node.outcome == "result"
+    assert [d.id for d in settled] == [run.id]
+    assert settled[0].events[-1]["type"] == "node.settled" and isinstance(settled[0].events[-1]["at"], float)
+
+    again = RunFollower(desk, feed, bridge=RunBridge(canvas), on_settled=on_settled,
+                        state_path=tmp_path / "follower.json")
+    await again.start()  # the same runs replay: nothing is captured twice
+    await again.idle()
+    await again.stop()
+    assert [d.id for d in settled] == [run.id]
+    assert len(list(again.errors)) == 1  # the refused change is refused again, and only it
+
+
+async def test_a_run_record_names_each_turn_time_as_the_wire_writes_it(
+        cloud: FakeCloud, app: Crouter, desk: Desk) -> None:
+    from services.follower import run_record
+
+    run = await a_run(cloud, app)
+    record = run_record(desk.detail(run.id))
+    wire = {f"{run.id}:{e['seq']}": e["at"] for e in run.events}
+    assert record["thread"] == run.id
+    turns = record["turns"]
+    assert isinstance(turns, list) and [t["role"] for t in turns] == ["user", "assistant"]
+    assert all(t["ts"] == wire[t["id"]] for t in turns)
