@@ -20,3 +20,13 @@ async def served_cloud() -> AsyncIterator[tuple[FakeCloud, CloudServer]]:
     await server.start()
     yield cloud, server
     await server.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``long`` (tens of seconds each) run first, the rest keep their order.
+
+    xdist hands the first tests out to the workers in turn, so the long ones start at once, side by
+    side, and the many short ones fill in after them: no worker is left with one long test at the
+    end while the other waits.
+    """
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)

@@ -225,6 +225,7 @@ def _run(block: Block, reader: Reader) -> subprocess.CompletedProcess[str]:
                           timeout=BLOCK_TIMEOUT_S, stdin=subprocess.DEVNULL)
 
 
+@pytest.mark.long
 def test_every_block_runs_as_a_reader_copies_it(reader: Reader) -> None:
     failures = []
     ran = 0

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 BOUNDARY_NAMES = frozenset({"workspace", "desk", "ws"})
 
@@ -18,6 +20,7 @@ def _sources(*folders: str) -> list[Path]:
     return sorted(p for folder in folders for p in (ROOT / folder).rglob("*.py"))
 
 
+@pytest.mark.long
 def test_the_type_checker_passes_strictly_over_screens_workbench_and_the_desk() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-error-summary",

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from services.clock import FakeClock
 from services.knowledge.outbox import FakeHonchoService
 from services.served.honcho import HonchoServer
@@ -32,6 +34,7 @@ def plain(app: Any, selector: str) -> str:
     return app.screen.query_one(selector).render().plain
 
 
+@pytest.mark.long
 async def test_memory_view_keys_sweep_retry_and_drop_with_confirmation(tmp_path: Path) -> None:
     folder = tmp_path / "ws"
     app = make_app(Settings(path=folder, clock=FakeClock()))

@@ -63,6 +63,7 @@ def api_schema(live: dict[str, Any]) -> Any:
 schema = schemathesis.pytest.from_fixture("api_schema")
 
 
+@pytest.mark.long
 @schema.parametrize()
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck),
           phases=[Phase.explicit, Phase.generate])
@@ -73,6 +74,7 @@ def test_no_500_and_every_answer_matches_the_document(case: Any, live: dict[str,
     case.call_and_validate(base_url=live["url"], headers={"Authorization": f"Bearer {token}"}, checks=CHECKS)
 
 
+@pytest.mark.long
 def test_stateful_sequences_follow_the_documented_links(api_schema: Any, live: dict[str, Any]) -> None:
     """Start a run, then read, message, rename, cancel and delete it by the id the answer gave (and
     script a failure, then remove it): the links in the document, followed for a bounded number of

@@ -15,9 +15,17 @@ from typing import Any
 
 import pytest
 
+from tests.toasts import record_toasts
+
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent
 WAIT_S = 30.0
+
+
+@pytest.fixture(autouse=True)
+def kept_toasts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every toast a window here raises is kept for the test (``tests.toasts.said``), past its own timeout."""
+    record_toasts(monkeypatch)
 
 
 class Proc:

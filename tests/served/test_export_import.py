@@ -7,6 +7,8 @@ import os
 import stat
 from pathlib import Path
 
+import pytest
+
 from services.attached.client import RemoteCloud
 
 from .conftest import workbench
@@ -50,6 +52,7 @@ async def test_export_then_import_into_a_fresh_workspace_gives_the_same_state(se
     assert again.returncode == 0 and json.loads((tmp_path / "again.json").read_text()) == doc
 
 
+@pytest.mark.long
 def test_malformed_import_file_is_refused_and_the_stored_state_is_untouched(tmp_path: Path) -> None:
     folder = tmp_path / "ws"
     first = workbench("connect", "--workspace", str(folder), "user:o1")

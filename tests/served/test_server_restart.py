@@ -15,6 +15,7 @@ import pytest
 from services.attached import RemoteCloud
 from services.desk import OperatorError
 from services.workspace import Workspace
+from tests.toasts import raised
 from tests.ui.conftest import ready
 from workbench.app import make_app
 from services.settings import Settings
@@ -80,11 +81,11 @@ async def test_the_header_and_a_toast_say_the_server_is_gone_and_back(serve, tmp
             if badges.status.startswith("server gone since"):
                 break
         assert badges.status.startswith("server gone since")
-        assert any("stopped answering" in str(n.message) for n in app._notifications)
+        assert any("stopped answering" in str(n.message) for n in raised(app))
         again = serve(folder)
         for _ in range(600):
             await pilot.pause(0.05)
             if badges.status.startswith("attached to"):
                 break
         assert badges.status == f"attached to {again.url} (served by process {again.info['pid']})"
-        assert any("is back" in str(n.message) for n in app._notifications)
+        assert any("is back" in str(n.message) for n in raised(app))

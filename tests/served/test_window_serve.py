@@ -10,6 +10,7 @@ from services.attached.client import RemoteCloud
 from services.sdk import CrouterError, MemoryConnectionStore, OAuth2Client
 from services.workspace import Settings
 from tests.served.test_control import KEY
+from tests.toasts import said
 from tests.ui.conftest import ready, settle, type_text
 from workbench.app import make_app
 
@@ -20,7 +21,7 @@ async def test_an_app_over_http_receives_the_reply_typed_with_r_and_is_refused_a
         ws = await ready(pilot)
         info = (tmp_path / "ws" / "serve.json").read_text()
         assert ws.server.url in info
-        toasts = [str(n.message) for n in app._notifications]
+        toasts = said(app)
         assert f"serving {ws.server.url} (control token in serve.json)" in toasts
         async with RemoteCloud(ws.server.url, ws.server.token) as remote:
             store = MemoryConnectionStore()

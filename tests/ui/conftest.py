@@ -9,7 +9,14 @@ import pytest
 
 from services.clock import FakeClock
 from services.workspace import Settings
+from tests.toasts import record_toasts
 from workbench.app import WorkbenchApp, make_app
+
+
+@pytest.fixture(autouse=True)
+def kept_toasts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every toast raised here is kept for the test (``tests.toasts.said``), past its own timeout."""
+    record_toasts(monkeypatch)
 
 
 @pytest.fixture

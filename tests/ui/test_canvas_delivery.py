@@ -10,6 +10,7 @@ from textual.widgets import OptionList, Static, Tree
 
 from screens.dialogs.choose import ChooseDialog
 from screens.dialogs.delivery import DeliveryDialog
+from tests.toasts import raised
 from tests.ui.conftest import ready, settle
 
 GARDEN = "run_sample_garden"
@@ -73,7 +74,7 @@ async def test_b_on_a_document_says_to_select_a_node(app: Any) -> None:
         await pilot.press("b")
         await settle(pilot)
         assert not isinstance(pilot.app.screen, DeliveryDialog)
-        assert any("Select a node" in str(n.message) for n in pilot.app._notifications)
+        assert any("Select a node" in str(n.message) for n in raised(pilot.app))
 
 
 async def _read_as(pilot: Any, label: str) -> None:

@@ -14,6 +14,7 @@ from workbench.cli import build_parser
 from workbench.demo import DemoApp, DemoError, load_walkthrough
 
 
+@pytest.mark.long
 async def test_the_whole_demo_plays_headless_and_leaves_the_services_changed(tmp_path: Path) -> None:
     steps = load_walkthrough()
     shots = tmp_path / "shots"

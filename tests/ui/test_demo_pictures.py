@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from textual.widgets import Label
 from textual.widgets._toast import Toast
 
@@ -14,6 +15,7 @@ from screens.main import PANE_IDS
 from screens.widgets.caption import CaptionBar
 from services.workspace import Settings
 from workbench.demo import DemoApp, DemoStep, load_walkthrough
+from tests.toasts import raised
 
 from .conftest import ready, settle
 
@@ -41,6 +43,7 @@ class WatchedDemo(DemoApp):
         }
 
 
+@pytest.mark.long
 async def test_every_step_shows_five_titled_panes_and_no_toast_over_them(tmp_path: Path) -> None:
     steps = load_walkthrough()
     shots = tmp_path / "shots"
@@ -88,4 +91,4 @@ async def test_an_operator_session_keeps_its_toasts_and_a_screenshot_leaves_them
         assert "operator&#160;is&#160;reading" not in picture and "runs" in picture
         shown = [str(t.render()) for t in app.screen.query(Toast)]
         assert any("a toast the operator is reading" in text for text in shown)  # still on screen after
-        assert any(text.startswith("Screenshot saved: ") for text in (n.message for n in app._notifications))
+        assert any(text.startswith("Screenshot saved: ") for text in (n.message for n in raised(app)))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from textual.widgets import Label, SelectionList
 
 from screens.dialogs import ConfirmDialog, FormDialog
+from tests.toasts import raised
 
 from .conftest import ready, settle
 
@@ -52,8 +53,8 @@ async def test_cancel_of_a_settled_run_says_nothing_changed(app) -> None:
         await pilot.press("x")
         await settle(pilot)
         assert not isinstance(app.screen, ConfirmDialog)
-        assert any("already settled: nothing to cancel" in n.message for n in app._notifications)
-        assert not any(n.message == "Run canceled." for n in app._notifications)
+        assert any("already settled: nothing to cancel" in n.message for n in raised(app))
+        assert not any(n.message == "Run canceled." for n in raised(app))
         assert len(ws.desk.detail(run_id).events) == events  # nothing appended, nothing logged
         assert "cancel" not in [a.action for a in ws.desk.log(run_id)]
 

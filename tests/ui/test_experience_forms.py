@@ -8,6 +8,7 @@ from typing import Any
 from textual.widgets import Input, Label, TextArea
 
 from screens.dialogs import FormDialog
+from tests.toasts import raised
 
 from .conftest import ready, settle
 
@@ -117,5 +118,5 @@ async def test_an_empty_message_to_a_node_stays_in_its_form(app) -> None:
         assert node
         total = (await ws.canvas.inbox(node)).total
         await refused_then_fixed(pilot, "m", "body", "", "a message needs a body", "water the basil")
-        assert any(n.message == "Message sent to the node." for n in app._notifications)
+        assert any(n.message == "Message sent to the node." for n in raised(app))
         assert (await ws.canvas.inbox(node)).total == total + 1  # one message: the refused one left nothing

@@ -8,6 +8,7 @@ from pathlib import Path
 from services.clock import FakeClock
 from services.errors import ServiceError
 from services.workspace import Settings
+from tests.toasts import raised
 from workbench.app import make_app
 
 from .conftest import ready, settle
@@ -26,7 +27,7 @@ async def test_errors_go_to_the_workspace_log_with_their_traceback(tmp_path: Pat
         await ready(pilot)
         app.report_error(raise_and_catch())
         await settle(pilot)
-        assert [n.message for n in app._notifications if n.title == "Error"] == ["the grant of user:ada is suspended"]
+        assert [n.message for n in raised(app) if n.title == "Error"] == ["the grant of user:ada is suspended"]
     log = (tmp_path / "ws" / "logs" / "workbench.log").read_text(encoding="utf-8")
     assert "ERROR the grant of user:ada is suspended" in log
     assert "Traceback (most recent call last)" in log and "raise_and_catch" in log
@@ -48,7 +49,7 @@ async def test_unwritable_log_is_said_and_the_workbench_runs_on(tmp_path: Path) 
     app = make_app(Settings(path=tmp_path / "ws", clock=FakeClock()), log=blocker / "wb.log")
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        assert any(n.message.startswith(f"no log: {blocker / 'wb.log'} cannot be written") for n in app._notifications)
+        assert any(n.message.startswith(f"no log: {blocker / 'wb.log'} cannot be written") for n in raised(app))
         app.report_error(raise_and_catch())  # still a toast, no crash
         await settle(pilot)
         assert "the grant of user:ada is suspended" in app.errors

@@ -11,6 +11,7 @@ import pytest
 
 from screens.widgets.badges import BadgeBar
 from services.workspace import Settings
+from tests.toasts import until_said
 from workbench import cli
 from workbench.app import make_app
 from workbench.readonly import CHANGING_BINDINGS
@@ -127,7 +128,7 @@ async def test_read_only_refuses_every_state_changing_action_with_a_reason(tmp_p
         await settle(pilot)
         assert type(app.screen).__name__ == "MainScreen"
         assert [(v.id, v.status) for v in ws.desk.runs()] == runs_before
-        toasts = [n.message for n in app._notifications]
+        toasts = await until_said(pilot, lambda words: any(t.startswith("Read-only: Cancel would") for t in words))
         assert any(t.startswith("Read-only: Cancel would change the workspace") for t in toasts)
         assert all("\n" not in t for t in toasts)
         await pilot.press("question_mark")  # looking stays possible

@@ -6,6 +6,7 @@ from __future__ import annotations
 from textual.widgets import Input, Label
 
 from screens.dialogs import FormDialog
+from tests.toasts import raised
 
 from .conftest import ready, settle
 
@@ -33,7 +34,7 @@ async def test_dialog_keeps_input_and_shows_the_error_inline(app) -> None:
         await pilot.press("ctrl+s")
         await settle(pilot)
         assert not isinstance(app.screen, FormDialog)
-        assert any(n.message.startswith("Event emitted.") for n in app._notifications)
+        assert any(n.message.startswith("Event emitted.") for n in raised(app))
 
 
 async def test_ages_keep_up_with_the_clock(app, settings) -> None:
@@ -59,7 +60,7 @@ async def test_mark_all_read_says_which_node(app) -> None:
         assert node
         await pilot.press("R")
         await settle(pilot)
-        assert any(n.message == f"Every message to {node} marked read." for n in app._notifications)
+        assert any(n.message == f"Every message to {node} marked read." for n in raised(app))
 
 
 async def test_selected_text_keeps_a_readable_foreground(app) -> None:

@@ -7,13 +7,14 @@ from typing import Any
 
 from screens.dialogs import ConfirmDialog, FormDialog
 
+from tests.toasts import said, until_said
+
 from .conftest import ready, run_named, settle, show_run, type_text
 
 
-
-
 def toasts(app: Any) -> list[str]:
-    return [n.message for n in app._notifications]
+    """Every toast the App raised, expired or not."""
+    return said(app)
 
 
 async def test_idle_after_a_question_is_refused_and_the_run_stays_waiting(app) -> None:
@@ -75,13 +76,15 @@ async def test_a_reply_to_a_settled_run_says_it_reopened_it(app) -> None:
         await settle(pilot)
         status = ws.desk.detail(run.id).status
         assert status != "settled"
-        assert f"Replied as the model. The run is {status.replace('_', ' ')} (it was settled)." in toasts(app)
+        replied = f"Replied as the model. The run is {status.replace('_', ' ')} (it was settled)."
+        assert replied in await until_said(pilot, lambda words: replied in words)
         await pilot.press("f")
         await settle(pilot)
         await pilot.press("ctrl+s")  # the first code, model_error
         await settle(pilot)
         assert ws.desk.detail(run.id).last_turn_error["code"] == "model_error"
-        assert f"Turn failed. The run is {ws.desk.detail(run.id).status.replace('_', ' ')}." in toasts(app)
+        failed = f"Turn failed. The run is {ws.desk.detail(run.id).status.replace('_', ' ')}."
+        assert failed in await until_said(pilot, lambda words: failed in words)
 
 
 async def test_ask_emit_cancel_and_delete_say_the_state_they_left(app) -> None:

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from textual.widgets import Select
 
 from screens.dialogs import ConfirmDialog, FormDialog
 from screens.dialogs.choose import ChooseDialog
 from services.clock import FakeClock
 from services.workspace import Settings
+from tests.toasts import said
 from workbench.app import make_app
 from workbench.settings import load_config
 
@@ -24,9 +26,10 @@ def title_of(app) -> str:  # type: ignore[no-untyped-def]
 
 
 def messages(app) -> list[str]:  # type: ignore[no-untyped-def]
-    return [n.message for n in app._notifications]
+    return said(app)
 
 
+@pytest.mark.long
 async def test_reply_fail_settle_and_ask_dialogs_name_the_run(app) -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         ws = await ready(pilot)

@@ -14,6 +14,7 @@ from screens.help import HelpScreen, key_table
 from screens.runs import RunsPane
 from screens.text import counted
 from screens.widgets.fit_table import FitTable
+from tests.toasts import said as toasts_said
 
 from .conftest import ready, run_named, settle, show_run
 
@@ -56,7 +57,7 @@ async def test_a_settled_run_says_how_it_ended_in_words(app) -> None:
         await show_run(pilot, run.id)
         await pilot.press("s")
         await settle(pilot)
-        said = [n.message for n in app._notifications]
+        said = toasts_said(app)
         assert any(m.endswith("nothing to settle. It ended with a result.") for m in said), said
         assert RunsPane._outcome(type("R", (), {"outcome": {"outcome": "deadline_exceeded"}})()) == "past its deadline"
 

@@ -11,6 +11,7 @@ import ast
 from pathlib import Path
 from typing import Any
 
+import pytest
 from textual.command import CommandPalette
 from textual.notifications import Notify
 from textual.widgets import Label
@@ -33,6 +34,7 @@ def notices(seen: list[Any]) -> list[Any]:
     return [m.notification for m in seen if isinstance(m, Notify)]
 
 
+@pytest.mark.long
 async def test_hostile_person_ids_in_every_pane_toast_and_title_show_verbatim_and_do_nothing(app) -> None:
     seen: list[Any] = []
     async with app.run_test(size=(160, 48), message_hook=seen.append, notifications=True) as pilot:
@@ -71,9 +73,8 @@ async def test_hostile_person_ids_in_every_pane_toast_and_title_show_verbatim_an
         # an error whose text carries the id, and a notify from anywhere with markup left on
         app.main.pane("runs").act("never", lambda: ws.desk.delete_run(IDS[1]))
         app.notify("[@click=app.quit]q[/] from elsewhere")
-        await settle(pilot)
+        toasts = await shown_toasts(pilot, f"no run {safe(IDS[1])}", "[@click=app.quit]q[/] from elsewhere")
         assert app.errors[-1] == f"no run {safe(IDS[1])}"
-        toasts = [str(t.render()) for t in app.screen.query(Toast)]
         assert any(f"no run {safe(IDS[1])}" in t for t in toasts), toasts
         assert any("[@click=app.quit]q[/] from elsewhere" in t for t in toasts)
         for toast in list(app.screen.query(Toast)):  # clicking the text does nothing but dismiss it
@@ -81,6 +82,18 @@ async def test_hostile_person_ids_in_every_pane_toast_and_title_show_verbatim_an
         await settle(pilot)
         assert app.is_running and app.return_code is None
         await every_pane_case(pilot, app, ws)
+
+
+async def shown_toasts(pilot: Any, *texts: str) -> list[str]:
+    """The toasts on screen, as soon as each of ``texts`` is in one (a toast leaves after its timeout,
+    wall-clock seconds, so this looks while they are up rather than after a long settle)."""
+    shown: list[str] = []
+    for _ in range(1200):
+        await pilot.pause(0.05)
+        shown = [str(t.render()) for t in pilot.app.screen.query(Toast)]
+        if all(any(text in toast for toast in shown) for text in texts):
+            break
+    return shown
 
 
 async def every_pane_case(pilot: Any, app: Any, ws: Any) -> None:
@@ -98,10 +111,12 @@ async def every_pane_case(pilot: Any, app: Any, ws: Any) -> None:
     palette = app.screen
     assert isinstance(palette, CommandPalette)
     await type_text(pilot, "run of user:")
-    await settle(pilot)
-    await pilot.pause(0.3)
-    await settle(pilot)
-    hits = [str(option.prompt) for option in palette.query_one("CommandList").options]
+    hits: list[str] = []
+    for _ in range(600):  # the palette searches in the background: wait for its hits, up to a minute
+        await settle(pilot, 1)
+        hits = [str(option.prompt) for option in palette.query_one("CommandList").options]
+        if any(safe(IDS[1]) in hit for hit in hits):
+            break
     assert any(safe(IDS[1]) in hit for hit in hits), hits
     await pilot.press("escape")
     await settle(pilot)

@@ -7,6 +7,7 @@ from typing import Any
 from rich.cells import cell_len
 
 from screens.widgets.stream import INDENT, EventStream, wrap_line
+from tests.toasts import raised
 from tests.ui.conftest import ready, settle, type_text
 
 
@@ -79,7 +80,7 @@ async def test_a_asks_i_idles_s_settles_and_d_deletes_after_confirmation(app) ->
         await pilot.press("i")  # an open question keeps the run waiting: refused, nothing appended
         await settle(pilot)
         assert ws.cloud.runs.get(run.id).events[-1]["type"] == "node.question.opened"
-        assert any("stays waiting on user" in n.message for n in app._notifications)
+        assert any("stays waiting on user" in n.message for n in raised(app))
         await pilot.press("s")
         await settle(pilot)
         await pilot.press("tab")
