@@ -1,9 +1,10 @@
 """The runs pane's read model under a long run: what ``run_detail`` costs once its events carry seconds.
 
 Run: ``python benchmarks/read_models.py [--events N] [--repeat R]``. A run with ``N`` wire events (ISO
-``at``) is read ``R`` times as the runs pane reads it on every change (``run_detail``), one new event
+``at``) is read ``R`` times as the runs pane reads it on every change (``run_detail`` of the events the
+run mirror holds, read over the run's live log), one new event
 appended before each read. It prints the median time of a read, the median of converting every
-event's time afresh on each read (what a read would cost without ``EventTimes``), and of a read
+event's time afresh on each read (what a read would cost without the window's ``RunMirror``), and of a read
 whose events are handed on untouched (the floor), with the ratios to that floor. The aim: a read
 of a 10,000-event run well under 1 ms, a small multiple of the floor.
 """
@@ -19,7 +20,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from services.desk import EventTimes, run_detail  # noqa: E402
+from services.desk import RunMirror, run_detail  # noqa: E402
 from services.clock import iso  # noqa: E402
 
 START = 1_800_000_000.0
@@ -42,17 +43,17 @@ def main() -> None:
     dto = {"id": "run_bench", "user_id": "user:ada", "status": "running", "created_at": iso(START),
            "updated_at": iso(START), "seq": args.events}
     events = [event(i) for i in range(1, args.events + 1)]
-    times = EventTimes()
-    run_detail(dto, tuple(events), times)  # the first read converts everything once
+    mirror = RunMirror(source=lambda run_id: events)
+    run_detail(dto, mirror.events("run_bench"))  # the first read converts everything once
 
     cached, fresh, floor = [], [], []
     for i in range(args.repeat):
         events.append(event(args.events + i + 1))
         snapshot = tuple(events)
         t0 = time.perf_counter()
-        run_detail(dto, snapshot, times)
+        run_detail(dto, mirror.events("run_bench"))
         t1 = time.perf_counter()
-        EventTimes().convert("run_bench", snapshot)
+        RunMirror(source=lambda run_id: snapshot).events("run_bench")
         t2 = time.perf_counter()
         tuple(events)
         t3 = time.perf_counter()

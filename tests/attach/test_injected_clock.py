@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 
-from services.desk import EventTimes, run_detail
+from services.desk import run_detail
 from services.times import parse_time
 from services.clock import FakeClock, iso
 from services.knowledge.okf import init_directory_base
@@ -32,5 +32,5 @@ def test_a_new_okf_base_dates_its_log_from_the_injected_clock(tmp_path: Path) ->
 def test_read_models_carry_seconds_whatever_the_wire_sent() -> None:
     assert parse_time(iso(PAST)) == PAST and parse_time(PAST) == PAST and parse_time(None) == 0.0
     dto = {"id": "run_1", "user_id": "user:a", "status": "idle", "created_at": iso(PAST), "updated_at": iso(PAST + 1)}
-    detail = run_detail(dto, (), EventTimes())
+    detail = run_detail(dto, ())
     assert (detail.created_at, detail.updated_at) == (PAST, PAST + 1)
