@@ -93,7 +93,7 @@ class Run:
     @classmethod
     def from_dto(cls, dto: dict[str, Any]) -> "Run":
         """Build from a run DTO; missing fields read as None (lists and params as empty)."""
-        values = {name: dto.get(name) for name in _RUN_FIELDS}
+        values: dict[str, Any] = {name: dto.get(name) for name in _RUN_FIELDS}
         values["id"] = str(dto.get("id", ""))
         values["params"] = dict(dto.get("params") or {})
         values["pending"] = list(dto.get("pending") or [])
