@@ -48,24 +48,27 @@ class ChangeFeed:
     """Fans out published changes to async iterators and plain callbacks."""
 
     def __init__(self) -> None:
-        self._subscribers: list[_Subscriber] = []
-        self._lock = threading.Lock()
+        self._subscribers: tuple[_Subscriber, ...] = ()
+        self._lock = threading.Lock()  # serialises replacing the tuple
 
     def publish(self, change: Change) -> None:
-        """Hand ``change`` to every subscriber; callable from any thread."""
-        with self._lock:
-            subscribers = list(self._subscribers)
-        for sub in subscribers:
+        """Hand ``change`` to every subscriber; callable from any thread.
+
+        The subscribers are an immutable tuple replaced whole on (un)subscribe, so a publication
+        reads it without the lock and never copies it."""
+        running: asyncio.AbstractEventLoop | None | bool = False  # False: not looked up yet
+        for sub in self._subscribers:
             if sub.callback is not None:
                 sub.callback(change)
                 continue
             assert sub.loop is not None and sub.queue is not None
             if sub.loop.is_closed():
                 continue
-            try:
-                running = asyncio.get_running_loop()
-            except RuntimeError:
-                running = None
+            if running is False:
+                try:
+                    running = asyncio.get_running_loop()
+                except RuntimeError:
+                    running = None
             if running is sub.loop:
                 sub.queue.put_nowait(change)
             else:
@@ -81,14 +84,14 @@ class ChangeFeed:
         """Call ``callback`` synchronously for every change; returns the function that unsubscribes."""
         sub = _Subscriber(None, None, callback)
         with self._lock:
-            self._subscribers.append(sub)
+            self._subscribers = (*self._subscribers, sub)
         return lambda: self._remove(sub)
 
     async def changes(self) -> AsyncIterator[Change]:
         """Iterate over every change published from now on, until the iterator is closed."""
         sub = _Subscriber(asyncio.get_running_loop(), asyncio.Queue(), None)
         with self._lock:
-            self._subscribers.append(sub)
+            self._subscribers = (*self._subscribers, sub)
         try:
             while True:
                 assert sub.queue is not None
@@ -98,5 +101,4 @@ class ChangeFeed:
 
     def _remove(self, sub: _Subscriber) -> None:
         with self._lock:
-            if sub in self._subscribers:
-                self._subscribers.remove(sub)
+            self._subscribers = tuple(s for s in self._subscribers if s is not sub)
