@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,11 @@ from services.clock import FakeClock
 from services.workspace import Settings
 from tests.toasts import record_toasts
 from workbench.app import WorkbenchApp, make_app
+
+
+OPEN_WAIT_S = 120.0
+"""How long ``ready`` waits for the window's workspace: the first open in a worker also imports every
+service, which takes many seconds on a loaded machine."""
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +57,9 @@ async def _workers_done(app: Any) -> None:
 async def ready(pilot: Any) -> Any:
     """Wait until the App opened its Workspace and the panes loaded; returns the Workspace."""
     app = pilot.app
-    for _ in range(200):
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + OPEN_WAIT_S
+    while loop.time() < deadline:
         await pilot.pause(0.02)
         if app.workspace is not None and app.main.workspace is not None:
             break

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,8 @@ from screens.open_error import OpenErrorScreen
 from services.clock import FakeClock
 from services.workspace import Settings
 from workbench.app import make_app
+
+from .conftest import OPEN_WAIT_S
 
 
 def garbage(root: Path) -> Path:
@@ -38,7 +41,8 @@ CASES = {
 
 
 async def wait_for_error_screen(pilot: Any) -> None:
-    for _ in range(300):
+    deadline = asyncio.get_running_loop().time() + OPEN_WAIT_S  # the first open also imports the services
+    while asyncio.get_running_loop().time() < deadline:
         await pilot.pause(0.02)
         if isinstance(pilot.app.screen, OpenErrorScreen):
             return
@@ -74,7 +78,8 @@ async def test_a_workspace_that_cannot_open_shows_one_screen_and_q_exits_2(tmp_p
 async def test_quitting_a_workspace_that_opened_exits_0(tmp_path) -> None:
     app = make_app(Settings(path=tmp_path / "ws", clock=FakeClock()))
     async with app.run_test(size=(120, 36)) as pilot:
-        for _ in range(300):
+        deadline = asyncio.get_running_loop().time() + OPEN_WAIT_S
+        while asyncio.get_running_loop().time() < deadline:
             await pilot.pause(0.02)
             if app.workspace is not None:
                 break
