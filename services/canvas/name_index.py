@@ -94,7 +94,7 @@ def has_name_index(session: Session) -> bool:
     conn = session.connection()
     known = conn.info.get(_INFO_KEY)
     if known is None:
-        known = conn.execute(text("SELECT 1 FROM sqlite_master WHERE name = 'object_names'")).first() is not None
+        known = conn.exec_driver_sql("PRAGMA table_info(object_names)").first() is not None  # no scan of the schema
         conn.info[_INFO_KEY] = known
     return bool(known)
 
