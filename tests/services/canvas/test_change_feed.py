@@ -46,7 +46,7 @@ class Heard:
         self.aclose_()
 
 
-async def _next(changes: Heard, predicate, timeout: float = 10.0) -> Change:
+async def _next(changes: Heard, predicate, timeout: float = 60.0) -> Change:
     """The next change matching ``predicate``; a generous timeout, only so a failure cannot hang."""
     async def find() -> Change:
         while True:
