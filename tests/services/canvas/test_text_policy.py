@@ -61,6 +61,7 @@ ENTRY_POINTS: dict[str, Call] = {
     "message_send sender": lambda c, w, bad: c.message_send("hello", to="n1", sender=bad),
     "inbox owner": lambda c, w, bad: c.inbox(bad),
     "mark_read owner": lambda c, w, bad: c.mark_read(bad),
+    "unread_counts owners": lambda c, w, bad: c.unread_counts(["o1", bad]),
     "start_job command": lambda c, w, bad: c.start_job("echo " + bad, actor="n1"),
     "start_job log path": lambda c, w, bad: c.start_job("ls", actor="n1", log_path="/tmp/" + bad),
     "job_exited ref": lambda c, w, bad: c.job_exited(bad, 0),
