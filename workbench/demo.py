@@ -352,14 +352,21 @@ def run_demo(*, speed: float | None = None, headless: bool = False, screenshots:
     step could not do what it narrates, or a headless run did not reach the end.
     """
     steps = load_walkthrough()
-    speed = demo_speed(speed, headless)
+    return play_demo(lambda folder, pace: DemoApp(Settings(path=folder), steps=steps, speed=pace,
+                                                  screenshots=screenshots, exit_at_end=headless),
+                     speed=speed, headless=headless, screenshots=screenshots, workspace=workspace)
+
+
+def play_demo(make_app: Callable[[Path, float], DemoApp], *, speed: float | None, headless: bool,
+              screenshots: Path | None, workspace: Path | None) -> int:
+    """Run the demo app ``make_app(folder, pace)`` builds on ``workspace`` (a temporary folder unless
+    given), print each failure (sanitised) and where the screenshots went; the status of ``demo_status``."""
+    pace = demo_speed(speed, headless)
     with tempfile.TemporaryDirectory(prefix="workbench-demo-") as tmp:
-        path = workspace or Path(tmp) / "workspace"
-        app = DemoApp(Settings(path=path), steps=steps, speed=speed, screenshots=screenshots,
-                      exit_at_end=headless)
+        app = make_app(workspace or Path(tmp) / "workspace", pace)
         app.run(headless=headless, size=(160, 48) if headless else None)
         for failure in app.failures:
-            print(f"workbench demo: {failure}")
+            print(f"workbench demo: {safe(failure, 2000)}")
         if screenshots is not None and headless:
             print(f"workbench demo: {len(app.completed)} steps, screenshots in {screenshots}")
         return demo_status(app, headless=headless)

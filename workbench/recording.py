@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, cast
 from screens.text import safe
 from services.errors import ServiceError
 
-from .demo import DemoApp, DemoError, DemoStep, demo_speed, demo_status
+from .demo import DemoApp, DemoError, DemoStep, play_demo
 from .record_window import start_app_recording, stop_app_recording, toggle_recording
 
 if TYPE_CHECKING:
@@ -217,14 +217,6 @@ def run_recorded_demo(path: Path, *, speed: float | None = None, headless: bool 
     recording = _load(path, "demo")
     if recording is None:
         return 2
-    speed = demo_speed(speed, headless)
-    with tempfile.TemporaryDirectory(prefix="workbench-demo-") as tmp:
-        folder = workspace or Path(tmp) / "workspace"
-        app = RecordedDemoApp(Settings(path=folder), recording, speed=speed, screenshots=screenshots,
-                              exit_at_end=headless)
-        app.run(headless=headless, size=(160, 48) if headless else None)
-        for failure in app.failures:
-            print(f"workbench demo: {safe(failure, 2000)}")
-        if screenshots is not None and headless:
-            print(f"workbench demo: {len(app.completed)} steps, screenshots in {screenshots}")
-        return demo_status(app, headless=headless)
+    return play_demo(lambda folder, pace: RecordedDemoApp(Settings(path=folder), recording, speed=pace,
+                                                          screenshots=screenshots, exit_at_end=headless),
+                     speed=speed, headless=headless, screenshots=screenshots, workspace=workspace)
