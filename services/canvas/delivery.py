@@ -29,12 +29,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import NamedTuple
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import select
 from sqlmodel import Session
 
 from .eligibility import Access, access_for, describe
 from .errors import CanvasError
-from .models import DocumentRow, LinkRow, NodeRow, ObjectRow
+from .models import DocumentRow, NodeRow, ObjectRow
 from .names import ReaderView
 from .objects import OWNER, OWNER_REF, get_row, summaries_by_id
 from .profiles import LIMIT_RANK, limit_of, purview_of
@@ -51,7 +51,17 @@ _LEVELS = ("name", "preview", "content")
 _MAX_LINKS = 50
 
 
+def _chunks(ids: list[str], size: int = 5_000) -> Iterator[list[str]]:
+    """``ids`` in pieces small enough for one statement's parameters on either engine."""
+    for i in range(0, len(ids), size):
+        yield ids[i:i + size]
+
+
 def _node(session: Session, ref: str) -> tuple[ObjectRow, NodeRow]:
+    found = session.execute(select(ObjectRow, NodeRow).join(NodeRow, NodeRow.object_id == ObjectRow.id)
+                            .where(ObjectRow.id == ref)).first()
+    if found is not None:  # the usual case, a node's id: both rows in one statement
+        return found[0], found[1]
     from .objects import find_object
 
     row = find_object(session, ref)
@@ -74,7 +84,9 @@ def _view_of(session: Session, node: ObjectRow,
     prof: ObjectRow | None = None
     purview: list[tuple[str, str]] = []
     if profile:
-        prof = get_row(session, profile) or get_row(session, f"profile:{profile}")
+        named = {row.id: row for row in session.execute(
+            select(ObjectRow).where(ObjectRow.id.in_((profile, f"profile:{profile}")))).scalars()}
+        prof = named.get(profile) or named.get(f"profile:{profile}")  # its id, else its handle's id
         if prof is not None and prof.type == "profile":
             profile = prof.id
             purview = purview_of(session, prof.id)
@@ -86,9 +98,10 @@ def _view_of(session: Session, node: ObjectRow,
         seen.add(owner.id)
         parent = session.execute(select(NodeRow.parent_id).where(NodeRow.object_id == owner.id)).scalar_one_or_none()
         owner = get_row(session, parent) if parent else None
-    held = get_row(session, owner.owner_id) if owner is not None and owner.owner_id else None
-    person = held.handle if held is not None and held.type == "user" else None
-    app = held.handle if held is not None and held.type == "app" else None
+    held = session.execute(select(ObjectRow.type, ObjectRow.handle).where(ObjectRow.id == owner.owner_id)
+                           ).first() if owner is not None and owner.owner_id else None
+    person = held[1] if held is not None and held[0] == "user" else None
+    app = held[1] if held is not None and held[0] == "app" else None
     return ReaderView(node=node.id, repos=repos, profile=profile, app=app, person=person), prof, purview
 
 
@@ -153,9 +166,9 @@ class _Weigher:
         rows = driver_rows(self.session, "SELECT id, kind, name, owner_id, privacy, status, created_at, updated_at "
                                          f"FROM objects WHERE owner_id IN {marks(self.order)} AND type = 'document'",
                            self.order)
-        out = [ObjectSummary(id=id_, type="document", kind=kind, name=name,
-                             full_name=f"{refs[owner_id]}/{name}" if refs.get(owner_id) else name, owner_id=owner_id,
-                             privacy=privacy, status=status, created_at=created, updated_at=updated)
+        # positional: a frozen dataclass built from keywords costs twice as much, for every document seen
+        out = [ObjectSummary(id_, "document", kind, name, f"{refs[owner_id]}/{name}" if refs.get(owner_id) else name,
+                             owner_id, privacy, status, created, updated)
                for id_, kind, name, owner_id, privacy, status, created, updated in rows]
         self.filed = rules_by_document(self.session, self.order, self.event)
         return out
@@ -236,7 +249,7 @@ def _evaluate(w: _Weigher) -> tuple[list[tuple[ObjectSummary, str, _Load]], list
     for doc in found:
         reason, words, got = w.weigh(doc, nearest)
         if got is None:
-            skipped.append(NotLoaded(document=doc, reason=reason, detail=words))
+            skipped.append(NotLoaded(doc, reason, words))
         else:
             loaded.append((doc, w.filed[doc.id][1], got))
     loaded.sort(key=lambda item: (-rank[item[0].owner_id or ""], item[0].name))
@@ -272,13 +285,11 @@ def _boot_context(session: Session, ref: str, event: str) -> BootContext:
     content_ids = [doc.id for doc, _, got in loaded if got[0] == "content"]
     bodies: dict[str, str] = {}
     links: dict[str, list[tuple[str, str]]] = {}
-    if content_ids:
-        ids = bindparam("ids", expanding=True)  # one statement whatever the count (no literal per id to build)
-        conn = session.connection()
-        bodies = {str(i): str(b) for i, b in conn.execute(
-            select(DocumentRow.object_id, DocumentRow.body).where(DocumentRow.object_id.in_(ids)), {"ids": content_ids})}
-        pairs = conn.execute(select(LinkRow.document_id, LinkRow.target_id).where(
-            LinkRow.document_id.in_(ids), LinkRow.target_id.is_not(None)).order_by(LinkRow.id), {"ids": content_ids}).all()
+    for chunk in _chunks(content_ids):  # one statement per chunk, straight from the driver (no row objects)
+        bodies.update(driver_rows(session, f"SELECT object_id, body FROM documents WHERE object_id IN {marks(chunk)}",
+                                  chunk))
+        pairs = driver_rows(session, "SELECT document_id, target_id FROM links WHERE document_id IN "
+                                     f"{marks(chunk)} AND target_id IS NOT NULL ORDER BY id", chunk)
         target_ids = sorted({str(t) for _, t in pairs})
         targets = summaries_by_id(session, target_ids)
         previews = dict(session.execute(select(DocumentRow.object_id, DocumentRow.preview)
@@ -290,10 +301,9 @@ def _boot_context(session: Session, ref: str, event: str) -> BootContext:
     items = []
     for doc, preview, (level, rule, requested, capped_by) in loaded:
         ref = doc.full_name[:-len(doc.name) - 1] if doc.full_name.endswith("/" + doc.name) else str(doc.owner_id)
-        items.append(BootItem(document=doc, level=level, rule=rule.copy(), requested=requested, capped_by=capped_by,
-                              owner=ref,
-                              preview=preview, body=bodies.get(doc.id) if level == "content" else None,
-                              attached=tuple(links.get(doc.id, ())) if level == "content" else ()))
+        content = level == "content"
+        items.append(BootItem(doc, level, rule.copy(), ref, requested, capped_by, preview,  # positional, as above
+                              bodies.get(doc.id) if content else None, tuple(links.get(doc.id, ())) if content else ()))
     return BootContext(node=node.id, node_name=node.name, event=event, kind=shape.kind, mode=shape.mode,
                        profile=w.profile.handle if w.profile is not None else shape.profile,
                        seen_as=describe(w.view), items=tuple(items), not_loaded=tuple(skipped))
