@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import NamedTuple
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlmodel import Session
 
 from .eligibility import Access, access_for, describe
@@ -51,6 +51,16 @@ _LEVELS = ("name", "preview", "content")
 _MAX_LINKS = 50
 
 
+# The fixed lookups of one evaluation, built once: a statement made per call costs more to build and key
+# for SQLAlchemy's cache than the database takes to answer it.
+_NODE_BY_ID = select(ObjectRow, NodeRow).join(NodeRow, NodeRow.object_id == ObjectRow.id).where(
+    ObjectRow.id == bindparam("id"))
+_OBJECTS_BY_ID = select(ObjectRow).where(ObjectRow.id.in_(bindparam("ids", expanding=True)))
+_PARENT = select(NodeRow.parent_id).where(NodeRow.object_id == bindparam("id"))
+_TYPE_AND_HANDLE = select(ObjectRow.type, ObjectRow.handle).where(ObjectRow.id == bindparam("id"))
+_OWNERS = select(OWNER.id, OWNER.type, OWNER.handle, OWNER_REF).where(OWNER.id.in_(bindparam("ids", expanding=True)))
+
+
 def _chunks(ids: list[str], size: int = 5_000) -> Iterator[list[str]]:
     """``ids`` in pieces small enough for one statement's parameters on either engine."""
     for i in range(0, len(ids), size):
@@ -58,8 +68,7 @@ def _chunks(ids: list[str], size: int = 5_000) -> Iterator[list[str]]:
 
 
 def _node(session: Session, ref: str) -> tuple[ObjectRow, NodeRow]:
-    found = session.execute(select(ObjectRow, NodeRow).join(NodeRow, NodeRow.object_id == ObjectRow.id)
-                            .where(ObjectRow.id == ref)).first()
+    found = session.execute(_NODE_BY_ID, {"id": ref}).first()
     if found is not None:  # the usual case, a node's id: both rows in one statement
         return found[0], found[1]
     from .objects import find_object
@@ -85,7 +94,7 @@ def _view_of(session: Session, node: ObjectRow,
     purview: list[tuple[str, str]] = []
     if profile:
         named = {row.id: row for row in session.execute(
-            select(ObjectRow).where(ObjectRow.id.in_((profile, f"profile:{profile}")))).scalars()}
+            _OBJECTS_BY_ID, {"ids": [profile, f"profile:{profile}"]}).scalars()}
         prof = named.get(profile) or named.get(f"profile:{profile}")  # its id, else its handle's id
         if prof is not None and prof.type == "profile":
             profile = prof.id
@@ -96,10 +105,9 @@ def _view_of(session: Session, node: ObjectRow,
     owner, seen = node, set()
     while owner is not None and owner.owner_id is None and owner.id not in seen:
         seen.add(owner.id)
-        parent = session.execute(select(NodeRow.parent_id).where(NodeRow.object_id == owner.id)).scalar_one_or_none()
+        parent = session.execute(_PARENT, {"id": owner.id}).scalar_one_or_none()
         owner = get_row(session, parent) if parent else None
-    held = session.execute(select(ObjectRow.type, ObjectRow.handle).where(ObjectRow.id == owner.owner_id)
-                           ).first() if owner is not None and owner.owner_id else None
+    held = session.execute(_TYPE_AND_HANDLE, {"id": owner.owner_id}).first() if owner is not None and owner.owner_id else None
     person = held[1] if held is not None and held[0] == "user" else None
     app = held[1] if held is not None and held[0] == "app" else None
     return ReaderView(node=node.id, repos=repos, profile=profile, app=app, person=person), prof, purview
@@ -151,7 +159,7 @@ class _Weigher:
         # the view's owners, once: each one's type and handle (for the profile's limits), and its full-name reference
         self.owners: dict[str, tuple[str, str | None, str | None]] = {
             id_: (type_, handle, ref) for id_, type_, handle, ref in session.connection().execute(
-                select(OWNER.id, OWNER.type, OWNER.handle, OWNER_REF).where(OWNER.id.in_(self.order)))}
+                _OWNERS, {"ids": self.order})}
         self._rules_seen: dict[tuple[str, ...] | None, tuple[str, str, Rule | None, str]] = {}
         self.filed: dict[str, tuple[tuple[str, ...], str]] = {}
         """The rules filed for this event, by document: ``(rule texts, preview)`` (``candidates`` reads them)."""

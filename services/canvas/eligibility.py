@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement, and_, or_, select
+from sqlalchemy import ColumnElement, and_, bindparam, or_, select
 from sqlmodel import Session, col
 
 from .models import EdgeRow, ObjectRow
@@ -94,6 +94,11 @@ def describe(view: ReaderView | None) -> str:
     return "reader " + " · ".join(p for p in parts if p) if any(parts) else "reader with an empty view"
 
 
+_CHILDREN = select(EdgeRow.dst_id).where(EdgeRow.src_id == bindparam("node"), EdgeRow.kind == "spawned").limit(1000)
+_PARENTS = select(EdgeRow.src_id).where(EdgeRow.dst_id == bindparam("node"), EdgeRow.kind == "spawned").limit(10)
+"""The nodes next to a reader's node in the spawn tree (built once; see ``access_for``)."""
+
+
 def access_for(session: Session, view: ReaderView | None) -> Access | None:
     """The reader's access (``None`` for the operator's view, which sees everything)."""
     if view is None:
@@ -103,7 +108,6 @@ def access_for(session: Session, view: ReaderView | None) -> Access | None:
                        view.person and f"user:{view.person}") if i}
     friends = set(order) | own
     if view.node:
-        children = select(EdgeRow.dst_id).where(EdgeRow.src_id == view.node, EdgeRow.kind == "spawned").limit(1000)
-        parents = select(EdgeRow.src_id).where(EdgeRow.dst_id == view.node, EdgeRow.kind == "spawned").limit(10)
-        friends |= set(session.execute(children).scalars()) | set(session.execute(parents).scalars())
+        node = {"node": view.node}
+        friends |= set(session.execute(_CHILDREN, node).scalars()) | set(session.execute(_PARENTS, node).scalars())
     return Access(own=frozenset(own), friends=frozenset(friends), label=describe(view))

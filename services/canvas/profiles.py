@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import PurePosixPath
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlmodel import Session
 
 from .errors import DocumentInvalidError, NameTakenError, ObjectNotFoundError
@@ -45,9 +45,12 @@ def profile_row(session: Session, ref: str) -> ObjectRow:
     return row
 
 
+_PURVIEW = select(ProfileRow.purview).where(ProfileRow.object_id == bindparam("id"))
+
+
 def purview_of(session: Session, profile_id: str) -> list[tuple[str, str]]:
     """The profile's projects with their limits, in the order they were added."""
-    raw = session.execute(select(ProfileRow.purview).where(ProfileRow.object_id == profile_id)).scalar_one_or_none()
+    raw = session.execute(_PURVIEW, {"id": profile_id}).scalar_one_or_none()
     return [(str(p["project"]), str(p["limit"])) for p in json.loads(raw or "[]")]
 
 
