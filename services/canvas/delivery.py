@@ -213,12 +213,14 @@ class _Weigher:
                                  and key != self.profile_id and self.profile is not None else None)
         return self._limits[key]
 
-    def weigh(self, doc: ObjectSummary, nearest: dict[str, ObjectSummary]) -> tuple[str, str, _Load | None]:
-        """``(reason, words, (level, rule, requested, capped_by) or None)`` for one candidate."""
-        if not self.access.allows(doc.id, doc.owner_id, doc.privacy):
+    def weigh(self, doc: ObjectSummary, readable: bool,
+              nearest: dict[str, ObjectSummary]) -> tuple[str, str, _Load | None]:
+        """``(reason, words, (level, rule, requested, capped_by) or None)`` for one candidate, given
+        whether the node may read it (``Access.allows``, worked out once per document by the caller)."""
+        if not readable:
             return "privacy", f"{doc.privacy} to {doc.owner_id}; this node may not read it", None
         winner = nearest.get(doc.name)
-        if winner is not None and winner.id != doc.id:
+        if winner is not None and winner is not doc:
             return "shadowed", f"shadowed by the nearer {winner.full_name} (same name, owner nearer in the view)", None
         filed = self.filed.get(doc.id)
         key = (doc.owner_id, filed[0] if filed is not None else None)
@@ -246,20 +248,21 @@ class _Weigher:
 def _evaluate(w: _Weigher) -> tuple[list[tuple[ObjectSummary, str, _Load]], list[NotLoaded]]:
     found = w.candidates()
     allows, rank = w.access.allows, w.rank
+    readable = [allows(doc.id, doc.owner_id, doc.privacy) for doc in found]  # once per document
     nearest: dict[str, ObjectSummary] = {}
-    for doc in found:  # the readable document nearest in the view holds each name
-        if not allows(doc.id, doc.owner_id, doc.privacy):
-            continue
-        held = nearest.get(doc.name)
-        if held is None or rank[doc.owner_id or ""] < rank[held.owner_id or ""]:
-            nearest[doc.name] = doc
+    for doc, ok in zip(found, readable):  # the readable document nearest in the view holds each name
+        if ok:
+            held = nearest.get(doc.name)
+            if held is None or rank[doc.owner_id or ""] < rank[held.owner_id or ""]:
+                nearest[doc.name] = doc
     loaded, skipped = [], []
-    for doc in found:
-        reason, words, got = w.weigh(doc, nearest)
+    weigh, filed = w.weigh, w.filed
+    for doc, ok in zip(found, readable):
+        reason, words, got = weigh(doc, ok, nearest)
         if got is None:
             skipped.append(NotLoaded(doc, reason, words))
         else:
-            loaded.append((doc, w.filed[doc.id][1], got))
+            loaded.append((doc, filed[doc.id][1], got))
     loaded.sort(key=lambda item: (-rank[item[0].owner_id or ""], item[0].name))
     skipped.sort(key=lambda n: (-rank[n.document.owner_id or ""], n.document.name))
     return loaded, skipped
