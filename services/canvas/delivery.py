@@ -38,7 +38,7 @@ from .models import DocumentRow, NodeRow, ObjectRow
 from .names import ReaderView
 from .objects import OWNER, OWNER_REF, get_row, summaries_by_id
 from .profiles import LIMIT_RANK, limit_of, purview_of
-from .rule_index import driver_rows, marks, rules_by_document
+from .rule_index import driver_rows, one_of, rules_by_document
 from .views import BootContext, BootItem, JsonValue, LoadVerdict, NotLoaded, ObjectSummary, Rule
 
 __all__ = ["REASONS", "DELIVERY_EVENTS", "node_view_of", "boot_context", "explain", "who_loads"]
@@ -171,9 +171,9 @@ class _Weigher:
         the few owners' full-name references are worked out once, not per row, and rows come back as
         plain columns, no ORM object each. Also reads the rules filed for this event (``rule_index``)."""
         refs = {id_: ref for id_, (_, _, ref) in self.owners.items()}
+        owned, params = one_of(self.session, "owner_id", self.order)
         rows = driver_rows(self.session, "SELECT id, kind, name, owner_id, privacy, status, created_at, updated_at "
-                                         f"FROM objects WHERE owner_id IN {marks(self.order)} AND type = 'document'",
-                           self.order)
+                                         f"FROM objects WHERE {owned} AND type = 'document'", params)
         # positional: a frozen dataclass built from keywords costs twice as much, for every document seen
         out = [ObjectSummary(id_, "document", kind, name, f"{refs[owner_id]}/{name}" if refs.get(owner_id) else name,
                              owner_id, privacy, status, created, updated)
@@ -297,10 +297,11 @@ def _boot_context(session: Session, ref: str, event: str) -> BootContext:
     bodies: dict[str, str] = {}
     links: dict[str, list[tuple[str, str]]] = {}
     for chunk in _chunks(content_ids):  # one statement per chunk, straight from the driver (no row objects)
-        bodies.update(driver_rows(session, f"SELECT object_id, body FROM documents WHERE object_id IN {marks(chunk)}",
-                                  chunk))
-        pairs = driver_rows(session, "SELECT document_id, target_id FROM links WHERE document_id IN "
-                                     f"{marks(chunk)} AND target_id IS NOT NULL ORDER BY id", chunk)
+        named, params = one_of(session, "object_id", chunk)
+        bodies.update(driver_rows(session, f"SELECT object_id, body FROM documents WHERE {named}", params))
+        named, params = one_of(session, "document_id", chunk)
+        pairs = driver_rows(session, f"SELECT document_id, target_id FROM links WHERE {named} "
+                                     "AND target_id IS NOT NULL ORDER BY id", params)
         target_ids = sorted({str(t) for _, t in pairs})
         targets = summaries_by_id(session, target_ids)
         previews = dict(session.execute(select(DocumentRow.object_id, DocumentRow.preview)

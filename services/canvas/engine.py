@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
+import weakref
 
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -144,7 +145,8 @@ def make_engine(url: str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS, synchronous
 
 
 def _postgres_engine(url: str, busy_timeout_ms: int) -> Engine:
-    engine = create_engine(url, pool_pre_ping=True)
+    # LIFO: the connection used last is used next, so the statements prepared on it are hit again
+    engine = create_engine(url, pool_pre_ping=True, pool_use_lifo=True)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: psycopg.Connection[TupleRow], _record: ConnectionPoolEntry) -> None:
@@ -201,14 +203,36 @@ def _busy_guard() -> Iterator[None]:
         raise
 
 
+_READ_ONLY: weakref.WeakKeyDictionary[Engine, Engine] = weakref.WeakKeyDictionary()
+
+
+def _read_only(engine: Engine) -> Engine:
+    """``engine`` with PostgreSQL's ``BEGIN READ ONLY`` for its transactions (made once per engine)."""
+    bound = _READ_ONLY.get(engine)
+    if bound is None:
+        bound = _READ_ONLY[engine] = engine.execution_options(postgresql_readonly=True)
+    return bound
+
+
 @contextmanager
 def read_session(engine: Engine) -> Iterator[Session]:
-    """A session for one read-only unit of work (plain ``BEGIN``); always rolled back."""
-    with _busy_guard(), Session(engine, expire_on_commit=False) as session:
+    """A session for one read-only unit of work (plain ``BEGIN``; ``BEGIN READ ONLY`` on PostgreSQL).
+
+    SQLite's read is rolled back. PostgreSQL's is committed when it succeeds: the server refuses any
+    write in it, so the commit keeps nothing, while a ``ROLLBACK`` makes psycopg forget the statements
+    it prepared on the connection, and the server would plan every query of every read again.
+    """
+    postgres = is_postgres(engine)
+    with _busy_guard(), Session(_read_only(engine) if postgres else engine, expire_on_commit=False) as session:
+        finished = False
         try:
             yield session
+            finished = True
         finally:
-            session.rollback()
+            if finished and postgres:
+                session.commit()
+            else:
+                session.rollback()
 
 
 @contextmanager

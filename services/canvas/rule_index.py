@@ -191,9 +191,13 @@ def driver_rows(session: Session, sql: str, params: Sequence[object]) -> list[tu
         cursor.close()
 
 
-def marks(values: Sequence[object]) -> str:
-    """``(?, ?, ...)`` for ``values`` (at least one)."""
-    return "(" + ", ".join("?" * len(values)) + ")"
+def one_of(session: Session, column: str, values: Sequence[object]) -> tuple[str, list[object]]:
+    """``column`` is one of ``values``, as SQL for ``driver_rows`` with its parameters: ``IN (?, ...)``
+    on SQLite; on PostgreSQL ``= ANY(?)`` with one array, so the statement's text is the same whatever
+    the count, and the server plans it once (psycopg prepares a statement it has run a few times)."""
+    if session.connection().dialect.name == "postgresql":
+        return f"{column} = ANY(?)", [list(values)]
+    return f"{column} IN ({', '.join('?' * len(values))})", list(values)
 
 
 def rules_by_document(session: Session, owners: Sequence[str], event: str) -> dict[str, tuple[tuple[str, ...], str]]:
@@ -201,8 +205,9 @@ def rules_by_document(session: Session, owners: Sequence[str], event: str) -> di
     texts in their list's order, the document's preview)}``. Reads only those rules' rows."""
     if not owners:
         return {}
-    rows = driver_rows(session, f"SELECT document_id, rule, preview FROM {TABLE} WHERE owner_id IN {marks(owners)} "
-                                "AND event = ? ORDER BY owner_id, event, document_id, position", [*owners, event])
+    owned, params = one_of(session, "owner_id", owners)
+    rows = driver_rows(session, f"SELECT document_id, rule, preview FROM {TABLE} WHERE {owned} "
+                                "AND event = ? ORDER BY owner_id, event, document_id, position", [*params, event])
     found: dict[str, tuple[list[str], str]] = {}
     for doc, rule, preview in rows:
         held = found.get(doc)

@@ -230,3 +230,29 @@ async def test_a_writer_held_past_the_busy_timeout_on_postgresql_is_canvas_busy(
     await canvas.write("a", owner="user:o1", preview=PREVIEW, body="b")
     assert await canvas.count_objects(type="document") == 1
     await canvas.close()
+
+
+async def test_a_read_refuses_to_write_and_on_postgresql_keeps_the_servers_plans(canvas, engine_name) -> None:
+    """A read unit of work never keeps a write: SQLite's is rolled back; PostgreSQL's runs ``READ ONLY``
+    (a write in it is refused) and is committed, so the statements psycopg prepared on the connection
+    survive and the server does not plan each repeated read again."""
+    from sqlalchemy.exc import DBAPIError
+
+    from services.canvas.engine import read_session
+
+    await canvas.ensure_owner("user", "o1")
+    await canvas.write("kept", owner="user:o1", preview=PREVIEW, body="b")
+    if engine_name == "postgresql":
+        with pytest.raises(DBAPIError, match="read-only transaction"):
+            with read_session(canvas.engine) as session:
+                session.execute(text("UPDATE objects SET name = 'changed' WHERE name = 'kept'"))
+    else:
+        with read_session(canvas.engine) as session:
+            session.execute(text("UPDATE objects SET name = 'changed' WHERE name = 'kept'"))
+    assert (await canvas.read("o1/kept")).document.body == "b"
+    for _ in range(8):  # more than psycopg's threshold (5) for preparing a statement it has run
+        await canvas.list_objects(type="document", owner="user:o1")
+    if engine_name == "postgresql":
+        with read_session(canvas.engine) as session:
+            prepared = session.execute(text("SELECT statement FROM pg_prepared_statements")).scalars().all()
+        assert any("FROM objects" in statement for statement in prepared), prepared
