@@ -164,6 +164,12 @@ class CanvasPane(Pane):
         if self.selected:
             self.load_object(self.selected, remember=False)
 
+    def watch_filter_text(self) -> None:
+        """A filter keystroke changes the tree only: the selected object's detail and neighbourhood
+        stay as they are (a change to the canvas reloads them, as ``reload`` does)."""
+        if self.workspace is not None and self.built and self.canvas is not None:
+            self.load_roots(self.filter_text.strip())
+
     @work(group="canvas-tree", exclusive=True, exit_on_error=False)
     async def load_roots(self, needle: str) -> None:
         """Rebuild the tree's top: counts by type and owner groups, or the filter's first page."""
@@ -171,17 +177,20 @@ class CanvasPane(Pane):
         canvas = self._service()
         tree = self.query_one("#canvas-tree", Tree)
         view = self.view
-        total = await canvas.count_objects(name_filter=needle or None, view=view)
-        self.count_label = counted(total, "match", "matches") if needle else counted(total, "object")
-        if needle:
-            page = await canvas.list_objects(name_filter=needle, limit=PAGE, view=view)
+        if needle:  # the count and the first page are independent reads: both at once
+            total, page = await asyncio.gather(canvas.count_objects(name_filter=needle, view=view),
+                                               canvas.list_objects(name_filter=needle, limit=PAGE, view=view))
+            self.count_label = counted(total, "match", "matches")
             self._root_counts = None
             tree.clear()
             group = tree.root.add(Text(f"{total} matching “{safe(needle, 80)}”"), expand=True,
                                   data={"kind": "list", "args": {"name_filter": needle}})
             self._add_page(group, page, {"name_filter": needle}, needle)
             return
-        counts = {t: await canvas.count_objects(type=t, view=view) for t in TYPES}
+        total, *by_type_counts = await asyncio.gather(canvas.count_objects(view=view),
+                                                      *(canvas.count_objects(type=t, view=view) for t in TYPES))
+        self.count_label = counted(total, "object")
+        counts = dict(zip(TYPES, by_type_counts))
         if getattr(self, "_root_counts", None) == (counts, view) and tree.root.children:
             return
         self._root_counts = (counts, view)
@@ -250,8 +259,9 @@ class CanvasPane(Pane):
     async def load_object(self, object_id: str, remember: bool = True) -> None:
         """Load an object's detail and neighbourhood and show them."""
         try:
-            detail = await self._service().read(object_id, events_limit=20, view=self.view)
-            edges = await self._service().edges(object_id, limit=20, view=self.view)
+            canvas = self._service()  # the detail and the neighbourhood are independent reads: both at once
+            detail, edges = await asyncio.gather(canvas.read(object_id, events_limit=20, view=self.view),
+                                                 canvas.edges(object_id, limit=20, view=self.view))
         except ServiceError:
             if self.view is None:
                 raise
