@@ -160,20 +160,25 @@ class CanvasPane(Pane):
             self.query_one("#canvas-meta", Static).update(Text("This workspace has no canvas service.", style="dim"))
             self.count_label = "—"
             return
-        self.load_roots(self.filter_text.strip())
+        needle = self.filter_text.strip()
+        fresh = not needle and getattr(self, "_root_counts", None) is None  # nothing shown yet for this view
+        self.load_roots(needle, wait=0.0 if fresh else DEBOUNCE)
         if self.selected:
             self.load_object(self.selected, remember=False)
 
     def watch_filter_text(self) -> None:
         """A filter keystroke changes the tree only: the selected object's detail and neighbourhood
-        stay as they are (a change to the canvas reloads them, as ``reload`` does)."""
+        stay as they are (a change to the canvas reloads them, as ``reload`` does). It loads at once:
+        the next keystroke cancels this load (the worker is exclusive), so a stale page is never drawn."""
         if self.workspace is not None and self.built and self.canvas is not None:
-            self.load_roots(self.filter_text.strip())
+            self.load_roots(self.filter_text.strip(), wait=0.0)
 
     @work(group="canvas-tree", exclusive=True, exit_on_error=False)
-    async def load_roots(self, needle: str) -> None:
-        """Rebuild the tree's top: counts by type and owner groups, or the filter's first page."""
-        await asyncio.sleep(DEBOUNCE)  # a newer reload cancels this one while it waits (exclusive)
+    async def load_roots(self, needle: str, wait: float = DEBOUNCE) -> None:
+        """Rebuild the tree's top: counts by type and owner groups, or the filter's first page. A
+        reload for changes first waits ``wait`` seconds, so a burst of changes costs one round of reads."""
+        if wait:
+            await asyncio.sleep(wait)  # a newer reload cancels this one while it waits (exclusive)
         canvas = self._service()
         tree = self.query_one("#canvas-tree", Tree)
         view = self.view
@@ -187,12 +192,29 @@ class CanvasPane(Pane):
                                   data={"kind": "list", "args": {"name_filter": needle}})
             self._add_page(group, page, {"name_filter": needle}, needle)
             return
-        total, *by_type_counts = await asyncio.gather(canvas.count_objects(view=view),
-                                                      *(canvas.count_objects(type=t, view=view) for t in TYPES))
+        first_page: asyncio.Task[ObjectPage] | None = None
+        if self.selected is None:  # the first object to show is read beside the counts (its type is most likely the first)
+            first_page = asyncio.ensure_future(canvas.list_objects(type=TYPES[0], limit=1, view=view))
+        try:
+            total, counts = await canvas.count_by_type(TYPES, view=view)
+        except BaseException:
+            if first_page is not None:
+                first_page.cancel()
+            raise
         self.count_label = counted(total, "object")
-        counts = dict(zip(TYPES, by_type_counts))
+        first_type = next((t for t in TYPES if counts[t]), None)
         if getattr(self, "_root_counts", None) == (counts, view) and tree.root.children:
+            if first_page is not None:
+                first_page.cancel()
             return
+        if first_page is not None:
+            if first_type == TYPES[0]:
+                first: ObjectPage | None = await first_page
+            else:
+                first_page.cancel()
+                first = await canvas.list_objects(type=first_type, limit=1, view=view) if first_type else None
+            if first is not None and first.items:
+                self.load_object(first.items[0].id)  # its reads run while the tree is built below
         self._root_counts = (counts, view)
         tree.clear()
         by_type = tree.root.add(Text("by type", style="bold"), expand=True, data={"kind": "heading"})
@@ -205,13 +227,8 @@ class CanvasPane(Pane):
             if counts.get(type_):
                 by_owner.add(Text(f"{type_}s ({counts[type_]})"),
                              data={"kind": "list", "args": {"type": type_}, "owners": True}, allow_expand=True)
-        first_type = next((t for t in TYPES if counts[t]), None)
         if first_type is not None:
             by_type.children[0].expand()
-            if self.selected is None:
-                page = await canvas.list_objects(type=first_type, limit=1, view=view)
-                if page.items:
-                    self.load_object(page.items[0].id)
 
     def _add_page(self, node: TreeNode[_NodeData], page: ObjectPage, args: _ListArgs, needle: str = "",
                   owners: bool = False) -> None:
