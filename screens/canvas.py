@@ -187,14 +187,17 @@ class CanvasPane(Pane):
                                                canvas.list_objects(name_filter=needle, limit=PAGE, view=view))
             self.count_label = counted(total, "match", "matches")
             self._root_counts = None
-            tree.clear()
-            group = tree.root.add(Text(f"{total} matching “{safe(needle, 80)}”"), expand=True,
-                                  data={"kind": "list", "args": {"name_filter": needle}})
-            self._add_page(group, page, {"name_filter": needle}, needle)
+            with self.app.batch_update():
+                tree.clear()
+                group = tree.root.add(Text(f"{total} matching “{safe(needle, 80)}”"), expand=True,
+                                      data={"kind": "list", "args": {"name_filter": needle}})
+                self._add_page(group, page, {"name_filter": needle}, needle)
             return
         first_page: asyncio.Task[ObjectPage] | None = None
-        if self.selected is None:  # the first object to show is read beside the counts (its type is most likely the first)
-            first_page = asyncio.ensure_future(canvas.list_objects(type=TYPES[0], limit=1, view=view))
+        if self.selected is None or getattr(self, "_root_counts", None) is None:
+            # a first load: the first group's page (its type is most likely the first) is read beside the
+            # counts; it fills the group shown expanded and gives the object selected first
+            first_page = asyncio.ensure_future(canvas.list_objects(type=TYPES[0], limit=PAGE, view=view))
         try:
             total, counts = await canvas.count_by_type(TYPES, view=view)
         except BaseException:
@@ -207,28 +210,37 @@ class CanvasPane(Pane):
             if first_page is not None:
                 first_page.cancel()
             return
+        first: ObjectPage | None = None
         if first_page is not None:
             if first_type == TYPES[0]:
-                first: ObjectPage | None = await first_page
+                first = await first_page
             else:
                 first_page.cancel()
-                first = await canvas.list_objects(type=first_type, limit=1, view=view) if first_type else None
-            if first is not None and first.items:
-                self.load_object(first.items[0].id)  # its reads run while the tree is built below
+                if first_type is not None and self.selected is None:
+                    chosen = await canvas.list_objects(type=first_type, limit=1, view=view)
+                    if chosen.items:
+                        self.load_object(chosen.items[0].id)
+        if first is not None and first.items and self.selected is None:
+            self.load_object(first.items[0].id)  # its reads run while the tree is built below
         self._root_counts = (counts, view)
-        tree.clear()
-        by_type = tree.root.add(Text("by type", style="bold"), expand=True, data={"kind": "heading"})
-        for type_ in TYPES:
-            if counts[type_]:
-                by_type.add(Text(f"{type_} ({counts[type_]})"), data={"kind": "list", "args": {"type": type_}},
-                            allow_expand=True)
-        by_owner = tree.root.add(Text("by owner", style="bold"), expand=False, data={"kind": "heading"})
-        for type_ in OWNER_TYPES:
-            if counts.get(type_):
-                by_owner.add(Text(f"{type_}s ({counts[type_]})"),
-                             data={"kind": "list", "args": {"type": type_}, "owners": True}, allow_expand=True)
-        if first_type is not None:
-            by_type.children[0].expand()
+        with self.app.batch_update():  # the tree is drawn once, whole
+            tree.clear()
+            by_type = tree.root.add(Text("by type", style="bold"), expand=True, data={"kind": "heading"})
+            for type_ in TYPES:
+                if counts[type_]:
+                    by_type.add(Text(f"{type_} ({counts[type_]})"), data={"kind": "list", "args": {"type": type_}},
+                                allow_expand=True)
+            by_owner = tree.root.add(Text("by owner", style="bold"), expand=False, data={"kind": "heading"})
+            for type_ in OWNER_TYPES:
+                if counts.get(type_):
+                    by_owner.add(Text(f"{type_}s ({counts[type_]})"),
+                                 data={"kind": "list", "args": {"type": type_}, "owners": True}, allow_expand=True)
+            if first_type is not None:
+                group = by_type.children[0]
+                if first is not None and group.data is not None:  # the page read above: no second read, no second redraw
+                    group.data["loaded"] = True
+                    self._add_page(group, first, {"type": TYPES[0]})
+                group.expand()
 
     def _add_page(self, node: TreeNode[_NodeData], page: ObjectPage, args: _ListArgs, needle: str = "",
                   owners: bool = False) -> None:
