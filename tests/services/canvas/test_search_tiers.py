@@ -79,3 +79,13 @@ def test_the_tiers_split_every_hit_into_exactly_one_tier(tmp_path) -> None:
         found = [r for tier in fts_tiers(match)
                  for (r,) in conn.execute("SELECT rowid FROM object_fts WHERE object_fts MATCH ?", (tier,))]
         assert sorted(found) == sorted(hits), query  # every hit, none twice
+
+
+async def test_count_by_type_is_each_types_count_in_one_read(canvas: Canvas) -> None:
+    await _world(canvas)
+    types = ("document", "node", "user", "custom")
+    total, counts = await canvas.count_by_type(types)
+    assert total == await canvas.count_objects()
+    assert counts == {t: await canvas.count_objects(type=t) for t in types}
+    assert counts["document"] == 13 and counts["user"] == 1
+    assert counts["node"] == 0 and counts["custom"] == 0
