@@ -7,9 +7,9 @@ last one matches as a prefix, so quotes, ``*``, ``NEAR``, ``-``, ``AND``/``OR`` 
 plain text on both engines and the same query finds the same objects.
 
 - **SQLite**: an FTS5 table (``unicode61``, diacritics removed), ranked by ``bm25`` with the name
-  weighing 10, the preview 4 and the body 1. A query with more than ``RANK_ALL`` hits (counting
-  them is cheap; bm25 costs a few microseconds a hit, 0.6 s for a common word at a million
-  objects) is ranked in tiers (``fts_tiers``): the hits whose name and preview both hold every
+  weighing 10, the preview 4 and the body 1. A one-word query with more than ``RANK_ALL`` hits
+  (counting them is cheap; bm25 costs a few microseconds a hit, 0.6 s for a common word at a
+  million objects) is ranked in tiers (``fts_tiers``): the hits whose name and preview both hold every
   word, then those whose name does, then those whose preview does, then the rest; each tier is
   ranked by bm25 and cut to the page inside FTS5, and a later tier is read only while the page is
   not full. The hits are the same; a common word costs what its best tier costs.
@@ -26,7 +26,7 @@ plain text on both engines and the same query finds the same objects.
 
 **Where the two differ** (documented, and tested only where they agree):
 
-- Ranking. On SQLite, a query with more than ``RANK_ALL`` hits puts a name hit above every hit
+- Ranking. On SQLite, a one-word query with more than ``RANK_ALL`` hits puts a name hit above every hit
   whose name lacks the words, as PostgreSQL does, and a name-and-preview hit above a name-only
   one; with fewer hits bm25 alone orders them, so a body repeating the words may still outrank a
   name hit there. ``ts_rank`` with weights {C 0.1, B 0.4, A 1.0} follows the same order of fields as
@@ -101,8 +101,10 @@ WINDOW_FACTOR = 4
 """A reader's search first ranks ``limit * WINDOW_FACTOR`` hits unfiltered, then keeps what it may read."""
 
 RANK_ALL = 4_000
-"""SQLite: a query with at most this many hits has every hit ranked by bm25 (a few milliseconds);
-one with more is ranked in tiers (``fts_tiers``), so only the hits of the best tiers are ranked."""
+"""SQLite: a one-word query with at most this many hits has every hit ranked by bm25 (a few
+milliseconds); one with more is ranked in tiers (``fts_tiers``), so only the hits of the best tiers
+are ranked. A query of several words is always ranked whole: its hits are at most its rarest
+word's, and a tier's query would read every word's hits three times (name, preview, all)."""
 
 PG_INDEX_CHARS = 200_000
 """How many characters of each body PostgreSQL indexes (a ``tsvector`` is limited to 1 MB)."""
@@ -372,9 +374,12 @@ def _ranked(session: Session, query: str, match: str, type: str | None, limit: i
             + (f"AND {visible} " if visible else "")
             + f"ORDER BY {_BM25} LIMIT :limit"
         )
-        hits = session.execute(text("SELECT count(*) FROM object_fts WHERE object_fts MATCH :match"),
-                               {"match": match}).scalar_one()  # counting is cheap; ranking each hit is not
-        tiers = [match] if hits <= RANK_ALL else fts_tiers(match)
+        tiers = [match]
+        if len(query_words(query)) == 1:  # more words: fewer hits, and a tier's query reads each word's hits thrice
+            hits = session.execute(text(  # counting is cheap, and stops past RANK_ALL; ranking each hit is not
+                "SELECT count(*) FROM (SELECT rowid FROM object_fts WHERE object_fts MATCH :match LIMIT :cap)"),
+                {"match": match, "cap": RANK_ALL + 1}).scalar_one()
+            tiers = [match] if hits <= RANK_ALL else fts_tiers(match)
         pks: list[int] = []
         for tier in tiers:
             pks += [int(pk) for pk in session.execute(text(sql), {"match": tier, "type": type,

@@ -3,8 +3,9 @@ hold the words first, then the name's, then the preview's, then the rest, each t
 Only the best tiers' hits are ranked, so a common word costs what its best hits cost; the hits are
 the same ones either way.
 
-``RANK_ALL`` is the number of hits above which the tiers are used; the tests set it to 0 (every
-query is tiered) and compare with it set high (every hit ranked by bm25, as a small search is)."""
+``RANK_ALL`` is the number of hits above which a one-word query is tiered; the tests set it to 0
+(every one-word query is tiered) and compare with it set high (every hit ranked by bm25, as a small
+search and a search of several words are)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,8 @@ async def test_a_tiered_search_ranks_name_and_preview_hits_first_and_finds_the_s
     assert sorted(page[:3]) == [f"pricing/both-{i}" for i in range(3)] and page[3].startswith("pricing/name-")
     assert [h.object.name for h in await sqlite_canvas.search("pric", limit=50)] == tiered  # the last word a prefix
     assert await sqlite_canvas.search("pricing", type="node") == []
+    several = [h.object.name for h in await sqlite_canvas.search("pricing shape", limit=50)]  # ranked whole
+    assert sorted(several) == sorted(tiered)  # "shape" is in every preview: the same twelve, by bm25 alone
     snippets = await sqlite_canvas.search("pricing", limit=1)
     assert "pricing" in snippets[0].snippet
 
