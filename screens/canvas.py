@@ -160,49 +160,87 @@ class CanvasPane(Pane):
             self.query_one("#canvas-meta", Static).update(Text("This workspace has no canvas service.", style="dim"))
             self.count_label = "—"
             return
-        self.load_roots(self.filter_text.strip())
+        needle = self.filter_text.strip()
+        fresh = not needle and getattr(self, "_root_counts", None) is None  # nothing shown yet for this view
+        self.load_roots(needle, wait=0.0 if fresh else DEBOUNCE)
         if self.selected:
             self.load_object(self.selected, remember=False)
 
+    def watch_filter_text(self) -> None:
+        """A filter keystroke changes the tree only: the selected object's detail and neighbourhood
+        stay as they are (a change to the canvas reloads them, as ``reload`` does). It loads at once:
+        the next keystroke cancels this load (the worker is exclusive), so a stale page is never drawn."""
+        if self.workspace is not None and self.built and self.canvas is not None:
+            self.load_roots(self.filter_text.strip(), wait=0.0)
+
     @work(group="canvas-tree", exclusive=True, exit_on_error=False)
-    async def load_roots(self, needle: str) -> None:
-        """Rebuild the tree's top: counts by type and owner groups, or the filter's first page."""
-        await asyncio.sleep(DEBOUNCE)  # a newer reload cancels this one while it waits (exclusive)
+    async def load_roots(self, needle: str, wait: float = DEBOUNCE) -> None:
+        """Rebuild the tree's top: counts by type and owner groups, or the filter's first page. A
+        reload for changes first waits ``wait`` seconds, so a burst of changes costs one round of reads."""
+        if wait:
+            await asyncio.sleep(wait)  # a newer reload cancels this one while it waits (exclusive)
         canvas = self._service()
         tree = self.query_one("#canvas-tree", Tree)
         view = self.view
-        total = await canvas.count_objects(name_filter=needle or None, view=view)
-        self.count_label = counted(total, "match", "matches") if needle else counted(total, "object")
-        if needle:
-            page = await canvas.list_objects(name_filter=needle, limit=PAGE, view=view)
+        if needle:  # the count and the first page are independent reads: both at once
+            total, page = await asyncio.gather(canvas.count_objects(name_filter=needle, view=view),
+                                               canvas.list_objects(name_filter=needle, limit=PAGE, view=view))
+            self.count_label = counted(total, "match", "matches")
             self._root_counts = None
-            tree.clear()
-            group = tree.root.add(Text(f"{total} matching “{safe(needle, 80)}”"), expand=True,
-                                  data={"kind": "list", "args": {"name_filter": needle}})
-            self._add_page(group, page, {"name_filter": needle}, needle)
+            with self.app.batch_update():
+                tree.clear()
+                group = tree.root.add(Text(f"{total} matching “{safe(needle, 80)}”"), expand=True,
+                                      data={"kind": "list", "args": {"name_filter": needle}})
+                self._add_page(group, page, {"name_filter": needle}, needle)
             return
-        counts = {t: await canvas.count_objects(type=t, view=view) for t in TYPES}
-        if getattr(self, "_root_counts", None) == (counts, view) and tree.root.children:
-            return
-        self._root_counts = (counts, view)
-        tree.clear()
-        by_type = tree.root.add(Text("by type", style="bold"), expand=True, data={"kind": "heading"})
-        for type_ in TYPES:
-            if counts[type_]:
-                by_type.add(Text(f"{type_} ({counts[type_]})"), data={"kind": "list", "args": {"type": type_}},
-                            allow_expand=True)
-        by_owner = tree.root.add(Text("by owner", style="bold"), expand=False, data={"kind": "heading"})
-        for type_ in OWNER_TYPES:
-            if counts.get(type_):
-                by_owner.add(Text(f"{type_}s ({counts[type_]})"),
-                             data={"kind": "list", "args": {"type": type_}, "owners": True}, allow_expand=True)
+        first_page: asyncio.Task[ObjectPage] | None = None
+        if self.selected is None or getattr(self, "_root_counts", None) is None:
+            # a first load: the first group's page (its type is most likely the first) is read beside the
+            # counts; it fills the group shown expanded and gives the object selected first
+            first_page = asyncio.ensure_future(canvas.list_objects(type=TYPES[0], limit=PAGE, view=view))
+        try:
+            total, counts = await canvas.count_by_type(TYPES, view=view)
+        except BaseException:
+            if first_page is not None:
+                first_page.cancel()
+            raise
+        self.count_label = counted(total, "object")
         first_type = next((t for t in TYPES if counts[t]), None)
-        if first_type is not None:
-            by_type.children[0].expand()
-            if self.selected is None:
-                page = await canvas.list_objects(type=first_type, limit=1, view=view)
-                if page.items:
-                    self.load_object(page.items[0].id)
+        if getattr(self, "_root_counts", None) == (counts, view) and tree.root.children:
+            if first_page is not None:
+                first_page.cancel()
+            return
+        first: ObjectPage | None = None
+        if first_page is not None:
+            if first_type == TYPES[0]:
+                first = await first_page
+            else:
+                first_page.cancel()
+                if first_type is not None and self.selected is None:
+                    chosen = await canvas.list_objects(type=first_type, limit=1, view=view)
+                    if chosen.items:
+                        self.load_object(chosen.items[0].id)
+        if first is not None and first.items and self.selected is None:
+            self.load_object(first.items[0].id)  # its reads run while the tree is built below
+        self._root_counts = (counts, view)
+        with self.app.batch_update():  # the tree is drawn once, whole
+            tree.clear()
+            by_type = tree.root.add(Text("by type", style="bold"), expand=True, data={"kind": "heading"})
+            for type_ in TYPES:
+                if counts[type_]:
+                    by_type.add(Text(f"{type_} ({counts[type_]})"), data={"kind": "list", "args": {"type": type_}},
+                                allow_expand=True)
+            by_owner = tree.root.add(Text("by owner", style="bold"), expand=False, data={"kind": "heading"})
+            for type_ in OWNER_TYPES:
+                if counts.get(type_):
+                    by_owner.add(Text(f"{type_}s ({counts[type_]})"),
+                                 data={"kind": "list", "args": {"type": type_}, "owners": True}, allow_expand=True)
+            if first_type is not None:
+                group = by_type.children[0]
+                if first is not None and group.data is not None:  # the page read above: no second read, no second redraw
+                    group.data["loaded"] = True
+                    self._add_page(group, first, {"type": TYPES[0]})
+                group.expand()
 
     def _add_page(self, node: TreeNode[_NodeData], page: ObjectPage, args: _ListArgs, needle: str = "",
                   owners: bool = False) -> None:
@@ -250,8 +288,9 @@ class CanvasPane(Pane):
     async def load_object(self, object_id: str, remember: bool = True) -> None:
         """Load an object's detail and neighbourhood and show them."""
         try:
-            detail = await self._service().read(object_id, events_limit=20, view=self.view)
-            edges = await self._service().edges(object_id, limit=20, view=self.view)
+            canvas = self._service()  # the detail and the neighbourhood are independent reads: both at once
+            detail, edges = await asyncio.gather(canvas.read(object_id, events_limit=20, view=self.view),
+                                                 canvas.edges(object_id, limit=20, view=self.view))
         except ServiceError:
             if self.view is None:
                 raise

@@ -7,7 +7,12 @@ last one matches as a prefix, so quotes, ``*``, ``NEAR``, ``-``, ``AND``/``OR`` 
 plain text on both engines and the same query finds the same objects.
 
 - **SQLite**: an FTS5 table (``unicode61``, diacritics removed), ranked by ``bm25`` with the name
-  weighing 10, the preview 4 and the body 1.
+  weighing 10, the preview 4 and the body 1. A one-word query with more than ``RANK_ALL`` hits
+  (counting them is cheap; bm25 costs a few microseconds a hit, 0.6 s for a common word at a
+  million objects) is ranked in tiers (``fts_tiers``): the hits whose name and preview both hold every
+  word, then those whose name does, then those whose preview does, then the rest; each tier is
+  ranked by bm25 and cut to the page inside FTS5, and a later tier is read only while the page is
+  not full. The hits are the same; a common word costs what its best tier costs.
 - **PostgreSQL**: ``object_search`` holds one ``tsvector`` per object (the ``simple`` configuration:
   lower-cased words, no stemming and no stop words, like ``unicode61``) behind a GIN index; the
   name is weight A, the preview B, the body C, and the query is ``to_tsquery`` of the quoted words
@@ -21,7 +26,10 @@ plain text on both engines and the same query finds the same objects.
 
 **Where the two differ** (documented, and tested only where they agree):
 
-- Ranking. ``ts_rank`` with weights {C 0.1, B 0.4, A 1.0} follows the same order of fields as
+- Ranking. On SQLite, a one-word query with more than ``RANK_ALL`` hits puts a name hit above every hit
+  whose name lacks the words, as PostgreSQL does, and a name-and-preview hit above a name-only
+  one; with fewer hits bm25 alone orders them, so a body repeating the words may still outrank a
+  name hit there. ``ts_rank`` with weights {C 0.1, B 0.4, A 1.0} follows the same order of fields as
   bm25's 1 : 4 : 10, but it does not weigh a word's rarity across the canvas, nor shorten the
   score of a long body the way bm25 does. On PostgreSQL a name holding every word always ranks
   first (the tiers above; for one whole word ``ts_rank`` already ranks every name hit above every
@@ -64,6 +72,8 @@ __all__ = [
     "SNIPPET_CHARS",
     "MAX_RESULTS",
     "PG_INDEX_CHARS",
+    "RANK_ALL",
+    "fts_tiers",
     "pg_tsquery",
     "Snippet",
     "install_search",
@@ -89,6 +99,12 @@ MAX_RESULTS = 100
 
 WINDOW_FACTOR = 4
 """A reader's search first ranks ``limit * WINDOW_FACTOR`` hits unfiltered, then keeps what it may read."""
+
+RANK_ALL = 4_000
+"""SQLite: a one-word query with at most this many hits has every hit ranked by bm25 (a few
+milliseconds); one with more is ranked in tiers (``fts_tiers``), so only the hits of the best tiers
+are ranked. A query of several words is always ranked whole: its hits are at most its rarest
+word's, and a tier's query would read every word's hits three times (name, preview, all)."""
 
 PG_INDEX_CHARS = 200_000
 """How many characters of each body PostgreSQL indexes (a ``tsvector`` is limited to 1 MB)."""
@@ -224,6 +240,19 @@ def pg_tsquery(query: str) -> str:
     return " & ".join(quoted)
 
 
+_BM25 = "bm25(object_fts, 10.0, 4.0, 1.0)"
+"""SQLite's rank of a hit: bm25 with the name weighing 10, the preview 4 and the body 1."""
+def fts_tiers(match: str) -> list[str]:
+    """The FTS5 queries of ``match``'s tiers, best first, by the fields that hold every word, weighed
+    as bm25 weighs them: the name and the preview, the name (not the preview), the preview (not the
+    name), then the rest (the body alone, or words spread over the fields). Each hit of ``match``
+    is in exactly one tier; each tier's query holds ``match`` itself, so its bm25 still weighs
+    every field (a body mention ranks a hit higher within its tier)."""
+    name, preview = f"({{name}} : ({match}))", f"({{preview}} : ({match}))"
+    return [f"({match}) AND {name} AND {preview}", f"({match}) AND {name} NOT {preview}",
+            f"({match}) AND {preview} NOT {name}", f"({match}) NOT {name} NOT {preview}"]
+
+
 def _word_pattern(words: Sequence[str]) -> re.Pattern[str]:
     parts = []
     for i, word in enumerate(words):
@@ -343,10 +372,21 @@ def _ranked(session: Session, query: str, match: str, type: str | None, limit: i
             + "WHERE object_fts MATCH :match "
             + ("AND o.type = :type " if type else "")
             + (f"AND {visible} " if visible else "")
-            + "ORDER BY bm25(object_fts, 10.0, 4.0, 1.0) LIMIT :limit"
+            + f"ORDER BY {_BM25} LIMIT :limit"
         )
-        return [int(pk) for pk in session.execute(text(sql), {"match": match, "type": type, "limit": limit,
-                                                              **extra}).scalars()]
+        tiers = [match]
+        if len(query_words(query)) == 1:  # more words: fewer hits, and a tier's query reads each word's hits thrice
+            hits = session.execute(text(  # counting is cheap, and stops past RANK_ALL; ranking each hit is not
+                "SELECT count(*) FROM (SELECT rowid FROM object_fts WHERE object_fts MATCH :match LIMIT :cap)"),
+                {"match": match, "cap": RANK_ALL + 1}).scalar_one()
+            tiers = [match] if hits <= RANK_ALL else fts_tiers(match)
+        pks: list[int] = []
+        for tier in tiers:
+            pks += [int(pk) for pk in session.execute(text(sql), {"match": tier, "type": type,
+                                                                  "limit": limit - len(pks), **extra}).scalars()]
+            if len(pks) >= limit:
+                break
+        return pks
     if _is_postgres(session):
         params: dict[str, object] = {"match": pg_tsquery(query), **extra}
         pks = _pg_tier(session, f"{_PG_NAME} @@ q.q", params, type, limit, visible)

@@ -28,6 +28,7 @@ ENTRY_POINTS: dict[str, Call] = {
     "ensure_owner name": lambda c, w, bad: c.ensure_owner("user", "o2", name=bad),
     "list_objects filter": lambda c, w, bad: c.list_objects(name_filter=bad),
     "count_objects filter": lambda c, w, bad: c.count_objects(name_filter=bad),
+    "count_by_type types": lambda c, w, bad: c.count_by_type(["document", bad]),
     "get ref": lambda c, w, bad: c.get(bad),
     "get view": lambda c, w, bad: c.get("a", view=ReaderView(person=bad)),
     "read reader": lambda c, w, bad: c.read("o1/a", reader=bad),
