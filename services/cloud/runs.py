@@ -14,7 +14,7 @@ import functools
 import itertools
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -73,6 +73,12 @@ class RunStreamFeed:
             self.pending.append((kind, data))
             self._wake()
 
+    def push_many(self, kind: str, items: list[dict[str, Any]]) -> None:
+        """``push`` of each of ``items``, in order, with one wake-up."""
+        if not self.closed:
+            self.pending.extend([(kind, data) for data in items])
+            self._wake()
+
     def close(self) -> None:
         if not self.closed:
             self.closed = True
@@ -112,6 +118,8 @@ class RunLedger(Protocol):
     def forget_run_keys(self, run: "FakeRun") -> None: ...
 
     def run_changed(self, run: "FakeRun", event: dict[str, Any] | None) -> None: ...
+
+    def runs_changed(self, run: "FakeRun", events: list[dict[str, Any]]) -> None: ...
 
 
 class RunHost(Protocol):
@@ -285,6 +293,34 @@ class FakeRun:
 
     def emit(self, type: str, fields: dict[str, Any] | None = None, *, node_id: str | None = None) -> dict[str, Any]:
         """Append any event; another ``node_id`` is a child node's event."""
+        event = self._append(type, fields, node_id)
+        for stream in self.streams:
+            stream.push("event", event)
+        self.cloud.state.run_changed(self, event)
+        return event
+
+    def emit_many(
+        self, events: Iterable[tuple[str, dict[str, Any] | None]], *, node_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Append a burst of events (``(type, fields)`` pairs) at once: each is appended as ``emit``
+        appends it, then the burst is streamed and published together (every stream and every change
+        subscriber sees each event, in order, once). Returns the events appended."""
+        if self.deleted:
+            raise CloudError(404, "run_not_found", f"run {self.id} was deleted")
+        append = self._append
+        appended: list[dict[str, Any]] = []
+        try:
+            for type, fields in events:
+                appended.append(append(type, fields, node_id))
+        finally:  # a bad pair stops the burst; what was appended before it is streamed and published
+            if appended:
+                for stream in self.streams:
+                    stream.push_many("event", appended)
+                self.cloud.state.runs_changed(self, appended)
+        return appended
+
+    def _append(self, type: str, fields: dict[str, Any] | None, node_id: str | None) -> dict[str, Any]:
+        """One event appended to the log, the run's status re-derived; not streamed or published yet."""
         if self.deleted:
             raise CloudError(404, "run_not_found", f"run {self.id} was deleted")
         seq = self.seq = self.seq + 1
@@ -306,9 +342,6 @@ class FakeRun:
             self._reduce(event)
         elif self.activity not in _RESTING and self.status == "running" and event["node_id"] == run_id:
             self.activity = "thinking"  # any other root event: the run is thinking again
-        for stream in self.streams:
-            stream.push("event", event)
-        self.cloud.state.run_changed(self, event)
         return event
 
     def close_idle(self) -> None:
