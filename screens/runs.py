@@ -26,7 +26,7 @@ from services.desk import JUDGE_USER, OperatorAction, RefusalRecord, RunDetail, 
 from .dialogs import ConfirmDialog, DetailDialog, Field
 from .dialogs.form import json_object_check
 from .messages import JumpRequested
-from .run_lines import STATUS_GLYPHS, conversation_lines, merge_lines, raw_line, refusal_line, action_line
+from .run_lines import STATUS_GLYPHS, conversation_of, merge_lines, raw_line, refusal_line, action_line
 from .text import DETAIL_CAP, age, cell_text, counted, words, highlight, iso, notify_plain, safe, safe_text, tone
 from .widgets.fit_table import FitTable, fit_cell
 from .widgets.pane import Pane, PaletteAction, Said, is_current
@@ -220,7 +220,7 @@ class RunsPane(Pane):
         if not events:
             return []
         self._seq = seq_of(events[-1])
-        return [raw_line(e) for e in events] if self.raw else [line for e in events for line in conversation_lines(e)]
+        return [raw_line(e) for e in events] if self.raw else conversation_of(events)
 
     def _apply_events(self) -> None:
         """One frame's worth of given run events: the selected run's new lines, and the rows of the
@@ -310,8 +310,8 @@ class RunsPane(Pane):
         mode = "raw events" if self.raw else "conversation"
         state = f"paused · +{stream.held} new" if stream.paused else "following"
         wrap = "wrapped" if stream.wrap else "unwrapped"
-        self.query_one("#stream-state", Label).update(
-            Text(f"{state} · {mode} · {wrap}  (p pause · v view · w wrap · o event)"))
+        self.query_one("#stream-state", Label).update(  # one full-width row (main.tcss): no layout pass
+            Text(f"{state} · {mode} · {wrap}  (p pause · v view · w wrap · o event)"), layout=False)
 
     def body_mounted(self) -> None:
         self._frame = self.set_interval(1 / FRAME_HZ, self._frame_tick, pause=True)
@@ -497,6 +497,7 @@ class RunsPane(Pane):
     def action_toggle_pause(self) -> None:
         stream = self.query_one("#runs-stream", EventStream)
         stream.paused = not stream.paused
+        self._show_stream_state()  # in this frame, not after the stream's message comes back up
 
     def action_toggle_view(self) -> None:
         self.raw = not self.raw

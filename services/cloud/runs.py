@@ -309,9 +309,10 @@ class FakeRun:
             raise CloudError(404, "run_not_found", f"run {self.id} was deleted")
         append = self._append
         appended: list[dict[str, Any]] = []
+        now = self.cloud.clock.time()  # appended at once: one time for the whole burst
         try:
             for type, fields in events:
-                appended.append(append(type, fields, node_id))
+                appended.append(append(type, fields, node_id, now))
         finally:  # a bad pair stops the burst; what was appended before it is streamed and published
             if appended:
                 for stream in self.streams:
@@ -319,12 +320,16 @@ class FakeRun:
                 self.cloud.state.runs_changed(self, appended)
         return appended
 
-    def _append(self, type: str, fields: dict[str, Any] | None, node_id: str | None) -> dict[str, Any]:
-        """One event appended to the log, the run's status re-derived; not streamed or published yet."""
+    def _append(
+        self, type: str, fields: dict[str, Any] | None, node_id: str | None, now: float | None = None
+    ) -> dict[str, Any]:
+        """One event appended to the log at ``now`` (default: the clock's time), the run's status
+        re-derived; not streamed or published yet."""
         if self.deleted:
             raise CloudError(404, "run_not_found", f"run {self.id} was deleted")
         seq = self.seq = self.seq + 1
-        now = self.cloud.clock.time()
+        if now is None:
+            now = self.cloud.clock.time()
         run_id = self.id
         event = {
             "id": str(seq),
@@ -335,7 +340,7 @@ class FakeRun:
             "at": _iso_ms(now),
         }
         if fields:
-            event.update(_own_copy(fields))
+            event.update(_own_copy(fields))  # update copies the top level: only nested values need a copy
         self.events.append(event)
         self.updated_at = now
         if event["type"] in _REDUCERS:
@@ -428,15 +433,17 @@ class FakeRun:
 
 
 _SCALARS = (str, int, float, bool, type(None))
+_SCALAR_TYPES = frozenset(_SCALARS)
+"""The exact scalar types (a set lookup, before the ``isinstance`` that also takes their subclasses)."""
 
 
 def _own_copy(fields: dict[str, Any]) -> dict[str, Any]:
-    """A copy of an event's fields the caller cannot change afterwards: a shallow copy when every
-    value is a scalar (the common delta), a deep copy otherwise."""
+    """Fields whose values the caller cannot change afterwards once their top level is copied (into
+    the event): ``fields`` itself when every value is a scalar (the common delta), a deep copy otherwise."""
     for value in fields.values():
-        if not isinstance(value, _SCALARS):
+        if type(value) not in _SCALAR_TYPES and not isinstance(value, _SCALARS):
             return copy.deepcopy(fields)
-    return dict(fields)
+    return fields
 
 
 @functools.lru_cache(maxsize=8)
