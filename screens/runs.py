@@ -7,6 +7,7 @@ the stream, attributed. A refusal in the stream names the grant revision behind 
 
 from __future__ import annotations
 
+import re
 import time
 from typing import get_args
 
@@ -42,6 +43,8 @@ Row = tuple[Text, Text, Text, Text, Text, Text]
 """A run's cells in the list: glyph, title, status, age, person, activity."""
 FRAME_HZ = 60
 """How often run events given by the change feed are applied (once a frame, in one batch)."""
+_DIGITS = re.compile("[0-9]").sub
+"""Replaces each digit (the info line's counts change while its run streams; its shape does not)."""
 INFO_EVERY = 0.25
 """Seconds between redraws of the info line while its run streams (a redraw lays the pane out again)."""
 
@@ -92,6 +95,8 @@ class RunsPane(Pane):
         """The info line waits for a redraw (its run gained events)."""
         self._info_at = 0.0
         """When the info line was last drawn (``time.monotonic``)."""
+        self._info_shape = ""
+        """The info line last drawn with its digits as ``0``: the same shape takes the same rows."""
         self._actions = 0
         self._refusals = 0
 
@@ -277,6 +282,7 @@ class RunsPane(Pane):
         parts = self._run_parts(events=False)
         if parts is None:
             info.update(Text("no run selected" if self.workspace else "opening the workspace…", style="dim"))
+            self._info_shape = ""
             return
         run, _, refusals = parts
         text = Text()
@@ -294,7 +300,9 @@ class RunsPane(Pane):
             last = refusals[-1]
             text.append(f"\n‼ {safe(last.code, 60)} from the grant of {safe(last.user_id, 60)} at rev {last.rev} (g)",
                         style=tone("bad"))
-        info.update(text)
+        shape = _DIGITS("0", text.plain)
+        info.update(text, layout=shape != self._info_shape)  # only a count changed: the same rows, repainted
+        self._info_shape = shape
 
     def _still_refused(self, user_id: str) -> bool:
         """Whether the person's grant refuses the app now (not active, or a refusal set for the next refresh)."""
