@@ -173,7 +173,10 @@ async def stream(rates: list[int], seconds: float, per_event: bool = False) -> N
     from screens.widgets.stream import EventStream
     from workbench.app import make_app
 
-    how = "one emit per event" if per_event else "each 10 ms burst appended at once (FakeRun.emit_many)"
+    from services.cloud.runs import FakeRun
+
+    batched = not per_event and hasattr(FakeRun, "emit_many")  # a commit before it: one by one
+    how = "each 10 ms burst appended at once (FakeRun.emit_many)" if batched else "one FakeRun.emit per event"
     print(f"2. live stream: events offered to the selected run for {seconds:.0f} s while `p` is pressed every 100 ms "
           f"({how})")
     with tempfile.TemporaryDirectory() as tmp:
@@ -207,7 +210,7 @@ async def stream(rates: list[int], seconds: float, per_event: bool = False) -> N
                 pane.focus_main()
                 await pilot.pause(0.3)
                 run = ws.cloud.runs.get(run_id)
-                emit_many = None if per_event else getattr(run, "emit_many", None)
+                emit_many = run.emit_many if batched else None
                 handled.clear()
                 frames.clear()
                 emitted = 0
@@ -223,7 +226,7 @@ async def stream(rates: list[int], seconds: float, per_event: bool = False) -> N
                         # a tick ahead, at most one tick per turn of the loop (a late producer never hogs it)
                         target = min(int((time.perf_counter() - begin) * rate) + tick, emitted + tick, total)
                         cpu = time.thread_time()
-                        if emit_many is not None:  # the burst appended at once (a commit before it: one by one)
+                        if emit_many is not None:  # the burst appended at once
                             emit_many([("node.output_text.delta", {"delta": f"token {n} ", "entry_id": "bench"})
                                        for n in range(emitted, target)])
                             emitted = max(emitted, target)
