@@ -10,7 +10,8 @@ Run: ``python benchmarks/ui.py [--runs N] [--rates R1,R2,..] [--seconds S] [--ob
 2. For each of ``--rates`` (a sweep up to 150,000 events/s), a producer appends that many events/s for
    ``--seconds`` to the selected run (in batches every 10 ms) while a key (``p``) is pressed every
    100 ms; prints the rate offered (the producer, ``FakeRun.emit`` on the same loop, may not reach the
-   rate asked), the rate absorbed into the stream, how long after the last event was emitted it was
+   rate asked; each burst is appended at once with ``FakeRun.emit_many``, or event by event with
+   ``--per-event``), the rate absorbed into the stream, how long after the last event was emitted it was
    shown, key press -> handler and key press -> the next frame written after the handler (median /
    worst), after one unreported warm-up round; then the highest rate kept up with (last event shown
    within 250 ms) while every key reached a frame under 50 ms with a median under 16 ms (aim:
@@ -166,13 +167,18 @@ async def workspace_open(rounds: int) -> None:
     print(f"   reopened (nothing to seed): {a * 1000:.0f} ms (min {min(again) * 1000:.0f})   new/reopened {f / a:.2f}x")
 
 
-async def stream(rates: list[int], seconds: float) -> None:
+async def stream(rates: list[int], seconds: float, per_event: bool = False) -> None:
     from services.clock import FakeClock
     from services.workspace import Settings
     from screens.widgets.stream import EventStream
     from workbench.app import make_app
 
-    print(f"2. live stream: events offered to the selected run for {seconds:.0f} s while `p` is pressed every 100 ms")
+    from services.cloud.runs import FakeRun
+
+    batched = not per_event and hasattr(FakeRun, "emit_many")  # a commit before it: one by one
+    how = "each 10 ms burst appended at once (FakeRun.emit_many)" if batched else "one FakeRun.emit per event"
+    print(f"2. live stream: events offered to the selected run for {seconds:.0f} s while `p` is pressed every 100 ms "
+          f"({how})")
     with tempfile.TemporaryDirectory() as tmp:
         app = make_app(Settings(path=Path(tmp) / "ws", clock=FakeClock()))
         async with app.run_test(size=(120, 40)) as pilot:
@@ -204,6 +210,7 @@ async def stream(rates: list[int], seconds: float) -> None:
                 pane.focus_main()
                 await pilot.pause(0.3)
                 run = ws.cloud.runs.get(run_id)
+                emit_many = run.emit_many if batched else None
                 handled.clear()
                 frames.clear()
                 emitted = 0
@@ -219,6 +226,10 @@ async def stream(rates: list[int], seconds: float) -> None:
                         # a tick ahead, at most one tick per turn of the loop (a late producer never hogs it)
                         target = min(int((time.perf_counter() - begin) * rate) + tick, emitted + tick, total)
                         cpu = time.thread_time()
+                        if emit_many is not None:  # the burst appended at once
+                            emit_many([("node.output_text.delta", {"delta": f"token {n} ", "entry_id": "bench"})
+                                       for n in range(emitted, target)])
+                            emitted = max(emitted, target)
                         while emitted < target:
                             run.emit("node.output_text.delta", {"delta": f"token {emitted} ", "entry_id": "bench"})
                             emitted += 1
@@ -446,6 +457,8 @@ def main() -> None:
     parser.add_argument("--open-rounds", type=int, default=5, help="rounds of the workspace open figures")
     parser.add_argument("--only-start", action="store_true", help="print only the start and open figures")
     parser.add_argument("--only-stream", action="store_true", help="print only the stream figures")
+    parser.add_argument("--per-event", action="store_true",
+                        help="the stream's producer appends event by event (FakeRun.emit) instead of a burst at once")
     args = parser.parse_args()
     if args.only_attach:
         asyncio.run(attach(args.attach_rounds))
@@ -455,13 +468,13 @@ def main() -> None:
             asyncio.run(big_canvas(args.objects, args.canvas_db, engine.strip()))
         return
     if args.only_stream:
-        asyncio.run(stream([int(r) for r in args.rates.split(",")], args.seconds))
+        asyncio.run(stream([int(r) for r in args.rates.split(",")], args.seconds, args.per_event))
         return
     startup(args.runs)
     asyncio.run(workspace_open(args.open_rounds))
     if args.only_start:
         return
-    asyncio.run(stream([int(r) for r in args.rates.split(",")], args.seconds))
+    asyncio.run(stream([int(r) for r in args.rates.split(",")], args.seconds, args.per_event))
     asyncio.run(big_canvas(args.objects))
     asyncio.run(attach(args.attach_rounds))
 

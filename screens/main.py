@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import time
 from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
@@ -53,6 +54,8 @@ PANES = {
 """Each pane id's module, class and title (the key is its place in ``PANE_IDS`` plus one)."""
 DASHBOARD_SIZE = (160, 48)
 """At and above this terminal size every pane shows at once."""
+BADGES_EVERY = 1 / 60
+"""Seconds between badge recounts while only run events arrive (one frame)."""
 
 
 def pane_base() -> type[Pane]:
@@ -122,6 +125,10 @@ class MainScreen(Screen[None]):
         super().__init__(id="main", classes="-compact")  # the first frame's classes: no restyle at mount
         self.workspace: WorkspaceView | None = None
         """The Workspace once opened."""
+        self._badges_at = 0.0
+        """When the badges were last recounted (``time.monotonic``)."""
+        self._badges_due = False
+        """A recount is set for the end of the frame."""
 
     def compose(self) -> ComposeResult:
         yield BadgeBar(id="badges")
@@ -320,9 +327,14 @@ class MainScreen(Screen[None]):
 
     @on(ServicesChanged)
     def _changed(self, event: ServicesChanged) -> None:
-        for pane in self.query(pane_base()):
-            pane.changed(event.changes)
-        self.update_badges()
+        base = pane_base()
+        for pane in self.get_child_by_id("body").children:  # the panes are the body's children: no DOM query
+            if isinstance(pane, base):
+                pane.changed(event.changes)
+        if all(change.kind == "run.event" for change in event.changes):
+            self._badges_soon()  # a stream of run events: the badges at most once a frame
+        else:
+            self.update_badges()
         for change in event.changes:
             if change.source != "workspace":
                 continue
@@ -338,8 +350,20 @@ class MainScreen(Screen[None]):
         if self.placed:
             self.pane(event.pane).select_key(event.key)
 
+    def _badges_soon(self) -> None:
+        """Recount the badges now, or at the end of the frame when they were recounted within it."""
+        if self._badges_due:
+            return
+        wait = self._badges_at + BADGES_EVERY - time.monotonic()
+        if wait <= 0:
+            self.update_badges()
+        else:
+            self._badges_due = True
+            self.set_timer(wait, self.update_badges)
+
     def update_badges(self) -> None:
         """Recount the header badges from the services."""
+        self._badges_due, self._badges_at = False, time.monotonic()
         if self.workspace is None:
             return
         desk = self.workspace.desk

@@ -23,7 +23,8 @@ class WorkspaceOpened(Message):
 
 @dataclass
 class ServicesChanged(Message):
-    """A batch of changes the services published since the last batch (in order)."""
+    """A batch of changes the services published since the last batch (in order; a run's ``run.event``
+    changes only the first of the batch: a pane reads the run's new events from the desk)."""
 
     changes: tuple[Change, ...]
 

@@ -6,13 +6,13 @@ Every line is built from sanitised, clipped text; the stream renders it with mar
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from services.desk import OperatorAction, RefusalRecord
 
 from .text import LINE_CAP, safe, short_time
 
-__all__ = ["STATUS_GLYPHS", "raw_line", "conversation_lines", "action_line", "refusal_line", "event_fields", "merge_lines"]
+__all__ = ["STATUS_GLYPHS", "raw_line", "conversation_lines", "conversation_of", "action_line", "refusal_line", "event_fields", "merge_lines"]
 
 STATUS_GLYPHS = {"running": "▶", "idle": "◦", "waiting_on_user": "?", "settled": "■", "deleted": "✗"}
 """One glyph per run status, shown in the runs list."""
@@ -54,6 +54,12 @@ def raw_line(event: Mapping[str, object]) -> str:
     """One event as one raw line: ``seq time node type {fields}``."""
     fields = json.dumps(event_fields(event), ensure_ascii=False, default=str)
     return safe(f"{event.get('seq', 0):>5} {_hms(event.get('at'))} {_node(event)} {event.get('type', '')} {fields}", LINE_CAP)
+
+
+def conversation_of(events: Iterable[Mapping[str, object]]) -> list[str]:
+    """The lines a run of events adds to the conversation (the quiet ones are passed over unread)."""
+    quiet = _QUIET
+    return [line for event in events if event.get("type") not in quiet for line in conversation_lines(event)]
 
 
 def conversation_lines(event: Mapping[str, object]) -> list[str]:

@@ -7,6 +7,7 @@ the stream, attributed. A refusal in the stream names the grant revision behind 
 
 from __future__ import annotations
 
+import re
 import time
 from typing import get_args
 
@@ -26,7 +27,7 @@ from services.desk import JUDGE_USER, OperatorAction, RefusalRecord, RunDetail, 
 from .dialogs import ConfirmDialog, DetailDialog, Field
 from .dialogs.form import json_object_check
 from .messages import JumpRequested
-from .run_lines import STATUS_GLYPHS, conversation_lines, merge_lines, raw_line, refusal_line, action_line
+from .run_lines import STATUS_GLYPHS, conversation_of, merge_lines, raw_line, refusal_line, action_line
 from .text import DETAIL_CAP, age, cell_text, counted, words, highlight, iso, notify_plain, safe, safe_text, tone
 from .widgets.fit_table import FitTable, fit_cell
 from .widgets.pane import Pane, PaletteAction, Said, is_current
@@ -42,6 +43,8 @@ Row = tuple[Text, Text, Text, Text, Text, Text]
 """A run's cells in the list: glyph, title, status, age, person, activity."""
 FRAME_HZ = 60
 """How often run events given by the change feed are applied (once a frame, in one batch)."""
+_DIGITS = re.compile("[0-9]").sub
+"""Replaces each digit (the info line's counts change while its run streams; its shape does not)."""
 INFO_EVERY = 0.25
 """Seconds between redraws of the info line while its run streams (a redraw lays the pane out again)."""
 
@@ -92,6 +95,8 @@ class RunsPane(Pane):
         """The info line waits for a redraw (its run gained events)."""
         self._info_at = 0.0
         """When the info line was last drawn (``time.monotonic``)."""
+        self._info_shape = ""
+        """The info line last drawn with its digits as ``0``: the same shape takes the same rows."""
         self._actions = 0
         self._refusals = 0
 
@@ -220,7 +225,7 @@ class RunsPane(Pane):
         if not events:
             return []
         self._seq = seq_of(events[-1])
-        return [raw_line(e) for e in events] if self.raw else [line for e in events for line in conversation_lines(e)]
+        return [raw_line(e) for e in events] if self.raw else conversation_of(events)
 
     def _apply_events(self) -> None:
         """One frame's worth of given run events: the selected run's new lines, and the rows of the
@@ -277,6 +282,7 @@ class RunsPane(Pane):
         parts = self._run_parts(events=False)
         if parts is None:
             info.update(Text("no run selected" if self.workspace else "opening the workspace…", style="dim"))
+            self._info_shape = ""
             return
         run, _, refusals = parts
         text = Text()
@@ -294,7 +300,9 @@ class RunsPane(Pane):
             last = refusals[-1]
             text.append(f"\n‼ {safe(last.code, 60)} from the grant of {safe(last.user_id, 60)} at rev {last.rev} (g)",
                         style=tone("bad"))
-        info.update(text)
+        shape = _DIGITS("0", text.plain)
+        info.update(text, layout=shape != self._info_shape)  # only a count changed: the same rows, repainted
+        self._info_shape = shape
 
     def _still_refused(self, user_id: str) -> bool:
         """Whether the person's grant refuses the app now (not active, or a refusal set for the next refresh)."""
@@ -310,8 +318,8 @@ class RunsPane(Pane):
         mode = "raw events" if self.raw else "conversation"
         state = f"paused · +{stream.held} new" if stream.paused else "following"
         wrap = "wrapped" if stream.wrap else "unwrapped"
-        self.query_one("#stream-state", Label).update(
-            Text(f"{state} · {mode} · {wrap}  (p pause · v view · w wrap · o event)"))
+        self.query_one("#stream-state", Label).update(  # one full-width row (main.tcss): no layout pass
+            Text(f"{state} · {mode} · {wrap}  (p pause · v view · w wrap · o event)"), layout=False)
 
     def body_mounted(self) -> None:
         self._frame = self.set_interval(1 / FRAME_HZ, self._frame_tick, pause=True)
@@ -497,6 +505,7 @@ class RunsPane(Pane):
     def action_toggle_pause(self) -> None:
         stream = self.query_one("#runs-stream", EventStream)
         stream.paused = not stream.paused
+        self._show_stream_state()  # in this frame, not after the stream's message comes back up
 
     def action_toggle_view(self) -> None:
         self.raw = not self.raw

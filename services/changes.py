@@ -3,17 +3,23 @@
 A ``ChangeFeed`` fans each published change out to every subscriber. Publishing is safe from any
 thread (watchdog's observer thread, ``asyncio.to_thread`` workers): subscribers' queues belong to
 their event loop and are fed with ``call_soon_threadsafe``.
+
+A burst (a run's batch of events appended at once) is published with ``publish_many``: every
+subscriber still sees every change, in order, exactly once, but a subscriber that takes a batch
+(``subscribe(..., many=...)``) is called once for the whole burst, and a queue is fed in one hop.
+A run's burst travels as ``RunEvents``: a sequence that reads as its ``run.event`` changes (each
+built when it is read), so a batch subscriber that knows it takes the run's events in one step.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
-__all__ = ["Change", "ChangeFeed"]
+__all__ = ["Change", "ChangeFeed", "RunEvents"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,18 +36,56 @@ class Change:
     """A small JSON-like payload; never a live ORM object."""
 
 
+class RunEvents(Sequence[Change]):
+    """A burst of one run's new events, published at once: reads as the changes
+    ``Change(source, "run.event", run_id, {"event": event, **data})`` of each event, in order."""
+
+    __slots__ = ("source", "run_id", "events", "data")
+
+    def __init__(self, source: str, run_id: str, events: Sequence[dict[str, Any]], data: dict[str, Any]) -> None:
+        self.source = source
+        """The publishing service (``cloud``)."""
+        self.run_id = run_id
+        """The run whose events these are."""
+        self.events = events
+        """The events, oldest first (the cloud's own objects: read, never changed)."""
+        self.data = data
+        """What each change carries besides its event (``user_id``)."""
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    @overload
+    def __getitem__(self, index: int) -> Change: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Change]: ...
+
+    def __getitem__(self, index: int | slice) -> Change | Sequence[Change]:
+        if isinstance(index, slice):
+            return RunEvents(self.source, self.run_id, self.events[index], self.data)
+        return Change(self.source, "run.event", self.run_id, {"event": self.events[index], **self.data})
+
+    def __iter__(self) -> Iterator[Change]:
+        source, run_id, data = self.source, self.run_id, self.data
+        for event in self.events:
+            yield Change(source, "run.event", run_id, {"event": event, **data})
+
+
 class _Subscriber:
-    __slots__ = ("loop", "queue", "callback")
+    __slots__ = ("loop", "queue", "callback", "many")
 
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop | None,
         queue: asyncio.Queue[Change] | None,
         callback: Callable[[Change], None] | None,
+        many: Callable[[Sequence[Change]], None] | None = None,
     ) -> None:
         self.loop = loop
         self.queue = queue
         self.callback = callback
+        self.many = many
 
 
 class ChangeFeed:
@@ -74,15 +118,50 @@ class ChangeFeed:
             else:
                 sub.loop.call_soon_threadsafe(sub.queue.put_nowait, change)
 
+    def publish_many(self, changes: Sequence[Change]) -> None:
+        """Hand every change of ``changes`` to every subscriber, in order; callable from any thread.
+
+        A subscriber that takes batches is called once with all of them; a plain callback once per
+        change; an async iterator's queue is fed in one hop onto its loop."""
+        if not changes:
+            return
+        running: asyncio.AbstractEventLoop | None | bool = False
+        for sub in self._subscribers:
+            if sub.many is not None:
+                sub.many(changes)
+                continue
+            callback = sub.callback
+            if callback is not None:
+                for change in changes:
+                    callback(change)
+                continue
+            assert sub.loop is not None and sub.queue is not None
+            if sub.loop.is_closed():
+                continue
+            if running is False:
+                try:
+                    running = asyncio.get_running_loop()
+                except RuntimeError:
+                    running = None
+            if running is sub.loop:
+                _put_all(sub.queue, changes)
+            else:
+                sub.loop.call_soon_threadsafe(_put_all, sub.queue, tuple(changes))
+
     def announce(self, source: str, kind: str, id: str = "", **data: Any) -> Change:
         """Build a ``Change`` and publish it; returns it."""
         change = Change(source, kind, id, data)
         self.publish(change)
         return change
 
-    def subscribe(self, callback: Callable[[Change], None]) -> Callable[[], None]:
-        """Call ``callback`` synchronously for every change; returns the function that unsubscribes."""
-        sub = _Subscriber(None, None, callback)
+    def subscribe(
+        self, callback: Callable[[Change], None], *, many: Callable[[Sequence[Change]], None] | None = None
+    ) -> Callable[[], None]:
+        """Call ``callback`` synchronously for every change; returns the function that unsubscribes.
+
+        With ``many``, a burst published at once (``publish_many``) is handed to ``many`` in one call
+        instead of to ``callback`` change by change."""
+        sub = _Subscriber(None, None, callback, many)
         with self._lock:
             self._subscribers = (*self._subscribers, sub)
         return lambda: self._remove(sub)
@@ -102,3 +181,8 @@ class ChangeFeed:
     def _remove(self, sub: _Subscriber) -> None:
         with self._lock:
             self._subscribers = tuple(s for s in self._subscribers if s is not sub)
+
+
+def _put_all(queue: asyncio.Queue[Change], changes: Sequence[Change]) -> None:
+    for change in changes:
+        queue.put_nowait(change)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .changes import Change, ChangeFeed
+from .changes import Change, ChangeFeed, RunEvents
 from .clock import iso
 from .desk import Desk, OperatorError, RunDetail, seq_of
 from .files import CorruptFileError, atomic_write_json, read_json
@@ -145,7 +145,7 @@ class RunFollower:
                 self._queue.put_nowait(Change("cloud", "run.started", run_id))
                 for event in self.desk.detail(run_id).events:
                     self._queue.put_nowait(Change("cloud", "run.event", run_id, {"event": event}))
-        self._unsubscribe = self.feed.subscribe(self._on_change)
+        self._unsubscribe = self.feed.subscribe(self._on_change, many=self._on_changes)
         self._task = asyncio.get_running_loop().create_task(self._drain())
 
     async def stop(self) -> None:
@@ -174,6 +174,19 @@ class RunFollower:
             if not isinstance(event, dict) or event.get("type") in _QUIET:
                 return  # a change that carries no event object has nothing to apply
         self._queue.put_nowait(change)
+
+    def _on_changes(self, changes: Sequence[Change]) -> None:
+        """A burst: a run's events are looked at by type first, so a quiet one costs no change object."""
+        if not isinstance(changes, RunEvents):
+            for change in changes:
+                self._on_change(change)
+            return
+        if changes.source != "cloud":
+            return
+        put, data = self._queue.put_nowait, changes.data
+        for event in changes.events:
+            if event.get("type") not in _QUIET:
+                put(Change("cloud", "run.event", changes.run_id, {"event": event, **data}))
 
     async def _drain(self) -> None:
         while True:

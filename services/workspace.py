@@ -34,7 +34,7 @@ server is headless (``workbench serve``), the first window attached, reading run
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
@@ -43,7 +43,7 @@ import hashlib
 import os
 from functools import partial
 
-from .changes import Change, ChangeFeed
+from .changes import Change, ChangeFeed, RunEvents
 from .clock import Clock
 from .files import atomic_write_json
 from .desk.models import JUDGE_USER, CaptureFailure
@@ -148,7 +148,7 @@ class Workspace:
         it, so the world's judgments come in the same order whatever finishes first."""
         self._knowledge_seeded.set()
         self._captures: dict[tuple[str, str], CaptureFailure] = {}
-        self.feed.subscribe(self._track_capture)
+        self.feed.subscribe(self._track_capture, many=self._track_captures)
 
     @classmethod
     async def open(cls, path: Path | str | None = None, *, settings: Settings | None = None) -> "Workspace":
@@ -177,6 +177,11 @@ class Workspace:
                 change.source, change.id, error, self.settings.clock.time())
         elif change.kind in ("capture.completed", "capture.appended"):
             self._captures.pop((change.source, change.id), None)
+
+    def _track_captures(self, changes: Sequence[Change]) -> None:
+        if not isinstance(changes, RunEvents):  # a run's burst of events holds no capture
+            for change in changes:
+                self._track_capture(change)
 
     def capture_failures(self) -> list[CaptureFailure]:
         """Captures that failed and have not succeeded since, oldest first."""

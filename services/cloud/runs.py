@@ -14,7 +14,7 @@ import functools
 import itertools
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -73,6 +73,12 @@ class RunStreamFeed:
             self.pending.append((kind, data))
             self._wake()
 
+    def push_many(self, kind: str, items: list[dict[str, Any]]) -> None:
+        """``push`` of each of ``items``, in order, with one wake-up."""
+        if not self.closed:
+            self.pending.extend([(kind, data) for data in items])
+            self._wake()
+
     def close(self) -> None:
         if not self.closed:
             self.closed = True
@@ -112,6 +118,8 @@ class RunLedger(Protocol):
     def forget_run_keys(self, run: "FakeRun") -> None: ...
 
     def run_changed(self, run: "FakeRun", event: dict[str, Any] | None) -> None: ...
+
+    def runs_changed(self, run: "FakeRun", events: list[dict[str, Any]]) -> None: ...
 
 
 class RunHost(Protocol):
@@ -285,10 +293,43 @@ class FakeRun:
 
     def emit(self, type: str, fields: dict[str, Any] | None = None, *, node_id: str | None = None) -> dict[str, Any]:
         """Append any event; another ``node_id`` is a child node's event."""
+        event = self._append(type, fields, node_id)
+        for stream in self.streams:
+            stream.push("event", event)
+        self.cloud.state.run_changed(self, event)
+        return event
+
+    def emit_many(
+        self, events: Iterable[tuple[str, dict[str, Any] | None]], *, node_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Append a burst of events (``(type, fields)`` pairs) at once: each is appended as ``emit``
+        appends it, then the burst is streamed and published together (every stream and every change
+        subscriber sees each event, in order, once). Returns the events appended."""
+        if self.deleted:
+            raise CloudError(404, "run_not_found", f"run {self.id} was deleted")
+        append = self._append
+        appended: list[dict[str, Any]] = []
+        now = self.cloud.clock.time()  # appended at once: one time for the whole burst
+        try:
+            for type, fields in events:
+                appended.append(append(type, fields, node_id, now))
+        finally:  # a bad pair stops the burst; what was appended before it is streamed and published
+            if appended:
+                for stream in self.streams:
+                    stream.push_many("event", appended)
+                self.cloud.state.runs_changed(self, appended)
+        return appended
+
+    def _append(
+        self, type: str, fields: dict[str, Any] | None, node_id: str | None, now: float | None = None
+    ) -> dict[str, Any]:
+        """One event appended to the log at ``now`` (default: the clock's time), the run's status
+        re-derived; not streamed or published yet."""
         if self.deleted:
             raise CloudError(404, "run_not_found", f"run {self.id} was deleted")
         seq = self.seq = self.seq + 1
-        now = self.cloud.clock.time()
+        if now is None:
+            now = self.cloud.clock.time()
         run_id = self.id
         event = {
             "id": str(seq),
@@ -299,16 +340,13 @@ class FakeRun:
             "at": _iso_ms(now),
         }
         if fields:
-            event.update(_own_copy(fields))
+            event.update(_own_copy(fields))  # update copies the top level: only nested values need a copy
         self.events.append(event)
         self.updated_at = now
         if event["type"] in _REDUCERS:
             self._reduce(event)
         elif self.activity not in _RESTING and self.status == "running" and event["node_id"] == run_id:
             self.activity = "thinking"  # any other root event: the run is thinking again
-        for stream in self.streams:
-            stream.push("event", event)
-        self.cloud.state.run_changed(self, event)
         return event
 
     def close_idle(self) -> None:
@@ -395,15 +433,17 @@ class FakeRun:
 
 
 _SCALARS = (str, int, float, bool, type(None))
+_SCALAR_TYPES = frozenset(_SCALARS)
+"""The exact scalar types (a set lookup, before the ``isinstance`` that also takes their subclasses)."""
 
 
 def _own_copy(fields: dict[str, Any]) -> dict[str, Any]:
-    """A copy of an event's fields the caller cannot change afterwards: a shallow copy when every
-    value is a scalar (the common delta), a deep copy otherwise."""
+    """Fields whose values the caller cannot change afterwards once their top level is copied (into
+    the event): ``fields`` itself when every value is a scalar (the common delta), a deep copy otherwise."""
     for value in fields.values():
-        if not isinstance(value, _SCALARS):
+        if type(value) not in _SCALAR_TYPES and not isinstance(value, _SCALARS):
             return copy.deepcopy(fields)
-    return dict(fields)
+    return fields
 
 
 @functools.lru_cache(maxsize=8)

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..changes import Change, ChangeFeed
+from ..changes import Change, ChangeFeed, RunEvents
 from ..clock import Clock
 from ..wire import ACCESS_TOKEN_TYPE
 from .errors import CloudError
@@ -231,6 +231,12 @@ class CloudState:
             changes.announce("cloud", "run.deleted", run.id, user_id=run.user_id)
             return
         changes.publish(Change("cloud", "run.event", run.id, {"event": event, "user_id": run.user_id}))
+        if not run.streams:
+            self.owe_notice(run)
+
+    def runs_changed(self, run: FakeRun, events: list[dict[str, Any]]) -> None:
+        """Publish a burst of a run's new events at once (``run_changed`` of each, in one publication)."""
+        self.cloud.changes.publish_many(RunEvents("cloud", run.id, events, {"user_id": run.user_id}))
         if not run.streams:
             self.owe_notice(run)
 

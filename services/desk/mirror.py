@@ -19,11 +19,14 @@ reads the whole run again; ``events`` answers the whole log.
 from __future__ import annotations
 
 import threading
+from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..times import parse_time
+
+from ..changes import RunEvents
 
 if TYPE_CHECKING:
     from ..changes import Change, ChangeFeed
@@ -62,7 +65,27 @@ def converted(event: Mapping[str, object]) -> dict[str, object]:
     last = _last_at
     if at != last[0] or type(at) is not type(last[0]):
         last = _last_at = (at, parse_time(at))
-    return {**event, "at": last[1]}
+    out = dict(event)  # a plain copy, then one key set: faster than ``{**event, "at": ...}``
+    out["at"] = last[1]
+    return out
+
+
+def _converted_all(events: Sequence[Mapping[str, object]]) -> list[dict[str, object]]:
+    """``converted`` of each of ``events``, in one loop (a burst shares its times: each parsed once)."""
+    global _last_at
+    raw, seconds = _last_at
+    out: list[dict[str, object]] = []
+    append = out.append
+    for event in events:
+        copied = dict(event)
+        if "at" in copied:
+            at = copied["at"]
+            if at != raw or type(at) is not type(raw):
+                raw, seconds = at, parse_time(at)
+            copied["at"] = seconds
+        append(copied)
+    _last_at = (raw, seconds)
+    return out
 
 
 class _Log:
@@ -84,7 +107,7 @@ class _Log:
 
     def fill(self, events: Sequence[Mapping[str, object]]) -> None:
         """The whole log, read afresh."""
-        self.events = [converted(event) for event in events]
+        self.events = _converted_all(events)
         self.fresh = []
         self.seen = len(events)
         self.first = events[0] if events else None
@@ -105,7 +128,7 @@ class _Log:
         self.last = fresh[-1]
         if self.first is None:
             self.first = fresh[0]
-        self.events.extend(converted(event) for event in fresh)
+        self.events.extend(_converted_all(fresh))
 
 
 class RunMirror:
@@ -120,7 +143,7 @@ class RunMirror:
         self._runs: OrderedDict[str, _Log] = OrderedDict()
         self._lock = threading.Lock()
         self._unsubscribe: Callable[[], None] | None = (
-            feed.subscribe(self.given) if feed is not None and source is not None else None)
+            feed.subscribe(self.given, many=self.given_many) if feed is not None and source is not None else None)
 
     def close(self) -> None:
         """Stop following the feed."""
@@ -145,6 +168,49 @@ class RunMirror:
         with self._lock:
             if seq > log.top:
                 log.add(event, seq)
+
+    def given_many(self, changes: Sequence[Change]) -> None:
+        """A burst of changes from the feed (a run's events appended at once), as ``given`` takes each,
+        in one pass under one lock (a run's burst, ``RunEvents``, in one step)."""
+        if isinstance(changes, RunEvents):
+            if changes.source == "cloud":
+                self._given_events(changes.run_id, changes.events)
+            return
+        runs = self._runs
+        run_id: str | None = None
+        log: _Log | None = None
+        with self._lock:
+            for change in changes:
+                if change.kind != "run.event" or change.source != "cloud":
+                    if change.kind == "attach.reloaded":
+                        runs.clear()
+                        run_id = log = None
+                    continue
+                if change.id != run_id:
+                    run_id = change.id
+                    log = runs.get(run_id)
+                event = change.data.get("event")
+                if log is None or not isinstance(event, Mapping):
+                    continue
+                seq = seq_of(event)
+                if seq > log.top:
+                    log.fresh.append(event)
+                    log.top = seq
+
+    def _given_events(self, run_id: str, events: Sequence[Mapping[str, object]]) -> None:
+        """A held run's new events, oldest first: those after the newest held are queued at once."""
+        log = self._runs.get(run_id)
+        if log is None or not events:
+            return
+        with self._lock:
+            top = log.top
+            start = 0
+            if seq_of(events[0]) <= top:  # some were held already (read from the source meanwhile)
+                start = next((i for i, event in enumerate(events) if seq_of(event) > top), len(events))
+                if start == len(events):
+                    return
+            log.fresh.extend(events[start:] if start else events)
+            log.top = max(top, seq_of(events[-1]))
 
     # -- fed by its holder (a served window) -----------------------------------------------------
 
@@ -201,7 +267,7 @@ class RunMirror:
                 log.fill(events)  # cut at its start, or read afresh: convert again
             elif done < len(events):
                 more = events[done:]
-                log.events.extend(converted(event) for event in more)
+                log.events.extend(_converted_all(more))
                 log.seen, log.last, log.top = len(events), events[-1], seq_of(events[-1])
                 if log.first is None:
                     log.first = events[0]
@@ -211,10 +277,9 @@ class RunMirror:
         """The run's events after ``seq`` (each ``at`` in seconds), oldest first; only those are read."""
         log = self._log(run_id)
         events = log.events
-        start = len(events)
-        while start and seq_of(events[start - 1]) > seq:
-            start -= 1
-        return events[start:]
+        if not events or seq_of(events[-1]) <= seq:
+            return []
+        return events[bisect_right(events, seq, key=seq_of):]  # a log's sequence numbers only grow
 
     def forget(self, run_id: str | None = None) -> None:
         """Drop one run's log (or every one): over a live source, the next read takes it again."""
