@@ -96,33 +96,16 @@ class ChangeFeed:
         self._lock = threading.Lock()  # serialises replacing the tuple
 
     def publish(self, change: Change) -> None:
-        """Hand ``change`` to every subscriber; callable from any thread.
-
-        The subscribers are an immutable tuple replaced whole on (un)subscribe, so a publication
-        reads it without the lock and never copies it."""
-        running: asyncio.AbstractEventLoop | None | bool = False  # False: not looked up yet
-        for sub in self._subscribers:
-            if sub.callback is not None:
-                sub.callback(change)
-                continue
-            assert sub.loop is not None and sub.queue is not None
-            if sub.loop.is_closed():
-                continue
-            if running is False:
-                try:
-                    running = asyncio.get_running_loop()
-                except RuntimeError:
-                    running = None
-            if running is sub.loop:
-                sub.queue.put_nowait(change)
-            else:
-                sub.loop.call_soon_threadsafe(sub.queue.put_nowait, change)
+        """Hand ``change`` to every subscriber; callable from any thread (``publish_many`` of one)."""
+        self.publish_many((change,))
 
     def publish_many(self, changes: Sequence[Change]) -> None:
         """Hand every change of ``changes`` to every subscriber, in order; callable from any thread.
 
         A subscriber that takes batches is called once with all of them; a plain callback once per
-        change; an async iterator's queue is fed in one hop onto its loop."""
+        change; an async iterator's queue is fed in one hop onto its loop. The subscribers are an
+        immutable tuple replaced whole on (un)subscribe, so a publication reads it without the lock
+        and never copies it."""
         if not changes:
             return
         running: asyncio.AbstractEventLoop | None | bool = False

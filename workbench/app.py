@@ -115,17 +115,7 @@ class WorkbenchApp(WorkbenchBase):
         collect_less_often()
         loop = asyncio.get_running_loop()
 
-        def on_change(change: Change) -> None:  # any thread: hop onto the loop, then batch
-            try:
-                running = asyncio.get_running_loop()
-            except RuntimeError:
-                running = None
-            if running is loop:
-                self._queue_change(change)
-            elif not loop.is_closed():
-                loop.call_soon_threadsafe(self._queue_change, change)
-
-        def on_changes(changes: Sequence[Change]) -> None:  # a burst published at once: one hop, one pass
+        def on_changes(changes: Sequence[Change]) -> None:  # any thread: one hop onto the loop, then batch
             try:
                 running = asyncio.get_running_loop()
             except RuntimeError:
@@ -135,7 +125,7 @@ class WorkbenchApp(WorkbenchBase):
             elif not loop.is_closed():
                 loop.call_soon_threadsafe(self._queue_changes, tuple(changes))
 
-        self._unsubscribe = workspace.feed.subscribe(on_change, many=on_changes)
+        self._unsubscribe = workspace.feed.subscribe(lambda change: on_changes((change,)), many=on_changes)
         self.main.post_message(WorkspaceOpened(workspace))
         attached = getattr(workspace, "attached", None)
         if attached is not None:  # another process serves this folder: this window shares its cloud
@@ -147,9 +137,6 @@ class WorkbenchApp(WorkbenchBase):
         if server is not None:  # workbench --serve: where apps reach this workspace's cloud
             self.notify(f"serving {server.url} (control token in serve.json)", title="Served", markup=False,
                         timeout=10)
-
-    def _queue_change(self, change: Change) -> None:
-        self._queue_changes((change,))
 
     def _queue_changes(self, changes: Sequence[Change]) -> None:
         """Queue changes for the next ``ServicesChanged``; a run's events are named once a batch (the
