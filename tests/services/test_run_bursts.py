@@ -5,26 +5,15 @@ event, in order, exactly once."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
 import pytest
 
 from services.changes import Change, ChangeFeed, RunEvents
-from services.clock import FakeClock
-from services.desk import JUDGE_USER, seq_of
-from services.workspace import Settings, Workspace
+from services.desk import seq_of
+from services.workspace import Workspace
 
-
-@pytest.fixture
-async def ws(tmp_path: Path) -> AsyncIterator[Workspace]:
-    workspace = await Workspace.open(settings=Settings(path=tmp_path / "ws", clock=FakeClock(1_800_000_000.0)))
-    yield workspace
-    await workspace.close()
-
-
-def _person_run(ws: Workspace) -> str:
-    return next(v.id for v in ws.desk.runs() if v.user_id != JUDGE_USER)
+from .conftest import person_run
 
 
 def _burst(n: int, start: int = 0) -> list[tuple[str, dict[str, object] | None]]:
@@ -73,7 +62,7 @@ async def test_publish_many_reaches_every_kind_of_subscriber_in_order_once() -> 
 
 
 async def test_the_mirror_and_a_pane_read_take_a_burst_once_in_order(ws: Workspace) -> None:
-    desk, run_id = ws.desk, _person_run(ws)
+    desk, run_id = ws.desk, person_run(ws)
     last = seq_of(desk.detail(run_id).events[-1])  # held by the mirror from here on
     run = ws.cloud.runs.get(run_id)
     run.emit_many(_burst(3))
@@ -90,7 +79,7 @@ async def test_the_mirror_and_a_pane_read_take_a_burst_once_in_order(ws: Workspa
 
 
 async def test_the_follower_takes_the_events_of_a_burst_that_it_applies(ws: Workspace) -> None:
-    run_id = _person_run(ws)
+    run_id = person_run(ws)
     run = ws.cloud.runs.get(run_id)
     assert ws.follower is not None
     await ws.follower.idle()

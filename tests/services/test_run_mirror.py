@@ -3,30 +3,15 @@ only the events after a pane's last one handed to it (the pane never reads the w
 
 from __future__ import annotations
 
-from pathlib import Path
-from collections.abc import AsyncIterator
-
-import pytest
-
 from services.changes import Change
-from services.clock import FakeClock
-from services.desk import JUDGE_USER, seq_of
-from services.workspace import Settings, Workspace
+from services.desk import seq_of
+from services.workspace import Workspace
 
-
-@pytest.fixture
-async def ws(tmp_path: Path) -> AsyncIterator[Workspace]:
-    workspace = await Workspace.open(settings=Settings(path=tmp_path / "ws", clock=FakeClock(1_800_000_000.0)))
-    yield workspace
-    await workspace.close()
-
-
-def _person_run(ws: Workspace) -> str:
-    return next(v.id for v in ws.desk.runs() if v.user_id != JUDGE_USER)
+from .conftest import person_run
 
 
 async def test_a_pane_is_handed_only_the_events_after_its_last_converted_once(ws: Workspace) -> None:
-    desk, run_id = ws.desk, _person_run(ws)
+    desk, run_id = ws.desk, person_run(ws)
     whole = desk.detail(run_id).events
     last = seq_of(whole[-1])
     assert desk.events_since(run_id, last) == []
@@ -44,7 +29,7 @@ async def test_a_pane_is_handed_only_the_events_after_its_last_converted_once(ws
 
 
 async def test_a_log_cut_at_its_start_is_read_again(ws: Workspace) -> None:
-    desk, run_id = ws.desk, _person_run(ws)
+    desk, run_id = ws.desk, person_run(ws)
     before = desk.detail(run_id).events
     assert len(before) > 2
     ws.cloud.runs.get(run_id).expire_events(seq_of(before[1]))
@@ -53,7 +38,7 @@ async def test_a_log_cut_at_its_start_is_read_again(ws: Workspace) -> None:
 
 
 async def test_a_change_carrying_no_usable_event_is_left_out(ws: Workspace) -> None:
-    desk, run_id = ws.desk, _person_run(ws)
+    desk, run_id = ws.desk, person_run(ws)
     last = seq_of(desk.detail(run_id).events[-1])
     ws.feed.publish(Change("cloud", "run.event", run_id, {"event": "not an object"}))
     ws.feed.publish(Change("cloud", "run.event", run_id, {"event": {"seq": "not a number", "type": "x"}}))
@@ -63,7 +48,7 @@ async def test_a_change_carrying_no_usable_event_is_left_out(ws: Workspace) -> N
 
 
 async def test_after_a_fresh_read_of_every_run_each_run_is_read_again(ws: Workspace) -> None:
-    desk, run_id = ws.desk, _person_run(ws)
+    desk, run_id = ws.desk, person_run(ws)
     last = seq_of(desk.detail(run_id).events[-1])
     ws.feed.publish(Change("workspace", "attach.reloaded", "http://127.0.0.1:1"))
     ws.cloud.runs.get(run_id).emit("node.activity", {"text": "after"})  # the run is not held: the book has it
