@@ -96,40 +96,32 @@ class ChangeFeed:
         self._lock = threading.Lock()  # serialises replacing the tuple
 
     def publish(self, change: Change) -> None:
-        """Hand ``change`` to every subscriber; callable from any thread (``publish_many`` of one)."""
-        self.publish_many((change,))
+        """Hand ``change`` to every subscriber; callable from any thread.
+
+        The subscribers are an immutable tuple replaced whole on (un)subscribe, so a publication
+        reads it without the lock and never copies it. One change goes to each subscriber's
+        ``callback`` (a run's events are published one by one at this rate: no batch is built)."""
+        for sub in self._subscribers:
+            if sub.callback is not None:
+                sub.callback(change)
+            else:
+                _enqueue(sub, (change,))
 
     def publish_many(self, changes: Sequence[Change]) -> None:
         """Hand every change of ``changes`` to every subscriber, in order; callable from any thread.
 
         A subscriber that takes batches is called once with all of them; a plain callback once per
-        change; an async iterator's queue is fed in one hop onto its loop. The subscribers are an
-        immutable tuple replaced whole on (un)subscribe, so a publication reads it without the lock
-        and never copies it."""
+        change; an async iterator's queue is fed in one hop onto its loop."""
         if not changes:
             return
-        running: asyncio.AbstractEventLoop | None | bool = False
         for sub in self._subscribers:
             if sub.many is not None:
                 sub.many(changes)
-                continue
-            callback = sub.callback
-            if callback is not None:
+            elif sub.callback is not None:
                 for change in changes:
-                    callback(change)
-                continue
-            assert sub.loop is not None and sub.queue is not None
-            if sub.loop.is_closed():
-                continue
-            if running is False:
-                try:
-                    running = asyncio.get_running_loop()
-                except RuntimeError:
-                    running = None
-            if running is sub.loop:
-                _put_all(sub.queue, changes)
+                    sub.callback(change)
             else:
-                sub.loop.call_soon_threadsafe(_put_all, sub.queue, tuple(changes))
+                _enqueue(sub, changes)
 
     def announce(self, source: str, kind: str, id: str = "", **data: Any) -> Change:
         """Build a ``Change`` and publish it; returns it."""
@@ -164,6 +156,21 @@ class ChangeFeed:
     def _remove(self, sub: _Subscriber) -> None:
         with self._lock:
             self._subscribers = tuple(s for s in self._subscribers if s is not sub)
+
+
+def _enqueue(sub: _Subscriber, changes: Sequence[Change]) -> None:
+    """Put ``changes`` on an async iterator's queue: directly on its own loop, else in one hop onto it."""
+    assert sub.loop is not None and sub.queue is not None
+    if sub.loop.is_closed():
+        return
+    try:
+        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is sub.loop:
+        _put_all(sub.queue, changes)
+    else:
+        sub.loop.call_soon_threadsafe(_put_all, sub.queue, tuple(changes))
 
 
 def _put_all(queue: asyncio.Queue[Change], changes: Sequence[Change]) -> None:
