@@ -37,9 +37,10 @@ from .errors import CanvasError
 from .models import DocumentRow, NodeRow, ObjectRow
 from .names import ReaderView
 from .objects import OWNER, OWNER_REF, get_row, summaries_by_id
-from .profiles import LIMIT_RANK, limit_of, purview_of
+from .profiles import LIMIT_RANK, limit_of, purview_from, purview_of
 from .rule_index import driver_rows, one_of, rules_by_document
-from .views import BootContext, BootItem, JsonValue, LoadVerdict, NotLoaded, ObjectSummary, Rule
+from .views import (BootContext, BootItem, JsonValue, LoadVerdict, NotLoaded, ObjectSummary, Rule,
+                    positional_builder)
 
 __all__ = ["REASONS", "DELIVERY_EVENTS", "node_view_of", "boot_context", "explain", "who_loads"]
 
@@ -50,14 +51,15 @@ DELIVERY_EVENTS = ("boot", "workspace-open")
 _LEVELS = ("name", "preview", "content")
 _MAX_LINKS = 50
 
+# The read models built for every document a node weighs, by position and without the frozen guard's
+# per-field cost (``positional_builder``): a boot context builds one to three for each of them.
+_summary = positional_builder(ObjectSummary)
+_not_loaded = positional_builder(NotLoaded)
+_item = positional_builder(BootItem)
+
 
 # The fixed lookups of one evaluation, built once: a statement made per call costs more to build and key
 # for SQLAlchemy's cache than the database takes to answer it.
-_NODE_BY_ID = select(ObjectRow, NodeRow).join(NodeRow, NodeRow.object_id == ObjectRow.id).where(
-    ObjectRow.id == bindparam("id"))
-_OBJECTS_BY_ID = select(ObjectRow).where(ObjectRow.id.in_(bindparam("ids", expanding=True)))
-_PARENT = select(NodeRow.parent_id).where(NodeRow.object_id == bindparam("id"))
-_TYPE_AND_HANDLE = select(ObjectRow.type, ObjectRow.handle).where(ObjectRow.id == bindparam("id"))
 _OWNERS = select(OWNER.id, OWNER.type, OWNER.handle, OWNER_REF).where(OWNER.id.in_(bindparam("ids", expanding=True)))
 
 
@@ -67,47 +69,85 @@ def _chunks(ids: list[str], size: int = 5_000) -> Iterator[list[str]]:
         yield ids[i:i + size]
 
 
-def _node(session: Session, ref: str) -> tuple[ObjectRow, NodeRow]:
-    found = session.execute(_NODE_BY_ID, {"id": ref}).first()
-    if found is not None:  # the usual case, a node's id: both rows in one statement
-        return found[0], found[1]
+class _NodeFacts(NamedTuple):
+    """What an evaluation reads of a node: its object's id, name and owner, and its shape."""
+
+    id: str
+    name: str
+    owner_id: str | None
+    kind: str
+    mode: str
+    lifecycle: str
+    profile: str | None
+    parent_id: str | None
+    owner_type: str | None = None
+    """The owner's type and handle, when read with the node (else looked up when needed)."""
+    owner_handle: str | None = None
+
+
+_NODE_FACTS = ("SELECT o.id, o.name, o.owner_id, n.kind, n.mode, n.lifecycle, n.profile, n.parent_id, w.type, w.handle "
+               "FROM objects o JOIN nodes n ON n.object_id = o.id LEFT JOIN objects w ON w.id = o.owner_id WHERE o.id = ?")
+
+
+def _facts(node: ObjectRow, shape: NodeRow) -> _NodeFacts:
+    return _NodeFacts(node.id, node.name, node.owner_id, shape.kind, shape.mode, shape.lifecycle, shape.profile,
+                      shape.parent_id)
+
+
+def _node(session: Session, ref: str) -> _NodeFacts:
+    found = driver_rows(session, _NODE_FACTS, [ref])
+    if found:  # the usual case, a node's id: one statement, no ORM object
+        return _NodeFacts(*found[0])
     from .objects import find_object
 
     row = find_object(session, ref)
     if row.type != "node":
         raise CanvasError(f"{ref!r} is a {row.type}, not a node")
-    return row, session.execute(select(NodeRow).where(NodeRow.object_id == row.id)).scalar_one()
+    return _NodeFacts(*driver_rows(session, _NODE_FACTS, [row.id])[0])
 
 
 def node_view_of(session: Session, node: ObjectRow, shape: NodeRow) -> ReaderView:
     """The node's reader view: itself, its profile's purview repos (in purview order), its profile,
     the app or person that owns it (or owns the nearest ancestor that has an owner)."""
-    return _view_of(session, node, shape)[0]
+    return _view_of(session, _facts(node, shape))[0]
 
 
-def _view_of(session: Session, node: ObjectRow,
-             shape: NodeRow) -> tuple[ReaderView, ObjectRow | None, list[tuple[str, str]]]:
-    """``node_view_of``, with the profile object it found (if any) and that profile's purview."""
-    profile = shape.profile
+class _Profile(NamedTuple):
+    id: str
+    handle: str | None
+
+
+def _view_of(session: Session, node: _NodeFacts) -> tuple[ReaderView, _Profile | None, list[tuple[str, str]]]:
+    """``node_view_of``, with the profile it found (if any) and that profile's purview."""
+    profile = node.profile
     repos: tuple[str, ...] = ()
-    prof: ObjectRow | None = None
+    prof: _Profile | None = None
     purview: list[tuple[str, str]] = []
     if profile:
-        named = {row.id: row for row in session.execute(
-            _OBJECTS_BY_ID, {"ids": [profile, f"profile:{profile}"]}).scalars()}
-        prof = named.get(profile) or named.get(f"profile:{profile}")  # its id, else its handle's id
-        if prof is not None and prof.type == "profile":
+        named = {id_: (type_, handle, raw) for id_, type_, handle, raw in driver_rows(
+            session, "SELECT o.id, o.type, o.handle, p.purview FROM objects o LEFT JOIN profiles p "
+                     "ON p.object_id = o.id WHERE o.id IN (?, ?)", [profile, f"profile:{profile}"])}
+        for key in (profile, f"profile:{profile}"):  # its id, else its handle's id
+            if key in named:
+                if named[key][0] == "profile":
+                    prof = _Profile(key, named[key][1])
+                    purview = purview_from(named[key][2])
+                break
+        if prof is not None:
             profile = prof.id
-            purview = purview_of(session, prof.id)
             repos = tuple(dict.fromkeys(p[len("repo:"):] if p.startswith("repo:") else p for p, _ in purview))
-        else:
-            prof = None
-    owner, seen = node, set()
-    while owner is not None and owner.owner_id is None and owner.id not in seen:
-        seen.add(owner.id)
-        parent = session.execute(_PARENT, {"id": owner.id}).scalar_one_or_none()
-        owner = get_row(session, parent) if parent else None
-    held = session.execute(_TYPE_AND_HANDLE, {"id": owner.owner_id}).first() if owner is not None and owner.owner_id else None
+    holder: str | None = node.owner_id
+    parent, seen = node.parent_id, {node.id}
+    while holder is None and parent and parent not in seen:  # the nearest ancestor that has an owner
+        seen.add(parent)
+        up = driver_rows(session, "SELECT o.owner_id, n.parent_id FROM objects o LEFT JOIN nodes n "
+                                  "ON n.object_id = o.id WHERE o.id = ?", [parent])
+        holder, parent = (up[0][0], up[0][1]) if up else (None, None)
+    if holder == node.owner_id and node.owner_type is not None:  # read with the node
+        held: tuple[str, str | None] | None = (node.owner_type, node.owner_handle)
+    else:
+        found = driver_rows(session, "SELECT type, handle FROM objects WHERE id = ?", [holder]) if holder else []
+        held = found[0] if found else None
     person = held[1] if held is not None and held[0] == "user" else None
     app = held[1] if held is not None and held[0] == "app" else None
     return ReaderView(node=node.id, repos=repos, profile=profile, app=app, person=person), prof, purview
@@ -122,7 +162,7 @@ class _Load(NamedTuple):
     capped_by: str | None
 
 
-def _matches(cond: dict[str, JsonValue] | None, shape: NodeRow) -> bool:
+def _matches(cond: dict[str, JsonValue] | None, shape: _NodeFacts) -> bool:
     if not cond:
         return True
     for key, wanted in cond.items():
@@ -144,17 +184,18 @@ def _cap(level: str, limit: str) -> str:
 class _Weigher:
     """Everything one evaluation needs, loaded once: the node, its view, access and profile limits."""
 
-    def __init__(self, session: Session, node: ObjectRow, shape: NodeRow, event: str) -> None:
+    def __init__(self, session: Session, node: _NodeFacts, event: str) -> None:
         if event not in DELIVERY_EVENTS:
             raise CanvasError(f"delivery is evaluated for {', '.join(DELIVERY_EVENTS)}, not {event!r}")
-        self.session, self.node, self.shape, self.event = session, node, shape, event
-        self.view, self.profile, self.purview = _view_of(session, node, shape)
+        self.session, self.node, self.event = session, node, event
+        self.view, self.profile, self.purview = _view_of(session, node)
         self.access: Access = access_for(session, self.view)  # type: ignore[assignment]
         self.order = self.view.owner_ids()
         self.rank = {owner: i for i, owner in enumerate(self.order)}
         self.profile_id = self.view.profile_id()
         if self.profile is None or self.profile.id != self.profile_id:  # the view names a profile it did not find
-            self.profile = get_row(session, self.profile_id) if self.profile_id else None
+            row = get_row(session, self.profile_id) if self.profile_id else None
+            self.profile = _Profile(row.id, row.handle) if row is not None else None
             self.purview = purview_of(session, self.profile_id) if self.profile_id else []
         # the view's owners, once: each one's type and handle (for the profile's limits), and its full-name reference
         self.owners: dict[str, tuple[str, str | None, str | None]] = {
@@ -167,19 +208,20 @@ class _Weigher:
         self._ruled: dict[tuple[str | None, tuple[str, ...] | None], tuple[str, str, _Load | None]] = {}
 
     def candidates(self) -> list[ObjectSummary]:
-        """Every document owned in the view, from the owners' index alone (no lookup into ``documents``);
-        the few owners' full-name references are worked out once, not per row, and rows come back as
-        plain columns, no ORM object each. Also reads the rules filed for this event (``rule_index``)."""
+        """Every document owned in the view, in load order (the widest owner first, by name within one),
+        from the owners' index alone (no lookup into ``documents``); the few owners' full-name references
+        are worked out once, not per row, and rows come back as plain columns, no ORM object each. Also
+        reads the rules filed for this event (``rule_index``)."""
         refs = {id_: ref for id_, (_, _, ref) in self.owners.items()}
         owned, params = one_of(self.session, "owner_id", self.order)
         rows = driver_rows(self.session, "SELECT id, kind, name, owner_id, privacy, status, created_at, updated_at "
                                          f"FROM objects WHERE {owned} AND type = 'document'", params)
-        # positional: a frozen dataclass built from keywords costs twice as much, for every document seen
-        out = [ObjectSummary(id_, "document", kind, name, f"{refs[owner_id]}/{name}" if refs.get(owner_id) else name,
-                             owner_id, privacy, status, created, updated)
-               for id_, kind, name, owner_id, privacy, status, created, updated in rows]
+        rank = self.rank
+        rows.sort(key=lambda r: (-rank[r[3]], r[2]))
         self.filed = rules_by_document(self.session, self.order, self.event)
-        return out
+        return [_summary(id_, "document", kind, name, f"{refs[owner_id]}/{name}" if refs.get(owner_id) else name,
+                         owner_id, privacy, status, created, updated)
+                for id_, kind, name, owner_id, privacy, status, created, updated in rows]
 
     def _by_rules(self, texts: tuple[str, ...] | None) -> tuple[str, str, Rule | None, str]:
         """``(reason, words, rule, requested level)`` from a document's rules for this event alone (its
@@ -193,11 +235,11 @@ class _Weigher:
         if not rules:
             answer = "no_rule", f"no rule delivers it on {self.event}", None, ""
         else:
-            fitting = [r for r in rules if _matches(r.get("if"), self.shape)]
+            fitting = [r for r in rules if _matches(r.get("if"), self.node)]
             if not fitting:
                 conds = "; ".join(json.dumps(r.get("if"), sort_keys=True) for r in rules)
-                answer = ("if_mismatch", f"its {self.event} rule needs if {conds}; this node is kind {self.shape.kind}, "
-                          f"mode {self.shape.mode}", None, "")
+                answer = ("if_mismatch", f"its {self.event} rule needs if {conds}; this node is kind {self.node.kind}, "
+                          f"mode {self.node.mode}", None, "")
             else:
                 rule = max(fitting, key=lambda r: _LEVELS.index(_level(r)) if _level(r) in _LEVELS else -1)
                 answer = "loaded", "", rule, _level(rule) if _level(rule) in _LEVELS else "preview"
@@ -246,6 +288,8 @@ class _Weigher:
 
 
 def _evaluate(w: _Weigher) -> tuple[list[tuple[ObjectSummary, str, _Load]], list[NotLoaded]]:
+    """The documents of the node's view it loads, each with its preview and how it is given, and the
+    ones it does not, each with why; both in load order (``candidates`` reads them in it)."""
     found = w.candidates()
     allows, rank = w.access.allows, w.rank
     readable = [allows(doc.id, doc.owner_id, doc.privacy) for doc in found]  # once per document
@@ -260,11 +304,9 @@ def _evaluate(w: _Weigher) -> tuple[list[tuple[ObjectSummary, str, _Load]], list
     for doc, ok in zip(found, readable):
         reason, words, got = weigh(doc, ok, nearest)
         if got is None:
-            skipped.append(NotLoaded(doc, reason, words))
+            skipped.append(_not_loaded(doc, reason, words))
         else:
             loaded.append((doc, filed[doc.id][1], got))
-    loaded.sort(key=lambda item: (-rank[item[0].owner_id or ""], item[0].name))
-    skipped.sort(key=lambda n: (-rank[n.document.owner_id or ""], n.document.name))
     return loaded, skipped
 
 
@@ -290,8 +332,8 @@ def boot_context(session: Session, ref: str, event: str = "boot") -> BootContext
 
 
 def _boot_context(session: Session, ref: str, event: str) -> BootContext:
-    node, shape = _node(session, ref)
-    w = _Weigher(session, node, shape, event)
+    node = _node(session, ref)
+    w = _Weigher(session, node, event)
     loaded, skipped = _evaluate(w)
     content_ids = [doc.id for doc, _, got in loaded if got[0] == "content"]
     bodies: dict[str, str] = {}
@@ -314,10 +356,10 @@ def _boot_context(session: Session, ref: str, event: str) -> BootContext:
     for doc, preview, (level, rule, requested, capped_by) in loaded:
         ref = doc.full_name[:-len(doc.name) - 1] if doc.full_name.endswith("/" + doc.name) else str(doc.owner_id)
         content = level == "content"
-        items.append(BootItem(doc, level, rule.copy(), ref, requested, capped_by, preview,  # positional, as above
-                              bodies.get(doc.id) if content else None, tuple(links.get(doc.id, ())) if content else ()))
-    return BootContext(node=node.id, node_name=node.name, event=event, kind=shape.kind, mode=shape.mode,
-                       profile=w.profile.handle if w.profile is not None else shape.profile,
+        items.append(_item(doc, level, rule.copy(), ref, requested, capped_by, preview,
+                           bodies.get(doc.id) if content else None, tuple(links.get(doc.id, ())) if content else ()))
+    return BootContext(node=node.id, node_name=node.name, event=event, kind=node.kind, mode=node.mode,
+                       profile=w.profile.handle if w.profile is not None else node.profile,
                        seen_as=describe(w.view), items=tuple(items), not_loaded=tuple(skipped))
 
 
@@ -340,9 +382,9 @@ def _verdict(session: Session, w: _Weigher, doc: ObjectRow) -> LoadVerdict:
 
 def explain(session: Session, node_ref: str, doc: ObjectRow, event: str = "boot") -> LoadVerdict:
     """Whether node ``node_ref`` loads ``doc`` for ``event``, and if not, why."""
-    node, shape = _node(session, node_ref)
+    node = _node(session, node_ref)
     with _collector_held():
-        return _verdict(session, _Weigher(session, node, shape, event), doc)
+        return _verdict(session, _Weigher(session, node, event), doc)
 
 
 def who_loads(session: Session, doc: ObjectRow, event: str = "boot", *, limit: int = 200) -> list[LoadVerdict]:
@@ -351,5 +393,5 @@ def who_loads(session: Session, doc: ObjectRow, event: str = "boot", *, limit: i
     nodes = session.execute(select(ObjectRow, NodeRow).join(NodeRow, NodeRow.object_id == ObjectRow.id)
                             .order_by(ObjectRow.name, ObjectRow.pk).limit(max(1, limit))).all()
     with _collector_held():
-        verdicts = [_verdict(session, _Weigher(session, node, shape, event), doc) for node, shape in nodes]
+        verdicts = [_verdict(session, _Weigher(session, _facts(node, shape), event), doc) for node, shape in nodes]
     return sorted(verdicts, key=lambda v: (not v.loaded, v.node_name))

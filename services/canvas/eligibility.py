@@ -29,11 +29,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement, and_, bindparam, or_, select
+from sqlalchemy import ColumnElement, and_, or_
 from sqlmodel import Session, col
 
-from .models import EdgeRow, ObjectRow
+from .models import ObjectRow
 from .names import ReaderView
+from .rule_index import driver_rows
 
 __all__ = ["Access", "access_for", "describe", "OPERATOR"]
 
@@ -94,9 +95,11 @@ def describe(view: ReaderView | None) -> str:
     return "reader " + " · ".join(p for p in parts if p) if any(parts) else "reader with an empty view"
 
 
-_CHILDREN = select(EdgeRow.dst_id).where(EdgeRow.src_id == bindparam("node"), EdgeRow.kind == "spawned").limit(1000)
-_PARENTS = select(EdgeRow.src_id).where(EdgeRow.dst_id == bindparam("node"), EdgeRow.kind == "spawned").limit(10)
-"""The nodes next to a reader's node in the spawn tree (built once; see ``access_for``)."""
+_SPAWN_NEIGHBOURS = ("SELECT id FROM (SELECT dst_id AS id FROM edges WHERE src_id = ? AND kind = 'spawned' LIMIT 1000) "
+                     "AS children UNION ALL SELECT id FROM (SELECT src_id AS id FROM edges WHERE dst_id = ? "
+                     "AND kind = 'spawned' LIMIT 10) AS parents")
+"""The nodes next to a reader's node in the spawn tree, its children and its parents, in one statement
+read straight from the driver (see ``access_for``)."""
 
 
 def access_for(session: Session, view: ReaderView | None) -> Access | None:
@@ -108,6 +111,5 @@ def access_for(session: Session, view: ReaderView | None) -> Access | None:
                        view.person and f"user:{view.person}") if i}
     friends = set(order) | own
     if view.node:
-        node = {"node": view.node}
-        friends |= set(session.execute(_CHILDREN, node).scalars()) | set(session.execute(_PARENTS, node).scalars())
+        friends.update(id_ for id_, in driver_rows(session, _SPAWN_NEIGHBOURS, [view.node, view.node]))
     return Access(own=frozenset(own), friends=frozenset(friends), label=describe(view))

@@ -148,7 +148,7 @@ def summaries_by_id(session: Session, ids: Sequence[str]) -> dict[str, ObjectSum
     """The summaries of the objects ``ids`` name (those that exist), by id (``summaries_of_rows``)."""
     if not ids:
         return {}
-    rows = session.connection().execute(_BY_IDS, {"ids": list(ids)}).tuples().all()
+    rows = session.connection().execute(_BY_IDS, {"ids": list(ids)}).all()
     return summaries_of_rows(session, rows)
 
 

@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 from pathlib import PurePosixPath
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import select
 from sqlmodel import Session
 
 from .errors import DocumentInvalidError, NameTakenError, ObjectNotFoundError
 from .models import DocumentRow, ObjectRow, ProfileDefaultRow, ProfileRow
 from .names import check_handle, owner_id
 from .objects import Tx, ensure_owner, full_name, get_row, summary_of
+from .rule_index import driver_rows
 from .search import index_object
 from .views import ProfileView
 
@@ -45,12 +46,17 @@ def profile_row(session: Session, ref: str) -> ObjectRow:
     return row
 
 
-_PURVIEW = select(ProfileRow.purview).where(ProfileRow.object_id == bindparam("id"))
+_PURVIEW = "SELECT purview FROM profiles WHERE object_id = ?"
 
 
 def purview_of(session: Session, profile_id: str) -> list[tuple[str, str]]:
     """The profile's projects with their limits, in the order they were added."""
-    raw = session.execute(_PURVIEW, {"id": profile_id}).scalar_one_or_none()
+    found = driver_rows(session, _PURVIEW, [profile_id])
+    return purview_from(found[0][0] if found else None)
+
+
+def purview_from(raw: str | None) -> list[tuple[str, str]]:
+    """A purview as stored (JSON, or None for a profile without one) as ``(project, limit)`` pairs."""
     return [(str(p["project"]), str(p["limit"])) for p in json.loads(raw or "[]")]
 
 

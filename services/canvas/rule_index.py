@@ -180,6 +180,8 @@ def driver_rows(session: Session, sql: str, params: Sequence[object]) -> list[tu
     """Rows of ``sql`` (positional ``?`` marks) straight from the database driver, in the session's
     transaction: for the few statements that return one row per document a node can see, where
     building SQLAlchemy's row objects costs more than the query itself."""
+    if session.autoflush:
+        session.flush()  # as the session does before its own statements: pending ORM writes are seen
     conn = session.connection()
     if conn.dialect.paramstyle != "qmark":
         sql = sql.replace("?", "%s")

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TypedDict, Union
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import TypedDict, TypeVar, Union
 
 JsonValue = Union[str, int, float, bool, None, list["JsonValue"], dict[str, "JsonValue"]]
 """A value a JSON text decodes to (event data, rule conditions)."""
@@ -41,7 +42,10 @@ __all__ = [
     "BootContext",
     "LoadVerdict",
     "ReceiverAttempt",
+    "positional_builder",
 ]
+
+_Model = TypeVar("_Model")
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,3 +366,18 @@ class ReceiverAttempt:
     status: int | None
     error: str
     at: float
+
+
+def positional_builder(cls: type[_Model]) -> Callable[..., _Model]:
+    """A constructor of the frozen, slotted read model ``cls`` taking every field by position, about
+    four times cheaper than ``cls`` itself: its own ``__init__`` passes each field through
+    ``object.__setattr__`` to get past the frozen guard. This one fills a twin class with the same slots
+    by plain assignment and then makes the object a ``cls`` (``__class__`` may change between classes of
+    one slot layout; Python refuses any other). The object is a ``cls`` in every respect, frozen as
+    always. For the few answers that build one read model per document of a node's view."""
+    names = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+    code = (f"def __init__(self, {', '.join(names)}):\n" + "".join(f"    self.{n} = {n}\n" for n in names)
+            + "    self.__class__ = cls\n")
+    scope: dict[str, object] = {"cls": cls}
+    exec(code, scope)  # the twin's __init__ assigns each slot by name, as dataclasses writes its own
+    return type(f"_{cls.__name__}Twin", (), {"__slots__": names, "__init__": scope["__init__"]})
