@@ -179,12 +179,13 @@ def install_rule_index(conn: Connection) -> bool:
 def driver_rows(session: Session, sql: str, params: Sequence[object]) -> list[tuple[Any, ...]]:
     """Rows of ``sql`` (positional ``?`` marks) straight from the database driver, in the session's
     transaction: for the few statements that return one row per document a node can see, where
-    building SQLAlchemy's row objects costs more than the query itself."""
+    building SQLAlchemy's row objects costs more than the query itself. ``?`` marks a parameter
+    (so the text holds no literal ``?``)."""
     if session.autoflush:
         session.flush()  # as the session does before its own statements: pending ORM writes are seen
     conn = session.connection()
-    if conn.dialect.paramstyle != "qmark":
-        sql = sql.replace("?", "%s")
+    if conn.dialect.paramstyle != "qmark":  # psycopg: a literal % is written %%, a parameter %s
+        sql = sql.replace("%", "%%").replace("?", "%s")
     cursor = conn.connection.cursor()
     try:
         cursor.execute(sql, tuple(params))

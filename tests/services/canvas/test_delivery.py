@@ -227,3 +227,27 @@ async def test_a_version_3_canvas_is_migrated_and_keeps_its_objects(canvas_url: 
     await again.create_profile("work", purview=[("garden", "content")])
     assert (await again.profile("work")).purview == (("garden", "content"),)
     await again.close()
+
+
+async def test_read_models_built_by_position_are_the_same_frozen_objects() -> None:
+    """``positional_builder`` gives the same value as the class itself, of the class itself, frozen."""
+    import dataclasses
+
+    from services.canvas.views import BootItem, NotLoaded, ObjectSummary, positional_builder
+
+    summary_values = ("d1", "document", "note", "pricing", "ada/pricing", "user:ada", "friends", "active", 1.5, 2.5)
+    summary = positional_builder(ObjectSummary)(*summary_values)
+    cases = [(ObjectSummary, summary_values),
+             (NotLoaded, (summary, "no_rule", "no rule delivers it on boot")),
+             (BootItem, (summary, "content", {"on": "boot"}, "ada", "content", None, "p", "body", (("x", "y"),)))]
+    for cls, values in cases:
+        built = positional_builder(cls)(*values)
+        assert type(built) is cls
+        assert built == cls(*values)
+        if cls is not BootItem:  # a BootItem holds its rule, a dict, so it has no hash
+            assert hash(built) == hash(cls(*values))
+        assert dataclasses.astuple(built) == dataclasses.astuple(cls(*values))
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(built, dataclasses.fields(cls)[0].name, "changed")
+        with pytest.raises(TypeError):
+            positional_builder(cls)(*values[:-1])  # every field, by position

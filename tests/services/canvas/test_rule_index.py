@@ -194,3 +194,22 @@ async def test_a_canvas_opened_without_the_table_is_filled_once(canvas_url: str,
         assert conn.execute(text("SELECT count(*) FROM canvas_meta WHERE key = :k"), {"k": MARK}).scalar() == 1
     assert len(in_step(third)) == 41
     await third.close()
+
+
+async def test_driver_rows_see_what_the_session_has_not_yet_written(canvas: Canvas) -> None:
+    """Rows read straight from the driver include the session's pending ORM writes, as the session's
+    own statements do (it flushes first), and a session that holds its flushes back is respected."""
+    from sqlmodel import Session
+
+    from services.canvas.models import ObjectRow
+    from services.canvas.rule_index import driver_rows
+
+    with Session(canvas.engine) as session:
+        session.add(ObjectRow(id="pending-1", type="repo", name="pending", created_at=0.0, updated_at=0.0))
+        assert driver_rows(session, "SELECT id FROM objects WHERE id = ?", ["pending-1"]) == [("pending-1",)]
+        with session.no_autoflush:
+            session.add(ObjectRow(id="pending-2", type="repo", name="pending2", created_at=0.0, updated_at=0.0))
+            assert driver_rows(session, "SELECT id FROM objects WHERE id = ?", ["pending-2"]) == []
+        session.rollback()
+    with Session(canvas.engine) as session:
+        assert driver_rows(session, "SELECT id FROM objects WHERE id LIKE 'pending-%'", []) == []  # nothing kept
