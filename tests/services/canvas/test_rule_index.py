@@ -213,3 +213,26 @@ async def test_driver_rows_see_what_the_session_has_not_yet_written(canvas: Canv
         session.rollback()
     with Session(canvas.engine) as session:
         assert driver_rows(session, "SELECT id FROM objects WHERE id LIKE 'pending-%'", []) == []  # nothing kept
+
+
+async def test_a_documents_rules_for_an_event_come_back_in_their_lists_order(canvas: Canvas) -> None:
+    """Several rules of one document for one event are read in the order the document lists them,
+    after edits that reorder them (the statement itself asks for no order)."""
+    from sqlmodel import Session
+
+    from services.canvas.rule_index import rules_by_document
+
+    await canvas.ensure_owner("user", "ada")
+    levels = ["name", "content", "preview"]
+    await canvas.write("guide", owner="user:ada", preview=PREVIEW,
+                       rules=[BOOT | {"deliver": level} for level in levels] + [OPEN])
+    await canvas.write("plain", owner="user:ada", preview=PREVIEW, rules=[BOOT])
+    guide = await _doc_id(canvas, "ada/guide")
+    for order in (levels, levels[::-1], ["content", "name", "preview"]):
+        doc = (await canvas.read("ada/guide")).document
+        assert doc is not None
+        await canvas.edit("ada/guide", base_revision=doc.revision, rules=[OPEN] + [BOOT | {"deliver": x} for x in order])
+        with Session(canvas.engine) as session:
+            found = rules_by_document(session, ["user:ada"], "boot")
+        assert [json.loads(rule)["deliver"] for rule in found[guide][0]] == order
+        assert len(found) == 2 and found[guide][1] == PREVIEW
