@@ -284,10 +284,12 @@ async def stream(rates: list[int], seconds: float, per_event: bool = False) -> N
                   f"events/s (aim 100,000/s)")
 
 
-async def big_canvas(objects: int, canvas_db: Path | None = None, engine: str = "sqlite") -> None:
+async def big_canvas(objects: int, canvas_db: Path | None = None, engine: str = "sqlite",
+                     pg_schema: str | None = None) -> None:
     """Open the canvas pane over an ``objects`` canvas (built here, or ``canvas_db`` built before by
     ``benchmarks/canvas.py --db``) on SQLite or, with ``engine="postgresql"``, in a fresh schema of
-    ``WORKBENCH_TEST_PG_URL``; time opening the pane and applying a filter (aim < 100 ms at 1M)."""
+    ``WORKBENCH_TEST_PG_URL`` (or the schema ``pg_schema`` that ``benchmarks/canvas.py --pg-schema`` built and
+    kept, measured as it is and kept); time opening the pane and applying a filter (aim < 100 ms at 1M)."""
     from services.canvas import Canvas
     from services.clock import FakeClock
     from services.workspace import Settings
@@ -300,9 +302,11 @@ async def big_canvas(objects: int, canvas_db: Path | None = None, engine: str = 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "ws"
         folder.mkdir()
-        url, server, schema = (canvas_bench.pg_target(None) if engine == "postgresql" else (None, None, None))
+        url, server, schema = (canvas_bench.pg_target(None, pg_schema) if engine == "postgresql" else (None, None, None))
         built = time.perf_counter()
-        if canvas_db is not None and url is None:
+        if pg_schema is not None and url is not None:
+            server = None  # a canvas built before, in a schema kept for measuring again: not built, not dropped
+        elif canvas_db is not None and url is None:
             shutil.copyfile(canvas_db, folder / "canvas.db")  # the file alone: the benchmark checkpointed its log
         else:
             canvas = await Canvas.open(url or folder / "canvas.db")
@@ -454,6 +458,8 @@ def main() -> None:
     parser.add_argument("--canvas-db", type=Path, default=None,
                         help="a canvas built before by benchmarks/canvas.py --db (SQLite), instead of building one")
     parser.add_argument("--canvas-engines", default="sqlite", help="sqlite,postgresql (PostgreSQL: WORKBENCH_TEST_PG_URL)")
+    parser.add_argument("--canvas-pg-schema", default=None,
+                        help="PostgreSQL: a canvas kept by benchmarks/canvas.py --pg-schema, instead of building one")
     parser.add_argument("--open-rounds", type=int, default=5, help="rounds of the workspace open figures")
     parser.add_argument("--only-start", action="store_true", help="print only the start and open figures")
     parser.add_argument("--only-stream", action="store_true", help="print only the stream figures")
@@ -465,7 +471,7 @@ def main() -> None:
         return
     if args.only_canvas:
         for engine in args.canvas_engines.split(","):
-            asyncio.run(big_canvas(args.objects, args.canvas_db, engine.strip()))
+            asyncio.run(big_canvas(args.objects, args.canvas_db, engine.strip(), args.canvas_pg_schema))
         return
     if args.only_stream:
         asyncio.run(stream([int(r) for r in args.rates.split(",")], args.seconds, args.per_event))
