@@ -41,14 +41,14 @@ from __future__ import annotations
 
 import hmac
 import json
-import math
 import re
 import sqlite3
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
+from json.encoder import c_make_encoder, c_encode_basestring  # type: ignore[attr-defined]
 from pathlib import Path
-from typing import TypeAlias, TypeGuard, TypeVar, cast
+from typing import TypeAlias, TypeGuard, TypeVar
 from urllib.parse import unquote
 
 import httpx
@@ -155,8 +155,16 @@ def _query_invalid(name: str, msg: str, kind: str = "value_error") -> _HttpError
 _ENCODE = json.JSONEncoder(ensure_ascii=False).encode
 """``json.dumps(value, ensure_ascii=False)`` without building an encoder per call."""
 
+_C_ENCODE = (None if c_make_encoder is None or c_encode_basestring is None else
+             c_make_encoder(None, None, c_encode_basestring, None, ": ", ", ", False, False, True))
+"""The C encoder ``_ENCODE`` builds on each call, built once. Without the circular-reference
+check: it only encodes values parsed from a request or copied by ``_copy_body``, never circular."""
+
 
 def _j(value: object) -> str:
+    """``json.dumps(value, ensure_ascii=False)``; a dict or list through the C encoder built once."""
+    if _C_ENCODE is not None and (type(value) is dict or type(value) is list):
+        return "".join(_C_ENCODE(value, 0))
     return _ENCODE(value)
 
 
@@ -1106,43 +1114,51 @@ def _copy_body(value: object) -> tuple[JSON, int]:
 
 
 def _copy_json(value: object, level: int, strings: list[str], deepest: list[int]) -> JSON:
-    kind = type(value)
-    if kind is str:
-        strings.append(cast(str, value))
-        return cast(str, value)
-    if kind is dict or kind is list or kind is tuple:
-        items = cast("dict[object, object]", value).items() if kind is dict else enumerate(
-            cast("list[object]", value))
-        if level + 1 > deepest[0] and (value if kind is dict else len(cast("list[object]", value))):
+    """A copy of ``value`` (a node at ``level``) as its JSON text parses; every string into ``strings``,
+    the deepest level holding a node into ``deepest[0]``."""
+    if isinstance(value, str):
+        strings.append(value)
+        return value
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int) and type(value) is int:
+        return value
+    if isinstance(value, float) and type(value) is float:
+        if value - value != 0.0:  # NaN or an infinity
+            raise ValueError(f"Out of range float values are not JSON compliant: {value!r}")
+        return value
+    if isinstance(value, dict):
+        if value and level >= deepest[0]:
             deepest[0] = level + 1
         copied: dict[str, JSON] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):  # JSON text holds every key as a string: what it would parse to
+                return _copy_json(json.loads(json.dumps(value, ensure_ascii=False, allow_nan=False)), level,
+                                  strings, deepest)
+            strings.append(key)
+            if isinstance(item, str):
+                strings.append(item)
+                copied[key] = item
+            elif type(item) is int or item is None or isinstance(item, bool):
+                copied[key] = item
+            else:
+                copied[key] = _copy_json(item, level + 1, strings, deepest)
+        return copied
+    if isinstance(value, (list, tuple)):
+        if value and level >= deepest[0]:
+            deepest[0] = level + 1
         listed: list[JSON] = []
-        for key, item in items:
-            if kind is dict:
-                if type(key) is not str:  # JSON text holds every key as a string: what it would parse to
-                    return _copy_json(json.loads(json.dumps(value, ensure_ascii=False, allow_nan=False)), level,
-                                      strings, deepest)
-                strings.append(key)
-            it = type(item)
-            if it is str:
-                strings.append(cast(str, item))
-                out: JSON = cast(str, item)
-            elif it is int or it is bool or item is None:
-                out = cast(JSON, item)
+        for item in value:
+            if isinstance(item, str):
+                strings.append(item)
+                listed.append(item)
+            elif type(item) is int or item is None or isinstance(item, bool):
+                listed.append(item)
             else:
-                out = _copy_json(item, level + 1, strings, deepest)
-            if kind is dict:
-                copied[cast(str, key)] = out
-            else:
-                listed.append(out)
-        return copied if kind is dict else listed
-    if kind is int or kind is bool or value is None:
-        return cast(JSON, value)
-    if kind is float:
-        if not math.isfinite(cast(float, value)):
-            raise ValueError(f"Out of range float values are not JSON compliant: {value!r}")
-        return cast(float, value)
-    # anything else (a subclass, a key of another type): exactly what its JSON text would parse to
+                listed.append(_copy_json(item, level + 1, strings, deepest))
+        return listed
+    # anything else (an int or float subclass, another type): what its JSON text would parse to, or
+    # the TypeError JSON encoding raises
     return _copy_json(json.loads(json.dumps(value, ensure_ascii=False, allow_nan=False)), level, strings, deepest)
 
 
@@ -1219,16 +1235,17 @@ def _metadata(value: JSON, loc: Loc) -> JSONObject | None:
         raise _invalid(loc, "Input should be a valid dictionary", "dict_type", value)
     if len(value) > METADATA_MAX_KEYS:
         raise _invalid(loc, f"Value error, Metadata exceeds maximum of {METADATA_MAX_KEYS} top-level keys")
-
-    def deep(data: JSONObject, level: int) -> None:
-        if level > METADATA_MAX_DEPTH:
+    for item in value.values():  # the first level here: most metadata nests no further
+        if isinstance(item, dict) and _nests_deeper(item, 2):
             raise _invalid(loc, f"Value error, Metadata nesting exceeds maximum depth of {METADATA_MAX_DEPTH}")
-        for v in data.values():
-            if isinstance(v, dict):
-                deep(v, level + 1)
-
-    deep(value, 1)
     return value
+
+
+def _nests_deeper(data: JSONObject, level: int) -> bool:
+    """Whether ``data``, a dict at metadata ``level``, or a dict inside it, lies below ``METADATA_MAX_DEPTH``."""
+    if level > METADATA_MAX_DEPTH:
+        return True
+    return any(isinstance(item, dict) and _nests_deeper(item, level + 1) for item in data.values())
 
 
 def _config(value: JSON, loc: Loc) -> JSONObject | None:
