@@ -115,6 +115,8 @@ class _Deferred:
     """Per conversation, batch ids delivered and in its ledger's window but not marked yet."""
     marker: DeliveryMarker | None = None
     """The newest last-delivery marker not written yet."""
+    representations: dict[str, RepresentationSnapshot] = field(default_factory=dict)
+    """Representation snapshots fetched but not cached yet (a cache: written at the flush, or lost)."""
 
 
 def chunk_text(text: str, size: int) -> list[str]:
@@ -189,6 +191,8 @@ class DeliveryEngine:
     async def flush_marks(self) -> None:
         """Write the held delivered marks (one append) and the newest last-delivery marker; stop holding."""
         deferred, self._deferred = self._deferred, None
+        if deferred is not None and deferred.representations:
+            await asyncio.to_thread(self._write_representations, deferred.representations)
         if deferred is None or deferred.marker is None:
             await self.stores.locked(self.stores.sync_ledgers)
             return
@@ -202,6 +206,13 @@ class DeliveryEngine:
             self.stores.write_last_delivery(marker)
 
         await self.stores.locked(write)
+
+    def _write_representations(self, snapshots: dict[str, RepresentationSnapshot]) -> None:
+        for conv, snapshot in snapshots.items():
+            try:
+                self.stores.write_representation(conv, snapshot)
+            except OSError as exc:  # a cache: the next delivery fetches it again
+                log.warning("memory-honcho: caching the representation of conversation %s failed: %s", conv, exc)
 
     def _step(self, step: str, conversation_id: str) -> None:
         if self.step_hook is not None:
@@ -233,6 +244,19 @@ class DeliveryEngine:
             if fork is not None and not fork.get("resolvedAt"):
                 return await self._establish_fork(conv, owner, fork)
             return await self._establish_fresh(conv, owner, ledger, hold=hold)
+
+    async def establish_new(self, conversation_id: str, owner: str, base: Ledger | None) -> Ledger:
+        """``establish(hold=True)`` of a conversation the caller just read (inside the mutex) as
+        having no session and no fork record; ``base`` is its ledger as read (None when absent).
+        Someone establishing it meanwhile costs only idempotent get-or-create calls: ``arm``
+        keeps a session found on disk over the held one."""
+        conv = check_conversation_id(conversation_id)
+        lock = self._establishing.setdefault(conv, asyncio.Lock())
+        async with lock:
+            held = self._held.get(conv)
+            if held is not None:
+                return held[0]
+            return await self._establish_fresh(conv, owner, base, hold=True)
 
     def _peers(self, owner: str) -> dict[str, str]:
         return {"user": self.settings.peer_for_owner(owner), "assistant": self.settings.assistant_peer_id}
@@ -630,4 +654,7 @@ class DeliveryEngine:
             return
         snapshot: RepresentationSnapshot = {"conversationId": conv, "peerId": peer, "representation": text,
                     "fetchedAt": _now_ms(self.clock)}
+        if self._deferred is not None:  # a sweep: every snapshot cached in one go at its end
+            self._deferred.representations[conv] = snapshot
+            return
         await asyncio.to_thread(self.stores.write_representation, conv, snapshot)  # a cache: not fsynced

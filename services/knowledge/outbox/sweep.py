@@ -38,7 +38,7 @@ from services.clock import Clock, iso
 from services.errors import ServiceError
 
 from .delivery import DeliveryEngine, DeliveryProgress
-from .models import DAY_MS, HonchoError, OutboxError, OutboxRecord, OutboxSettings
+from .models import DAY_MS, HonchoError, Ledger, OutboxError, OutboxRecord, OutboxSettings
 from .retry import RetryBudget, retry_delay
 from .stores import OutboxSnapshot, OutboxStores
 
@@ -282,9 +282,12 @@ async def run_sweep(stores: OutboxStores, engine: DeliveryEngine, settings: Outb
     return result
 
 
-def _with_session(stores: OutboxStores, conversations: list[str]) -> set[str]:
-    """Which of ``conversations`` have a readable ledger holding a session (call inside the mutex)."""
+def _with_session(stores: OutboxStores, conversations: list[str]) -> tuple[set[str], dict[str, Ledger | None]]:
+    """Which of ``conversations`` have a readable ledger holding a session, and the ledger (None
+    when absent) of each that has neither a session nor a fork record (call inside the mutex)."""
     found = set()
+    new: dict[str, Ledger | None] = {}
+    forks = {p.stem for p in (stores.state / "forks" / "pending").glob("*.json")}
     for conv in conversations:
         try:
             ledger = stores.read_ledger(conv)
@@ -292,7 +295,9 @@ def _with_session(stores: OutboxStores, conversations: list[str]) -> set[str]:
             continue  # establish reports the unreadable ledger for this conversation
         if ledger is not None and ledger.get("sessionId"):
             found.add(conv)
-    return found
+        elif conv not in forks:
+            new[conv] = ledger
+    return found, new
 
 
 async def _establish_all(establish_order: list[str], owners: dict[str, str],
@@ -305,14 +310,15 @@ async def _establish_all(establish_order: list[str], owners: dict[str, str],
     calls (a fork its clone, written at once). Then one ``arm`` writes every new ledger and names
     each conversation's first round of pending batches in flight, before anything is sent.
     """
-    known = await stores.locked(functools.partial(_with_session, stores, establish_order))
+    known, new = await stores.locked(functools.partial(_with_session, stores, establish_order))
     for conv in establish_order:
         if conv in known:
             continue
         owner = owners.get(conv, "user")
+        establish = (functools.partial(engine.establish_new, conv, owner, new[conv]) if conv in new
+                     else functools.partial(engine.establish, conv, owner, hold=True))
         try:
-            await _retrying("establish", conv, functools.partial(engine.establish, conv, owner, hold=True), settings,
-                            clock, changes, budget, result)
+            await _retrying("establish", conv, establish, settings, clock, changes, budget, result)
         except Exception as exc:  # noqa: BLE001 - one poisoned conversation never stops the sweep
             message = f"memory-honcho: sweep establish failed for conversation {conv}: {exc}"
             log.error("%s", message)
