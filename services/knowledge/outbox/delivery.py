@@ -11,6 +11,8 @@ in message-create calls of at most 100 messages, texts longer than ``chunk_chars
 ``[Part i/n]`` parts. Crash safety, step by step:
 
 1. before each call the ledger names the batches whose messages are in flight (``inflight``);
+   a sweep writes that for every conversation's first round in one go before its first send
+   (``arm``), and each first round trusts it while the ledger file is exactly as written;
 2. after the calls the ledger adds every completed batch id to its delivered window, counts the
    turns and keeps an anchor (the batch's last Honcho message id) per turn;
 3. in the same critical section the records flip to delivered (an appended mark) and the

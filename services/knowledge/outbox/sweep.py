@@ -4,8 +4,10 @@ Body, exactly as the seed's:
 
 1. plan inside the outbox mutex (a read-only hold): the conversations with outbox records in
    file order, each one's owner, and which of them have an unresolved pending fork;
-2. establish every planned conversation, unresolved forks first (idempotent: one ledger read
-   when the ledger exists, no network; the get-or-create for a conversation that never got one);
+2. establish every planned conversation, unresolved forks first (idempotent: the ledgers are
+   read in one go, no network for a conversation whose ledger holds a session; the
+   get-or-create for one that never got one), then write every new ledger and name each
+   conversation's first round of pending batches in flight, all in one write (``DeliveryEngine.arm``);
 3. deliver each conversation's pending records;
 4. compact inside its own hold, re-reading the file so records appended since the plan are
    re-examined, never clobbered: drop delivered records, drop records whose batch id already
