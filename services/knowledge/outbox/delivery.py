@@ -231,9 +231,6 @@ class DeliveryEngine:
         get-or-create calls. A fork clone is always written at once (a clone is not idempotent).
         """
         conv = check_conversation_id(conversation_id)
-        held = self._held.get(conv)
-        if held is not None:
-            return held[0]
         ledger = await self.stores.locked(lambda: self.stores.read_ledger(conv))
         if ledger is not None and ledger.get("sessionId"):
             return ledger
@@ -245,6 +242,9 @@ class DeliveryEngine:
                 return ledger
             if fork is not None and not fork.get("resolvedAt"):
                 return await self._establish_fork(conv, owner, fork)
+            held = self._held.get(conv) if hold else None
+            if held is not None:
+                return held[0]
             return await self._establish_fresh(conv, owner, ledger, hold=hold)
 
     async def establish_new(self, conversation_id: str, owner: str, base: Ledger | None) -> Ledger:
