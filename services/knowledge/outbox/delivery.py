@@ -196,7 +196,8 @@ class DeliveryEngine:
         if deferred is not None and deferred.representations:
             await asyncio.to_thread(self._write_representations, deferred.representations)
         if deferred is None or deferred.marker is None:
-            await self.stores.locked(self.stores.sync_ledgers)
+            if self.stores.ledgers_unsynced:
+                await self.stores.locked(self.stores.sync_ledgers)
             return
         ids = [batch for held in deferred.marks.values() for batch in held]
         marker = deferred.marker

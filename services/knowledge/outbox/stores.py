@@ -444,6 +444,11 @@ class OutboxStores:
         self._ledgers_unsynced = False
         return {conv: _stamp(path) for conv, _, path in staged}
 
+    @property
+    def ledgers_unsynced(self) -> bool:
+        """Whether a ledger was renamed into its folder since the folder's last fsync."""
+        return self._ledgers_unsynced
+
     def sync_ledgers(self) -> None:
         """fsync the ledger folder when a ledger was renamed into it without (``write_ledger(sync_folder=False)``)."""
         if self._ledgers_unsynced:

@@ -312,6 +312,8 @@ async def _establish_all(establish_order: list[str], owners: dict[str, str],
     calls (a fork its clone, written at once). Then one ``arm`` writes every new ledger and names
     each conversation's first round of pending batches in flight, before anything is sent.
     """
+    if not establish_order:
+        return set()
     known, new = await stores.locked(functools.partial(_with_session, stores, establish_order))
     for conv in establish_order:
         if conv in known:
