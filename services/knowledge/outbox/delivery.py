@@ -11,6 +11,8 @@ in message-create calls of at most 100 messages, texts longer than ``chunk_chars
 ``[Part i/n]`` parts. Crash safety, step by step:
 
 1. before each call the ledger names the batches whose messages are in flight (``inflight``);
+   a sweep writes that for every conversation's first round in one go before its first send
+   (``arm``), and each first round trusts it while the ledger file is exactly as written;
 2. after the calls the ledger adds every completed batch id to its delivered window, counts the
    turns and keeps an anchor (the batch's last Honcho message id) per turn;
 3. in the same critical section the records flip to delivered (an appended mark) and the
@@ -53,13 +55,14 @@ from .models import (
     ForkRecord,
     HonchoRequestError,
     Ledger,
+    OutboxError,
     OutboxRecord,
     OutboxSettings,
     RepresentationSnapshot,
     check_conversation_id,
     honcho_id,
 )
-from .stores import OutboxStores
+from .stores import LedgerStamp, OutboxStores
 
 __all__ = ["DeliveryEngine", "DeliveryResult", "DeliveryProgress", "chunk_text", "StepHook", "DELIVERY_LOCK_WAIT_S"]
 
@@ -94,6 +97,18 @@ class DeliveryProgress:
     flipped_without_send: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class _Armed:
+    """A ledger a sweep wrote naming its conversation's next batches in flight, before any send."""
+
+    stamp: LedgerStamp
+    """The file's stamp right after that write: a write by anyone since makes another."""
+    batch_ids: frozenset[str]
+    """The batches named in flight."""
+    ledger: Ledger
+    """The ledger as written."""
+
+
 @dataclass(slots=True)
 class _Deferred:
     """Delivered marks held back during a sweep (``DeliveryEngine.defer_marks``)."""
@@ -102,6 +117,8 @@ class _Deferred:
     """Per conversation, batch ids delivered and in its ledger's window but not marked yet."""
     marker: DeliveryMarker | None = None
     """The newest last-delivery marker not written yet."""
+    representations: dict[str, RepresentationSnapshot] = field(default_factory=dict)
+    """Representation snapshots fetched but not cached yet (a cache: written at the flush, or lost)."""
 
 
 def chunk_text(text: str, size: int) -> list[str]:
@@ -149,6 +166,10 @@ class DeliveryEngine:
         self._establishing: dict[str, asyncio.Lock] = {}
         self._delivering = AsyncFileLock(stores.state / "delivery.lock", timeout=DELIVERY_LOCK_WAIT_S)
         self._deferred: _Deferred | None = None
+        self._held: dict[str, tuple[Ledger, ForkRecord | None]] = {}
+        """Established ledgers not written yet (``establish(hold=True)``), written by ``arm``."""
+        self._armed: dict[str, _Armed] = {}
+        """Ledgers ``arm`` wrote with their next batches in flight, taken by the first delivery after."""
 
     def close(self) -> None:
         """Nothing to release: the delivery lock is held only while a delivery runs."""
@@ -172,17 +193,29 @@ class DeliveryEngine:
     async def flush_marks(self) -> None:
         """Write the held delivered marks (one append) and the newest last-delivery marker; stop holding."""
         deferred, self._deferred = self._deferred, None
+        if deferred is not None and deferred.representations:
+            await asyncio.to_thread(self._write_representations, deferred.representations)
         if deferred is None or deferred.marker is None:
+            if self.stores.ledgers_unsynced:
+                await self.stores.locked(self.stores.sync_ledgers)
             return
         ids = [batch for held in deferred.marks.values() for batch in held]
         marker = deferred.marker
 
         def write() -> None:
+            self.stores.sync_ledgers()  # the ledgers the marks rely on survive a power loss first
             if ids:
                 self.stores.append_lines([{"op": "delivered", "batchIds": ids, "at": marker["lastDeliveryAt"]}])
             self.stores.write_last_delivery(marker)
 
         await self.stores.locked(write)
+
+    def _write_representations(self, snapshots: dict[str, RepresentationSnapshot]) -> None:
+        for conv, snapshot in snapshots.items():
+            try:
+                self.stores.write_representation(conv, snapshot)
+            except OSError as exc:  # a cache: the next delivery fetches it again
+                log.warning("memory-honcho: caching the representation of conversation %s failed: %s", conv, exc)
 
     def _step(self, step: str, conversation_id: str) -> None:
         if self.step_hook is not None:
@@ -190,8 +223,14 @@ class DeliveryEngine:
 
     # -- establish -----------------------------------------------------------------------
 
-    async def establish(self, conversation_id: str, owner: str = "user") -> Ledger:
-        """The conversation's ledger, creating the memory session (or fork clone) when needed."""
+    async def establish(self, conversation_id: str, owner: str = "user", *, hold: bool = False) -> Ledger:
+        """The conversation's ledger, creating the memory session (or fork clone) when needed.
+
+        ``hold=True`` (the sweep) keeps a new session's ledger in memory instead of writing it:
+        ``arm`` writes it, with the conversation's next batches in flight, in one write for all
+        conversations. Until then a crash loses only the ledger; establishing again is the same
+        get-or-create calls. A fork clone is always written at once (a clone is not idempotent).
+        """
         conv = check_conversation_id(conversation_id)
         ledger = await self.stores.locked(lambda: self.stores.read_ledger(conv))
         if ledger is not None and ledger.get("sessionId"):
@@ -204,13 +243,29 @@ class DeliveryEngine:
                 return ledger
             if fork is not None and not fork.get("resolvedAt"):
                 return await self._establish_fork(conv, owner, fork)
-            return await self._establish_fresh(conv, owner, ledger)
+            held = self._held.get(conv) if hold else None
+            if held is not None:
+                return held[0]
+            return await self._establish_fresh(conv, owner, ledger, hold=hold)
+
+    async def establish_new(self, conversation_id: str, owner: str, base: Ledger | None) -> Ledger:
+        """``establish(hold=True)`` of a conversation the caller just read (inside the mutex) as
+        having no session and no fork record; ``base`` is its ledger as read (None when absent).
+        Someone establishing it meanwhile costs only idempotent get-or-create calls: ``arm``
+        keeps a session found on disk over the held one."""
+        conv = check_conversation_id(conversation_id)
+        lock = self._establishing.setdefault(conv, asyncio.Lock())
+        async with lock:
+            held = self._held.get(conv)
+            if held is not None:
+                return held[0]
+            return await self._establish_fresh(conv, owner, base, hold=True)
 
     def _peers(self, owner: str) -> dict[str, str]:
         return {"user": self.settings.peer_for_owner(owner), "assistant": self.settings.assistant_peer_id}
 
     async def _establish_fresh(self, conv: str, owner: str, base: Ledger | None,
-                               fork: ForkRecord | None = None) -> Ledger:
+                               fork: ForkRecord | None = None, *, hold: bool = False) -> Ledger:
         peers = self._peers(owner)
         session_id = honcho_id("conv-", conv)
         await self.client.get_or_create_peer(peers["user"])
@@ -228,6 +283,9 @@ class DeliveryEngine:
         ledger.setdefault("deliveredTotal", 0)
         if fork is not None:
             ledger["turnCount"] = max(ledger["turnCount"], int(fork["atTurn"]))
+        if hold:
+            self._held[conv] = (ledger, fork)
+            return ledger
         return await self._commit_established(conv, ledger, fork)
 
     async def _commit_established(self, conv: str, ledger: Ledger, fork: ForkRecord | None) -> Ledger:
@@ -242,12 +300,71 @@ class DeliveryEngine:
             return ledger
 
         result = await self.stores.locked(commit)
-        self.changes.announce("outbox", "session.established", conv, session_id=result["sessionId"],
+        self._announce_established(conv, result, fork)
+        return result
+
+    def _announce_established(self, conv: str, ledger: Ledger, fork: ForkRecord | None) -> None:
+        self.changes.announce("outbox", "session.established", conv, session_id=ledger["sessionId"],
                           forked=fork is not None)
         if fork is not None:
             self.changes.announce("outbox", "fork.resolved", conv, parent_id=fork["parentId"],
                               at_turn=fork["atTurn"], fallback=fork.get("fallback"))
-        return result
+
+    def drop_held(self) -> None:
+        """Forget established ledgers not written yet (a sweep stopped before ``arm``): the next
+        establish makes the same get-or-create calls again."""
+        self._held.clear()
+
+    async def arm(self, next_batches: dict[str, list[str]]) -> set[str]:
+        """Write, in one go, every held ledger and every ledger of ``next_batches`` (conversation ->
+        the batch ids its first delivery round may send) naming those batches in flight.
+
+        One write for all (``write_ledgers``: one folder fsync) instead of one per conversation
+        when it is established and one before its first send. It happens before any of them is
+        sent, so the crash rule holds unchanged: whatever a crash leaves in flight, the next
+        delivery asks Honcho about. The first delivery of each conversation then skips its own
+        write and that question when the ledger is still exactly as written here (``_Armed``).
+        A ledger that cannot be read is left alone (its delivery reports it). Returns the
+        conversations whose ledger holds a session now.
+        """
+        held, self._held = self._held, {}
+        wanted = {conv: ids for conv, ids in next_batches.items() if ids}
+        if not held and not wanted:
+            return set()
+
+        def write() -> tuple[dict[str, _Armed], list[tuple[str, Ledger, ForkRecord | None]], set[str]]:
+            ledgers: list[Ledger] = []
+            clean: dict[str, tuple[frozenset[str], Ledger]] = {}
+            established: list[tuple[str, Ledger, ForkRecord | None]] = []
+            for conv in dict.fromkeys([*held, *wanted]):
+                try:
+                    current = self.stores.read_ledger(conv)
+                except (OutboxError, OSError):
+                    continue
+                if current is not None and current.get("sessionId"):
+                    ledger = current
+                elif conv in held:
+                    ledger = held[conv][0]
+                    established.append((conv, ledger, held[conv][1]))
+                else:
+                    continue
+                ids = wanted.get(conv, [])
+                if ids:
+                    ledger = ledger.copy()
+                    before = list(ledger.get("inflight") or [])
+                    ledger["inflight"] = list(dict.fromkeys([*before, *ids]))
+                    if not before:  # nothing of an earlier delivery may have landed
+                        clean[conv] = (frozenset(ids), ledger)
+                ledgers.append(ledger)
+            stamps = self.stores.write_ledgers(ledgers)
+            return ({conv: _Armed(stamps[conv], ids, ledger) for conv, (ids, ledger) in clean.items()},
+                    established, {ledger["conversationId"] for ledger in ledgers})
+
+        armed, established, ready = await self.stores.locked(write)
+        self._armed.update(armed)
+        for conv, ledger, fork in established:
+            self._announce_established(conv, ledger, fork)
+        return ready
 
     async def _establish_fork(self, conv: str, owner: str, fork: ForkRecord) -> Ledger:
         parent_id, at_turn = str(fork["parentId"]), int(fork["atTurn"])
@@ -290,22 +407,28 @@ class DeliveryEngine:
     async def deliver_pending(self, conversation_id: str, owner: str = "user", *,
                               candidates: list[OutboxRecord] | None = None,
                               planned_key: tuple[int, int, int] | None = None,
-                              progress: DeliveryProgress | None = None) -> DeliveryResult:
+                              progress: DeliveryProgress | None = None,
+                              established: bool = False) -> DeliveryResult:
         """Send every pending record of the conversation.
 
         ``candidates`` limits the call to those records (the conversation's records as a caller
         read them, ``planned_key`` being ``stores.outbox_key()`` at that read): each is checked
         against the delivered marks the file holds now, so one delivered since that read is never
         sent again. ``progress`` collects counts as rounds commit, so a caller learns what a
-        failed call still delivered.
+        failed call still delivered. ``established=True`` (the sweep, right after ``arm``) says the
+        ledger holds a session, so the establish step's read is skipped; a ledger found without
+        one is established all the same.
         """
         conv = check_conversation_id(conversation_id)
         progress = progress if progress is not None else DeliveryProgress()
         before = (progress.records, progress.messages, progress.flipped_without_send)
-        await self.establish(conv, owner)
+        if not established:
+            await self.establish(conv, owner)
         async with self._delivering:
             try:
-                await self._deliver(conv, candidates, planned_key, progress)
+                if not await self._deliver(conv, candidates, planned_key, progress):
+                    await self.establish(conv, owner)  # its ledger was gone or had no session after all
+                    await self._deliver(conv, candidates, planned_key, progress)
             except HonchoRequestError as exc:
                 if exc.status != 404:
                     raise
@@ -315,10 +438,18 @@ class DeliveryEngine:
                               progress.flipped_without_send - before[2])
 
     async def _deliver(self, conv: str, candidates: list[OutboxRecord] | None,
-                       planned_key: tuple[int, int, int] | None, progress: DeliveryProgress) -> None:
-        def plan() -> tuple[Ledger, list[OutboxRecord], int]:
-            ledger = self.stores.read_ledger(conv)
-            assert ledger is not None
+                       planned_key: tuple[int, int, int] | None, progress: DeliveryProgress) -> bool:
+        """Plan and send; False (nothing done) when the ledger holds no session."""
+        def plan() -> tuple[Ledger, list[OutboxRecord], int, frozenset[str] | None] | None:
+            armed = self._armed.pop(conv, None)
+            if armed is not None and self.stores.ledger_stamp(conv) == armed.stamp:
+                ledger = armed.ledger.copy()  # the file is still exactly what arm wrote
+                in_flight: frozenset[str] | None = armed.batch_ids
+            else:
+                read = self.stores.read_ledger(conv)
+                if read is None or not read.get("sessionId"):
+                    return None
+                ledger, in_flight = read, None
             if candidates is None:
                 records = [r for r in self.stores.read_outbox().records if r["conversationId"] == conv]
             elif planned_key is not None and planned_key == self.stores.outbox_key():
@@ -331,15 +462,20 @@ class DeliveryEngine:
             lingering = [r["batchId"] for r in pending if r["batchId"] in window]
             if lingering:
                 self.stores.append_lines([{"op": "delivered", "batchIds": lingering, "at": _now_ms(self.clock)}])
-            return ledger, [r for r in pending if r["batchId"] not in window], len(lingering)
+            return ledger, [r for r in pending if r["batchId"] not in window], len(lingering), in_flight
 
-        ledger, todo, lingering = await self.stores.locked(plan)
+        planned = await self.stores.locked(plan)
+        if planned is None:
+            return False
+        ledger, todo, lingering, in_flight = planned
         progress.flipped_without_send += lingering
         # Rounds of at most half the delivered window, each flipped before the next begins, so a
         # crash can never leave more delivered-but-unflipped batches than the window remembers.
         size = max(1, self.settings.delivered_batch_window // 2)
         for start in range(0, len(todo), size):
-            ledger = await self._round(conv, ledger, todo[start: start + size], progress)
+            ledger = await self._round(conv, ledger, todo[start: start + size], progress, in_flight)
+            in_flight = None
+        return True
 
     async def _reestablish(self, conv: str, cause: HonchoRequestError) -> None:
         """Create the conversation's session again under its ledger's id (the server lost it)."""
@@ -360,9 +496,15 @@ class DeliveryEngine:
         self.changes.announce("outbox", "session.reestablished", conv, session_id=session_id, reason=str(cause))
 
     async def _round(self, conv: str, ledger: Ledger, todo: list[OutboxRecord],
-                     progress: DeliveryProgress) -> Ledger:
-        """Send ``todo`` (in order), count and flip what completed; re-raise a failure after that."""
-        landed = await self._landed(ledger)
+                     progress: DeliveryProgress, in_flight: frozenset[str] | None = None) -> Ledger:
+        """Send ``todo`` (in order), count and flip what completed; re-raise a failure after that.
+
+        ``in_flight``: the batches the ledger on disk already names in flight, written (by ``arm``)
+        before any of them was sent; when they cover ``todo``, nothing of it can have landed and
+        the round needs neither Honcho's answer about them nor a ledger write before sending.
+        """
+        armed = in_flight is not None and all(record["batchId"] in in_flight for record in todo)
+        landed = {} if armed else await self._landed(ledger)
         session_id = ledger["sessionId"]
         base_turn = int(ledger.get("turnCount", 0))
         # (record index, key, honcho message) for every message still to send, in order.
@@ -384,10 +526,12 @@ class DeliveryEngine:
         limit = self.settings.batch_limit
         if queue:
             # One ledger write before the round's first call names every batch the round may send
-            # (a superset of what is in flight at any moment: a crash asks Honcho about all of them).
+            # (a superset of what is in flight at any moment: a crash asks Honcho about all of them);
+            # an armed ledger already names them all on disk.
             ledger, counted = self._advance(ledger, todo, counted, done, last_id)
-            ledger["inflight"] = [todo[i]["batchId"] for i in range(counted, queue[-1][0] + 1)]
-            await self.stores.locked(functools.partial(self.stores.write_ledger, ledger.copy()))
+            if not armed:
+                ledger["inflight"] = [todo[i]["batchId"] for i in range(counted, queue[-1][0] + 1)]
+                await self.stores.locked(functools.partial(self.stores.write_ledger, ledger.copy()))
         for start in range(0, len(queue), limit):
             post = queue[start: start + limit]
             try:
@@ -409,7 +553,9 @@ class DeliveryEngine:
         final = ledger
 
         def commit() -> None:
-            self.stores.write_ledger(final)
+            # Inside a sweep the folder fsync waits for the sweep's marks (``flush_marks``): until
+            # then a power loss can at worst bring back the ledger naming these batches in flight.
+            self.stores.write_ledger(final, sync_folder=self._deferred is None)
             self._step("ledger-written", conv)
             if not completed:
                 return
@@ -426,6 +572,7 @@ class DeliveryEngine:
                 deferred.marker = marker
             else:
                 completed_now = completed
+            self.stores.sync_ledgers()
             self.stores.append_lines([{"op": "delivered", "batchIds": completed_now, "at": now}])
             self.stores.write_last_delivery(marker)
 
@@ -510,4 +657,7 @@ class DeliveryEngine:
             return
         snapshot: RepresentationSnapshot = {"conversationId": conv, "peerId": peer, "representation": text,
                     "fetchedAt": _now_ms(self.clock)}
+        if self._deferred is not None:  # a sweep: every snapshot cached in one go at its end
+            self._deferred.representations[conv] = snapshot
+            return
         await asyncio.to_thread(self.stores.write_representation, conv, snapshot)  # a cache: not fsynced

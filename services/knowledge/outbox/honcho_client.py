@@ -6,16 +6,22 @@ server (``base_url="https://api.honcho.dev"``, ``api_key=...``). Failures become
 ``HonchoUnavailableError`` (unreachable, timeout, 408, 5xx), ``HonchoRateLimitedError`` (429) or
 ``HonchoRequestError`` (other 4xx), each with a message naming the call and Honcho's own
 ``detail``, and the answer's ``Retry-After`` header when it sent one.
+
+Over the in-process fake's own transport the calls go to the fake as values
+(``FakeHonchoService.call``): the same routes, checks and answers, without encoding each body
+to JSON text and parsing it back on both sides, which a server in another process needs and
+one in this process does not.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import cast
-from urllib.parse import quote
+from typing import NoReturn, cast
+from urllib.parse import quote, unquote
 
 import httpx
 
+from .honcho_fake import FakeHonchoService, FakeHonchoTransport
 from .honcho_shapes import JSON, Conclusion, JSONObject, Message, Page, Session, SessionPeerConfig
 from .models import HonchoRateLimitedError, HonchoRequestError, HonchoUnavailableError
 
@@ -40,6 +46,10 @@ class HonchoClient:
         self.workspace_id = workspace_id
         """The workspace every call is scoped to."""
         self._http = httpx.AsyncClient(base_url=base_url, transport=transport, headers=headers, timeout=timeout)
+        self._direct: FakeHonchoService | None = (
+            transport.service if isinstance(transport, FakeHonchoTransport) else None)
+        """The in-process fake behind ``transport``, called with values instead of JSON text."""
+        self._authorization = headers.get("Authorization")
         self._workspace_ready = False
         self._known_peers: set[str] = set()
 
@@ -62,6 +72,8 @@ class HonchoClient:
                     params: Mapping[str, str | int] | None = None) -> JSON:
         """Honcho's answer to one request (None for an empty one); the shape is the route's, as the
         server documents it, so callers name it with ``cast``."""
+        if self._direct is not None:
+            return self._call_direct(self._direct, what, method, url, json, params)
         try:
             response = await self._http.request(method, url, json=json, params=params)
         except httpx.TimeoutException as exc:
@@ -70,17 +82,27 @@ class HonchoClient:
             raise HonchoUnavailableError(f"{what}: cannot reach Honcho ({exc})") from exc
         status = response.status_code
         if status >= 400:
-            message = f"{what}: HTTP {status} {_detail(response)}"
-            retry_after = response.headers.get("retry-after")
-            if status == 429:
-                raise HonchoRateLimitedError(message, status=status, retry_after=retry_after)
-            if status >= 500 or status == 408:
-                raise HonchoUnavailableError(message, status=status, retry_after=retry_after)
-            raise HonchoRequestError(message, status=status, retry_after=retry_after)
+            _raise_for(what, status, _detail(response), response.headers.get("retry-after"))
         if response.status_code == 204 or not response.content:
             return None
         answer: JSON = response.json()
         return answer
+
+    def _call_direct(self, service: FakeHonchoService, what: str, method: str, url: str, body: object,
+                     params: Mapping[str, str | int] | None) -> JSON:
+        """``_call`` to the in-process fake: the same answer and errors, the body passed as a value."""
+        try:
+            status, answer, headers = service.call(method, unquote(self._http.base_url.path.rstrip("/") + url),
+                                                   body=cast(JSON, body),
+                                                   params=httpx.QueryParams(params) if params else None,
+                                                   authorization=self._authorization)
+        except httpx.TransportError as exc:
+            raise HonchoUnavailableError(f"{what}: cannot reach Honcho ({exc})") from exc
+        if status >= 400:
+            _raise_for(what, status, _answer_detail(answer), headers.get("Retry-After") or headers.get("retry-after"))
+        if status == 204 or answer is None:
+            return None
+        return cast(JSON, answer)
 
     # -- workspace, peers, sessions --------------------------------------------------------
 
@@ -202,12 +224,28 @@ def _text_field(answer: JSON, key: str) -> str:
     return str(value or "")
 
 
+def _raise_for(what: str, status: int, detail: str, retry_after: str | None) -> NoReturn:
+    message = f"{what}: HTTP {status} {detail}"
+    if status == 429:
+        raise HonchoRateLimitedError(message, status=status, retry_after=retry_after)
+    if status >= 500 or status == 408:
+        raise HonchoUnavailableError(message, status=status, retry_after=retry_after)
+    raise HonchoRequestError(message, status=status, retry_after=retry_after)
+
+
 def _detail(response: httpx.Response) -> str:
     """Honcho's ``detail`` (a string, or FastAPI's list of validation errors) in a few words."""
     try:
         body: JSON = response.json()
     except ValueError:
         return response.text[:200]
+    return _answer_detail(body)
+
+
+def _answer_detail(body: object) -> str:
+    """``_detail`` of an answer already parsed."""
+    if isinstance(body, str):
+        return body[:200]
     detail = body.get("detail") if isinstance(body, dict) else body
     if isinstance(detail, list):
         return "; ".join(str(d.get("msg", d)) if isinstance(d, dict) else str(d) for d in detail)[:300]

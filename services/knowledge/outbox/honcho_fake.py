@@ -46,6 +46,7 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
+from json.encoder import c_make_encoder, c_encode_basestring  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import TypeAlias, TypeGuard, TypeVar
 from urllib.parse import unquote
@@ -154,8 +155,16 @@ def _query_invalid(name: str, msg: str, kind: str = "value_error") -> _HttpError
 _ENCODE = json.JSONEncoder(ensure_ascii=False).encode
 """``json.dumps(value, ensure_ascii=False)`` without building an encoder per call."""
 
+_C_ENCODE = (None if c_make_encoder is None or c_encode_basestring is None else
+             c_make_encoder(None, None, c_encode_basestring, None, ": ", ", ", False, False, True))
+"""The C encoder ``_ENCODE`` builds on each call, built once. Without the circular-reference
+check: it only encodes values parsed from a request or copied by ``_copy_body``, never circular."""
+
 
 def _j(value: object) -> str:
+    """``json.dumps(value, ensure_ascii=False)``; a dict or list through the C encoder built once."""
+    if _C_ENCODE is not None and (type(value) is dict or type(value) is list):
+        return "".join(_C_ENCODE(value, 0))
     return _ENCODE(value)
 
 
@@ -285,9 +294,56 @@ class FakeHonchoService:
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         """Answer one request (called by the transport and by the served app)."""
-        path = request.url.path
-        self.calls.append((request.method, path))
-        self.authorization = request.headers.get("authorization")
+
+        def read_body(handler: Handler) -> JSON | tuple[str, bytes]:
+            if handler == self._upload:
+                return request.headers.get("content-type", ""), request.content
+            return _body(request)
+
+        status, answer, headers = self._reply(request.method, request.url.path, request.headers.get("authorization"),
+                                               read_body, request.url.params, request)
+        if isinstance(answer, httpx.Response):
+            return answer
+        if status == 204:
+            return httpx.Response(204)
+        return httpx.Response(status, json=answer, headers=headers)
+
+    def call(self, method: str, path: str, *, body: JSON = None, params: QueryParams | None = None,
+             authorization: str | None = None) -> tuple[int, WireAnswer | JSON, dict[str, str]]:
+        """Answer one call made in this process, its body and answer as values, not JSON text.
+
+        What ``handle`` answers to the same request, minus the JSON encoding and parsing a real
+        server needs and an in-process caller does not (``HonchoClient`` over this service's
+        transport): the body is copied and checked as ``_body`` checks a parsed one (nesting,
+        NUL stripped, a lone surrogate refused), so nothing the caller keeps is shared. ``path``
+        is the decoded URL path; an unreachable service raises ``httpx.ConnectError``.
+        """
+
+        copied, depth = _copy_body(body)  # fails as JSON encoding would, before anything is sent
+
+        def read_body(handler: Handler) -> JSON | tuple[str, bytes]:
+            if handler == self._upload:
+                raise _HttpError(415, "Unsupported Media Type: an upload is multipart/form-data")
+            if copied is not None and depth > MAX_JSON_DEPTH:
+                raise _too_deep()
+            return copied
+
+        status, answer, headers = self._reply(method, path, authorization, read_body,
+                                               params if params is not None else QueryParams(), None)
+        if isinstance(answer, httpx.Response):
+            content = answer.read()
+            try:
+                value: JSON = json.loads(content) if content else None
+            except ValueError:
+                value = content.decode("utf-8", "replace")
+            return answer.status_code, value, dict(answer.headers)
+        return status, answer, headers
+
+    def _reply(self, method: str, path: str, authorization: str | None,
+                read_body: Callable[[Handler], JSON | tuple[str, bytes]], params: QueryParams,
+                request: httpx.Request | None) -> tuple[int, WireAnswer | httpx.Response, dict[str, str]]:
+        self.calls.append((method, path))
+        self.authorization = authorization
         if self._down:
             raise httpx.ConnectError("memory service unreachable", request=request)
         with self._lock:
@@ -295,34 +351,34 @@ class FakeHonchoService:
         if failure is not None:
             status, retry_after = failure
             headers = {"Retry-After": retry_after} if retry_after is not None else {}
-            return httpx.Response(status, json={"detail": f"fake Honcho failure {status}"}, headers=headers)
+            return status, {"detail": f"fake Honcho failure {status}"}, headers
         if self.api_key is not None:
             given = self.authorization or ""
             if not given.lower().startswith("bearer ") or not given[7:].strip():
-                return httpx.Response(401, json={"detail": "No access token provided"})
+                return 401, {"detail": "No access token provided"}, {}
             if not hmac.compare_digest(given[7:].strip().encode(), self.api_key.encode()):
-                return httpx.Response(401, json={"detail": "Invalid JWT"})
+                return 401, {"detail": "Invalid JWT"}, {}
         path_known = False
-        for method, pattern, handler in self._routes:
+        for route_method, pattern, handler in self._routes:
             match = pattern.match(path)
             if not match:
                 continue
             path_known = True
-            if method != request.method:
+            if route_method != method:
                 continue
             try:
-                body = ((request.headers.get("content-type", ""), request.content) if handler == self._upload
-                        else _body(request))
+                body = read_body(handler)
                 groups = [unquote(g) for g in match.groups()]
-                return self._run(handler, groups, body, request.url.params)
+                status, answer = self._run(handler, groups, body, params)
+                return status, answer, {}
             except _HttpError as exc:
-                return httpx.Response(exc.status, json={"detail": exc.detail})
+                return exc.status, {"detail": exc.detail}, {}
         if path_known:
-            return httpx.Response(405, json={"detail": "Method Not Allowed"})
-        return httpx.Response(404, json={"detail": "Not Found"})
+            return 405, {"detail": "Method Not Allowed"}, {}
+        return 404, {"detail": "Not Found"}, {}
 
     def _run(self, handler: Handler, groups: list[str], body: JSON | tuple[str, bytes],
-             params: QueryParams) -> httpx.Response:
+             params: QueryParams) -> tuple[int, WireAnswer | httpx.Response]:
         with self._lock:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
@@ -331,17 +387,13 @@ class FakeHonchoService:
             except (_HttpError, FilterError) as exc:
                 self._db.execute("ROLLBACK")
                 if isinstance(exc, FilterError):
-                    return httpx.Response(422, json={"detail": str(exc)})
-                return httpx.Response(exc.status, json={"detail": exc.detail})
+                    return 422, {"detail": str(exc)}
+                return exc.status, {"detail": exc.detail}
             except sqlite3.Error as exc:  # a full disk: nothing of this request is kept
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
-                return httpx.Response(503, json={"detail": f"fake Honcho could not save: {exc}"})
-        if isinstance(answer, httpx.Response):
-            return answer
-        if status == 204:
-            return httpx.Response(204)
-        return httpx.Response(status, json=answer)
+                return 503, {"detail": f"fake Honcho could not save: {exc}"}
+        return status, answer
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -1029,8 +1081,7 @@ def _body(request: httpx.Request) -> JSON:
         raise _HttpError(422, [{"type": "json_invalid", "loc": ["body"], "msg": "JSON decode error",
                                 "input": None}]) from None
     if _depth(body) > MAX_JSON_DEPTH:
-        raise _HttpError(422, [{"type": "json_invalid", "loc": ["body"],
-                                "msg": f"JSON nests deeper than {MAX_JSON_DEPTH} levels", "input": None}])
+        raise _too_deep()
     if b"\\u" not in raw:  # only a JSON escape can put NUL or a lone surrogate into UTF-8 JSON text
         return body
     body = _strip_nul(body)
@@ -1038,6 +1089,77 @@ def _body(request: httpx.Request) -> JSON:
     if problem is not None:  # PostgreSQL cannot hold it: refused before anything is stored
         raise _HttpError(422, [{"type": "string_unicode", "loc": ["body"], "msg": problem, "input": None}])
     return body
+
+
+def _too_deep() -> _HttpError:
+    return _HttpError(422, [{"type": "json_invalid", "loc": ["body"],
+                             "msg": f"JSON nests deeper than {MAX_JSON_DEPTH} levels", "input": None}])
+
+
+def _copy_body(value: object) -> tuple[JSON, int]:
+    """An in-process caller's body as parsing its JSON text would give it, and its ``_depth``.
+
+    A fresh copy (lists for tuples), NUL removed from every string as ``_body`` does. What JSON
+    encoding refuses fails the same way here: a lone surrogate (``UnicodeEncodeError``), a float
+    JSON cannot hold (``ValueError``), a value of another type (``TypeError``).
+    """
+    strings: list[str] = []
+    deepest = [1]
+    copy = _copy_json(value, 1, strings, deepest)
+    joined = "".join(strings)
+    joined.encode("utf-8")  # a lone surrogate raises here, as httpx's encoding of the body would
+    if "\x00" in joined:
+        copy = _strip_nul(copy)
+    return copy, deepest[0] - 1
+
+
+def _copy_json(value: object, level: int, strings: list[str], deepest: list[int]) -> JSON:
+    """A copy of ``value`` (a node at ``level``) as its JSON text parses; every string into ``strings``,
+    the deepest level holding a node into ``deepest[0]``."""
+    if isinstance(value, str):
+        strings.append(value)
+        return value
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int) and type(value) is int:
+        return value
+    if isinstance(value, float) and type(value) is float:
+        if value - value != 0.0:  # NaN or an infinity
+            raise ValueError(f"Out of range float values are not JSON compliant: {value!r}")
+        return value
+    if isinstance(value, dict):
+        if value and level >= deepest[0]:
+            deepest[0] = level + 1
+        copied: dict[str, JSON] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):  # JSON text holds every key as a string: what it would parse to
+                return _copy_json(json.loads(json.dumps(value, ensure_ascii=False, allow_nan=False)), level,
+                                  strings, deepest)
+            strings.append(key)
+            if isinstance(item, str):
+                strings.append(item)
+                copied[key] = item
+            elif type(item) is int or item is None or isinstance(item, bool):
+                copied[key] = item
+            else:
+                copied[key] = _copy_json(item, level + 1, strings, deepest)
+        return copied
+    if isinstance(value, (list, tuple)):
+        if value and level >= deepest[0]:
+            deepest[0] = level + 1
+        listed: list[JSON] = []
+        for item in value:
+            if isinstance(item, str):
+                strings.append(item)
+                listed.append(item)
+            elif type(item) is int or item is None or isinstance(item, bool):
+                listed.append(item)
+            else:
+                listed.append(_copy_json(item, level + 1, strings, deepest))
+        return listed
+    # anything else (an int or float subclass, another type): what its JSON text would parse to, or
+    # the TypeError JSON encoding raises
+    return _copy_json(json.loads(json.dumps(value, ensure_ascii=False, allow_nan=False)), level, strings, deepest)
 
 
 def _depth(value: JSON) -> int:
@@ -1113,16 +1235,17 @@ def _metadata(value: JSON, loc: Loc) -> JSONObject | None:
         raise _invalid(loc, "Input should be a valid dictionary", "dict_type", value)
     if len(value) > METADATA_MAX_KEYS:
         raise _invalid(loc, f"Value error, Metadata exceeds maximum of {METADATA_MAX_KEYS} top-level keys")
-
-    def deep(data: JSONObject, level: int) -> None:
-        if level > METADATA_MAX_DEPTH:
+    for item in value.values():  # the first level here: most metadata nests no further
+        if isinstance(item, dict) and _nests_deeper(item, 2):
             raise _invalid(loc, f"Value error, Metadata nesting exceeds maximum depth of {METADATA_MAX_DEPTH}")
-        for v in data.values():
-            if isinstance(v, dict):
-                deep(v, level + 1)
-
-    deep(value, 1)
     return value
+
+
+def _nests_deeper(data: JSONObject, level: int) -> bool:
+    """Whether ``data``, a dict at metadata ``level``, or a dict inside it, lies below ``METADATA_MAX_DEPTH``."""
+    if level > METADATA_MAX_DEPTH:
+        return True
+    return any(isinstance(item, dict) and _nests_deeper(item, level + 1) for item in data.values())
 
 
 def _config(value: JSON, loc: Loc) -> JSONObject | None:

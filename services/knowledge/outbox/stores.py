@@ -39,6 +39,7 @@ import json
 import logging
 import math
 import os
+import stat
 import tempfile
 import threading
 import weakref
@@ -51,12 +52,15 @@ from services.files import (
     LOCK_WAIT_S,
     CorruptFileError,
     LockTimeoutError,
+    UnstorableTextError,
+    atomic_write_bytes,
     atomic_write_json,
     atomic_write_text,
     contained_path,
     current_umask,
+    fsync_dir,
 )
-from services.text import decode_text, repair_value, value_problem
+from services.text import decode_text, repair_value, text_problem, value_problem
 
 from .index import GapRead, IndexWriter, OutboxSummary, read_summary
 from .models import (
@@ -73,7 +77,7 @@ from .models import (
     check_conversation_id,
 )
 
-__all__ = ["OutboxStores", "OutboxSnapshot", "CorruptLine"]
+__all__ = ["OutboxStores", "OutboxSnapshot", "CorruptLine", "LedgerStamp"]
 
 log = logging.getLogger("services.knowledge.outbox")
 
@@ -137,6 +141,7 @@ class OutboxStores:
         self._display_cache: _DisplayCache | None = None
         self._index = IndexWriter(self.outbox_path, self.index_path)
         self._groups: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Group] = weakref.WeakKeyDictionary()
+        self._ledgers_unsynced = False
 
     # -- the mutex ---------------------------------------------------------------------------
 
@@ -398,13 +403,74 @@ class OutboxStores:
                 log.warning("%s", exc)
         return [x for x in ledgers if x is not None]
 
-    def write_ledger(self, ledger: Ledger) -> None:
-        """Write a ledger (atomic), its windows folded oldest-first to the configured bounds."""
+    def write_ledger(self, ledger: Ledger, *, sync_folder: bool = True) -> LedgerStamp:
+        """Write a ledger (atomic), its windows folded oldest-first to the configured bounds; its stamp.
+
+        ``sync_folder=False`` leaves the ledger folder's fsync (which makes the rename survive a
+        power loss) to a later ``sync_ledgers``; the file's own bytes are fsynced before the rename
+        either way, so a reader (this process or another) sees the old ledger or the new one.
+        Only for a write whose loss on power failure is covered: the ledger before it names the
+        batches in flight, so the next delivery asks Honcho about them (see ``delivery``).
+        """
+        path = self.ledger_path(ledger["conversationId"])
+        data = self._ledger_bytes(ledger)
+        if sync_folder:
+            atomic_write_bytes(path, data)
+        else:
+            _replace_synced(path, data)
+            self._ledgers_unsynced = True
+        return _stamp(path)
+
+    def write_ledgers(self, ledgers: Sequence[Ledger]) -> dict[str, LedgerStamp]:
+        """Write several ledgers at once (each atomic), the ledger folder fsynced once for all; their stamps.
+
+        Every file is written and fsynced under a temporary name, then all are renamed, then the
+        folder is fsynced: a crash leaves each ledger as it was or as written, never torn.
+        """
+        folder = self.state / "ledger"
+        staged: list[tuple[str, str, Path]] = []
+        try:
+            for ledger in ledgers:
+                path = self.ledger_path(ledger["conversationId"])
+                staged.append((ledger["conversationId"], _stage_synced(path, self._ledger_bytes(ledger)), path))
+            for _, tmp, path in staged:
+                os.replace(tmp, path)
+        except BaseException:
+            for _, tmp, _ in staged:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+            raise
+        fsync_dir(folder)
+        self._ledgers_unsynced = False
+        return {conv: _stamp(path) for conv, _, path in staged}
+
+    @property
+    def ledgers_unsynced(self) -> bool:
+        """Whether a ledger was renamed into its folder since the folder's last fsync."""
+        return self._ledgers_unsynced
+
+    def sync_ledgers(self) -> None:
+        """fsync the ledger folder when a ledger was renamed into it without (``write_ledger(sync_folder=False)``)."""
+        if self._ledgers_unsynced:
+            fsync_dir(self.state / "ledger")
+            self._ledgers_unsynced = False
+
+    def ledger_stamp(self, conversation_id: str) -> LedgerStamp | None:
+        """The ledger file's (inode, size, mtime): a write by anyone since makes another stamp."""
+        try:
+            return _stamp(self.ledger_path(conversation_id))
+        except FileNotFoundError:
+            return None
+
+    def _ledger_bytes(self, ledger: Ledger) -> bytes:
         bounded = dict(ledger)
         bounded["deliveredBatchIds"] = list(ledger.get("deliveredBatchIds", []))[-self.settings.delivered_batch_window:]
         bounded["anchors"] = list(ledger.get("anchors", []))[-self.settings.anchor_window:]
-        atomic_write_text(self.ledger_path(ledger["conversationId"]),
-                          json.dumps(bounded, ensure_ascii=False, separators=(",", ":")) + "\n")
+        text = json.dumps(bounded, ensure_ascii=False, separators=(",", ":")) + "\n"
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UnstorableTextError(f"ledger of {ledger['conversationId']}: not written: {text_problem(text)}") from None
 
     # -- pending forks ---------------------------------------------------------------------
 
@@ -466,6 +532,46 @@ class OutboxStores:
     def write_last_delivery(self, marker: DeliveryMarker) -> None:
         """Write the newest-delivery marker (atomic)."""
         atomic_write_json(self.last_delivery_path, marker)
+
+
+LedgerStamp = tuple[int, int, int]
+"""A ledger file's (inode, size, mtime in ns)."""
+
+
+def _stamp(path: Path) -> LedgerStamp:
+    info = os.stat(path)
+    return (info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+def _stage_synced(path: Path, data: bytes) -> str:
+    """``data`` written and fsynced to a temporary file beside ``path`` (with ``path``'s mode); its name."""
+    try:
+        mode = stat.S_IMODE(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        mode = 0o666 & ~current_umask()
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return tmp
+
+
+def _replace_synced(path: Path, data: bytes) -> None:
+    """Replace ``path`` by ``data`` (temporary file, fsync, rename), the folder not fsynced."""
+    tmp = _stage_synced(path, data)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 _GUARD = 256

@@ -4,8 +4,10 @@ Body, exactly as the seed's:
 
 1. plan inside the outbox mutex (a read-only hold): the conversations with outbox records in
    file order, each one's owner, and which of them have an unresolved pending fork;
-2. establish every planned conversation, unresolved forks first (idempotent: one ledger read
-   when the ledger exists, no network; the get-or-create for a conversation that never got one);
+2. establish every planned conversation, unresolved forks first (idempotent: the ledgers are
+   read in one go, no network for a conversation whose ledger holds a session; the
+   get-or-create for one that never got one), then write every new ledger and name each
+   conversation's first round of pending batches in flight, all in one write (``DeliveryEngine.arm``);
 3. deliver each conversation's pending records;
 4. compact inside its own hold, re-reading the file so records appended since the plan are
    re-examined, never clobbered: drop delivered records, drop records whose batch id already
@@ -38,7 +40,7 @@ from services.clock import Clock, iso
 from services.errors import ServiceError
 
 from .delivery import DeliveryEngine, DeliveryProgress
-from .models import DAY_MS, HonchoError, OutboxError, OutboxRecord, OutboxSettings
+from .models import DAY_MS, HonchoError, Ledger, OutboxError, OutboxRecord, OutboxSettings
 from .retry import RetryBudget, retry_delay
 from .stores import OutboxSnapshot, OutboxStores
 
@@ -254,19 +256,15 @@ async def run_sweep(stores: OutboxStores, engine: DeliveryEngine, settings: Outb
     result.conversations = len(order)
     fork_set = set(forks)
     establish_order = forks + [c for c in order if c not in fork_set]
-    for conv in establish_order:
-        owner = owners.get(conv, "user")
-        try:
-            await _retrying("establish", conv, functools.partial(engine.establish, conv, owner), settings, clock,
-                            changes, budget, result)
-        except Exception as exc:  # noqa: BLE001 - one poisoned conversation never stops the sweep
-            message = f"memory-honcho: sweep establish failed for conversation {conv}: {exc}"
-            log.error("%s", message)
-            result.errors.append(message)
-            _note_unreachable(result, exc)
+    try:
+        ready = await _establish_all(establish_order, owners, pending, stores, engine, settings, clock, changes,
+                                     budget, result)
+    except BaseException:
+        engine.drop_held()
+        raise
     engine.defer_marks()  # the sweep's delivered marks go into one append, written before compaction
     try:
-        await _deliver_all(order, owners, pending, plan, engine, settings, clock, changes, budget, result)
+        await _deliver_all(order, owners, pending, plan, ready, engine, settings, clock, changes, budget, result)
     except BaseException:
         engine.drop_marks()  # cancelled or crashing: the ledgers' windows hold every delivered batch
         raise
@@ -286,8 +284,63 @@ async def run_sweep(stores: OutboxStores, engine: DeliveryEngine, settings: Outb
     return result
 
 
+def _with_session(stores: OutboxStores, conversations: list[str]) -> tuple[set[str], dict[str, Ledger | None]]:
+    """Which of ``conversations`` have a readable ledger holding a session, and the ledger (None
+    when absent) of each that has neither a session nor a fork record (call inside the mutex)."""
+    found = set()
+    new: dict[str, Ledger | None] = {}
+    forks = {p.stem for p in (stores.state / "forks" / "pending").glob("*.json")}
+    for conv in conversations:
+        try:
+            ledger = stores.read_ledger(conv)
+        except (ServiceError, OSError):
+            continue  # establish reports the unreadable ledger for this conversation
+        if ledger is not None and ledger.get("sessionId"):
+            found.add(conv)
+        elif conv not in forks:
+            new[conv] = ledger
+    return found, new
+
+
+async def _establish_all(establish_order: list[str], owners: dict[str, str],
+                         pending: dict[str, list[OutboxRecord]], stores: OutboxStores, engine: DeliveryEngine,
+                         settings: OutboxSettings, clock: Clock, changes: ChangeFeed, budget: RetryBudget,
+                         result: SweepResult) -> set[str]:
+    """Establish every planned conversation; the conversations whose ledger holds a session after.
+
+    The ledgers are read in one go; a conversation without a session gets its get-or-create
+    calls (a fork its clone, written at once). Then one ``arm`` writes every new ledger and names
+    each conversation's first round of pending batches in flight, before anything is sent.
+    """
+    if not establish_order:
+        return set()
+    known, new = await stores.locked(functools.partial(_with_session, stores, establish_order))
+    for conv in establish_order:
+        if conv in known:
+            continue
+        owner = owners.get(conv, "user")
+        establish = (functools.partial(engine.establish_new, conv, owner, new[conv]) if conv in new
+                     else functools.partial(engine.establish, conv, owner, hold=True))
+        try:
+            await _retrying("establish", conv, establish, settings, clock, changes, budget, result)
+        except Exception as exc:  # noqa: BLE001 - one poisoned conversation never stops the sweep
+            message = f"memory-honcho: sweep establish failed for conversation {conv}: {exc}"
+            log.error("%s", message)
+            result.errors.append(message)
+            _note_unreachable(result, exc)
+    first_round = max(1, settings.delivered_batch_window // 2)
+    try:
+        return await engine.arm({conv: [r["batchId"] for r in records[:first_round]]
+                                 for conv, records in pending.items() if records})
+    except (ServiceError, OSError) as exc:  # nothing is sent yet: each delivery establishes and writes its own
+        message = f"memory-honcho: writing the sweep's ledgers failed: {exc}"
+        log.error("%s", message)
+        result.errors.append(message)
+        return set()
+
+
 async def _deliver_all(order: list[str], owners: dict[str, str], pending: dict[str, list[OutboxRecord]],
-                       plan: _Plan, engine: DeliveryEngine, settings: OutboxSettings, clock: Clock,
+                       plan: _Plan, ready: set[str], engine: DeliveryEngine, settings: OutboxSettings, clock: Clock,
                        changes: ChangeFeed, budget: RetryBudget, result: SweepResult) -> None:
     for conv in order:
         if not pending.get(conv):
@@ -300,7 +353,7 @@ async def _deliver_all(order: list[str], owners: dict[str, str], pending: dict[s
             # against the delivered marks as they are then: a delivery made since this plan
             # (another caller, another process) is never sent again.
             deliver = functools.partial(engine.deliver_pending, conv, owner, candidates=pending[conv],
-                                        planned_key=plan.key, progress=progress)
+                                        planned_key=plan.key, progress=progress, established=conv in ready)
             await _retrying("delivery", conv, deliver, settings, clock, changes, budget, result)
         except Exception as exc:  # noqa: BLE001 - one poisoned conversation never stops the sweep
             message = f"memory-honcho: sweep delivery failed for conversation {conv}: {exc}"
