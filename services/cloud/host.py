@@ -17,6 +17,7 @@ from .limits import Limits
 from .providers import Providers
 from .records import CallRecord, DirectoryCall
 from .shared import CloudState, ResponderError
+from .stream import EventTexts
 from .users import FakeRuns, FakeUser
 
 __all__ = ["CloudHost"]
@@ -42,6 +43,9 @@ class CloudHost(Protocol):
 
     @property
     def stream_idle_ms(self) -> int: ...
+
+    @property
+    def event_texts(self) -> EventTexts | None: ...
 
     @property
     def isolated_runs(self) -> str: ...

@@ -16,6 +16,7 @@ Changes may be published from any thread; each listener receives its frames in l
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import secrets
 import threading
@@ -111,7 +112,8 @@ class ChangeLog:
                 for listener in self._listeners:  # under the lock: every listener sees the log's order
                     listener.put_many(frames)
             else:
-                ring.extend((first + i, (changes, i)) for i in range(len(changes)))
+                count = len(changes)
+                ring.extend(zip(range(first, first + count), zip(itertools.repeat(changes), range(count))))
             for _ in range(len(ring) - max(self.size, 0)):
                 ring.popleft()
 
