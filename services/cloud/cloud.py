@@ -28,7 +28,6 @@ from .providers import Providers
 from .runtime import RuntimeOps
 from .records import UNSET, CallRecord, DirectoryCall
 from .shared import CloudState, ResponderError
-from .stream import EventTexts
 from .transport import CloudTransport
 from .users import FakeUser, FakeRuns
 
@@ -82,9 +81,6 @@ class FakeCloud:
             {"name": "default", "description": "The runtime's default profile"},
         ]
         self.limits = DEFAULT_LIMITS
-        self.event_texts: EventTexts | None = None
-        """Each recent event's JSON text, encoded once for everyone who sends or stores it (a served
-        cloud's store sets one: ``stream.EventTexts``); None: each stream encodes its own frames."""
         """What the runtime accepts at most (``limits.Limits``); a served cloud's are its server's."""
         self.calls: list[CallRecord] = []
         self.directory_calls: list[DirectoryCall] = []

@@ -17,7 +17,6 @@ from .limits import Limits
 from .providers import Providers
 from .records import CallRecord, DirectoryCall
 from .shared import CloudState, ResponderError
-from .stream import EventTexts
 from .users import FakeRuns, FakeUser
 
 __all__ = ["CloudHost"]
@@ -43,9 +42,6 @@ class CloudHost(Protocol):
 
     @property
     def stream_idle_ms(self) -> int: ...
-
-    @property
-    def event_texts(self) -> EventTexts | None: ...
 
     @property
     def isolated_runs(self) -> str: ...

@@ -9,7 +9,6 @@ closes it; closing with events unread owes the app a run notice.
 
 from __future__ import annotations
 
-import collections
 import json
 import json.encoder
 from collections.abc import AsyncIterator
@@ -19,7 +18,7 @@ import httpx
 
 from .runs import FakeRun, RunStreamFeed
 
-__all__ = ["EventStream", "EventTexts", "StreamHost", "encode_frame", "event_json", "frame_text"]
+__all__ = ["EventStream", "StreamHost", "encode_frame", "frame_text"]
 
 
 class _NoticeOwer(Protocol):
@@ -35,70 +34,32 @@ class StreamHost(Protocol):
     @property
     def state(self) -> _NoticeOwer: ...
 
-    @property
-    def event_texts(self) -> "EventTexts | None": ...
-
 _TERMINAL = frozenset({"stream_error", "stream_dropped", "stream_idle"})
 _BATCH = 512
 
 
-_encoder = json.JSONEncoder(separators=(",", ":"))
+_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 _iterencode = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
-    None, _encoder.default, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True
+    None, _encoder.default, json.encoder.encode_basestring, None, ":", ",", False, False, True
 )
 """The C encoder ``_encoder.encode`` builds on every call, built once (without the circular-
-reference markers: an event is plain JSON data, copied when it was appended). ASCII escapes: every
-text a run holds (a lone surrogate included) goes out as valid UTF-8, and the text is the one a
-served cloud stores (``services.served.persist``)."""
+reference markers: an event is plain JSON data, copied when it was appended)."""
 
 
-def event_json(data: dict[str, Any]) -> str:
-    """``json.dumps(data, separators=(",", ":"))``: compact, ASCII escapes."""
+def _encode(data: dict[str, Any]) -> str:
     return "".join(_iterencode(data, 0))
 
 
-_encode = event_json
-
-
-class EventTexts:
-    """The JSON text (``event_json``) of the newest appended events, encoded by whichever reader
-    needs it first and then shared: a served cloud's store writes it and every stream sends it
-    (an appended event is never changed). Holds the newest ``size`` events; used on the event
-    loop's thread only."""
-
-    __slots__ = ("size", "_texts")
-
-    def __init__(self, size: int = 65_536) -> None:
-        self.size = size
-        self._texts: collections.OrderedDict[int, tuple[dict[str, Any], str]] = collections.OrderedDict()
-        """``id(event) -> (event, text)``, oldest first (the event is held: its id is not reused). An
-        ordered dict: dropping the oldest of a plain dict walks past the slots deleted before it."""
-
-    def text(self, event: dict[str, Any]) -> str:
-        """``event_json(event)``, encoded once while the event is among the newest."""
-        texts = self._texts
-        key = id(event)
-        hit = texts.get(key)
-        if hit is not None and hit[0] is event:
-            return hit[1]
-        text = "".join(_iterencode(event, 0))
-        texts[key] = (event, text)
-        if len(texts) > self.size:
-            texts.popitem(last=False)
-        return text
-
-
-def frame_text(kind: str, data: dict[str, Any], texts: EventTexts | None = None) -> str:
+def frame_text(kind: str, data: dict[str, Any]) -> str:
     """``encode_frame`` before the UTF-8 encoding (a batch of frames is encoded at once)."""
     if kind == "event":
-        body = texts.text(data) if texts is not None else "".join(_iterencode(data, 0))
-        return f"id: {data['seq']}\nevent: {data['type']}\ndata: {body}\n\n"
+        return f"id: {data['seq']}\nevent: {data['type']}\ndata: {_encode(data)}\n\n"
     return f"event: {kind}\ndata: {_encode(data)}\n\n"
 
 
-def encode_frame(kind: str, data: dict[str, Any], texts: EventTexts | None = None) -> bytes:
+def encode_frame(kind: str, data: dict[str, Any]) -> bytes:
     """One SSE frame: events carry ``id`` and their type; control frames only their name."""
-    return frame_text(kind, data, texts).encode()
+    return frame_text(kind, data).encode()
 
 
 class EventStream(httpx.AsyncByteStream):
@@ -117,7 +78,7 @@ class EventStream(httpx.AsyncByteStream):
             self.feed.last_seq = run.first_seq - 1
         for event in run.events:
             if event["seq"] > self.feed.last_seq:
-                self._initial.append(encode_frame("event", event, cloud.event_texts))
+                self._initial.append(encode_frame("event", event))
                 self.feed.last_seq = event["seq"]
         run.streams.append(self.feed)
         self._closed = False
@@ -130,7 +91,6 @@ class EventStream(httpx.AsyncByteStream):
         idle_s = self.cloud.stream_idle_ms / 1000
         feed = self.feed
         pending = feed.pending
-        texts = self.cloud.event_texts
         while not self._closed:
             if not await feed.wait(idle_s):
                 yield encode_frame("stream_idle", {"idle_ms": self.cloud.stream_idle_ms})
@@ -144,7 +104,7 @@ class EventStream(httpx.AsyncByteStream):
                     done = True
                     break
                 kind, data = item
-                frames.append(frame_text(kind, data, texts))
+                frames.append(frame_text(kind, data))
                 if kind == "event":
                     last_seq = data["seq"]
                 elif kind in _TERMINAL:

@@ -37,6 +37,7 @@ import hmac
 import itertools
 import json
 import json.encoder
+import operator
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
@@ -423,8 +424,8 @@ def _emit_batch(run: "FakeRun", events: list[dict[str, Any]]) -> list[int]:
     return seqs
 
 
-def _node_of(event: dict[str, Any]) -> Any:  # Any: the caller's node_id, passed on as emit takes it
-    return event.get("node_id")
+_node_of = operator.methodcaller("get", "node_id")
+"""An event's ``node_id`` (None without one), passed on as ``emit`` takes it."""
 
 
 _size_chunks = json.encoder.c_make_encoder(  # type: ignore[attr-defined]

@@ -38,7 +38,6 @@ from sqlalchemy.exc import SQLAlchemyError
 from ..changes import Change, RunEvents
 from ..files import read_json
 from ..cloud.keys import SigningKey
-from ..cloud.stream import EventTexts
 from ..cloud.state import (
     FORMAT,
     VERSION,
@@ -106,8 +105,8 @@ class _Batch(TypedDict):
     meta: list[dict[str, str]]
     users: list[dict[str, str]]
     runs: list[dict[str, str | int | None]]
-    events: list[tuple[str, int, int, str]]
-    """``(run id, generation, seq, the event's JSON text)``."""
+    events: list[tuple[str, int, dict[str, Any]]]
+    """``(run id, generation, event)``: an event is a JSON object whose fields vary by type."""
     wipe: list[tuple[str, int]]
     keys: list[dict[str, str]]
     unkeys: list[tuple[str, str]]
@@ -154,8 +153,6 @@ class CloudStore:
         self._unsubscribe: Callable[[], None] | None = None
         self._broken = False
         self._key: SigningKey | None = None
-        self._texts = EventTexts()
-        """The events' JSON texts, shared with the cloud's streams (``attach`` takes the cloud's)."""
         self._scheduled = False
         self._background: set[asyncio.Future[None]] = set()
         self.loaded = False
@@ -225,9 +222,6 @@ class CloudStore:
         if self._unsubscribe is not None:
             self._unsubscribe()
         self.cloud = cloud
-        if cloud.event_texts is None:  # each event encoded once: the text stored is the text streamed
-            cloud.event_texts = EventTexts()
-        self._texts = cloud.event_texts
         self._unsubscribe = cloud.changes.subscribe(self._on_change, many=self._on_changes)
 
     def _on_change(self, change: Change) -> None:
@@ -401,8 +395,7 @@ class CloudStore:
         i = len(events)
         while i > 0 and events[i - 1]["seq"] > seen.seq:
             i -= 1
-        text, run_id, gen = self._texts.text, run.id, seen.gen
-        batch["events"].extend([(run_id, gen, e["seq"], text(e)) for e in events[i:]])
+        batch["events"].extend((run.id, seen.gen, e) for e in events[i:])
         batch["runs"].append({"run_id": run.id, "gen": seen.gen, "ordinal": ordinal,
                               "data": _dump(run_record(run))})
         seen.seq, seen.first_seq, seen.deleted = run.seq, run.first_seq, run.deleted
@@ -423,7 +416,7 @@ class CloudStore:
             if batch["events"]:
                 # the one bulk statement of a flush, sent to the driver as it is: many rows per
                 # commit without the SQL layer's per-row parameter processing
-                conn.exec_driver_sql(_INSERT_EVENTS, batch["events"])
+                conn.exec_driver_sql(_INSERT_EVENTS, [(r, g, e["seq"], _dump(e)) for r, g, e in batch["events"]])
             for row in batch["runs"]:
                 runs = RUNS
                 if row["ordinal"] is None:
