@@ -157,7 +157,7 @@ class ControlApp:
         """Answer one control call: ``(status, JSON answer)``."""
         try:
             try:
-                body = json.loads(raw) if raw else {}
+                body, text_bound = _parse_body(raw) if raw else ({}, None)
             except (ValueError, RecursionError):
                 raise ControlError(400, "invalid_request", "the body is not JSON") from None
             if not isinstance(body, dict):
@@ -172,6 +172,8 @@ class ControlApp:
             problem = body_problem(route, body)
             if problem is not None:
                 raise ControlError(400, "invalid_request", problem[1], param=problem[0])
+            if params.get("action") == "emit" and route.name == "runs.action":
+                body = _Body(body, text_bound)
             return 200, await self._handlers[route.name](body, query, **params)
         except ControlError as refusal:
             return refusal.status, _error(refusal.code, refusal.message, refusal.param)
@@ -271,8 +273,10 @@ class ControlApp:
             raise ControlError(413, "payload_too_large",
                                  f"text is longer than the limit of {limits.message_chars} characters", param="text")
         if action == "emit":
-            events = body["events"] if isinstance(body.get("events"), list) else [body]
             size_limit = limits.event_bytes
+            if isinstance(body, _Body) and body.text_bound is not None and body.text_bound <= size_limit:
+                return  # the whole body encodes within the limit: so does each event in it
+            events = body["events"] if isinstance(body.get("events"), list) else [body]
             for index, event in enumerate(events):
                 if _text_bound(event) > size_limit and _json_size(event) > size_limit:
                     raise ControlError(413, "payload_too_large",
@@ -434,6 +438,40 @@ _size_chunks = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
 """The C encoder ``json.dumps`` builds on every call (its defaults: ASCII escapes, ``", "`` and
 ``": "``), built once: an event parsed from a request body is plain JSON data (no cycles, no object
 the encoder needs a ``default`` for)."""
+
+
+class _Body(dict[str, Any]):
+    """A control call's parsed JSON object, with a bound on how long any value in it encodes."""
+
+    __slots__ = ("text_bound",)
+
+    def __init__(self, value: dict[str, Any], text_bound: int | None) -> None:
+        super().__init__(value)
+        self.text_bound = text_bound
+        """At least ``len(json.dumps(v))`` for every value ``v`` in the body, the body included (None:
+        not counted)."""
+
+
+def _parse_body(raw: bytes) -> tuple[Any, int | None]:  # Any: any JSON value (dispatch refuses all but an object)
+    """``json.loads(raw)``, and a bound on how long any value in it encodes (None: not counted).
+
+    For an ASCII text every string encodes at most as long as it is written (an escape is written
+    back as it is, or shorter: ``\\u0041`` is ``A``); ``json.dumps`` adds a space after each ``,``
+    and ``:`` and writes a float's shortest form, at most 24 characters for a token of at least 3
+    (21 more), and escapes DEL (6 characters for 1); whitespace and ``-0`` only shrink, and every
+    other token is written as it was read. So no value in the text encodes longer than the text, plus
+    one a ``,`` or ``:``, five a DEL, 21 a float (each counted as it is parsed)."""
+    if not raw.isascii():
+        return json.loads(raw), None
+    floats = 0
+
+    def count_float(text: str) -> float:
+        nonlocal floats
+        floats += 1
+        return float(text)
+
+    value = json.loads(raw, parse_float=count_float)
+    return value, len(raw) + raw.count(b",") + raw.count(b":") + 5 * raw.count(b"\x7f") + 21 * floats
 
 
 def _text_bound(event: dict[str, Any]) -> int:
