@@ -12,7 +12,9 @@ subprocesses in the same run: ``workbench serve`` on a fresh workspace (state ke
    is events over the time from the first append to the last event read (aim: at least 50,000/s).
    Every event is committed to ``cloud.db`` before the stream sends it. The same again with 4 and
    16 runs streamed at once (a producer and a consumer each): the store commits every stream's
-   events together (group commit), so the rate should grow with the number of streams.
+   events together (group commit), so the rate should grow with the number of streams. Beside
+   each rate: the server's CPU time for those events (from ``/proc``), as events per server
+   CPU-second, a figure other processes on a shared machine disturb less.
 3. What the Host/Origin/limit checks cost (``services/served/guard.py``): the guard around an app that
    answers at once, beside that app alone, called as ASGI apps in this process (no sockets), for a GET
    with a bearer token and for a JSON POST (body read, content type, depth and text policy checked);
@@ -112,7 +114,16 @@ async def round_trips(served: str, token: str, hello: str, rounds: int, calls: i
     print(f"served / bare time per call: {base / sdk:.2f}x  (aim <= 3x)")
 
 
-async def stream_rate(served: str, token: str, total: int, streams: int = 1) -> float:
+def cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system) process ``pid`` has used so far (None where ``/proc`` is missing)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def stream_rate(served: str, token: str, total: int, streams: int = 1, server_pid: int | None = None) -> float:
     """Events/s from ``streams`` runs at once, each with its own producer (batches of 1,000 through
     the control API) and its own SDK consumer; ``total`` events in all. Returns the read rate."""
     per_stream = total // streams
@@ -150,11 +161,13 @@ async def stream_rate(served: str, token: str, total: int, streams: int = 1) -> 
 
         consumers = [asyncio.ensure_future(consume(run_id, head)) for run_id, _, head in lanes]
         await asyncio.sleep(0.2)  # the streams are open before the first event
+        cpu_before = cpu_seconds(server_pid) if server_pid is not None else None
         began = time.perf_counter()
         await asyncio.gather(*(produce(remote_run) for _, remote_run, _ in lanes))
         produced = time.perf_counter() - began
         await asyncio.wait_for(asyncio.gather(*consumers), 120)
         elapsed = time.perf_counter() - began
+        cpu_after = cpu_seconds(server_pid) if server_pid is not None else None
         await oauth.aclose()
     count = per_stream * streams
     assert seen == count, (seen, count)
@@ -162,6 +175,10 @@ async def stream_rate(served: str, token: str, total: int, streams: int = 1) -> 
     print(f"events appended through the control API, {label}: {count / produced:8.0f} events/s")
     print(f"events read by the SDK from the served stream (durable), {label}: {count / elapsed:8.0f} events/s"
           f"  ({count} events in {elapsed:.2f} s; aim >= 50,000/s)")
+    if cpu_before is not None and cpu_after is not None and cpu_after > cpu_before:
+        used = cpu_after - cpu_before
+        print(f"server CPU time, {label}: {used:.2f} s = {count / used:8.0f} events per server CPU-second"
+              " (less noisy than the rate on a shared machine)")
     return count / elapsed
 
 
@@ -219,7 +236,8 @@ async def main(quick: bool) -> None:
             token = json.loads((Path(folder) / "ws" / "serve.json").read_text())["token"]
             await round_trips(served, token, hello, rounds=3 if quick else 7, calls=200 if quick else 500)
             total = 20_000 if quick else 100_000
-            rates = {n: await stream_rate(served, token, total=total, streams=n) for n in (1, 4, 16)}
+            rates = {n: await stream_rate(served, token, total=total, streams=n, server_pid=served_proc.pid)
+                     for n in (1, 4, 16)}
             print("durable events/s by concurrency (one group commit covers every stream's events): "
                   + ", ".join(f"{n}: {rate:,.0f}" for n, rate in rates.items())
                   + f"; {max(rates, key=rates.__getitem__)} streams best, "

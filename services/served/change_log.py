@@ -16,12 +16,15 @@ Changes may be published from any thread; each listener receives its frames in l
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import secrets
 import threading
 from collections import deque
 
-from ..changes import Change, ChangeFeed
+from collections.abc import Sequence
+
+from ..changes import Change, ChangeFeed, RunEvents
 
 __all__ = ["ChangeLog", "ChangeListener", "CHANGE_LOG_SIZE"]
 
@@ -43,6 +46,15 @@ class ChangeListener:
         if not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self.queue.put_nowait, frame)
 
+    def put_many(self, frames: list[bytes]) -> None:
+        """``put`` of each of ``frames``, in order, in one hop onto the loop."""
+        if not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._put_all, frames)
+
+    def _put_all(self, frames: list[bytes]) -> None:
+        for frame in frames:
+            self.queue.put_nowait(frame)
+
     async def get(self) -> bytes:
         return await self.queue.get()
 
@@ -57,13 +69,14 @@ class ChangeLog:
         self.size = size
         """How many recent changes are kept (older ones are forgotten first)."""
         self.epoch = secrets.token_hex(4)
-        self._ring: deque[tuple[int, bytes | Change]] = deque()
+        self._ring: deque[tuple[int, _Entry]] = deque()
         """The newest changes by number: each as its frame once a listener needed it, else the
-        ``Change`` itself (a run event is not encoded for a log nobody follows)."""
+        ``Change`` itself or its place in a run's burst (a run event is not encoded, nor its change
+        built, for a log nobody follows)."""
         self._last = 0
         self._lock = threading.Lock()
         self._listeners: set[ChangeListener] = set()
-        self._unsubscribe = feed.subscribe(self._record)
+        self._unsubscribe = feed.subscribe(self._record, many=self._record_many)
 
     @property
     def last_id(self) -> str:
@@ -82,6 +95,36 @@ class ChangeLog:
             for listener in self._listeners:  # under the lock: every listener sees the log's order
                 assert isinstance(entry, bytes)
                 listener.put(entry)
+
+    def _record_many(self, changes: Sequence[Change]) -> None:
+        """``_record`` of each change of a burst, under one hold of the lock, with one hop per listener."""
+        if not isinstance(changes, RunEvents):
+            for change in changes:
+                self._record(change)
+            return
+        with self._lock:
+            first = self._last + 1
+            self._last += len(changes)
+            ring = self._ring
+            if self._listeners:
+                frames = [self._encode(first + i, change) for i, change in enumerate(changes)]
+                ring.extend(zip(range(first, self._last + 1), frames, strict=True))
+                for listener in self._listeners:  # under the lock: every listener sees the log's order
+                    listener.put_many(frames)
+            else:
+                count = len(changes)
+                ring.extend(zip(range(first, first + count), zip(itertools.repeat(changes), range(count))))
+            for _ in range(len(ring) - max(self.size, 0)):
+                ring.popleft()
+
+    def _frame_of(self, number: int, entry: "_Entry") -> bytes:
+        """The frame of a ring entry (encoded now when it was kept unencoded)."""
+        if isinstance(entry, bytes):
+            return entry
+        if isinstance(entry, tuple):
+            burst, index = entry
+            return self._encode(number, burst[index])
+        return self._encode(number, entry)
 
     def _encode(self, number: int, change: Change) -> bytes:
         return _frame(f"{self.epoch}-{number}", change.kind, {
@@ -124,11 +167,12 @@ class ChangeLog:
         elif seen + 1 < oldest:
             reason = f"more than {self.size} changes happened since that id"
         else:
-            return [entry if isinstance(entry, bytes) else self._encode(number_, entry)
-                    for number_, entry in self._ring if number_ > seen]
+            return [self._frame_of(number_, entry) for number_, entry in self._ring if number_ > seen]
         return [_frame(self.last_id, "reset", {"reset": {"reason": reason}})]
 
 
+_Entry = bytes | Change | tuple[RunEvents, int]
+"""A ring entry: a frame, a change not encoded yet, or the place of one in a run's burst."""
 _APPEND_ONLY = frozenset({"run.event"})
 """Changes whose payload is never changed after it is published (a run's appended event): these
 may wait in the log unencoded until a listener asks for them."""

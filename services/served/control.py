@@ -36,6 +36,8 @@ import asyncio
 import hmac
 import itertools
 import json
+import json.encoder
+import operator
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
@@ -155,7 +157,7 @@ class ControlApp:
         """Answer one control call: ``(status, JSON answer)``."""
         try:
             try:
-                body = json.loads(raw) if raw else {}
+                body, text_bound = _parse_body(raw) if raw else ({}, None)
             except (ValueError, RecursionError):
                 raise ControlError(400, "invalid_request", "the body is not JSON") from None
             if not isinstance(body, dict):
@@ -170,6 +172,8 @@ class ControlApp:
             problem = body_problem(route, body)
             if problem is not None:
                 raise ControlError(400, "invalid_request", problem[1], param=problem[0])
+            if params.get("action") == "emit" and route.name == "runs.action":
+                body = _Body(body, text_bound)
             return 200, await self._handlers[route.name](body, query, **params)
         except ControlError as refusal:
             return refusal.status, _error(refusal.code, refusal.message, refusal.param)
@@ -248,7 +252,7 @@ class ControlApp:
             events = body["events"]
             if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
                 raise ControlError(400, "invalid_request", "events must be a list of objects", param="events")
-            answer["seqs"] = [run.emit(e["type"], e.get("fields"), node_id=e.get("node_id"))["seq"] for e in events]
+            answer["seqs"] = _emit_batch(run, events)
         elif action == "emit":
             answer["event"] = run.emit(body["type"], body.get("fields"), node_id=body.get("node_id"))
         elif action == "ask":
@@ -269,11 +273,12 @@ class ControlApp:
             raise ControlError(413, "payload_too_large",
                                  f"text is longer than the limit of {limits.message_chars} characters", param="text")
         if action == "emit":
+            size_limit = limits.event_bytes
+            if isinstance(body, _Body) and body.text_bound is not None and body.text_bound <= size_limit:
+                return  # the whole body encodes within the limit: so does each event in it
             events = body["events"] if isinstance(body.get("events"), list) else [body]
-            if len(events) > 1 and len(json.dumps(events)) <= limits.event_bytes:
-                return  # each event's text is a part of the whole list's: none can be over the limit
             for index, event in enumerate(events):
-                if len(json.dumps(event)) > limits.event_bytes:
+                if _text_bound(event) > size_limit and _json_size(event) > size_limit:
                     raise ControlError(413, "payload_too_large",
                                          f"event {index} is larger than the limit of {limits.event_bytes} bytes",
                                          param=f"events[{index}]" if "events" in body else "fields")
@@ -409,6 +414,96 @@ async def connection_json(cloud: "FakeCloud", user_id: str, scopes: object,
         "runtime_url": conn.runtime_url,
         "runtime_id": conn.runtime_id,
     }
+
+
+def _emit_batch(run: "FakeRun", events: list[dict[str, Any]]) -> list[int]:
+    """Append ``events`` (``{type, fields, node_id}``) in order as ``run.emit`` of each would: each
+    stretch of one node's events goes in one ``emit_many`` (one clock read, one wake-up of the open
+    streams, one publication). A refused event ends the batch: the events before it stay appended,
+    streamed and published, and the refusal is raised."""
+    seqs: list[int] = []
+    for node_id, stretch in itertools.groupby(events, key=_node_of):
+        seqs.extend(event["seq"] for event in run.emit_many(((e["type"], e.get("fields")) for e in stretch),
+                                                            node_id=node_id))
+    return seqs
+
+
+_node_of = operator.methodcaller("get", "node_id")
+"""An event's ``node_id`` (None without one), passed on as ``emit`` takes it."""
+
+
+_size_chunks = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+    None, json.JSONEncoder().default, json.encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True
+)
+"""The C encoder ``json.dumps`` builds on every call (its defaults: ASCII escapes, ``", "`` and
+``": "``), built once: an event parsed from a request body is plain JSON data (no cycles, no object
+the encoder needs a ``default`` for)."""
+
+
+class _Body(dict[str, Any]):
+    """A control call's parsed JSON object, with a bound on how long any value in it encodes."""
+
+    __slots__ = ("text_bound",)
+
+    def __init__(self, value: dict[str, Any], text_bound: int | None) -> None:
+        super().__init__(value)
+        self.text_bound = text_bound
+        """At least ``len(json.dumps(v))`` for every value ``v`` in the body, the body included (None:
+        not counted)."""
+
+
+def _parse_body(raw: bytes) -> tuple[Any, int | None]:  # Any: any JSON value (dispatch refuses all but an object)
+    """``json.loads(raw)``, and a bound on how long any value in it encodes (None: not counted).
+
+    For an ASCII text every string encodes at most as long as it is written (an escape is written
+    back as it is, or shorter: ``\\u0041`` is ``A``); ``json.dumps`` adds a space after each ``,``
+    and ``:`` and writes a float's shortest form, at most 24 characters for a token of at least 3
+    (21 more), and escapes DEL (6 characters for 1); whitespace and ``-0`` only shrink, and every
+    other token is written as it was read. So no value in the text encodes longer than the text, plus
+    one a ``,`` or ``:``, five a DEL, 21 a float (each counted as it is parsed)."""
+    if not raw.isascii():
+        return json.loads(raw), None
+    floats = 0
+
+    def count_float(text: str) -> float:
+        nonlocal floats
+        floats += 1
+        return float(text)
+
+    value = json.loads(raw, parse_float=count_float)
+    return value, len(raw) + raw.count(b",") + raw.count(b":") + 5 * raw.count(b"\x7f") + 21 * floats
+
+
+def _text_bound(event: dict[str, Any]) -> int:
+    """At least ``len(json.dumps(event))``, counted without encoding for an event whose values are
+    texts or objects of texts (the usual ``{type, fields, node_id}``); a huge number for any other
+    shape, so that it is encoded. A text of n characters encodes to at most 12n + 2 (an astral
+    character's escaped pair is 12); ``", "`` and ``": "`` add 4 a member, the braces 2, a ``null`` 4."""
+    size = 2
+    for key, value in event.items():
+        kind = type(value)
+        if kind is str:
+            size += 12 * (len(key) + len(value)) + 8
+        elif kind is dict:
+            size += 12 * len(key) + 8
+            for inner_key, inner in value.items():
+                if type(inner) is not str:
+                    return _UNBOUNDED
+                size += 12 * (len(inner_key) + len(inner)) + 8
+        elif value is None:
+            size += 12 * len(key) + 10
+        else:
+            return _UNBOUNDED
+    return size
+
+
+_UNBOUNDED = 1 << 62
+"""``_text_bound`` of an event it does not count."""
+
+
+def _json_size(value: dict[str, Any]) -> int:
+    """``len(json.dumps(value))``, counted from the encoder's pieces without joining them."""
+    return sum(map(len, _size_chunks(value, 0)))
 
 
 def _error(code: str, message: str, param: str | None = None) -> Answer:

@@ -105,8 +105,7 @@ _RISKY_TEXT = re.compile(rb"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})|\xed[\xa0-\
 UTF-32 body, which ``json.loads`` accepts too)."""
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 _NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
-_EMPTY_PAIR = re.compile(rb"\[\]|\{\}")
-"""In the brackets alone: a container holding no container."""
+_NOT_BRACKET_OR_QUOTE = bytes(b for b in range(256) if b not in b'[]{}"')
 
 
 def _plainly_fine(body: bytes, max_depth: int) -> bool:
@@ -119,15 +118,20 @@ def _plainly_fine(body: bytes, max_depth: int) -> bool:
         return False
     if body.count(b"[") + body.count(b"{") <= max_depth:
         return True
-    # without a backslash every quote opens or closes a string: the strings are every other part
-    outside = _JSON_STRING.sub(b"", body) if b"\\" in body else b"".join(body.split(b'"')[::2])
-    rest = outside.translate(None, _NOT_BRACKET)
+    if b"\\" in body:
+        rest = _JSON_STRING.sub(b"", body).translate(None, _NOT_BRACKET)
+    else:  # every quote opens or closes a string: with the brackets and quotes alone, the strings are
+        # every other part (the same parts as in the whole text, usually far shorter)
+        rest = b"".join(body.translate(None, _NOT_BRACKET_OR_QUOTE).split(b'"')[::2])
     for _ in range(max_depth):
         if not rest:
             return True
-        rest, taken = _EMPTY_PAIR.subn(b"", rest)
-        if not taken:
+        # one pass takes out every pair empty now (a container holding no container): the ``[]``
+        # are marked first, so a ``{}`` that only they made empty waits for the next pass
+        taken = rest.replace(b"[]", b"\0\0").replace(b"{}", b"").replace(b"\0", b"")
+        if len(taken) == len(rest):
             return False
+        rest = taken
     return not rest
 
 

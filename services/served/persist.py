@@ -28,14 +28,14 @@ import asyncio
 import json
 import json.encoder
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from sqlalchemy import delete, select
 from sqlalchemy.dialects.sqlite import insert
 from sqlalchemy.exc import SQLAlchemyError
 
-from ..changes import Change
+from ..changes import Change, RunEvents
 from ..files import read_json
 from ..cloud.keys import SigningKey
 from ..cloud.state import (
@@ -222,7 +222,7 @@ class CloudStore:
         if self._unsubscribe is not None:
             self._unsubscribe()
         self.cloud = cloud
-        self._unsubscribe = cloud.changes.subscribe(self._on_change)
+        self._unsubscribe = cloud.changes.subscribe(self._on_change, many=self._on_changes)
 
     def _on_change(self, change: Change) -> None:
         if change.source != "cloud":
@@ -230,6 +230,16 @@ class CloudStore:
         if change.kind.startswith("run."):
             self.touch_run(change.id)
         self._schedule()
+
+    def _on_changes(self, changes: Sequence[Change]) -> None:
+        """``_on_change`` of a burst: a run's burst marks its run once."""
+        if isinstance(changes, RunEvents):
+            if changes.source == "cloud" and changes.events:
+                self.touch_run(changes.run_id)
+                self._schedule()
+            return
+        for change in changes:
+            self._on_change(change)
 
     def _schedule(self) -> None:
         """Flush soon after a change nobody acknowledges (the operator's own actions, a responder)."""

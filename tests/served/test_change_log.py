@@ -61,3 +61,26 @@ async def test_a_change_with_unencodable_text_or_values_is_carried_and_never_bre
     ids = [f[2]["id"] for f in got]
     assert ids == ["obj_\udc80", "t1", "after"]  # the log's order, whichever thread published
     assert "\n" not in got[0][1]  # the event name stays on its line
+
+
+async def test_a_run_burst_is_numbered_change_by_change_for_a_listener_and_for_a_later_resume() -> None:
+    from services.changes import RunEvents
+
+    feed = ChangeFeed()
+    log = ChangeLog(feed, size=6)
+    feed.announce("canvas", "object.updated", "obj_0")
+    burst = [{"seq": n, "type": "node.activity"} for n in range(1, 5)]
+    feed.publish_many(RunEvents("cloud", "run_1", burst, {"user_id": "u"}))  # nobody follows: kept unencoded
+    resumed = await frames(log.follow(f"{log.epoch}-2"))
+    assert [(f[0], f[2]["data"]["event"]["seq"]) for f in resumed] == [(f"{log.epoch}-{n}", n - 1) for n in (3, 4, 5)]
+    listener = log.follow(None)
+    feed.publish_many(RunEvents("cloud", "run_1", [{"seq": 5, "type": "x"}, {"seq": 6, "type": "x"}], {"user_id": "u"}))
+    got = await frames(listener)
+    assert [(f[0], f[1], f[2]["id"], f[2]["data"]["event"]["seq"]) for f in got] == [
+        (f"{log.epoch}-6", "run.event", "run_1", 5), (f"{log.epoch}-7", "run.event", "run_1", 6)]
+    assert log.last_id == f"{log.epoch}-7"
+    # the log keeps the newest six: a resume from the first change of the first burst is still whole
+    assert [f[0] for f in await frames(log.follow(f"{log.epoch}-1"))] == [f"{log.epoch}-{n}" for n in range(2, 8)]
+    (reset,) = await frames(log.follow(f"{log.epoch}-0"))
+    assert reset[1] == "reset"
+    listener.close()

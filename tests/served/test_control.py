@@ -175,3 +175,74 @@ async def test_a_client_that_goes_away_mid_stream_is_dropped_from_the_run(served
         fake.reply("nobody is streaming now")  # appending still works; nothing is written to the dead socket
         assert (await client.runs.get(run.id)).status == "idle"
         await oauth.aclose()
+
+
+async def test_a_batch_emit_refused_in_the_middle_keeps_what_came_before_on_disk_and_answers_the_refusal(
+        tmp_path) -> None:
+    """``POST /runs/{id}/emit`` with a list: events before a refused one are appended, streamed,
+    published and stored in order; the refused one and those after it are not; the caller gets the
+    refusal alone. An oversized event refuses the whole batch before anything is appended."""
+    import httpx
+
+    from services.cloud.limits import Limits
+    from services.served.asgi import CONTROL_PREFIX
+    from services.served.persist import CloudStore
+
+    sock = bind_socket("127.0.0.1", 0)
+    url = origin_url(*sock.getsockname()[:2])
+    cloud = FakeCloud("app", issuer=url, runtime_url=url)
+    store = CloudStore(tmp_path / "cloud.db")
+    await store.load(cloud)
+    server = CloudServer(cloud, sock, store=store, limits=Limits(event_bytes=2000))
+    await server.start()
+    published: list[tuple[str, int]] = []
+    try:
+        async with RemoteCloud(server.url, server.token) as remote:
+            oauth, client = await _client(remote, server.url, "user:o1")
+            run = await client.runs.start(prompt="batch")
+            fake = cloud.runs.get(run.id)
+            head = fake.seq
+            cloud.changes.subscribe(lambda c: published.append((c.id, c.data["event"]["seq"]))
+                                    if c.kind == "run.event" else None)
+            stream = client.runs.events(run.id, after=head)
+            operator = {"authorization": f"Bearer {server.token}"}
+            emit = f"{server.url}{CONTROL_PREFIX}/runs/{run.id}/emit"
+            ok = {"type": "node.output_text.delta", "fields": {"delta": "x", "entry_id": "e0"}}
+            child = {**ok, "node_id": "child"}
+            async with httpx.AsyncClient(headers=operator) as http:
+                # the third event has no type: 400, the two before it kept (one of them a child's)
+                answer = await http.post(emit, json={"events": [ok, child, {"fields": {}}, ok]})
+                assert answer.status_code == 400, answer.text
+                assert answer.json()["error"]["code"] == "invalid_request"
+                assert "type" in answer.json()["error"]["message"]
+                assert [e["seq"] for e in fake.events[-2:]] == [head + 1, head + 2] and fake.seq == head + 2
+                assert [e["node_id"] for e in fake.events[-2:]] == [run.id, "child"]
+                # an event too large anywhere in the batch: 413 naming it, nothing of the batch appended
+                answer = await http.post(emit, json={"events": [ok, {**ok, "fields": {"delta": "y" * 3000}}]})
+                assert answer.status_code == 413 and answer.json()["error"]["param"] == "events[1]"
+                assert fake.seq == head + 2
+                # a whole batch accepted: every seq answered, in order, across node changes
+                answer = await http.post(emit, json={"events": [ok, child, child, ok]})
+                assert answer.status_code == 200, answer.text
+                assert answer.json()["seqs"] == [head + 3, head + 4, head + 5, head + 6]
+            seen = []
+            async for event in stream:
+                seen.append((event.seq, event.node_id))
+                if event.seq == head + 6:
+                    break
+            await stream.aclose()
+            assert seen == [(head + 1, run.id), (head + 2, "child"), (head + 3, run.id), (head + 4, "child"),
+                            (head + 5, "child"), (head + 6, run.id)]
+            assert published == [(run.id, head + n) for n in range(1, 7)]
+            doc = await asyncio.to_thread(store.stored_state)  # every answered call was committed first
+            assert doc is not None
+            kept = next(r for r in doc["runs"] if r["id"] == run.id)["events"]
+            assert [e["seq"] for e in kept if e["seq"] > head] == [head + n for n in range(1, 7)]
+            fake.delete()  # a deleted run refuses the whole batch
+            async with httpx.AsyncClient(headers=operator) as http:
+                answer = await http.post(emit, json={"events": [ok]})
+            assert answer.status_code == 404 and answer.json()["error"]["code"] == "run_not_found"
+            await oauth.aclose()
+    finally:
+        await server.stop()
+        await store.close()
