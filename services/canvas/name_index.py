@@ -14,7 +14,8 @@ defined by that predicate alone; the index only narrows which rows are tested:
   or two characters has no trigram: it is answered the old way.
 - **PostgreSQL**: a GIN index ``USING gin (lower(name) gin_trgm_ops)`` from the ``pg_trgm``
   extension, which serves the ``lower(name) LIKE`` predicate directly (PostgreSQL rechecks each
-  candidate). When ``pg_trgm`` cannot be installed (no such extension, no right to create it),
+  candidate); the filter is lower-cased here as ``lower()`` does under the names' ``"C"`` collation
+  (``ascii_lower``), so the predicate is the index's own expression. When ``pg_trgm`` cannot be installed (no such extension, no right to create it),
   the canvas works without the index, only slower.
 
 ``install_name_index`` creates the index when a canvas opens without it (and fills it, once, in
@@ -28,7 +29,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session
 
-__all__ = ["MIN_CHARS", "install_name_index", "has_name_index", "fts_phrase", "CANDIDATES"]
+__all__ = ["MIN_CHARS", "install_name_index", "has_name_index", "fts_phrase", "ascii_lower", "CANDIDATES"]
 
 MIN_CHARS = 3
 """The shortest filter a trigram index can serve; a shorter one reads the names in order."""
@@ -102,9 +103,15 @@ def has_name_index(session: Session) -> bool:
 _ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
 
 
+def ascii_lower(text_: str) -> str:
+    """``text_`` with its ASCII letters lower-cased and nothing else: what SQLite's ``lower()`` and
+    ``LIKE`` do, and PostgreSQL's ``lower()`` under the names' ``"C"`` collation."""
+    return text_.translate(_ASCII_LOWER)
+
+
 def fts_phrase(needle: str) -> str | None:
     """The FTS5 phrase of a name filter (its trigrams in a row, ASCII letters lower-cased as
     SQLite's ``lower()`` and ``LIKE`` do), or None when it is too short to have one."""
     if len(needle) < MIN_CHARS:
         return None
-    return '"' + needle.translate(_ASCII_LOWER).replace('"', '""') + '"'
+    return '"' + ascii_lower(needle).replace('"', '""') + '"'

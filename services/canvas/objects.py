@@ -30,7 +30,7 @@ from . import counters
 from .eligibility import OPERATOR, Access, access_for
 from .errors import AmbiguousNameError, ObjectNotFoundError
 from .models import EdgeRow, ObjectRow
-from .name_index import CANDIDATES, fts_phrase, has_name_index
+from .name_index import CANDIDATES, ascii_lower, fts_phrase, has_name_index
 from .names import OWNER_TYPES, RESOLVE_TYPES, ReaderView, check_handle, owner_id, split_owner_ref
 from .views import EdgeView, Neighbourhood, ObjectPage, ObjectSummary
 
@@ -273,8 +273,9 @@ def _filters(session: Session, type: str | None, owner: str | None, name_filter:
     if owner:
         where.append((ObjectRow.owner_id + literal("") if by_key else ObjectRow.owner_id) == owner)
     if name_filter:
-        if session.get_bind().dialect.name == "postgresql":  # as SQLite's LIKE: letters in either case
-            where.append(ObjectRow.name.icontains(name_filter, autoescape=True))
+        if session.get_bind().dialect.name == "postgresql":  # as SQLite's LIKE: ASCII letters in either case
+            # lower(name), the trigram index's own expression: an ILIKE on the name could not use it
+            where.append(func.lower(ObjectRow.name).contains(ascii_lower(name_filter), autoescape=True))
         else:
             where.append(ObjectRow.name.contains(name_filter, autoescape=True))
     return where

@@ -255,3 +255,54 @@ async def test_unread_counts_of_many_inboxes_at_once(canvas: Canvas) -> None:
     await canvas.mark_read("n2")
     counts = await canvas.unread_counts(["n1", "n2", "nobody"])
     assert counts == {"n1": (await canvas.inbox("n1")).unread, "n2": 0, "nobody": 0} == {"n1": 3, "n2": 0, "nobody": 0}
+
+
+async def test_a_name_filter_is_answered_from_the_trigram_index(canvas: Canvas) -> None:
+    """The statement a name filter runs can be served by the engine's trigram index: SQLite's
+    ``object_names``; on PostgreSQL, with sequential scans forbidden and the other name indexes out of
+    the way (in a transaction rolled back), the plan reads ``ix_objects_name_trgm``. A predicate that is
+    not the index's own expression (an ILIKE on the name) could only scan every row."""
+    from sqlalchemy import event
+
+    await canvas.ensure_owner("user", "ada")
+    await canvas.write("Pricing-0001", owner="user:ada", preview=PREVIEW)
+    with write_session(canvas.engine) as s:  # enough other names that reading them all costs more than the index
+        s.execute(text("INSERT INTO objects (id, type, kind, name, owner_id, privacy, status, created_at, updated_at) "
+                       "VALUES (:id, 'sample', '', :name, NULL, 'public', '', 0, 0)"),
+                  [{"id": f"s{i}", "name": "".join(chr(97 + i // 26 ** k % 26) for k in range(4))}
+                   for i in range(20_000)])
+    if is_postgres(canvas.engine):
+        with canvas.engine.connect() as conn:
+            conn.execute(text("ANALYZE objects"))
+            conn.commit()
+    seen: list[tuple[str, object]] = []
+
+    def keep(conn: object, cursor: object, statement: str, params: object, context: object, many: bool) -> None:
+        seen.append((statement, params))
+
+    event.listen(canvas.engine, "before_cursor_execute", keep)
+    try:
+        assert await canvas.count_objects(name_filter="ICING-00") == 1
+        assert [o.name for o in (await canvas.list_objects(name_filter="icing-00")).items] == ["Pricing-0001"]
+    finally:
+        event.remove(canvas.engine, "before_cursor_execute", keep)
+    if not is_postgres(canvas.engine):
+        assert any("object_names" in statement for statement, _ in seen)
+        return
+    filtered = [(s, p) for s, p in seen if "LIKE" in s.upper() and "objects" in s]
+    assert filtered
+    raw = canvas.engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        cursor.execute("SET enable_seqscan = off")
+        cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'objects' AND schemaname = current_schema() "
+                       "AND indexname LIKE 'ix\\_%' AND indexname <> 'ix_objects_name_trgm'")
+        for (other,) in cursor.fetchall():  # inside this transaction only, rolled back below
+            cursor.execute(f"DROP INDEX {other}")
+        for statement, params in filtered:
+            cursor.execute("EXPLAIN " + statement, params)
+            plan = "\n".join(str(row[0]) for row in cursor.fetchall())
+            assert "ix_objects_name_trgm" in plan, plan
+    finally:
+        raw.rollback()
+        raw.close()
