@@ -46,6 +46,7 @@ __all__ = [
     "CorruptFileError",
     "UnstorableTextError",
     "atomic_write_bytes",
+    "stage_synced",
     "atomic_write_text",
     "atomic_write_json",
     "publish_tree",
@@ -96,23 +97,36 @@ def current_umask() -> int:
     return mask
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> None:
-    """Replace ``path`` with ``data`` atomically (temp file, fsync, rename, folder fsync)."""
-    path = Path(path)
-    folder = path.parent
-    folder.mkdir(parents=True, exist_ok=True)
+def stage_synced(path: Path, data: bytes, *, mode: int | None = None) -> str:
+    """``data`` written and fsynced to a new temporary file beside ``path``, with ``path``'s mode (a
+    new file's follows the umask, as ``open()`` would make it); its name. Nothing replaces ``path``:
+    the caller renames it into place (``os.replace``) or removes it."""
     if mode is None:
         try:
             mode = stat.S_IMODE(os.lstat(path).st_mode)
         except FileNotFoundError:
-            mode = 0o666 & ~current_umask()  # a new file follows the umask, as open() would make it
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+            mode = 0o666 & ~current_umask()
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return tmp
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> None:
+    """Replace ``path`` with ``data`` atomically (temp file, fsync, rename, folder fsync)."""
+    path = Path(path)
+    folder = path.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = stage_synced(path, data, mode=mode)
+    try:
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -39,7 +39,6 @@ import json
 import logging
 import math
 import os
-import stat
 import tempfile
 import threading
 import weakref
@@ -59,6 +58,7 @@ from services.files import (
     contained_path,
     current_umask,
     fsync_dir,
+    stage_synced,
 )
 from services.text import decode_text, repair_value, text_problem, value_problem
 
@@ -432,7 +432,7 @@ class OutboxStores:
         try:
             for ledger in ledgers:
                 path = self.ledger_path(ledger["conversationId"])
-                staged.append((ledger["conversationId"], _stage_synced(path, self._ledger_bytes(ledger)), path))
+                staged.append((ledger["conversationId"], stage_synced(path, self._ledger_bytes(ledger)), path))
             for _, tmp, path in staged:
                 os.replace(tmp, path)
         except BaseException:
@@ -543,29 +543,9 @@ def _stamp(path: Path) -> LedgerStamp:
     return (info.st_ino, info.st_size, info.st_mtime_ns)
 
 
-def _stage_synced(path: Path, data: bytes) -> str:
-    """``data`` written and fsynced to a temporary file beside ``path`` (with ``path``'s mode); its name."""
-    try:
-        mode = stat.S_IMODE(os.lstat(path).st_mode)
-    except FileNotFoundError:
-        mode = 0o666 & ~current_umask()
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    return tmp
-
-
 def _replace_synced(path: Path, data: bytes) -> None:
     """Replace ``path`` by ``data`` (temporary file, fsync, rename), the folder not fsynced."""
-    tmp = _stage_synced(path, data)
+    tmp = stage_synced(path, data)
     try:
         os.replace(tmp, path)
     except BaseException:
