@@ -327,7 +327,7 @@ class FakeRun:
         re-derived; not streamed or published yet."""
         if self.deleted:
             raise CloudError(404, "run_not_found", f"run {self.id} was deleted")
-        seq = self.seq = self.seq + 1
+        seq = self.seq + 1  # taken only once the event is built: a refused one leaves no gap in the numbering
         if now is None:
             now = self.cloud.clock.time()
         run_id = self.id
@@ -340,7 +340,10 @@ class FakeRun:
             "at": _iso_ms(now),
         }
         if fields:
+            if not isinstance(fields, dict):  # (``type`` names the event's type here, hence __class__)
+                raise TypeError(f"an event's fields are an object (a dict), not {fields.__class__.__name__}")
             event.update(_own_copy(fields))  # update copies the top level: only nested values need a copy
+        self.seq = seq
         self.events.append(event)
         self.updated_at = now
         if event["type"] in _REDUCERS:

@@ -86,3 +86,20 @@ async def test_a_bad_pair_stops_the_burst_and_what_came_before_it_is_published(c
     assert [e["seq"] for e in fake.events if e["seq"] > start] == [start + 1, start + 2]
     assert [c.data["event"]["seq"] for c in seen if c.kind == "run.event" and c.data["event"]["seq"] > start] == \
         [start + 1, start + 2]
+
+
+async def test_an_event_refused_while_it_is_built_leaves_no_gap_in_the_numbering(cloud: FakeCloud, client: Any) -> None:
+    """Fields that are not an object are refused, and the next event takes the number it would have
+    taken: a client resuming from its last event id never sees a number that was never sent."""
+    await client.runs.start(prompt="gap")
+    fake = cloud.runs.all[0]
+    start = fake.seq
+    for bad in (["not", "an", "object"], "text", 3):
+        with pytest.raises(TypeError, match="fields are an object"):
+            fake.emit("node.activity", bad)  # type: ignore[arg-type]
+        assert fake.seq == start
+    with pytest.raises((TypeError, ValueError)):
+        fake.emit_many([("node.output_text.delta", {"delta": "a"}), ("node.activity", ["bad"])])  # type: ignore[list-item]
+    fake.emit("node.output_text.delta", {"delta": "b"})
+    assert [e["seq"] for e in fake.events if e["seq"] > start] == [start + 1, start + 2]
+    assert fake.seq == start + 2
