@@ -47,6 +47,7 @@ __all__ = [
     "UnstorableTextError",
     "atomic_write_bytes",
     "stage_synced",
+    "replace_synced",
     "atomic_write_text",
     "atomic_write_json",
     "publish_tree",
@@ -120,11 +121,9 @@ def stage_synced(path: Path, data: bytes, *, mode: int | None = None) -> str:
     return tmp
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> None:
-    """Replace ``path`` with ``data`` atomically (temp file, fsync, rename, folder fsync)."""
-    path = Path(path)
-    folder = path.parent
-    folder.mkdir(parents=True, exist_ok=True)
+def replace_synced(path: Path, data: bytes, *, mode: int | None = None) -> None:
+    """Replace ``path`` with ``data`` (``stage_synced``, then a rename); the folder is not fsynced,
+    so the caller does that once for several files (``atomic_write_bytes`` does it for one)."""
     tmp = stage_synced(path, data, mode=mode)
     try:
         os.replace(tmp, path)
@@ -132,7 +131,14 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> N
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    fsync_dir(folder)
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> None:
+    """Replace ``path`` with ``data`` atomically (temp file, fsync, rename, folder fsync)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    replace_synced(path, data, mode=mode)
+    fsync_dir(path.parent)
 
 
 def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None:

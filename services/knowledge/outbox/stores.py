@@ -58,6 +58,7 @@ from services.files import (
     contained_path,
     current_umask,
     fsync_dir,
+    replace_synced,
     stage_synced,
 )
 from services.text import decode_text, repair_value, text_problem, value_problem
@@ -417,7 +418,7 @@ class OutboxStores:
         if sync_folder:
             atomic_write_bytes(path, data)
         else:
-            _replace_synced(path, data)
+            replace_synced(path, data)
             self._ledgers_unsynced = True
         return _stamp(path)
 
@@ -541,17 +542,6 @@ LedgerStamp = tuple[int, int, int]
 def _stamp(path: Path) -> LedgerStamp:
     info = os.stat(path)
     return (info.st_ino, info.st_size, info.st_mtime_ns)
-
-
-def _replace_synced(path: Path, data: bytes) -> None:
-    """Replace ``path`` by ``data`` (temporary file, fsync, rename), the folder not fsynced."""
-    tmp = stage_synced(path, data)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 _GUARD = 256
