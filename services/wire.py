@@ -117,6 +117,7 @@ from typing import Literal, get_args
 from urllib.parse import SplitResult, urlsplit
 
 __all__ = [
+    "event_line_name",
     "Route",
     "ROUTES",
     "match_route",
@@ -357,3 +358,21 @@ def route_under(base: str, url: str) -> str | None:
 def version_tuple(version: str) -> tuple[int, ...]:
     """``"1.10.2"`` as ``(1, 10, 2)`` for comparisons; non-numeric parts count as 0."""
     return tuple(int(part) if part.isdigit() else 0 for part in version.split("."))
+
+
+_NAMES: dict[str, str] = {}
+"""Event types already made fit for the ``event:`` line (a run uses a handful)."""
+
+
+def event_line_name(name: object) -> str:
+    """``name`` as an SSE ``event:`` line may carry it: one line of ASCII (anything else as its
+    backslash escape, CR and LF as spaces), so no stored text can end the line or add a frame. The
+    event's ``data`` keeps its type exactly."""
+    if not isinstance(name, str):  # a type an older server kept without checking it
+        name = str(name)
+    line = _NAMES.get(name)
+    if line is None:
+        line = name.encode("ascii", "backslashreplace").decode().replace("\r", " ").replace("\n", " ")
+        if len(_NAMES) < 4096:
+            _NAMES[name] = line
+    return line

@@ -13,6 +13,7 @@ import copy
 import functools
 import itertools
 import math
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -339,6 +340,8 @@ class FakeRun:
             "type": type,
             "at": _iso_ms(now),
         }
+        if type.__class__ is not str or type not in _TYPES_SEEN:
+            _check_type(type)
         if fields:
             if not isinstance(fields, dict):  # (``type`` names the event's type here, hence __class__)
                 raise TypeError(f"an event's fields are an object (a dict), not {fields.__class__.__name__}")
@@ -438,6 +441,22 @@ class FakeRun:
 _SCALARS = (str, int, float, bool, type(None))
 _SCALAR_TYPES = frozenset(_SCALARS)
 """The exact scalar types (a set lookup, before the ``isinstance`` that also takes their subclasses)."""
+
+
+_TYPES_SEEN: set[str] = set()
+"""Event types already found fit (a cloud sees a few dozen)."""
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+
+
+def _check_type(type_: object) -> None:
+    """Refuse an event type that is not one line of text: it names the frame a stream sends, so a
+    line break in it would end that line early and could add a frame of its own."""
+    if not isinstance(type_, str):
+        raise TypeError(f"an event's type is text, not {type_.__class__.__name__}")
+    if not type_ or _CONTROL.search(type_) is not None:
+        raise ValueError(f"an event's type is one line of text without control characters, not {type_!r}")
+    if len(_TYPES_SEEN) < 4096:
+        _TYPES_SEEN.add(type_)
 
 
 def _own_copy(fields: dict[str, Any]) -> dict[str, Any]:

@@ -76,7 +76,7 @@ def _check_size(text: str, limit: int, param: str) -> None:
 
 def _fingerprint(op: str, scope: str, body: object) -> str:
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(f"{op}\n{scope}\n{canonical}".encode()).hexdigest()
+    return hashlib.sha256(f"{op}\n{scope}\n{canonical}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class RuntimeOps:

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import json
 import json.encoder
+import re
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 import httpx
 
+from ..wire import event_line_name
 from .runs import FakeRun, RunStreamFeed
 
-__all__ = ["EventStream", "StreamHost", "encode_frame", "frame_text"]
+__all__ = ["EventStream", "StreamHost", "encode_frame", "frame_text", "utf8"]
 
 
 class _NoticeOwer(Protocol):
@@ -50,16 +52,32 @@ def _encode(data: dict[str, Any]) -> str:
     return "".join(_iterencode(data, 0))
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+def _escaped(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def utf8(text: str) -> bytes:
+    """Frames' text as UTF-8. A lone surrogate (what a JavaScript app sends when it splits an emoji)
+    has no UTF-8 form: it can only sit inside a JSON string of a ``data`` line (the other lines are
+    ASCII), so it travels as its JSON escape, as a JavaScript server's ``JSON.stringify`` sends it,
+    and the client's JSON parser reads back the same text. One bad event never stops a stream."""
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return _SURROGATE.sub(_escaped, text).encode()
+
+
 def frame_text(kind: str, data: dict[str, Any]) -> str:
-    """``encode_frame`` before the UTF-8 encoding (a batch of frames is encoded at once)."""
+    """``encode_frame`` before the UTF-8 encoding (``utf8``; a batch of frames is encoded at once)."""
     if kind == "event":
-        return f"id: {data['seq']}\nevent: {data['type']}\ndata: {_encode(data)}\n\n"
+        return f"id: {data['seq']}\nevent: {event_line_name(data['type'])}\ndata: {_encode(data)}\n\n"
     return f"event: {kind}\ndata: {_encode(data)}\n\n"
 
 
 def encode_frame(kind: str, data: dict[str, Any]) -> bytes:
     """One SSE frame: events carry ``id`` and their type; control frames only their name."""
-    return frame_text(kind, data).encode()
+    return utf8(frame_text(kind, data))
 
 
 class EventStream(httpx.AsyncByteStream):
@@ -112,7 +130,7 @@ class EventStream(httpx.AsyncByteStream):
                     break
             feed.last_seq = last_seq
             if frames:
-                yield "".join(frames).encode()
+                yield utf8("".join(frames))
             if done:
                 break
         await self.aclose()

@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from ..changes import Change, ChangeFeed, RunEvents
+from ..wire import event_line_name
 
 __all__ = ["ChangeLog", "ChangeListener", "CHANGE_LOG_SIZE"]
 
@@ -180,5 +181,4 @@ may wait in the log unencoded until a listener asks for them."""
 
 def _frame(event_id: str, event: str, payload: dict[str, object]) -> bytes:
     data = json.dumps(payload, default=str)  # ASCII: a lone surrogate travels as its escape
-    name = event.encode("ascii", "backslashreplace").decode().replace("\r", " ").replace("\n", " ")
-    return f"id: {event_id}\nevent: {name}\ndata: {data}\n\n".encode()
+    return f"id: {event_id}\nevent: {event_line_name(event)}\ndata: {data}\n\n".encode()

@@ -246,3 +246,22 @@ async def test_a_batch_emit_refused_in_the_middle_keeps_what_came_before_on_disk
     finally:
         await server.stop()
         await store.close()
+
+
+async def test_an_event_type_that_is_not_one_line_of_text_is_refused_over_http_with_nothing_appended(
+        served_cloud) -> None:
+    cloud, server = served_cloud
+    async with RemoteCloud(server.url, server.token) as remote:
+        oauth, client = await _client(remote, server.url, "user:o1")
+        started = await client.runs.start(prompt="types")
+        run = await remote.user("user:o1").runs.get(started.id)
+        start = cloud.runs.get(started.id).seq
+        for bad in ("x\ndata: {}\n\nevent: node.turn.completed", "a\rb", "", 7):
+            with pytest.raises(ControlError) as refused:
+                await run.emit(bad, {"k": 1})  # type: ignore[arg-type]
+            assert refused.value.status == 400 and "type" in str(refused.value)
+        with pytest.raises(ControlError) as burst:
+            await run.emit_many([{"type": "node.activity", "fields": {"activity": "thinking"}}, {"type": "a\nb"}])
+        assert burst.value.status == 400
+        assert [e["seq"] for e in cloud.runs.get(started.id).events if e["seq"] > start] == [start + 1]
+        await oauth.aclose()
