@@ -26,6 +26,7 @@ Shapes (all plain JSON objects):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -285,6 +286,7 @@ def check_conversation_id(value: object) -> str:
     return text
 
 
+@functools.lru_cache(maxsize=4096)
 def honcho_id(prefix: str, raw: str) -> str:
     """A Honcho-legal id (letters, digits, ``_``, ``-``; at most 100) derived from ``raw``.
 

@@ -24,7 +24,8 @@ bad value never stops a read, a sweep or a compaction.
 The mutex (``OutboxStores.locked``) is one module-level lock serialising every outbox
 read-modify-write across all conversations and all store instances of the process, plus a file
 lock (the ``filelock`` package's lock on ``data/outbox/capture.lock``, the lock
-``services.files.FileLock`` takes, one instance kept per store) that extends it across processes: a sweep's rewrite can never lose a
+``services.files.FileLock`` takes; one handle per lock file in the process, kept a few milliseconds
+after a capture for the next one, see ``_FlockHandle``) that extends it across processes: a sweep's rewrite can never lose a
 concurrent append from this process or another one. Waiting for it longer than ``LOCK_WAIT_S`` raises ``LockTimeoutError``. The locked work is a
 plain function run in a worker thread; it is not re-entrant, and no network call ever happens
 inside.
@@ -41,6 +42,7 @@ import math
 import os
 import tempfile
 import threading
+import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -138,7 +140,7 @@ class OutboxStores:
             folder.mkdir(parents=True, exist_ok=True)
         lock_path = self.data / "outbox" / "capture.lock"
         lock_path.touch(exist_ok=True)
-        self._file_lock = _FlockHandle(lock_path)
+        self._file_lock = _FlockHandle.for_path(lock_path)
         self._display_cache: _DisplayCache | None = None
         self._index = IndexWriter(self.outbox_path, self.index_path)
         self._groups: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Group] = weakref.WeakKeyDictionary()
@@ -146,22 +148,30 @@ class OutboxStores:
 
     # -- the mutex ---------------------------------------------------------------------------
 
-    def run_locked(self, work: Callable[[], T]) -> T:
+    def run_locked(self, work: Callable[[], T], *, keep: bool = False) -> T:
         """Run ``work`` (blocking) holding the module mutex and the cross-process file lock.
 
-        Waiting longer than ``LOCK_WAIT_S`` for either raises ``LockTimeoutError``.
+        Waiting longer than ``LOCK_WAIT_S`` for either raises ``LockTimeoutError``. ``keep``: when
+        ``work`` succeeds, the file lock may stay held a few milliseconds for the next capture
+        (``_FlockHandle``); only group-committed appends ask for it.
         """
         if not _OUTBOX_MUTEX.acquire(timeout=LOCK_WAIT_S):
             raise LockTimeoutError(f"the memory outbox is busy in this process; gave up after {LOCK_WAIT_S:g} s")
         try:
-            with self._file_lock:
-                return work()
+            self._file_lock.enter()
+            done = False
+            try:
+                result = work()
+                done = True
+                return result
+            finally:
+                self._file_lock.leave(keep=keep and done)
         finally:
             _OUTBOX_MUTEX.release()
 
-    async def locked(self, work: Callable[[], T]) -> T:
+    async def locked(self, work: Callable[[], T], *, keep: bool = False) -> T:
         """Run ``work`` in a worker thread holding the outbox mutex; its result or error is returned."""
-        return await asyncio.to_thread(self.run_locked, work)
+        return await asyncio.to_thread(self.run_locked, work, keep=keep)
 
     # -- paths -------------------------------------------------------------------------------
 
@@ -335,7 +345,7 @@ class OutboxStores:
             batch, group.waiting = group.waiting[:_GROUP_MAX], group.waiting[_GROUP_MAX:]
             lines = [value for values, _ in batch for value in values]
             try:
-                await self.locked(lambda: self.append_lines(lines))
+                await self.locked(lambda: self.append_lines(lines), keep=True)
             except BaseException as exc:  # every caller of the group hears of it; none of its lines is kept
                 for _, done in batch:
                     if not done.done():
@@ -557,30 +567,122 @@ class _DisplayCache:
     guard: bytes
 
 
+_LEASE_IDLE_S = 0.005
+"""How long this process keeps an outbox's file lock after a group-committed append, for the next
+capture: taking the ``filelock`` package's lock costs about 0.25 ms of CPU, a third of a capture."""
+_LEASE_MAX_S = 0.05
+"""A kept lock is let go once held this long, so another process waiting for it gets its turn ..."""
+_LEASE_GAP_S = 0.002
+"""... in a gap this long before this process takes it again (a waiter polls the lock, it does not
+queue for it: without the gap, back-to-back captures would take it back before the waiter looks)."""
+
+
 class _FlockHandle:
-    """The cross-process half of the outbox mutex: the ``filelock`` package's lock on ``capture.lock``,
-    one instance kept for the store's life.
+    """The cross-process half of the outbox mutex: the ``filelock`` package's lock on ``capture.lock``.
 
     It is the same lock ``services.files.FileLock`` takes on the same file (so holders of either
     exclude each other), without that wrapper's per-acquire bookkeeping (path resolution, folder
-    creation, fork checks: about 1 ms each time), which made every capture slower. The package
-    opens the file at each acquire and closes it at release, so a lock file replaced on disk or a
-    forked child needs nothing of its own. Only the module mutex's holder calls it.
+    creation, fork checks), which made every capture slower. The package opens the file at each
+    acquire and closes it at release, so a lock file replaced on disk needs nothing of its own.
+
+    One handle per lock file in the process (``for_path``), so every store of one outbox in this
+    process shares it. Only the module mutex's holder enters it. A group-committed append may leave
+    it held (``leave(keep=True)``): the next capture within ``_LEASE_IDLE_S`` finds it held and takes
+    nothing. A keeper thread lets it go once it has been idle that long, whatever the event loops
+    do, and any other work leaving it (a sweep, a status read) lets it go at once. It is never kept
+    past ``_LEASE_MAX_S`` from when it was taken, and then this process waits ``_LEASE_GAP_S`` before
+    taking it again, so captures back to back never starve another process. A forked child never
+    counts its parent's hold.
     """
+
+    _handles: "weakref.WeakValueDictionary[str, _FlockHandle]" = weakref.WeakValueDictionary()
+    _handles_guard = threading.Lock()
+
+    @classmethod
+    def for_path(cls, path: Path) -> "_FlockHandle":
+        """The process's handle on ``path``'s lock (made on first use)."""
+        key = os.path.realpath(path)
+        with cls._handles_guard:
+            handle = cls._handles.get(key)
+            if handle is None:
+                handle = cls._handles[key] = cls(Path(key))
+            return handle
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = filelock.FileLock(str(path), thread_local=False)
+        self._state = threading.Condition()
+        self._held_since: float | None = None
+        """When this process took the package's lock (monotonic), while it holds it."""
+        self._left_at = 0.0
+        self._gap_until = 0.0
+        self._users = 0
+        self._pid = os.getpid()
+        self._keeper: threading.Thread | None = None
 
-    def __enter__(self) -> None:
+    def enter(self) -> None:
+        """Hold the lock (taken now, or still held from the last group commit)."""
+        with self._state:
+            if self._pid != os.getpid():  # a forked child: what its parent held is not its own
+                self._pid, self._held_since, self._users, self._keeper = os.getpid(), None, 0, None
+            if self._held_since is not None:
+                self._users += 1
+                return
+            gap = self._gap_until - time.monotonic()
+        if gap > 0:  # just let go after a long hold: the gap is for a waiting process
+            time.sleep(gap)
         try:
             self._lock.acquire(timeout=LOCK_WAIT_S, poll_interval=0.001)
         except filelock.Timeout:
             raise LockTimeoutError(f"the memory outbox is busy in another process ({self.path}); "
                                    f"gave up after {LOCK_WAIT_S:g} s") from None
+        with self._state:
+            self._held_since = time.monotonic()
+            self._users += 1
 
-    def __exit__(self, *exc: object) -> None:
+    def leave(self, *, keep: bool = False) -> None:
+        """Stop holding it: let it go, or with ``keep`` keep it for the next capture (see the class)."""
+        with self._state:
+            self._users -= 1
+            if self._users > 0 or self._held_since is None:
+                return
+            now = time.monotonic()
+            if keep:
+                if now - self._held_since >= _LEASE_MAX_S:
+                    self._gap_until = now + _LEASE_GAP_S
+                    self._let_go()
+                    return
+                self._left_at = now
+                if self._keeper is None:  # a keeper already running sees ``_left_at`` when it wakes
+                    self._keeper = threading.Thread(target=self._keep, name="outbox-lock-keeper", daemon=True)
+                    self._keeper.start()
+                return
+            self._let_go()
+
+    def _let_go(self) -> None:
+        """Release the package's lock (``_state`` held)."""
+        self._held_since = None
         self._lock.release()
+        self._state.notify()
+
+    def _keep(self) -> None:
+        """The keeper thread: lets the kept lock go once it has been idle ``_LEASE_IDLE_S``."""
+        with self._state:
+            try:
+                while self._held_since is not None and self._pid == os.getpid():
+                    if self._users:  # in use now: look again in a while (nobody wakes the keeper)
+                        self._state.wait(_LEASE_IDLE_S)
+                        continue
+                    wait = self._left_at + _LEASE_IDLE_S - time.monotonic()
+                    if wait > 0:
+                        self._state.wait(wait)
+                        continue
+                    self._let_go()
+            except Exception as exc:  # the release failed: the next enter takes the lock anew
+                self._held_since = None
+                log.warning("the memory outbox's file lock could not be let go: %s", exc)
+            finally:
+                self._keeper = None
 
 
 _GROUP_MAX = 1000
