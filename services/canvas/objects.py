@@ -32,7 +32,7 @@ from .errors import AmbiguousNameError, ObjectNotFoundError
 from .models import EdgeRow, ObjectRow
 from .name_index import CANDIDATES, ascii_lower, fts_phrase, has_name_index
 from .names import OWNER_TYPES, RESOLVE_TYPES, ReaderView, check_handle, owner_id, split_owner_ref
-from .views import EdgeView, Neighbourhood, ObjectPage, ObjectSummary
+from .views import EdgeView, Neighbourhood, ObjectPage, ObjectSummary, positional_builder
 
 __all__ = [
     "Tx",
@@ -82,15 +82,18 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(6)}"
 
 
+_summary = positional_builder(ObjectSummary)
+"""``ObjectSummary`` by position: id, type, kind, name, full name, owner id, privacy, status, times."""
+
+
 def summary_of(row: ObjectRow, owner_ref: str | None) -> ObjectSummary:
     """The read model of ``row``: a document's full name is ``<owner_ref>/<path>``, any other's its id."""
     if row.type == "document":
         full = f"{owner_ref}/{row.name}" if owner_ref else row.name
     else:
         full = row.id
-    return ObjectSummary(id=row.id, type=row.type, kind=row.kind, name=row.name, full_name=full,
-                         owner_id=row.owner_id, privacy=row.privacy, status=row.status,
-                         created_at=row.created_at, updated_at=row.updated_at)
+    return _summary(row.id, row.type, row.kind, row.name, full, row.owner_id, row.privacy, row.status,
+                    row.created_at, row.updated_at)
 
 
 def _ref_of(owner: AliasedClass[ObjectRow]) -> ColumnElement[str | None]:
@@ -121,6 +124,20 @@ def summaries(session: Session, stmt: Select[tuple[ObjectRow, str | None]]) -> l
 
 _SUMMARY_COLUMNS = select(ObjectRow.id, ObjectRow.type, ObjectRow.kind, ObjectRow.name, ObjectRow.owner_id,
                           ObjectRow.privacy, ObjectRow.status, ObjectRow.created_at, ObjectRow.updated_at)
+_LISTED = _SUMMARY_COLUMNS.add_columns(_OWNER_REF).outerjoin(_Owner, _Owner.id == ObjectRow.owner_id)
+"""``SummaryColumns`` and the owner's reference: a page of summaries without an ORM object per row."""
+
+
+def _listed_summaries(session: Session, stmt: Select[tuple[object, ...]]) -> list[ObjectSummary]:
+    """Run ``_LISTED`` narrowed (a page) and build its summaries, in order."""
+    if session.autoflush:
+        session.flush()  # as the session's own statements do: pending writes are seen
+    out = []
+    for id_, type_, kind, name, owner, privacy, status, created, updated, ref in (
+            session.connection().execute(stmt).all()):
+        full = (f"{ref}/{name}" if ref else name) if type_ == "document" else id_
+        out.append(_summary(id_, type_, kind, name, full, owner, privacy, status, created, updated))
+    return out
 _BY_IDS = _SUMMARY_COLUMNS.where(col(ObjectRow.id).in_(bindparam("ids", expanding=True)))
 _REFS = select(_Owner.id, _OWNER_REF).where(_Owner.id.in_(bindparam("owners", expanding=True)))
 
@@ -139,8 +156,7 @@ def summaries_of_rows(session: Session, rows: Sequence[SummaryColumns]) -> dict[
     for id_, type_, kind, name, owner, privacy, status, created, updated in rows:
         ref = refs.get(owner) if owner is not None else None
         full = (f"{ref}/{name}" if ref else name) if type_ == "document" else id_
-        out[id_] = ObjectSummary(id=id_, type=type_, kind=kind, name=name, full_name=full, owner_id=owner,
-                                 privacy=privacy, status=status, created_at=created, updated_at=updated)
+        out[id_] = _summary(id_, type_, kind, name, full, owner, privacy, status, created, updated)
     return out
 
 
@@ -152,9 +168,12 @@ def summaries_by_id(session: Session, ids: Sequence[str]) -> dict[str, ObjectSum
     return summaries_of_rows(session, rows)
 
 
+_GET_ROW = select(ObjectRow).where(ObjectRow.id == bindparam("object_id"))
+
+
 def get_row(session: Session, object_id: str) -> ObjectRow | None:
     """The object with id ``object_id``, or None."""
-    return session.execute(select(ObjectRow).where(ObjectRow.id == object_id)).scalar_one_or_none()
+    return session.execute(_GET_ROW, {"object_id": object_id}).scalar_one_or_none()
 
 
 def owner_ref(session: Session, owner: ObjectRow) -> str:
@@ -165,14 +184,23 @@ def owner_ref(session: Session, owner: ObjectRow) -> str:
     return f"{owner.type}:{handle}" if shared is not None else handle
 
 
+def _owner_handle_statement() -> Select[tuple[str]]:
+    handle = func.coalesce(_Owner.handle, _Owner.id)
+    shared = exists().where(_Other.type.in_(RESOLVE_TYPES), _Other.handle == handle, _Other.id != _Owner.id)
+    return select(case((shared, _Owner.type + literal(":") + handle), else_=handle)).where(
+        _Owner.id == bindparam("owner_id"))
+
+
+_OWNER_HANDLE = _owner_handle_statement()
+"""``owner_ref`` in one query, built once: building and keying it for every call cost more than
+the database took to answer it (a point lookup through ``Canvas.get`` took twice as long)."""
+
+
 def owner_handle(session: Session, row: ObjectRow) -> str | None:
     """The reference of ``row``'s owner in full names (see ``owner_ref``), or None without an owner."""
     if row.owner_id is None:
         return None
-    handle = func.coalesce(_Owner.handle, _Owner.id)
-    shared = exists().where(_Other.type.in_(RESOLVE_TYPES), _Other.handle == handle, _Other.id != _Owner.id)
-    ref = case((shared, _Owner.type + literal(":") + handle), else_=handle)
-    return session.execute(select(ref).where(_Owner.id == row.owner_id)).scalar_one_or_none()  # as owner_ref, in one query
+    return session.connection().execute(_OWNER_HANDLE, {"owner_id": row.owner_id}).scalar_one_or_none()
 
 
 def full_name(session: Session, row: ObjectRow) -> str:
@@ -320,11 +348,11 @@ def list_objects(session: Session, *, type: str | None = None, owner: str | None
         # page's keys first, then describe only those rows (same page, same order).
         page = (select(ObjectRow.pk).where(*where).order_by(ObjectRow.name, ObjectRow.pk)
                 .offset(offset).limit(limit + 1).subquery())
-        stmt = with_owner().join(page, page.c.pk == ObjectRow.pk).order_by(ObjectRow.name, ObjectRow.pk)
-        items = summaries(session, stmt)
+        items = _listed_summaries(session, _LISTED.join(page, page.c.pk == ObjectRow.pk)
+                                  .order_by(ObjectRow.name, ObjectRow.pk))
     else:
-        stmt = with_owner().where(*where).order_by(ObjectRow.name, ObjectRow.pk)
-        items = summaries(session, stmt.offset(offset).limit(limit + 1))
+        items = _listed_summaries(session, _LISTED.where(*where).order_by(ObjectRow.name, ObjectRow.pk)
+                                  .offset(offset).limit(limit + 1))
     return ObjectPage(items=tuple(items[:limit]), offset=offset, limit=limit, has_more=len(items) > limit,
                       seen_as=access.label if access else OPERATOR)
 
