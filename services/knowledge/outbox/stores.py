@@ -326,7 +326,8 @@ class OutboxStores:
         the next append writes all of their lines at once under one fsync. Each caller returns
         only after the fsync that covers its own lines; when that append fails, every caller of
         the group gets the error and none of their lines is in the file (``append_lines`` cuts a
-        failed write back).
+        failed write back). A caller that finds nobody writing or waiting writes its own lines
+        at once, without a writer task (a capture at a time, the usual case).
         """
         if not values:
             return
@@ -334,9 +335,19 @@ class OutboxStores:
         group = self._groups.get(loop)
         if group is None:
             group = self._groups[loop] = _Group()
+        idle = not group.alone and (group.writer is None or group.writer.done())
+        if idle and not group.waiting:  # nobody else is writing or waiting: write these lines at once
+            group.alone = True
+            try:
+                await self.locked(lambda: self.append_lines(values), keep=True)
+            finally:  # callers who came meanwhile are written next, by the group's writer
+                group.alone = False
+                if group.waiting:
+                    group.writer = loop.create_task(self._write_groups(group), name="outbox-group-commit")
+            return
         done: asyncio.Future[None] = loop.create_future()
         group.waiting.append((values, done))
-        if group.writer is None or group.writer.done():
+        if idle:
             group.writer = loop.create_task(self._write_groups(group), name="outbox-group-commit")
         await done
 
@@ -695,6 +706,9 @@ class _Group:
 
     waiting: list[tuple[Sequence[OutboxLine], asyncio.Future[None]]] = field(default_factory=list)
     writer: asyncio.Task[None] | None = None
+    alone: bool = False
+    """A lone caller is writing its own lines (no writer task): callers arriving meanwhile wait for
+    the writer it starts when it is done."""
 
 
 def _append_all(path: Path, data: bytes, *, close_torn_line: bool) -> tuple[int, int]:

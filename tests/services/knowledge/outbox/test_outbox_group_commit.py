@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,35 @@ async def test_group_commits_from_two_processes_interleave_without_loss(outbox: 
     assert status.pending_total == 500
     result = await outbox.sweep()
     assert result.errors == [] and result.delivered_records == 500
+
+
+async def test_callers_behind_a_cancelled_lone_capture_are_still_written(
+        outbox: MemoryOutbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A capture that finds nobody writing writes its own line at once; cancelled while it does,
+    its write still finishes, and the captures that queued behind it are written and return."""
+    stores = outbox.stores
+    real_append = stores.append_lines
+    entered, release = threading.Event(), threading.Event()
+
+    def slow_append(values):  # the first append waits (in its worker thread) until released
+        if not entered.is_set():
+            entered.set()
+            release.wait(30)
+        real_append(values)
+
+    monkeypatch.setattr(stores, "append_lines", slow_append)
+    lone = asyncio.create_task(outbox.capture_turn("run_a", "u", turn("lone", "r")))
+    while not entered.is_set():
+        await asyncio.sleep(0.005)
+    behind = [asyncio.create_task(outbox.capture_turn("run_a", "u", turn(f"q{i}", "a"))) for i in range(3)]
+    await asyncio.sleep(0.05)
+    assert not any(task.done() for task in behind)  # queued behind the lone write
+    lone.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await lone
+    release.set()
+    ids = await asyncio.wait_for(asyncio.gather(*behind), 30)
+    records = stores.read_outbox()
+    assert records.corrupt == []
+    assert [r["messages"][0]["content"] for r in records.records] == ["lone", "q0", "q1", "q2"]
+    assert [r["batchId"] for r in records.records][1:] == ids
