@@ -271,14 +271,11 @@ class IndexWriter:
         self._lines: list[bytes] = []
         self._size = 0
 
-    def note_append(self, start: int, end: int, values: Sequence[JsonObject], data: bytes) -> None:
-        """Keep the chunk line for ``values``, appended (and fsynced) as ``data`` at ``[start, end)``."""
+    def note_append(self, start: int, end: int, values: Sequence[JsonObject], data: bytes, ino: int) -> None:
+        """Keep the chunk line for ``values``, appended (and fsynced) as ``data`` at ``[start, end)``
+        of the outbox file with inode ``ino``."""
         chunk = _summed(values, start, end)
         if chunk is None or end - start != len(data) or not data:
-            return
-        try:
-            ino = os.stat(self.outbox).st_ino
-        except OSError:
             return
         line = _chunk_line(ino, chunk, _guard(data[:GUARD], data[-GUARD:]))
         self._lines.append(line)

@@ -316,8 +316,8 @@ class OutboxStores:
             return
         payload = "".join(json.dumps(v, ensure_ascii=False, separators=(",", ":")) + "\n" for v in values)
         data = payload.encode("utf-8")
-        start, end = _append_all(self.outbox_path, data, close_torn_line=True)
-        self._index.note_append(start, end, values, data)
+        start, end, inode = _append_all(self.outbox_path, data, close_torn_line=True)
+        self._index.note_append(start, end, values, data, inode)
 
     async def append_committed(self, values: Sequence[OutboxLine]) -> None:
         """Append ``values`` (records or marks) inside the mutex, sharing the write with concurrent callers.
@@ -711,26 +711,26 @@ class _Group:
     the writer it starts when it is done."""
 
 
-def _append_all(path: Path, data: bytes, *, close_torn_line: bool) -> tuple[int, int]:
+def _append_all(path: Path, data: bytes, *, close_torn_line: bool) -> tuple[int, int, int]:
     """Append ``data`` to ``path`` and fsync, all or nothing: a failure truncates back to the start.
 
-    Returns the file offsets the appended bytes span (a closing newline for a torn line included).
+    Returns the file offsets the appended bytes span (a closing newline for a torn line included)
+    and the file's inode. One descriptor reads the last byte and appends (a capture at a time pays
+    for every system call).
     """
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        start = os.fstat(fd).st_size
-        if start and close_torn_line:
-            with open(path, "rb") as handle:
-                handle.seek(start - 1)
-                if handle.read(1) != b"\n":
-                    data = b"\n" + data
+        info = os.fstat(fd)
+        start = info.st_size
+        if start and close_torn_line and os.pread(fd, 1, start - 1) != b"\n":
+            data = b"\n" + data
         try:
             view = memoryview(data)
             while view:
                 written = os.write(fd, view)
                 view = view[written:]
             os.fsync(fd)
-            return start, start + len(data)
+            return start, start + len(data), info.st_ino
         except BaseException as exc:
             try:
                 os.ftruncate(fd, start)
