@@ -581,9 +581,9 @@ class _DisplayCache:
 _LEASE_IDLE_S = 0.005
 """How long this process keeps an outbox's file lock after a group-committed append, for the next
 capture: taking the ``filelock`` package's lock costs about 0.25 ms of CPU, a third of a capture."""
-_LEASE_MAX_S = 0.05
+_LEASE_MAX_S = 0.1
 """A kept lock is let go once held this long, so another process waiting for it gets its turn ..."""
-_LEASE_GAP_S = 0.002
+_LEASE_GAP_S = 0.001
 """... in a gap this long before this process takes it again (a waiter polls the lock, it does not
 queue for it: without the gap, back-to-back captures would take it back before the waiter looks)."""
 
