@@ -39,6 +39,7 @@ __all__ = [
     "repair_text",
     "repair_value",
     "decode_text",
+    "escape_surrogates",
 ]
 
 # C0 (but tab and newline), DEL, C1, and every Unicode format character (category Cf), the line
@@ -113,6 +114,17 @@ def value_problem(value: object, where: str = "") -> str | None:
             if problem := value_problem(item, f"{where}[{index}]"):
                 return problem
     return None
+
+
+def _surrogate_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def escape_surrogates(json_text: str) -> str:
+    """JSON text with each lone surrogate written as its escape (``\\ud800``), as JavaScript's
+    ``JSON.stringify`` writes it: valid UTF-8 that a JSON parser reads back as the same text. Only
+    for JSON text, where a surrogate can only stand inside a string."""
+    return _SURROGATE.sub(_surrogate_escape, json_text)
 
 
 def repair_text(value: str) -> tuple[str, bool]:

@@ -18,7 +18,7 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import (ColumnElement, Integer, Select, and_, bindparam, case, column, exists, func, literal, select, text,
+from sqlalchemy import (ColumnElement, Connection, Integer, Select, and_, bindparam, case, column, exists, func, literal, select, text,
                         union_all)
 from sqlalchemy.orm import aliased
 from sqlalchemy.orm.util import AliasedClass
@@ -86,14 +86,18 @@ _summary = positional_builder(ObjectSummary)
 """``ObjectSummary`` by position: id, type, kind, name, full name, owner id, privacy, status, times."""
 
 
+def _summary_of_columns(id_: str, type_: str, kind: str, name: str, owner_id: str | None, privacy: str,
+                        status: str, created: float, updated: float, owner_ref: str | None) -> ObjectSummary:
+    """The read model of one object's columns: a document's full name is ``<owner_ref>/<path>``, any
+    other's its id."""
+    full = (f"{owner_ref}/{name}" if owner_ref else name) if type_ == "document" else id_
+    return _summary(id_, type_, kind, name, full, owner_id, privacy, status, created, updated)
+
+
 def summary_of(row: ObjectRow, owner_ref: str | None) -> ObjectSummary:
-    """The read model of ``row``: a document's full name is ``<owner_ref>/<path>``, any other's its id."""
-    if row.type == "document":
-        full = f"{owner_ref}/{row.name}" if owner_ref else row.name
-    else:
-        full = row.id
-    return _summary(row.id, row.type, row.kind, row.name, full, row.owner_id, row.privacy, row.status,
-                    row.created_at, row.updated_at)
+    """The read model of ``row`` (see ``_summary_of_columns``)."""
+    return _summary_of_columns(row.id, row.type, row.kind, row.name, row.owner_id, row.privacy, row.status,
+                               row.created_at, row.updated_at, owner_ref)
 
 
 def _ref_of(owner: AliasedClass[ObjectRow]) -> ColumnElement[str | None]:
@@ -128,16 +132,16 @@ _LISTED = _SUMMARY_COLUMNS.add_columns(_OWNER_REF).outerjoin(_Owner, _Owner.id =
 """``SummaryColumns`` and the owner's reference: a page of summaries without an ORM object per row."""
 
 
+def _flushed(session: Session) -> Connection:
+    """The session's connection, after its pending writes, as its own statements flush them first."""
+    if session.autoflush:
+        session.flush()
+    return session.connection()
+
+
 def _listed_summaries(session: Session, stmt: Select[tuple[object, ...]]) -> list[ObjectSummary]:
     """Run ``_LISTED`` narrowed (a page) and build its summaries, in order."""
-    if session.autoflush:
-        session.flush()  # as the session's own statements do: pending writes are seen
-    out = []
-    for id_, type_, kind, name, owner, privacy, status, created, updated, ref in (
-            session.connection().execute(stmt).all()):
-        full = (f"{ref}/{name}" if ref else name) if type_ == "document" else id_
-        out.append(_summary(id_, type_, kind, name, full, owner, privacy, status, created, updated))
-    return out
+    return [_summary_of_columns(*row) for row in _flushed(session).execute(stmt).all()]
 _BY_IDS = _SUMMARY_COLUMNS.where(col(ObjectRow.id).in_(bindparam("ids", expanding=True)))
 _REFS = select(_Owner.id, _OWNER_REF).where(_Owner.id.in_(bindparam("owners", expanding=True)))
 
@@ -153,10 +157,9 @@ def summaries_of_rows(session: Session, rows: Sequence[SummaryColumns]) -> dict[
     refs: dict[str, str | None] = (dict(session.connection().execute(_REFS, {"owners": owners}).all())
                                    if owners else {})
     out = {}
-    for id_, type_, kind, name, owner, privacy, status, created, updated in rows:
-        ref = refs.get(owner) if owner is not None else None
-        full = (f"{ref}/{name}" if ref else name) if type_ == "document" else id_
-        out[id_] = _summary(id_, type_, kind, name, full, owner, privacy, status, created, updated)
+    for row in rows:
+        owner = row[4]
+        out[row[0]] = _summary_of_columns(*row, refs.get(owner) if owner is not None else None)
     return out
 
 
@@ -200,7 +203,7 @@ def owner_handle(session: Session, row: ObjectRow) -> str | None:
     """The reference of ``row``'s owner in full names (see ``owner_ref``), or None without an owner."""
     if row.owner_id is None:
         return None
-    return session.connection().execute(_OWNER_HANDLE, {"owner_id": row.owner_id}).scalar_one_or_none()
+    return _flushed(session).execute(_OWNER_HANDLE, {"owner_id": row.owner_id}).scalar_one_or_none()
 
 
 def full_name(session: Session, row: ObjectRow) -> str:

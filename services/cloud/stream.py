@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import json.encoder
-import re
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 import httpx
 
+from ..text import escape_surrogates
 from ..wire import event_line_name
 from .runs import FakeRun, RunStreamFeed
 
@@ -52,11 +52,6 @@ def _encode(data: dict[str, Any]) -> str:
     return "".join(_iterencode(data, 0))
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-def _escaped(match: re.Match[str]) -> str:
-    return f"\\u{ord(match.group()):04x}"
-
-
 def utf8(text: str) -> bytes:
     """Frames' text as UTF-8. A lone surrogate (what a JavaScript app sends when it splits an emoji)
     has no UTF-8 form: it can only sit inside a JSON string of a ``data`` line (the other lines are
@@ -65,7 +60,7 @@ def utf8(text: str) -> bytes:
     try:
         return text.encode()
     except UnicodeEncodeError:
-        return _SURROGATE.sub(_escaped, text).encode()
+        return escape_surrogates(text).encode()
 
 
 def frame_text(kind: str, data: dict[str, Any]) -> str:
