@@ -131,7 +131,10 @@ class MemoryScreen(Screen[None]):
         outbox = self.outbox
         self.status = await outbox.status()
         self.quarantine = await outbox.quarantined()
-        self._draw()
+        try:
+            self._draw()
+        except NoMatches:  # the screen was closed while the outbox was read
+            return
 
     @work(exclusive=True, group="memory-held")
     async def reload_held(self) -> None:
