@@ -1,8 +1,11 @@
-"""The README runs as written: every fenced ``python``, ``sh``/``bash``/``console`` and ``toml`` block.
+"""The README and the guide run as written: every fenced ``python``, ``sh``/``bash``/``console`` and ``toml`` block.
+
+The pages are read in the order a reader meets them: the README, then the guide's pages in the
+order of ``nav`` in ``mkdocs.yml``.
 
 A block whose info string holds ``example`` is an illustration: it is only parsed (``compile`` for
 Python, ``bash -n`` for shell, ``tomllib`` for TOML). Every other block runs as a reader copies it,
-in README order, from one folder, the way a newcomer goes down the page:
+in that order, from one folder, the way a newcomer goes down the page:
 
 - against one ``workbench serve`` the test starts on a free port, on ``./.workbench`` of that folder
   (``$WORKBENCH_URL`` and ``$WORKBENCH_WORKSPACE`` name it; the virtual environment's ``bin`` is on
@@ -33,6 +36,14 @@ from workbench.settings import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+MKDOCS = ROOT / "mkdocs.yml"
+NAV_PAGE = re.compile(r"^\s*-\s+[^:#]+:\s*(?P<page>\S+\.md)\s*$", re.M)
+
+
+def guide_pages() -> list[Path]:
+    """The README, then every page of the guide in ``nav`` order (``mkdocs.yml``)."""
+    nav = MKDOCS.read_text(encoding="utf-8").split("\nnav:", 1)[1]
+    return [README, *(ROOT / "docs" / m["page"] for m in NAV_PAGE.finditer(nav))]
 PYTHON = ("python", "py", "python3")
 SHELL = ("sh", "bash", "shell", "console")
 TOML = ("toml",)
@@ -43,12 +54,13 @@ FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)\
 
 @dataclass(frozen=True)
 class Block:
-    """One fenced block of the README."""
+    """One fenced block of the README or of a page of the guide."""
 
     lang: str
     words: tuple[str, ...]
     code: str
     line: int
+    page: str = "README.md"
 
     @property
     def example(self) -> bool:
@@ -67,10 +79,15 @@ class Block:
         return "".join(line[2:] + "\n" for line in self.code.splitlines() if line.startswith("$ "))
 
     def __str__(self) -> str:
-        return f"README.md line {self.line} ({' '.join((self.lang, *self.words))})"
+        return f"{self.page} line {self.line} ({' '.join((self.lang, *self.words))})"
+
+    @property
+    def stem(self) -> str:
+        """A name for the block's script file: its page and line."""
+        return f"{Path(self.page).stem}_line_{self.line}"
 
 
-def readme_blocks(text: str) -> list[Block]:
+def readme_blocks(text: str, page: str = "README.md") -> list[Block]:
     """Every fenced block in ``text`` with a language we run, in order."""
     blocks = []
     for match in FENCE.finditer(text):
@@ -79,13 +96,24 @@ def readme_blocks(text: str) -> list[Block]:
         indent = match["indent"]
         body = "".join(line[len(indent):] if line.startswith(indent) else line
                        for line in match["body"].splitlines(keepends=True))
-        block = Block(lang, tuple(w.lower() for w in info[1:]), body, text.count("\n", 0, match.start()) + 1)
+        block = Block(lang, tuple(w.lower() for w in info[1:]), body, text.count("\n", 0, match.start()) + 1, page)
         if block.kind is not None:
             blocks.append(block)
     return blocks
 
 
-BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
+PAGES = guide_pages()
+BLOCKS = [block for page in PAGES
+          for block in readme_blocks(page.read_text(encoding="utf-8"), str(page.relative_to(ROOT)))]
+
+
+def test_every_page_of_the_guide_is_read() -> None:
+    pages = {p.name for p in (ROOT / "docs").glob("*.md")}
+    assert pages == {p.name for p in PAGES[1:]}, "every page in docs/ is in mkdocs.yml's nav, and only those"
+
+
+def test_the_readme_is_short() -> None:
+    assert README.read_text(encoding="utf-8").count("\n") < 150
 
 
 def _parse(block: Block) -> None:
@@ -214,11 +242,11 @@ def reader(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Reader]:
 
 def _run(block: Block, reader: Reader) -> subprocess.CompletedProcess[str]:
     if block.kind == "python":
-        script = reader.folder / f"readme_line_{block.line}.py"
+        script = reader.folder / f"{block.stem}.py"
         script.write_text(block.code, encoding="utf-8")
         args = [sys.executable, str(script)]
     else:
-        script = reader.folder / f"readme_line_{block.line}.sh"
+        script = reader.folder / f"{block.stem}.sh"
         script.write_text("set -e\n" + block.script, encoding="utf-8")
         args = ["bash", str(script)]
     return subprocess.run(args, cwd=reader.folder, env=reader.env, text=True, capture_output=True,
@@ -234,7 +262,7 @@ def test_every_block_runs_as_a_reader_copies_it(reader: Reader) -> None:
             continue
         ran += 1
         if block.kind == "toml":
-            path = reader.folder / f"readme_line_{block.line}.toml"
+            path = reader.folder / f"{block.stem}.toml"
             path.write_text(block.code, encoding="utf-8")
             problem = load_config(path).problem
             if problem:
