@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(ROOT))
 
-from services.knowledge.outbox import FakeHonchoService  # noqa: E402
+from services.honcho import FakeHonchoService  # noqa: E402
 
 WORDS = "bees honey roof tea garden river window lamp paper music winter summer bread stone".split()
 

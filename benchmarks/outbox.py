@@ -37,6 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from services.changes import ChangeFeed  # noqa: E402
+from services.honcho import FakeHonchoService  # noqa: E402
 from services.knowledge.outbox import MemoryOutbox  # noqa: E402
 
 
@@ -59,7 +60,7 @@ def _record(conv: str, i: int, now_ms: int) -> dict:
 
 
 async def _captures(base: Path, count: int) -> None:
-    box = await MemoryOutbox.open(base / "captures", ChangeFeed())
+    box = await MemoryOutbox.open(base / "captures", ChangeFeed(), honcho_service=FakeHonchoService())
     message = [{"role": "user", "text": "question about the plan"}, {"role": "assistant", "text": "on track"}]
     start = time.perf_counter()
     for i in range(count):
@@ -124,13 +125,13 @@ def _read_once_timed(box: MemoryOutbox, repeats: int = 3) -> tuple[float, float]
 
 
 async def _sweeps(base: Path, records: int, conversations: int) -> None:
-    box = await MemoryOutbox.open(base / "sweep", ChangeFeed())
+    box = await MemoryOutbox.open(base / "sweep", ChangeFeed(), honcho_service=FakeHonchoService())
     batch = _fill(box, records, conversations)
     size = box.stores.outbox_path.stat().st_size
     pending_read, pending_read_cpu = _read_once_timed(box, 1)
     box.stores.flush_index()
     # A new process over the same outbox: nothing cached in memory, only the index on disk.
-    fresh = await MemoryOutbox.open(base / "sweep", ChangeFeed())
+    fresh = await MemoryOutbox.open(base / "sweep", ChangeFeed(), honcho_service=FakeHonchoService())
     start = time.perf_counter()
     await fresh.status()
     first_status = time.perf_counter() - start

@@ -401,10 +401,13 @@ class Workspace:
         self._opening = canvas_location(settings.canvas_url, self.path)
         await opening_canvas
         self._opening = self.path / "memory"
+        target = memory_target(settings.honcho_url, settings.honcho_workspace_id, served=self.server)
+        if "honcho_service" not in target and "base_url" not in target:  # the embedded memory service
+            from .honcho import FakeHonchoService
+
+            target["honcho_service"] = FakeHonchoService(clock=settings.clock)
         self._outbox = await MemoryOutbox.open(
-            self.path / "memory", self.feed, clock=settings.clock, start_child=self._start_child,
-            **memory_target(settings.honcho_url, settings.honcho_workspace_id, served=self.server),
-        )
+            self.path / "memory", self.feed, clock=settings.clock, start_child=self._start_child, **target)
         self._opening = self.path / "knowledge"
         self._insights = await InsightReviews.open(self.path / "knowledge", self.canvas, changes=self.feed, clock=settings.clock)
         self.follower = RunFollower(
@@ -520,7 +523,7 @@ class Workspace:
             cloud = await asyncio.to_thread(partial(FakeCloud, client_id=settings.client_id, **options))
             return cloud, MemoryConnectionStore(), False
         from .served.persist import open_durable_cloud, private_file
-        from .knowledge.outbox import FakeHonchoService
+        from .honcho import FakeHonchoService
         from .served.server import CloudServer, bind_socket, claim_workspace, origin_url
 
         honcho = FakeHonchoService(self.path / "memory" / "served-honcho.json", clock=settings.clock)  # under /honcho

@@ -29,7 +29,7 @@ import httpx
 from .asgi import ASGIApp, Receive, Scope, ScriptedUnreachable, Send, lifespan, read_body
 from ..errors import ServiceError
 from .listener import SocketServer, bind_socket, origin_url
-from ..knowledge.outbox.honcho_fake import FakeHonchoService
+from ..honcho import FakeHonchoService
 
 __all__ = ["HONCHO_PREFIX", "HonchoApp", "HonchoServer", "main", "served_honcho_key"]
 

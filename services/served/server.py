@@ -312,7 +312,7 @@ async def _serve_workspace(
         sock.close()
         lock.release()
         raise
-    from ..knowledge.outbox import FakeHonchoService
+    from ..honcho import FakeHonchoService
 
     honcho = FakeHonchoService(folder / "memory" / "served-honcho.json", clock=cloud.clock)  # the cloud's one clock
     server = CloudServer(cloud, sock, folder=folder, store=store, url=url, lock=lock, honcho=honcho, limits=limits)

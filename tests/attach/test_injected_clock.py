@@ -12,7 +12,7 @@ from services.desk import run_detail
 from services.times import parse_time
 from services.clock import FakeClock, iso
 from services.knowledge.okf import init_directory_base
-from services.knowledge.outbox import FakeHonchoService
+from services.honcho import FakeHonchoService
 
 PAST = 1_000_000_000.0  # 2001-09-09: far from today, so a wall-clock read shows
 

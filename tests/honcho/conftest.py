@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from services.knowledge.outbox import FakeHonchoService
+from services.honcho import FakeHonchoService
 from services.served.honcho import HonchoServer
 
 

@@ -11,7 +11,8 @@ from typing import Any, Protocol
 import pytest
 from honcho import Honcho
 
-from services.knowledge.outbox import FakeHonchoService, HonchoClient
+from services.honcho import FakeHonchoService
+from services.knowledge.outbox import HonchoClient
 from services.served.honcho import HonchoServer
 
 SENT_AT = "2025-03-04T05:06:07.123000+00:00"

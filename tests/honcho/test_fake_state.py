@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from services.knowledge.outbox import FakeHonchoService
-from services.knowledge.outbox.honcho_fake import FakeHonchoStateError
+from services.honcho import FakeHonchoService
+from services.honcho.service import FakeHonchoStateError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -97,7 +97,7 @@ async def test_a_store_from_before_keeps_its_search_index_whole(tmp_path: Path) 
     message (old, new, cloned) is indexed exactly once and found by search."""
     import sqlite3
 
-    from services.knowledge.outbox.honcho_store import SCHEMA
+    from services.honcho.store import SCHEMA
 
     state = tmp_path / "state.db"
     old = sqlite3.connect(state, isolation_level=None)

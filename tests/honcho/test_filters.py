@@ -1,4 +1,4 @@
-"""Honcho's filter language (``honcho_filters``), one table against a known message set: each row
+"""Honcho's filter language (``services.honcho.filters``), one table against a known message set: each row
 is a filter and the messages it must select, or the 422 it must cause. Rows follow the server's
 own ``tests/test_advanced_filters.py`` and ``tests/utils/test_filter.py`` where they exist."""
 
@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from services.knowledge.outbox import FakeHonchoService
+from services.honcho import FakeHonchoService
 
 MESSAGES = [  # (label, peer, content, metadata, created_at)
     ("a1", "alice", "I keep bees on the roof", {"topic": "bees", "score": 5, "flag": True,

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from services.knowledge.outbox import FakeHonchoService
+from services.honcho import FakeHonchoService
 
 
 def call(service: FakeHonchoService, method: str, path: str, body: Any = None, *, content: bytes | None = None,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from services.clock import FakeClock
-from services.knowledge.outbox import FakeHonchoService
+from services.honcho import FakeHonchoService
 from services.served.honcho import HonchoServer
 from services.workspace import Settings
 from tests.ui.conftest import ready, settle

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from services.cloud import FakeCloud
-from services.knowledge.outbox import FakeHonchoService
-from services.knowledge.outbox.honcho_fake import HONCHO_ROUTES
+from services.honcho import FakeHonchoService
+from services.honcho.service import HONCHO_ROUTES
 from services.served.honcho import HonchoServer
 from services.served.server import CloudServer, bind_socket, origin_url
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 
 from services.cloud import FakeCloud
-from services.knowledge.outbox import FakeHonchoService
+from services.honcho import FakeHonchoService
 from services.served.server import CloudServer, bind_socket, origin_url
 from services.wire import DIRECTORY_DISCOVERY_PATH
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from services.changes import ChangeFeed
-from services.knowledge.outbox import FakeHonchoService, MemoryOutbox, OutboxSettings
+from services.honcho import FakeHonchoService
+from services.knowledge.outbox import MemoryOutbox, OutboxSettings
 
 REPO = Path(__file__).resolve().parents[2]
 

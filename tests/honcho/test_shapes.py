@@ -1,4 +1,4 @@
-"""The typed shapes of ``honcho_shapes`` are the ones the fake really answers: every route's answer
+"""The typed shapes of ``services.honcho_wire`` are the ones the fake really answers: every route's answer
 carries exactly the keys its TypedDict declares, and a scripted card is always a list of lines."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from services.knowledge.outbox import FakeHonchoService
-from services.knowledge.outbox.honcho_shapes import (
+from services.honcho import FakeHonchoService
+from services.honcho_wire import (
     Conclusion,
     Message,
     Page,

@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from services.changes import ChangeFeed
-from services.knowledge.outbox import FakeHonchoService, MemoryOutbox, OutboxSettings
+from services.honcho import FakeHonchoService
+from services.knowledge.outbox import MemoryOutbox, OutboxSettings
 from services.served.honcho import HonchoServer
 
 FAST = OutboxSettings(workspace_id="w", retry_attempts=2, retry_base_s=0.01, retry_max_delay_s=0.02,

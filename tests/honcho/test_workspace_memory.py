@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from services.knowledge.outbox import FakeHonchoService, OutboxError
+from services.honcho import FakeHonchoService
+from services.knowledge.outbox import OutboxError
 from services.served.honcho import HonchoServer
 from services.knowledge.outbox.target import memory_target
 from services.workspace import Settings, Workspace

@@ -13,7 +13,7 @@ import pytest
 
 from services.cloud import FakeCloud
 from services.cloud.limits import Limits
-from services.knowledge.outbox import FakeHonchoService
+from services.honcho import FakeHonchoService
 from services.sdk import MemoryConnectionStore
 from services.served.server import CloudServer, bind_socket, origin_url
 from tests.served.conftest import Proc, Served, procs, serve, workbench  # noqa: F401  (fixtures)

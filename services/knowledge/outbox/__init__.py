@@ -4,13 +4,12 @@
 ``cache``). Captured turns go into the JSONL outbox; the delivery engine establishes a memory
 session per conversation and delivers pending records; the sweep (timer and on demand)
 establishes, delivers and compacts; the recall tools search, chat and remember; forks clone a
-conversation's memory session at a turn. ``FakeHonchoService`` is the embedded memory service,
-``HonchoClient`` speaks Honcho's v3 HTTP API to it or to a real server.
+conversation's memory session at a turn. ``HonchoClient`` speaks Honcho's v3 HTTP API to the
+embedded memory service (``services.honcho``, reached through its transport) or to a real server.
 """
 
 from .delivery import DeliveryEngine, DeliveryProgress, DeliveryResult, chunk_text
 from .honcho_client import HonchoClient
-from .honcho_fake import FakeHonchoService, FakeHonchoTransport
 from .models import (
     CaptureError,
     CorruptLedgerError,
@@ -50,8 +49,6 @@ __all__ = [
     "PendingFork",
     "Representation",
     "HonchoClient",
-    "FakeHonchoService",
-    "FakeHonchoTransport",
     "OutboxError",
     "CaptureError",
     "OutboxWriteError",

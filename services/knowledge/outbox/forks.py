@@ -19,7 +19,7 @@ from services.clock import Clock
 
 from .delivery import DeliveryEngine
 from .honcho_client import HonchoClient
-from .honcho_shapes import Message
+from ...honcho_wire import Message
 from .models import ForkError, ForkRecord, HonchoError, Ledger, OutboxError, OutboxRecord, check_conversation_id
 from .stores import OutboxStores
 

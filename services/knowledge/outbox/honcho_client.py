@@ -1,14 +1,14 @@
 """An httpx client for the subset of Honcho's v3 HTTP API the outbox uses.
 
 It speaks Honcho's own routes and shapes (``/v3/workspaces/{w}/...``), so the same client works
-against the in-process fake (``transport=FakeHonchoService().transport``) and a real Honcho
+against the in-process fake (``transport=FakeHonchoService().transport``, ``services.honcho``) and a real Honcho
 server (``base_url="https://api.honcho.dev"``, ``api_key=...``). Failures become
 ``HonchoUnavailableError`` (unreachable, timeout, 408, 5xx), ``HonchoRateLimitedError`` (429) or
 ``HonchoRequestError`` (other 4xx), each with a message naming the call and Honcho's own
 ``detail``, and the answer's ``Retry-After`` header when it sent one.
 
 Over the in-process fake's own transport the calls go to the fake as values
-(``FakeHonchoService.call``): the same routes, checks and answers, without encoding each body
+(``InProcessHoncho.call``, ``services.honcho_wire``): the same routes, checks and answers, without encoding each body
 to JSON text and parsing it back on both sides, which a server in another process needs and
 one in this process does not.
 """
@@ -21,8 +21,17 @@ from urllib.parse import quote, unquote
 
 import httpx
 
-from .honcho_fake import FakeHonchoService, FakeHonchoTransport
-from .honcho_shapes import JSON, Conclusion, JSONObject, Message, Page, Session, SessionPeerConfig
+from ...honcho_wire import (
+    JSON,
+    Conclusion,
+    InProcessHoncho,
+    InProcessTransport,
+    JSONObject,
+    Message,
+    Page,
+    Session,
+    SessionPeerConfig,
+)
 from .models import HonchoRateLimitedError, HonchoRequestError, HonchoUnavailableError
 
 __all__ = ["HonchoClient"]
@@ -46,8 +55,8 @@ class HonchoClient:
         self.workspace_id = workspace_id
         """The workspace every call is scoped to."""
         self._http = httpx.AsyncClient(base_url=base_url, transport=transport, headers=headers, timeout=timeout)
-        self._direct: FakeHonchoService | None = (
-            transport.service if isinstance(transport, FakeHonchoTransport) else None)
+        self._direct: InProcessHoncho | None = (
+            transport.honcho_service if isinstance(transport, InProcessTransport) else None)
         """The in-process fake behind ``transport``, called with values instead of JSON text."""
         self._authorization = headers.get("Authorization")
         self._workspace_ready = False
@@ -88,7 +97,7 @@ class HonchoClient:
         answer: JSON = response.json()
         return answer
 
-    def _call_direct(self, service: FakeHonchoService, what: str, method: str, url: str, body: object,
+    def _call_direct(self, service: InProcessHoncho, what: str, method: str, url: str, body: object,
                      params: Mapping[str, str | int] | None) -> JSON:
         """``_call`` to the in-process fake: the same answer and errors, the body passed as a value."""
         try:

@@ -34,9 +34,8 @@ from services.text import repair_text, text_problem
 
 from .delivery import DeliveryEngine, DeliveryResult, StepHook
 from .forks import ForkPlanner
+from ...honcho_wire import Conclusion, InProcessHoncho
 from .honcho_client import HonchoClient
-from .honcho_fake import FakeHonchoService
-from .honcho_shapes import Conclusion
 from .honcho_view import HonchoSnapshot, read_memory
 from .models import CaptureError, OutboxRecord, OutboxSettings, StoredMessage, check_conversation_id, honcho_id
 from .quarantine import QuarantinedLine, drop_quarantined, read_quarantine, retry_quarantined
@@ -62,7 +61,7 @@ class MemoryOutbox:
 
     def __init__(self, stores: OutboxStores, client: HonchoClient, changes: ChangeFeed, *,
                  settings: OutboxSettings, clock: Clock, start_child: StartChild | None = None,
-                 fake_honcho: FakeHonchoService | None = None, step_hook: StepHook | None = None,
+                 fake_honcho: InProcessHoncho | None = None, step_hook: StepHook | None = None,
                  served_at: str | None = None) -> None:
         self.stores = stores
         """The file stores under ``memory/``."""
@@ -72,7 +71,7 @@ class MemoryOutbox:
         self.settings = settings
         self.clock = clock
         self.fake_honcho = fake_honcho
-        """The embedded fake memory service, when no transport or URL was given."""
+        """The memory service in this process (the embedded fake), when memory goes to one."""
         self.engine = DeliveryEngine(stores, client, settings, changes, clock, step_hook=step_hook)
         """The delivery engine (establish / deliver_pending)."""
         self.tools = RecallTools(self.engine, client, settings, changes, self.owner_of)
@@ -99,13 +98,14 @@ class MemoryOutbox:
     async def open(cls, root: Path, changes: ChangeFeed, *, honcho_transport: httpx.AsyncBaseTransport | None = None,
                    base_url: str | None = None, api_key: str | None = None, settings: OutboxSettings | None = None,
                    clock: Clock | None = None, start_child: StartChild | None = None,
-                   step_hook: StepHook | None = None, honcho_service: FakeHonchoService | None = None,
+                   step_hook: StepHook | None = None, honcho_service: InProcessHoncho | None = None,
                    served_at: str | None = None) -> "MemoryOutbox":
-        """Open the outbox under ``root``; without a transport or URL it runs an embedded fake Honcho.
+        """Open the outbox under ``root``, delivering to ``honcho_service``, ``honcho_transport`` or ``base_url``.
 
-        ``honcho_service`` is a fake to deliver to in-process that is also served over HTTP at
-        ``served_at`` (a served workspace's ``/honcho``), so apps read with Honcho's SDKs what the
-        outbox delivered."""
+        ``honcho_service`` is a memory service in this process (the embedded fake,
+        ``services.honcho.FakeHonchoService``, which the workspace makes), called through its
+        transport; when it is also served over HTTP at ``served_at`` (a served workspace's
+        ``/honcho``), apps read with Honcho's SDKs what the outbox delivered."""
         settings = settings or OutboxSettings()
         stores = await asyncio.to_thread(OutboxStores, Path(root), settings)
         fake = honcho_service
@@ -113,8 +113,7 @@ class MemoryOutbox:
             honcho_transport = fake.transport
             api_key = api_key or fake.api_key  # a served fake requires its key, in-process too
         elif honcho_transport is None and base_url is None:
-            fake = FakeHonchoService(clock=clock)
-            honcho_transport = fake.transport
+            raise TypeError("MemoryOutbox.open needs a memory service: honcho_service, honcho_transport or base_url")
         client = HonchoClient(settings.workspace_id, base_url=base_url or "https://honcho.fake", api_key=api_key,
                               transport=honcho_transport)
         return cls(stores, client, changes, settings=settings, clock=clock or Clock(), start_child=start_child,

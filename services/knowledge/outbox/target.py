@@ -25,8 +25,9 @@ def memory_target(url: str | None, workspace_id: str = "workbench", *,
                   api_key: str | None = None) -> dict[str, Any]:
     """``MemoryOutbox.open`` keyword arguments for memory delivered to ``url``.
 
-    Without a URL memory goes to the embedded fake, or, when ``served`` (a ``CloudServer``)
-    serves one under ``/honcho``, to that fake, so apps read it with Honcho's SDKs. ``api_key``
+    Without a URL memory goes to the memory service the caller runs in this process (the workspace
+    gives the embedded fake as ``honcho_service``), or, when ``served`` (a ``CloudServer``) serves
+    one under ``/honcho``, to that fake, so apps read it with Honcho's SDKs. ``api_key``
     (a served ``/honcho``'s key from ``serve.json``) wins over the environment's.
     """
     settings = OutboxSettings(workspace_id=workspace_id)

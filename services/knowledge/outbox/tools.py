@@ -18,7 +18,7 @@ from services.text import text_problem
 
 from .delivery import DeliveryEngine
 from .honcho_client import HonchoClient
-from .honcho_shapes import Conclusion
+from ...honcho_wire import Conclusion
 from .models import HonchoError, Ledger, OutboxError, OutboxSettings, RecallToolError, check_conversation_id
 
 __all__ = ["RecallTools", "unavailable"]

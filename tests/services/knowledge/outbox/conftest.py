@@ -11,7 +11,8 @@ import pytest
 
 from services.changes import ChangeFeed
 from services.clock import FakeClock
-from services.knowledge.outbox import FakeHonchoService, MemoryOutbox, OutboxSettings
+from services.honcho import FakeHonchoService
+from services.knowledge.outbox import MemoryOutbox, OutboxSettings
 
 
 T = TypeVar("T")

@@ -19,10 +19,11 @@ APPENDER = textwrap.dedent(
     import asyncio, sys
     from pathlib import Path
     from services.changes import ChangeFeed
+    from services.honcho import FakeHonchoService
     from services.knowledge.outbox import MemoryOutbox
 
     async def main(root, tag, count):
-        box = await MemoryOutbox.open(Path(root), ChangeFeed())
+        box = await MemoryOutbox.open(Path(root), ChangeFeed(), honcho_service=FakeHonchoService())
         for i in range(count):
             await box.capture_turn(f"proc_{tag}_{i % 7}", "u", [{"role": "user", "text": f"{tag}-{i}"}])
         await box.aclose()
@@ -96,10 +97,11 @@ KILLED_WRITER = textwrap.dedent(
     import asyncio, sys
     from pathlib import Path
     from services.changes import ChangeFeed
+    from services.honcho import FakeHonchoService
     from services.knowledge.outbox import MemoryOutbox
 
     async def main(root):
-        box = await MemoryOutbox.open(Path(root), ChangeFeed())
+        box = await MemoryOutbox.open(Path(root), ChangeFeed(), honcho_service=FakeHonchoService())
         i = 0
         while True:
             batch = await box.capture_turn("run_k", "u", [{"role": "user", "text": "x" * 20000 + str(i)}])

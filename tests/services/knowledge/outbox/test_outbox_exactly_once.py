@@ -8,7 +8,8 @@ from pathlib import Path
 
 import httpx
 
-from services.knowledge.outbox import FakeHonchoService, MemoryOutbox, OutboxSettings
+from services.honcho import FakeHonchoService
+from services.knowledge.outbox import MemoryOutbox, OutboxSettings
 
 from .conftest import contents, turn
 

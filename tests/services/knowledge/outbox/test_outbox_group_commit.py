@@ -102,10 +102,11 @@ CONCURRENT_WRITER = textwrap.dedent(
     import asyncio, sys
     from pathlib import Path
     from services.changes import ChangeFeed
+    from services.honcho import FakeHonchoService
     from services.knowledge.outbox import MemoryOutbox
 
     async def main(root, tag):
-        box = await MemoryOutbox.open(Path(root), ChangeFeed())
+        box = await MemoryOutbox.open(Path(root), ChangeFeed(), honcho_service=FakeHonchoService())
         for round in range(4):
             ids = await asyncio.gather(*(box.capture_turn(f"p_{tag}_{i % 5}", "u", [{"role": "user", "text": f"{tag}-{round}-{i}"}])
                                         for i in range(50)))

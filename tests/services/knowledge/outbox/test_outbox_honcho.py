@@ -7,7 +7,8 @@ import json
 import httpx
 import pytest
 
-from services.knowledge.outbox import FakeHonchoService, HonchoClient, HonchoRequestError
+from services.honcho import FakeHonchoService
+from services.knowledge.outbox import HonchoClient, HonchoRequestError
 
 
 async def _raw(fake: FakeHonchoService, method: str, path: str, body=None, params=None) -> httpx.Response:

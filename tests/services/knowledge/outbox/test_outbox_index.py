@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+from services.honcho import FakeHonchoService
 from services.knowledge.outbox import MemoryOutbox
 from services.knowledge.outbox.index import OutboxSummary
 from services.knowledge.outbox.stores import OutboxStores
@@ -51,7 +52,7 @@ async def test_status_reads_the_index_and_parses_nothing_it_covers(outbox: Memor
 async def test_a_new_process_reads_the_index_the_last_one_wrote(outbox: MemoryOutbox, root: Path, feed) -> None:
     ids = await _capture_some(outbox, 7)
     await outbox.aclose()  # closing writes the lines kept in memory
-    again = await MemoryOutbox.open(root, feed)
+    again = await MemoryOutbox.open(root, feed, honcho_service=FakeHonchoService())
     try:
         summary = await _summary(again)
         assert summary.parsed_bytes == 0

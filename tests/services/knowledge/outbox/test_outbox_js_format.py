@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from services.knowledge.outbox import FakeHonchoService, MemoryOutbox, OutboxStores
+from services.honcho import FakeHonchoService
+from services.knowledge.outbox import MemoryOutbox, OutboxStores
 
 from .conftest import contents
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from services.knowledge.outbox import FakeHonchoService, MemoryOutbox, QuarantineError
+from services.honcho import FakeHonchoService
+from services.knowledge.outbox import MemoryOutbox, QuarantineError
 
 from .conftest import contents
 

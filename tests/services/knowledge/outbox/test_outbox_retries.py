@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from services.clock import iso
+from services.honcho import FakeHonchoService
 from services.knowledge.outbox import (
-    FakeHonchoService,
     HonchoClient,
     HonchoRateLimitedError,
     HonchoRequestError,

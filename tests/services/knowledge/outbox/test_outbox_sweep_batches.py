@@ -7,7 +7,8 @@ import httpx
 import pytest
 
 from services.clock import FakeClock
-from services.knowledge.outbox import FakeHonchoService, HonchoRequestError, HonchoUnavailableError, MemoryOutbox
+from services.honcho import FakeHonchoService
+from services.knowledge.outbox import HonchoRequestError, HonchoUnavailableError, MemoryOutbox
 from services.knowledge.outbox.honcho_client import HonchoClient
 
 from .conftest import contents, turn

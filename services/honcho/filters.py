@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Literal, TypeAlias
 
-from .honcho_shapes import JSON
+from ..honcho_wire import JSON
 
 __all__ = ["FILTER_COLUMNS", "FilterError", "SQLValue", "Where", "compile_filter", "extract_session_allowlist",
            "sortable_time"]

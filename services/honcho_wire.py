@@ -2,8 +2,8 @@
 
 Field names and types follow the real server's ``src/schemas/api.py`` (plastic-labs/honcho) as
 serialised on the wire (``name`` is sent as ``id``, ``h_metadata`` as ``metadata``, ...). The
-client (``honcho_client``) returns them, the fake (``honcho_fake``) builds them, and the memory view
-(``honcho_view``) reads them.
+outbox's client (``services.knowledge.outbox.honcho_client``) returns them, the fake
+(``services.honcho``) builds them, and the memory view (``honcho_view``) reads them.
 
 ``JSON`` is any value a JSON document holds; request bodies are read as ``JSON`` and narrowed with
 ``isinstance`` before use. ``Metadata`` is the free-form object a caller attaches to a resource:
@@ -13,7 +13,9 @@ its keys and values follow the caller's own conventions, so it stays open as in 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Generic, Literal, TypeAlias, TypedDict, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeAlias, TypedDict, TypeVar, runtime_checkable
+
+import httpx
 
 __all__ = [
     "JSON", "Conclusion", "ConclusionLevel", "JSONObject", "Message", "Metadata", "Page", "Peer",
@@ -179,3 +181,34 @@ class ValidationIssue(TypedDict):
 
 WireAnswer: TypeAlias = "Mapping[str, object] | Sequence[Mapping[str, object]] | None"
 """An answer body: one of the objects above, a list of them, or no body."""
+
+
+class InProcessHoncho(Protocol):
+    """A Honcho service running in this process that answers a call as values (the fake's ``call``).
+
+    ``HonchoClient`` over an ``InProcessTransport`` hands its calls to ``call`` instead of encoding
+    each body as JSON text for the transport to parse back: the same routes, checks, answers and
+    errors. The outbox knows the embedded fake only through this and its transport, as an app
+    knows a server only through its wire."""
+
+    api_key: str | None
+
+    @property
+    def transport(self) -> httpx.AsyncBaseTransport:
+        """The httpx transport in front of the service."""
+        ...
+
+    def call(self, method: str, path: str, *, body: JSON = None, params: httpx.QueryParams | None = None,
+             authorization: str | None = None) -> tuple[int, WireAnswer | JSON, dict[str, str]]:
+        """The status, the answer and the headers of one call (``path`` decoded)."""
+        ...
+
+
+@runtime_checkable
+class InProcessTransport(Protocol):
+    """An httpx transport whose service is in this process (``honcho_service``)."""
+
+    @property
+    def honcho_service(self) -> InProcessHoncho:
+        """The service behind the transport."""
+        ...

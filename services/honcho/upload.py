@@ -16,7 +16,7 @@ from email.message import Message
 from email.parser import BytesParser
 from email.policy import HTTP
 
-from .honcho_shapes import JSON, ValidationIssue
+from ..honcho_wire import JSON, ValidationIssue
 
 __all__ = ["MAX_FILE_SIZE", "Upload", "UploadError", "read_upload", "split_text"]
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
-from .honcho_shapes import Message
+from ..honcho_wire import Message
 
 __all__ = ["Answer", "AnswerKind", "HonchoAsk", "Responder", "default_answer", "rank"]
 

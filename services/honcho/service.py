@@ -15,11 +15,11 @@ plastic-labs/honcho ``src/routers``, ``src/schemas/api.py``, ``src/crud``):
   metadata replaces the stored one); messages to a session not yet created create it (and make
   their authors members); a session never created lists as an empty page; deleting a session
   answers 202 and from then on the session answers 404 (its messages are gone).
-- filters are Honcho's whole language (``honcho_filters``), 422 on an unknown column.
+- filters are Honcho's whole language (``filters``), 422 on an unknown column.
 - search (workspace, session, a peer's messages) is a word match instead of Honcho's semantic
   search: messages sharing any word of the query (FTS5), newest first, filters applied.
 - answers a model makes in real Honcho (representation, card, summaries, context, chat) are
-  made by rule from the stored messages and can be scripted (``honcho_answers``, ``respond``).
+  made by rule from the stored messages and can be scripted (``answers``, ``respond``).
 
 Like real Honcho, the NUL character is stripped from every string of a request; a lone
 surrogate is refused with 422 before anything is stored. With ``api_key`` set, every request must
@@ -27,7 +27,7 @@ carry ``Authorization: Bearer <key>`` (else 401 ``{"detail": "No access token pr
 ``{"detail": "Invalid JWT"}``, as Honcho with auth on). A request with a body must be
 ``application/json``; a body that is not UTF-8 JSON, or nests deeper than 64 levels, is 422.
 
-State lives in SQLite (``honcho_store``): each request is one transaction, so a batch is stored
+State lives in SQLite (``store``): each request is one transaction, so a batch is stored
 whole or not at all (also across a kill -9) and acknowledged only once committed. A change that
 cannot be saved (a full disk) is answered 503 and rolled back; an unreadable state file is refused
 at start with ``FakeHonchoStateError`` and left as it is.
@@ -54,10 +54,10 @@ from urllib.parse import unquote
 import httpx
 from httpx import QueryParams
 
-from ...clock import Clock
-from ...text import value_problem
-from .honcho_answers import Answer, AnswerKind, HonchoAsk, Responder, default_answer, rank
-from .honcho_filters import (
+from ..clock import Clock
+from ..text import value_problem
+from .answers import Answer, AnswerKind, HonchoAsk, Responder, default_answer, rank
+from .filters import (
     FilterError,
     SQLValue,
     compile_filter,
@@ -65,7 +65,7 @@ from .honcho_filters import (
     parse_time,
     sortable_time,
 )
-from .honcho_shapes import (
+from ..honcho_wire import (
     JSON,
     Conclusion,
     JSONObject,
@@ -85,8 +85,8 @@ from .honcho_shapes import (
     WireAnswer,
     Workspace,
 )
-from .honcho_store import FakeHonchoStateError, index_messages, last_message_seq, open_store
-from .honcho_upload import UploadError, read_upload, split_text
+from .store import FakeHonchoStateError, index_messages, last_message_seq, open_store
+from .upload import UploadError, read_upload, split_text
 
 __all__ = ["HONCHO_ROUTES", "FakeHonchoService", "FakeHonchoStateError", "FakeHonchoTransport"]
 
@@ -240,7 +240,7 @@ class FakeHonchoService:
                 self._db.execute(f"PRAGMA max_page_count = {used + int(extra_pages)}")
 
     def respond(self, kind: AnswerKind, responder: Responder | None) -> None:
-        """Script the model-made answer of ``kind`` (see ``honcho_answers``); None removes it."""
+        """Script the model-made answer of ``kind`` (see ``answers``); None removes it."""
         if responder is None:
             self._scripts.pop(kind, None)
         else:
@@ -1060,6 +1060,11 @@ class FakeHonchoTransport(httpx.AsyncBaseTransport):
 
     def __init__(self, service: FakeHonchoService) -> None:
         self.service = service
+
+    @property
+    def honcho_service(self) -> FakeHonchoService:
+        """The service behind this transport, for a client in this process (``InProcessTransport``)."""
+        return self.service
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         await request.aread()

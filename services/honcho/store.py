@@ -19,8 +19,8 @@ import json
 import sqlite3
 from pathlib import Path
 
-from ...errors import ServiceError
-from .honcho_filters import parse_time, sortable_time
+from ..errors import ServiceError
+from .filters import parse_time, sortable_time
 
 __all__ = ["FakeHonchoStateError", "database_path", "index_messages", "last_message_seq", "open_store"]
 
