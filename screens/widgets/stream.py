@@ -6,7 +6,9 @@ never holds a key behind it. The list is a ``ScrollView`` that renders only the 
 (``render_line``): a row costs nothing until it is scrolled into view, and a frame costs the same
 with ten lines or two hundred thousand. While paused, new lines wait and ``held`` counts them
 ("+N new"). With ``wrap`` on, a line wider than the stream continues on indented rows (re-wrapped
-on resize); ``shown`` always gives the lines as written, unwrapped.
+on resize); ``shown`` always gives the lines as written, unwrapped. A following stream (not
+paused) shows its last row after every new source (``replace``), re-wrap and resume; one that was
+scrolled up by hand stays where it is while lines arrive.
 """
 
 from __future__ import annotations
@@ -116,17 +118,21 @@ class EventStream(ScrollView, can_focus=True):
         self._width = 0
         """The widest row, in cells (the list's virtual width)."""
         self._wrap_width = 0
+        self._to_end = False
+        """The rows were laid out anew while following: show the end once they are written."""
+        self._height = 0
+        """The rows on screen at the last resize (to tell whether the end was shown before it)."""
 
     def on_mount(self) -> None:
         self._timer = self.set_interval(1 / DRAIN_HZ, self._drain, pause=True)
         """Runs only while lines wait (an idle stream costs nothing)."""
 
     def watch_paused(self, paused: bool) -> None:
-        if not paused and self._held:
+        if not paused:  # following again: the latest line, whether or not any were held
             self._line_queue.extend(self._held)
             self._held.clear()
             self.held = 0
-            self.scroll_end(animate=False)
+            self._follow_to_end()
             self._wake()
         self.post_message(self.StateChanged(self))
 
@@ -138,8 +144,13 @@ class EventStream(ScrollView, can_focus=True):
         self.post_message(self.StateChanged(self))
 
     def on_resize(self, event: Resize) -> None:
+        height, self._height = self._height, self.scrollable_content_region.height
+        was_at_end = self.scroll_offset.y >= len(self._rows) - height  # the end, at the height before
         if self.wrap and self._row_width() != self._wrap_width:
+            self._to_end = self._to_end or was_at_end
             self._rewrite()
+        elif was_at_end and not self.paused:
+            self._follow_to_end()
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
@@ -190,8 +201,22 @@ class EventStream(ScrollView, can_focus=True):
         """Lay every line out again at the current width (wrap toggled or the stream resized)."""
         if not self.is_mounted:
             return
+        self._to_end = self._to_end or self.is_vertical_scroll_end
         self._clear_rows()
         self._write(list(self._written))
+
+    def _follow_to_end(self) -> None:
+        """Show the last row now and again once the layout is done (a new source or width changes
+        the list's size in the same frame, so the end measured now may not be the end drawn).
+
+        ``force``: until the next layout the list may still think it has no scrollbar (the rows
+        just outgrew it), and an unforced scroll would then be ignored."""
+        self.scroll_end(animate=False, immediate=True, x_axis=False, force=True)
+        self.call_after_refresh(self._end_if_following)
+
+    def _end_if_following(self) -> None:
+        if not self.paused and not self.is_vertical_scrollbar_grabbed:
+            self.scroll_end(animate=False, immediate=True, x_axis=False, force=True)
 
     def replace(self, lines: Iterable[str]) -> None:
         """Show a new source from scratch (queued lines and held lines are dropped)."""
@@ -200,6 +225,8 @@ class EventStream(ScrollView, can_focus=True):
         self.held = 0
         self._clear_rows()
         self._written.clear()
+        self._to_end = not self.paused
+        self.scroll_to(0, 0, animate=False, immediate=True)
         self._line_queue.extend(lines)
         self._drain()
         self._wake()
@@ -256,7 +283,10 @@ class EventStream(ScrollView, can_focus=True):
                 rows = [part for row in rows for part in wrap_line(row, width)]
         if not rows:
             return
-        at_end = self.is_vertical_scroll_end
+        laid_anew = self._to_end and not self._line_queue  # the last batch of a new layout
+        at_end = self.is_vertical_scroll_end or laid_anew
+        if laid_anew:
+            self._to_end = False
         self._rows.extend(rows)
         if self.max_lines is not None and len(self._rows) > self.max_lines:
             del self._rows[: len(self._rows) - self.max_lines]
@@ -264,5 +294,8 @@ class EventStream(ScrollView, can_focus=True):
         self._width = max(self._width, widest)
         self.virtual_size = Size(self._width, len(self._rows))
         if at_end and not self.paused and not self.is_vertical_scrollbar_grabbed:
-            self.scroll_end(animate=False, immediate=True, x_axis=False)
+            if laid_anew:
+                self._follow_to_end()
+            else:
+                self.scroll_end(animate=False, immediate=True, x_axis=False, force=True)
         self.refresh()
