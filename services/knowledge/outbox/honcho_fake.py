@@ -34,7 +34,9 @@ at start with ``FakeHonchoStateError`` and left as it is.
 
 Faults for tests: ``go_down()`` (every call raises ``httpx.ConnectError``), ``fail_next(status,
 times, retry_after=...)``, ``fill_disk()`` (a full disk), ``delete_session(id)`` (gone entirely, as after the server's
-background deletion), ``come_up()``; ``calls`` records every request.
+background deletion), ``come_up()``. ``calls`` records the newest ``calls_kept`` requests (a
+ring: 10,000 by default); a request refused for want of the API key is only counted
+(``refused_calls``), so a flood of keyless requests costs no memory.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ import json
 import re
 import sqlite3
 import threading
+from collections import deque
 from collections.abc import Callable
 from datetime import UTC, datetime
 from json.encoder import c_make_encoder, c_encode_basestring  # type: ignore[attr-defined]
@@ -98,6 +101,8 @@ MAX_JSON_DEPTH = 64
 OBSERVERS_LIMIT = 10
 METADATA_MAX_DEPTH = 5
 METADATA_MAX_KEYS = 100
+CALLS_KEPT = 10_000
+"""How many requests ``FakeHonchoService.calls`` keeps by default (the newest)."""
 REASONING_LEVELS = ("minimal", "low", "medium", "high", "max")
 _W = "/v3/workspaces/([^/]+)"
 
@@ -172,15 +177,20 @@ class FakeHonchoService:
     """The fake memory service's state, its route table and its fault switches."""
 
     def __init__(self, state_path: Path | str | None = None, *, clock: Clock | None = None,
-                 api_key: str | None = None) -> None:
+                 api_key: str | None = None, calls_kept: int = CALLS_KEPT) -> None:
         self.clock = clock or Clock()
         """Where ``created_at`` times come from (the workspace's injected clock)."""
         self.api_key = api_key
         """When set, every request must carry ``Authorization: Bearer <api_key>``."""
-        self.calls: list[tuple[str, str]] = []
-        """Every request seen, as ``(method, path)``."""
+        if isinstance(calls_kept, bool) or not isinstance(calls_kept, int) or calls_kept < 1:
+            raise ValueError(f"calls_kept must be a positive whole number, not {calls_kept!r}")
+        self.calls: deque[tuple[str, str]] = deque(maxlen=calls_kept)
+        """The newest ``calls_kept`` requests answered, as ``(method, path)`` (the oldest go first);
+        a request refused for want of the API key is not among them."""
+        self.refused_calls = 0
+        """How many requests were refused with 401 (no or a wrong API key): counted, never kept."""
         self.authorization: str | None = None
-        """The ``Authorization`` header of the newest request."""
+        """The ``Authorization`` header of the newest request not refused with 401."""
         self.state_path = Path(state_path) if state_path is not None else None
         """The state's path (SQLite; a ``.json`` path means the ``.db`` beside it), or None (memory)."""
         self._down = False
@@ -342,22 +352,28 @@ class FakeHonchoService:
     def _reply(self, method: str, path: str, authorization: str | None,
                 read_body: Callable[[Handler], JSON | tuple[str, bytes]], params: QueryParams,
                 request: httpx.Request | None) -> tuple[int, WireAnswer | httpx.Response, dict[str, str]]:
-        self.calls.append((method, path))
-        self.authorization = authorization
         if self._down:
+            self._record(method, path, authorization)
             raise httpx.ConnectError("memory service unreachable", request=request)
         with self._lock:
             failure = self._failures.pop(0) if self._failures else None
         if failure is not None:
+            self._record(method, path, authorization)
             status, retry_after = failure
             headers = {"Retry-After": retry_after} if retry_after is not None else {}
             return status, {"detail": f"fake Honcho failure {status}"}, headers
         if self.api_key is not None:
-            given = self.authorization or ""
+            given = authorization or ""
+            refusal = None
             if not given.lower().startswith("bearer ") or not given[7:].strip():
-                return 401, {"detail": "No access token provided"}, {}
-            if not hmac.compare_digest(given[7:].strip().encode(), self.api_key.encode()):
-                return 401, {"detail": "Invalid JWT"}, {}
+                refusal = "No access token provided"
+            elif not hmac.compare_digest(given[7:].strip().encode(), self.api_key.encode()):
+                refusal = "Invalid JWT"
+            if refusal is not None:
+                with self._lock:
+                    self.refused_calls += 1
+                return 401, {"detail": refusal}, {}
+        self._record(method, path, authorization)
         path_known = False
         for route_method, pattern, handler in self._routes:
             match = pattern.match(path)
@@ -376,6 +392,10 @@ class FakeHonchoService:
         if path_known:
             return 405, {"detail": "Method Not Allowed"}, {}
         return 404, {"detail": "Not Found"}, {}
+
+    def _record(self, method: str, path: str, authorization: str | None) -> None:
+        self.calls.append((method, path))
+        self.authorization = authorization
 
     def _run(self, handler: Handler, groups: list[str], body: JSON | tuple[str, bytes],
              params: QueryParams) -> tuple[int, WireAnswer | httpx.Response]:
