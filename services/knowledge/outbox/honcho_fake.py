@@ -20,6 +20,10 @@ plastic-labs/honcho ``src/routers``, ``src/schemas/api.py``, ``src/crud``):
   search: messages sharing any word of the query (FTS5), newest first, filters applied.
 - answers a model makes in real Honcho (representation, card, summaries, context, chat) are
   made by rule from the stored messages and can be scripted (``honcho_answers``, ``respond``).
+  Summaries exist only where real Honcho has written one: a session's short summary from its 20th
+  message (then every 20th), its long one from its 60th (then every 60th), each covering the
+  messages up to the one that reached the count (the ``summary`` configuration of the session or
+  workspace changes the counts or turns them off); the context picks one as Honcho does.
 
 Like real Honcho, the NUL character is stripped from every string of a request; a lone
 surrogate is refused with 422 before anything is stored. With ``api_key`` set, every request must
@@ -102,6 +106,9 @@ OBSERVERS_LIMIT = 10
 METADATA_MAX_DEPTH = 5
 METADATA_MAX_KEYS = 100
 CALLS_KEPT = 10_000
+SUMMARY_EVERY = (20, 60)
+"""Honcho's ``MESSAGES_PER_SHORT_SUMMARY`` and ``MESSAGES_PER_LONG_SUMMARY`` (``src/config.py``): a
+session's short summary is written at its 20th message and every 20th after, the long one every 60th."""
 """How many requests ``FakeHonchoService.calls`` keeps by default (the newest)."""
 REASONING_LEVELS = ("minimal", "low", "medium", "high", "max")
 _W = "/v3/workspaces/([^/]+)"
@@ -870,10 +877,44 @@ class FakeHonchoService:
         self._check_observers(wid, sid)
         return 204, None
 
+    def _summary_every(self, wid: str, sid: str) -> tuple[int, int] | None:
+        """How many messages apart the session's short and long summaries are written (the session's
+        ``summary`` configuration, else the workspace's, else Honcho's 20 and 60), or None when
+        summaries are off (``summary.enabled: false``)."""
+        short, long = SUMMARY_EVERY
+        rows = [self._one("SELECT configuration FROM workspaces WHERE id = ?", wid),
+                self._one("SELECT configuration FROM sessions WHERE workspace_id = ? AND id = ?", wid, sid)]
+        for row in rows:  # the workspace's first, then the session's over it
+            config = json.loads(row["configuration"]) if row else {}
+            summary = config.get("summary") if isinstance(config, dict) else None
+            if not isinstance(summary, dict):
+                continue
+            if summary.get("enabled") is False:
+                return None
+            given = summary.get("messages_per_short_summary")
+            short = given if isinstance(given, int) and not isinstance(given, bool) and given > 0 else short
+            given = summary.get("messages_per_long_summary")
+            long = given if isinstance(given, int) and not isinstance(given, bool) and given > 0 else long
+        return short, long
+
     def _summary(self, wid: str, sid: str, kind: str) -> Summary | None:
-        messages = self._scope_messages(wid, None, [sid], limit=100 if kind == "short" else 300)
-        if not messages:
+        """The session's newest ``kind`` summary, as real Honcho writes them: after every
+        ``messages_per_short_summary`` (20) messages a short one, every ``messages_per_long_summary``
+        (60) a long one, each up to the message that reached the count (``message_id``); before the
+        first such message there is none."""
+        every = self._summary_every(wid, sid)
+        if every is None:
             return None
+        period = every[0] if kind == "short" else every[1]
+        count = int(self._db.execute("SELECT COUNT(*) FROM messages WHERE workspace_id = ? AND session_id = ?",
+                                     (wid, sid)).fetchone()[0])
+        upto = count - count % period
+        if upto == 0:
+            return None
+        rows = self._db.execute("SELECT * FROM messages WHERE workspace_id = ? AND session_id = ? ORDER BY seq "
+                                "LIMIT ? OFFSET ?", (wid, sid, min(upto, 100 if kind == "short" else 300),
+                                                     max(0, upto - (100 if kind == "short" else 300)))).fetchall()
+        messages = [_message(r) for r in rows]
         text = str(self._answer(HonchoAsk("summary", wid, None, None, sid, kind, messages)))
         return {"content": text, "message_id": messages[-1]["id"], "summary_type": kind,
                 "created_at": messages[-1]["created_at"], "token_count": len(text.split())}
@@ -902,7 +943,15 @@ class FakeHonchoService:
             representation = str(self._answer(ask))
             card = self._card_answer(HonchoAsk("card", wid, perspective or target, target,
                                                card=self._card(wid, perspective or target, target)))
-        summary = self._summary(wid, sid, "short") if include_summary else None
+        summary = None
+        if include_summary:  # as Honcho picks: the long one when it fits 40% of the budget and says more
+            short, long = self._summary(wid, sid, "short"), self._summary(wid, sid, "long")
+            budget = int(tokens * 0.4)
+            if long is not None and long["token_count"] <= budget and long["token_count"] > (
+                    short["token_count"] if short is not None else 0):
+                summary = long
+            elif short is not None and 0 < short["token_count"] <= budget:
+                summary = short
         return 200, {"id": sid, "messages": picked, "summary": summary, "peer_representation": representation,
                      "peer_card": card}
 
