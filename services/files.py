@@ -10,7 +10,10 @@
 - ``FileLock`` / ``AsyncFileLock``: one exclusive lock across processes and threads (the ``filelock``
   package: ``flock`` on POSIX, the system's file lock on Windows), with a wait limit and a clear
   ``LockTimeoutError``; the async one never blocks the event loop.
-- ``read_json``: parses a JSON file and names the file in the error when it is not valid JSON.
+- ``read_json``: parses a JSON file and names the file in the error when it is not valid JSON; like
+  every read of a file that may come from outside (``open_regular``, ``read_limited``), it refuses
+  a file that is not a regular one (a device, FIFO or folder, also through a link), reads at most
+  its size limit, and checks the nesting on the text (``json_deeper_than``) before parsing.
 - ``sweep_temps``: removes the temp files a killed writer left beside its targets (the caller
   holds whatever lock guards writes in that folder).
 """
@@ -31,7 +34,7 @@ import uuid
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import filelock
 
@@ -53,6 +56,11 @@ __all__ = [
     "publish_tree",
     "contained_path",
     "read_json",
+    "open_regular",
+    "read_limited",
+    "json_deeper_than",
+    "READ_LIMIT_BYTES",
+    "JSON_DEPTH_LIMIT",
     "FileLock",
     "AsyncFileLock",
     "LockTimeoutError",
@@ -211,14 +219,89 @@ def sweep_temps(folder: Path, names: Iterable[str] | None = None) -> list[str]:
     return removed
 
 
-def read_json(path: Path) -> Any:  # a document of any shape, as json.loads answers it; callers narrow
-    """Parse the JSON file at ``path``; a file that is not valid JSON raises ``CorruptFileError``."""
+READ_LIMIT_BYTES = 64 * 1024 * 1024
+"""How much of a JSON file ``read_json`` reads at most unless told otherwise (64 MiB)."""
+JSON_DEPTH_LIMIT = 64
+"""How deep ``read_json`` lets containers nest unless told otherwise (a parse far deeper exhausts
+the interpreter's stack: ``RecursionError``)."""
+
+
+def open_regular(path: Path | str) -> BinaryIO:
+    """``path`` opened for reading in binary, when it is a regular file (a link to one is followed).
+
+    Anything else (a device such as ``/dev/zero``, a FIFO, a socket, a folder) raises
+    ``CorruptFileError`` naming it, judged with ``fstat`` on the descriptor opened (so it cannot be
+    swapped after the check); a FIFO is opened without waiting for a writer.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
     try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise CorruptFileError(f"{path} is not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
         raise
+
+
+def read_limited(path: Path | str, max_bytes: int = READ_LIMIT_BYTES) -> bytes:
+    """The bytes of the regular file ``path`` (``open_regular``); ``CorruptFileError`` when it holds
+    more than ``max_bytes`` (at most ``max_bytes + 1`` are read, whatever the file says its size is)."""
+    with open_regular(path) as handle:
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise CorruptFileError(f"{path} is larger than the limit of {max_bytes} bytes")
+    return data
+
+
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_NOT_BRACKET_OR_QUOTE = bytes(b for b in range(256) if b not in b'[]{}"')
+
+
+def json_deeper_than(text: bytes, max_depth: int) -> bool | None:
+    """Whether the JSON ``text`` nests objects and lists more than ``max_depth`` deep, told from the
+    text alone (no parse, no recursion): False when it does not, True when it does, None when its
+    brackets stop pairing within ``max_depth`` (not JSON: a parser names the fault before it nests
+    deeper than that).
+
+    The strings are taken out, then the brackets alone: each pass takes out the innermost pairs;
+    after ``max_depth`` passes none is left when the text nests no deeper.
+    """
+    if text.count(b"[") + text.count(b"{") <= max_depth:
+        return False
+    if b"\\" in text:
+        rest = _JSON_STRING.sub(b"", text).translate(None, _NOT_BRACKET)
+    else:  # every quote opens or closes a string: with the brackets and quotes alone, the strings are
+        # every other part (the same parts as in the whole text, usually far shorter)
+        rest = b"".join(text.translate(None, _NOT_BRACKET_OR_QUOTE).split(b'"')[::2])
+    for _ in range(max_depth):
+        if not rest:
+            return False
+        # one pass takes out every pair empty now (a container holding no container): the ``[]``
+        # are marked first, so a ``{}`` that only they made empty waits for the next pass
+        taken = rest.replace(b"[]", b"\0\0").replace(b"{}", b"").replace(b"\0", b"")
+        if len(taken) == len(rest):
+            return None
+        rest = taken
+    return bool(rest)  # still brackets after max_depth passes that each took some: deeper (or
+    # brackets that would never pair, which no parser accepts either)
+
+
+def read_json(path: Path, *, max_bytes: int = READ_LIMIT_BYTES,
+              max_depth: int = JSON_DEPTH_LIMIT) -> Any:  # a document of any shape; callers narrow
+    """Parse the JSON file at ``path``; ``CorruptFileError`` when it is not a regular file (see
+    ``open_regular``), holds more than ``max_bytes``, nests deeper than ``max_depth`` (checked on the
+    text, before parsing) or is not valid JSON. ``FileNotFoundError`` and other ``OSError`` pass."""
+    raw = read_limited(path, max_bytes)
+    if json_deeper_than(raw, max_depth):
+        raise CorruptFileError(f"{path}: nested deeper than {max_depth} levels")
     try:
         return json.loads(raw.decode("utf-8"))
+    except RecursionError:  # brackets that do not pair, nested past what the parser can follow
+        raise CorruptFileError(f"{path}: not valid JSON (nested too deeply to read)") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CorruptFileError(f"{path}: not valid JSON ({exc})") from exc
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .cloud import FakeCloud
 from .errors import ServiceError
+from .files import CorruptFileError, read_json
 
 if TYPE_CHECKING:
     from .canvas import Canvas
@@ -32,8 +33,8 @@ class WorldError(ServiceError):
 def load_world(path: Path) -> dict[str, Any]:
     """The world description, with a clear error when it is not valid JSON."""
     try:
-        world = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        world = read_json(Path(path))  # a regular file, size and depth bounded
+    except (OSError, CorruptFileError) as exc:
         raise WorldError(f"{path}: cannot read the sample world ({exc})") from None
     if not isinstance(world, dict) or not isinstance(world.get("users"), list):
         raise WorldError(f"{path}: the sample world needs a list of users")

@@ -184,13 +184,16 @@ def connect_command(folder: Path, user_id: str | None, scopes: list[str] | None,
 def app_key(path: Path) -> str:
     """The app's private key at ``path`` (PEM), made there (mode 0600) when the file does not exist yet."""
     from services.cloud import generate_private_key_pem
-    from services.files import atomic_write_bytes
+    from services.files import CorruptFileError, atomic_write_bytes, read_limited
     from services.sdk.assertion import load_signing_key
 
     path = Path(path).expanduser()
     if not path.exists():
         atomic_write_bytes(path, generate_private_key_pem().encode(), mode=0o600)
-    pem = path.read_text(encoding="utf-8")
+    try:  # a regular file of at most 64 KiB (an RSA key in PEM is a few); a device or FIFO is refused
+        pem = read_limited(path, 64 * 1024).decode("utf-8")
+    except UnicodeDecodeError:
+        raise CorruptFileError(f"{path} is not a PEM key (not UTF-8 text)") from None
     load_signing_key(pem)  # a file that is not an RSA or P-256 key is refused here, in plain words
     return pem
 

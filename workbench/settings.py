@@ -18,7 +18,8 @@ on Linux) unless ``--config PATH`` names another::
     "workbench.runs.reply" = "ctrl+r"
     "workbench.quit" = "q,ctrl+q"
 
-Reading never fails: a file that does not parse, or holds an unknown setting or a wrong type, gives
+Reading never fails: a file that does not parse, or holds an unknown setting or a wrong type, or is
+not a regular file, larger than ``MAX_CONFIG_BYTES`` or nested too deeply for the parser, gives
 a ``problem`` naming the file and the line, and the workbench starts with every default (it never
 half-applies a file it could not read). Writing (the theme) keeps every other line as written and
 replaces the file atomically; a failure to write says why and leaves the old file whole.
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from services.errors import ServiceError
+from services.files import CorruptFileError, read_limited
 
 if TYPE_CHECKING:
     from textual.theme import Theme
@@ -56,6 +58,8 @@ KEYS = {"theme": str, "workspace": str, "layout": str, "read_only": bool, "keyma
         "honcho_url": str, "honcho_workspace": str, "confirm_approve": bool, "confirm_restore": bool,
         "confirm_quit": bool}
 """Every top-level setting and its TOML type."""
+MAX_CONFIG_BYTES = 1024 * 1024
+"""The largest settings file read (a file that is larger, or is not a regular file, is a ``problem``)."""
 
 
 class ConfigWriteError(ServiceError):
@@ -115,14 +119,17 @@ def load_config(path: Path | None = None) -> UserConfig:
     path = path or default_config_path()
     config = UserConfig(path=path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_limited(path, MAX_CONFIG_BYTES).decode("utf-8")
     except FileNotFoundError:
         return config
-    except (OSError, UnicodeDecodeError) as error:
+    except (OSError, UnicodeDecodeError, CorruptFileError) as error:
         config.problem = f"{path}: cannot be read ({getattr(error, 'strerror', None) or error}); using the defaults"
         return config
     try:
         data = tomllib.loads(text)
+    except RecursionError:  # tomllib follows nested arrays and tables by recursion
+        config.problem = f"{path}: nested too deeply to read; using the defaults"
+        return config
     except tomllib.TOMLDecodeError as error:
         match = re.search(r"line (\d+)", str(error))
         line = int(match.group(1)) if match else 0
@@ -176,8 +183,8 @@ def save_setting(path: Path, key: str, value: str | bool) -> None:
     """Set one top-level ``key`` in the file, keeping every other line; atomic. Raises ``ConfigWriteError``."""
     rendered = _toml_string(value) if isinstance(value, str) else ("true" if value else "false")
     try:
-        text = path.read_text(encoding="utf-8") if path.exists() else ""
-    except (OSError, UnicodeDecodeError) as error:
+        text = read_limited(path, MAX_CONFIG_BYTES).decode("utf-8") if path.exists() else ""
+    except (OSError, UnicodeDecodeError, CorruptFileError) as error:
         raise ConfigWriteError(f"cannot save {key} to {path}: the file cannot be read ({error})") from error
     lines = text.splitlines()
     first_table = next((i for i, line in enumerate(lines) if line.lstrip().startswith("[")), len(lines))

@@ -20,6 +20,10 @@ plastic-labs/honcho ``src/routers``, ``src/schemas/api.py``, ``src/crud``):
   search: messages sharing any word of the query (FTS5), newest first, filters applied.
 - answers a model makes in real Honcho (representation, card, summaries, context, chat) are
   made by rule from the stored messages and can be scripted (``answers``, ``respond``).
+  Summaries exist only where real Honcho has written one: a session's short summary from its 20th
+  message (then every 20th), its long one from its 60th (then every 60th), each covering the
+  messages up to the one that reached the count (the ``summary`` configuration of the session or
+  workspace changes the counts or turns them off); the context picks one as Honcho does.
 
 Like real Honcho, the NUL character is stripped from every string of a request; a lone
 surrogate is refused with 422 before anything is stored. With ``api_key`` set, every request must
@@ -34,7 +38,9 @@ at start with ``FakeHonchoStateError`` and left as it is.
 
 Faults for tests: ``go_down()`` (every call raises ``httpx.ConnectError``), ``fail_next(status,
 times, retry_after=...)``, ``fill_disk()`` (a full disk), ``delete_session(id)`` (gone entirely, as after the server's
-background deletion), ``come_up()``; ``calls`` records every request.
+background deletion), ``come_up()``. ``calls`` records the newest ``calls_kept`` requests (a
+ring: 10,000 by default); a request refused for want of the API key is only counted
+(``refused_calls``), so a flood of keyless requests costs no memory.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ import json
 import re
 import sqlite3
 import threading
+from collections import deque
 from collections.abc import Callable
 from datetime import UTC, datetime
 from json.encoder import c_make_encoder, c_encode_basestring  # type: ignore[attr-defined]
@@ -98,6 +105,11 @@ MAX_JSON_DEPTH = 64
 OBSERVERS_LIMIT = 10
 METADATA_MAX_DEPTH = 5
 METADATA_MAX_KEYS = 100
+CALLS_KEPT = 10_000
+SUMMARY_EVERY = (20, 60)
+"""Honcho's ``MESSAGES_PER_SHORT_SUMMARY`` and ``MESSAGES_PER_LONG_SUMMARY`` (``src/config.py``): a
+session's short summary is written at its 20th message and every 20th after, the long one every 60th."""
+"""How many requests ``FakeHonchoService.calls`` keeps by default (the newest)."""
 REASONING_LEVELS = ("minimal", "low", "medium", "high", "max")
 _W = "/v3/workspaces/([^/]+)"
 
@@ -172,15 +184,20 @@ class FakeHonchoService:
     """The fake memory service's state, its route table and its fault switches."""
 
     def __init__(self, state_path: Path | str | None = None, *, clock: Clock | None = None,
-                 api_key: str | None = None) -> None:
+                 api_key: str | None = None, calls_kept: int = CALLS_KEPT) -> None:
         self.clock = clock or Clock()
         """Where ``created_at`` times come from (the workspace's injected clock)."""
         self.api_key = api_key
         """When set, every request must carry ``Authorization: Bearer <api_key>``."""
-        self.calls: list[tuple[str, str]] = []
-        """Every request seen, as ``(method, path)``."""
+        if isinstance(calls_kept, bool) or not isinstance(calls_kept, int) or calls_kept < 1:
+            raise ValueError(f"calls_kept must be a positive whole number, not {calls_kept!r}")
+        self.calls: deque[tuple[str, str]] = deque(maxlen=calls_kept)
+        """The newest ``calls_kept`` requests answered, as ``(method, path)`` (the oldest go first);
+        a request refused for want of the API key is not among them."""
+        self.refused_calls = 0
+        """How many requests were refused with 401 (no or a wrong API key): counted, never kept."""
         self.authorization: str | None = None
-        """The ``Authorization`` header of the newest request."""
+        """The ``Authorization`` header of the newest request not refused with 401."""
         self.state_path = Path(state_path) if state_path is not None else None
         """The state's path (SQLite; a ``.json`` path means the ``.db`` beside it), or None (memory)."""
         self._down = False
@@ -342,22 +359,28 @@ class FakeHonchoService:
     def _reply(self, method: str, path: str, authorization: str | None,
                 read_body: Callable[[Handler], JSON | tuple[str, bytes]], params: QueryParams,
                 request: httpx.Request | None) -> tuple[int, WireAnswer | httpx.Response, dict[str, str]]:
-        self.calls.append((method, path))
-        self.authorization = authorization
         if self._down:
+            self._record(method, path, authorization)
             raise httpx.ConnectError("memory service unreachable", request=request)
         with self._lock:
             failure = self._failures.pop(0) if self._failures else None
         if failure is not None:
+            self._record(method, path, authorization)
             status, retry_after = failure
             headers = {"Retry-After": retry_after} if retry_after is not None else {}
             return status, {"detail": f"fake Honcho failure {status}"}, headers
         if self.api_key is not None:
-            given = self.authorization or ""
+            given = authorization or ""
+            refusal = None
             if not given.lower().startswith("bearer ") or not given[7:].strip():
-                return 401, {"detail": "No access token provided"}, {}
-            if not hmac.compare_digest(given[7:].strip().encode(), self.api_key.encode()):
-                return 401, {"detail": "Invalid JWT"}, {}
+                refusal = "No access token provided"
+            elif not hmac.compare_digest(given[7:].strip().encode(), self.api_key.encode()):
+                refusal = "Invalid JWT"
+            if refusal is not None:
+                with self._lock:
+                    self.refused_calls += 1
+                return 401, {"detail": refusal}, {}
+        self._record(method, path, authorization)
         path_known = False
         for route_method, pattern, handler in self._routes:
             match = pattern.match(path)
@@ -376,6 +399,10 @@ class FakeHonchoService:
         if path_known:
             return 405, {"detail": "Method Not Allowed"}, {}
         return 404, {"detail": "Not Found"}, {}
+
+    def _record(self, method: str, path: str, authorization: str | None) -> None:
+        self.calls.append((method, path))
+        self.authorization = authorization
 
     def _run(self, handler: Handler, groups: list[str], body: JSON | tuple[str, bytes],
              params: QueryParams) -> tuple[int, WireAnswer | httpx.Response]:
@@ -850,10 +877,44 @@ class FakeHonchoService:
         self._check_observers(wid, sid)
         return 204, None
 
+    def _summary_every(self, wid: str, sid: str) -> tuple[int, int] | None:
+        """How many messages apart the session's short and long summaries are written (the session's
+        ``summary`` configuration, else the workspace's, else Honcho's 20 and 60), or None when
+        summaries are off (``summary.enabled: false``)."""
+        short, long = SUMMARY_EVERY
+        rows = [self._one("SELECT configuration FROM workspaces WHERE id = ?", wid),
+                self._one("SELECT configuration FROM sessions WHERE workspace_id = ? AND id = ?", wid, sid)]
+        for row in rows:  # the workspace's first, then the session's over it
+            config = json.loads(row["configuration"]) if row else {}
+            summary = config.get("summary") if isinstance(config, dict) else None
+            if not isinstance(summary, dict):
+                continue
+            if summary.get("enabled") is False:
+                return None
+            given = summary.get("messages_per_short_summary")
+            short = given if isinstance(given, int) and not isinstance(given, bool) and given > 0 else short
+            given = summary.get("messages_per_long_summary")
+            long = given if isinstance(given, int) and not isinstance(given, bool) and given > 0 else long
+        return short, long
+
     def _summary(self, wid: str, sid: str, kind: str) -> Summary | None:
-        messages = self._scope_messages(wid, None, [sid], limit=100 if kind == "short" else 300)
-        if not messages:
+        """The session's newest ``kind`` summary, as real Honcho writes them: after every
+        ``messages_per_short_summary`` (20) messages a short one, every ``messages_per_long_summary``
+        (60) a long one, each up to the message that reached the count (``message_id``); before the
+        first such message there is none."""
+        every = self._summary_every(wid, sid)
+        if every is None:
             return None
+        period = every[0] if kind == "short" else every[1]
+        count = int(self._db.execute("SELECT COUNT(*) FROM messages WHERE workspace_id = ? AND session_id = ?",
+                                     (wid, sid)).fetchone()[0])
+        upto = count - count % period
+        if upto == 0:
+            return None
+        rows = self._db.execute("SELECT * FROM messages WHERE workspace_id = ? AND session_id = ? ORDER BY seq "
+                                "LIMIT ? OFFSET ?", (wid, sid, min(upto, 100 if kind == "short" else 300),
+                                                     max(0, upto - (100 if kind == "short" else 300)))).fetchall()
+        messages = [_message(r) for r in rows]
         text = str(self._answer(HonchoAsk("summary", wid, None, None, sid, kind, messages)))
         return {"content": text, "message_id": messages[-1]["id"], "summary_type": kind,
                 "created_at": messages[-1]["created_at"], "token_count": len(text.split())}
@@ -882,7 +943,15 @@ class FakeHonchoService:
             representation = str(self._answer(ask))
             card = self._card_answer(HonchoAsk("card", wid, perspective or target, target,
                                                card=self._card(wid, perspective or target, target)))
-        summary = self._summary(wid, sid, "short") if include_summary else None
+        summary = None
+        if include_summary:  # as Honcho picks: the long one when it fits 40% of the budget and says more
+            short, long = self._summary(wid, sid, "short"), self._summary(wid, sid, "long")
+            budget = int(tokens * 0.4)
+            if long is not None and long["token_count"] <= budget and long["token_count"] > (
+                    short["token_count"] if short is not None else 0):
+                summary = long
+            elif short is not None and 0 < short["token_count"] <= budget:
+                summary = short
         return 200, {"id": sid, "messages": picked, "summary": summary, "peer_representation": representation,
                      "peer_card": card}
 

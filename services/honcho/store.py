@@ -20,9 +20,13 @@ import sqlite3
 from pathlib import Path
 
 from ..errors import ServiceError
+from ..files import CorruptFileError, read_json
 from .filters import parse_time, sortable_time
 
 __all__ = ["FakeHonchoStateError", "database_path", "index_messages", "last_message_seq", "open_store"]
+
+LEGACY_STATE_BYTES = 512 * 1024 * 1024
+"""The largest JSON state file of an older fake imported (read whole into memory)."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS counter (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -108,11 +112,11 @@ def index_messages(conn: sqlite3.Connection, after_seq: int) -> None:
 
 def _import_json(conn: sqlite3.Connection, path: Path) -> None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path, max_bytes=LEGACY_STATE_BYTES)  # a regular file, size and depth bounded
         workspaces = data.get("workspaces") or {}
         if not isinstance(workspaces, dict):
             raise ValueError("workspaces is not an object")
-    except (OSError, ValueError, AttributeError) as exc:
+    except (OSError, ValueError, AttributeError, CorruptFileError) as exc:
         conn.close()
         raise FakeHonchoStateError(
             f"the memory fake's state file {path} cannot be read ({exc}); move it aside to start empty"

@@ -41,13 +41,15 @@ an exported test as code. Limits (``MAX_*``) bound every line, the nesting and t
 from __future__ import annotations
 
 import json
+import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, NotRequired, Required, TypedDict, cast
+from typing import BinaryIO, Literal, NotRequired, Required, TypedDict, cast
 
 from ..errors import ServiceError
+from ..files import CorruptFileError, json_deeper_than, open_regular
 from ..text import value_problem
 
 __all__ = [
@@ -391,14 +393,23 @@ def load_recording(path: Path | str) -> Recording:
     """Read and validate a recording file; ``RecordingError`` names the line and the reason."""
     path = Path(path)
     try:
-        size = path.stat().st_size
-        if size > MAX_STATE_BYTES + MAX_STEPS * 64 * 1024:
-            raise RecordingError(f"{path} is {size} bytes, more than a recording may be")
-        with path.open("rb") as handle:
-            recording: Recording = parse_recording(handle)
+        with open_regular(path) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > MAX_STATE_BYTES + MAX_STEPS * 64 * 1024:
+                raise RecordingError(f"{path} is {size} bytes, more than a recording may be")
+            recording: Recording = parse_recording(_bounded_lines(handle))
             return recording
+    except CorruptFileError as exc:  # not a regular file (a device, a FIFO, a folder)
+        raise RecordingError(f"{path} cannot be read: {exc}") from None
     except OSError as exc:
         raise RecordingError(f"{path} cannot be read: {exc.strerror or exc}") from None
+
+
+def _bounded_lines(handle: BinaryIO) -> Iterator[bytes]:
+    """The file's lines, none read past the longest a line may be (plus one byte, so
+    ``parse_recording`` sees it is too long): a line with no end is never read whole."""
+    while line := handle.readline(MAX_STATE_BYTES + 1):
+        yield line
 
 
 def parse_recording(lines: Iterable[bytes | str]) -> Recording:
@@ -451,6 +462,8 @@ def parse_recording(lines: Iterable[bytes | str]) -> Recording:
 
 
 def _json(text: str, number: int) -> JsonObject:
+    if json_deeper_than(text.encode("utf-8", "surrogatepass"), MAX_DEPTH):
+        raise RecordingError(f"nested deeper than {MAX_DEPTH}", line=number)
     try:
         value = json.loads(text)
     except RecursionError:

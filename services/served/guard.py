@@ -34,6 +34,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..files import json_deeper_than
 from ..text import text_problem
 from ..wire import DIRECTORY_TOKEN_PATH, match_route
 from .asgi import CONTROL_PREFIX, ASGIApp, Receive, Scope, Send
@@ -103,36 +104,16 @@ _RISKY_TEXT = re.compile(rb"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})|\xed[\xa0-\
 """What could decode to NUL or a surrogate: a ``\\u`` escape of one, a surrogate's UTF-8 bytes
 (``json.loads`` decodes bytes with ``surrogatepass``), or a NUL byte (also a sign of a UTF-16 or
 UTF-32 body, which ``json.loads`` accepts too)."""
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
-_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
-_NOT_BRACKET_OR_QUOTE = bytes(b for b in range(256) if b not in b'[]{}"')
 
 
 def _plainly_fine(body: bytes, max_depth: int) -> bool:
     """True when ``json_problem`` cannot find anything in the JSON text ``body``, told from the
     text alone: no escape that could hide a surrogate or NUL, and no container nested more than
-    ``max_depth`` deep (the strings taken out, then the brackets alone: each pass takes out the
-    innermost pairs; after ``max_depth`` passes none is left). False means: parse it and look (it
-    may also be fine, or not JSON at all)."""
+    ``max_depth`` deep (``files.json_deeper_than``). False means: parse it and look (it may also be
+    fine, or not JSON at all)."""
     if (b"\\u" in body or b"\xed" in body or b"\x00" in body) and _RISKY_TEXT.search(body) is not None:
         return False
-    if body.count(b"[") + body.count(b"{") <= max_depth:
-        return True
-    if b"\\" in body:
-        rest = _JSON_STRING.sub(b"", body).translate(None, _NOT_BRACKET)
-    else:  # every quote opens or closes a string: with the brackets and quotes alone, the strings are
-        # every other part (the same parts as in the whole text, usually far shorter)
-        rest = b"".join(body.translate(None, _NOT_BRACKET_OR_QUOTE).split(b'"')[::2])
-    for _ in range(max_depth):
-        if not rest:
-            return True
-        # one pass takes out every pair empty now (a container holding no container): the ``[]``
-        # are marked first, so a ``{}`` that only they made empty waits for the next pass
-        taken = rest.replace(b"[]", b"\0\0").replace(b"{}", b"").replace(b"\0", b"")
-        if len(taken) == len(rest):
-            return False
-        rest = taken
-    return not rest
+    return json_deeper_than(body, max_depth) is False
 
 
 def _answer(status: int, code: str, message: str, **fields: Any) -> tuple[int, bytes]:

@@ -516,10 +516,19 @@ def _fingerprint(user: "FakeUser") -> tuple[object, ...]:
     )
 
 
+STATE_FILE_BYTES = 512 * 1024 * 1024
+"""The largest state file ``read_state_file`` reads (512 MiB; the whole state is held in memory)."""
+STATE_FILE_DEPTH = 128
+"""How deep a state file may nest: a run event's fields nest up to ``Limits.json_depth`` (32 by
+default) below the state's own few levels."""
+
+
 def read_state_file(path: Path) -> dict[str, Any]:
-    """A state document from a file (``CloudStateError`` when it is not one)."""
+    """A state document from a file (``CloudStateError`` when it is not one, in one line: also a
+    file that is not a regular one, is larger than ``STATE_FILE_BYTES`` or nests deeper than
+    ``STATE_FILE_DEPTH``, all told before it is parsed)."""
     try:
-        doc = read_json(Path(path))
+        doc = read_json(Path(path), max_bytes=STATE_FILE_BYTES, max_depth=STATE_FILE_DEPTH)
     except OSError as exc:
         raise CloudStateError(f"cannot read {path}: {exc.strerror or exc}") from None
     except Exception as exc:  # CorruptFileError names the file

@@ -3,15 +3,18 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
+
+from ..files import CorruptFileError, read_json
 
 __all__ = ["SERVE_FILE", "SERVE_LOCK", "read_serve_info", "live_serve_info"]
 
 SERVE_FILE = "serve.json"
 """The file a serving process writes in the workspace folder."""
+SERVE_FILE_BYTES = 64 * 1024
+"""The most of ``serve.json`` read (it holds a URL, a pid and two keys)."""
 SERVE_LOCK = "serve.lock"
 """The lock the serving process holds on the workspace folder."""
 
@@ -19,8 +22,8 @@ SERVE_LOCK = "serve.lock"
 def read_serve_info(folder: Path) -> dict[str, Any] | None:
     """``serve.json`` of a workspace, or None when there is none (or it is unreadable)."""
     try:
-        info = json.loads((Path(folder) / SERVE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        info = read_json(Path(folder) / SERVE_FILE, max_bytes=SERVE_FILE_BYTES, max_depth=4)
+    except (OSError, CorruptFileError):  # also a FIFO, a device or a huge file put there: no server
         return None
     if not isinstance(info, dict) or not all(isinstance(info.get(k), t) for k, t in
                                              (("url", str), ("pid", int), ("token", str))):

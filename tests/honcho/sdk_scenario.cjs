@@ -79,6 +79,14 @@ async function main() {
   seen.context_messages = context.messages.length;
   seen.context_summary = context.summary ? context.summary.content : null;
   seen.summaries = (await s1.summaries()).shortSummary != null;
+  const notes = [];
+  for (let n = 4; n <= 20; n++) notes.push(alice.message(`bee note ${n}`));
+  const lastNote = (await s1.addMessages(notes)).at(-1);
+  const contextAt20 = await s1.context({ tokens: 1000 });
+  seen.context_summary_at_20 = contextAt20.summary ? contextAt20.summary.content : null;
+  const at20 = await s1.summaries();
+  seen.summaries_at_20 = [at20.shortSummary != null && at20.shortSummary.messageId === lastNote.id,
+    at20.longSummary == null];
   const created = await alice.conclusionsOf(alice).create([{ content: "likes bees", sessionId: "s1" }]);
   seen.conclusions = (await all(honcho.conclusions.list())).map((c) => c.content);
   seen.queried = (await alice.conclusionsOf(alice).query("bees")).map((c) => c.content);

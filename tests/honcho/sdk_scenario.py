@@ -129,6 +129,13 @@ def run_python_scenario(url: str, api_key: str, workspace: str = WS) -> dict[str
     seen["context_messages"] = len(context.messages)
     seen["context_summary"] = context.summary.content if context.summary else None
     seen["summaries"] = s1.summaries().short_summary is not None
+    # Honcho writes a session's first (short) summary at its 20th message: s1 holds 3, so 17 more
+    last = s1.add_messages([alice.message(f"bee note {n}") for n in range(4, 21)])[-1]
+    context = s1.context(tokens=1000)
+    seen["context_summary_at_20"] = context.summary.content if context.summary else None
+    at_20 = s1.summaries()
+    seen["summaries_at_20"] = [at_20.short_summary is not None and at_20.short_summary.message_id == last.id,
+                               at_20.long_summary is None]
     # conclusions
     created = alice.conclusions_of(alice).create([{"content": "likes bees", "session_id": "s1"}])
     seen["conclusions"] = [c.content for c in honcho.conclusions.list()]

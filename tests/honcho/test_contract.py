@@ -176,3 +176,32 @@ async def test_refusals_and_faults_reach_the_sdk_as_its_own_errors(served: Honch
         await asyncio.to_thread(honcho.peer, "alice")
     assert caught.value.retry_after == 1
     assert "alice" not in service.peer_ids("w")
+
+
+def _summaries_through_the_sdk(url: str) -> list[tuple[int, bool, bool, bool]]:
+    """(messages, short summary?, long summary?, context summary?) as the session grows, read with
+    the official SDK; a second session with summaries turned off by its configuration."""
+    honcho = Honcho(base_url=url, workspace_id="w", api_key="k", max_retries=0)
+    alice = honcho.peer("alice")
+    seen: list[tuple[int, bool, bool, bool]] = []
+    for name, config in (("grows", None), ("quiet", {"summary": {"enabled": False}})):
+        session = honcho.session(name, configuration=config) if config else honcho.session(name)
+        count = 0
+        for step in (19, 1, 39, 1):
+            made = session.add_messages([alice.message(f"note {count + n + 1}") for n in range(step)])
+            count += step
+            got = session.summaries()
+            context = session.context(tokens=10_000)
+            seen.append((count, got.short_summary is not None, got.long_summary is not None,
+                         context.summary is not None))
+            if got.short_summary is not None:
+                assert got.short_summary.message_id == made[-1].id if count % 20 == 0 else True
+    return seen
+
+
+async def test_summaries_come_at_the_20th_and_60th_message_as_in_honcho(served: HonchoServer) -> None:
+    seen = await asyncio.to_thread(_summaries_through_the_sdk, served.url)
+    assert seen[:4] == [(19, False, False, False), (20, True, False, True), (59, True, False, True),
+                        (60, True, True, True)]
+    assert seen[4:] == [(19, False, False, False), (20, False, False, False), (59, False, False, False),
+                        (60, False, False, False)]

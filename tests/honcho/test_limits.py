@@ -127,3 +127,20 @@ def test_uploads(service: FakeHonchoService, files: dict[str, Any], data: dict[s
         assert needle in str(answer.json()["detail"]) and service.session_messages("up", "w") == []
     else:
         assert [m["content"] for m in service.session_messages("up", "w")] == ['{"k": [1, 2]}']
+
+
+def test_keyless_requests_are_counted_not_kept_and_the_call_record_is_a_ring() -> None:
+    fake = FakeHonchoService(api_key="s3cret", calls_kept=50)
+    with httpx.Client(transport=httpx.MockTransport(fake.handle), base_url="http://honcho.fake") as http:
+        for number in range(3000):
+            wrong = {} if number % 2 else {"authorization": "Bearer not-the-key"}
+            answer = http.post(f"/v3/workspaces/w{number}/peers/list" + "x" * 1000, json={}, headers=wrong)
+            assert answer.status_code == 401
+        assert len(fake.calls) == 0 and fake.refused_calls == 3000
+        assert fake.authorization is None  # a refused request's header is not kept either
+        keyed = {"authorization": "Bearer s3cret"}
+        for number in range(120):
+            assert http.post("/v3/workspaces", json={"id": f"w{number}"}, headers=keyed).status_code == 201
+    assert len(fake.calls) == 50 and fake.calls[-1] == ("POST", "/v3/workspaces")
+    assert fake.refused_calls == 3000 and fake.authorization == "Bearer s3cret"
+

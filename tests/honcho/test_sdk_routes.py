@@ -84,8 +84,10 @@ def check(seen: dict[str, Any]) -> None:
     assert seen["peer_context_card"] == ["Keeps bees", "Lives in town"]
     assert seen["chat"].startswith("[fake Honcho: a deterministic answer, no model]") and "bees" in seen["chat"]
     assert seen["chat_stream"].startswith("[fake Honcho")
-    assert seen["context_messages"] == 3 and seen["context_summary"].startswith("[fake Honcho summary] 3 messages")
-    assert seen["summaries"] is True
+    # no summary before a session's 20th message, as real Honcho; then the short one up to it
+    assert seen["context_messages"] == 3 and seen["context_summary"] is None and seen["summaries"] is False
+    assert seen["context_summary_at_20"].startswith("[fake Honcho summary] 20 messages")
+    assert seen["summaries_at_20"] == [True, True]
     assert seen["conclusions"] == ["likes bees"] and seen["queried"] == ["likes bees"]
     assert seen["conclusions_after_delete"] == []
     assert seen["queue"] == 0

@@ -60,6 +60,8 @@ async def test_every_answer_has_the_keys_of_its_shape(http: tuple[FakeHonchoServ
     conclusions = await ok(client, "POST", f"{W}/conclusions", json={"conclusions": [
         {"content": "alice drinks tea", "observer_id": "bot", "observed_id": "alice"}]})
     assert isinstance(messages, list) and isinstance(conclusions, list)
+    await ok(client, "POST", f"{W}/sessions/s1/messages", json={"messages": [  # 20 in all: the first summary
+        {"content": f"turn {n}", "peer_id": "alice"} for n in range(3, 21)]})
 
     singles: list[tuple[type, object]] = [
         (Workspace, workspace), (Peer, peer), (Session, session), (Message, messages[0]),

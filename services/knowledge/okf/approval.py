@@ -11,7 +11,6 @@ base blocked with a ``RecoveryError`` naming the way out.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING, cast
 
 from ...clock import iso
 from ...errors import ServiceError
-from ...files import atomic_write_json
+from ...files import CorruptFileError, atomic_write_json, read_json
 from .delivery import RecoveryOutcome, describe
 from .git_acceptance import WAITING, check_delivery
 from .git_delivery import IN_FLIGHT, GitProvider
@@ -108,7 +107,7 @@ class DeliveryBook:
             if inputs & set(chosen) and not inputs <= set(chosen):
                 raise RunStateError(f"outcomes for {', '.join(sorted(i[:12] for i in inputs))} all write {base}/{path}; "
                                     "approve them together")
-        staging = json.loads((self.work_dir(source_id, run["id"]) / "staging.json").read_text("utf-8"))
+        staging = read_json(self.work_dir(source_id, run["id"]) / "staging.json")
         planned: dict[str, Proposal | None] = {}
         for alias in run["receipts"]:
             before = self.staged_tree(source_id, run["id"], alias, run["stages"][alias])
@@ -251,8 +250,8 @@ class DeliveryBook:
         """The proposal file the receipt names, refused unless it still hashes to the receipt's hash."""
         file = Path(str(receipt.get("proposal")))
         try:
-            proposal = json.loads(file.read_bytes())
-        except (OSError, ValueError) as exc:
+            proposal = read_json(file)
+        except (OSError, ValueError, CorruptFileError) as exc:
             raise ConfirmError(f"base {alias!r}: the proposal {file} cannot be read ({describe(exc)}); "
                                "nothing was written", remedy="rejudge this judgment") from None
         if not isinstance(proposal, dict) or proposal_hash(proposal) != receipt.get("proposalHash"):

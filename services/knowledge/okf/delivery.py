@@ -32,7 +32,6 @@ the temp files a killed publication left (``.publish.*.tmp``, ``.<base>.okf-publ
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import tempfile
 from collections.abc import Callable
@@ -319,8 +318,8 @@ class DirectoryProvider:
             return outcome
         proposal_file = Path(str(journal.get("proposalFile")))
         try:
-            proposal = json.loads(proposal_file.read_bytes())
-        except (OSError, ValueError):
+            proposal = read_json(proposal_file)
+        except (OSError, ValueError, CorruptFileError):
             raise RecoveryError(f"base {self.alias!r}: the journal names {proposal_file}, which cannot be read; "
                                 "the publication stays pending", remedy=f"put {proposal_file} back; or "
                                 + self._journal_remedy()) from None

@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from ...files import FileLock
+from ...files import FileLock, json_deeper_than
 from .descriptors import BaseDescriptor, GitBinding, parse_base_descriptor
 from .errors import OkfConfigError, OkfError, OkfPathError, RecoveryError
 from .tree import Tree
@@ -40,6 +40,10 @@ GIT_TIMEOUT_S = 300.0
 ACCEPTED_REF = "refs/okf/accepted"
 """Where the cache keeps the accepted branch's head as last fetched."""
 LOCK_WAIT_S = 30.0
+DESCRIPTOR_BYTES = 1024 * 1024
+"""The largest ``okf-base.json`` a repository's tree may hold (it names a base: a few fields)."""
+DESCRIPTOR_DEPTH = 16
+"""How deep it may nest."""
 """How long a Git operation waits for another one on the same base."""
 _SCP_LIKE = re.compile(r"^[A-Za-z0-9._-]+@[^:/]+:")
 
@@ -109,9 +113,12 @@ def descriptor_of(alias: str, bound_id: str, tree: Mapping[str, bytes], where: s
     raw = tree.get("okf-base.json")
     if raw is None:
         raise OkfConfigError(f"base {alias!r}: {where} has no okf-base.json")
+    if len(raw) > DESCRIPTOR_BYTES or json_deeper_than(raw, DESCRIPTOR_DEPTH):  # a repository's file: bound it
+        raise OkfConfigError(f"base {alias!r}: {where}/okf-base.json is larger than {DESCRIPTOR_BYTES} bytes "
+                             f"or nested deeper than {DESCRIPTOR_DEPTH} levels")
     try:
         doc = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise OkfConfigError(f"base {alias!r}: {where}/okf-base.json is not JSON") from None
     descriptor = parse_base_descriptor(doc, f"{where}/okf-base.json")
     if descriptor.id != bound_id:

@@ -5,12 +5,13 @@ The ISO-8601 times of ``run.json`` become float seconds here, once (``services.t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 
+from ...files import CorruptFileError, open_regular, read_json
 from ...times import parse_time, time_or_none
 from .errors import OkfError
+from .limits import MAX_JUDGMENT_BYTES
 from .models import AcceptedReceipt, GitDelivery, JudgmentDetail, JudgmentItem, OutcomeView
 from .proposal import FileChange, file_changes, read_proposal
 from .runs import RunBook
@@ -103,8 +104,8 @@ def detail_of(state: StateDir, runs: RunBook, source_id: str, run_id: str) -> Ju
         if not proposal_file:
             continue
         try:
-            delta = read_proposal(json.loads(Path(proposal_file).read_bytes()))
-        except (OSError, ValueError, OkfError):
+            delta = read_proposal(read_json(Path(proposal_file)))
+        except (OSError, ValueError, OkfError, CorruptFileError):
             continue
         files.extend(file_changes(alias, delta.before, delta.after))
     removals = _list(judgment.get("removals"))
@@ -112,8 +113,9 @@ def detail_of(state: StateDir, runs: RunBook, source_id: str, run_id: str) -> Ju
     reply_file = runs.work_dir(source_id, run_id) / "judgment.json"
     if item.state == "invalid" and reply_file.exists():
         try:
-            reply = reply_file.read_text("utf-8", errors="replace")
-        except OSError as exc:
+            with open_regular(reply_file) as handle:  # the judge's reply, shown up to the size a reply may be
+                reply = handle.read(MAX_JUDGMENT_BYTES).decode("utf-8", errors="replace")
+        except (OSError, CorruptFileError) as exc:
             reply = f"(the reply cannot be read: {exc})"
     return JudgmentDetail(
         item=item, outcomes=tuple(outcomes), files=tuple(files), diff="".join(f.diff for f in files),

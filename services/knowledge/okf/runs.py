@@ -22,7 +22,6 @@ the changed files only (``proposal.read_proposal``). Approval, delivery and reco
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import uuid
@@ -31,7 +30,7 @@ from pathlib import Path
 
 from ...clock import iso
 from ...errors import ServiceError
-from ...files import atomic_write_json, atomic_write_text
+from ...files import atomic_write_json, atomic_write_text, read_json
 from ...text import clip, repair_text
 from .approval import SETTLED_RECEIPTS, DeliveryBook
 from .delivery import DirectoryProvider, StepHook, describe
@@ -274,8 +273,8 @@ class RunBook(DeliveryBook):
     def prompt(self, source_id: str, run_id: str) -> str:
         """The judge prompt for a staged run, and mark it ``launch-intent`` then ``running``."""
         work = self.work_dir(source_id, run_id)
-        input_doc = json.loads((work / "input.json").read_text("utf-8"))
-        staging = json.loads((work / "staging.json").read_text("utf-8"))
+        input_doc = read_json(work / "input.json")
+        staging = read_json(work / "staging.json")
         run = self.state.load_run(source_id, run_id)
         concepts: dict[str, dict[str, str]] = {}
         for alias, stage in run["stages"].items():
@@ -357,7 +356,7 @@ class RunBook(DeliveryBook):
         if failure is not None:
             check = JudgmentCheck(None, (f"E_RUN: the judge run failed: {failure}",))
         else:
-            staging = json.loads((work / "staging.json").read_text("utf-8"))
+            staging = read_json(work / "staging.json")
             baselines = {a: self.staged_tree(source_id, run_id, a, s) for a, s in run["stages"].items()}
             roots = {a: self.bindings.directory(a).path for a in baselines if a in self.directory_aliases()}
             check = check_judgment(reply or "", inputs=run["inputs"], staging=staging, baselines=baselines, at=at,

@@ -19,7 +19,6 @@ under the lock that guards it (a source whose locks are busy is left for the nex
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -162,13 +161,11 @@ class StateDir:
             raise OkfError(f"{input_id!r} is not an input id", code="E_INPUT")
         path = self.source_dir(source_id) / "inputs" / f"{input_id}.json"
         try:
-            raw = path.read_bytes()
+            payload = read_json(path)
         except FileNotFoundError:
             raise OkfError(f"input {input_id} is missing from {path.parent}", code="E_INPUT") from None
-        try:
-            payload = json.loads(raw)
-        except json.JSONDecodeError:
-            raise OkfError(f"input {path} is not valid JSON", code="E_INPUT") from None
+        except CorruptFileError as exc:  # not JSON, not a regular file, too large or too deep
+            raise OkfError(f"input {exc}", code="E_INPUT") from None
         if sha256_hex(canonical_json(payload)) != input_id:
             raise OkfError(f"input {path} does not match its hash", code="E_INPUT")
         return cast(InputPayload, dict(payload))

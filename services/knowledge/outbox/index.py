@@ -38,6 +38,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from services.files import CorruptFileError, open_regular
+
 __all__ = ["GUARD", "Chunk", "GapRead", "Ids", "IndexWriter", "OutboxSummary", "read_summary"]
 
 log = logging.getLogger("services.knowledge.outbox")
@@ -192,8 +194,9 @@ class _Line:
 def _index_lines(index: Path) -> list[_Line]:
     """The index's lines; ``i`` is left in the file's bytes (no copy, no parse)."""
     try:
-        raw = index.read_bytes()
-    except OSError:
+        with open_regular(index) as handle:  # a cache: anything but a regular file holds no chunks
+            raw = handle.read()
+    except (OSError, CorruptFileError):
         return []
     lines: list[_Line] = []
     at = 0

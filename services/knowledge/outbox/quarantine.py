@@ -20,7 +20,7 @@ from services.files import atomic_write_text
 from services.text import decode_text
 
 from .models import OutboxError, OutboxRecord
-from .stores import OutboxSnapshot, OutboxStores, _append_all, _parse_into
+from .stores import OutboxSnapshot, OutboxStores, _append_all, _parse_into, _read_all
 
 __all__ = ["QuarantineError", "QuarantinedLine", "drop_quarantined", "read_quarantine", "retry_quarantined"]
 
@@ -53,7 +53,7 @@ def read_quarantine(stores: OutboxStores) -> list[QuarantinedLine]:
     for position, entry in enumerate(_entries(stores)):
         try:
             value: object = json.loads(entry)
-        except ValueError:
+        except (ValueError, RecursionError):  # a line put there by hand, nested past what the parser follows
             value = None
         if not isinstance(value, dict):
             out.append(QuarantinedLine(position, None, None, "unreadable quarantine entry", entry, entry))
@@ -93,7 +93,7 @@ def drop_quarantined(stores: OutboxStores, item: QuarantinedLine) -> None:
 
 def _entries(stores: OutboxStores) -> list[str]:
     try:
-        raw = stores.quarantine_path.read_bytes()
+        raw = _read_all(stores.quarantine_path)
     except FileNotFoundError:
         return []
     return [line for line in decode_text(raw)[0].split("\n") if line.strip()]

@@ -21,6 +21,13 @@ surrogate or NUL, is read with ``services.text`` repairs (U+FFFD, NUL dropped); 
 warns once and rewrites it clean. Ledgers and fork records are repaired the same way on read. A
 bad value never stops a read, a sweep or a compaction.
 
+Files put there from outside are bounded: every read opens a regular file only (a link to a
+device or a FIFO is refused as ``CorruptFileError``, never read without end), and an append to a
+path that is not a regular file is refused before a byte is written (``OutboxWriteError``). A line
+nested deeper than ``MAX_DEPTH`` is a corrupt line (quarantined), told from its text before it is
+parsed; a state file (ledger, fork, marker, cache) larger than ``STATE_FILE_BYTES`` or nested deeper
+is corrupt too. The outbox itself has no size cap: it is the log of what was captured.
+
 The mutex (``OutboxStores.locked``) is one module-level lock serialising every outbox
 read-modify-write across all conversations and all store instances of the process, plus a file
 lock (the ``filelock`` package's lock on ``data/outbox/capture.lock``, the lock
@@ -40,6 +47,7 @@ import json
 import logging
 import math
 import os
+import stat
 import tempfile
 import threading
 import time
@@ -60,6 +68,8 @@ from services.files import (
     contained_path,
     current_umask,
     fsync_dir,
+    json_deeper_than,
+    open_regular,
     replace_synced,
     stage_synced,
 )
@@ -85,6 +95,11 @@ __all__ = ["OutboxStores", "OutboxSnapshot", "CorruptLine", "LedgerStamp"]
 log = logging.getLogger("services.knowledge.outbox")
 
 T = TypeVar("T")
+
+MAX_DEPTH = 64
+"""How deep a line of the outbox or a state file may nest (records and ledgers nest a few levels)."""
+STATE_FILE_BYTES = 64 * 1024 * 1024
+"""The largest ledger, fork record, marker or cached representation read (64 MiB)."""
 
 _OUTBOX_MUTEX = threading.Lock()
 """The module-level outbox mutex: every store instance of the process queues on it."""
@@ -213,7 +228,7 @@ class OutboxStores:
         """Every record in file order, delivered marks folded in, bad lines listed."""
         snapshot = OutboxSnapshot()
         try:
-            raw = self.outbox_path.read_bytes()
+            raw = _read_all(self.outbox_path)
         except FileNotFoundError:
             return snapshot
         _parse_into(snapshot, {}, raw, 1)
@@ -264,7 +279,7 @@ class OutboxStores:
                 self._display_cache = _DisplayCache(key, cache.snapshot, cache.index,
                                                     cache.newlines + tail.count(b"\n"), data[-_GUARD:])
                 return cache.snapshot
-        raw = self.outbox_path.read_bytes()
+        raw = _read_all(self.outbox_path)
         snapshot = OutboxSnapshot()
         index: dict[str, OutboxRecord] = {}
         _parse_into(snapshot, index, raw, 1)
@@ -394,8 +409,7 @@ class OutboxStores:
     def quarantined_count(self) -> int:
         """How many lines the quarantine file holds."""
         try:
-            with open(self.quarantine_path, "rb") as handle:
-                return sum(1 for line in handle if line.strip())
+            return sum(1 for line in _read_all(self.quarantine_path).split(b"\n") if line.strip())
         except FileNotFoundError:
             return 0
 
@@ -721,6 +735,8 @@ def _append_all(path: Path, data: bytes, *, close_torn_line: bool) -> tuple[int,
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):  # a link to /dev/null or a FIFO would swallow what is captured
+            raise OutboxWriteError(f"cannot append to {path}: it is not a regular file; nothing was added")
         start = info.st_size
         if start and close_torn_line and os.pread(fd, 1, start - 1) != b"\n":
             data = b"\n" + data
@@ -745,17 +761,28 @@ def _append_all(path: Path, data: bytes, *, close_torn_line: bool) -> tuple[int,
         os.close(fd)
 
 
+def _read_all(path: Path) -> bytes:
+    """The whole of the regular file ``path`` (``CorruptFileError`` for a device, a FIFO, a folder)."""
+    with open_regular(path) as handle:
+        return handle.read()
+
+
 def _why(exc: BaseException) -> str:
     return (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)) or type(exc).__name__
 
 
 def _read_repaired(path: Path) -> object:
     """``read_json`` with bad text repaired (see the module docstring); a repaired object gets a note."""
-    raw = Path(path).read_bytes()
+    with open_regular(path) as handle:
+        raw = handle.read(STATE_FILE_BYTES + 1)
+    if len(raw) > STATE_FILE_BYTES:
+        raise CorruptFileError(f"{path} is larger than the limit of {STATE_FILE_BYTES} bytes")
+    if json_deeper_than(raw, MAX_DEPTH):
+        raise CorruptFileError(f"{path}: nested deeper than {MAX_DEPTH} levels")
     text, undecodable = decode_text(raw)
     try:
         value = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise CorruptFileError(f"{path}: not valid JSON ({getattr(exc, 'msg', exc)})") from exc
     problem = "bytes that are not UTF-8 text" if undecodable else None
     if b"\\u" in raw:  # only a JSON escape can carry a lone surrogate or NUL into a parsed value
@@ -803,9 +830,12 @@ def _parse_into(snapshot: OutboxSnapshot, index: dict[str, OutboxRecord], raw: b
         if not line.strip():
             continue
         text, undecodable = decode_text(line)
+        if json_deeper_than(line, MAX_DEPTH):
+            snapshot.corrupt.append(CorruptLine(number, text, f"nested deeper than {MAX_DEPTH} levels"))
+            continue
         try:
             value = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             snapshot.corrupt.append(CorruptLine(number, text, f"not valid JSON ({getattr(exc, 'msg', exc)})"))
             continue
         problem = "bytes that are not UTF-8 text" if undecodable else None
