@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ...clock import iso
 from ...errors import ServiceError
-from ...files import atomic_write_json, atomic_write_text
+from ...files import PathError, atomic_write_json, atomic_write_text, contained_path, publish_tree
 from ...text import clip, repair_text
 from .approval import SETTLED_RECEIPTS, DeliveryBook
 from .delivery import DirectoryProvider, StepHook, describe
@@ -39,7 +39,7 @@ from .descriptors import BaseDescriptor, Bindings, DirectoryBinding, GitBinding
 from .git import GitBase, descriptor_of
 from .git_delivery import GitProvider
 from .bases import DirectoryBase
-from .errors import BaselineError, OkfConfigError, OkfError, RunStateError
+from .errors import BaselineError, OkfConfigError, OkfError, OkfPathError, RunStateError
 from .judge import build_prompt
 from .judgment import JudgmentCheck, check_judgment, owned_node_paths
 from .bundle import concept_paths
@@ -224,10 +224,11 @@ class RunBook(DeliveryBook):
                 stages[alias] = {"root": f"bases/{alias}", "digest": digest, "owned": owned, "files": len(tree)}
                 if head is not None:
                     stages[alias]["head"] = head
-                for rel, data in tree.items():
-                    target = work / "bases" / alias / rel
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_bytes(data)
+                try:  # every name proven inside the staged copy before anything of it is written
+                    publish_tree(contained_path(work / "bases", alias), tree)
+                except PathError as exc:
+                    raise OkfPathError(f"judgment {run_id}: base {alias!r} cannot be staged ({exc}); nothing of it "
+                                       "was written") from None
             inputs = [{"id": i, **self.state.read_input(source_id, i)} for i in run["inputs"]]
             input_doc = {"version": 1, "source": {"id": source_id, "owner": source["owner"], "agent": source["agent"],
                                                    "role": source.get("role", "")},
