@@ -33,7 +33,16 @@ from .errors import OkfError, SourceError
 from .shapes import InputPayload, Run, Source, Status, View
 from .tree import canonical_json, sha256_hex
 
-__all__ = ["StateDir", "initial_status"]
+__all__ = ["StateDir", "initial_status", "is_uuid"]
+
+
+def is_uuid(value: object) -> bool:
+    """True for a UUID in its canonical form only (``uuid.UUID`` also reads ``{...}``, ``urn:uuid:...``,
+    upper case and no dashes: other names for one folder, or names some file systems cannot hold)."""
+    try:
+        return isinstance(value, str) and str(uuid.UUID(value)) == value
+    except ValueError:
+        return False
 
 
 def initial_status() -> Status:
@@ -106,10 +115,8 @@ class StateDir:
 
     def source_dir(self, source_id: str) -> Path:
         """``sources/<id>``; refuses an id that is not a registered source."""
-        try:
-            uuid.UUID(source_id)
-        except (ValueError, TypeError):
-            raise SourceError(f"{source_id!r} is not a source id") from None
+        if not is_uuid(source_id):
+            raise SourceError(f"{source_id!r} is not a source id"[:200])
         folder = self.sources_dir / source_id
         if not (folder / "source.json").is_file():
             raise SourceError(f"no source {source_id}")
@@ -181,10 +188,8 @@ class StateDir:
 
     def run_dir(self, source_id: str, run_id: str) -> Path:
         """``runs/<run>``; refuses a malformed or unknown run id."""
-        try:
-            uuid.UUID(run_id)
-        except (ValueError, TypeError):
-            raise OkfError(f"{run_id!r} is not a run id", code="E_RUN") from None
+        if not is_uuid(run_id):
+            raise OkfError(f"{run_id!r} is not a run id"[:200], code="E_RUN")
         folder = self.runs_dir(source_id) / run_id
         if not (folder / "run.json").is_file():
             raise OkfError(f"no run {run_id} in source {source_id}", code="E_RUN")
@@ -201,12 +206,20 @@ class StateDir:
         """``run.json``."""
         path = self.run_dir(source_id, run_id) / "run.json"
         try:
-            return cast(Run, dict(read_json(path)))
+            run = cast(Run, dict(read_json(path)))
         except CorruptFileError as exc:
             raise OkfError(str(exc), code="E_RUN") from None
+        except (TypeError, ValueError):
+            raise OkfError(f"{path}: not a run record (not a JSON object)", code="E_RUN") from None
+        if run.get("id") != run_id:  # it is saved back under its own id
+            raise OkfError(f"{path} names run {str(run.get('id'))[:80]!r}, not {run_id}", code="E_RUN")
+        return run
 
     def save_run(self, source_id: str, run: Run) -> None:
-        """Write ``run.json`` atomically (create the run folder on first save)."""
+        """Write ``run.json`` atomically (create the run folder on first save); the run's own id names
+        the folder, so it must be a run id (a ``run.json`` edited to name another place is refused)."""
+        if not is_uuid(run.get("id")):
+            raise OkfError(f"run id {str(run.get('id'))[:80]!r} is not a run id; run.json is not written", code="E_RUN")
         folder = self.runs_dir(source_id) / run["id"]
         folder.mkdir(parents=True, exist_ok=True)
         atomic_write_json(folder / "run.json", run)
@@ -258,10 +271,8 @@ class StateDir:
 
     def find_run(self, run_id: str) -> str:
         """The source id owning ``run_id``."""
-        try:
-            uuid.UUID(run_id)
-        except (ValueError, TypeError):
-            raise OkfError(f"{run_id!r} is not a judgment id", code="E_RUN") from None
+        if not is_uuid(run_id):
+            raise OkfError(f"{run_id!r} is not a judgment id"[:200], code="E_RUN")
         for source_id in self.source_ids():
             if (self.runs_dir(source_id) / run_id / "run.json").is_file():
                 return source_id
