@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import os
 import re
 import secrets
 from dataclasses import asdict, dataclass, field, replace
@@ -111,23 +112,25 @@ class InsightReviews:
         reviews = []
         for path in sorted(self.folder.glob("*.json")):
             try:
-                review = _from_json(read_json(path), path)
-            except CorruptFileError as exc:
+                review = _from_json(read_json(contained_path(self.folder, path.name, must_exist=True)), path)
+            except (CorruptFileError, PathError) as exc:  # a link is reported, never followed
                 review = self._unreadable(path, str(exc))
+            except FileNotFoundError:  # decided and removed meanwhile
+                continue
             if status is None or review.status == status:
                 reviews.append(review)
         return sorted(reviews, key=lambda r: r.created_at, reverse=True)
 
     def _unreadable(self, path: Path, error: str) -> InsightReview:
         stand_in = Proposal(path.stem, "user:unknown", "unreadable", None, "none", "the review file", ("unreadable",))
-        return InsightReview(path.stem, "invalid", stand_in, "unknown", path.stat().st_mtime, errors=(error,))
+        return InsightReview(path.stem, "invalid", stand_in, "unknown", os.lstat(path).st_mtime, errors=(error,))
 
     async def get(self, review_id: str) -> InsightReview:
         """One review; ``ReviewError`` when there is none with that id."""
         return await asyncio.to_thread(self._get, review_id)
 
     def _get(self, review_id: str) -> InsightReview:
-        path = self._path(review_id)
+        path = self._path(review_id)  # a link at the file is refused there, never followed
         try:
             review = _from_json(read_json(path), path)
         except FileNotFoundError:
@@ -230,7 +233,7 @@ class InsightReviews:
         try:
             return contained_path(self.folder, f"{review_id}.json")
         except PathError as exc:
-            raise ReviewError(f"insight review {review_id} cannot be stored: {exc}") from None
+            raise ReviewError(f"insight review {review_id}: {exc}") from None
 
     def _save(self, review: InsightReview) -> None:
         atomic_write_json(self._path(review.id), _to_json(review))

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ...clock import iso
 from ...errors import ServiceError
-from ...files import PathError, atomic_write_json, atomic_write_text, contained_path, publish_tree
+from ...files import PathError, atomic_write_json, atomic_write_text, contained_path, name_problem, publish_tree
 from ...text import clip, repair_text
 from .approval import SETTLED_RECEIPTS, DeliveryBook
 from .delivery import DirectoryProvider, StepHook, describe
@@ -210,6 +210,10 @@ class RunBook(DeliveryBook):
 
     def _stage(self, source_id: str, run_id: str, source: Source, owns: list[str],
                snapshots: dict[str, tuple[Tree, str, str | None]], *, at: float) -> Run:
+        for alias, (tree, _, _) in snapshots.items():  # before the previous staged copy is removed
+            problem = next((p for p in map(name_problem, tree) if p is not None), None)
+            if problem is not None:
+                raise OkfPathError(f"judgment {run_id}: base {alias!r} cannot be staged ({problem}); nothing was written")
         work = self.work_dir(source_id, run_id)
         if work.exists():
             shutil.rmtree(work)

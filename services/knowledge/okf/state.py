@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import cast
 
 from ...clock import iso
-from ...files import CorruptFileError, FileLock, atomic_write_bytes, atomic_write_json, read_json, sweep_temps
+from ...files import (CorruptFileError, FileLock, PathError, atomic_write_bytes, atomic_write_json, contained_path, read_json,
+                      sweep_temps)
 from .descriptors import Bindings, SoulDecl
 from .errors import OkfError, SourceError
 from .shapes import InputPayload, Run, Source, Status, View
@@ -158,7 +159,10 @@ class StateDir:
         """Store ``payload`` as ``inputs/<sha256>.json`` (the id is the sha256 of its JSON); returns the id."""
         data = canonical_json(payload)
         input_id = sha256_hex(data)
-        target = self.source_dir(source_id) / "inputs" / f"{input_id}.json"
+        try:
+            target = contained_path(self.source_dir(source_id), f"inputs/{input_id}.json")
+        except PathError as exc:
+            raise OkfError(f"input {input_id} is not written: {exc}", code="E_INPUT") from None
         if not target.exists():
             atomic_write_bytes(target, data + b"\n")
         return input_id
@@ -220,7 +224,10 @@ class StateDir:
         the folder, so it must be a run id (a ``run.json`` edited to name another place is refused)."""
         if not is_uuid(run.get("id")):
             raise OkfError(f"run id {str(run.get('id'))[:80]!r} is not a run id; run.json is not written", code="E_RUN")
-        folder = self.runs_dir(source_id) / run["id"]
+        try:  # no link on the way: a run folder that became a link is never written through
+            folder = contained_path(self.runs_dir(source_id), run["id"])
+        except PathError as exc:
+            raise OkfError(f"run {run['id']} is not written: {exc}", code="E_RUN") from None
         folder.mkdir(parents=True, exist_ok=True)
         atomic_write_json(folder / "run.json", run)
 
