@@ -6,7 +6,9 @@
 - ``publish_tree``: a whole new folder of files, built beside its target and renamed into place
   (it appears complete or not at all; an existing target is refused).
 - ``contained_path``: resolves a relative name under a base and refuses anything that escapes it
-  (``..``, absolute names, NUL, symlinks anywhere on the way, hard-linked files).
+  (``..``, absolute names, NUL, ``.git``, names too long, symlinks anywhere on the way, hard-linked
+  files); ``name_problem`` is its check of the name's text alone. Every writer of a path whose parts
+  come from outside (a repository, a note, a judge, an import) goes through one of them.
 - ``FileLock`` / ``AsyncFileLock``: one exclusive lock across processes and threads (the ``filelock``
   package: ``flock`` on POSIX, the system's file lock on Windows), with a wait limit and a clear
   ``LockTimeoutError``; the async one never blocks the event loop.
@@ -55,6 +57,9 @@ __all__ = [
     "atomic_write_json",
     "publish_tree",
     "contained_path",
+    "name_problem",
+    "is_git_dir_name",
+    "NAME_MAX_BYTES",
     "read_json",
     "open_regular",
     "read_limited",
@@ -166,20 +171,38 @@ def atomic_write_json(path: Path, value: object, *, mode: int | None = None) -> 
 def publish_tree(target: Path, files: Mapping[str, bytes]) -> None:
     """Create the folder ``target`` holding ``files`` (relative name -> content), all or nothing.
 
-    The folder is built beside ``target`` with every file fsynced, then renamed into place and the
-    parent fsynced; a crash leaves no ``target`` (only a hidden staging folder). An existing
-    ``target`` (even one that appears meanwhile) raises ``FileExistsError`` and nothing is left.
+    Every name is proven inside ``target`` first (``name_problem``: no ``..``, absolute name,
+    ``.git`` or name a file system cannot hold), so a refused tree creates nothing; each file is
+    then created through ``contained_path`` with ``O_EXCL | O_NOFOLLOW``, so two names one file
+    system folds into one file (case, Unicode normalisation) are refused instead of one replacing
+    the other. The folder is built beside ``target`` with every file fsynced, then renamed into
+    place and the parent fsynced; a crash leaves no ``target`` (only a hidden staging folder). An
+    existing ``target`` (even one that appears meanwhile) raises ``FileExistsError`` and nothing is
+    left; a refused name raises ``PathError`` naming it, and nothing is left either.
     """
     target = Path(target)
+    for rel in files:
+        problem = name_problem(rel)
+        if problem is not None:
+            raise PathError(f"{target}: {problem}")
     if os.path.lexists(target):
         raise FileExistsError(errno.EEXIST, "already exists", str(target))
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = target.parent / f".{target.name}.{uuid.uuid4().hex}.staging"
+    os.mkdir(staging)
     try:
         for rel, data in files.items():
-            path = staging / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "wb") as handle:
+            try:
+                path = contained_path(staging, rel)
+            except PathError as exc:
+                raise PathError(f"{target}: {exc}") from None
+            _make_folders(staging, rel)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+            except FileExistsError:
+                raise PathError(f"{target}: {rel!r} names a file written already (names this file system "
+                                "cannot tell apart)") from None
+            with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -190,6 +213,19 @@ def publish_tree(target: Path, files: Mapping[str, bytes]) -> None:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     fsync_dir(target.parent)
+
+
+def _make_folders(base: Path, rel: str) -> None:
+    """The folders of ``rel`` under ``base`` (``rel`` already proven inside it), made one by one
+    without following a link: a component that is not a folder is refused."""
+    current = Path(base)
+    for part in rel.split("/")[:-1]:
+        current = current / part
+        try:
+            os.mkdir(current)
+        except FileExistsError:
+            if not stat.S_ISDIR(os.lstat(current).st_mode):
+                raise PathError(f"not a folder: {part!r} (in {rel!r})") from None
 
 
 _TEMP_RE = re.compile(r"^\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp$")
@@ -306,27 +342,60 @@ def read_json(path: Path, *, max_bytes: int = READ_LIMIT_BYTES,
         raise CorruptFileError(f"{path}: not valid JSON ({exc})") from exc
 
 
+NAME_MAX_BYTES = 255
+"""The longest name of one path component, in UTF-8 bytes, that every common file system holds."""
+
+
+def is_git_dir_name(part: str) -> bool:
+    """``.git`` as a file system may spell it: any case, trailing dots or spaces (Windows drops them)."""
+    return part.rstrip(". ").casefold() in (".git", "git~1")
+
+
+def name_problem(name: object) -> str | None:
+    """Why ``name`` cannot be a relative POSIX path inside a base, judged from its text alone; or None.
+
+    Refused: anything but non-empty text, NUL, an absolute name, an empty component (``a//b``, a
+    trailing ``/``), ``.`` or ``..``, a ``.git`` component (any case, as a file system may spell it),
+    and a component longer than ``NAME_MAX_BYTES`` or with no UTF-8 form (a lone surrogate: a name
+    read from a tree that is not UTF-8).
+    """
+    if not isinstance(name, str) or not name:
+        return f"invalid path {name!r}"
+    if "\x00" in name:
+        return f"path {name[:80]!r} holds NUL"
+    if name.startswith("/") or os.path.isabs(name):
+        return f"absolute path not allowed: {name[:80]!r}"
+    for part in name.split("/"):
+        if part in ("", ".", ".."):
+            return f"path escapes its base: {name[:80]!r}"
+        if is_git_dir_name(part):
+            return f"a .git component is not allowed: {name[:80]!r}"
+        try:
+            size = len(part.encode("utf-8"))
+        except UnicodeEncodeError:
+            return f"path {name[:80]!r} is not UTF-8 text"
+        if size > NAME_MAX_BYTES:
+            return f"name too long ({size} bytes; {NAME_MAX_BYTES} at most): {name[:80]!r}..."
+    return None
+
+
 def contained_path(base: Path, name: str, *, must_exist: bool = False) -> Path:
     """Return ``base/name`` after proving it stays inside ``base`` with no link on the way.
 
-    Refuses: an empty name, NUL, absolute names, any ``..`` component, a symlink at any
-    component (the base itself may be reached through links), and an existing file with more
-    than one hard link. ``must_exist`` also refuses a missing target and anything that is not a
-    regular file or folder (FIFOs, devices).
+    Every path whose parts come from outside (a repository's tree, a note, a judge's answer, an
+    import) passes here before anything is written. Refuses what ``name_problem`` refuses (``..``,
+    absolute names, NUL, ``.git``, empty components, names too long), a symlink at any existing
+    component (the base itself may be reached through links), anything but a folder on the way,
+    and an existing file with more than one hard link. ``must_exist`` also refuses a missing target
+    and anything that is not a regular file or folder (FIFOs, devices). The error names the entry.
     """
-    if not name or "\x00" in name:
-        raise PathError(f"invalid path {name!r}")
-    rel = Path(name)
-    if rel.is_absolute():
-        raise PathError(f"absolute path not allowed: {name!r}")
-    parts = rel.parts
-    if not parts or any(part in ("..", "") for part in parts):
-        raise PathError(f"path escapes its base: {name!r}")
+    problem = name_problem(name)
+    if problem is not None:
+        raise PathError(problem)
+    parts = name.split("/")
     base = Path(base).resolve()
     current = base
     for index, part in enumerate(parts):
-        if part == ".":
-            continue
         current = current / part
         try:
             info = os.lstat(current)
@@ -339,7 +408,7 @@ def contained_path(base: Path, name: str, *, must_exist: bool = False) -> Path:
                 raise PathError(f"name too long: {name[:80]!r}...") from None
             raise
         if stat.S_ISLNK(info.st_mode):
-            raise PathError(f"symlink not allowed: {name!r}")
+            raise PathError(f"symlink not allowed: {'/'.join(parts[: index + 1])!r} (in {name!r})")
         last = index == len(parts) - 1
         if last:
             if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
@@ -348,7 +417,7 @@ def contained_path(base: Path, name: str, *, must_exist: bool = False) -> Path:
                 raise PathError(f"not a regular file: {name!r}")
         elif not stat.S_ISDIR(info.st_mode):
             raise PathError(f"not a folder: {'/'.join(parts[: index + 1])!r}")
-    return base.joinpath(*[p for p in parts if p != "."])
+    return base.joinpath(*parts)
 
 
 class LockTimeoutError(ServiceError):

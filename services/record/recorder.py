@@ -336,11 +336,15 @@ def _insights(workspace: WorkspaceView) -> InsightSource | None:
 async def start_recording(path: Path | str, workspace: WorkspaceView) -> Recorder:
     """Start recording an open workspace (``Workspace``) into ``path`` (a new file, or an empty one)."""
     path = Path(path)
+    if os.path.islink(path):
+        raise RecordingError(f"{path} is a symbolic link; record into a new file")
     if path.exists() and path.is_file() and path.stat().st_size > 0:
         raise RecordingError(f"{path} already holds something; record into a new file")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle = path.open("w", encoding="ascii", newline="\n")
+        # never through a link (one made meanwhile included): the recording lands where it was asked to
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666)
+        handle = os.fdopen(fd, "w", encoding="ascii", newline="\n")
     except OSError as exc:
         raise RecordingError(f"{path} cannot be written: {exc.strerror or exc}") from None
     desk: Desk = workspace.desk

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import os
+import re
 import secrets
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -22,13 +24,16 @@ from ...times import parse_time, time_or_none
 from ...changes import ChangeFeed
 from ...clock import Clock
 from ...errors import ServiceError
-from ...files import AsyncFileLock, CorruptFileError, atomic_write_json, read_json
+from ...files import AsyncFileLock, CorruptFileError, PathError, atomic_write_json, contained_path, read_json
 from .proposal import Proposal, parse_proposal, rules_for_visibility
 
 if TYPE_CHECKING:
     from ...canvas import Canvas, DocumentView
 
 __all__ = ["ReviewError", "ReviewStateError", "InsightReview", "InsightReviews"]
+
+_REVIEW_ID = re.compile(r"ir_[A-Za-z0-9]{1,64}")
+"""A review id: ``ir_`` and ASCII letters and digits (``ir_`` + 10 hex digits when made here)."""
 
 
 class ReviewError(ServiceError):
@@ -107,27 +112,32 @@ class InsightReviews:
         reviews = []
         for path in sorted(self.folder.glob("*.json")):
             try:
-                review = _from_json(read_json(path), path)
-            except CorruptFileError as exc:
+                review = _from_json(read_json(contained_path(self.folder, path.name, must_exist=True)), path)
+            except (CorruptFileError, PathError) as exc:  # a link is reported, never followed
                 review = self._unreadable(path, str(exc))
+            except FileNotFoundError:  # decided and removed meanwhile
+                continue
             if status is None or review.status == status:
                 reviews.append(review)
         return sorted(reviews, key=lambda r: r.created_at, reverse=True)
 
     def _unreadable(self, path: Path, error: str) -> InsightReview:
         stand_in = Proposal(path.stem, "user:unknown", "unreadable", None, "none", "the review file", ("unreadable",))
-        return InsightReview(path.stem, "invalid", stand_in, "unknown", path.stat().st_mtime, errors=(error,))
+        return InsightReview(path.stem, "invalid", stand_in, "unknown", os.lstat(path).st_mtime, errors=(error,))
 
     async def get(self, review_id: str) -> InsightReview:
         """One review; ``ReviewError`` when there is none with that id."""
         return await asyncio.to_thread(self._get, review_id)
 
     def _get(self, review_id: str) -> InsightReview:
-        path = self._path(review_id)
+        path = self._path(review_id)  # a link at the file is refused there, never followed
         try:
-            return _from_json(read_json(path), path)
+            review = _from_json(read_json(path), path)
         except FileNotFoundError:
             raise ReviewError(f"no insight review {review_id}") from None
+        if review.id != review_id:  # a decision is written back under the record's own id
+            raise ReviewError(f"{path}: the record names review {str(review.id)[:80]!r}, not {review_id}")
+        return review
 
     # -- proposing ---------------------------------------------------------------------------
 
@@ -216,10 +226,14 @@ class InsightReviews:
         if review.status != "pending":
             raise ReviewStateError(f"review {review.id} is already {review.status}")
 
-    def _path(self, review_id: str) -> Path:
-        if not review_id.startswith("ir_") or not review_id[3:].isalnum():
-            raise ReviewError(f"not an insight review id: {review_id!r}")
-        return self.folder / f"{review_id}.json"
+    def _path(self, review_id: object) -> Path:
+        """``reviews/<id>.json``, proven inside the folder (an id comes from the control API or a file)."""
+        if not isinstance(review_id, str) or not _REVIEW_ID.fullmatch(review_id):
+            raise ReviewError(f"not an insight review id: {review_id!r}"[:200])
+        try:
+            return contained_path(self.folder, f"{review_id}.json")
+        except PathError as exc:
+            raise ReviewError(f"insight review {review_id}: {exc}") from None
 
     def _save(self, review: InsightReview) -> None:
         atomic_write_json(self._path(review.id), _to_json(review))

@@ -178,8 +178,8 @@ class DirectoryProvider:
             parts = path.split("/")[:-1]
             while parts and "/".join(parts) not in keep:
                 try:
-                    os.rmdir(self.base.path.joinpath(*parts))
-                except OSError:
+                    os.rmdir(contained_path(self.base.path, "/".join(parts)))
+                except (OSError, PathError):  # a link that appeared meanwhile is never followed
                     break
                 parts.pop()
 

@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from ...files import FileLock, json_deeper_than
+from ...files import FileLock, json_deeper_than, name_problem
 from .descriptors import BaseDescriptor, GitBinding, parse_base_descriptor
 from .errors import OkfConfigError, OkfError, OkfPathError, RecoveryError
 from .tree import Tree
@@ -241,6 +241,12 @@ class GitBase:
                 raise OkfPathError(f"base {self.alias!r}: {path} at {commit[:12]} is a "
                                    f"{'symlink' if mode == '120000' else 'submodule' if kind == 'commit' else kind}; "
                                    "knowledge files must be plain files")
+            problem = name_problem(rel) or (f"{rel!r} appears twice in the tree" if rel in found else None)
+            if problem is not None:
+                raise OkfPathError(f"base {self.alias!r}: the tree at {commit[:12]} holds an entry no knowledge file "
+                                   f"may have ({problem}); nothing of it is written",
+                                   remedy="remove the entry from the accepted branch (a repository that fscks its "
+                                          "pushes refuses such trees), then retry")
             found[rel] = (mode, sha)
         return found
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...clock import iso
-from ...files import atomic_write_json, atomic_write_text, publish_tree, read_json
+from ...files import PathError, atomic_write_json, atomic_write_text, publish_tree, read_json
 from .descriptors import SoulDecl
 from .errors import CaptureError, OkfPathError, ViewError
 from .shapes import JsonObject, View
@@ -189,7 +189,9 @@ def publish_view(target: Path, snapshots: dict[str, tuple[DirectoryBase | GitBas
     files = {f"bases/{alias}/{rel}": data for alias, (_, tree, _) in snapshots.items() for rel, data in tree.items()}
     files["view.json"] = (json.dumps(view, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
     try:
-        publish_tree(target, files)
+        publish_tree(target, files)  # proves every name inside the view before anything is written
     except FileExistsError:
         raise ViewError(f"view {target} already exists; views are immutable") from None
+    except PathError as exc:
+        raise OkfPathError(f"the view cannot be published ({exc}); nothing of it was written") from None
     return view

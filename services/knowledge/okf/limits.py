@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...files import PathError, contained_path
+from ...files import PathError, contained_path, is_git_dir_name
 from ...text import text_problem, value_problem
 
 __all__ = ["MAX_JUDGMENT_BYTES", "MAX_CONCEPT_BYTES", "MAX_DEPTH", "PathLimits", "limits_for", "parse_reply",
@@ -160,6 +160,8 @@ def rel_path_problem(path: object) -> str | None:
         return f"path {path!r} is not a relative POSIX path"
     if any(part in ("", ".", "..") for part in path.split("/")):
         return f"path {path!r} escapes its node"
+    if any(is_git_dir_name(part) for part in path.split("/")):
+        return f"path {path!r} has a .git component"
     return None
 
 

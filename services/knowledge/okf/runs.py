@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ...clock import iso
 from ...errors import ServiceError
-from ...files import atomic_write_json, atomic_write_text, read_json
+from ...files import PathError, atomic_write_json, atomic_write_text, contained_path, name_problem, publish_tree, read_json
 from ...text import clip, repair_text
 from .approval import SETTLED_RECEIPTS, DeliveryBook
 from .delivery import DirectoryProvider, StepHook, describe
@@ -38,7 +38,7 @@ from .descriptors import BaseDescriptor, Bindings, DirectoryBinding, GitBinding
 from .git import GitBase, descriptor_of
 from .git_delivery import GitProvider
 from .bases import DirectoryBase
-from .errors import BaselineError, OkfConfigError, OkfError, RunStateError
+from .errors import BaselineError, OkfConfigError, OkfError, OkfPathError, RunStateError
 from .judge import build_prompt
 from .judgment import JudgmentCheck, check_judgment, owned_node_paths
 from .bundle import concept_paths
@@ -209,6 +209,10 @@ class RunBook(DeliveryBook):
 
     def _stage(self, source_id: str, run_id: str, source: Source, owns: list[str],
                snapshots: dict[str, tuple[Tree, str, str | None]], *, at: float) -> Run:
+        for alias, (tree, _, _) in snapshots.items():  # before the previous staged copy is removed
+            problem = next((p for p in map(name_problem, tree) if p is not None), None)
+            if problem is not None:
+                raise OkfPathError(f"judgment {run_id}: base {alias!r} cannot be staged ({problem}); nothing was written")
         work = self.work_dir(source_id, run_id)
         if work.exists():
             shutil.rmtree(work)
@@ -223,10 +227,11 @@ class RunBook(DeliveryBook):
                 stages[alias] = {"root": f"bases/{alias}", "digest": digest, "owned": owned, "files": len(tree)}
                 if head is not None:
                     stages[alias]["head"] = head
-                for rel, data in tree.items():
-                    target = work / "bases" / alias / rel
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_bytes(data)
+                try:  # every name proven inside the staged copy before anything of it is written
+                    publish_tree(contained_path(work / "bases", alias), tree)
+                except PathError as exc:
+                    raise OkfPathError(f"judgment {run_id}: base {alias!r} cannot be staged ({exc}); nothing of it "
+                                       "was written") from None
             inputs = [{"id": i, **self.state.read_input(source_id, i)} for i in run["inputs"]]
             input_doc = {"version": 1, "source": {"id": source_id, "owner": source["owner"], "agent": source["agent"],
                                                    "role": source.get("role", "")},

@@ -26,13 +26,23 @@ from pathlib import Path
 from typing import cast
 
 from ...clock import iso
-from ...files import CorruptFileError, FileLock, atomic_write_bytes, atomic_write_json, read_json, sweep_temps
+from ...files import (CorruptFileError, FileLock, PathError, atomic_write_bytes, atomic_write_json, contained_path, read_json,
+                      sweep_temps)
 from .descriptors import Bindings, SoulDecl
 from .errors import OkfError, SourceError
 from .shapes import InputPayload, Run, Source, Status, View
 from .tree import canonical_json, sha256_hex
 
-__all__ = ["StateDir", "initial_status"]
+__all__ = ["StateDir", "initial_status", "is_uuid"]
+
+
+def is_uuid(value: object) -> bool:
+    """True for a UUID in its canonical form only (``uuid.UUID`` also reads ``{...}``, ``urn:uuid:...``,
+    upper case and no dashes: other names for one folder, or names some file systems cannot hold)."""
+    try:
+        return isinstance(value, str) and str(uuid.UUID(value)) == value
+    except ValueError:
+        return False
 
 
 def initial_status() -> Status:
@@ -105,10 +115,8 @@ class StateDir:
 
     def source_dir(self, source_id: str) -> Path:
         """``sources/<id>``; refuses an id that is not a registered source."""
-        try:
-            uuid.UUID(source_id)
-        except (ValueError, TypeError):
-            raise SourceError(f"{source_id!r} is not a source id") from None
+        if not is_uuid(source_id):
+            raise SourceError(f"{source_id!r} is not a source id"[:200])
         folder = self.sources_dir / source_id
         if not (folder / "source.json").is_file():
             raise SourceError(f"no source {source_id}")
@@ -150,7 +158,10 @@ class StateDir:
         """Store ``payload`` as ``inputs/<sha256>.json`` (the id is the sha256 of its JSON); returns the id."""
         data = canonical_json(payload)
         input_id = sha256_hex(data)
-        target = self.source_dir(source_id) / "inputs" / f"{input_id}.json"
+        try:
+            target = contained_path(self.source_dir(source_id), f"inputs/{input_id}.json")
+        except PathError as exc:
+            raise OkfError(f"input {input_id} is not written: {exc}", code="E_INPUT") from None
         if not target.exists():
             atomic_write_bytes(target, data + b"\n")
         return input_id
@@ -178,10 +189,8 @@ class StateDir:
 
     def run_dir(self, source_id: str, run_id: str) -> Path:
         """``runs/<run>``; refuses a malformed or unknown run id."""
-        try:
-            uuid.UUID(run_id)
-        except (ValueError, TypeError):
-            raise OkfError(f"{run_id!r} is not a run id", code="E_RUN") from None
+        if not is_uuid(run_id):
+            raise OkfError(f"{run_id!r} is not a run id"[:200], code="E_RUN")
         folder = self.runs_dir(source_id) / run_id
         if not (folder / "run.json").is_file():
             raise OkfError(f"no run {run_id} in source {source_id}", code="E_RUN")
@@ -198,13 +207,24 @@ class StateDir:
         """``run.json``."""
         path = self.run_dir(source_id, run_id) / "run.json"
         try:
-            return cast(Run, dict(read_json(path)))
+            run = cast(Run, dict(read_json(path)))
         except CorruptFileError as exc:
             raise OkfError(str(exc), code="E_RUN") from None
+        except (TypeError, ValueError):
+            raise OkfError(f"{path}: not a run record (not a JSON object)", code="E_RUN") from None
+        if run.get("id") != run_id:  # it is saved back under its own id
+            raise OkfError(f"{path} names run {str(run.get('id'))[:80]!r}, not {run_id}", code="E_RUN")
+        return run
 
     def save_run(self, source_id: str, run: Run) -> None:
-        """Write ``run.json`` atomically (create the run folder on first save)."""
-        folder = self.runs_dir(source_id) / run["id"]
+        """Write ``run.json`` atomically (create the run folder on first save); the run's own id names
+        the folder, so it must be a run id (a ``run.json`` edited to name another place is refused)."""
+        if not is_uuid(run.get("id")):
+            raise OkfError(f"run id {str(run.get('id'))[:80]!r} is not a run id; run.json is not written", code="E_RUN")
+        try:  # no link on the way: a run folder that became a link is never written through
+            folder = contained_path(self.runs_dir(source_id), run["id"])
+        except PathError as exc:
+            raise OkfError(f"run {run['id']} is not written: {exc}", code="E_RUN") from None
         folder.mkdir(parents=True, exist_ok=True)
         atomic_write_json(folder / "run.json", run)
 
@@ -255,10 +275,8 @@ class StateDir:
 
     def find_run(self, run_id: str) -> str:
         """The source id owning ``run_id``."""
-        try:
-            uuid.UUID(run_id)
-        except (ValueError, TypeError):
-            raise OkfError(f"{run_id!r} is not a judgment id", code="E_RUN") from None
+        if not is_uuid(run_id):
+            raise OkfError(f"{run_id!r} is not a judgment id"[:200], code="E_RUN")
         for source_id in self.source_ids():
             if (self.runs_dir(source_id) / run_id / "run.json").is_file():
                 return source_id
