@@ -9,10 +9,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from ..errors import ServiceError
 
-__all__ = ["JUDGE_USER", "CaptureFailure", "OperatorError", "OperatorAction", "RefusalRecord", "RunView", "RunDetail", "GrantView"]
+__all__ = ["JUDGE_USER", "SYSTEM_USERS", "is_system", "CaptureFailure", "OperatorError", "OperatorAction", "RefusalRecord", "RunView", "RunDetail", "GrantView"]
 
 JUDGE_USER = "user:operator"
 """The operator's own person on the fake cloud: harvest judge runs are started as them."""
+SYSTEM_USERS = frozenset({JUDGE_USER})
+"""The people the workbench starts runs as for itself (the harvest judge): their runs are plumbing, not
+work, so the lists hide them by default and mark them ``system`` where they show."""
+
+
+def is_system(user_id: str | None) -> bool:
+    """Whether a run (or node, or grant) of ``user_id`` is one the workbench made for itself."""
+    return user_id in SYSTEM_USERS
 
 
 class OperatorError(ServiceError):
@@ -60,6 +68,11 @@ class RunView:
     question: str | None
     last_turn_error: str | None
     deleted: bool
+
+    @property
+    def system(self) -> bool:
+        """The workbench's own run (the harvest judge's), not a person's work."""
+        return is_system(self.user_id)
 
 
 @dataclass(frozen=True)
