@@ -200,7 +200,7 @@ class RunsPane(Pane):
         except ServiceError:
             return None
         actions = desk.actions.get(run.id, [])
-        refusals = [r for r in desk.refusals if r.user_id == run.user_id and r.at >= run.created_at]
+        refusals = [r for r in desk.refusals if r.concerns(run.id, run.user_id, run.created_at)]
         return run, actions, refusals
 
     def _rebuild_stream(self) -> None:

@@ -48,6 +48,17 @@ class RefusalRecord:
     message: str
     rev: int | None
     at: float
+    run_id: str | None = None
+    """The run the refused call was for; None when not known (a call made outside the desk's actions)."""
+    start: bool = False
+    """The refused call was a start (or a fork): it concerned no run that exists, so no run's stream shows it."""
+
+    def concerns(self, run_id: str, user_id: str, created_at: float) -> bool:
+        """Whether a run's stream shows this refusal: the run's own, or (when the run is not known) any
+        run of the person alive then; a refused start never names another run."""
+        if self.start or self.user_id != user_id:
+            return False
+        return self.run_id == run_id if self.run_id is not None else self.at >= created_at
 
 
 @dataclass(frozen=True)

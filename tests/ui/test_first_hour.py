@@ -85,3 +85,39 @@ async def test_a_started_run_has_one_name_everywhere(app) -> None:
         inbox = pilot.app.main.query_one("#inbox-nodes", DataTable)
         names = [inbox.get_row_at(i)[0].plain for i in range(inbox.row_count)]
         assert "Plan the bee inspection" in names
+
+
+async def test_a_refused_start_is_not_traced_on_the_persons_earlier_run(app) -> None:
+    """Starting a run for a revoked person is refused in the form once, in the cloud's words (the code not
+    repeated), and the person's earlier run, which was not involved, shows no refusal."""
+    from tests.ui.conftest import type_text
+
+    async with app.run_test(size=(160, 45)) as pilot:
+        ws = await ready(pilot)
+        earlier = next(r for r in ws.desk.runs() if r.name == "talk outline")
+        await ws.desk.revoke("user:grace", "grant_revoked")
+        pane = pilot.app.main.pane("runs")
+        pane.select_key(earlier.id)
+        pane.focus_main()
+        await settle(pilot)
+        await pilot.press("n")
+        await settle(pilot)
+        from screens.dialogs.form import FormSelect
+
+        pilot.app.screen.query_one(FormSelect).value = "user:grace"
+        await settle(pilot)
+        await pilot.press("tab")
+        await type_text(pilot, "Plan the bee inspection")
+        await pilot.press("enter")
+        await settle(pilot)
+        error = str(pilot.app.screen.query_one("#form-error").render())
+        assert error.count("grant_revoked") == 1, error
+        await pilot.press("escape")
+        await settle(pilot)
+        assert [r.start for r in ws.desk.refusals] == [True]
+        pane.select_key(earlier.id)
+        await settle(pilot)
+        stream = pilot.app.main.query_one("#runs-stream")
+        stream.flush()
+        assert not [line for line in stream.shown if "refused" in line]
+        assert "‼" not in str(pilot.app.main.query_one("#run-info").render())
