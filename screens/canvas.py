@@ -27,6 +27,7 @@ from textual.widgets.tree import TreeNode
 
 from services.changes import Change
 from services.errors import ServiceError
+from services.desk.models import is_system
 
 
 if TYPE_CHECKING:
@@ -69,6 +70,8 @@ class _NodeData(TypedDict, total=False):
 def _label(summary: ObjectSummary, needle: str = "") -> Text:
     text = highlight(safe_text(summary.name or summary.full_name, 120), needle)
     text.append(f" · {safe(summary.type, 40)}", style="dim")
+    if is_system(summary.owner_id):
+        text.append(" · system", style="dim italic")
     return text
 
 
@@ -318,7 +321,7 @@ class CanvasPane(Pane):
         meta = Text()
         meta.append(safe(o.label, 200), style="bold")
         facts = [safe(o.type, 40), safe(o.kind, 40), safe(o.privacy, 40), safe(o.status, 40),
-                 f"updated {iso(o.updated_at)[:19]}"]
+                 f"updated {iso(o.updated_at)[:19]}", "system (the workbench's own)" if is_system(o.owner_id) else ""]
         meta.append("\n" + " · ".join(f for f in facts if f) + "\n")
         if d.document is not None:
             doc = d.document

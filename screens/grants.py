@@ -17,7 +17,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
 from services.changes import Change
-from services.desk import GrantView, RefusalRecord
+from services.desk import GrantView, RefusalRecord, is_system
 from services.wire import RefusalCode
 
 from .dialogs import ConfirmDialog, Field, wants_confirmation
@@ -92,7 +92,7 @@ class GrantsPane(Pane):
     def _row(self, v: GrantView, needle: str) -> tuple[Text, ...]:
         deps = ", ".join(f"{p}:{s}" for p, s, _ in v.dependencies) or "—"
         return (
-            highlight(safe_text(v.user_id, 60), needle),
+            highlight(safe_text(v.user_id, 60, style="dim italic" if is_system(v.user_id) else ""), needle),
             Text(safe(v.state, 20), style=tone("ok") if v.state == "active" else tone("bad", bold=True)),
             Text(str(v.rev)),
             cell_text(v.refusal or v.revoked_code or "—", 24),
@@ -118,6 +118,8 @@ class GrantsPane(Pane):
         text.append(safe(view.user_id, 80) + " ", style="bold")
         text.append(f"  {safe(view.state, 20)}", style=tone("ok") if view.state == "active" else tone("bad", bold=True))
         text.append(f"  rev {view.rev} · version {view.version} · {counted(view.runs, 'run')}\n")
+        if is_system(view.user_id):
+            text.append("system: the workbench's own person (the harvest judge's runs)\n", style="dim")
         text.append("scopes: ", style="bold")
         text.append(safe(" ".join(view.scopes) or "none", 400) + "\n")
         text.append("dependencies: ", style="bold")

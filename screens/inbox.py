@@ -16,6 +16,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
+from services.desk.models import is_system
+from services.text import distinct_titles
+
 from .dialogs import Field
 
 if TYPE_CHECKING:
@@ -93,6 +96,8 @@ class InboxPane(Pane):
         """The shown rows (bursts coalesced)."""
         self._node_list: list[ObjectSummary] = []
         self._unread = 0
+        self.show_system = False
+        """List the nodes of the workbench's own runs (the harvest judge's) too (``A``); hidden by default."""
 
     def compose_body(self) -> ComposeResult:
         nodes = FitTable(id="inbox-nodes", flex=0, min_width=12, keep=1, cursor_type="row")  # a long name ends in …
@@ -109,7 +114,7 @@ class InboxPane(Pane):
         return self.workspace.canvas if self.workspace is not None else None
 
     def forget_drawn(self) -> None:
-        self._node_rows: list[tuple[str, str, str, int | None]] | None = None
+        self._node_rows: list[tuple[str, str, str, int | None, bool]] | None = None
         self._entry_rows: list[tuple[Text, ...]] | None = None
 
     def reload(self) -> None:
@@ -128,28 +133,35 @@ class InboxPane(Pane):
             return
         page = await canvas.list_objects(type="node", limit=NODES_SHOWN)
         nodes = list(page.items)
+        system = sum(1 for n in nodes if is_system(n.owner_id))
+        if not self.show_system:
+            nodes = [n for n in nodes if not is_system(n.owner_id)]
         unread = await canvas.unread_counts([n.id for n in nodes[:50]])  # one read of the kept counts
         if self.node not in {n.id for n in nodes}:
             self.node = nodes[0].id if nodes else None
         inbox = await canvas.inbox(self.node, limit=ENTRIES_SHOWN) if self.node else None
-        self._show_nodes(nodes, unread)
+        self._show_nodes(nodes, unread, system)
         self._show_inbox(inbox, needle)
 
-    def _show_nodes(self, nodes: list[ObjectSummary], unread_of: dict[str, int]) -> None:
+    def _show_nodes(self, nodes: list[ObjectSummary], unread_of: dict[str, int], system: int = 0) -> None:
         table = self.query_one("#inbox-nodes", DataTable)
-        rows = [(n.id, n.name, n.status, unread_of.get(n.id)) for n in nodes]
-        if rows == getattr(self, "_node_rows", None):
+        names = distinct_titles({n.id: n.name for n in nodes})  # two runs of one title: each with its short id
+        rows = [(n.id, names[n.id], n.status, unread_of.get(n.id), is_system(n.owner_id)) for n in nodes]
+        if rows == getattr(self, "_node_rows", None) and system == getattr(self, "_system", None):
             return
+        self._system = system
         self._node_rows = rows
         table.clear()
-        for node_id, name, status, unread in rows:
-            table.add_row(fit_cell(safe_text(name, 80)), Text(words(status)), Text("" if unread is None else str(unread),
+        for node_id, name, status, unread, internal in rows:
+            table.add_row(fit_cell(safe_text(name, 80, style="dim italic" if internal else "")), Text(words(status)), Text("" if unread is None else str(unread),
                                                                       style="bold" if unread else "dim"), key=node_id)
         keys = [r[0] for r in rows]
         if self.node in keys:
             table.move_cursor(row=keys.index(self.node))
         self._unread = sum(r[3] or 0 for r in rows)
-        self.count_label = counted(len(rows), "node") + f" · {self._unread} unread"
+        shown = len(rows) - (system if self.show_system else 0)
+        self.count_label = (counted(shown, "node") + f" · {self._unread} unread"
+                            + ((f" + {system} system" if self.show_system else f" · {system} system") if system else ""))
 
     def _show_inbox(self, inbox: InboxPage | None, needle: str) -> None:
         table = self.query_one("#inbox-table", DataTable)

@@ -114,6 +114,7 @@ class MainScreen(Screen[None]):
         Binding("z", "toggle_maximize", "Zoom", id="workbench.toggle_maximize"),
         Binding("Y", "copy_item", "Copy", show=False, id="workbench.copy_item"),
         Binding("M", "show_memory", "Memory", show=False, id="workbench.show_memory"),
+        Binding("A", "toggle_system", "All runs", show=False, id="workbench.toggle_system"),
     ]
 
     active: reactive[str] = reactive("runs")
@@ -300,6 +301,18 @@ class MainScreen(Screen[None]):
             from .memory import MemoryScreen
 
             self.app.push_screen(MemoryScreen(self.workspace))
+
+    def action_toggle_system(self) -> None:
+        """List the workbench's own runs and their nodes (the harvest judge's) too, or hide them again."""
+        if not self.placed:
+            return
+        shown = not any(getattr(p, "show_system", False) for p in self.panes())
+        for pane in self.panes():
+            if hasattr(pane, "show_system"):
+                pane.show_system = shown
+                pane.reload()
+        notify_plain(self.app, "System runs (the harvest judge's) and their nodes are listed; A hides them again." if shown
+                     else "System runs and their nodes are hidden; A lists them.")
 
     def action_show_help(self) -> None:
         if not self.placed:  # the keys are the panes': until they are in place there is no list to show

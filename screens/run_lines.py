@@ -12,7 +12,7 @@ from services.desk import OperatorAction, RefusalRecord
 
 from .text import LINE_CAP, safe, short_time
 
-__all__ = ["STATUS_GLYPHS", "raw_line", "conversation_lines", "conversation_of", "action_line", "refusal_line", "event_fields", "merge_lines"]
+__all__ = ["STATUS_GLYPHS", "Attribution", "FOLDED", "raw_line", "conversation_lines", "conversation_of", "action_line", "refusal_line", "event_fields", "merge_lines"]
 
 STATUS_GLYPHS = {"running": "▶", "idle": "◦", "waiting_on_user": "?", "settled": "■", "deleted": "✗"}
 """One glyph per run status, shown in the runs list."""
@@ -50,30 +50,80 @@ def _hms(at: object) -> str:
     return _last_hms[1]
 
 
+FOLDED: dict[str, str] = {"reply": "node.output_text.done", "message": "node.message.received"}
+"""Operator and app actions whose event always follows and says the same thing: in the conversation the
+action has no line of its own, its event's line carries the attribution (``model ⚙ operator: hello``).
+A start is not one: a run may start without a turn, so its action line stays."""
+
+
+def _said(event: Mapping[str, object]) -> str | None:
+    """What a root event of a folded kind says (the text an action of that kind carries), else None."""
+    kind = event.get("type")
+    if event.get("node_id") != event.get("run_id"):
+        return None
+    if kind == "node.output_text.done":
+        return str(event.get("text") or "")
+    if kind == "node.message.received":
+        return str(_obj(event.get("message")).get("text") or "")
+    return None
+
+
+class Attribution:
+    """The folded actions of one run not yet matched to their event, oldest first: each event of a
+    folded kind takes the first waiting action of its kind that says the same text."""
+
+    def __init__(self, actions: Iterable[OperatorAction] = ()) -> None:
+        self.waiting: list[OperatorAction] = []
+        """Folded actions whose event has not been drawn yet."""
+        self.add(actions)
+
+    def add(self, actions: Iterable[OperatorAction]) -> None:
+        """Wait for the events of these actions (actions of other kinds are ignored)."""
+        self.waiting.extend(a for a in actions if a.action in FOLDED)
+
+    def take(self, event: Mapping[str, object]) -> OperatorAction | None:
+        """The action this event shows, no longer waiting; None when it shows none."""
+        if not self.waiting:
+            return None
+        said = _said(event)
+        if said is None:
+            return None
+        for i, action in enumerate(self.waiting):
+            if FOLDED[action.action] == event.get("type") and action.detail == said:
+                return self.waiting.pop(i)
+        return None
+
+
 def raw_line(event: Mapping[str, object]) -> str:
     """One event as one raw line: ``seq time node type {fields}``."""
     fields = json.dumps(event_fields(event), ensure_ascii=False, default=str)
     return safe(f"{event.get('seq', 0):>5} {_hms(event.get('at'))} {_node(event)} {event.get('type', '')} {fields}", LINE_CAP)
 
 
-def conversation_of(events: Iterable[Mapping[str, object]]) -> list[str]:
-    """The lines a run of events adds to the conversation (the quiet ones are passed over unread)."""
+def conversation_of(events: Iterable[Mapping[str, object]], attribution: Attribution | None = None) -> list[str]:
+    """The lines a run of events adds to the conversation (the quiet ones are passed over unread); an
+    event that shows one of ``attribution``'s waiting actions carries who did it."""
     quiet = _QUIET
-    return [line for event in events if event.get("type") not in quiet for line in conversation_lines(event)]
+    if attribution is None or not attribution.waiting:
+        return [line for event in events if event.get("type") not in quiet for line in conversation_lines(event)]
+    return [line for event in events if event.get("type") not in quiet
+            for line in conversation_lines(event, attribution.take(event))]
 
 
-def conversation_lines(event: Mapping[str, object]) -> list[str]:
-    """The lines one event adds to the assembled conversation (often none)."""
+def conversation_lines(event: Mapping[str, object], by: OperatorAction | None = None) -> list[str]:
+    """The lines one event adds to the assembled conversation (often none); ``by`` is the action it
+    shows, named on its line (``model ⚙ operator: hello``)."""
     kind = event.get("type", "")
     if kind in _QUIET:
         return []
     who = "" if _node(event) == "root" else f"[{_node(event)}] "
     at = _hms(event.get("at"))
+    mark = f" ⚙ {safe(by.by, 20)}" if by is not None else ""
     if kind == "node.turn.started":
         text = _obj(event.get("input")).get("text") or ""
         return [f"{at} {who}» turn: {safe(text)}"] if text else [f"{at} {who}» turn"]
     if kind == "node.output_text.done":
-        return [f"{at} {who}model: {safe(event.get('text'))}"]
+        return [f"{at} {who}model{mark}: {safe(event.get('text'))}"]
     if kind == "node.turn.completed":
         error = event.get("error")
         if event.get("stop_reason") == "error" and isinstance(error, dict):
@@ -81,7 +131,8 @@ def conversation_lines(event: Mapping[str, object]) -> list[str]:
         return []
     if kind == "node.message.received":
         message = _obj(event.get("message"))
-        return [f"{at} {who}app → message: {safe(message.get('text'))}"]
+        sender = "app" if by is None or by.by == "app" else f"app{mark}"
+        return [f"{at} {who}{sender} → message: {safe(message.get('text'))}"]
     if kind == "node.question.opened":
         return [f"{at} {who}? question: {safe(_obj(event.get('question')).get('title'))}"]
     if kind == "node.question.answered":
@@ -114,17 +165,22 @@ def refusal_line(refusal: RefusalRecord) -> str:
 
 
 def merge_lines(events: Sequence[Mapping[str, object]], actions: Sequence[OperatorAction],
-                refusals: Sequence[RefusalRecord], *, raw: bool) -> list[str]:
-    """A whole run's lines in time order: events, then the actions and refusals stamped at the same time."""
+                refusals: Sequence[RefusalRecord], *, raw: bool) -> tuple[list[str], Attribution]:
+    """A whole run's lines in time order: events, then the actions and refusals stamped at the same time.
+    In the conversation an action whose event says the same (a reply, a message, a start) has no line of
+    its own: its event's line names who did it. Returns the lines and the folded actions still waiting
+    for their event (``Attribution``)."""
     items: list[tuple[float, int, int, list[str]]] = []
+    attribution = Attribution(() if raw else actions)
     for i, event in enumerate(events):
-        lines = [raw_line(event)] if raw else conversation_lines(event)
+        lines = [raw_line(event)] if raw else conversation_lines(event, attribution.take(event))
         if lines:
             at = event.get("at")
             items.append((float(at) if isinstance(at, (int, float)) else 0.0, 0, i, lines))
     for i, action in enumerate(actions):
-        items.append((action.at, 1, i, [action_line(action)]))
+        if raw or action.action not in FOLDED:
+            items.append((action.at, 1, i, [action_line(action)]))
     for i, refusal in enumerate(refusals):
         items.append((refusal.at, 2, i, [refusal_line(refusal)]))
     items.sort(key=lambda item: item[:3])
-    return [line for item in items for line in item[3]]
+    return [line for item in items for line in item[3]], attribution

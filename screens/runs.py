@@ -21,13 +21,14 @@ from textual.widgets import DataTable, Label, Static
 
 from services.changes import Change
 from services.errors import ServiceError
+from services.text import run_title
 from services.wire import Outcome, TurnErrorCode
-from services.desk import JUDGE_USER, OperatorAction, RefusalRecord, RunDetail, RunView, seq_of
+from services.desk import OperatorAction, RefusalRecord, RunDetail, RunView, seq_of
 
 from .dialogs import ConfirmDialog, DetailDialog, Field
 from .dialogs.form import json_object_check
 from .messages import JumpRequested
-from .run_lines import STATUS_GLYPHS, conversation_of, merge_lines, raw_line, refusal_line, action_line
+from .run_lines import FOLDED, STATUS_GLYPHS, Attribution, conversation_of, merge_lines, raw_line, refusal_line, action_line
 from .text import DETAIL_CAP, age, cell_text, counted, words, highlight, iso, notify_plain, safe, safe_text, tone
 from .widgets.fit_table import FitTable, fit_cell
 from .widgets.pane import Pane, PaletteAction, Said, is_current
@@ -99,6 +100,10 @@ class RunsPane(Pane):
         """The info line last drawn with its digits as ``0``: the same shape takes the same rows."""
         self._actions = 0
         self._refusals = 0
+        self._attribution = Attribution()
+        """The selected run's replies, messages and starts whose event is not drawn yet (its line names them)."""
+        self.show_system = False
+        """List the workbench's own runs (the harvest judge's) too (``A``); hidden by default."""
 
     def compose_body(self) -> ComposeResult:
         # the title second, sized to the room left: the columns after status show only while they fit whole
@@ -114,23 +119,28 @@ class RunsPane(Pane):
     def reload(self) -> None:
         desk = self.desk
         views = desk.runs()
+        system = sum(1 for v in views if v.system)
+        if not self.show_system:
+            views = [v for v in views if not v.system]
         now = self.workspace.settings.clock.time() if self.workspace is not None else 0.0
         needle = self.filter_text.strip()
         if needle:
             low = needle.lower()
             views = [v for v in views if low in f"{v.name} {v.prompt} {v.user_id} {v.id}".lower()]
         rows = {v.id: self._row(v, now, needle) for v in views}
-        # the harvest judge's runs are listed, but a person's run is what opens first
-        self._preferred = next((v.id for v in views if v.user_id != JUDGE_USER), None)
+        # the harvest judge's runs may be listed (A), but a person's run is what opens first
+        self._preferred = next((v.id for v in views if not v.system), None)
         self._show_rows(rows)
         waiting = sum(1 for v in views if v.status == "waiting_on_user")
-        self.count_label = counted(len(views), "run") + (f" · {waiting} waiting on user" if waiting else "")
+        shown = len(views) - (system if self.show_system else 0)
+        self.count_label = (counted(shown, "run") + (f" · {waiting} waiting on user" if waiting else "")
+                            + (f" · {counted(system, 'system run')}{' shown' if self.show_system else ''}" if system else ""))
         if self.selected is not None:
             self._update_stream()
         self._show_info()
 
     def _row(self, v: RunView, now: float, needle: str) -> Row:
-        label = f"{v.name} — {v.prompt}" if v.name else v.prompt
+        label = ("system · " if v.system else "") + (f"{v.name} — {v.prompt}" if v.name else v.prompt)
         return (
             Text(STATUS_GLYPHS.get(v.status, "·")),
             fit_cell(highlight(cell_text(label, 120), needle)),  # cut with … to the room left; the info line has it whole
@@ -190,7 +200,7 @@ class RunsPane(Pane):
         except ServiceError:
             return None
         actions = desk.actions.get(run.id, [])
-        refusals = [r for r in desk.refusals if r.user_id == run.user_id and r.at >= run.created_at]
+        refusals = [r for r in desk.refusals if r.concerns(run.id, run.user_id, run.created_at)]
         return run, actions, refusals
 
     def _rebuild_stream(self) -> None:
@@ -199,9 +209,11 @@ class RunsPane(Pane):
         if parts is None:
             stream.replace([])
             self._seq = self._actions = self._refusals = 0
+            self._attribution = Attribution()
             return
         run, actions, refusals = parts
-        stream.replace(merge_lines(run.events, actions, refusals, raw=self.raw))
+        lines, self._attribution = merge_lines(run.events, actions, refusals, raw=self.raw)
+        stream.replace(lines)
         self._seq = seq_of(run.events[-1]) if run.events else 0
         self._actions, self._refusals = len(actions), len(refusals)
 
@@ -212,12 +224,38 @@ class RunsPane(Pane):
         if parts is None:
             return
         run, actions, refusals = parts
+        pending = self._take_actions(run.id, actions)
         lines = self._event_lines(run.id)
-        lines.extend(action_line(a) for a in actions[self._actions:])
+        lines.extend(pending)
         lines.extend(refusal_line(r) for r in refusals[self._refusals:])
-        self._actions, self._refusals = len(actions), len(refusals)
+        self._refusals = len(refusals)
         if lines:
             self.query_one("#runs-stream", EventStream).extend(lines)
+
+    def _take_actions(self, run_id: str, actions: list[OperatorAction] | None = None) -> list[str]:
+        """The lines of the actions taken since the stream was drawn. A reply or a message has none of its
+        own: its event's line, drawn next, names who did it (``Attribution``); only when that event was
+        drawn already (it arrived first) does the action get its own line."""
+        if actions is None:
+            actions = self.desk.actions.get(run_id, [])
+        new, self._actions = actions[self._actions:], len(actions)
+        if not new:
+            return []
+        if self.raw:
+            return [action_line(a) for a in new]
+        lines: list[str] = []
+        drawn: list[dict[str, object]] | None = None
+        for action in new:
+            if action.action not in FOLDED:
+                lines.append(action_line(action))
+                continue
+            if drawn is None:  # the events drawn lately: is this action's event among them?
+                drawn = [e for e in self.desk.events_since(run_id, max(0, self._seq - 64)) if seq_of(e) <= self._seq]
+            if any(Attribution([action]).take(e) for e in drawn):
+                lines.append(action_line(action))
+            else:
+                self._attribution.add([action])
+        return lines
 
     def _event_lines(self, run_id: str) -> list[str]:
         """The lines of the run's events after the last one drawn (the mirror's read models)."""
@@ -225,7 +263,7 @@ class RunsPane(Pane):
         if not events:
             return []
         self._seq = seq_of(events[-1])
-        return [raw_line(e) for e in events] if self.raw else conversation_of(events)
+        return [raw_line(e) for e in events] if self.raw else conversation_of(events, self._attribution)
 
     def _apply_events(self) -> None:
         """One frame's worth of given run events: the selected run's new lines, and the rows of the
@@ -234,7 +272,8 @@ class RunsPane(Pane):
         if self.workspace is None or not self.built:
             return
         if self.selected in touched:
-            lines = self._event_lines(self.selected)
+            pending = self._take_actions(self.selected)  # first: a reply's own event then names who replied
+            lines = self._event_lines(self.selected) + pending
             if lines:
                 self.query_one("#runs-stream", EventStream).extend(lines)
         if self._reload_queued:
@@ -256,7 +295,7 @@ class RunsPane(Pane):
         for run_id in run_ids:
             old = self._table_rows.get(run_id)
             if old is None:
-                if not needle:
+                if not needle and not self._hidden(run_id):
                     self.request_reload()
                     return False
                 continue
@@ -275,6 +314,15 @@ class RunsPane(Pane):
                     table.update_cell_at(Coordinate(row, col), cell)
             self._table_rows[run_id] = cells
         return True
+
+    def _hidden(self, run_id: str) -> bool:
+        """Whether the run is a system run the list hides now (its events redraw nothing)."""
+        if self.show_system:
+            return False
+        try:
+            return self.desk.view(run_id).system
+        except ServiceError:
+            return False
 
     def _show_info(self) -> None:
         self._info_due, self._info_at = False, time.monotonic()
@@ -462,7 +510,7 @@ class RunsPane(Pane):
             self._select(run_id)
         self.form_act("Start a run as the app (through the SDK)",
                       [Field("person", "Person", choices=people), Field("prompt", "Prompt")],
-                      lambda: self._left(started[-1], "Run started.", None), start, submit="Start")
+                      lambda: self._left(started[-1], f"Run “{self._run_title(started[-1])}” started.", None), start, submit="Start")
 
     def action_send_message(self) -> None:
         run_id = self._need_run()
@@ -498,9 +546,12 @@ class RunsPane(Pane):
         return f"{verb} {named}" + (f" {after}" if after else "")
 
     def _run_title(self, run_id: str) -> str:
-        """The run's title as its row shows it (name — prompt), for confirmations."""
-        cells = self._table_rows.get(run_id)
-        return safe(cells[1].plain, 120) if cells else safe(run_id, 80)
+        """The run's one display name (``run_title``: its name, else its prompt), for toasts and dialogs."""
+        try:
+            view = self.desk.view(run_id)
+        except ServiceError:
+            return safe(run_id, 80)
+        return safe(run_title(view.name, view.prompt, run_id), 120)
 
     def action_toggle_pause(self) -> None:
         stream = self.query_one("#runs-stream", EventStream)
@@ -569,6 +620,8 @@ class RunsPane(Pane):
     def select_key(self, key: str) -> None:
         if self.filter_text:
             self.clear_filter()
+        if self._hidden(key):
+            self.show_system = True  # a jump to the judge's run lists the system runs (as A would)
         self.reload()
         if key in self._order:
             self.query_one("#runs-table", DataTable).move_cursor(row=self._order.index(key))

@@ -55,7 +55,8 @@ def _object(value: object) -> Mapping[str, object]:
 
 
 def turn_messages(events: Sequence[Event], completed: Event) -> list[Message]:
-    """The person's input and the assistant's text of the root turn that ``completed`` ends."""
+    """The person's input and the assistant's text of the root turn that ``completed`` ends (a failed
+    turn: the input only)."""
     entry = completed.get("entry_id")
     started = next((e for e in reversed(events) if e["type"] == "node.turn.started" and e.get("entry_id") == entry), None)
     done = next((e for e in reversed(events) if e["type"] == "node.output_text.done" and e.get("entry_id") == entry), None)
@@ -66,9 +67,7 @@ def turn_messages(events: Sequence[Event], completed: Event) -> list[Message]:
             messages.append({"role": "user", "text": text})
     if done is not None and done.get("text"):
         messages.append({"role": "assistant", "text": str(done["text"])})
-    elif completed.get("stop_reason") == "error":
-        error = _object(completed.get("error"))
-        messages.append({"role": "system", "text": f"turn failed: {error.get('code')}: {error.get('message')}"})
+    # a failed turn adds nothing of its own: memory keeps what was said, and a failure is not speech
     return messages
 
 

@@ -32,6 +32,8 @@ from typing import TypeVar, cast
 V = TypeVar("V")
 
 __all__ = [
+    "run_title",
+    "distinct_titles",
     "sanitize",
     "clip",
     "text_problem",
@@ -74,6 +76,34 @@ def sanitize(text: object) -> str:
     """``text`` as a string with every control and format character shown as a visible escape."""
     value = text if isinstance(text, str) else str(text)
     return _CONTROL.sub(_visible, value)
+
+
+TITLE_CHARS = 60
+"""A run's title taken from its prompt keeps this many characters (then ``…``)."""
+
+
+def run_title(name: object, prompt: object, run_id: str) -> str:
+    """A run's one display name, wherever it is shown: its name, else its prompt's first line (cut with
+    ``…``), else its id. The runs list, the canvas, the inbox, memory and the toasts all use it."""
+    if isinstance(name, str) and name.strip():
+        return name.strip()
+    first = next((line.strip() for line in str(prompt or "").splitlines() if line.strip()), "")
+    if first:
+        return first if len(first) <= TITLE_CHARS else first[:TITLE_CHARS - 1].rstrip() + "…"
+    return run_id
+
+
+def short_id(run_id: str) -> str:
+    """The last six characters of an id: enough to tell two runs of one title apart."""
+    return run_id[-6:]
+
+
+def distinct_titles(titles: dict[str, str]) -> dict[str, str]:
+    """Titles by id, with `` · <short id>`` after each title two ids share (``okf judgment · 8c1f0a``)."""
+    seen: dict[str, int] = {}
+    for title in titles.values():
+        seen[title] = seen.get(title, 0) + 1
+    return {key: f"{title} · {short_id(key)}" if seen[title] > 1 else title for key, title in titles.items()}
 
 
 def clip(text: str, limit: int = 4096) -> str:

@@ -4,7 +4,7 @@ The cloud calls ``apply_run(run_dto)`` for every run it creates or changes and
 ``apply_event(event)`` for every event it appends (shapes as in ``services.wire``); a follower with
 many to apply makes each a step (``run_step``, ``event_step``, ``deleted_step``) and applies them in
 one transaction (``apply_steps``). The run's
-root node is named by the run id and owned by the run's person (``user_id``); an event whose
+root node has the run id, is named by the run's title (``run_title``: its name, else its prompt) and owned by the run's person (``user_id``); an event whose
 ``node_id`` differs from the run id creates or updates a child node with a ``spawned`` edge from
 the root. Statuses follow the run, pending messages become inbox entries (each message once),
 and every event is recorded on its node with a level, so watchers' inboxes hear of it. Events
@@ -24,7 +24,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from services.text import clip, repair_value
+from services.text import clip, repair_value, run_title
 
 from .errors import CanvasError
 from .events import publish_event
@@ -216,7 +216,7 @@ class RunBridge:
             return node
         params = (run or {}).get("params") or {}
         kind = params.get("kind") if isinstance(params, Mapping) and isinstance(params.get("kind"), str) else self.kind
-        name = (run or {}).get("name") or run_id
+        name = run_title((run or {}).get("name"), params.get("prompt") if isinstance(params, Mapping) else "", run_id)
         return spawn_node(tx, node_id=run_id, name=str(name), owner_id=owner_id, kind=kind,
                           status=status_of((run or {}).get("status"), outcome_name((run or {}).get("outcome"))))
 

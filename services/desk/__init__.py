@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from .desk import OPERATOR, SETTLE_CHOICES, ControlClient, Desk, RunBook, event_fields, sendable
-from .models import JUDGE_USER, CaptureFailure, GrantView, OperatorAction, OperatorError, RefusalRecord, RunDetail, RunView
+from .models import JUDGE_USER, SYSTEM_USERS, is_system, CaptureFailure, GrantView, OperatorAction, OperatorError, RefusalRecord, RunDetail, RunView
 from .mirror import RunMirror, seq_of, wire_seq
 from .views import grant_view, run_detail, run_view
 
@@ -33,6 +33,8 @@ __all__ = [
     "OperatorError",
     "CaptureFailure",
     "JUDGE_USER",
+    "SYSTEM_USERS",
+    "is_system",
     "OperatorAction",
     "RefusalRecord",
     "RunView",

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import uuid
 from collections import deque
+from contextvars import ContextVar
 from collections.abc import Mapping
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -41,6 +42,16 @@ __all__ = ["Desk", "ControlClient", "RunBook", "SETTLE_CHOICES", "OPERATOR", "ev
 SETTLE_CHOICES = OUTCOMES
 """How the operator may settle a run: every ``services.wire.Outcome``."""
 OPERATOR = "operator"
+_STARTING = object()
+"""``_ACTING`` while an app action makes a new run (a start or a fork): a refusal then concerns no run."""
+_ACTING: ContextVar[object] = ContextVar("desk_acting_on", default=None)
+"""The run id an app action is for while it runs, so a refusal met on the way is recorded against it."""
+
+
+def coded(code: str, message: str) -> str:
+    """An error as ``code: message``, or the message alone when it already names the code (``refresh
+    refused: grant_revoked``, not ``grant_revoked: refresh refused: grant_revoked``)."""
+    return message if code in message else f"{code}: {message}"
 """Who an operator action is attributed to (the app's are attributed to ``app``)."""
 
 
@@ -221,13 +232,13 @@ class Desk:
     async def send_message(self, run_id: str, text: str, *, start_turn: bool = True) -> None:
         """Send a message to a run as the app."""
         answer = await self._app(await self._owner(run_id), f"/runs/{_q(run_id)}/message",
-                                 {"text": text, "start_turn": start_turn})
+                                 {"text": text, "start_turn": start_turn}, run_id=run_id)
         self.book.absorb_run(answer["run"])
         self._note(run_id, "message", text, by="app")
 
     async def cancel_run(self, run_id: str) -> None:
         """Cancel a run as the app."""
-        answer = await self._app(await self._owner(run_id), f"/runs/{_q(run_id)}/cancel", {}, key=False)
+        answer = await self._app(await self._owner(run_id), f"/runs/{_q(run_id)}/cancel", {}, key=False, run_id=run_id)
         self.book.absorb_run(answer["run"])
         self._note(run_id, "cancel", "", by="app")
 
@@ -281,7 +292,9 @@ class Desk:
     def record_refusal(self, user_id: str, code: str, message: str) -> None:
         """Remember a refusal the app met, with the grant revision that caused it."""
         grant = (self.book.person(user_id) or {}).get("grant") or {}
-        record = RefusalRecord(user_id, code, message, grant.get("rev"), self.clock.time())
+        acting = _ACTING.get()
+        record = RefusalRecord(user_id, code, message, grant.get("rev"), self.clock.time(),
+                               run_id=acting if isinstance(acting, str) else None, start=acting is _STARTING)
         self.refusals.append(record)
         self.changes.announce("workspace", "refusal", record.user_id, code=record.code)
 
@@ -344,9 +357,18 @@ class Desk:
         await self._call("POST", f"/people/{_q(user_id)}/{path}", body)
         await self.book.refresh_people()
 
-    async def _app(self, user_id: str, path: str, body: dict[str, Any], *, key: bool = True) -> dict[str, Any]:
-        """One app action. A call that got no answer is sent once more with the same idempotency key,
-        so the cloud does it at most once."""
+    async def _app(self, user_id: str, path: str, body: dict[str, Any], *, key: bool = True,
+                   run_id: str | None = None) -> dict[str, Any]:
+        """One app action on ``run_id`` (None: a start or a fork, which makes a run). A call that got no
+        answer is sent once more with the same idempotency key, so the cloud does it at most once. A
+        refusal met on the way is recorded against that run (``_ACTING``), never another of the person's."""
+        token = _ACTING.set(run_id if run_id is not None else _STARTING)
+        try:
+            return await self._app_call(user_id, path, body, key=key)
+        finally:
+            _ACTING.reset(token)
+
+    async def _app_call(self, user_id: str, path: str, body: dict[str, Any], *, key: bool) -> dict[str, Any]:
         from ..served.errors import ControlError
 
         self._reachable()
@@ -362,7 +384,7 @@ class Desk:
                     continue
                 if exc.code in REFUSAL_CODES and not self.refusals_recorded:
                     self.record_refusal(user_id, exc.code, exc.message)
-                raise OperatorError(f"{exc.code}: {exc.message}" if exc.message else f"{exc.status} {exc.code}") from None
+                raise OperatorError(coded(exc.code, exc.message) if exc.message else f"{exc.status} {exc.code}") from None
         raise AssertionError("unreachable")  # the loop returns or raises
 
     def _note(self, run_id: str, action: str, detail: str, *, by: str = OPERATOR) -> None:

@@ -9,10 +9,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from ..errors import ServiceError
 
-__all__ = ["JUDGE_USER", "CaptureFailure", "OperatorError", "OperatorAction", "RefusalRecord", "RunView", "RunDetail", "GrantView"]
+__all__ = ["JUDGE_USER", "SYSTEM_USERS", "is_system", "CaptureFailure", "OperatorError", "OperatorAction", "RefusalRecord", "RunView", "RunDetail", "GrantView"]
 
 JUDGE_USER = "user:operator"
 """The operator's own person on the fake cloud: harvest judge runs are started as them."""
+SYSTEM_USERS = frozenset({JUDGE_USER})
+"""The people the workbench starts runs as for itself (the harvest judge): their runs are plumbing, not
+work, so the lists hide them by default and mark them ``system`` where they show."""
+
+
+def is_system(user_id: str | None) -> bool:
+    """Whether a run (or node, or grant) of ``user_id`` is one the workbench made for itself."""
+    return user_id in SYSTEM_USERS
 
 
 class OperatorError(ServiceError):
@@ -40,6 +48,17 @@ class RefusalRecord:
     message: str
     rev: int | None
     at: float
+    run_id: str | None = None
+    """The run the refused call was for; None when not known (a call made outside the desk's actions)."""
+    start: bool = False
+    """The refused call was a start (or a fork): it concerned no run that exists, so no run's stream shows it."""
+
+    def concerns(self, run_id: str, user_id: str, created_at: float) -> bool:
+        """Whether a run's stream shows this refusal: the run's own, or (when the run is not known) any
+        run of the person alive then; a refused start never names another run."""
+        if self.start or self.user_id != user_id:
+            return False
+        return self.run_id == run_id if self.run_id is not None else self.at >= created_at
 
 
 @dataclass(frozen=True)
@@ -60,6 +79,11 @@ class RunView:
     question: str | None
     last_turn_error: str | None
     deleted: bool
+
+    @property
+    def system(self) -> bool:
+        """The workbench's own run (the harvest judge's), not a person's work."""
+        return is_system(self.user_id)
 
 
 @dataclass(frozen=True)

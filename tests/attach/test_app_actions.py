@@ -64,7 +64,8 @@ async def test_start_message_and_cancel_in_an_attached_window_reach_the_server_a
             assert await until(pilot, lambda: ws.desk.detail(run_id).settled)
             assert [(a.action, a.by) for a in ws.desk.log(run_id)] == [
                 ("start", "app"), ("message", "app"), ("cancel", "app")]
-            assert "⚙ app · message: for two" in stream_text(attached)
+            assert "app → message: for two" in stream_text(attached)  # one line: the message, the app's
+            assert stream_text(attached).count("for two") == 1
             calls = [c.op for c in served.cloud.calls]
             assert {"run.start", "run.message", "run.cancel"} <= set(calls)  # through the cloud's own wire
     finally:

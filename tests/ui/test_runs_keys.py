@@ -46,8 +46,8 @@ async def test_r_replies_as_the_model_attributed_and_f_fails_the_turn(app) -> No
         assert fake.status == "idle"
         assert [(a.action, a.by) for a in ws.desk.log(run.id)][-1] == ("reply", "operator")
         text = stream_text(pilot)
-        assert "model: Three points on compilers" in text
-        assert "⚙ operator · reply: Three points on compilers" in text
+        assert "model ⚙ operator: Three points on compilers" in text  # one line: the reply, attributed
+        assert "reply: Three points on compilers" not in text
         await fail_turn_case(pilot, app, ws)
 
 
@@ -174,7 +174,9 @@ async def test_n_m_x_go_through_the_sdk_as_the_app(app) -> None:
         await settle(pilot)
         assert ws.cloud.runs.get(run_id).outcome["outcome"] == "canceled"
         assert [(a.action, a.by) for a in ws.desk.log(run_id)] == [("start", "app"), ("message", "app"), ("cancel", "app")]
-        assert "⚙ app · message: for two" in stream_text(pilot)
+        text = stream_text(pilot)
+        assert text.count("for two") == 1 and "app → message: for two" in text  # one line, the app's
+        assert "⚙ app · start: Book a table" in text
 
 
 async def test_p_pauses_with_a_new_counter_and_v_toggles_raw_events(app) -> None:
@@ -196,7 +198,7 @@ async def test_p_pauses_with_a_new_counter_and_v_toggles_raw_events(app) -> None
         await settle(pilot)
         stream.flush()
         assert not stream.paused and stream.held == 0
-        assert any("model: while paused" in line for line in stream.shown)
+        assert any("model ⚙ operator: while paused" in line for line in stream.shown)
         await pilot.press("v")
         await settle(pilot)
         stream.flush()
