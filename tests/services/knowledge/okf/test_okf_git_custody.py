@@ -12,7 +12,7 @@ from services.clock import FakeClock
 from services.knowledge.okf import Harvest, LocalJudgeClient, OkfError
 from services.knowledge.okf.git_delivery import AUTHOR_EMAIL, AUTHOR_NAME
 
-from .gitworld import (DECISION, LIMIT, SOUL, GitWorld, bind_project, gh_calls, git, hermetic_git, make_git_world,
+from .gitworld import (DECISION, LIMIT, SOUL, GitWorld, bind_project, gh_calls, gh_flag, git, hermetic_git, make_git_world,
                        set_pr_state, stand_in_gh)
 
 pytestmark = pytest.mark.skipif(__import__("shutil").which("git") is None, reason="git is not installed")
@@ -160,9 +160,9 @@ async def test_gh_opens_a_same_repository_pr_once_and_a_closed_pr_is_rejected(gi
     creates = [c for c in gh_calls(bin_dir) if c[:2] == ["pr", "create"]]
     assert len(creates) == 1
     create = creates[0]
-    assert create[create.index("--repo") + 1] == "example/project"
-    assert create[create.index("--head") + 1] == r["branch"] and create[create.index("--base") + 1] == "main"
-    assert "promote" in create[create.index("--body") + 1]
+    assert gh_flag(create, "--repo") == "example/project"
+    assert gh_flag(create, "--head") == r["branch"] and gh_flag(create, "--base") == "main"
+    assert "promote" in gh_flag(create, "--body")
     assert not any("--fork" in c or "--force" in c for call in gh_calls(bin_dir) for c in call)
     set_pr_state(bin_dir, "CLOSED")
     [item] = await harvest.recheck()
