@@ -188,7 +188,7 @@ def decode_text(data: bytes) -> tuple[str, bool]:
 
 # -- secrets in URLs ------------------------------------------------------------------------------
 
-_URL_USERINFO = re.compile(r"(?P<scheme>(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/?#\s]*)@")
+_URL_USERINFO = re.compile(r"(?P<scheme>(?<![A-Za-z0-9+.])[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/?#\s]*)@")
 _KEEPS_USER = frozenset({"ssh://", "git+ssh://", "ssh+git://"})
 
 

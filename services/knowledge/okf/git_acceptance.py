@@ -9,8 +9,12 @@ accepted branch and looks, in this order, for:
 
 Found: ``accepted`` with ``acceptedCommit`` (the accepted head that showed it), ``mergedAs`` (the
 commit that carries it, and how) and ``acceptedAt``. Not found: a PR ``gh`` reports closed without
-merge, or a proposal branch deleted from the repository, ends it ``rejected`` (``rejectedUpstream``
-says which); otherwise it stays ``delivered`` (the PR state refreshed) and is checked again.
+merge ends it ``rejected`` (``rejectedUpstream`` says so); otherwise it stays ``delivered`` (the PR
+state refreshed) and is checked again. A proposal branch gone from the repository with no carrier
+found is not a verdict: a reviewer who squashed it *with edits* and deleted the branch leaves the
+same trace as one who deleted it unmerged. The receipt stays ``delivered`` with ``upstream`` saying
+what is known, and the operator decides (``confirm_merged`` or ``reject``); a later check that
+finds the carrier accepts it as usual.
 
 ``POLL_INTERVAL_S`` is how often ``Harvest`` checks every delivered receipt while it runs (and it
 checks once at open, and on ``recheck``).
@@ -93,7 +97,9 @@ def check_delivery(base: GitBase, receipt: Receipt, prs: PullRequests | None, *,
                             "rejectedAt": iso(at)})
             return updated
     if base.remote_branch(str(receipt["branch"])) is None:
-        updated.update({"status": "rejected", "rejectedUpstream": f"the branch {receipt['branch']} was deleted without merge",
-                        "rejectedAt": iso(at)})
-        return updated
+        updated["upstream"] = (f"the branch {receipt['branch']} is gone from the repository and no commit on "
+                               f"{base.accepted_branch} since {str(receipt['baseHead'])[:12]} carries exactly this "
+                               "proposal: a reviewer may have merged it with edits, or deleted it without merge")
+    else:
+        updated.pop("upstream", None)
     return updated if updated != receipt else None

@@ -503,9 +503,19 @@ class Harvest:
         return item
 
     async def reject(self, judgment_id: str, reason: str) -> JudgmentItem:
-        """Reject a judgment with a reason; its inputs stay for ``rejudge``."""
+        """Reject a judgment with a reason; its inputs stay for ``rejudge``.
+
+        Also a judgment that cannot progress: a delivery whose last attempt failed, or a Git
+        delivery whose branch is gone with no matching merge found (``RunBook.reject_stuck``).
+        """
         source_id = await asyncio.to_thread(self.state.find_run, judgment_id)
         run = await asyncio.to_thread(self.runs.reject, source_id, judgment_id, reason, at=self.clock.time())
+        return self._announce(run, source_id)
+
+    async def confirm_merged(self, judgment_id: str) -> JudgmentItem:
+        """Accept, on the operator's word, a Git delivery whose branch is gone with no matching merge found."""
+        source_id = await asyncio.to_thread(self.state.find_run, judgment_id)
+        run = await asyncio.to_thread(self.runs.confirm_merged, source_id, judgment_id, at=self.clock.time())
         return self._announce(run, source_id)
 
     async def rejudge(self, judgment_id: str) -> JudgmentItem:
