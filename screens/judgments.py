@@ -441,12 +441,13 @@ class JudgmentsPane(Pane):
         return kind, ident
 
     def action_approve(self) -> None:
-        if self._stuck() == "unknown" and self.okf is not None and self.selected is not None:
-            okf, ident = self.okf, self.selected.partition(":")[2]
+        harvest = self.okf
+        if self._stuck() == "unknown" and harvest is not None and self.selected is not None:
+            ident = self.selected.partition(":")[2]
 
             def merged(yes: bool | None) -> None:
                 if yes:
-                    self.act("Accepted as merged.", lambda: okf.confirm_merged(ident))
+                    self.act("Accepted as merged.", lambda: harvest.confirm_merged(ident))
             self.app.push_screen(ConfirmDialog(
                 "The proposal branch is gone and no commit on the accepted branch carries exactly this proposal. "
                 "Accept it as merged (a reviewer merged it with edits)? n rejects it instead."), merged)

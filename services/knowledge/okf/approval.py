@@ -237,8 +237,9 @@ class DeliveryBook:
                 head = provider.base.fetch()
             with self.state.status_lock(source_id):
                 current = self.state.load_run(source_id, run_id)
-                receipt = {**current["receipts"][alias], "status": "accepted", "acceptedCommit": head,
-                           "mergedAs": {"commit": head, "how": "confirmed by the operator"}, "acceptedAt": iso(at)}
+                receipt = current["receipts"][alias].copy()
+                receipt.update({"status": "accepted", "acceptedCommit": head, "acceptedAt": iso(at),
+                                "mergedAs": {"commit": head, "how": "confirmed by the operator"}})
                 current["receipts"][alias] = receipt
                 self._after_check(source_id, current, alias, receipt, at=at)
                 self.state.save_run(source_id, current)
@@ -264,8 +265,9 @@ class DeliveryBook:
             approved = set(run["review"].get("approved", []))
             status["processed"] = [i for i in status["processed"] if i not in approved]
             for alias in unknown:
-                receipt = {**receipts[alias], "status": "rejected", "rejectedAt": iso(at),
-                           "rejectedUpstream": f"the operator rejected it ({receipts[alias]['upstream']})"}
+                receipt = receipts[alias].copy()
+                receipt.update({"status": "rejected", "rejectedAt": iso(at),
+                                "rejectedUpstream": f"the operator rejected it ({receipt.get('upstream')})"})
                 receipts[alias] = receipt
                 status["delivered"][f"{run_id}/{alias}"] = receipt
             run["status"] = "rejected"
