@@ -7,7 +7,10 @@ for editing before approving. After approval the receipts (status, digest, time)
 ``j`` judges an invalid, failed or rejected judgment again, or retries a delivery left unfinished.
 A judgment delivered to a Git base shows its branch, its pull request (``o`` opens it, asking
 first) or how to open the review, and waits for the merge (state ``delivered``); ``j`` checks for
-the merge now, and once the accepted branch shows it the judgment is accepted at that head.
+the merge now, and once the accepted branch shows it the judgment is accepted at that head. A
+judgment that cannot progress on its own waits for the operator: ``n`` rejects a delivery whose last
+attempt failed, and when a proposal branch is gone with no matching merge found, ``y`` accepts it as
+merged (asking first) and ``n`` rejects it.
 What needs the operator in OKF (a blocked base, a failed capture, a refused note) heads the detail,
 with the way out, and its count shows beside the open count.
 """
@@ -313,7 +316,7 @@ class JudgmentsPane(Pane):
         if item.state in ("invalid", "failed"):
             text.append("j judges it again (its inputs are kept)\n", style="dim")
         elif item.state == "delivering" and item.problems:
-            text.append("the delivery did not finish · j retries it\n", style="dim")
+            text.append("the delivery did not finish · j retries it · n rejects it\n", style="dim")
         if item.reason:
             text.append(f"rejected: {safe(item.reason, 400)}\n", style=tone("warn"))
         git = {g.alias: g for g in getattr(item, "git", ())}
@@ -368,7 +371,11 @@ class JudgmentsPane(Pane):
             text.append(f" · {safe(g.pr_state or '?', 20)} · o opens it (asks first)\n", style="dim")
         elif g.review and g.status == "delivered":
             text.append(f"  review: {safe(g.review, 600)}\n")
-        if g.status == "delivered":
+        if g.status == "delivered" and g.upstream:
+            text.append(f"  ? merge unknown: {safe(g.upstream, 600)}\n", style=tone("warn"))
+            text.append("  y accepts it as merged · n rejects it (its inputs are judged again) · j checks again\n",
+                        style="dim")
+        elif g.status == "delivered":
             text.append("  … waiting for the merge into the accepted branch; it counts once merged · j checks now\n",
                         style=tone("warn"))
         elif g.status == "accepted":
@@ -407,12 +414,26 @@ class JudgmentsPane(Pane):
 
     # -- keys ----------------------------------------------------------------------------------
 
-    def _need_pending(self) -> tuple[str, str] | None:
+    def _stuck(self) -> str | None:
+        """``delivering`` for a delivery whose last attempt failed, ``unknown`` for a Git delivery whose
+        branch is gone with no matching merge found: the judgment waits on the operator's decision."""
+        d = self.detail
+        if not _is_harvest(d) or self.selected is None or not self.selected.startswith("okf:"):
+            return None
+        if d.item.state == "delivering" and d.item.problems:
+            return "delivering"
+        if d.item.state == "delivered" and any(g.upstream for g in d.item.git):
+            return "unknown"
+        return None
+
+    def _need_pending(self, *, stuck_too: bool = False) -> tuple[str, str] | None:
         if self.selected is None or self.detail is None:
             notify_plain(self.app, "Select a judgment first.", severity="warning")
             return None
         kind, _, ident = self.selected.partition(":")
         state = _detail_state(self.detail)
+        if stuck_too and self._stuck() is not None:
+            return kind, ident
         if state != "pending":
             notify_plain(self.app, f"This {'judgment' if kind == 'okf' else 'review'} is {state}, not pending.",
                             severity="warning")
@@ -420,6 +441,17 @@ class JudgmentsPane(Pane):
         return kind, ident
 
     def action_approve(self) -> None:
+        harvest = self.okf
+        if self._stuck() == "unknown" and harvest is not None and self.selected is not None:
+            ident = self.selected.partition(":")[2]
+
+            def merged(yes: bool | None) -> None:
+                if yes:
+                    self.act("Accepted as merged.", lambda: harvest.confirm_merged(ident))
+            self.app.push_screen(ConfirmDialog(
+                "The proposal branch is gone and no commit on the accepted branch carries exactly this proposal. "
+                "Accept it as merged (a reviewer merged it with edits)? n rejects it instead."), merged)
+            return
         target = self._need_pending()
         if target is None:
             return
@@ -466,7 +498,7 @@ class JudgmentsPane(Pane):
                       lambda v: insights.approve(ident, candidate=candidate, text=v["truth"]), submit="Approve")
 
     def action_reject(self) -> None:
-        target = self._need_pending()
+        target = self._need_pending(stuck_too=True)
         if target is None:
             return
         kind, ident = target
@@ -542,9 +574,12 @@ class JudgmentsPane(Pane):
         if not insight and state in ("invalid", "failed", "rejected"):
             return [("Judge it again", "j", "rejudge")]
         if not insight and state == "delivering":
-            return [("Retry the delivery", "j", "rejudge")]
+            return [("Retry the delivery", "j", "rejudge")] + (
+                [("Reject with a reason", "n", "reject")] if self._stuck() else [])
         if not insight and state == "delivered":
             actions_git: list[PaletteAction] = [("Check for the merge now", "j", "rejudge")]
+            if self._stuck() == "unknown":
+                actions_git += [("Accept it as merged", "y", "approve"), ("Reject with a reason", "n", "reject")]
             if _is_harvest(self.detail) and any(g.pr_url for g in self.detail.item.git):
                 actions_git.append(("Open the pull request (asks first)", "o", "open_review"))
             return actions_git

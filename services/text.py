@@ -22,6 +22,11 @@ them one of two ways, and says which in its docstring and in the README's "Bad i
   captured conversation turns, outbox lines written by another program.
 
 Either way a bad value never stops a sweep, a compaction, a run or an open.
+
+**Secrets in URLs.** ``public_url`` and ``redact_urls`` take the user information out of URLs
+(``https://user:TOKEN@host/`` becomes ``https://host/``; an ``ssh://`` URL keeps its user name, which
+names the account, and loses any password) before a URL or a text that may hold one (an error a
+tool printed) is shown, logged or stored. Credentials stay with their own tools.
 """
 
 from __future__ import annotations
@@ -42,6 +47,9 @@ __all__ = [
     "repair_value",
     "decode_text",
     "escape_surrogates",
+    "public_url",
+    "redact_urls",
+    "url_userinfo",
 ]
 
 # C0 (but tab and newline), DEL, C1, and every Unicode format character (category Cf), the line
@@ -206,3 +214,40 @@ def decode_text(data: bytes) -> tuple[str, bool]:
         text, fixed = repair_text(data.decode("utf-8", "replace"))
         return text, True
     return repair_text(text)
+
+
+# -- secrets in URLs ------------------------------------------------------------------------------
+
+_URL_USERINFO = re.compile(r"(?P<scheme>(?<![A-Za-z0-9+.])[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/?#\s]*)@")
+_KEEPS_USER = frozenset({"ssh://", "git+ssh://", "ssh+git://"})
+
+
+def _public_userinfo(match: re.Match[str]) -> str:
+    scheme = match.group("scheme")
+    user = match.group("userinfo").split(":", 1)[0]
+    return f"{scheme}{user}@" if scheme.lower() in _KEEPS_USER and user else scheme
+
+
+def redact_urls(text: str) -> str:
+    """``text`` with the user information of every ``scheme://user:secret@`` URL in it taken out
+    (an ``ssh://`` URL keeps its user name). Cheap when the text holds no ``@``."""
+    if "@" not in text:
+        return text
+    return _URL_USERINFO.sub(_public_userinfo, text)
+
+
+def public_url(url: str) -> str:
+    """``url`` as it may be shown, logged or stored: without its user information (see ``redact_urls``)."""
+    return redact_urls(url)
+
+
+def url_userinfo(url: str) -> tuple[str, str] | None:
+    """``(user, password)`` a ``scheme://user:password@host`` URL carries (percent-decoded; the
+    password is ``""`` when only a user is given), or None when it carries none."""
+    from urllib.parse import unquote
+
+    match = _URL_USERINFO.match(url)
+    if match is None:
+        return None
+    user, _, password = match.group("userinfo").partition(":")
+    return unquote(user), unquote(password)

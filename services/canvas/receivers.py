@@ -34,6 +34,7 @@ from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 
 from services.clock import Clock
+from services.text import public_url, redact_urls
 
 from .engine import read_session, write_session
 from .errors import DocumentInvalidError
@@ -84,9 +85,10 @@ def check_receiver(receiver: str | None, *, url: str | None = None, argv: object
     if receiver == "url":
         parts = urlsplit(url) if isinstance(url, str) else None
         if parts is None or not parts.hostname or parts.scheme not in ("https", "http"):
-            raise DocumentInvalidError(f"a url receiver needs an https URL, not {url!r}")
+            raise DocumentInvalidError(f"a url receiver needs an https URL, not {public_url(str(url))!r}")
         if parts.scheme == "http" and parts.hostname not in LOOPBACK_HOSTS:
-            raise DocumentInvalidError(f"the receiver URL {url!r} must use https (plain http only to a loopback host)")
+            raise DocumentInvalidError(f"the receiver URL {public_url(str(url))!r} must use https "
+                                       "(plain http only to a loopback host)")
         config["url"] = url
     elif receiver == "argv":
         if (not isinstance(argv, (list, tuple)) or not argv
@@ -271,7 +273,7 @@ class ReceiverDispatcher:
         except httpx.TimeoutException as exc:
             return False, None, f"timed out after {timeout:g} s ({type(exc).__name__})", True
         except httpx.TransportError as exc:
-            return False, None, f"could not reach the receiver: {exc}", True
+            return False, None, redact_urls(f"could not reach the receiver: {exc}"), True
         if 200 <= response.status_code < 300:
             return True, response.status_code, "", False
         text = response.text[:500]

@@ -220,6 +220,62 @@ class DeliveryBook:
                 self.state.save_run(source_id, current)
         return self.state.load_run(source_id, run_id)
 
+    def confirm_merged(self, source_id: str, run_id: str, *, at: float) -> Run:
+        """The operator says a delivery whose branch is gone unmatched (``upstream``) was merged: each such
+        receipt is accepted at the accepted branch's current head, ``mergedAs`` saying who decided."""
+        run = self.state.load_run(source_id, run_id)
+        unknown = [a for a, r in run["receipts"].items() if r.get("status") == WAITING and r.get("upstream")]
+        if run["review"]["state"] != "delivered" or not unknown:
+            raise RunStateError(f"judgment {run_id} is {run['review']['state']} and has no delivery whose merge is "
+                                "unknown; only such a delivery is accepted on the operator's word")
+        for alias in unknown:
+            provider = self.provider(alias)
+            if not isinstance(provider, GitProvider):
+                continue
+            with provider.base.locked():
+                head = provider.base.fetch()
+            with self.state.status_lock(source_id):
+                current = self.state.load_run(source_id, run_id)
+                receipt = current["receipts"][alias].copy()
+                receipt.update({"status": "accepted", "acceptedCommit": head, "acceptedAt": iso(at),
+                                "mergedAs": {"commit": head, "how": "confirmed by the operator"}})
+                current["receipts"][alias] = receipt
+                self._after_check(source_id, current, alias, receipt, at=at)
+                self.state.save_run(source_id, current)
+        return self.state.load_run(source_id, run_id)
+
+    def reject_stuck(self, source_id: str, run_id: str, reason: str, *, at: float) -> Run:
+        """The operator rejects a judgment that cannot progress on its own: a delivery whose last attempt
+        failed (``delivering`` with an error, no directory publication under way), or a Git delivery
+        whose branch is gone unmatched (``upstream``). Its approved inputs are judged again."""
+        with self.state.status_lock(source_id):
+            run = self.state.load_run(source_id, run_id)
+            state = run["review"]["state"]
+            receipts = run["receipts"]
+            unknown = [a for a, r in receipts.items() if r.get("status") == WAITING and r.get("upstream")]
+            publishing = [a for a, r in receipts.items() if r.get("status") in ("publication-intent", "publishing")]
+            if state == "delivering" and (not run.get("error") or publishing):
+                raise RunStateError(f"judgment {run_id} is being delivered" + (
+                    f" and its publication to {', '.join(publishing)} must recover first" if publishing else
+                    "; retry it (j), and reject it if the delivery fails"))
+            if state not in ("delivering", "delivered") or (state == "delivered" and not unknown):
+                raise RunStateError(f"judgment {run_id} is {state}; it cannot be rejected")
+            status = self.state.status(source_id)
+            approved = set(run["review"].get("approved", []))
+            status["processed"] = [i for i in status["processed"] if i not in approved]
+            for alias in unknown:
+                receipt = receipts[alias].copy()
+                receipt.update({"status": "rejected", "rejectedAt": iso(at),
+                                "rejectedUpstream": f"the operator rejected it ({receipt.get('upstream')})"})
+                receipts[alias] = receipt
+                status["delivered"][f"{run_id}/{alias}"] = receipt
+            run["status"] = "rejected"
+            run["review"] = {**run["review"], "state": "rejected", "reason": reason, "rejectedAt": iso(at), "was": state}
+            run["history"].append({"status": "rejected", "at": iso(at)})
+            atomic_write_json(self.state.source_dir(source_id) / "status.json", status)
+            self.state.save_run(source_id, run)
+            return run
+
     def note_check_error(self, source_id: str, run_id: str, exc: OkfError) -> None:
         """Record that a merge check failed (the receipts stay as they were)."""
         self._delivery_error(source_id, run_id, exc, failed=False)

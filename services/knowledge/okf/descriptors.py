@@ -22,6 +22,7 @@ from pathlib import Path, PurePosixPath
 
 from ...files import CorruptFileError, read_json
 from .errors import OkfConfigError, OkfPathError
+from .git_urls import check_option_free, check_repository, remember, split_credentials
 from .shapes import DeclDoc
 from .tree import check_physical_dir, inside_git_worktree
 
@@ -34,6 +35,7 @@ __all__ = [
     "NodeDecl",
     "BaseDescriptor",
     "check_id",
+    "git_binding",
     "load_json_file",
     "parse_bindings",
     "load_bindings",
@@ -116,6 +118,19 @@ class GitBinding:
                 "acceptedBranch": self.accepted_branch, "pr": {"repository": self.pr_repository}}
 
 
+def git_binding(alias: str, base_id: str, repository: str, root: str, accepted_branch: str, pr_repository: str,
+                where: str) -> GitBinding:
+    """A checked ``GitBinding``: no value git could read as an option, an allowed transport, and the
+    repository without user information (its credentials kept in memory only: ``git_urls``)."""
+    check_repository(repository, f"{where}.repository")
+    check_option_free(root, f"{where}.root")
+    check_option_free(accepted_branch, f"{where}.acceptedBranch")
+    check_option_free(pr_repository, f"{where}.pr.repository")
+    public, credentials = split_credentials(repository)
+    remember(public, credentials)
+    return GitBinding(alias, base_id, public, root, accepted_branch, split_credentials(pr_repository)[0])
+
+
 @dataclass(frozen=True)
 class Bindings:
     """A loaded bindings file."""
@@ -174,7 +189,9 @@ def parse_bindings(data: object, file: Path, *, check_paths: bool = True) -> Bin
             texts = [v for v in fields if isinstance(v, str) and v]
             if len(texts) != len(fields):
                 raise OkfConfigError(f"{where}: bases.{alias} needs repository, root, acceptedBranch and pr.repository")
-            bases[alias] = GitBinding(alias, check_id(entry.get("id"), f"{where}: bases.{alias}.id"), *texts)
+            repository, root, accepted, pr_repository = texts
+            bases[alias] = git_binding(alias, check_id(entry.get("id"), f"{where}: bases.{alias}.id"), repository, root,
+                                       accepted, pr_repository, f"{where}: bases.{alias}")
         else:
             raise OkfConfigError(f"{where}: bases.{alias}.kind must be 'directory' or 'git'")
     bindings = Bindings(Path(file), Path(os.path.normpath(folder / state)), bases,

@@ -6,10 +6,22 @@ guarded by the cooperative lock ``<stateDir>/git/<alias>.lock``. Reading the acc
 fetches the accepted branch into ``refs/okf/accepted`` and reads the files under ``root`` at that
 commit (``ls-tree`` and ``cat-file``): nothing is checked out.
 
-Credentials are git's own: the repository URL is passed to ``git`` as the binding gives it, and
-HTTPS credential helpers, the SSH agent and ``~/.gitconfig`` apply as for any ``git fetch``.
-``GIT_TERMINAL_PROMPT=0`` keeps a missing credential from waiting on a prompt nobody sees; the
-workbench stores none. A failed command raises ``GitCommandError`` carrying git's own words.
+Credentials are git's own: the repository URL is passed to ``git`` without user information, and
+HTTPS credential helpers, the SSH agent and ``~/.gitconfig`` apply as for any ``git fetch`` (a URL
+bound with a token has it handed over from memory: ``git_urls``). ``GIT_TERMINAL_PROMPT=0`` keeps
+a missing credential from waiting on a prompt nobody sees; the workbench stores none. A failed
+command raises ``GitCommandError`` carrying git's own words, with user information taken out of
+any URL in them.
+
+No value reaches ``git`` as an option: every positional argument follows ``--`` (or
+``--end-of-options`` for the commands where ``--`` starts paths), object ids from the state dir are
+checked to be hexadecimal, and the binding's values were checked when it was bound
+(``git_urls``). ``run_git`` gives git a controlled environment: no inherited ``GIT_*`` variable
+that could redirect it to another repository, index, object store or configuration
+(``GIT_DIR``, ``GIT_INDEX_FILE``, ``GIT_CONFIG_PARAMETERS`` ...) reaches it, only the operator's
+own transport and identity settings (``KEPT_GIT_ENV``); transports other than ``file``, ``https``
+and ``ssh`` (``ext::``, remote helpers, ``git://``, ``http://``) are refused by
+``GIT_ALLOW_PROTOCOL``, and pathspecs are literal.
 
 A kill mid-fetch can leave git's ``*.lock`` files in the cache; the cache is written only under
 its lock, so any ``*.lock`` found while holding it is stale and ``GitBase.locked`` removes it.
@@ -29,11 +41,14 @@ from pathlib import Path
 
 from ...files import FileLock, json_deeper_than, name_problem
 from .descriptors import BaseDescriptor, GitBinding, parse_base_descriptor
+from ...text import redact_urls
 from .errors import OkfConfigError, OkfError, OkfPathError, RecoveryError
+from .git_urls import ALLOWED_PROTOCOLS, check_option_free, check_repository, credential_config
 from .tree import Tree
 
 __all__ = ["GitBase", "GitCommandError", "GIT_TIMEOUT_S", "ACCEPTED_REF", "git_available", "run_git",
-           "repository_locator", "descriptor_of", "seed_repository"]
+           "repository_locator", "descriptor_of", "seed_repository", "git_env", "object_id", "check_branch_name",
+           "KEPT_GIT_ENV"]
 
 GIT_TIMEOUT_S = 300.0
 """The longest one ``git`` command may run (a fetch or push over a slow network)."""
@@ -46,6 +61,15 @@ DESCRIPTOR_DEPTH = 16
 """How deep it may nest."""
 """How long a Git operation waits for another one on the same base."""
 _SCP_LIKE = re.compile(r"^[A-Za-z0-9._-]+@[^:/]+:")
+_OBJECT_ID = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+KEPT_GIT_ENV = ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM", "GIT_ASKPASS", "GIT_SSH",
+                "GIT_SSH_COMMAND", "GIT_SSH_VARIANT", "GIT_SSL_", "GIT_HTTP_", "GIT_AUTHOR_", "GIT_COMMITTER_")
+"""The inherited ``GIT_*`` variables git is given (names, or prefixes ending in ``_``): the operator's own
+configuration files, credentials, SSH, TLS, proxy and identity settings. Every other ``GIT_*`` is dropped."""
+_POLICY = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_ALLOW_PROTOCOL": ":".join(ALLOWED_PROTOCOLS),
+           "GIT_PROTOCOL_FROM_USER": "0", "GIT_LITERAL_PATHSPECS": "1", "GIT_NO_REPLACE_OBJECTS": "1"}
+_PROTOCOL_ARGS = ["-c", "protocol.allow=never", "-c", "protocol.ext.allow=never"] + [
+    arg for name in ALLOWED_PROTOCOLS for arg in ("-c", f"protocol.{name}.allow=always")]
 
 
 class GitCommandError(OkfError):
@@ -64,23 +88,62 @@ def git_available() -> bool:
 
 
 def git_words(proc: subprocess.CompletedProcess[bytes]) -> str:
-    """What git said on a failure: stderr then stdout, decoded, trimmed to 2,000 characters."""
+    """What git said on a failure: stderr then stdout, decoded, without URL user information,
+    trimmed to 2,000 characters."""
     words = (proc.stderr or b"").decode("utf-8", "replace").strip()
     out = (proc.stdout or b"").decode("utf-8", "replace").strip()
     text = "\n".join(part for part in (words, out) if part)
-    return text[:2000]
+    return redact_urls(text)[:2000]
+
+
+def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment git runs with: this process's, less every ``GIT_*`` not in ``KEPT_GIT_ENV``,
+    plus ``extra``, plus the fixed policy (no prompt, C locale, allowed transports, literal pathspecs)."""
+    def kept(name: str) -> bool:
+        return not name.startswith("GIT_") or any(
+            name.startswith(k) if k.endswith("_") else name == k for k in KEPT_GIT_ENV)
+
+    return {**{k: v for k, v in os.environ.items() if kept(k)}, **(extra or {}), **_POLICY}
+
+
+def object_id(value: object, what: str = "object id") -> str:
+    """``value`` when it is a full hexadecimal object id (as the state dir records them); else ``OkfError``."""
+    if not isinstance(value, str) or not _OBJECT_ID.match(value):
+        raise OkfError(f"{what} {str(value)[:80]!r} is not a git object id", code="E_RECOVERY")
+    return value
+
+
+def check_branch_name(name: str, what: str) -> str:
+    """``name`` when git accepts it as a branch name (``git check-ref-format --branch``); else
+    ``OkfConfigError`` with git's verdict.
+
+    ``--branch`` itself would expand ``@{-1}`` in whatever repository the process stands in, so the
+    same rule is applied as git applies it, without that expansion: a name starting with ``-`` and
+    ``HEAD`` are refused, and ``refs/heads/<name>`` must pass ``git check-ref-format``.
+    """
+    if name.startswith("-") or name == "HEAD":
+        raise OkfConfigError(f"{what}: git refuses {name!r} as a branch name (git check-ref-format --branch)")
+    proc = run_git(["check-ref-format", f"refs/heads/{name}"], check=False, what="git check-ref-format")
+    if proc.returncode != 0:
+        raise OkfConfigError(f"{what}: git refuses {name!r} as a branch name (git check-ref-format --branch "
+                             f"exits {proc.returncode}: a name may not hold '..', '@{{', a control character, "
+                             "space, ~ ^ : ? * [ or \\, nor end in '.', '/' or '.lock', nor have a part that "
+                             "starts with '.')")
+    return name
 
 
 def run_git(args: Sequence[str], *, cwd: Path | None = None, git_dir: Path | None = None, input: bytes | None = None,
-            env: Mapping[str, str] | None = None, check: bool = True, what: str = "git") -> subprocess.CompletedProcess[bytes]:
-    """Run ``git args`` (with ``--git-dir`` when given); ``GitCommandError`` with git's words when it fails."""
+            env: Mapping[str, str] | None = None, config: Sequence[str] = (), check: bool = True,
+            what: str = "git") -> subprocess.CompletedProcess[bytes]:
+    """Run ``git args`` (with ``--git-dir`` when given, ``config`` as ``-c`` arguments before the command) in
+    the controlled environment ``git_env(env)``; ``GitCommandError`` with git's words when it fails."""
     if not git_available():
         raise GitCommandError("git is not installed; Git custody needs the git command on PATH",
                               remedy="install git (Debian: apt-get install git), then retry")
-    command = ["git"] + ([f"--git-dir={git_dir}"] if git_dir is not None else []) + list(args)
-    full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", **(env or {})}
+    command = ["git", *_PROTOCOL_ARGS, *(config or ())] + ([f"--git-dir={git_dir}"] if git_dir is not None else [])
+    command += list(args)
     try:
-        proc = subprocess.run(command, cwd=cwd, input=input, capture_output=True, env=full_env,
+        proc = subprocess.run(command, cwd=cwd, input=input, capture_output=True, env=git_env(env),
                               timeout=GIT_TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired:
         raise GitCommandError(f"{what} did not finish within {GIT_TIMEOUT_S:.0f} s",
@@ -132,6 +195,8 @@ class GitBase:
     def __init__(self, binding: GitBinding, state_dir: Path, bindings_dir: Path) -> None:
         self.binding = binding
         self.alias = binding.alias
+        check_repository(binding.repository, f"base {binding.alias!r} repository")  # however the binding was made
+        check_option_free(binding.accepted_branch, f"base {binding.alias!r} acceptedBranch")
         self.repository = repository_locator(binding, bindings_dir)
         self.accepted_branch = binding.accepted_branch
         root = binding.root.strip("/")
@@ -149,6 +214,13 @@ class GitBase:
         """Run git on the cache."""
         return run_git(args, git_dir=self.cache, input=input, env=env, check=check, what=what)
 
+    def remote_git(self, *args: str, git_dir: bool = True, check: bool = True,
+                   what: str = "git") -> subprocess.CompletedProcess[bytes]:
+        """Run git on the cache (``git_dir``) for a command that reaches the repository: with the
+        credentials a URL was bound with, when this process keeps them (``git_urls``)."""
+        config, env = credential_config(self.binding.repository)
+        return run_git(args, git_dir=self.cache if git_dir else None, env=env, config=config, check=check, what=what)
+
     # -- the cache and its lock --------------------------------------------------------------------
 
     def ensure_cache(self) -> None:
@@ -159,7 +231,7 @@ class GitBase:
         if os.path.lexists(self.cache):  # a cache a kill left half made
             shutil.rmtree(self.cache)
         temp = Path(tempfile.mkdtemp(prefix=f".{self.alias}.", suffix=".tmp", dir=self.cache.parent))
-        run_git(["init", "--bare", "--quiet", str(temp)], what="git init")
+        run_git(["init", "--bare", "--quiet", "--", str(temp)], what="git init")
         os.replace(temp, self.cache)
 
     def clear_stale_locks(self) -> list[str]:
@@ -197,8 +269,8 @@ class GitBase:
     def fetch(self) -> str:
         """Fetch the accepted branch into ``ACCEPTED_REF``; its head (the caller holds the lock)."""
         try:
-            self.git("fetch", "--quiet", "--no-tags", "--no-write-fetch-head", self.repository,
-                     f"+refs/heads/{self.accepted_branch}:{ACCEPTED_REF}", what="git fetch")
+            self.remote_git("fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", self.repository,
+                            f"+refs/heads/{self.accepted_branch}:{ACCEPTED_REF}", what="git fetch")
         except GitCommandError as exc:
             raise GitCommandError(f"base {self.alias!r}: the accepted branch {self.accepted_branch!r} of "
                                   f"{self.repository} cannot be fetched: {exc.output or exc.detail}",
@@ -213,19 +285,19 @@ class GitBase:
 
     def rev(self, ref: str) -> str:
         """The commit ``ref`` names."""
-        return self.git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", what=f"git rev-parse {ref}") \
-            .stdout.decode().strip()
+        return self.git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}",
+                        what=f"git rev-parse {ref}").stdout.decode().strip()
 
     def has_ref(self, ref: str) -> str | None:
         """The commit ``ref`` names, or None when there is no such ref."""
-        proc = self.git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
+        proc = self.git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}", check=False)
         return proc.stdout.decode().strip() if proc.returncode == 0 else None
 
     def entries(self, commit: str) -> dict[str, tuple[str, str]]:
         """``{path under root: (mode, blob)}`` at ``commit``; links and submodules are refused."""
-        args = ["ls-tree", "-r", "-z", "--full-tree", commit]
+        args = ["ls-tree", "-r", "-z", "--full-tree", "--", commit]
         if self.prefix:
-            args += ["--", self.prefix.rstrip("/")]
+            args.append(self.prefix.rstrip("/"))
         out = self.git(*args, what="git ls-tree").stdout
         found = {}
         for record in out.split(b"\0"):
@@ -280,8 +352,8 @@ class GitBase:
     def remote_branch(self, branch: str) -> str | None:
         """The commit ``branch`` names on the repository, or None when it has no such branch."""
         try:
-            out = run_git(["ls-remote", "--heads", self.repository, f"refs/heads/{branch}"],
-                          what="git ls-remote").stdout.decode()
+            out = self.remote_git("ls-remote", "--heads", "--", self.repository, f"refs/heads/{branch}",
+                                  git_dir=False, what="git ls-remote").stdout.decode()
         except GitCommandError as exc:
             raise GitCommandError(f"base {self.alias!r}: {self.repository} cannot be reached: {exc.output or exc.detail}",
                                   output=exc.output, code="E_BASE_UNAVAILABLE",
@@ -302,7 +374,7 @@ def seed_repository(path: Path, files: Mapping[str, bytes], *, branch: str, mess
     if os.path.lexists(path):
         raise OkfPathError(f"{path} already exists")
     path.parent.mkdir(parents=True, exist_ok=True)
-    run_git(["init", "--quiet", "--bare", str(path)], what="git init")
+    run_git(["init", "--quiet", "--bare", "--", str(path)], what="git init")
     when = f"@{int(at)} +0000"
     identity = {"GIT_AUTHOR_NAME": "Sample team", "GIT_AUTHOR_EMAIL": "team@localhost", "GIT_AUTHOR_DATE": when,
                 "GIT_COMMITTER_NAME": "Sample team", "GIT_COMMITTER_EMAIL": "team@localhost", "GIT_COMMITTER_DATE": when}
@@ -319,8 +391,8 @@ def seed_repository(path: Path, files: Mapping[str, bytes], *, branch: str, mess
         tree = run_git(["write-tree"], git_dir=path, env=env).stdout.decode().strip()
     finally:
         Path(index).unlink(missing_ok=True)
-    commit = run_git(["commit-tree", "--no-gpg-sign", tree, "-m", message], git_dir=path,
+    commit = run_git(["commit-tree", "--no-gpg-sign", "-m", message, "--", tree], git_dir=path,
                      env=identity).stdout.decode().strip()
-    run_git(["update-ref", f"refs/heads/{branch}", commit], git_dir=path)
-    run_git(["symbolic-ref", "HEAD", f"refs/heads/{branch}"], git_dir=path)
+    run_git(["update-ref", "--", f"refs/heads/{branch}", commit], git_dir=path)
+    run_git(["symbolic-ref", "--", "HEAD", f"refs/heads/{branch}"], git_dir=path)
     return commit

@@ -35,17 +35,18 @@ from pathlib import Path
 
 from ...times import parse_time
 from ...clock import iso
+from ...text import redact_urls
 from .bundle import validate_tree
 from .delivery import RecoveryOutcome, SaveReceipt, StepHook
 from .errors import BaselineError, ConfirmError, OkfError, OkfPathError, RecoveryError
-from .git import GitBase
+from .git import GitBase, check_branch_name, object_id
 from .git_pr import PullRequests, how_to_review
 from .limits import PathLimits, rel_path_problem
 from .proposal import ProposalDelta, proposal_hash, read_proposal
 from .shapes import Proposal, Receipt
 from .tree import Tree, tree_digest
 
-__all__ = ["GitProvider", "AUTHOR_NAME", "AUTHOR_EMAIL", "IN_FLIGHT", "branch_name"]
+__all__ = ["GitProvider", "AUTHOR_NAME", "AUTHOR_EMAIL", "IN_FLIGHT", "branch_name", "SAMPLE_RUN_ID"]
 
 AUTHOR_NAME = "OKF harvest"
 """Who the proposal commits are authored and committed by."""
@@ -55,6 +56,10 @@ IN_FLIGHT = ("commit-intent", "committed", "push-intent", "push-unknown", "pushe
 """Git receipt statuses of a delivery that started and has not finished (resumed at the next open)."""
 _ZERO = "0" * 40
 _REFUSED = ("[rejected]", "[remote rejected]", "permission", "denied", "protected", "hook declined", "forbidden")
+
+
+SAMPLE_RUN_ID = "00000000-0000-4000-8000-000000000000"
+"""A run id shaped like every run's (a UUID), to check the proposal branches a base id makes."""
 
 
 def branch_name(run_id: str, attempt: int, base_id: str) -> str:
@@ -86,7 +91,7 @@ class GitProvider:
 
     def is_refusal(self, exc: OkfError) -> bool:
         """True when the delivery is refused for good (the judgment failed), not merely interrupted."""
-        return exc.code in ("E_BASELINE", "E_PATH", "E_CONFIRM", "E_PR") and not isinstance(exc, RecoveryError)
+        return exc.code in ("E_BASELINE", "E_PATH", "E_CONFIRM", "E_PR", "E_CONFIG") and not isinstance(exc, RecoveryError)
 
     def recover(self, complete: Callable[[RecoveryOutcome], None], *, at: float) -> RecoveryOutcome | None:
         """Nothing to recover in the base itself: an interrupted Git delivery resumes from its receipt."""
@@ -128,9 +133,9 @@ class GitProvider:
         self._step("fetched")
         current = self.base.read_tree(head)
         self._target(delta, current, head)
-        base_id = self.base.binding.id
+        branch = check_branch_name(branch_name(run_id, attempt, self.base.binding.id), f"base {self.alias!r}")
         receipt.update({"status": "commit-intent", "proposal": str(proposal_file), "proposalHash": proposal_hash(proposal),
-                        "branch": branch_name(run_id, attempt, base_id), "baseHead": head, "commitAt": iso(int(at)),
+                        "branch": branch, "baseHead": head, "commitAt": iso(int(at)),
                         "rebased": tree_digest(current) != delta.before_digest})
         receipt.pop("error", None)
         save(receipt)
@@ -169,11 +174,12 @@ class GitProvider:
             current = self.base.read_tree(head)
             self._target(delta, current, head)
             commit = self._commit_tree(delta, head, run_id, str(receipt["commitAt"]))
-            self.base.git("update-ref", ref, commit, _ZERO, what="git update-ref")
+            self.base.git("update-ref", "--", ref, commit, _ZERO, what="git update-ref")
             self._step("commit-made")
         expected = sorted(self.base.prefix + p for p in delta.changed)
-        changed = self.base.git("diff-tree", "-r", "--no-renames", "--name-only", "-z", str(receipt["baseHead"]),
-                                commit, what="git diff-tree").stdout.decode("utf-8", "surrogateescape").split("\0")
+        changed = self.base.git("diff-tree", "-r", "--no-renames", "--name-only", "-z", "--end-of-options",
+                                object_id(receipt["baseHead"], "baseHead"), object_id(commit, "commit"),
+                                what="git diff-tree").stdout.decode("utf-8", "surrogateescape").split("\0")
         if sorted(p for p in changed if p) != expected:
             raise ConfirmError(f"base {self.alias!r}: the proposal commit {commit[:12]} does not change exactly the "
                                "proposal's files; nothing was pushed", remedy="rejudge this judgment")
@@ -199,7 +205,7 @@ class GitProvider:
         os.unlink(index)
         try:
             env = {"GIT_INDEX_FILE": index}
-            self.base.git("read-tree", head, env=env, what="git read-tree")
+            self.base.git("read-tree", "--", object_id(head, "baseHead"), env=env, what="git read-tree")
             self.base.git("update-index", "--index-info", input="".join(lines).encode("utf-8", "surrogateescape"),
                           env=env, what="git update-index")
             tree = self.base.git("write-tree", env=env, what="git write-tree").stdout.decode().strip()
@@ -208,8 +214,9 @@ class GitProvider:
         when = f"@{int(parse_time(commit_at))} +0000"
         identity = {"GIT_AUTHOR_NAME": AUTHOR_NAME, "GIT_AUTHOR_EMAIL": AUTHOR_EMAIL, "GIT_AUTHOR_DATE": when,
                     "GIT_COMMITTER_NAME": AUTHOR_NAME, "GIT_COMMITTER_EMAIL": AUTHOR_EMAIL, "GIT_COMMITTER_DATE": when}
-        return self.base.git("commit-tree", "--no-gpg-sign", tree, "-p", head, "-m", f"okf-harvest: {run_id}",
-                             env=identity, what="git commit-tree").stdout.decode().strip()
+        return self.base.git("commit-tree", "--no-gpg-sign", "-p", object_id(head, "baseHead"), "-m",
+                             f"okf-harvest: {run_id}", "--", object_id(tree, "tree"), env=identity,
+                             what="git commit-tree").stdout.decode().strip()
 
     def _push(self, receipt: Receipt, save: SaveReceipt) -> None:
         """Push the commit to the new branch only (no force); a landed earlier push is not repeated."""
@@ -218,8 +225,9 @@ class GitProvider:
             raise OkfError(f"base {self.alias!r}: refusing to push to the accepted branch {branch!r}", code="E_PR")
         there = self.base.remote_branch(branch)
         if there is None:
-            proc = self.base.git("push", "--porcelain", self.base.repository,
-                                 f"{commit}:refs/heads/{branch}", check=False, what="git push")
+            proc = self.base.remote_git("push", "--porcelain", "--", self.base.repository,
+                                        f"{object_id(commit, 'commit')}:refs/heads/{branch}", check=False,
+                                        what="git push")
             if proc.returncode != 0:
                 words = _git_words(proc.stderr, proc.stdout)
                 if self.base.remote_branch(branch) != commit:
@@ -267,5 +275,5 @@ class GitProvider:
 def _git_words(stderr: bytes | None, stdout: bytes | None) -> str:
     lines = [line for line in ((stderr or b"") + b"\n" + (stdout or b"")).decode("utf-8", "replace").splitlines()
              if line.strip() and not line.startswith(("To ", "Done"))]
-    return "\n".join(lines)[:2000]
+    return redact_urls("\n".join(lines))[:2000]
 

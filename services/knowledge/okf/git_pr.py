@@ -7,6 +7,11 @@
 ``view`` reads its state. Otherwise the pushed branch is the proposal and ``how_to_review`` says how
 to open the review by hand. There is no fork routing: head and base are branches of one repository.
 ``gh`` keeps its own credentials; the workbench passes none.
+
+No value reaches ``gh`` as an option: every flag's value is written ``--flag=value`` (one argument,
+whatever the value starts with), the pull request named to ``gh pr view`` follows ``--``, and ``gh``
+runs without inherited ``GH_REPO``/``GH_HOST`` variables that would point it elsewhere; what
+``gh`` prints on a failure has URL user information taken out.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import shutil
 import subprocess
 from collections.abc import Mapping
 
+from ...text import redact_urls
 from .errors import OkfError
 from .shapes import PullRequest
 
@@ -27,6 +33,9 @@ PR_FIELDS = "number,url,state,headRefOid,baseRefName,headRefName,mergedAt,mergeC
 """The pull-request fields a receipt records (OKF's ``pr``)."""
 GH_TIMEOUT_S = 120.0
 """The longest one ``gh`` command may run."""
+_REDIRECTING_ENV = frozenset({"GH_REPO", "GH_HOST"})
+"""Inherited variables that would send ``gh`` to another repository or host (``pr.repository`` names a
+github.com repository); ``gh`` runs without them, with its own configuration and credentials."""
 _OWNER_NAME = re.compile(r"^(?:(?:https?://)?(?:www\.)?github\.com/)?([A-Za-z0-9][A-Za-z0-9-]{0,38})/([A-Za-z0-9._-]{1,100}?)(?:\.git)?/?$")
 
 
@@ -62,14 +71,16 @@ class PullRequests:
         self.repository = github_repository(pr_repository)
 
     def _gh(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "GH_PROMPT_DISABLED": "1", "NO_COLOR": "1"}
+        env = {**{k: v for k, v in os.environ.items() if k not in _REDIRECTING_ENV}, "GH_PROMPT_DISABLED": "1",
+               "NO_COLOR": "1"}
         try:
             proc = subprocess.run(["gh", *args], capture_output=True, text=True, env=env, timeout=GH_TIMEOUT_S,
                                   check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            raise OkfError(f"gh {args[0]} {args[1] if len(args) > 1 else ''} failed: {exc}", code="E_PR") from None
+            raise OkfError(redact_urls(f"gh {args[0]} {args[1] if len(args) > 1 else ''} failed: {exc}"),
+                           code="E_PR") from None
         if check and proc.returncode != 0:
-            words = (proc.stderr.strip() or proc.stdout.strip())[:2000]
+            words = redact_urls(proc.stderr.strip() or proc.stdout.strip())[:2000]
             raise OkfError(f"gh {' '.join(args[:2])} failed: {words or f'exit {proc.returncode}'}", code="E_PR")
         return proc
 
@@ -77,12 +88,12 @@ class PullRequests:
         """A GitHub repository, ``gh`` installed and signed in."""
         if self.repository is None or shutil.which("gh") is None:
             return False
-        return self._gh("auth", "status", "--hostname", "github.com", check=False).returncode == 0
+        return self._gh("auth", "status", "--hostname=github.com", check=False).returncode == 0
 
     def find(self, branch: str) -> PullRequest | None:
         """The PR (any state) whose head is ``branch``, or None."""
-        proc = self._gh("pr", "list", "--repo", str(self.repository), "--head", branch, "--state", "all",
-                        "--json", PR_FIELDS, "--limit", "1")
+        proc = self._gh("pr", "list", f"--repo={self.repository}", f"--head={branch}", "--state=all",
+                        f"--json={PR_FIELDS}", "--limit=1")
         try:
             found = json.loads(proc.stdout or "[]")
         except ValueError:
@@ -94,8 +105,8 @@ class PullRequests:
         existing = self.find(branch)
         if existing is not None:
             return existing
-        self._gh("pr", "create", "--repo", str(self.repository), "--base", accepted_branch, "--head", branch,
-                 "--title", title, "--body", body)
+        self._gh("pr", "create", f"--repo={self.repository}", f"--base={accepted_branch}", f"--head={branch}",
+                 f"--title={title}", f"--body={body}")
         created = self.find(branch)
         if created is None:
             raise OkfError(f"gh pr create reported success but no PR for {branch} is listed", code="E_PR")
@@ -103,8 +114,8 @@ class PullRequests:
 
     def view(self, pr: PullRequest) -> PullRequest:
         """The PR's current state."""
-        proc = self._gh("pr", "view", str(pr.get("number") or pr.get("url")), "--repo", str(self.repository),
-                        "--json", PR_FIELDS)
+        proc = self._gh("pr", "view", f"--repo={self.repository}", f"--json={PR_FIELDS}", "--",
+                        str(pr.get("number") or pr.get("url")))
         try:
             return _pr_of(json.loads(proc.stdout))
         except (ValueError, AttributeError):

@@ -36,9 +36,10 @@ from .bases import DirectoryBase, init_directory_base, init_git_proposal
 from .capture import CaptureReport, capture_notes, capture_record
 from .delivery import RecoveryOutcome, describe
 from .descriptors import (BaseDescriptor, Bindings, DirectoryBinding, GitBinding, NodeDecl, SoulDecl, binding_path_problems,
-                          check_id, load_bindings, load_soul)
+                          check_id, git_binding, load_bindings, load_soul)
 from .errors import OkfConfigError, OkfError, OkfPathError, SourceError
-from .git import GitBase
+from .git import GitBase, check_branch_name
+from .git_delivery import SAMPLE_RUN_ID, branch_name
 from .git_acceptance import POLL_INTERVAL_S
 from .health import BINDINGS_LOCK, base_blocked, binding_unusable, capture_notices, check_bases, sweep_leftovers
 from .home import InstanceHome, publish_view
@@ -276,14 +277,24 @@ class Harvest:
 
     async def bind_git_base(self, alias: str, *, repository: str, root: str, accepted_branch: str,
                             pr_repository: str, base_id: str | None = None) -> BaseDescriptor:
-        """Bind a Git base whose accepted branch already holds it at ``root`` (fetched and checked first)."""
+        """Bind a Git base whose accepted branch already holds it at ``root`` (fetched and checked first).
+
+        Refused before any fetch: a value git could read as an option or a transport other than
+        https, ssh or a local repository (``git_urls``), and an accepted branch or a base id that
+        makes a branch name git refuses (``git check-ref-format --branch``), so no judgment into
+        the base can be left undeliverable. A repository URL with user information is bound and
+        shown without it; its credentials stay in this process's memory (``git_urls``).
+        """
         check_id(alias, "base alias")
         if alias in self.bindings.bases:
             raise OkfConfigError(f"base alias {alias!r} is already bound")
-        binding = GitBinding(alias, check_id(base_id or alias, "base id"), repository, root, accepted_branch,
-                             pr_repository)
+        binding = git_binding(alias, check_id(base_id or alias, "base id"), repository, root, accepted_branch,
+                              pr_repository, f"base {alias!r}")
 
         def work() -> BaseDescriptor:
+            check_branch_name(binding.accepted_branch, f"base {alias!r} acceptedBranch")
+            check_branch_name(branch_name(SAMPLE_RUN_ID, 1, binding.id),
+                              f"base {alias!r} id {binding.id!r} (its proposal branches are okf/<run>-<id>)")
             with FileLock(self.root / BINDINGS_LOCK):
                 descriptor = GitBase(binding, self.bindings.state_dir, self.bindings.file.parent).descriptor()
                 bases = {**self.bindings.bases, alias: binding}
@@ -294,7 +305,7 @@ class Harvest:
                 return descriptor
 
         descriptor = await asyncio.to_thread(work)
-        self._emit("base.bound", alias, repository=repository)
+        self._emit("base.bound", alias, repository=binding.repository)
         return descriptor
 
     def _rebind(self, bindings: Bindings) -> None:
@@ -492,9 +503,19 @@ class Harvest:
         return item
 
     async def reject(self, judgment_id: str, reason: str) -> JudgmentItem:
-        """Reject a judgment with a reason; its inputs stay for ``rejudge``."""
+        """Reject a judgment with a reason; its inputs stay for ``rejudge``.
+
+        Also a judgment that cannot progress: a delivery whose last attempt failed, or a Git
+        delivery whose branch is gone with no matching merge found (``RunBook.reject_stuck``).
+        """
         source_id = await asyncio.to_thread(self.state.find_run, judgment_id)
         run = await asyncio.to_thread(self.runs.reject, source_id, judgment_id, reason, at=self.clock.time())
+        return self._announce(run, source_id)
+
+    async def confirm_merged(self, judgment_id: str) -> JudgmentItem:
+        """Accept, on the operator's word, a Git delivery whose branch is gone with no matching merge found."""
+        source_id = await asyncio.to_thread(self.state.find_run, judgment_id)
+        run = await asyncio.to_thread(self.runs.confirm_merged, source_id, judgment_id, at=self.clock.time())
         return self._announce(run, source_id)
 
     async def rejudge(self, judgment_id: str) -> JudgmentItem:

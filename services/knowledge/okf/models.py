@@ -52,6 +52,8 @@ class GitDelivery:
     """The accepted head that showed the merge."""
     rejected: str | None
     """Why it was rejected upstream."""
+    upstream: str | None = None
+    """What is known when the branch is gone and no matching merge was found (the operator decides)."""
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,7 @@ def git_delivery(alias: str, receipt: Receipt) -> GitDelivery:
     return GitDelivery(alias=alias, status=str(receipt.get("status", "")), branch=text(receipt.get("branch")),
                        commit=text(receipt.get("commit")), pr_url=text(pr.get("url")), pr_state=text(pr.get("state")),
                        review=text(receipt.get("review")), accepted_commit=text(receipt.get("acceptedCommit")),
-                       rejected=text(receipt.get("rejectedUpstream")))
+                       rejected=text(receipt.get("rejectedUpstream")), upstream=text(receipt.get("upstream")))
 
 
 def _input_view(state: StateDir, source_id: str, input_id: str) -> tuple[str, str, str]:

@@ -393,9 +393,14 @@ class RunBook(DeliveryBook):
         return run
 
     def reject(self, source_id: str, run_id: str, reason: str, *, at: float) -> Run:
-        """Record the operator's rejection; inputs stay for ``rejudge``."""
+        """Record the operator's rejection; inputs stay for ``rejudge``.
+
+        Pending, invalid and failed judgments, and one that cannot progress (``reject_stuck``).
+        """
         if not reason or not reason.strip():
             raise RunStateError("a rejection needs a reason")
+        if self.state.load_run(source_id, run_id)["review"]["state"] in ("delivering", "delivered"):
+            return self.reject_stuck(source_id, run_id, reason.strip(), at=at)
         with self.state.editing_run(source_id, run_id) as run:
             state = run["review"]["state"]
             if state not in ("pending", "invalid", "failed"):

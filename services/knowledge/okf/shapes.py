@@ -154,6 +154,8 @@ class Receipt(TypedDict, total=False):
     acceptedCommit: str
     mergedAs: MergedAs
     rejectedUpstream: str
+    upstream: str
+    """What is known when the proposal branch is gone and no matching merge was found."""
     rejectedAt: str
 
 

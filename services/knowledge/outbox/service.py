@@ -30,7 +30,7 @@ import httpx
 from services.changes import ChangeFeed
 from services.clock import Clock
 from services.files import AsyncFileLock
-from services.text import repair_text, text_problem
+from services.text import public_url, repair_text, text_problem
 
 from .delivery import DeliveryEngine, DeliveryResult, StepHook
 from .forks import ForkPlanner
@@ -88,7 +88,7 @@ class MemoryOutbox:
         self.embedded = fake_honcho is not None and served_at is None
         """Whether memory goes to the in-process fake only (the default, not worth a header note)."""
         self.destination = "embedded fake Honcho" if self.embedded else (
-            f"{served_at or client.base_url} (workspace {settings.workspace_id})")
+            f"{public_url(served_at or client.base_url)} (workspace {settings.workspace_id})")
         """Where memory goes, in a few words (the header shows it)."""
         self.unreachable: str | None = None
         """Why the memory service could not be reached (or refused the key) at the newest sweep

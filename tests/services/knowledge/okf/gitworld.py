@@ -145,9 +145,15 @@ def stand_in_gh(folder: Path, *, signed_in: bool = True) -> Path:
 import json, sys
 from pathlib import Path
 here = Path({str(folder)!r})
-args = sys.argv[1:]
+raw = sys.argv[1:]
+args = []
+for arg in raw:  # gh takes --flag=value and --flag value alike; record the second form
+    if arg.startswith("--") and "=" in arg:
+        args.extend(arg.split("=", 1))
+    elif arg != "--":
+        args.append(arg)
 with open(here / "gh-calls.jsonl", "a") as f:
-    f.write(json.dumps(args) + "\\n")
+    f.write(json.dumps(raw) + "\\n")
 prs_file = here / "gh-prs.json"
 prs = json.loads(prs_file.read_text()) if prs_file.exists() else []
 if args[:2] == ["auth", "status"]:
@@ -168,7 +174,7 @@ if args[:2] == ["pr", "create"]:
     print(pr["url"])
     sys.exit(0)
 if args[:2] == ["pr", "view"]:
-    wanted = args[2]
+    wanted = args[-1]
     print(json.dumps(next(p for p in prs if str(p["number"]) == wanted or p["url"] == wanted)))
     sys.exit(0)
 print("unexpected gh call", args, file=sys.stderr)
@@ -182,6 +188,16 @@ def gh_calls(folder: Path) -> list[list[str]]:
     """Every argv the stand-in ``gh`` was called with."""
     file = folder / "gh-calls.jsonl"
     return [json.loads(line) for line in file.read_text().splitlines()] if file.exists() else []
+
+
+def gh_flag(call: list[str], name: str) -> str:
+    """The value of ``--name`` in one recorded ``gh`` argv (written ``--name=value`` or ``--name value``)."""
+    for i, arg in enumerate(call):
+        if arg.startswith(f"{name}="):
+            return arg.split("=", 1)[1]
+        if arg == name:
+            return call[i + 1]
+    raise AssertionError(f"{name} not in {call}")
 
 
 def set_pr_state(folder: Path, state: str) -> None:

@@ -12,7 +12,7 @@ from services.clock import FakeClock
 from services.knowledge.okf import Harvest, LocalJudgeClient, OkfError
 from services.knowledge.okf.git_delivery import AUTHOR_EMAIL, AUTHOR_NAME
 
-from .gitworld import (DECISION, LIMIT, SOUL, GitWorld, bind_project, gh_calls, git, hermetic_git, make_git_world,
+from .gitworld import (DECISION, LIMIT, SOUL, GitWorld, bind_project, gh_calls, gh_flag, git, hermetic_git, make_git_world,
                        set_pr_state, stand_in_gh)
 
 pytestmark = pytest.mark.skipif(__import__("shutil").which("git") is None, reason="git is not installed")
@@ -131,12 +131,17 @@ async def test_a_push_the_remote_refuses_fails_with_gits_own_words(gitworld: Git
     await harvest.close()
 
 
-async def test_a_deleted_branch_is_rejected_upstream_and_its_inputs_can_be_judged_again(gitworld: GitWorld, tmp_path: Path) -> None:
+async def test_a_deleted_branch_is_reported_as_unknown_and_the_operator_rejects_it(gitworld: GitWorld, tmp_path: Path) -> None:
     harvest, source_id, run_id = await pending_judgment(tmp_path, gitworld)
     await harvest.approve(run_id)
     gitworld.delete_branch(receipt(harvest, source_id, run_id)["branch"])
     [item] = await harvest.recheck()
-    assert item.state == "rejected" and "deleted without merge" in (item.reason or "")
+    assert item.state == "delivered" and receipt(harvest, source_id, run_id)["status"] == "delivered"
+    [g] = item.git
+    assert "is gone from the repository" in (g.upstream or "") and "no commit on main" in (g.upstream or "")
+    assert "merged it with edits, or deleted it without merge" in (g.upstream or "")
+    item = await harvest.reject(run_id, "the reviewer deleted it")
+    assert item.state == "rejected" and item.reason == "the reviewer deleted it"
     assert receipt(harvest, source_id, run_id)["status"] == "rejected"
     assert harvest.state.status(source_id)["processed"] == []
     again = await harvest.rejudge(run_id)
@@ -144,6 +149,39 @@ async def test_a_deleted_branch_is_rejected_upstream_and_its_inputs_can_be_judge
     item = await harvest.approve(run_id)
     assert item.state == "delivered"
     assert receipt(harvest, source_id, run_id)["branch"] == f"okf/{run_id}-a2-project-knowledge"
+    await harvest.close()
+
+
+async def test_a_squash_with_edits_then_deletion_is_unknown_until_the_operator_accepts_it(gitworld: GitWorld,
+                                                                                         tmp_path: Path) -> None:
+    harvest, source_id, run_id = await pending_judgment(tmp_path, gitworld)
+    await harvest.approve(run_id)
+    r = receipt(harvest, source_id, run_id)
+    proposal = json.loads(Path(r["proposal"]).read_text())
+    concept = next(p for p in proposal["changed"] if "/decisions/" in p)
+    rv = gitworld.reviewer
+    git(rv, "fetch", "--quiet", "origin")
+    git(rv, "checkout", "--quiet", "main")
+    git(rv, "reset", "--quiet", "--hard", "origin/main")
+    git(rv, "merge", "--quiet", "--squash", f"origin/{r['branch']}")
+    target = rv / "knowledge" / concept
+    target.write_text(target.read_text() + "\nReviewer's clarification.\n")
+    git(rv, "add", ".")
+    git(rv, "commit", "--quiet", "-m", "Squashed with edits")
+    git(rv, "push", "--quiet", "origin", "main")
+    gitworld.delete_branch(r["branch"])
+    [item] = await harvest.recheck()
+    assert item.state == "delivered" and item.git[0].upstream  # not asserted rejected: unknown
+    assert harvest.state.status(source_id)["processed"]  # nothing taken back before the operator decides
+    assert await harvest.recheck() == []  # checking again changes nothing
+    head = gitworld.remote_head()
+    item = await harvest.confirm_merged(run_id)
+    r = receipt(harvest, source_id, run_id)
+    assert item.state == "approved" and r["status"] == "accepted" and r["acceptedCommit"] == head
+    assert r["mergedAs"] == {"commit": head, "how": "confirmed by the operator"}
+    assert f"{run_id}/project" in harvest.state.status(source_id)["accepted"]
+    with pytest.raises(OkfError):
+        await harvest.confirm_merged(run_id)
     await harvest.close()
 
 
@@ -160,9 +198,9 @@ async def test_gh_opens_a_same_repository_pr_once_and_a_closed_pr_is_rejected(gi
     creates = [c for c in gh_calls(bin_dir) if c[:2] == ["pr", "create"]]
     assert len(creates) == 1
     create = creates[0]
-    assert create[create.index("--repo") + 1] == "example/project"
-    assert create[create.index("--head") + 1] == r["branch"] and create[create.index("--base") + 1] == "main"
-    assert "promote" in create[create.index("--body") + 1]
+    assert gh_flag(create, "--repo") == "example/project"
+    assert gh_flag(create, "--head") == r["branch"] and gh_flag(create, "--base") == "main"
+    assert "promote" in gh_flag(create, "--body")
     assert not any("--fork" in c or "--force" in c for call in gh_calls(bin_dir) for c in call)
     set_pr_state(bin_dir, "CLOSED")
     [item] = await harvest.recheck()
