@@ -19,7 +19,8 @@ from .errors import (AmbiguousNameError, DocumentInvalidError, NameRefusedError,
                      OwnerInUseError, StaleRevisionError)
 from .events import add_edge, ensure_watch, publish_event
 from .models import DocumentRow, EdgeRow, LinkRow, ObjectRow, RevisionRow, WatchRow
-from .names import DOCUMENT_KINDS, PRIVACY_LEVELS, ReaderView, check_path, link_targets
+from .names import (DOCUMENT_KINDS, NODE_LIFECYCLES, NODE_MODES, PRIVACY_LEVELS, ReaderView, check_node_kind, check_path,
+                    link_targets)
 from .objects import Tx, create_object, find_object, get_row, owner_handle, owner_ref, summary_of
 from .search import index_object, unindex_object
 from .views import DocumentView, RevisionView, Rule
@@ -27,7 +28,9 @@ from .views import DocumentView, RevisionView, Rule
 __all__ = [
     "RULE_EVENTS",
     "DELIVER_LEVELS",
+    "IF_FIELDS",
     "check_rules",
+    "condition_problem",
     "check_preview",
     "write_document",
     "edit_document",
@@ -43,6 +46,8 @@ __all__ = [
 RULE_EVENTS = ("boot", "file-read", "command", "workspace-open", "spawn")
 DELIVER_LEVELS = ("content", "preview", "name")
 _RULE_KEYS = {"on", "at", "deliver", "if", "match"}
+IF_FIELDS: dict[str, tuple[str, ...]] = {"kind": (), "mode": NODE_MODES, "lifecycle": NODE_LIFECYCLES}
+"""The node facts a rule's ``if`` may test, with the values each may hold (``kind``: any valid kind name)."""
 
 
 def check_preview(preview: object, name: str) -> str:
@@ -52,6 +57,46 @@ def check_preview(preview: object, name: str) -> str:
     if "\n" in preview.strip() or "\r" in preview:
         raise DocumentInvalidError(f"the preview of {name!r} must be one line")
     return preview.strip()
+
+
+def _value_problem(field: str, value: object) -> str | None:
+    if not isinstance(value, str):
+        return f"'if' {field} must be a text value or a list of them, not {type(value).__name__} {value!r}"
+    if field == "kind":
+        try:
+            check_node_kind(value)
+        except NameRefusedError:
+            return f"'if' kind {value!r} is not a valid kind name"
+        return None
+    allowed = IF_FIELDS[field]
+    if value not in allowed:
+        return f"'if' {field} {value!r} must be one of {', '.join(allowed)}"
+    return None
+
+
+def condition_problem(cond: object) -> str | None:
+    """What is wrong with a rule's ``if``, or None when it is absent or well formed: a mapping of
+    ``kind``, ``mode`` or ``lifecycle`` to one text value or a non-empty list of them, each a valid
+    kind name or one of the field's values (a malformed ``if`` would never match any node)."""
+    if cond is None:
+        return None
+    if not isinstance(cond, dict):
+        return f"'if' must map kind, mode or lifecycle to values, not {type(cond).__name__} {cond!r}"
+    for field, wanted in cond.items():
+        if field not in IF_FIELDS:
+            return f"'if' has the unknown field {field!r} (known: {', '.join(IF_FIELDS)})"
+        if isinstance(wanted, list):
+            if not wanted:
+                return f"'if' {field} is an empty list, which no node matches"
+            for value in wanted:
+                problem = _value_problem(field, value)
+                if problem is not None:
+                    return problem
+        else:
+            problem = _value_problem(field, wanted)
+            if problem is not None:
+                return problem
+    return None
 
 
 def check_rules(rules: object, name: str) -> list[Rule]:
@@ -74,9 +119,9 @@ def check_rules(rules: object, name: str) -> list[Rule]:
         level = rule.get("deliver", rule.get("at", "preview"))
         if level not in DELIVER_LEVELS:
             raise DocumentInvalidError(f"rule {i + 1} of {name!r}: the delivery level must be one of {', '.join(DELIVER_LEVELS)}")
-        cond = rule.get("if")
-        if cond is not None and (not isinstance(cond, dict) or not all(isinstance(k, str) for k in cond)):
-            raise DocumentInvalidError(f"rule {i + 1} of {name!r}: 'if' must map fields to values")
+        problem = condition_problem(rule.get("if"))
+        if problem is not None:
+            raise DocumentInvalidError(f"rule {i + 1} of {name!r}: {problem}")
         out.append(cast(Rule, dict(rule)))  # its keys and values were checked above
     return out
 

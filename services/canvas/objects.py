@@ -27,7 +27,7 @@ from sqlmodel import Session, col
 from services.changes import Change
 
 from . import counters
-from .eligibility import OPERATOR, Access, access_for
+from .eligibility import OPERATOR, Access, access_for, settle_view
 from .errors import AmbiguousNameError, ObjectNotFoundError
 from .models import EdgeRow, ObjectRow
 from .name_index import CANDIDATES, ascii_lower, fts_phrase, has_name_index
@@ -72,8 +72,9 @@ class Tx:
     now: float
     changes: list[Change] = field(default_factory=list)
 
-    def change(self, kind: str, id: str, **data: object) -> None:
-        """Queue a ``Change`` from source ``canvas`` for after the commit."""
+    def change(self, kind: str, id: str, /, **data: object) -> None:
+        """Queue a ``Change`` from source ``canvas`` for after the commit. ``kind`` and ``id`` are
+        positional only, so ``data`` may hold fields of those names (a node's changed ``kind``)."""
         self.changes.append(Change("canvas", kind, id, data))
 
 
@@ -247,7 +248,7 @@ def find_object(session: Session, ref: str, view: ReaderView | None = None) -> O
         found = _one(session, ref, list(session.execute(stmt.limit(_MAX_CANDIDATES)).scalars().all()))
         if found is not None:
             return found
-    order = (view or ReaderView()).owner_ids()
+    order = (settle_view(session, view) if view is not None else ReaderView()).owner_ids()
     docs = session.execute(select(ObjectRow).where(
         ObjectRow.type == "document", ObjectRow.name == ref, ObjectRow.owner_id.in_(order)
     )).scalars().all()
@@ -282,15 +283,34 @@ def create_object(tx: Tx, *, type: str, name: str, owner_id: str | None, id: str
     return row
 
 
+def live_owner(session: Session, type_: str, handle: str) -> ObjectRow | None:
+    """The owner of ``type_`` that holds ``handle`` now, or None. An owner's id (``<type>:<handle>``
+    when it was made) stays when it is renamed, so the id alone does not say who holds a name."""
+    row = get_row(session, owner_id(type_, handle))
+    if row is not None and row.type == type_ and row.handle == handle:
+        return row
+    return session.execute(select(ObjectRow).where(ObjectRow.type == type_, ObjectRow.handle == handle)
+                           .order_by(ObjectRow.pk).limit(1)).scalar_one_or_none()
+
+
+def free_owner_id(session: Session, type_: str, handle: str) -> str:
+    """The id for a new owner ``<type>:<handle>``: that, unless an owner renamed away from
+    ``handle`` still has it as its id; then ``<type>:<handle>.<hex>``."""
+    wanted = owner_id(type_, handle)
+    while get_row(session, wanted) is not None:
+        wanted = f"{owner_id(type_, handle)}.{secrets.token_hex(3)}"
+    return wanted
+
+
 def ensure_owner(tx: Tx, type_: str, handle: str, *, name: str | None = None) -> ObjectRow:
-    """The owner object ``<type>:<handle>``, created if missing."""
+    """The owner object ``<type>:<handle>`` (the owner holding that handle now), created if missing."""
     if type_ not in OWNER_TYPES:
         raise ObjectNotFoundError(f"{type_!r} is not an owner type (one of {', '.join(OWNER_TYPES)})")
     check_handle(handle, f"{type_} handle")
-    row = get_row(tx.session, owner_id(type_, handle))
+    row = live_owner(tx.session, type_, handle)
     if row is None:
         row = create_object(tx, type=type_, name=name or handle, owner_id=None,
-                            id=owner_id(type_, handle), handle=handle)
+                            id=free_owner_id(tx.session, type_, handle), handle=handle)
     return row
 
 

@@ -481,11 +481,12 @@ class Canvas:
             return _nodes.node_view(tx.session, row)
         return await self._write(run)
 
-    async def configure_node(self, ref: str, *, actor: str | None = None, **fields: str | None) -> NodeView:
-        """Change kind, mode, lifecycle, profile, status, activity, outcome or name; publishes ``configured``."""
+    async def configure_node(self, ref: str, /, *, actor: str | None = None, **fields: str | None) -> NodeView:
+        """Change kind, mode, lifecycle, profile, status, activity, outcome or name; publishes ``configured``
+        (``ref`` is positional only, so no field can collide with it)."""
         def run(tx: Tx) -> NodeView:
             row = _typed(tx.session, ref, "node")
-            _nodes.configure_node(tx, row, actor_id=self._actor(tx.session, actor), **fields)
+            _nodes.configure_node(tx, row, fields, actor_id=self._actor(tx.session, actor))
             return _nodes.node_view(tx.session, row)
         return await self._write(run)
 

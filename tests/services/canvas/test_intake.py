@@ -1,0 +1,137 @@
+"""What the canvas must take as given, on both engines: a node's kind changed live, a rule's ``if``
+refused with its field named when it could never match (and reported by lint when already stored),
+and a renamed owner's old name freed for reuse and no longer answering."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sqlalchemy import text
+
+from services.canvas import Canvas, DocumentInvalidError, NameTakenError, ObjectNotFoundError, ReaderView
+from services.canvas.engine import write_session
+
+from .conftest import PREVIEW
+
+pytestmark = pytest.mark.asyncio
+
+
+# -- a node's kind, and any field named like a parameter --------------------------------------------
+
+async def test_a_kind_changed_live_decides_which_if_rules_load(canvas: Canvas) -> None:
+    await canvas.write("kinds/review/00-base", owner="user:ada", preview=PREVIEW, body="review well",
+                       rules=[{"on": "boot", "deliver": "content", "if": {"kind": "review"}}])
+    await canvas.spawn_node(node_id="n1", owner="user:ada", kind="developer")
+    assert (await canvas.why_not("n1", "ada/kinds/review/00-base")).reason == "if_mismatch"
+    heard: list = []
+    canvas.changes.subscribe(heard.append)
+
+    view = await canvas.configure_node("n1", kind="review/security")
+
+    assert view.kind == "review/security"
+    assert (await canvas.get("n1")).kind == "review/security"
+    assert (await canvas.why_not("n1", "ada/kinds/review/00-base")).reason == "loaded"
+    loaded = [item.document.full_name for item in (await canvas.boot_context("n1")).items]
+    assert "ada/kinds/review/00-base" in loaded
+    change = next(c for c in heard if c.kind == "node.updated")
+    assert change.data["kind"] == "review/security"
+
+
+@pytest.mark.parametrize("field", ["ref", "node", "tx", "actor_id", "id"])
+async def test_a_field_named_like_a_parameter_is_refused_as_unknown_not_a_clash(canvas: Canvas, field: str) -> None:
+    await canvas.spawn_node(node_id="n1")
+    with pytest.raises(DocumentInvalidError, match=field):
+        await canvas.configure_node("n1", **{field: "x"})
+
+
+# -- a rule's ``if`` -------------------------------------------------------------------------------
+
+BAD_IFS = [
+    ({"colour": "blue"}, "colour"),
+    ({"kind": 3}, "kind"),
+    ({"kind": {"is": "review"}}, "kind"),
+    ({"mode": []}, "mode"),
+    ({"mode": "captain"}, "captain"),
+    ({"lifecycle": ["terminal", "forever"]}, "forever"),
+    ({"kind": "Not A Kind"}, "kind"),
+    ("review", "'if'"),
+    (["kind", "review"], "'if'"),
+]
+
+
+@pytest.mark.parametrize(("cond", "named"), BAD_IFS)
+async def test_a_malformed_if_is_refused_with_its_field_named(canvas: Canvas, cond: object, named: str) -> None:
+    rules = [{"on": "boot", "deliver": "content", "if": cond}]
+    with pytest.raises(DocumentInvalidError, match=named):
+        await canvas.write("guide", owner="user:ada", preview=PREVIEW, body="b", rules=rules)
+    with pytest.raises(DocumentInvalidError, match=named):
+        await canvas.write_many([{"name": "guide", "owner": "user:ada", "preview": PREVIEW, "rules": rules}])
+    assert await canvas.count_objects(type="document") == 0
+    doc = await canvas.write("guide", owner="user:ada", preview=PREVIEW, body="b")
+    with pytest.raises(DocumentInvalidError, match=named):
+        await canvas.edit(doc.object.id, base_revision=1, rules=rules)
+    assert (await canvas.read(doc.object.id)).document.rules == ()
+
+
+@pytest.mark.parametrize("cond", [{"kind": "review"}, {"kind": ["review", "developer/ui"]},
+                                  {"mode": "orchestrator", "lifecycle": ["terminal", "resident"]}, {}])
+async def test_a_well_formed_if_is_taken(canvas: Canvas, cond: dict[str, object]) -> None:
+    doc = await canvas.write("guide", owner="user:ada", preview=PREVIEW, body="b",
+                             rules=[{"on": "boot", "if": cond}])
+    assert doc.rules[0]["if"] == cond
+    assert [f.rule for f in await canvas.lint(doc.object.id)] == []
+
+
+async def test_lint_reports_a_malformed_if_already_stored(canvas: Canvas) -> None:
+    doc = await canvas.write("guide", owner="user:ada", preview=PREVIEW, body="b",
+                             rules=[{"on": "boot", "if": {"kind": "review"}}])
+    stored = json.dumps([{"on": "boot", "if": {"colour": "blue"}}])
+    with write_session(canvas.engine) as session:  # as an older workbench stored it
+        session.execute(text("UPDATE documents SET rules = :r WHERE object_id = :id"),
+                        {"r": stored, "id": doc.object.id})
+    findings = [f for f in await canvas.lint(doc.object.id) if f.rule == "rule-invalid"]
+    assert len(findings) == 1 and "colour" in findings[0].message
+    assert findings[0].name == "ada/guide"
+
+
+# -- a rename frees the old name ---------------------------------------------------------------------
+
+async def test_a_renamed_profiles_old_name_is_free_and_no_longer_finds_it(canvas: Canvas) -> None:
+    work = await canvas.create_profile("work", purview=[("garden", "content")])
+    await canvas.write("meetings", owner="profile:work", preview=PREVIEW, body="m",
+                       rules=[{"on": "boot", "deliver": "content"}])
+    await canvas.spawn_node(node_id="n1", owner="user:ada", profile="work")
+    await canvas.rename_profile("work", "office")
+
+    with pytest.raises(ObjectNotFoundError):
+        await canvas.profile("work")
+    assert (await canvas.profile("office")).object.id == work.object.id
+    assert (await canvas.profile(work.object.id)).handle == "office"  # its id stays
+
+    again = await canvas.create_profile("work", purview=[("docs-site", "name")])
+    assert again.object.id != work.object.id and again.handle == "work"
+    assert (await canvas.profile("work")).object.id == again.object.id
+    assert (await canvas.profile("profile:work")).object.id == again.object.id
+    with pytest.raises(NameTakenError):
+        await canvas.create_profile("work")
+    with pytest.raises(NameTakenError):
+        await canvas.rename_profile("office", "work")
+
+    # documents written for the name go to its holder; the renamed profile's node keeps its profile
+    doc = await canvas.write("agenda", owner="profile:work", preview=PREVIEW, body="a")
+    assert doc.object.owner_id == again.object.id
+    assert (await canvas.reader_view("n1")).profile == work.object.id
+    loaded = [item.document.full_name for item in (await canvas.boot_context("n1")).items]
+    assert "office/meetings" in loaded
+    node = await canvas.spawn_node(node_id="n2", profile="work")
+    assert node.profile == again.object.id
+
+    # a reader's view naming the profile by handle reads as the profile holding it now
+    private = await canvas.write("diary", owner="profile:office", privacy="private", preview=PREVIEW, body="d")
+    assert (await canvas.get(private.object.id, view=ReaderView(profile="office"))).id == private.object.id
+    with pytest.raises(ObjectNotFoundError):
+        await canvas.get(private.object.id, view=ReaderView(profile="work"))
+    assert (await canvas.get("meetings", view=ReaderView(profile="office"))).full_name == "office/meetings"
+    with pytest.raises(ObjectNotFoundError):
+        await canvas.get("meetings", view=ReaderView(profile="work"))
