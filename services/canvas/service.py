@@ -401,7 +401,7 @@ class Canvas:
         def run(tx: Tx) -> list[DocumentView]:
             actor_id = self._actor(tx.session, actor)
             owners: dict[str, ObjectRow] = {}
-            views = []
+            batch = []
             for i, item in enumerate(items):
                 ref = item.get("owner")
                 if ref is None and actor_id is None:
@@ -411,16 +411,16 @@ class Canvas:
                     found = self._owner(tx, key) if ref is not None else get_row(tx.session, key)
                     assert found is not None
                     owners[key] = found
-                try:
-                    doc = _docs.write_document(tx, owner=owners[key], path=item["name"], preview=item["preview"],
+                batch.append(_docs.NewDocument(owner=owners[key], path=item["name"], preview=item["preview"],
                                                body=item.get("body", ""), summary=item.get("summary"),
                                                kind=item.get("kind", "knowledge"), privacy=item.get("privacy", "public"),
-                                               rules=item.get("rules"), actor_id=actor_id)
-                except CanvasError as exc:
-                    exc.args = (f"write_many item {i}: {exc}; nothing of the batch was written",)
-                    raise
-                views.append(_docs.document_view(tx.session, doc))
-            return views
+                                               rules=item.get("rules")))
+            try:
+                return _docs.write_documents(tx, batch, actor_id=actor_id)
+            except _docs.BatchItemError as exc:
+                error = exc.error
+                error.args = (f"write_many item {exc.position}: {error}; nothing of the batch was written",)
+                raise error from None
         return await self._write(run)
 
     async def edit(self, ref: str, *, actor: str | None = None, base_revision: int | None = None,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from services.canvas import Canvas, DocumentInvalidError, NameTakenError, ObjectNotFoundError, ReaderView
 from services.canvas.engine import write_session
@@ -135,3 +135,68 @@ async def test_a_renamed_profiles_old_name_is_free_and_no_longer_finds_it(canvas
     assert (await canvas.get("meetings", view=ReaderView(profile="office"))).full_name == "office/meetings"
     with pytest.raises(ObjectNotFoundError):
         await canvas.get("meetings", view=ReaderView(profile="work"))
+
+
+# -- a bulk load costs what its rows cost ------------------------------------------------------------
+
+def _linked(first: int, count: int, total: int) -> list[dict[str, object]]:
+    """Documents ``k/<i>``, each linking the next one and one further on (most to later batches)."""
+    return [{"name": f"k/{i}", "owner": "user:o1", "preview": PREVIEW,
+             "body": f"doc {i} links [[k/{(i + 1) % total}]] and [[k/{(i * 7 + 3) % total}]] and [[nobody/{i}]]"}
+            for i in range(first, first + count)]
+
+
+async def _links(canvas: Canvas, total: int) -> dict[str, list[tuple[str, str | None]]]:
+    out = {}
+    for i in range(total):
+        doc = (await canvas.read(f"o1/k/{i}")).document
+        assert doc is not None
+        out[f"k/{i}"] = [(target, (await canvas.get(found)).full_name if found else None) for target, found in doc.links]
+    return out
+
+
+async def test_a_bulk_load_links_as_one_by_one_writes_do_in_statements_per_table_not_per_row(
+        canvas: Canvas, tmp_path) -> None:
+    total, batch = 120, 40
+    statements: list[str] = []
+
+    def count(conn, cursor, statement, parameters, context, executemany) -> None:  # noqa: ANN001
+        statements.append(statement)
+
+    event.listen(canvas.engine, "before_cursor_execute", count)
+    try:
+        for first in range(0, total, batch):
+            statements.clear()
+            views = await canvas.write_many(_linked(first, batch, total))
+            assert len(statements) < 60, f"{len(statements)} statements for {batch} documents"
+            assert [v.object.full_name for v in views] == [f"o1/k/{i}" for i in range(first, first + batch)]
+    finally:
+        event.remove(canvas.engine, "before_cursor_execute", count)
+    bulk = await _links(canvas, total)
+
+    one = await Canvas.open(tmp_path / "one-by-one.db")
+    try:
+        for item in _linked(0, total, total):
+            await one.write(str(item["name"]), owner="user:o1", preview=PREVIEW, body=str(item["body"]))
+        assert bulk == await _links(one, total)
+    finally:
+        await one.close()
+    assert bulk["k/0"] == [("k/1", "o1/k/1"), ("k/3", "o1/k/3"), ("nobody/0", None)]
+    edges = await canvas.edges("o1/k/0", kind="links-to")
+    assert {e.other.full_name for e in edges.outgoing["links-to"]} == {"o1/k/1", "o1/k/3"}
+    hits = await canvas.search("links", limit=100)
+    assert len(hits) == 100
+    assert (await canvas.events("o1/k/5"))[0].type == "created"
+
+
+async def test_a_refused_bulk_item_is_named_and_nothing_is_kept(canvas: Canvas) -> None:
+    await canvas.write("k/2", owner="user:o1", preview=PREVIEW, body="taken")
+    items = _linked(0, 5, 5)
+    with pytest.raises(NameTakenError, match="item 2"):
+        await canvas.write_many(items)
+    items[1]["preview"] = "two\nlines"
+    with pytest.raises(DocumentInvalidError, match="item 1"):
+        await canvas.write_many(items)
+    with pytest.raises(NameTakenError, match="item 3"):
+        await canvas.write_many([items[0], items[3], items[4], items[0]])
+    assert await canvas.count_objects(type="document") == 1
