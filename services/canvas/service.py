@@ -34,6 +34,7 @@ from . import custom as _custom
 from . import delivery as _delivery
 from . import documents as _docs
 from . import nodes as _nodes
+from . import plugins as _plugins
 from . import profiles as _profiles
 from .engine import (BUSY_TIMEOUT_MS, create_schema, database_url, is_postgres, make_engine, read_session,
                      write_session)
@@ -623,6 +624,23 @@ class Canvas:
     async def who_loads(self, document: str, *, event: str = "boot", limit: int = 200) -> list[LoadVerdict]:
         """For each node (up to ``limit``), whether it loads ``document`` for ``event``; loaders first."""
         return await self._read(lambda s: _delivery.who_loads(s, _document(s, document), event, limit=limit))
+
+    async def install_plugin(self, plugin: str, *, scope: str) -> list[str]:
+        """Install ``plugin`` (the app ``app:<plugin>``, created if missing) for a person
+        (``user:<handle>``) or a project (``repo:<handle>``): the nodes of that person or with that
+        repo in their view read and load its documents after the person's and before ``crtr``'s.
+        Returns the scope's plugins in install order."""
+        return await self._write(lambda tx: _plugins.install_plugin(tx, plugin, self._owner(tx, scope)))
+
+    async def uninstall_plugin(self, plugin: str, *, scope: str) -> bool:
+        """Remove ``plugin`` from a person's or project's plugins; whether it was installed there."""
+        def run(tx: Tx) -> bool:
+            return _plugins.uninstall_plugin(tx, plugin, find_object(tx.session, scope))
+        return await self._write(run)
+
+    async def plugins(self, scope: str) -> list[str]:
+        """The plugins installed for a person or project, in install order."""
+        return await self._read(lambda s: _plugins.installed_for(s, [find_object(s, scope).id]))
 
     async def create_profile(self, name: str, *, display_name: str | None = None,
                              purview: Sequence[tuple[str, str]] = ()) -> ProfileView:

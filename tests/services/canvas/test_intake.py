@@ -9,7 +9,7 @@ import json
 import pytest
 from sqlalchemy import event, text
 
-from services.canvas import Canvas, DocumentInvalidError, NameTakenError, ObjectNotFoundError, ReaderView
+from services.canvas import Canvas, CanvasError, DocumentInvalidError, NameTakenError, ObjectNotFoundError, ReaderView
 from services.canvas.engine import write_session
 
 from .conftest import PREVIEW
@@ -200,3 +200,49 @@ async def test_a_refused_bulk_item_is_named_and_nothing_is_kept(canvas: Canvas) 
     with pytest.raises(NameTakenError, match="item 3"):
         await canvas.write_many([items[0], items[3], items[4], items[0]])
     assert await canvas.count_objects(type="document") == 1
+
+
+# -- plugins installed for a person or a project -------------------------------------------------------
+
+async def test_a_plugin_installed_for_a_person_or_a_project_loads_in_the_seeds_order(canvas: Canvas) -> None:
+    await canvas.create_profile("work", purview=[("garden", "content")])
+    boot = [{"on": "boot", "deliver": "preview"}]
+    for owner, name in [("app:crtr", "guide"), ("app:crtr", "internal"), ("app:tasks", "guide"),
+                        ("app:tasks", "tasks/how"), ("app:lint-kit", "lint/how"), ("user:ada", "notes"),
+                        ("app:unused", "unused/how")]:
+        await canvas.write(name, owner=owner, preview=f"When {name}, read this because.", body="b", rules=boot)
+    await canvas.spawn_node(node_id="n1", owner="user:ada", profile="work")
+    assert (await canvas.why_not("n1", "tasks/tasks/how")).reason == "not_eligible"
+
+    assert await canvas.install_plugin("tasks", scope="user:ada") == ["tasks"]
+    assert await canvas.install_plugin("lint-kit", scope="repo:garden") == ["lint-kit"]
+    assert await canvas.install_plugin("tasks", scope="user:ada") == ["tasks"]  # once
+    assert await canvas.plugins("user:ada") == ["tasks"]
+
+    view = await canvas.reader_view("n1")
+    assert view.plugins == ("lint-kit", "tasks")  # the project's, then the person's
+    context = await canvas.boot_context("n1")
+    order = [item.document.full_name for item in context.items]
+    assert order.index("crtr/internal") < order.index("tasks/tasks/how") < order.index("ada/notes")
+    assert "lint-kit/lint/how" in order and "unused/unused/how" not in order
+    assert (await canvas.why_not("n1", "tasks/guide")).reason == "loaded"   # a plugin's guide shadows crtr's
+    assert (await canvas.why_not("n1", "crtr/guide")).reason == "shadowed"
+    edges = await canvas.edges("user:ada", kind="installed")
+    assert [e.other.id for e in edges.outgoing["installed"]] == ["app:tasks"]
+
+    assert await canvas.uninstall_plugin("tasks", scope="user:ada") is True
+    assert await canvas.uninstall_plugin("tasks", scope="user:ada") is False
+    assert (await canvas.reader_view("n1")).plugins == ("lint-kit",)
+    assert (await canvas.why_not("n1", "tasks/tasks/how")).reason == "not_eligible"
+
+
+@pytest.mark.parametrize(("plugin", "scope", "error"), [
+    ("crtr", "user:ada", "built in"),
+    ("tasks", "profile:work", "person"),
+    ("../x", "user:ada", "plugin name"),
+])
+async def test_a_plugin_install_that_cannot_be_is_refused(canvas: Canvas, plugin: str, scope: str, error: str) -> None:
+    await canvas.create_profile("work")
+    with pytest.raises(CanvasError, match=error):
+        await canvas.install_plugin(plugin, scope=scope)
+    assert await canvas.count_objects(type="app") == 1  # crtr alone
