@@ -123,8 +123,9 @@ class ChangeFeed:
             else:
                 _enqueue(sub, changes)
 
-    def announce(self, source: str, kind: str, id: str = "", **data: Any) -> Change:
-        """Build a ``Change`` and publish it; returns it."""
+    def announce(self, source: str, kind: str, id: str = "", /, **data: Any) -> Change:
+        """Build a ``Change`` and publish it; returns it. The first three are positional only, so
+        ``data`` may hold fields named ``source``, ``kind`` or ``id``."""
         change = Change(source, kind, id, data)
         self.publish(change)
         return change

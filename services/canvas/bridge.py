@@ -197,7 +197,7 @@ class RunBridge:
                 fields["name"] = str(run["name"])
             row = tx.session.execute(select(NodeRow).where(NodeRow.object_id == node.id)).scalar_one()
             before = {"name": node.name, "activity": row.activity, "outcome": row.outcome}
-            configure_node(tx, node, **fields)
+            configure_node(tx, node, fields)
             after = {"name": node.name, "activity": row.activity, "outcome": row.outcome}
             stored = [key for key in bad if not existed or before[key] != after[key]]
             for message, fixed in zip(pending, bad_messages, strict=True):

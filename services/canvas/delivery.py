@@ -37,6 +37,7 @@ from .errors import CanvasError
 from .models import DocumentRow, NodeRow, ObjectRow
 from .names import ReaderView
 from .objects import OWNER, OWNER_REF, get_row, summaries_by_id
+from .plugins import plugins_of
 from .profiles import LIMIT_RANK, limit_of, purview_from, purview_of
 from .rule_index import driver_rows, one_of, rules_by_document
 from .views import (BootContext, BootItem, JsonValue, LoadVerdict, NotLoaded, ObjectSummary, Rule,
@@ -108,7 +109,8 @@ def _node(session: Session, ref: str) -> _NodeFacts:
 
 def node_view_of(session: Session, node: ObjectRow, shape: NodeRow) -> ReaderView:
     """The node's reader view: itself, its profile's purview repos (in purview order), its profile,
-    the app or person that owns it (or owns the nearest ancestor that has an owner)."""
+    the app or person that owns it (or owns the nearest ancestor that has an owner), and the plugins
+    installed for those repos and that person (``plugins``)."""
     return _view_of(session, _facts(node, shape))[0]
 
 
@@ -150,7 +152,9 @@ def _view_of(session: Session, node: _NodeFacts) -> tuple[ReaderView, _Profile |
         held = found[0] if found else None
     person = held[1] if held is not None and held[0] == "user" else None
     app = held[1] if held is not None and held[0] == "app" else None
-    return ReaderView(node=node.id, repos=repos, profile=profile, app=app, person=person), prof, purview
+    plugins = plugins_of(session, repos, person)
+    return (ReaderView(node=node.id, repos=repos, profile=profile, app=app, person=person, plugins=plugins),
+            prof, purview)
 
 
 class _Load(NamedTuple):

@@ -10,26 +10,35 @@ from __future__ import annotations
 
 import json
 import time as _time
-from typing import cast
+from typing import NamedTuple, cast
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import Table, bindparam, delete, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session
 
-from .errors import (AmbiguousNameError, DocumentInvalidError, NameRefusedError, NameTakenError, ObjectNotFoundError,
+from .errors import (AmbiguousNameError, CanvasError, DocumentInvalidError, NameRefusedError, NameTakenError, ObjectNotFoundError,
                      OwnerInUseError, StaleRevisionError)
-from .events import add_edge, ensure_watch, publish_event
-from .models import DocumentRow, EdgeRow, LinkRow, ObjectRow, RevisionRow, WatchRow
-from .names import DOCUMENT_KINDS, PRIVACY_LEVELS, ReaderView, check_path, link_targets
-from .objects import Tx, create_object, find_object, get_row, owner_handle, owner_ref, summary_of
-from .search import index_object, unindex_object
+from .events import COMMON_LEVELS, add_edge, check_level, ensure_watch, publish_event
+from .models import DocumentRow, EdgeRow, EventRow, LinkRow, ObjectRow, RevisionRow, WatchRow
+from .names import (DOCUMENT_KINDS, NODE_LIFECYCLES, NODE_MODES, PRIVACY_LEVELS, ReaderView, check_node_kind, check_path,
+                    link_targets)
+from .objects import (Tx, create_object, find_object, get_row, new_id, owner_handle, owner_ref, resolve_many,
+                      summary_from_columns, summary_of)
+from .search import index_many, index_object, unindex_object
 from .views import DocumentView, RevisionView, Rule
 
 __all__ = [
     "RULE_EVENTS",
     "DELIVER_LEVELS",
+    "IF_FIELDS",
     "check_rules",
+    "condition_problem",
     "check_preview",
     "write_document",
+    "write_documents",
+    "NewDocument",
+    "BatchItemError",
     "edit_document",
     "move_document",
     "delete_document",
@@ -43,6 +52,8 @@ __all__ = [
 RULE_EVENTS = ("boot", "file-read", "command", "workspace-open", "spawn")
 DELIVER_LEVELS = ("content", "preview", "name")
 _RULE_KEYS = {"on", "at", "deliver", "if", "match"}
+IF_FIELDS: dict[str, tuple[str, ...]] = {"kind": (), "mode": NODE_MODES, "lifecycle": NODE_LIFECYCLES}
+"""The node facts a rule's ``if`` may test, with the values each may hold (``kind``: any valid kind name)."""
 
 
 def check_preview(preview: object, name: str) -> str:
@@ -52,6 +63,46 @@ def check_preview(preview: object, name: str) -> str:
     if "\n" in preview.strip() or "\r" in preview:
         raise DocumentInvalidError(f"the preview of {name!r} must be one line")
     return preview.strip()
+
+
+def _value_problem(field: str, value: object) -> str | None:
+    if not isinstance(value, str):
+        return f"'if' {field} must be a text value or a list of them, not {type(value).__name__} {value!r}"
+    if field == "kind":
+        try:
+            check_node_kind(value)
+        except NameRefusedError:
+            return f"'if' kind {value!r} is not a valid kind name"
+        return None
+    allowed = IF_FIELDS[field]
+    if value not in allowed:
+        return f"'if' {field} {value!r} must be one of {', '.join(allowed)}"
+    return None
+
+
+def condition_problem(cond: object) -> str | None:
+    """What is wrong with a rule's ``if``, or None when it is absent or well formed: a mapping of
+    ``kind``, ``mode`` or ``lifecycle`` to one text value or a non-empty list of them, each a valid
+    kind name or one of the field's values (a malformed ``if`` would never match any node)."""
+    if cond is None:
+        return None
+    if not isinstance(cond, dict):
+        return f"'if' must map kind, mode or lifecycle to values, not {type(cond).__name__} {cond!r}"
+    for field, wanted in cond.items():
+        if field not in IF_FIELDS:
+            return f"'if' has the unknown field {field!r} (known: {', '.join(IF_FIELDS)})"
+        if isinstance(wanted, list):
+            if not wanted:
+                return f"'if' {field} is an empty list, which no node matches"
+            for value in wanted:
+                problem = _value_problem(field, value)
+                if problem is not None:
+                    return problem
+        else:
+            problem = _value_problem(field, wanted)
+            if problem is not None:
+                return problem
+    return None
 
 
 def check_rules(rules: object, name: str) -> list[Rule]:
@@ -74,9 +125,9 @@ def check_rules(rules: object, name: str) -> list[Rule]:
         level = rule.get("deliver", rule.get("at", "preview"))
         if level not in DELIVER_LEVELS:
             raise DocumentInvalidError(f"rule {i + 1} of {name!r}: the delivery level must be one of {', '.join(DELIVER_LEVELS)}")
-        cond = rule.get("if")
-        if cond is not None and (not isinstance(cond, dict) or not all(isinstance(k, str) for k in cond)):
-            raise DocumentInvalidError(f"rule {i + 1} of {name!r}: 'if' must map fields to values")
+        problem = condition_problem(rule.get("if"))
+        if problem is not None:
+            raise DocumentInvalidError(f"rule {i + 1} of {name!r}: {problem}")
         out.append(cast(Rule, dict(rule)))  # its keys and values were checked above
     return out
 
@@ -179,6 +230,187 @@ def write_document(tx: Tx, *, owner: ObjectRow, path: str, preview: str, body: s
     _actor_touch(tx, actor_id, doc, 1)
     tx.change("document.written", doc.id, name=full, revision=1)
     return doc
+
+
+class NewDocument(NamedTuple):
+    """One document of ``write_documents``: ``write_document``'s arguments."""
+
+    owner: ObjectRow
+    path: str
+    preview: str
+    body: str = ""
+    summary: str | None = None
+    kind: str = "knowledge"
+    privacy: str = "public"
+    rules: object = None
+
+
+class BatchItemError(CanvasError):
+    """``write_documents`` refused the item at ``position``; nothing of the batch was written."""
+
+    def __init__(self, position: int, error: CanvasError) -> None:
+        super().__init__(str(error))
+        self.position = position
+        self.error = error
+
+
+def _insert(session: Session, table: Table, rows: list[dict[str, object]]) -> None:
+    if rows:
+        session.execute(table.insert(), rows)
+
+
+def _insert_edges(session: Session, rows: list[dict[str, object]]) -> None:
+    """``add_edge`` for many edges in one statement: an edge that exists already is left as it is."""
+    if not rows:
+        return
+    table = cast(Table, EdgeRow.__table__)
+    insert_ = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    session.execute(insert_(table).on_conflict_do_nothing(index_elements=["src_id", "kind", "dst_id"]), rows)
+
+
+def write_documents(tx: Tx, items: list[NewDocument], *, actor_id: str | None = None) -> list[DocumentView]:
+    """Create many documents at revision 1 in this unit of work, as ``write_document`` does each
+    (the same rows, events, search entries, links and changes), but by table: each table takes
+    the batch's rows in one statement, and links are resolved for the whole batch at once after
+    every document exists, so a link to a document later in the batch resolves without waiting
+    for the healing pass (``objects.resolve_many``). The first refused item raises
+    ``BatchItemError`` with its position, before anything is written."""
+    s = tx.session
+    refs: dict[str, str] = {}
+    checked = []
+    names: dict[tuple[str, str], int] = {}
+    refused: BatchItemError | None = None
+    for i, item in enumerate(items):
+        try:
+            check_path(item.path)
+            if item.owner.id not in refs:
+                refs[item.owner.id] = owner_ref(s, item.owner)
+            full = f"{refs[item.owner.id]}/{item.path}"
+            preview = check_preview(item.preview, full)
+            if item.kind == "report":
+                raise DocumentInvalidError(f"{full!r}: report documents are created only by a push")
+            _check_common(full, item.owner, item.kind, item.privacy)
+            rules_json = json.dumps(check_rules(item.rules, full), sort_keys=True)
+            if (item.owner.id, item.path) in names:
+                raise NameTakenError(f"{full!r} already exists; edit it instead of writing it again")
+        except CanvasError as exc:
+            refused = BatchItemError(i, exc)  # unless an item before it is taken (below)
+            break
+        names[(item.owner.id, item.path)] = i
+        checked.append((item, full, preview, rules_json, item.body if isinstance(item.body, str) else ""))
+    by_owner: dict[str, list[str]] = {}
+    for owner_id_, path in names:
+        by_owner.setdefault(owner_id_, []).append(path)
+    for owner_id_, paths in by_owner.items():
+        for part in range(0, len(paths), 500):
+            taken = s.execute(select(ObjectRow.name).where(
+                ObjectRow.owner_id == owner_id_, ObjectRow.type == "document",
+                ObjectRow.name.in_(paths[part:part + 500]))).scalars().all()
+            if taken:
+                i = min(names[(owner_id_, name)] for name in taken)
+                exc = NameTakenError(f"{checked[i][1]!r} already exists; edit it instead of writing it again")
+                raise BatchItemError(i, exc)
+    if refused is not None:
+        raise refused
+    if not checked:
+        return []
+    now = tx.now
+    ids = [new_id("doc") for _ in checked]
+    _insert(s, cast(Table, ObjectRow.__table__), [
+        {"id": id_, "type": "document", "kind": item.kind, "name": item.path, "handle": None,
+         "owner_id": item.owner.id, "privacy": item.privacy, "status": "", "created_at": now, "updated_at": now}
+        for id_, (item, *_rest) in zip(ids, checked)])
+    pks: dict[str, int] = {}
+    for part in range(0, len(ids), 500):
+        pks.update(s.execute(select(ObjectRow.id, ObjectRow.pk).where(ObjectRow.id.in_(ids[part:part + 500]))).all())
+    _insert(s, cast(Table, DocumentRow.__table__), [
+        {"object_id": id_, "kind": item.kind, "preview": preview, "summary": item.summary, "body": body,
+         "rules": rules_json, "revision": 1, "updated_by": actor_id}
+        for id_, (item, _full, preview, rules_json, body) in zip(ids, checked)])
+    _insert(s, cast(Table, RevisionRow.__table__), [
+        {"document_id": id_, "revision": 1, "name": full, "kind": item.kind, "preview": preview,
+         "summary": item.summary, "body": body, "rules": rules_json, "author": actor_id, "at": now}
+        for id_, (item, full, preview, rules_json, body) in zip(ids, checked)])
+    # links: every document of the batch exists now, so each link resolves as it will stay
+    wanted: dict[str, list[tuple[str, str]]] = {}
+    owners = {item.owner.id: item.owner for item, *_ in checked}
+    for id_, (item, _full, _preview, _rules_json, body) in zip(ids, checked):
+        for target in link_targets(body):
+            wanted.setdefault(item.owner.id, []).append((id_, target))
+    links: list[dict[str, object]] = []
+    edges: list[dict[str, object]] = []
+    for owner_id_, pairs in wanted.items():
+        found = resolve_many(s, [t for _, t in pairs], view_of_owner(owners[owner_id_]))
+        for doc_id, target in pairs:
+            links.append({"document_id": doc_id, "target": target, "target_id": found[target]})
+            if found[target] is not None:
+                edges.append({"src_id": doc_id, "dst_id": found[target], "kind": "links-to", "created_at": now})
+    _insert(s, cast(Table, LinkRow.__table__), links)
+    edges += _heal_many(tx, {id_: (item.owner, item.path) for id_, (item, *_r) in zip(ids, checked)})
+    _insert_edges(s, edges)
+    index_many(s, [{"pk": pks[id_], "name": full, "preview": preview, "body": body}
+                   for id_, (_item, full, preview, _rules_json, body) in zip(ids, checked)])
+    level = check_level(COMMON_LEVELS.get("created", 3))
+    created = json.dumps({"revision": 1}, sort_keys=True)
+    _insert(s, cast(Table, EventRow.__table__), [
+        {"object_id": id_, "type": "created", "level": level, "actor_id": actor_id, "at": now, "data": created}
+        for id_ in ids])
+    if actor_id and get_row(s, actor_id) is not None:
+        for id_ in ids:
+            if id_ != actor_id:
+                ensure_watch(s, actor_id, id_, now, read_revision=1)
+        _insert_edges(s, [{"src_id": actor_id, "dst_id": id_, "kind": "acted-on", "created_at": now} for id_ in ids])
+    for id_, (item, full, *_rest) in zip(ids, checked):
+        tx.change("object.created", id_, type="document", name=item.path)
+        tx.change("document.written", id_, name=full, revision=1)
+    stored: dict[str, list[tuple[str, str | None]]] = {}
+    for link in links:
+        stored.setdefault(str(link["document_id"]), []).append((str(link["target"]), link["target_id"]))  # type: ignore[arg-type]
+    return [DocumentView(object=summary_from_columns(id_, "document", item.kind, item.path, item.owner.id, item.privacy,
+                                                     "", now, now, refs[item.owner.id]),
+                         kind=item.kind, preview=preview, summary=item.summary, body=body, rules=_rules(rules_json),
+                         revision=1, links=tuple(stored.get(id_, ())))
+            for id_, (item, _full, preview, rules_json, body) in zip(ids, checked)]
+
+
+def _heal_many(tx: Tx, new: dict[str, tuple[ObjectRow, str]]) -> list[dict[str, object]]:
+    """``_heal_links`` for many new documents at once: dangling links elsewhere that now resolve to
+    one of them are attached; returns the ``links-to`` edges to add."""
+    s = tx.session
+    names: list[str] = []
+    for owner, path in new.values():
+        handle = owner.handle or owner.id
+        names += [path, f"{handle}/{path}", f"{owner.type}:{handle}/{path}", f"{owner.id}/{path}"]
+    dangling: list[tuple[int, str, str]] = []
+    unique = list(dict.fromkeys(names))
+    for part in range(0, len(unique), 500):
+        dangling += s.execute(select(LinkRow.id, LinkRow.document_id, LinkRow.target).where(
+            LinkRow.target.in_(unique[part:part + 500]), LinkRow.target_id.is_(None))).all()
+    if not dangling:
+        return []
+    sources = list({d for _, d, _ in dangling})
+    owner_of: dict[str, str | None] = {}
+    for part in range(0, len(sources), 500):
+        owner_of.update(s.execute(select(ObjectRow.id, ObjectRow.owner_id).where(
+            ObjectRow.id.in_(sources[part:part + 500]))).all())
+    groups: dict[str | None, list[tuple[int, str, str]]] = {}
+    for link in dangling:
+        groups.setdefault(owner_of.get(link[1]), []).append(link)
+    edges: list[dict[str, object]] = []
+    healed: list[dict[str, object]] = []
+    for owner_id_, group in groups.items():
+        owner = get_row(s, owner_id_) if owner_id_ else None
+        found = resolve_many(s, [t for _, _, t in group], view_of_owner(owner))
+        for link_id, source, target in group:
+            target_id = found[target]
+            if target_id in new:
+                healed.append({"link_id": link_id, "found": target_id})
+                edges.append({"src_id": source, "dst_id": target_id, "kind": "links-to", "created_at": tx.now})
+    if healed:
+        table = cast(Table, LinkRow.__table__)
+        s.connection().execute(table.update().where(table.c.id == bindparam("link_id"))
+                               .values(target_id=bindparam("found")), healed)
+    return edges
 
 
 def edit_document(tx: Tx, doc: ObjectRow, *, actor_id: str | None, base_revision: int | None = None,

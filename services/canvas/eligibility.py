@@ -27,7 +27,7 @@ the database; ``tests/services/canvas/test_eligibility.py`` checks they agree on
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlalchemy import ColumnElement, and_, or_
 from sqlmodel import Session, col
@@ -102,14 +102,32 @@ _SPAWN_NEIGHBOURS = ("SELECT id FROM (SELECT dst_id AS id FROM edges WHERE src_i
 read straight from the driver (see ``access_for``)."""
 
 
+_PROFILE_BY_HANDLE = ("SELECT id, handle FROM objects WHERE type = 'profile' AND (handle = ? OR id = ?) "
+                      "ORDER BY pk LIMIT 2")
+
+
+def settle_view(session: Session, view: ReaderView) -> ReaderView:
+    """``view`` with a profile given by handle replaced by the id of the profile holding that handle
+    now: a profile keeps its id (``profile:<old handle>``) when renamed, so ``profile:<handle>`` is
+    not who holds a name. A handle nobody holds any more names no profile."""
+    if not view.profile or view.profile.startswith("profile:"):
+        return view
+    rows = driver_rows(session, _PROFILE_BY_HANDLE, [view.profile, f"profile:{view.profile}"])
+    holder = next((id_ for id_, handle in rows if handle == view.profile), None)
+    if holder is None and not rows:
+        return view
+    return replace(view, profile=holder)
+
+
 def access_for(session: Session, view: ReaderView | None) -> Access | None:
     """The reader's access (``None`` for the operator's view, which sees everything)."""
     if view is None:
         return None
+    label, view = describe(view), settle_view(session, view)
     order = view.owner_ids()
     own = {i for i in (view.node, view.profile_id(), view.app and f"app:{view.app}",
                        view.person and f"user:{view.person}") if i}
     friends = set(order) | own
     if view.node:
         friends.update(id_ for id_, in driver_rows(session, _SPAWN_NEIGHBOURS, [view.node, view.node]))
-    return Access(own=frozenset(own), friends=frozenset(friends), label=describe(view))
+    return Access(own=frozenset(own), friends=frozenset(friends), label=label)

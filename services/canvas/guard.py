@@ -26,7 +26,7 @@ __all__ = ["NAME_ARGUMENTS", "text_refusal", "refuse_bad_text", "checks_text"]
 
 NAME_ARGUMENTS = frozenset({
     "ref", "name", "to", "owner", "actor", "reader", "watcher", "sender", "node", "parent", "listener",
-    "node_id", "handle", "view", "principle",
+    "node_id", "handle", "view", "principle", "plugin", "scope",
 })
 """Arguments that name or point at objects: bad text there is also a refused name."""
 

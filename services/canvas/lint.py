@@ -5,7 +5,9 @@ Rules: ``preview-missing``, ``preview-multiline``, ``preview-shape`` (a preview 
 (a repo owns only public documents), ``report-outside-push`` (a report not under ``reports/``
 of a node), ``listener-owner`` (a node never owns an ongoing ``insights/`` listener),
 ``listener-shape`` (a listener is a preference delivered at boot, linking ``insights/capture``
-and holding an ``Approved insights`` section), and ``empty-body``.
+and holding an ``Approved insights`` section), ``rule-invalid`` (a stored delivery rule the canvas
+would refuse today, such as an ``if`` on an unknown field or with a value no node can have: it
+never matches, so it would otherwise fail silently) and ``empty-body``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import json
 from sqlalchemy import select
 from sqlmodel import Session
 
+from .documents import check_rules
+from .errors import DocumentInvalidError
 from .models import DocumentRow, LinkRow, ObjectRow
 from .objects import owner_ref
 from .views import LintFinding
@@ -30,6 +34,7 @@ LINT_RULES = (
     "report-outside-push",
     "listener-owner",
     "listener-shape",
+    "rule-invalid",
     "empty-body",
 )
 
@@ -62,6 +67,14 @@ def _findings(doc: ObjectRow, row: DocumentRow, owner: ObjectRow | None, danglin
         if not boot or "[[insights/capture]]" not in row.body or "Approved insights" not in row.body:
             add("listener-shape", "a listener is delivered on boot, links [[insights/capture]] and has an "
                 "'Approved insights' section")
+    try:
+        stored = json.loads(row.rules or "[]")
+    except ValueError:
+        stored = row.rules
+    try:
+        check_rules(stored, full)
+    except DocumentInvalidError as exc:
+        add("rule-invalid", f"{exc}; it never loads as meant, so fix its rules")
     if not row.body.strip():
         add("empty-body", "the body is empty")
     return out

@@ -9,6 +9,7 @@ that ``end_turn`` turns into a single new turn.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 
 from sqlalchemy import ColumnElement, func, or_, select, update
 from sqlmodel import Session, col
@@ -78,8 +79,11 @@ def spawn_node(tx: Tx, *, node_id: str | None, name: str | None, owner_id: str |
     return row
 
 
-def configure_node(tx: Tx, node: ObjectRow, *, actor_id: str | None = None, **fields: str | None) -> NodeRow:
-    """Change a node's kind, mode, lifecycle, profile, status, activity or outcome; publishes ``configured``."""
+def configure_node(tx: Tx, node: ObjectRow, changes: Mapping[str, str | None], *,
+                   actor_id: str | None = None) -> NodeRow:
+    """Change a node's kind, mode, lifecycle, profile, status, activity or outcome; publishes
+    ``configured``. The fields come as one mapping, so none can collide with a parameter's name."""
+    fields = dict(changes)
     allowed = {"kind", "mode", "lifecycle", "profile", "status", "activity", "outcome", "name"}
     unknown = set(fields) - allowed
     if unknown:

@@ -20,8 +20,8 @@ from sqlmodel import Session
 
 from .errors import DocumentInvalidError, NameTakenError, ObjectNotFoundError
 from .models import DocumentRow, ObjectRow, ProfileDefaultRow, ProfileRow
-from .names import check_handle, owner_id
-from .objects import Tx, ensure_owner, full_name, get_row, summary_of
+from .names import check_handle, split_owner_ref
+from .objects import Tx, ensure_owner, full_name, get_row, live_owner, summary_of
 from .rule_index import driver_rows
 from .search import index_object
 from .views import ProfileView
@@ -36,11 +36,12 @@ LIMIT_RANK = {"none": 0, "name": 1, "preview": 2, "content": 3}
 
 
 def profile_row(session: Session, ref: str) -> ObjectRow:
-    """The profile ``ref`` names (its id, ``profile:<handle>`` or a bare handle); else ``ObjectNotFoundError``."""
-    row = get_row(session, ref) or get_row(session, owner_id("profile", ref))
-    if row is None:
-        row = session.execute(select(ObjectRow).where(ObjectRow.type == "profile", ObjectRow.handle == ref)
-                              ).scalar_one_or_none()
+    """The profile ``ref`` names: the one holding the handle now (``profile:<handle>`` or a bare
+    handle), else the one whose id ``ref`` is; a name it was renamed away from no longer answers."""
+    type_, handle = split_owner_ref(ref) if isinstance(ref, str) else (None, "")
+    row = live_owner(session, "profile", handle) if type_ in (None, "profile") and handle else None
+    if row is None and type_ == "profile":  # its id, which stays when it is renamed
+        row = get_row(session, ref)
     if row is None or row.type != "profile":
         raise ObjectNotFoundError(f"no profile is named {ref!r}")
     return row
@@ -82,8 +83,7 @@ def create_profile(tx: Tx, handle: str, *, display_name: str | None = None,
                    purview: list[tuple[str, str]] | None = None) -> ObjectRow:
     """A new profile ``profile:<handle>``; refused when a live profile already holds that name."""
     check_handle(handle, "profile name")
-    taken = tx.session.execute(select(ObjectRow.id).where(ObjectRow.type == "profile", ObjectRow.handle == handle)).first()
-    if taken is not None or get_row(tx.session, owner_id("profile", handle)) is not None:
+    if live_owner(tx.session, "profile", handle) is not None:
         raise NameTakenError(f"a profile named {handle!r} already exists")
     projects = [(_check_project(p, lim), lim) for p, lim in (purview or [])]
     row = ensure_owner(tx, "profile", handle, name=display_name or handle)

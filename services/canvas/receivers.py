@@ -5,8 +5,11 @@ A custom object hears events as a watcher (``watch(..., watcher=<custom object>)
 entry in its inbox, which is the durable queue: an entry is settled (marked read) only once its
 receiver took it, or gave up on it. ``ReceiverDispatcher`` finds unsettled entries after every
 write that may have delivered one (and once at open, for what arrived while nobody was
-listening), and hands them through a **bounded** in-memory queue (``queue_size``) to one worker;
-when the queue is full the rest wait in the inbox for the next pass, so nothing is dropped.
+listening), and hands them to **one worker per receiver** (per custom object), each delivering its
+own entries in order: a slow or hung receiver (an ``argv`` command that sleeps until its timeout,
+then its backoff) delays only its own deliveries. What waits in memory is **bounded**: at most
+``queue_size`` entries in all and a quarter of that for any one receiver; the rest wait in the
+inbox for the next pass, so nothing is dropped.
 
 - ``url``: the event as JSON in an HTTPS ``POST`` (httpx). A 2xx settles it; a 5xx, a timeout or a
   connection error is retried with exponential backoff (``backoff * 2**n``) up to ``max_attempts``;
@@ -25,12 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import deque
 from collections.abc import Callable
 from typing import TypedDict
 from urllib.parse import urlsplit
 
 import httpx
-from sqlalchemy import select, update
+from sqlalchemy import func, select, true, update
 from sqlalchemy.engine import Engine
 
 from services.clock import Clock
@@ -121,7 +125,7 @@ class ReceiverDispatcher:
                  on_attempt: Callable[[ReceiverAttempt], None] | None = None) -> None:
         self.engine, self.clock = engine, clock
         self.queue_size = queue_size
-        """The most entries waiting in memory; the rest wait in the inbox."""
+        """The most entries waiting in memory, for all receivers and for any one; the rest wait in the inbox."""
         self.max_attempts = max_attempts
         """Attempts per entry before it is ``failed`` (5xx and timeouts only are retried)."""
         self.backoff = backoff
@@ -132,9 +136,11 @@ class ReceiverDispatcher:
         """Whether any custom object has a url or argv receiver (nothing is scanned otherwise)."""
         self.on_attempt = on_attempt
         self._transport = transport
-        self._queue: asyncio.Queue[int] | None = None
+        self._lanes: dict[str, deque[int]] = {}
+        """Each receiver's (custom object's) entries waiting in memory, oldest first."""
+        self._workers: dict[str, asyncio.Task[None]] = {}
+        """One worker per receiver with entries: a slow receiver delays only its own deliveries."""
         self._queued: set[int] = set()
-        self._worker: asyncio.Task[None] | None = None
         self._scan: asyncio.Task[None] | None = None
         self._rescan = False
         self._client: httpx.AsyncClient | None = None
@@ -153,8 +159,6 @@ class ReceiverDispatcher:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
-        if self._queue is None:
-            self._queue = asyncio.Queue(maxsize=self.queue_size)
         if self._scan is not None and not self._scan.done():
             self._rescan = True
             return
@@ -167,51 +171,71 @@ class ReceiverDispatcher:
             if not self._rescan:
                 return
 
+    def _lane_size(self) -> int:
+        return max(1, self.queue_size // 4)
+
     async def _fill(self) -> None:
-        assert self._queue is not None
-        room = self._queue.maxsize - self._queue.qsize()
+        room = self.queue_size - len(self._queued)
         if room <= 0:
             return
         skip = sorted(self._queued)
+        lane_size = self._lane_size()
 
-        def find() -> list[int]:
+        def find() -> list[tuple[int, str]]:
+            # each receiver's oldest unsettled entries, at most ``lane_size`` of each, so that one
+            # receiver's backlog never fills the window the others' entries are found in
+            ranked = (select(InboxRow.id, InboxRow.owner_id, func.row_number().over(
+                partition_by=InboxRow.owner_id, order_by=InboxRow.id).label("n"))
+                .join(CustomObjectRow, CustomObjectRow.object_id == InboxRow.owner_id)
+                .where(CustomObjectRow.receiver.in_(("url", "argv")), InboxRow.read_at.is_(None),
+                       InboxRow.id.not_in(skip) if skip else true())).subquery()
+            stmt = select(ranked.c.id, ranked.c.owner_id).where(ranked.c.n <= lane_size).order_by(ranked.c.id)
             with read_session(self.engine) as s:
-                stmt = (select(InboxRow.id).join(CustomObjectRow, CustomObjectRow.object_id == InboxRow.owner_id)
-                        .where(CustomObjectRow.receiver.in_(("url", "argv")), InboxRow.read_at.is_(None))
-                        .order_by(InboxRow.id).limit(room + len(skip)))
-                return [int(i) for i in s.execute(stmt).scalars() if int(i) not in skip][:room]
-        for entry_id in await asyncio.to_thread(find):
+                return [(int(i), str(o)) for i, o in s.execute(stmt.limit(room))]
+        loop = asyncio.get_running_loop()
+        for entry_id, owner in await asyncio.to_thread(find):
+            lane = self._lanes.setdefault(owner, deque())
+            if entry_id in self._queued or len(lane) >= lane_size:
+                continue
             self._queued.add(entry_id)
-            self._queue.put_nowait(entry_id)
-        if self._queued and (self._worker is None or self._worker.done()):
-            self._worker = asyncio.get_running_loop().create_task(self._work())
+            lane.append(entry_id)
+            worker = self._workers.get(owner)
+            if worker is None or worker.done():
+                self._workers[owner] = loop.create_task(self._work(owner, lane))
 
-    async def _work(self) -> None:
-        assert self._queue is not None
-        while not self._queue.empty():
-            entry_id = self._queue.get_nowait()
+    async def _work(self, owner: str, lane: deque[int]) -> None:
+        """Deliver one receiver's entries in order, one at a time."""
+        while lane:
+            entry_id = lane[0]
             try:
                 await self._deliver(entry_id)
             finally:
+                lane.popleft()
                 self._queued.discard(entry_id)
-                self._queue.task_done()
-            if self._queue.qsize() < self.queue_size // 2:
-                await self._fill()
+            if len(lane) < self._lane_size() // 2 + 1:
+                self.poke()  # its later entries (or others') that waited in the inbox
+        if self._lanes.get(owner) is lane:
+            del self._lanes[owner]
+
+    def _tasks(self) -> list[asyncio.Task[None]]:
+        return [t for t in (self._scan, *self._workers.values()) if t is not None and not t.done()]
 
     async def drain(self) -> None:
         """Wait until every entry found so far was delivered or given up on."""
         while True:
-            tasks = [t for t in (self._scan, self._worker) if t is not None and not t.done()]
+            tasks = self._tasks()
             if not tasks:
                 return
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def close(self) -> None:
         """Stop delivering (entries not yet settled stay in the inbox for the next open)."""
-        for task in (self._scan, self._worker):
-            if task is not None and not task.done():
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+        for task in self._tasks():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        self._workers.clear()
+        self._lanes.clear()
+        self._queued.clear()
         if self._client is not None:
             await self._client.aclose()
             self._client = None

@@ -34,6 +34,7 @@ from . import custom as _custom
 from . import delivery as _delivery
 from . import documents as _docs
 from . import nodes as _nodes
+from . import plugins as _plugins
 from . import profiles as _profiles
 from .engine import (BUSY_TIMEOUT_MS, create_schema, database_url, is_postgres, make_engine, read_session,
                      write_session)
@@ -401,7 +402,7 @@ class Canvas:
         def run(tx: Tx) -> list[DocumentView]:
             actor_id = self._actor(tx.session, actor)
             owners: dict[str, ObjectRow] = {}
-            views = []
+            batch = []
             for i, item in enumerate(items):
                 ref = item.get("owner")
                 if ref is None and actor_id is None:
@@ -411,16 +412,16 @@ class Canvas:
                     found = self._owner(tx, key) if ref is not None else get_row(tx.session, key)
                     assert found is not None
                     owners[key] = found
-                try:
-                    doc = _docs.write_document(tx, owner=owners[key], path=item["name"], preview=item["preview"],
+                batch.append(_docs.NewDocument(owner=owners[key], path=item["name"], preview=item["preview"],
                                                body=item.get("body", ""), summary=item.get("summary"),
                                                kind=item.get("kind", "knowledge"), privacy=item.get("privacy", "public"),
-                                               rules=item.get("rules"), actor_id=actor_id)
-                except CanvasError as exc:
-                    exc.args = (f"write_many item {i}: {exc}; nothing of the batch was written",)
-                    raise
-                views.append(_docs.document_view(tx.session, doc))
-            return views
+                                               rules=item.get("rules")))
+            try:
+                return _docs.write_documents(tx, batch, actor_id=actor_id)
+            except _docs.BatchItemError as exc:
+                error = exc.error
+                error.args = (f"write_many item {exc.position}: {error}; nothing of the batch was written",)
+                raise error from None
         return await self._write(run)
 
     async def edit(self, ref: str, *, actor: str | None = None, base_revision: int | None = None,
@@ -481,11 +482,12 @@ class Canvas:
             return _nodes.node_view(tx.session, row)
         return await self._write(run)
 
-    async def configure_node(self, ref: str, *, actor: str | None = None, **fields: str | None) -> NodeView:
-        """Change kind, mode, lifecycle, profile, status, activity, outcome or name; publishes ``configured``."""
+    async def configure_node(self, ref: str, /, *, actor: str | None = None, **fields: str | None) -> NodeView:
+        """Change kind, mode, lifecycle, profile, status, activity, outcome or name; publishes ``configured``
+        (``ref`` is positional only, so no field can collide with it)."""
         def run(tx: Tx) -> NodeView:
             row = _typed(tx.session, ref, "node")
-            _nodes.configure_node(tx, row, actor_id=self._actor(tx.session, actor), **fields)
+            _nodes.configure_node(tx, row, fields, actor_id=self._actor(tx.session, actor))
             return _nodes.node_view(tx.session, row)
         return await self._write(run)
 
@@ -622,6 +624,23 @@ class Canvas:
     async def who_loads(self, document: str, *, event: str = "boot", limit: int = 200) -> list[LoadVerdict]:
         """For each node (up to ``limit``), whether it loads ``document`` for ``event``; loaders first."""
         return await self._read(lambda s: _delivery.who_loads(s, _document(s, document), event, limit=limit))
+
+    async def install_plugin(self, plugin: str, *, scope: str) -> list[str]:
+        """Install ``plugin`` (the app ``app:<plugin>``, created if missing) for a person
+        (``user:<handle>``) or a project (``repo:<handle>``): the nodes of that person or with that
+        repo in their view read and load its documents after the person's and before ``crtr``'s.
+        Returns the scope's plugins in install order."""
+        return await self._write(lambda tx: _plugins.install_plugin(tx, plugin, self._owner(tx, scope)))
+
+    async def uninstall_plugin(self, plugin: str, *, scope: str) -> bool:
+        """Remove ``plugin`` from a person's or project's plugins; whether it was installed there."""
+        def run(tx: Tx) -> bool:
+            return _plugins.uninstall_plugin(tx, plugin, find_object(tx.session, scope))
+        return await self._write(run)
+
+    async def plugins(self, scope: str) -> list[str]:
+        """The plugins installed for a person or project, in install order."""
+        return await self._read(lambda s: _plugins.installed_for(s, [find_object(s, scope).id]))
 
     async def create_profile(self, name: str, *, display_name: str | None = None,
                              purview: Sequence[tuple[str, str]] = ()) -> ProfileView:

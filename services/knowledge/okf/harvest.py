@@ -128,7 +128,7 @@ class Harvest:
             harvest.watcher.add(source_id, home.notes_dir)
         return harvest
 
-    def _emit(self, kind: str, id: str = "", **data: object) -> None:
+    def _emit(self, kind: str, id: str = "", /, **data: object) -> None:
         self.changes.announce("okf", kind, id, **data)
 
     async def recover(self) -> list[RecoveryOutcome]:

@@ -4,6 +4,7 @@ backoff; an ``argv`` receiver runs a real command without a shell, the event JSO
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import threading
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from services.canvas import Canvas, DocumentInvalidError
+from services.canvas import Canvas, DocumentInvalidError, ReceiverAttempt
 
 from .conftest import PREVIEW
 
@@ -201,3 +202,40 @@ async def test_https_is_accepted_for_any_host(canvas: Canvas) -> None:
     view = await canvas.register_custom_object("acme.hook", name="hook", events={"ping": 3}, receiver="url",
                                                url="https://hooks.example.com/canvas")
     assert view.receiver == "url"
+
+
+async def test_a_hung_argv_receiver_delays_only_itself(canvas: Canvas, server: _Server, tmp_path: Path) -> None:
+    loop = asyncio.get_running_loop()
+    delivered = asyncio.Event()
+    seen: list[ReceiverAttempt] = []
+
+    def heard(attempt: ReceiverAttempt) -> None:  # called from the dispatcher's worker thread
+        seen.append(attempt)
+        if attempt.outcome == "delivered" and attempt.object_id == fast.object.id and len(server.bodies) == 3:
+            loop.call_soon_threadsafe(delivered.set)
+
+    canvas.receivers.on_attempt = heard
+    canvas.receivers.max_attempts = 1
+    release = tmp_path / "release"
+    script = ("import os, sys, time\n"
+              "sys.stdin.read()\n"
+              f"while not os.path.exists({str(release)!r}):\n"
+              "    time.sleep(0.02)\n")
+    hung = await canvas.register_custom_object("acme.cmd", name="hung", events={"ping": 3}, receiver="argv",
+                                               argv=[sys.executable, "-c", script], timeout=20)
+    fast = await canvas.register_custom_object("acme.hook", name="fast", events={"ping": 3}, receiver="url",
+                                               url=server.url)
+    doc = await canvas.write("plan", owner="user:o1", preview=PREVIEW, body="v1")
+    for hook in (hung, fast):  # the hung receiver's entries come first
+        await canvas.watch(doc.object.id, watcher=hook.object.id, pattern="edited")
+    for revision in range(1, 4):
+        await canvas.edit(doc.object.id, base_revision=revision, body=f"v{revision + 1}")
+
+    await delivered.wait()
+    assert [a.object_id for a in seen] == [fast.object.id] * 3  # the hung one has not finished any
+    assert [b["entry_id"] for b in server.bodies] == sorted(b["entry_id"] for b in server.bodies)
+    release.write_text("go")
+    await canvas.receivers.drain()
+    hung_attempts = list(reversed(await canvas.receiver_attempts(hung.object.id)))
+    assert [(a.outcome, a.status) for a in hung_attempts] == [("delivered", 0)] * 3
+    assert [a.entry_id for a in hung_attempts] == sorted(a.entry_id for a in hung_attempts)
