@@ -41,6 +41,7 @@ an exported test as code. Limits (``MAX_*``) bound every line, the nesting and t
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -450,9 +451,20 @@ def parse_recording(lines: Iterable[bytes | str]) -> Recording:
     return Recording(header, state, steps, ended)
 
 
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text[:40]} is too large a number")
+    return value
+
+
 def _json(text: str, number: int) -> JsonObject:
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
     except RecursionError:
         raise RecordingError(f"nested deeper than {MAX_DEPTH}", line=number) from None
     except ValueError as exc:
