@@ -180,6 +180,8 @@ class ObservationDelta(TypedDict):
     """An observation as written after the first: what changed since the last one written."""
 
     delta: Literal[True]
+    base: NotRequired[int]
+    """The step whose observation this one changes (the last one written before it)."""
     ids: list[str]
     runs: list[ObservedRun]
     grants: dict[str, str | None]
@@ -257,6 +259,13 @@ class Recording:
     steps: list[Step] = field(default_factory=list)
     ended: bool = False
     """True when the file ends with an ``end`` line (stopped cleanly)."""
+
+    def check_complete(self) -> None:
+        """``RecordingError`` unless the file ended with its end line (a recording whose window stopped
+        or crashed while it was written, or that lost its last lines, promises nothing about its end)."""
+        if not self.ended:
+            raise RecordingError(f"the recording has no end line: it was not stopped cleanly or lost its last "
+                                 f"lines ({len(self.steps)} steps read); nothing can say that every step is there")
 
     @property
     def version(self) -> int:
@@ -410,6 +419,8 @@ def parse_recording(lines: Iterable[bytes | str]) -> Recording:
     ended = False
     number = 0
     base: Observation | None = None
+    base_n = 0
+    """The step whose observation ``base`` is (an observation written as changes names it)."""
     for number, raw in enumerate(lines, start=1):
         limit = MAX_STATE_BYTES if number == 2 else MAX_LINE_BYTES
         if len(raw) > limit:
@@ -433,6 +444,7 @@ def parse_recording(lines: Iterable[bytes | str]) -> Recording:
         else:
             kind = value.get("type")
             if kind == "end":
+                _end(value, number, len(steps))
                 ended = True
                 continue
             if kind != "step":
@@ -442,7 +454,12 @@ def parse_recording(lines: Iterable[bytes | str]) -> Recording:
             step = _step(value, number, len(steps) + 1)
             written = value.get("observed")
             if isinstance(written, dict):  # validated by _step
+                if written.get("delta") and "base" in written and written["base"] != base_n:
+                    raise RecordingError(f"the observation is written as changes since step {_shown(written['base'])}, "
+                                         f"and the last observation held is step {base_n}: a line is missing",
+                                         line=number)
                 step["observed"] = base = _expand(base, written, number)
+                base_n = step["n"]
             steps.append(step)
     if header is None:
         raise RecordingError("the file is empty: a recording starts with its header")
@@ -460,6 +477,19 @@ def _finite(text: str) -> float:
     if math.isinf(value):
         raise ValueError(f"{text[:40]} is too large a number")
     return value
+
+
+def _end(value: JsonObject, number: int, steps: int) -> None:
+    """The end line: its step count is the number of steps read (a step line lost is named here)."""
+    count = value.get("steps")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise RecordingError(f"the end line counts the steps (steps), not {_shown(count)}", line=number)
+    if count != steps:
+        raise RecordingError(f"the end line counts {count} steps, and {steps} were read: "
+                             f"{'a step line is missing' if count > steps else 'a step line was added'}", line=number)
+    at = value.get("at", 0)
+    if isinstance(at, bool) or not isinstance(at, (int, float)) or at < 0:
+        raise RecordingError(f"the end line's time (at) is seconds from the start, not {_shown(at)}", line=number)
 
 
 def _json(text: str, number: int) -> JsonObject:
@@ -558,10 +588,17 @@ def _step(value: JsonObject, number: int, n: int) -> Step:
             raise RecordingError("an insight step names its review's title", line=number)
     if kind == "okf":
         _okf_step(value, number)
+    written_n = value.get("n")
+    if isinstance(written_n, bool) or not isinstance(written_n, int):
+        raise RecordingError(f"a step's number (n) is a whole number, not {_shown(written_n)}", line=number)
+    if written_n != n:
+        raise RecordingError(f"step {written_n} comes where step {n} was due: "
+                             f"{'a step line is missing' if written_n > n else 'the steps are out of order'}",
+                             line=number)
     observed = value.get("observed")
     if observed is not None:
         _observed(observed, number)
-    return cast(Step, {**value, "n": n})  # the fields a step holds are the ones checked above
+    return cast(Step, value)  # the fields a step holds are the ones checked above
 
 
 _INPUT = re.compile(r"^(note|record):.")
@@ -622,6 +659,9 @@ def _observed(observed: object, number: int) -> None:
             _ident({"event": event_type}, "event", number)
     for run_id in observed.get("ids") or []:
         _ident({"id": run_id}, "id", number)
+    written_base = observed.get("base", 0)
+    if isinstance(written_base, bool) or not isinstance(written_base, int) or written_base < 0:
+        raise RecordingError(f"an observation's base is a step number, not {_shown(written_base)}", line=number)
     grants = observed.get("grants", {})
     if not isinstance(grants, dict):
         raise RecordingError("an observation's grants are an object", line=number)

@@ -20,14 +20,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from ..desk import JUDGE_USER, ControlClient, RunBook
+from ..desk import JUDGE_USER, ControlClient, RunBook, RunMirror, seq_of
 from .format import Observation, ObservedJudgment, ObservedRun, fields
 
 if TYPE_CHECKING:
     from ..knowledge.insights.reviews import InsightReview
     from ..knowledge.okf.models import JudgmentDetail, JudgmentItem
 
-__all__ = ["observe", "observe_book", "insight_states", "judgment_states", "judgment_inputs", "compare",
+__all__ = ["observe", "BookObserver", "insight_states", "judgment_states", "judgment_inputs", "compare",
            "compare_judgments", "changes_between", "InsightSource", "JudgmentSource"]
 
 
@@ -79,11 +79,57 @@ async def judgment_states(okf: JudgmentSource) -> list[ObservedJudgment]:
     return sorted(seen, key=lambda j: (j["agent"], j["inputs"], j["state"]))
 
 
-def observe_book(book: RunBook, reviews: list[list[str]]) -> Observation:
-    """The same, read from a desk's ``RunBook`` (no copies, no JSON: what a recorder reads after each step);
-    ``reviews`` are the insight reviews' ``[title, status]``."""
-    runs = [(dto, book.events(str(dto["id"]))) for dto in book.run_dtos()]
-    return _observation(runs, list(book.people()), reviews)
+class BookObserver:
+    """The same, read from a desk (its ``RunBook`` and its ``RunMirror``: the one protocol an embedded
+    and an attached window share), each step reading only what changed: a run whose sequence number
+    (``seq``) and first kept event (``first_seq``) are those last read is taken as it was, a run that
+    grew reads only its new events (``RunMirror.since``), and a run that is new, cut at its start or
+    whose log went back is read whole (and named in ``rebuilt``). A run unchanged is the very object
+    the last observation held, so what changed is told by identity."""
+
+    def __init__(self, book: RunBook, mirror: RunMirror) -> None:
+        self.book = book
+        self.mirror = mirror
+        self.rebuilt: set[str] = set()
+        """The runs read whole since the caller last cleared this (their events did not only grow)."""
+        self._runs: dict[str, ObservedRun] = {}
+        self._marks: dict[str, tuple[int, object]] = {}
+        """Run id -> the sequence number read up to, and the run's ``first_seq`` then."""
+
+    def observe(self, reviews: list[list[str]]) -> Observation:
+        """What the desk shows now; ``reviews`` are the insight reviews' ``[title, status]``."""
+        return _observation_of(self._current(), self.book.people(), reviews)
+
+    def _current(self) -> list[ObservedRun]:
+        seen: list[ObservedRun] = []
+        runs, marks, mirror = self._runs, self._marks, self.mirror
+        for dto in self.book.run_dtos():
+            if dto.get("user_id") == JUDGE_USER:
+                continue
+            run_id = str(dto["id"])
+            user, status, deleted = str(dto.get("user_id")), str(dto.get("status")), bool(dto.get("deleted"))
+            seq, first = dto.get("seq"), dto.get("first_seq")
+            old, (read, kept) = runs.get(run_id), marks.get(run_id, (-1, None))
+            known = old is not None and isinstance(seq, int) and read >= 0 and first == kept
+            if old is not None and known and seq == read:  # no new event (its status may have changed)
+                if old["status"] != status or old["deleted"] != deleted or old["user"] != user:
+                    old = runs[run_id] = {**old, "user": user, "status": status, "deleted": deleted}
+                seen.append(old)
+                continue
+            if old is not None and known and isinstance(seq, int) and seq > read:  # grew: only the new events are read
+                new = mirror.since(run_id, read)
+                events = old["events"] + [str(e.get("type")) for e in new]
+                top = seq_of(new[-1]) if new else read
+            else:
+                log = mirror.events(run_id)
+                events = [str(e.get("type")) for e in log]
+                top = seq_of(log[-1]) if log else 0
+                self.rebuilt.add(run_id)
+            run: ObservedRun = {"id": run_id, "user": user, "status": status, "deleted": deleted, "events": events}
+            runs[run_id] = run
+            marks[run_id] = (top, first)
+            seen.append(run)
+        return seen
 
 
 async def insight_states(insights: InsightSource | None) -> list[list[str]]:
@@ -101,6 +147,11 @@ def _observation(runs: Iterable[tuple[Mapping[str, object], Iterable[Mapping[str
             continue
         seen.append({"id": str(dto["id"]), "user": str(dto.get("user_id")), "status": str(dto.get("status")),
                      "deleted": bool(dto.get("deleted")), "events": [str(e.get("type")) for e in events]})
+    return _observation_of(seen, people, reviews)
+
+
+def _observation_of(seen: list[ObservedRun], people: Iterable[Mapping[str, object]],
+                    reviews: list[list[str]]) -> Observation:
     grants: dict[str, str | None] = {}
     for person in people:
         if person.get("id") == JUDGE_USER:
