@@ -27,10 +27,15 @@ A recording is one JSON object per line:
    status, and (when the workspace had them) every OKF judgment's ``{"agent", "inputs", "state"}``
    (``pending``, ``approved``, ``rejected``, ``delivered`` ...; a recording without the key did not
    observe them); or null when it was too large to keep. After the first, an observation is written as
-   what changed (``delta``): ``{"delta": true, "ids": [every run id, in order], "runs": [the runs that
+   what changed (``delta``): ``{"delta": true, "base": the step whose observation it changes (the last
+   one written), "ids": [every run id, in order; only when a run came or went], "runs": [the runs that
    changed, a run whose events only grew carrying the new ones and ``after``: how many it had],
-   "grants", "insights", "judgments"}``; ``load`` expands it again, so a loaded step's ``observed`` is whole.
-4. optionally ``{"type": "end", "at", "steps"}`` when the recording was stopped cleanly.
+   "grants", "insights", "judgments"}``; ``load`` expands it again, so a loaded step's ``observed`` is
+   whole. Steps are numbered from 1 as written (``n``); ``load`` refuses a gap, a step out of order and
+   an observation whose ``base`` is not the last one held: a lost line is named, never skipped.
+4. ``{"type": "end", "at", "steps"}`` when the recording was stopped cleanly; ``steps`` is compared
+   with the steps read. A file without it loads (a window that stopped while recording), and
+   ``replay`` and ``export-test`` refuse it (``Recording.check_complete``).
 
 Text from outside (prompts, replies, messages, event fields) is stored as data, never as markup or
 code: ``load`` refuses a file whose *structural* fields (kinds, methods, paths, ops, users) carry
@@ -76,7 +81,6 @@ __all__ = [
     "load_recording",
     "parse_recording",
     "dump_line",
-    "delta",
     "scrub",
     "scrub_fields",
     "scrub_state",
@@ -182,7 +186,8 @@ class ObservationDelta(TypedDict):
     delta: Literal[True]
     base: NotRequired[int]
     """The step whose observation this one changes (the last one written before it)."""
-    ids: list[str]
+    ids: NotRequired[list[str]]
+    """Every run id, in start order, when a run came or went since (absent: the same runs)."""
     runs: list[ObservedRun]
     grants: dict[str, str | None]
     insights: list[list[str]]
@@ -290,27 +295,6 @@ def dump_line(value: Mapping[str, object]) -> str:
 # -- observations ---------------------------------------------------------------------------------
 
 
-def delta(base: Observation | None, observed: Observation) -> Observation | ObservationDelta:
-    """``observed`` as what changed since ``base`` (the last observation written); whole when there is none."""
-    if base is None:
-        return observed
-    old = {r["id"]: r for r in base["runs"]}
-    runs: list[ObservedRun] = []
-    for run in observed["runs"]:
-        before = old.get(run["id"])
-        if before == run:
-            continue
-        if before is not None and run["events"][:len(before["events"])] == before["events"]:
-            runs.append({**run, "events": run["events"][len(before["events"]):], "after": len(before["events"])})
-        else:
-            runs.append(run)
-    written: ObservationDelta = {"delta": True, "ids": [r["id"] for r in observed["runs"]], "runs": runs,
-                                 "grants": observed["grants"], "insights": observed["insights"]}
-    if "judgments" in observed:
-        written["judgments"] = observed["judgments"]
-    return written
-
-
 def _expand(base: Observation | None, written: JsonObject, number: int) -> Observation:
     """A written observation (validated by ``_observed``) made whole again (``delta`` undone)."""
     if not written.get("delta"):
@@ -318,9 +302,9 @@ def _expand(base: Observation | None, written: JsonObject, number: int) -> Obser
     if base is None:
         raise RecordingError("the observation is written as changes, and no whole one comes before it", line=number)
     observed = cast(ObservationDelta, written)
-    ids = observed.get("ids")
+    ids = observed.get("ids", [r["id"] for r in base["runs"]])  # absent: the same runs as before
     if not isinstance(ids, list):
-        raise RecordingError("an observation written as changes lists every run id (ids)", line=number)
+        raise RecordingError("an observation written as changes lists every run id (ids) or none", line=number)
     known = {r["id"]: r for r in base["runs"]}
     for run in observed["runs"]:
         if "after" in run:
@@ -333,6 +317,10 @@ def _expand(base: Observation | None, written: JsonObject, number: int) -> Obser
             del run["after"]
             run["events"] = before["events"] + run["events"]
         known[run["id"]] = run
+    listed = set(ids)
+    stray = [r["id"] for r in observed["runs"] if r["id"] not in listed]
+    if stray:
+        raise RecordingError(f"run {_shown(stray[0])} is observed, and not listed among the runs (ids)", line=number)
     missing = [i for i in ids if i not in known]
     if missing:
         raise RecordingError(f"run {_shown(missing[0])} is listed, and its observation is not held", line=number)

@@ -30,10 +30,12 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import os
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
+from urllib.parse import unquote
 
 from ..changes import Change, ChangeFeed
 from ..clock import Clock
@@ -108,13 +110,15 @@ class Recorder:
         """Steps written so far."""
         self.stopped = False
         self._handle = handle
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="workbench-recording")
+        """Where the file is written (one thread: the lines stay in order)."""
         self._started = clock.time()
         self._lock = asyncio.Lock()
         self._last: Observation | None = None
         self._calls: list[CallRecord | StepFields] = []
         """What waits to be written, in the order it happened: the app's calls (written once answered)
         and the failures the cloud armed (ready at once)."""
-        self._observer = BookObserver(desk.book, desk.mirror)
+        self._observer = BookObserver(desk.book, desk.mirror, desk.changes)
         self._undo: list[Callable[[], object]] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._poller: asyncio.Task[None] | None = None
@@ -158,6 +162,7 @@ class Recorder:
             self.desk.control = self._inner
         for undo in self._undo:
             undo()
+        self._observer.close()
         if self._poller is not None:
             self._poller.cancel()
             await asyncio.gather(self._poller, return_exceptions=True)
@@ -167,7 +172,10 @@ class Recorder:
         async with self._lock:
             end: EndLine = {"type": "end", "at": self._at(), "steps": self.steps}
             await self._write(dump_line(end))
-            await asyncio.to_thread(self._close)
+            try:
+                await asyncio.get_running_loop().run_in_executor(self._writer, self._close)
+            finally:
+                self._writer.shutdown(wait=False)
 
     def _close(self) -> None:
         self._handle.flush()
@@ -182,6 +190,7 @@ class Recorder:
         if self.stopped:
             return
         await self.flush_calls()
+        self._observer.touched(_run_touched(path))
         kept = {k: v for k, v in body.items() if k != "idempotency_key"} if isinstance(body, dict) else body
         run_id = answer.get("run_id") if isinstance(answer, dict) else None
         made = run_id if isinstance(run_id, str) else None
@@ -331,8 +340,10 @@ class Recorder:
                 runs.append({**run, "events": run["events"][count:], "after": count})
             else:
                 runs.append(run)
-        written: ObservationDelta = {"delta": True, "base": self._written_n, "ids": [r["id"] for r in observed["runs"]],
-                                     "runs": runs, "grants": observed["grants"], "insights": observed["insights"]}
+        written: ObservationDelta = {"delta": True, "base": self._written_n, "runs": runs, "grants": observed["grants"],
+                                     "insights": observed["insights"]}
+        if len(observed["runs"]) != len(base["runs"]) or any(r["id"] not in old for r in runs):
+            written["ids"] = [r["id"] for r in observed["runs"]]  # a run came or went: the order is written
         if "judgments" in observed:
             written["judgments"] = observed["judgments"]
         return written
@@ -362,7 +373,19 @@ class Recorder:
         def write() -> None:
             self._handle.write(text + "\n")
             self._handle.flush()
-        await asyncio.to_thread(write)
+        # the recorder's own thread: a line never waits behind the work others queue on the shared pool
+        await asyncio.get_running_loop().run_in_executor(self._writer, write)
+
+
+def _run_touched(path: str) -> str | None:
+    """The run a control call acted on (``/runs/<id>/...``), ``""`` for a person's action (no run's
+    events or status change without the cloud saying so), None for anything else (it may touch any run)."""
+    parts = path.strip("/").split("/")
+    if parts[0] == "runs" and len(parts) >= 2:
+        return unquote(parts[1])
+    if parts[0] == "people":
+        return ""
+    return None
 
 
 def _body(value: object) -> JsonObject | None:
