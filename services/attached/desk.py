@@ -253,7 +253,11 @@ class ServedDesk(Desk):
         if found is None or (self.info is not None and (found.url, found.token) == (self.info.url, self.info.token)):
             return
         old, self.info = self.remote, found
-        self.remote = self.control = self.stream_book.remote = RemoteCloud(found.url, found.token)
+        self.remote = self.stream_book.remote = RemoteCloud(found.url, found.token)
+        if getattr(self.control, "inner", None) is old:  # a wrapper (a recording's) keeps wrapping the new one
+            setattr(self.control, "inner", self.remote)
+        else:
+            self.control = self.remote
         self.last_event_id = None  # another process: nothing to resume, everything is read again
         with contextlib.suppress(Exception):
             await old.aclose()

@@ -158,8 +158,8 @@ class Recorder:
         if self.stopped:
             return
         self.stopped = True
-        if isinstance(self.desk.control, RecordingControl):
-            self.desk.control = self._inner
+        if isinstance(self.desk.control, RecordingControl):  # what it wraps now (an attached desk may have moved)
+            self.desk.control = self.desk.control.inner
         for undo in self._undo:
             undo()
         self._observer.close()
