@@ -62,7 +62,7 @@ async def test_an_attached_window_records_and_the_file_replays(serve: Any, tmp_p
         desk = ws.desk
         run_id = await desk.start_run("user:ada", "attached and recorded")
         await desk.reply(run_id, "first answer", chunks=2)
-        await desk.control.call("POST", "/fail_next", {"op": "run.message", "answer": 503, "user": "user:ada",
+        await desk.control.call("POST", "/fail_next", {"op": "run.message", "answer": 409, "user": "user:ada",
                                                        "times": 1})
         with pytest.raises(OperatorError):
             await desk.send_message(run_id, "refused by the scripted failure")
@@ -109,7 +109,7 @@ async def test_failures_scripted_from_outside_the_window_are_recorded_and_replay
         ada = await oauth.client("user:ada")
         run = await ada.runs.start(prompt="scripted from outside")
         # RemoteCloud in this process, over HTTP
-        await remote.fail_next("run.message", 503, user="user:ada", times=1)
+        await remote.fail_next("run.message", 422, user="user:ada", times=1)
         with pytest.raises(CrouterError) as first:
             await ada.runs.message(run.id, "refused once", max_retries=0)
         seen.append(first.value.status)
@@ -136,7 +136,7 @@ async def test_failures_scripted_from_outside_the_window_are_recorded_and_replay
         await remote.aclose()
         await oauth.aclose()
         await workspace.close()
-    assert seen == [503, 409]
+    assert seen == [422, 409]
     recording = load_recording(path)
     failures = [s for s in recording.steps if s["kind"] == "failure"]
     assert [(f["body"] or {}).get("op") for f in failures] == ["run.message", "run.get", "run.get"]
@@ -145,7 +145,7 @@ async def test_failures_scripted_from_outside_the_window_are_recorded_and_replay
                                                     "param": None, "retry_after_s": None}
     order = [s["kind"] if s["kind"] == "failure" else f"{s['kind']}:{s.get('op')}:{s.get('status')}"
              for s in recording.steps]
-    assert order == ["app:run.start:201", "failure", "app:run.message:503", "failure", "app:run.get:409",
+    assert order == ["app:run.start:201", "failure", "app:run.message:422", "failure", "app:run.get:409",
                      "failure", "app:run.get:403", "app:run.message:201"], order
     for served in (False, True):
         report = await replay(recording, tmp_path / f"replay-{served}", served=served)
