@@ -1,7 +1,8 @@
 """What a step left behind, as a recording keeps it, and how two such observations differ.
 
-An observation is read through the control API (``GET /runs?events=1``, ``GET /people``), so an
-embedded window, an attached one and a replay read it alike, plus the workspace's insight reviews:
+A replay reads an observation through the control API (``GET /runs?events=1``, ``GET /people``); a
+recorder reads the same from its desk (``BookObserver``: the book and the mirror an embedded and an
+attached window share, only what changed since the last step), plus the workspace's insight reviews:
 
 ``{"runs": [{"id", "user", "status", "deleted", "events": [type, ...]}, ...],
 "grants": {person: state}, "insights": [[title, status], ...],

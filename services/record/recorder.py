@@ -19,9 +19,10 @@ It sits at three seams, none of which needs the window to know it is being recor
   is recorded with what it judged (its agent and inputs: the notes and run records), the outcomes
   approved and the reason, once its delivery (or rejection) has ended.
 
-After each step the recorder waits for the desk to catch up with the cloud (``Desk.caught_up``), observes
-what changed (``observe.BookObserver``: a step costs what it changed, not what the cloud holds) and
-writes the step with what it saw, as what changed since the last observation written. Every line is written whole and flushed before the next; ``stop`` writes the end line and syncs
+After each step the recorder waits for the desk to catch up with the cloud (``Desk.caught_up``),
+observes what changed (``observe.BookObserver``: a step costs what it changed, not what the cloud
+holds) and writes the step with what it saw, as what changed since the last observation written.
+Every line is written whole and flushed before the next; ``stop`` writes the end line and syncs
 the file. Secrets never reach the file: the starting state is ``scrub_state``d and every body ``scrub``bed.
 """
 
