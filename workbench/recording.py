@@ -39,11 +39,16 @@ MAX_STEP_S = 6.0
 # -- export-test and replay ------------------------------------------------------------------------
 
 
-def _load(path: Path, command: str) -> "Recording | None":
+def _load(path: Path, command: str, *, complete: bool = False) -> "Recording | None":
+    """The recording, or None once the reason was printed; ``complete``: one without its end line is
+    refused too (a replay or an exported test of it would call a truncated file a match)."""
     from services.record import load_recording
 
     try:
-        return load_recording(path)
+        recording = load_recording(path)
+        if complete:
+            recording.check_complete()
+        return recording
     except ServiceError as exc:
         print(f"workbench {command}: {safe(str(exc), 2000)}")
         return None
@@ -54,7 +59,7 @@ def export_test_command(path: Path, output: Path | None, *, served: bool = False
     ``test_<FILE stem>.py`` beside the recording); status 2 for a recording that does not load."""
     from services.record import export_test
 
-    recording = _load(path, "export-test")
+    recording = _load(path, "export-test", complete=True)
     if recording is None:
         return 2
     stem = "".join(c if c.isalnum() else "_" for c in path.stem)
@@ -75,7 +80,7 @@ def replay_command(path: Path, *, served: bool = False, workspace: Path | None =
     divergence, 2 for a recording that does not load."""
     from services.record import describe, replay
 
-    recording = _load(path, "replay")
+    recording = _load(path, "replay", complete=True)
     if recording is None:
         return 2
 

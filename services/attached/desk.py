@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -37,6 +38,13 @@ Dto = dict[str, object]
 
 RELAYED = frozenset({"canvas", "insights", "okf", "outbox"})
 """The sources whose changes a window relays to the others (through the server's change stream)."""
+CAUGHT_UP = "attach.caught_up"
+"""The kind of the marker a window publishes through the server and waits for on its stream
+(``ServedDesk.caught_up``); never republished on a window's feed."""
+CAUGHT_UP_S = 10.0
+"""How long ``caught_up`` waits for its marker to come back."""
+NOT_PEOPLE = frozenset({"failure.armed"})
+"""The cloud's changes that leave the people as they were (every other one reads them again)."""
 
 
 class StreamBook:
@@ -125,6 +133,8 @@ class ServedDesk(Desk):
         self._unrelay: Callable[[], None] | None = None
         self._sending: set[asyncio.Task[None]] = set()
         self._connection: "asyncio.Future[None] | None" = None
+        self._markers: dict[str, asyncio.Future[None]] = {}
+        """The ``caught_up`` markers sent and not yet seen on the stream, by id."""
 
     # -- following the server ------------------------------------------------------------------
 
@@ -151,6 +161,24 @@ class ServedDesk(Desk):
             waiter.cancel()
             raise OperatorError(f"the change stream of {self.remote.url} did not open")
         await self.load()  # anything that changed before the subscription took is read again
+
+    async def caught_up(self, timeout: float = CAUGHT_UP_S) -> bool:
+        """Wait until every change the server published before now is in the book and the mirror: a
+        marker is published through the server (``POST /changes``) and, the stream keeping the
+        server's order, once it comes back everything before it has been applied. False (and the
+        reason kept in ``errors``) when the marker cannot be sent or does not come back in time."""
+        token = uuid.uuid4().hex
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._markers[token] = waiter
+        try:
+            await self.remote.publish(Change("workspace", CAUGHT_UP, token, {"origin": self.origin}))
+            await asyncio.wait_for(asyncio.shield(waiter), timeout)
+            return True
+        except (ServiceError, asyncio.TimeoutError) as exc:
+            self.errors.append(f"catching up with {self.remote.url}: {exc or 'no answer in time'}")
+            return False
+        finally:
+            self._markers.pop(token, None)
 
     def _send(self, change: Change) -> None:
         task = asyncio.get_running_loop().create_task(self._publish(change))
@@ -225,7 +253,11 @@ class ServedDesk(Desk):
         if found is None or (self.info is not None and (found.url, found.token) == (self.info.url, self.info.token)):
             return
         old, self.info = self.remote, found
-        self.remote = self.control = self.stream_book.remote = RemoteCloud(found.url, found.token)
+        self.remote = self.stream_book.remote = RemoteCloud(found.url, found.token)
+        if getattr(self.control, "inner", None) is old:  # a wrapper (a recording's) keeps wrapping the new one
+            setattr(self.control, "inner", self.remote)
+        else:
+            self.control = self.remote
         self.last_event_id = None  # another process: nothing to resume, everything is read again
         with contextlib.suppress(Exception):
             await old.aclose()
@@ -302,7 +334,7 @@ class ServedDesk(Desk):
             elif change.kind in ("run.started", "run.deleted"):
                 runs[change.id] = None
                 people = True
-            else:
+            elif change.kind not in NOT_PEOPLE:
                 people = True
         for run_id in runs:
             try:
@@ -314,6 +346,11 @@ class ServedDesk(Desk):
             with contextlib.suppress(ServiceError):
                 await self.stream_book.refresh_people()
         for change in batch:
+            if change.kind == CAUGHT_UP and change.source == "workspace":
+                waiter = self._markers.get(change.id)
+                if waiter is not None and not waiter.done():
+                    waiter.set_result(None)  # everything before the marker is applied and published
+                continue
             origin = change.data.get("origin")
             if origin == self.origin:
                 continue  # this window's own change, published here when it happened

@@ -21,7 +21,7 @@ from ..changes import ChangeFeed
 from ..clock import Clock
 from .directory import Directory
 from .limits import DEFAULT_LIMITS
-from .errors import Answer, CloudError
+from .errors import Answer, CloudError, failure_answer
 from .failures import Gate, InterceptContext
 from .notices import NoticeAttempt, NoticeSender, RunNoticeConfig
 from .providers import Providers
@@ -172,8 +172,16 @@ class FakeCloud:
         return self.state.failures.intercept(op, fn, user=user, times=times)
 
     def fail_next(self, op: str, answer: Answer, *, user: str | None = None, times: float = 1) -> Callable[[], None]:
-        """Answer the next ``times`` matching requests with ``answer``. Returns a remover."""
-        return self.state.failures.fail_next(op, answer, user=user, times=times)
+        """Answer the next ``times`` matching requests with ``answer``. Returns a remover.
+
+        Every scripted failure, however it was asked for (here, the control API in this process or over
+        HTTP), is published as a ``failure.armed`` change: ``{op, answer, user, times}`` as the control
+        API's ``POST /fail_next`` takes them (an envelope as ``{status, code, ...}``; ``times`` null:
+        always), so a recording keeps it where it was armed."""
+        remover = self.state.failures.fail_next(op, answer, user=user, times=times)
+        self.changes.announce("cloud", "failure.armed", op, op=op, answer=failure_answer(answer), user=user,
+                              times=None if math.isinf(times) else int(times) if float(times).is_integer() else times)
+        return remover
 
     def gate(self, op: str, *, user: str | None = None) -> Gate:
         """Hold every matching request until the returned gate's ``release()``."""

@@ -7,7 +7,7 @@ from typing import Any, Literal, Union
 
 import httpx
 
-__all__ = ["CloudError", "Answer", "envelope", "error_response", "default_code"]
+__all__ = ["CloudError", "Answer", "envelope", "error_response", "default_code", "failure_answer"]
 
 _DEFAULT_CODES = {
     400: "invalid_request",
@@ -104,3 +104,14 @@ def error_response(
 ) -> httpx.Response:
     """An HTTP answer carrying an envelope."""
     return CloudError(status, code or default_code(status), message, **fields).response()
+
+
+def failure_answer(answer: object) -> object:
+    """A scripted answer as JSON, as the control API's ``POST /fail_next`` takes it: a status number,
+    ``"unreachable"``, or an envelope's ``{status, code, message, origin, retryable, details, param,
+    retry_after_s}``."""
+    if isinstance(answer, CloudError):
+        return {"status": answer.status, "code": answer.code, "message": answer.message, "origin": answer.origin,
+                "retryable": answer.retryable, "details": answer.details, "param": answer.param,
+                "retry_after_s": answer.retry_after_s}
+    return answer

@@ -119,6 +119,12 @@ class Desk:
         """Stop following the cloud."""
         self.mirror.close()
 
+    async def caught_up(self) -> bool:
+        """Wait until the book and the mirror show everything the cloud did before this call; True
+        once they do (a desk over an in-process cloud reads it live: at once). A reader that must
+        see what an action left behind (a recording's observation) calls it first."""
+        return True
+
     # -- views -----------------------------------------------------------------------------
 
     def run_ids(self) -> list[str]:

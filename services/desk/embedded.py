@@ -50,7 +50,7 @@ def _run(run: "FakeRun") -> dict[str, Any]:
         "id": run.id, "user_id": run.user_id, "name": run.name, "status": run.status, "activity": run.activity,
         "params": run.params, "outcome": run.outcome, "last_turn_error": run.last_turn_error,
         "question": run.question, "pending": run.pending, "created_at": run.created_at,
-        "updated_at": run.updated_at, "deleted": run.deleted, "seq": run.seq,
+        "updated_at": run.updated_at, "deleted": run.deleted, "seq": run.seq, "first_seq": run.first_seq,
     }
 
 

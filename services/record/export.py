@@ -22,7 +22,7 @@ from urllib.parse import unquote
 from .format import Observation, ObservedRun, Recording, StepFields, fields, items
 from .observe import changes_between
 from .replay import describe
-from .sdk_calls import attempts, sdk_code
+from .sdk_calls import attempts, keyword_arguments, sdk_code
 
 __all__ = ["export_test"]
 
@@ -38,9 +38,13 @@ class _Id:
 
 
 def _kwargs(values: Mapping[str, object]) -> list[str]:
-    plain = [f"{k}={v!r}" for k, v in values.items() if k.isidentifier()]
-    odd = {k: v for k, v in values.items() if not k.isidentifier()}
-    return plain + ([f"**{odd!r}"] if odd else [])
+    return keyword_arguments(values)
+
+
+def _comment(text: object) -> str:
+    """Text from a recording as it may stand in a comment or the docstring: ASCII, every control,
+    quote and backslash escaped (``ascii``), so no newline ends the comment and no quote the docstring."""
+    return ascii(str(text))[1:-1].replace('"', "\\x22")
 
 
 def _call(step: StepFields) -> str:
@@ -132,11 +136,11 @@ def export_test(recording: Recording, *, served: bool = False, name: str = "sess
     """The pytest module that replays ``recording`` and asserts what it observed."""
     header = recording.header
     steps = attempts(recording.steps)
-    function = "".join(c if c.isalnum() else "_" for c in name.lower()).strip("_") or "session"
+    function = "".join(c if c.isascii() and c.isalnum() else "_" for c in name.lower()).strip("_") or "session"
     if function[0].isdigit():
         function = "recorded_" + function
     lines = [
-        f'"""A workbench session recorded at {header.get("started_at", "an unknown time")} '
+        f'"""A workbench session recorded at {_comment(header.get("started_at", "an unknown time"))} '
         f'({len(steps)} steps), replayed as a test.',
         "",
         "Each step does what was done then, in order; the lines after it assert what the cloud showed",
@@ -172,7 +176,7 @@ def export_test(recording: Recording, *, served: bool = False, name: str = "sess
     previous = _before_first(recording, first)
     for step in steps:
         attempts_note = f" ({step['attempts']} attempts)" if step.get("attempts", 1) > 1 else ""
-        lines.append(f"        # step {step['n']} at {float(step['at']):.2f} s: {describe(step)}{attempts_note}")
+        lines.append(f"        # step {int(step['n'])} at {float(step['at']):.2f} s: {_comment(describe(step))}{attempts_note}")
         lines.extend(f"        {line}" for line in _step_lines(step))
         lines.extend(f"        {line}" for line in _expect_lines(previous, step.get("observed")))
         if step.get("observed") is not None:

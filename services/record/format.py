@@ -27,10 +27,15 @@ A recording is one JSON object per line:
    status, and (when the workspace had them) every OKF judgment's ``{"agent", "inputs", "state"}``
    (``pending``, ``approved``, ``rejected``, ``delivered`` ...; a recording without the key did not
    observe them); or null when it was too large to keep. After the first, an observation is written as
-   what changed (``delta``): ``{"delta": true, "ids": [every run id, in order], "runs": [the runs that
+   what changed (``delta``): ``{"delta": true, "base": the step whose observation it changes (the last
+   one written), "ids": [every run id, in order; only when a run came or went], "runs": [the runs that
    changed, a run whose events only grew carrying the new ones and ``after``: how many it had],
-   "grants", "insights", "judgments"}``; ``load`` expands it again, so a loaded step's ``observed`` is whole.
-4. optionally ``{"type": "end", "at", "steps"}`` when the recording was stopped cleanly.
+   "grants", "insights", "judgments"}``; ``load`` expands it again, so a loaded step's ``observed`` is
+   whole. Steps are numbered from 1 as written (``n``); ``load`` refuses a gap, a step out of order and
+   an observation whose ``base`` is not the last one held: a lost line is named, never skipped.
+4. ``{"type": "end", "at", "steps"}`` when the recording was stopped cleanly; ``steps`` is compared
+   with the steps read. A file without it loads (a window that stopped while recording), and
+   ``replay`` and ``export-test`` refuse it (``Recording.check_complete``).
 
 Text from outside (prompts, replies, messages, event fields) is stored as data, never as markup or
 code: ``load`` refuses a file whose *structural* fields (kinds, methods, paths, ops, users) carry
@@ -41,6 +46,7 @@ an exported test as code. Limits (``MAX_*``) bound every line, the nesting and t
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -77,7 +83,6 @@ __all__ = [
     "load_recording",
     "parse_recording",
     "dump_line",
-    "delta",
     "scrub",
     "scrub_fields",
     "scrub_state",
@@ -181,7 +186,10 @@ class ObservationDelta(TypedDict):
     """An observation as written after the first: what changed since the last one written."""
 
     delta: Literal[True]
-    ids: list[str]
+    base: NotRequired[int]
+    """The step whose observation this one changes (the last one written before it)."""
+    ids: NotRequired[list[str]]
+    """Every run id, in start order, when a run came or went since (absent: the same runs)."""
     runs: list[ObservedRun]
     grants: dict[str, str | None]
     insights: list[list[str]]
@@ -259,6 +267,13 @@ class Recording:
     ended: bool = False
     """True when the file ends with an ``end`` line (stopped cleanly)."""
 
+    def check_complete(self) -> None:
+        """``RecordingError`` unless the file ended with its end line (a recording whose window stopped
+        or crashed while it was written, or that lost its last lines, promises nothing about its end)."""
+        if not self.ended:
+            raise RecordingError(f"the recording has no end line: it was not stopped cleanly or lost its last "
+                                 f"lines ({len(self.steps)} steps read); nothing can say that every step is there")
+
     @property
     def version(self) -> int:
         return int(self.header["version"])
@@ -282,27 +297,6 @@ def dump_line(value: Mapping[str, object]) -> str:
 # -- observations ---------------------------------------------------------------------------------
 
 
-def delta(base: Observation | None, observed: Observation) -> Observation | ObservationDelta:
-    """``observed`` as what changed since ``base`` (the last observation written); whole when there is none."""
-    if base is None:
-        return observed
-    old = {r["id"]: r for r in base["runs"]}
-    runs: list[ObservedRun] = []
-    for run in observed["runs"]:
-        before = old.get(run["id"])
-        if before == run:
-            continue
-        if before is not None and run["events"][:len(before["events"])] == before["events"]:
-            runs.append({**run, "events": run["events"][len(before["events"]):], "after": len(before["events"])})
-        else:
-            runs.append(run)
-    written: ObservationDelta = {"delta": True, "ids": [r["id"] for r in observed["runs"]], "runs": runs,
-                                 "grants": observed["grants"], "insights": observed["insights"]}
-    if "judgments" in observed:
-        written["judgments"] = observed["judgments"]
-    return written
-
-
 def _expand(base: Observation | None, written: JsonObject, number: int) -> Observation:
     """A written observation (validated by ``_observed``) made whole again (``delta`` undone)."""
     if not written.get("delta"):
@@ -310,9 +304,9 @@ def _expand(base: Observation | None, written: JsonObject, number: int) -> Obser
     if base is None:
         raise RecordingError("the observation is written as changes, and no whole one comes before it", line=number)
     observed = cast(ObservationDelta, written)
-    ids = observed.get("ids")
+    ids = observed.get("ids", [r["id"] for r in base["runs"]])  # absent: the same runs as before
     if not isinstance(ids, list):
-        raise RecordingError("an observation written as changes lists every run id (ids)", line=number)
+        raise RecordingError("an observation written as changes lists every run id (ids) or none", line=number)
     known = {r["id"]: r for r in base["runs"]}
     for run in observed["runs"]:
         if "after" in run:
@@ -325,6 +319,10 @@ def _expand(base: Observation | None, written: JsonObject, number: int) -> Obser
             del run["after"]
             run["events"] = before["events"] + run["events"]
         known[run["id"]] = run
+    listed = set(ids)
+    stray = [r["id"] for r in observed["runs"] if r["id"] not in listed]
+    if stray:
+        raise RecordingError(f"run {_shown(stray[0])} is observed, and not listed among the runs (ids)", line=number)
     missing = [i for i in ids if i not in known]
     if missing:
         raise RecordingError(f"run {_shown(missing[0])} is listed, and its observation is not held", line=number)
@@ -420,6 +418,8 @@ def parse_recording(lines: Iterable[bytes | str]) -> Recording:
     ended = False
     number = 0
     base: Observation | None = None
+    base_n = 0
+    """The step whose observation ``base`` is (an observation written as changes names it)."""
     for number, raw in enumerate(lines, start=1):
         limit = MAX_STATE_BYTES if number == 2 else MAX_LINE_BYTES
         if len(raw) > limit:
@@ -443,6 +443,7 @@ def parse_recording(lines: Iterable[bytes | str]) -> Recording:
         else:
             kind = value.get("type")
             if kind == "end":
+                _end(value, number, len(steps))
                 ended = True
                 continue
             if kind != "step":
@@ -452,7 +453,12 @@ def parse_recording(lines: Iterable[bytes | str]) -> Recording:
             step = _step(value, number, len(steps) + 1)
             written = value.get("observed")
             if isinstance(written, dict):  # validated by _step
+                if written.get("delta") and "base" in written and written["base"] != base_n:
+                    raise RecordingError(f"the observation is written as changes since step {_shown(written['base'])}, "
+                                         f"and the last observation held is step {base_n}: a line is missing",
+                                         line=number)
                 step["observed"] = base = _expand(base, written, number)
+                base_n = step["n"]
             steps.append(step)
     if header is None:
         raise RecordingError("the file is empty: a recording starts with its header")
@@ -461,11 +467,35 @@ def parse_recording(lines: Iterable[bytes | str]) -> Recording:
     return Recording(header, state, steps, ended)
 
 
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text[:40]} is too large a number")
+    return value
+
+
+def _end(value: JsonObject, number: int, steps: int) -> None:
+    """The end line: its step count is the number of steps read (a step line lost is named here)."""
+    count = value.get("steps")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise RecordingError(f"the end line counts the steps (steps), not {_shown(count)}", line=number)
+    if count != steps:
+        raise RecordingError(f"the end line counts {count} steps, and {steps} were read: "
+                             f"{'a step line is missing' if count > steps else 'a step line was added'}", line=number)
+    at = value.get("at", 0)
+    if isinstance(at, bool) or not isinstance(at, (int, float)) or at < 0:
+        raise RecordingError(f"the end line's time (at) is seconds from the start, not {_shown(at)}", line=number)
+
+
 def _json(text: str, number: int) -> JsonObject:
     if json_deeper_than(text.encode("utf-8", "surrogatepass"), MAX_DEPTH):
         raise RecordingError(f"nested deeper than {MAX_DEPTH}", line=number)
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
     except RecursionError:
         raise RecordingError(f"nested deeper than {MAX_DEPTH}", line=number) from None
     except ValueError as exc:
@@ -559,10 +589,17 @@ def _step(value: JsonObject, number: int, n: int) -> Step:
             raise RecordingError("an insight step names its review's title", line=number)
     if kind == "okf":
         _okf_step(value, number)
+    written_n = value.get("n")
+    if isinstance(written_n, bool) or not isinstance(written_n, int):
+        raise RecordingError(f"a step's number (n) is a whole number, not {_shown(written_n)}", line=number)
+    if written_n != n:
+        raise RecordingError(f"step {written_n} comes where step {n} was due: "
+                             f"{'a step line is missing' if written_n > n else 'the steps are out of order'}",
+                             line=number)
     observed = value.get("observed")
     if observed is not None:
         _observed(observed, number)
-    return cast(Step, {**value, "n": n})  # the fields a step holds are the ones checked above
+    return cast(Step, value)  # the fields a step holds are the ones checked above
 
 
 _INPUT = re.compile(r"^(note|record):.")
@@ -623,6 +660,9 @@ def _observed(observed: object, number: int) -> None:
             _ident({"event": event_type}, "event", number)
     for run_id in observed.get("ids") or []:
         _ident({"id": run_id}, "id", number)
+    written_base = observed.get("base", 0)
+    if isinstance(written_base, bool) or not isinstance(written_base, int) or written_base < 0:
+        raise RecordingError(f"an observation's base is a step number, not {_shown(written_base)}", line=number)
     grants = observed.get("grants", {})
     if not isinstance(grants, dict):
         raise RecordingError("an observation's grants are an object", line=number)

@@ -1,7 +1,8 @@
 """What a step left behind, as a recording keeps it, and how two such observations differ.
 
-An observation is read through the control API (``GET /runs?events=1``, ``GET /people``), so an
-embedded window, an attached one and a replay read it alike, plus the workspace's insight reviews:
+A replay reads an observation through the control API (``GET /runs?events=1``, ``GET /people``); a
+recorder reads the same from its desk (``BookObserver``: the book and the mirror an embedded and an
+attached window share, only what changed since the last step), plus the workspace's insight reviews:
 
 ``{"runs": [{"id", "user", "status", "deleted", "events": [type, ...]}, ...],
 "grants": {person: state}, "insights": [[title, status], ...],
@@ -17,17 +18,19 @@ is mapped to the new one by position) and says the first difference.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from ..desk import JUDGE_USER, ControlClient, RunBook
+from ..changes import Change, ChangeFeed, RunEvents
+from ..desk import JUDGE_USER, ControlClient, RunBook, RunMirror, seq_of
 from .format import Observation, ObservedJudgment, ObservedRun, fields
 
 if TYPE_CHECKING:
     from ..knowledge.insights.reviews import InsightReview
     from ..knowledge.okf.models import JudgmentDetail, JudgmentItem
 
-__all__ = ["observe", "observe_book", "insight_states", "judgment_states", "judgment_inputs", "compare",
+__all__ = ["observe", "BookObserver", "insight_states", "judgment_states", "judgment_inputs", "compare",
            "compare_judgments", "changes_between", "InsightSource", "JudgmentSource"]
 
 
@@ -79,11 +82,121 @@ async def judgment_states(okf: JudgmentSource) -> list[ObservedJudgment]:
     return sorted(seen, key=lambda j: (j["agent"], j["inputs"], j["state"]))
 
 
-def observe_book(book: RunBook, reviews: list[list[str]]) -> Observation:
-    """The same, read from a desk's ``RunBook`` (no copies, no JSON: what a recorder reads after each step);
-    ``reviews`` are the insight reviews' ``[title, status]``."""
-    runs = [(dto, book.events(str(dto["id"]))) for dto in book.run_dtos()]
-    return _observation(runs, list(book.people()), reviews)
+RUN_CHANGES = frozenset({"run.event", "run.started", "run.deleted"})
+"""The cloud's changes that name the one run they change."""
+QUIET_CHANGES = frozenset({"grant.changed", "failure.armed"})
+"""The cloud's changes that change no run."""
+
+
+class BookObserver:
+    """The same, read from a desk (its ``RunBook`` and its ``RunMirror``: the one protocol an embedded
+    and an attached window share), each step reading only what changed. The desk's change feed names
+    the runs that changed (``run.event``, ``run.started``, ``run.deleted``; an action names the run it
+    touched, ``touched``): only those are read again, a run that grew reads only its new events
+    (``RunMirror.since``, after the sequence number last read), and a run that is new, cut at its start
+    or whose log went back is read whole (and named in ``rebuilt``). A change it cannot place (a reload,
+    a kind it does not know, ``touched(None)``) makes the next read go over every run once. A run
+    unchanged is the very object the last observation held, so what changed is told by identity."""
+
+    def __init__(self, book: RunBook, mirror: RunMirror, changes: ChangeFeed | None = None) -> None:
+        self.book = book
+        self.mirror = mirror
+        self.rebuilt: set[str] = set()
+        """The runs read whole since the caller last cleared this (their events did not only grow)."""
+        self._runs: dict[str, ObservedRun] = {}
+        self._order: list[str] = []
+        """The runs observed, in start order (the built-in judge's left out)."""
+        self._marks: dict[str, tuple[int, object]] = {}
+        """Run id -> the sequence number read up to, and the run's ``first_seq`` then."""
+        self._lock = threading.Lock()  # changes may be published from any thread
+        self._dirty: set[str] = set()
+        self._whole = True
+        """The next read goes over every run (nothing read yet, or a change that names no one run)."""
+        self._unsubscribe = changes.subscribe(self._changed, many=self._changed_many) if changes is not None else None
+        self._always = changes is None
+        """Without a feed to name the runs that changed, every read goes over every run."""
+
+    def close(self) -> None:
+        """Stop following the desk's changes."""
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    def touched(self, run_id: str | None) -> None:
+        """An action touched this run (``""``: no run; None: it may have touched any): read it again next time."""
+        with self._lock:
+            if run_id is None:
+                self._whole = True
+            elif run_id:
+                self._dirty.add(run_id)
+
+    def _changed(self, change: Change) -> None:
+        if change.source == "cloud" and change.kind in RUN_CHANGES:
+            with self._lock:
+                self._dirty.add(change.id)
+        elif change.source == "cloud" and change.kind not in QUIET_CHANGES or change.kind == "attach.reloaded":
+            self._whole = True
+
+    def _changed_many(self, changes: Sequence[Change]) -> None:
+        if isinstance(changes, RunEvents):
+            if changes.source == "cloud":
+                with self._lock:
+                    self._dirty.add(changes.run_id)
+            return
+        for change in changes:
+            self._changed(change)
+
+    def observe(self, reviews: list[list[str]]) -> Observation:
+        """What the desk shows now; ``reviews`` are the insight reviews' ``[title, status]``."""
+        return _observation_of(self._current(), self.book.people(), reviews)
+
+    def _current(self) -> list[ObservedRun]:
+        with self._lock:
+            dirty, self._dirty = self._dirty, set()
+            whole, self._whole = self._whole or self._always, False
+        runs = self._runs
+        if not whole:
+            for run_id in dirty:
+                dto = self.book.run_dto(run_id)
+                if dto is None or run_id not in runs:
+                    whole = dto is None or dto.get("user_id") != JUDGE_USER  # gone, or a new run: placed in order
+                    if whole:
+                        break
+                    continue
+                self._read(run_id, dto)
+        if whole:
+            order: list[str] = []
+            for dto in self.book.run_dtos():
+                if dto.get("user_id") == JUDGE_USER:
+                    continue
+                run_id = str(dto["id"])
+                self._read(run_id, dto)
+                order.append(run_id)
+            self._order = order
+        return [runs[run_id] for run_id in self._order]
+
+    def _read(self, run_id: str, dto: Mapping[str, object]) -> None:
+        """One run as its DTO and the mirror show it now, reading only the events after those read."""
+        runs, marks = self._runs, self._marks
+        user, status, deleted = str(dto.get("user_id")), str(dto.get("status")), bool(dto.get("deleted"))
+        seq, first = dto.get("seq"), dto.get("first_seq")
+        old, (read, kept) = runs.get(run_id), marks.get(run_id, (-1, None))
+        known = old is not None and isinstance(seq, int) and read >= 0 and first == kept
+        if old is not None and known and seq == read:  # no new event (its status may have changed)
+            if old["status"] != status or old["deleted"] != deleted or old["user"] != user:
+                runs[run_id] = {**old, "user": user, "status": status, "deleted": deleted}
+            return
+        if old is not None and known and isinstance(seq, int) and seq > read:  # grew: only the new events are read
+            new = self.mirror.since(run_id, read)
+            events = old["events"] + [str(e.get("type")) for e in new]
+            top = seq_of(new[-1]) if new else read
+        else:
+            log = self.mirror.events(run_id)
+            events = [str(e.get("type")) for e in log]
+            top = seq_of(log[-1]) if log else 0
+            self.rebuilt.add(run_id)
+        runs[run_id] = {"id": run_id, "user": user, "status": status, "deleted": deleted, "events": events}
+        marks[run_id] = (top, first)
 
 
 async def insight_states(insights: InsightSource | None) -> list[list[str]]:
@@ -101,6 +214,11 @@ def _observation(runs: Iterable[tuple[Mapping[str, object], Iterable[Mapping[str
             continue
         seen.append({"id": str(dto["id"]), "user": str(dto.get("user_id")), "status": str(dto.get("status")),
                      "deleted": bool(dto.get("deleted")), "events": [str(e.get("type")) for e in events]})
+    return _observation_of(seen, people, reviews)
+
+
+def _observation_of(seen: list[ObservedRun], people: Iterable[Mapping[str, object]],
+                    reviews: list[list[str]]) -> Observation:
     grants: dict[str, str | None] = {}
     for person in people:
         if person.get("id") == JUDGE_USER:

@@ -4,20 +4,25 @@ It sits at three seams, none of which needs the window to know it is being recor
 
 - the desk's ``ControlClient``: every action an operator takes (reply, fail a turn, settle, revoke,
   restore, start a run or send a message as the app, ...) is one control call, so wrapping the desk's
-  ``control`` records them all, in an embedded window and an attached one alike. A call to
-  ``POST /fail_next`` is recorded as a scripted failure. Reads (``GET``) are not steps;
+  ``control`` records them all, in an embedded window and an attached one alike. Reads (``GET``) are
+  not steps;
 - the cloud's call record (``FakeCloud.calls``), when the cloud runs in this process: an intercept
   that answers nothing sees every runtime call an app makes, and the call's own ``CallRecord`` gives
   its status once answered. The calls the desk makes itself through the SDK (a run started as the
   app from the desk) are told apart by a context variable set while the desk's call runs, and the
   built-in judge's calls are left out;
-- the change feed: an insight review approved or rejected is recorded with its title, the chosen
+- the change feed: a scripted failure is recorded where the cloud arms it (its ``failure.armed``
+  change), however it was asked for: the desk, ``RemoteCloud.fail_next`` or ``POST /fail_next`` from
+  another process, ``FakeCloud.fail_next`` in this one; an attached window hears it on the server's
+  change stream. An insight review approved or rejected is recorded with its title, the chosen
   candidate and the text; an OKF harvest judgment approved (whole, or outcome by outcome) or rejected
   is recorded with what it judged (its agent and inputs: the notes and run records), the outcomes
   approved and the reason, once its delivery (or rejection) has ended.
 
-After each step the recorder observes the cloud (``observe.observe``) and writes the step with what it
-saw. Every line is written whole and flushed before the next; ``stop`` writes the end line and syncs
+After each step the recorder waits for the desk to catch up with the cloud (``Desk.caught_up``),
+observes what changed (``observe.BookObserver``: a step costs what it changed, not what the cloud
+holds) and writes the step with what it saw, as what changed since the last observation written.
+Every line is written whole and flushed before the next; ``stop`` writes the end line and syncs
 the file. Secrets never reach the file: the starting state is ``scrub_state``d and every body ``scrub``bed.
 """
 
@@ -26,20 +31,23 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import os
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
+from urllib.parse import unquote
 
 from ..changes import Change, ChangeFeed
 from ..clock import Clock
 from ..desk import JUDGE_USER, ControlClient, Desk, WorkspaceView
 from ..served.errors import ControlError
 from .format import (
-    FORMAT, MAX_LINE_BYTES, MAX_STATE_BYTES, VERSION, EndLine, Header, JsonObject, Observation, ObservedJudgment,
-    RecordingError, StateLine, StepFields, StepLine, delta, dump_line, scrub, scrub_fields, scrub_state,
+    FORMAT, MAX_LINE_BYTES, MAX_STATE_BYTES, VERSION, EndLine, Header, JsonObject, Observation, ObservationDelta,
+    ObservedJudgment, ObservedRun, RecordingError, StateLine, StepFields, StepLine, dump_line, scrub, scrub_fields,
+    scrub_state,
 )
-from .observe import InsightSource, JudgmentSource, insight_states, judgment_inputs, judgment_states, observe_book
+from .observe import BookObserver, InsightSource, JudgmentSource, insight_states, judgment_inputs, judgment_states
 
 if TYPE_CHECKING:
     from ..cloud import CallRecord, FakeCloud, InterceptContext
@@ -50,6 +58,8 @@ _DESK_CALL: contextvars.ContextVar[bool] = contextvars.ContextVar("workbench_des
 """True while a desk's control call runs (the SDK calls it makes are the desk's, not an app's)."""
 _POLL_S = 0.1
 """How often answered app calls are written."""
+FAIL_NEXT = "/fail_next"
+"""The control API's path that scripts a failure (recorded from the cloud's change, not the call)."""
 
 
 class RecordingControl:
@@ -76,7 +86,10 @@ class RecordingControl:
             raise
         finally:
             _DESK_CALL.reset(marker)
-        await self.recorder.control_step(method, path, body, 200, None, answer)
+        if method == "POST" and path == FAIL_NEXT:
+            await self.recorder.armed()  # the cloud's ``failure.armed`` change is the step
+        else:
+            await self.recorder.control_step(method, path, body, 200, None, answer)
         return answer
 
 
@@ -98,10 +111,15 @@ class Recorder:
         """Steps written so far."""
         self.stopped = False
         self._handle = handle
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="workbench-recording")
+        """Where the file is written (one thread: the lines stay in order)."""
         self._started = clock.time()
         self._lock = asyncio.Lock()
         self._last: Observation | None = None
-        self._calls: list[CallRecord] = []
+        self._calls: list[CallRecord | StepFields] = []
+        """What waits to be written, in the order it happened: the app's calls (written once answered)
+        and the failures the cloud armed (ready at once)."""
+        self._observer = BookObserver(desk.book, desk.mirror, desk.changes)
         self._undo: list[Callable[[], object]] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._poller: asyncio.Task[None] | None = None
@@ -114,6 +132,8 @@ class Recorder:
         """Judgment id -> whole, for an approval claimed and not yet delivered."""
         self._written: Observation | None = None
         """The last observation written (the next is written as what changed since)."""
+        self._written_n = 0
+        """The step whose observation that is."""
 
     # -- life ---------------------------------------------------------------------------------
 
@@ -139,10 +159,11 @@ class Recorder:
         if self.stopped:
             return
         self.stopped = True
-        if isinstance(self.desk.control, RecordingControl):
-            self.desk.control = self._inner
+        if isinstance(self.desk.control, RecordingControl):  # what it wraps now (an attached desk may have moved)
+            self.desk.control = self.desk.control.inner
         for undo in self._undo:
             undo()
+        self._observer.close()
         if self._poller is not None:
             self._poller.cancel()
             await asyncio.gather(self._poller, return_exceptions=True)
@@ -152,7 +173,10 @@ class Recorder:
         async with self._lock:
             end: EndLine = {"type": "end", "at": self._at(), "steps": self.steps}
             await self._write(dump_line(end))
-            await asyncio.to_thread(self._close)
+            try:
+                await asyncio.get_running_loop().run_in_executor(self._writer, self._close)
+            finally:
+                self._writer.shutdown(wait=False)
 
     def _close(self) -> None:
         self._handle.flush()
@@ -167,10 +191,11 @@ class Recorder:
         if self.stopped:
             return
         await self.flush_calls()
+        self._observer.touched(_run_touched(path))
         kept = {k: v for k, v in body.items() if k != "idempotency_key"} if isinstance(body, dict) else body
         run_id = answer.get("run_id") if isinstance(answer, dict) else None
         made = run_id if isinstance(run_id, str) else None
-        step: StepFields = {"kind": "failure" if path == "/fail_next" else "operator", "method": method, "path": path,
+        step: StepFields = {"kind": "failure" if path == FAIL_NEXT else "operator", "method": method, "path": path,
                             "body": _body(kept), "status": status, "error": error, "made": made}
         await self._step(step)
 
@@ -192,7 +217,21 @@ class Recorder:
         intercepts.insert(0, entry)
         self._undo.append(lambda: intercepts.remove(entry) if entry in intercepts else None)
 
+    async def armed(self) -> None:
+        """A failure the desk scripted was armed: once the desk has caught up with the cloud (whose
+        ``failure.armed`` change queued it), it is written."""
+        await self.desk.caught_up()
+        await self.flush_calls()
+
     def _on_change(self, change: Change) -> None:
+        if change.source == "cloud" and change.kind == "failure.armed" and not self.stopped:
+            # queued where it was armed, before any call it answers; however it was asked for
+            data = change.data
+            body = {"op": data.get("op"), "answer": data.get("answer"), "user": data.get("user"),
+                    "times": data.get("times")}
+            self._calls.append({"kind": "failure", "method": "POST", "path": FAIL_NEXT, "body": _body(body),
+                                "status": 200, "error": None, "made": None})
+            return
         if change.source == "insights":
             self._reviews = None
         if change.source == "insights" and change.kind in ("review.approved", "review.rejected") and not self.stopped:
@@ -248,8 +287,11 @@ class Recorder:
 
     async def flush_calls(self, *, final: bool = False) -> None:
         """Write the app's calls answered so far (``final``: every one, answered or not), in order."""
-        while self._calls and (final or self._calls[0].status is not None):
+        while self._calls and (final or isinstance(self._calls[0], dict) or self._calls[0].status is not None):
             record = self._calls.pop(0)
+            if isinstance(record, dict):  # a failure the cloud armed
+                await self._step(record)
+                continue
             step: StepFields = {
                 "kind": "app", "user": record.user_id, "op": record.op, "method": record.method,
                 "path": record.path, "query": scrub_fields(dict(record.query)), "body": _body(record.body),
@@ -268,7 +310,7 @@ class Recorder:
                                      and r["user"] == step["user"]), None)
             self._last = observed
             line: StepLine = {"type": "step", "n": self.steps + 1, "at": self._at(), **step,
-                    "observed": delta(self._written, observed)}
+                              "observed": self._changes(observed)}
             text = dump_line(line)
             if len(text) > MAX_LINE_BYTES:  # kept without what it saw, rather than not at all
                 line["observed"] = None
@@ -278,14 +320,43 @@ class Recorder:
             await self._write(text)
             self.steps += 1
             if line["observed"] is not None:
-                self._written = observed
+                self._written, self._written_n = observed, self.steps
+                self._observer.rebuilt.clear()
+
+    def _changes(self, observed: Observation) -> Observation | ObservationDelta:
+        """``observed`` as what changed since the last observation written (whole when none was): a
+        run the observer did not touch is the same object, one that only grew carries its new events."""
+        base = self._written
+        if base is None:
+            return observed
+        old = {r["id"]: r for r in base["runs"]}
+        rebuilt = self._observer.rebuilt
+        runs: list[ObservedRun] = []
+        for run in observed["runs"]:
+            before = old.get(run["id"])
+            if before is run:
+                continue
+            if before is not None and run["id"] not in rebuilt:  # only grew since (or changed its status)
+                count = len(before["events"])
+                runs.append({**run, "events": run["events"][count:], "after": count})
+            else:
+                runs.append(run)
+        written: ObservationDelta = {"delta": True, "base": self._written_n, "runs": runs, "grants": observed["grants"],
+                                     "insights": observed["insights"]}
+        if len(observed["runs"]) != len(base["runs"]) or any(r["id"] not in old for r in runs):
+            written["ids"] = [r["id"] for r in observed["runs"]]  # a run came or went: the order is written
+        if "judgments" in observed:
+            written["judgments"] = observed["judgments"]
+        return written
 
     async def _observe(self) -> Observation:
-        """What the cloud shows now, from the desk's book (the insight reviews read again only after
-        one changed). A book that caches (an attached window's) is read after its people refresh."""
+        """What the cloud shows now, from the desk's book and mirror once the desk has caught up with the
+        cloud (an attached window's follow its change stream), reading only what changed (``BookObserver``;
+        the insight reviews read again only after one changed)."""
+        await self.desk.caught_up()
         if self._reviews is None:
             self._reviews = await insight_states(self.insights)
-        observed = observe_book(self.desk.book, self._reviews)
+        observed = self._observer.observe(self._reviews)
         if self.okf is not None:
             judgments = self._judgments
             if judgments is None:
@@ -303,7 +374,19 @@ class Recorder:
         def write() -> None:
             self._handle.write(text + "\n")
             self._handle.flush()
-        await asyncio.to_thread(write)
+        # the recorder's own thread: a line never waits behind the work others queue on the shared pool
+        await asyncio.get_running_loop().run_in_executor(self._writer, write)
+
+
+def _run_touched(path: str) -> str | None:
+    """The run a control call acted on (``/runs/<id>/...``), ``""`` for a person's action (no run's
+    events or status change without the cloud saying so), None for anything else (it may touch any run)."""
+    parts = path.strip("/").split("/")
+    if parts[0] == "runs" and len(parts) >= 2:
+        return unquote(parts[1])
+    if parts[0] == "people":
+        return ""
+    return None
 
 
 def _body(value: object) -> JsonObject | None:

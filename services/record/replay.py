@@ -53,8 +53,10 @@ def check_outcome(step: Step, outcome: StepOutcome) -> None:
 async def replay(recording: Recording, folder: Path | str, *, served: bool = False,
                  on_step: Callable[[Step], Awaitable[None]] | None = None,
                  judgment_wait: float = JUDGMENT_WAIT_S) -> ReplayReport:
-    """Play ``recording`` on a fresh workspace in ``folder`` (embedded, or served over HTTP);
+    """Play ``recording`` on a fresh workspace in ``folder`` (embedded, or served over HTTP); a recording
+    without its end line is refused (``RecordingError``): it cannot say that every step is there;
     ``judgment_wait``: how long a step waits for the harvest to judge what a recorded judgment judged."""
+    recording.check_complete()  # a file that lost its end (or its last steps) matches nothing
     report = ReplayReport()
     async with await ReplaySession.open(folder, recording.state, served=served) as session:
         session.judgment_wait = judgment_wait

@@ -9,7 +9,8 @@ same call again) into one step, since replaying the call through the SDK retries
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import keyword
+from collections.abc import Awaitable, Callable, Mapping
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
@@ -19,7 +20,7 @@ from .format import Step, StepFields
 if TYPE_CHECKING:
     from ..sdk import Crouter
 
-__all__ = ["SDK_CALLS", "sdk_call", "sdk_code", "attempts"]
+__all__ = ["SDK_CALLS", "sdk_call", "sdk_code", "keyword_arguments", "attempts"]
 
 # op -> (Crouter attribute path, positional sources, keyword sources); a source is
 # "path:NAME", "body:NAME", "query:NAME" or "body" (the whole body as keywords).
@@ -91,8 +92,23 @@ def sdk_code(step: StepFields, client: str, ids: Callable[[str], object] = str) 
     if found is None:
         return None
     name, args, kwargs = found
-    parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items() if k.isidentifier()]
-    return f"{client}.{name}({', '.join(parts)})"
+    return f"{client}.{name}({', '.join([repr(a) for a in args] + keyword_arguments(kwargs))})"
+
+
+def keyword_arguments(values: Mapping[str, object]) -> list[str]:
+    """Keyword arguments as Python source: ``name=<repr>`` for a name that is a plain ASCII identifier
+    and no keyword, the rest (``from``, ``a-b``, a name Python would normalise) in one ``**{<repr>: ...}``.
+    A name or value from a recording is data in the source, never code."""
+    plain = [f"{k}={v!r}" for k, v in values.items() if _plain_name(k)]
+    odd = {k: v for k, v in values.items() if not _plain_name(k)}
+    return plain + ([f"**{odd!r}"] if odd else [])
+
+
+def _plain_name(name: object) -> bool:
+    """A name that may be written as ``name=`` (ASCII: Python folds other identifiers with NFKC, so
+    ``ﬁ`` would be sent as ``fi``)."""
+    return (isinstance(name, str) and name.isascii() and name.isidentifier() and not keyword.iskeyword(name)
+            and not keyword.issoftkeyword(name))
 
 
 def attempts(steps: list[Step]) -> list[Step]:

@@ -111,3 +111,26 @@ async def test_the_palette_starts_and_stops_a_recording(tmp_path: Path) -> None:
     assert recording.ended
     assert [s["path"] for s in recording.steps] == ["/people/user%3Alinus/grant/revoke"]
     assert recording.steps[0]["observed"]["grants"]["user:linus"] == "revoked"
+
+
+def test_replay_and_export_refuse_a_recording_that_lost_its_end_or_a_step(
+        session_file: tuple[Path, dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path, _ = session_file
+    lines = path.read_text(encoding="ascii").splitlines()
+    assert json.loads(lines[-1])["type"] == "end"
+    cases = {
+        "no-end": lines[:-1],  # the window stopped (or crashed) before the end line
+        "no-steps": lines[:2],  # a header and a state: what an attached window's --record left
+        "last-step-lost": lines[:-2] + lines[-1:],
+        "middle-step-lost": lines[:4] + lines[5:],
+    }
+    reasons = {"no-end": "no end line", "no-steps": "(0 steps read)",
+               "last-step-lost": "a step line is missing", "middle-step-lost": "a step line is missing"}
+    for name, kept in cases.items():
+        damaged = tmp_path / f"{name}.jsonl"
+        damaged.write_text("\n".join(kept) + "\n", encoding="ascii")
+        for command in (["replay", str(damaged)], ["export-test", str(damaged), "-o", str(tmp_path / "t.py")]):
+            assert main(command) == 2, (name, command)
+            out = capsys.readouterr().out
+            assert reasons[name] in out and "matched" not in out, (name, out)
+        assert not (tmp_path / "t.py").exists()

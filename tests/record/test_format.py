@@ -136,7 +136,58 @@ def test_observations_written_as_changes_are_loaded_whole_and_checked() -> None:
     wrong = json.loads(json.dumps(second))
     wrong["observed"]["runs"][0]["after"] = 5
     assert "run run_1 grows from 5 events, and it had 1" in _refused(_lines(first, wrong)).reason
-    assert _refused(_lines(second)).reason.startswith("the observation is written as changes")
+    assert _refused(_lines({**second, "n": 1})).reason.startswith("the observation is written as changes")
     missing = json.loads(json.dumps(second))
     missing["observed"]["ids"].append("run_9")
     assert "'run_9' is listed" in _refused(_lines(first, missing)).reason
+
+
+def _run(status: str, *events: str) -> dict[str, Any]:
+    return {"id": "run_1", "user": "user:ada", "status": status, "deleted": False, "events": list(events)}
+
+
+def _chain() -> list[dict[str, Any]]:
+    """Three steps: a whole observation, then two written as changes (each naming the step it builds on)."""
+    first = _step()
+    second = _step(n=2, observed={"delta": True, "base": 1, "ids": ["run_1"], "grants": {"user:ada": "active"},
+                                  "insights": [], "runs": [{**_run("running", "node.message.received"), "after": 1}]})
+    third = _step(n=3, observed={"delta": True, "base": 2, "ids": ["run_1"], "grants": {"user:ada": "active"},
+                                 "insights": [], "runs": [{**_run("idle", "node.idle"), "after": 2}]})
+    return [first, second, third]
+
+
+def test_a_recording_that_lost_a_line_is_refused_never_matched() -> None:
+    steps = _chain()
+    end = {"type": "end", "at": 2.0, "steps": 3}
+    whole = parse_recording([*_lines(*steps), json.dumps(end)])
+    assert [s["n"] for s in whole.steps] == [1, 2, 3] and whole.ended
+    assert whole.steps[2]["observed"]["runs"][0]["events"] == ["node.turn.started", "node.message.received",
+                                                                "node.idle"]
+    # a step line lost in the middle: the numbers as written say so
+    gap = _refused([*_lines(steps[0], steps[2]), json.dumps(end)])
+    assert gap.line == 4 and "step 3 comes where step 2 was due: a step line is missing" in gap.reason
+    # ... and renumbered by hand: the observation names the step it builds on
+    renumbered = _refused([*_lines(steps[0], {**steps[2], "n": 2}), json.dumps({**end, "steps": 2})])
+    assert renumbered.line == 4
+    assert "written as changes since step 2, and the last observation held is step 1" in renumbered.reason
+    # the last step line lost: the end line's count says so
+    short = _refused([*_lines(*steps[:2]), json.dumps(end)])
+    assert short.line == 5 and "the end line counts 3 steps, and 2 were read: a step line is missing" in short.reason
+    extra = _refused([*_lines(*steps), json.dumps({**end, "steps": 2})])
+    assert "a step line was added" in extra.reason
+    # steps swapped
+    swapped = _refused([*_lines(steps[1], steps[0]), json.dumps({**end, "steps": 2})])
+    assert swapped.line == 3 and "step 2 comes where step 1 was due" in swapped.reason
+    assert "the steps are out of order" in _refused(_lines(steps[0], {**steps[1], "n": 1})).reason
+
+
+def test_a_recording_without_its_end_line_loads_and_cannot_be_called_complete() -> None:
+    partial = parse_recording(_lines(*_chain()))
+    assert not partial.ended and len(partial.steps) == 3
+    with pytest.raises(RecordingError) as caught:
+        partial.check_complete()
+    assert "no end line" in caught.value.reason and "3 steps read" in caught.value.reason
+    empty = parse_recording([*_lines(), json.dumps({"type": "end", "at": 0.0, "steps": 0})])
+    empty.check_complete()  # a session with no step, stopped cleanly
+    assert "the end line counts 2 steps, and 0 were read" in _refused(
+        [*_lines(), json.dumps({"type": "end", "at": 0.0, "steps": 2})]).reason
