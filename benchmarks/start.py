@@ -10,8 +10,9 @@ rebuilds from what the process writes to a 160x48 pseudo-terminal; no pilot, not
   workspace's last snapshot, marked "as of HH:MM:SS"); for the bare app, its first frame;
   for the peer, its first filled screen;
 - live: the panes filled from the live state (no "as of" mark left), when keys act on it;
-- key answered: ``4`` is sent when the first frame shows, and answered when the grants pane's
-  keys are drawn in the footer (the bare app: its subtitle changes);
+- key answered: ``4`` is sent when the first frame shows the panes' places, and answered when the
+  grants pane is drawn as the active one (its border's colour changes, or its keys show in the
+  footer; the bare app: its subtitle changes);
 - quit: ``q`` is sent once the live state is drawn (and ``y`` when a confirmation asks); the
   screen restored (the alternate screen left) and the process gone, from that key.
 
@@ -179,21 +180,35 @@ def run_workbench(command: list[str], folder: Path, *, config: Path) -> Figures:
         if figures.first is None:
             figures.notes.append("no first frame")
             return figures
+        border = term.until(lambda text: _grants_row(text) is not None, 10) and _grants_row(term.text())
+        colour = term.screen.buffer[border][0].fg if border else None
         term.send("4")
-        figures.key = term.until(lambda text: "Revoke" in text.splitlines()[-1] or workbench_filled(text)
-                                 and "Revoke" in text)
-        figures.filled = term.until(workbench_filled)
-        figures.marked = figures.filled is not None and "as of " in term.text().splitlines()[0]
-        figures.live = term.until(workbench_live)
+        deadline = time.perf_counter() + LIMIT
+        while time.perf_counter() < deadline and None in (figures.filled, figures.live, figures.key):
+            text = term.text()
+            now = term.elapsed()
+            if figures.filled is None and workbench_filled(text):
+                figures.filled = now
+                figures.marked = "as of " in text.splitlines()[0]
+            if figures.live is None and workbench_live(text):
+                figures.live = now
+            if figures.key is None and ("Revoke" in text.splitlines()[-1]
+                                        or border and term.screen.buffer[border][0].fg != colour):
+                figures.key = now
+            if not term.pump(0.005):
+                break
         if figures.live is None:
             figures.notes.append("live state never drawn: " + term.text().splitlines()[0].strip())
             return figures
-        if figures.key is None or figures.key > figures.live:
-            figures.key = term.until(lambda text: "Revoke" in text.splitlines()[-1], 10)
         _quit(term, figures, "q")
     finally:
         term.close()
     return figures
+
+
+def _grants_row(text: str) -> int | None:
+    """The screen row of the grants pane's heading (its left border shows which pane is active)."""
+    return next((y for y, line in enumerate(text.splitlines()) if line.startswith("│  4  ")), None)
 
 
 def _quit(term: Terminal, figures: Figures, key: str) -> None:
