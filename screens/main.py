@@ -78,6 +78,11 @@ def import_panes() -> dict[str, type[Pane]]:
     return classes
 
 
+def snapshot_view(lines: tuple[str, ...]) -> Static:
+    """A pane's rows from before, dimmed (plain text, sanitised when read: nothing in it is markup)."""
+    return Static(Text("\n".join(lines), style="dim", no_wrap=True, overflow="crop"), classes="pane-snapshot")
+
+
 class PaneSlot(Vertical):
     """A pane's place in the first frame: its heading, until the pane itself is mounted here."""
 
@@ -94,9 +99,8 @@ class PaneSlot(Vertical):
         """The rows the pane showed when the window was last left (``screens.snapshot``), drawn dimmed."""
 
     def compose(self) -> ComposeResult:
-        if self.lines:  # plain text, sanitised when read: nothing in it is markup
-            yield Static(Text("\n".join(self.lines), style="dim", no_wrap=True, overflow="crop"),
-                         classes="pane-snapshot")
+        if self.lines:
+            yield snapshot_view(self.lines)
             return
         heading = Text()
         heading.append(f" {self.number} ", style="reverse")
@@ -205,6 +209,9 @@ class MainScreen(Screen[None]):
             index = body.children.index(slot)
             await slot.remove()
             pane = classes[pane_id](classes="-active" if pane_id == self.active else "")
+            if self.stale and slot.lines:  # the rows from before cover the pane until the live state is here
+                pane.add_class("-stale")
+                pane.mount_snapshot = slot.lines
             if index < len(body.children):
                 await body.mount(pane, before=index)
             else:
@@ -217,12 +224,9 @@ class MainScreen(Screen[None]):
 
         Runs after the first frame, and again (a no-op by then) when the Workspace opens; both
         run on this screen's message queue, so a pane is never loaded before its body exists. While
-        the last known rows are drawn (``stale``) only the pane modules are imported: the rows stay
-        until the Workspace opens.
+        the last known rows are drawn (``stale``) each pane is built behind its rows from before,
+        which cover it until the Workspace opens (``_opened``).
         """
-        if self.stale:
-            await asyncio.to_thread(import_panes)
-            return
         await self.place_panes()
         if not self.placed or all(pane.built for pane in self.panes()):
             return
@@ -359,12 +363,16 @@ class MainScreen(Screen[None]):
             return
         if not (event.is_printable or event.key in ("enter", "space", "delete", "backspace")):
             return
+        event.stop()
+        self.refuse_stale()
+
+    def refuse_stale(self) -> None:
+        """Say that nothing was done: the rows drawn are from before, the live state is not here yet."""
         from .text import short_time
 
-        event.stop()
-        notify_plain(self.app, f"Not done: the panes show the rows as of {short_time(self.snapshot.at)} while the "
-                     "workspace opens. Press it again once they are live.", title="Opening",
-                     severity="warning", timeout=4)
+        at = short_time(self.snapshot.at) if self.snapshot is not None else "before"
+        notify_plain(self.app, f"Not done: the panes show the rows as of {at} while the workspace opens. "
+                     "Press it again once they are live.", title="Opening", severity="warning", timeout=4)
 
     def keep_snapshot(self) -> None:
         """Keep what the panes show now as the workspace's snapshot, for the next start's first frame."""
@@ -385,8 +393,12 @@ class MainScreen(Screen[None]):
 
     @on(WorkspaceOpened)
     async def _opened(self, event: WorkspaceOpened) -> None:
-        self.stale = False
         await self.build_panes()
+        if self.stale:  # the live panes replace the rows from before
+            self.stale = False
+            for pane in self.panes():
+                pane.remove_class("-stale")
+            await self.query(".pane-snapshot").remove()
         self.workspace = event.workspace
         self.query_one("#badges", BadgeBar).status = event.workspace.header_status
         self.query_one("#badges", BadgeBar).canvas = event.workspace.canvas_label

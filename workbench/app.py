@@ -210,7 +210,12 @@ class WorkbenchApp(WorkbenchBase):
 
     async def _dispatch_action(self, namespace: DOMNode, action_name: str,
                                params: Any) -> bool:  # Any: Textual's own signature (the parsed action arguments)
-        """Every action passes here (keys, palette, clicks): read-only mode refuses those that change state."""
+        """Every action passes here (keys, palette, clicks): read-only mode refuses those that change state,
+        and a pane's action is refused while the pane shows its rows from before (``MainScreen.stale``)."""
+        main = next((screen for screen in self.screen_stack if isinstance(screen, MainScreen)), None)
+        if main is not None and main.stale and _in_pane(namespace):
+            main.refuse_stale()
+            return True
         if self.read_only:
             from .readonly import refusal
 
@@ -319,6 +324,18 @@ class WorkbenchApp(WorkbenchBase):
         workspace, self.workspace = self.workspace, None
         if self._owns_workspace and workspace is not None:
             await workspace.close()
+
+
+def _in_pane(node: DOMNode | None) -> bool:
+    """Whether ``node`` is a pane or inside one."""
+    from screens.main import pane_base
+
+    base = pane_base()
+    while node is not None:
+        if isinstance(node, base):
+            return True
+        node = node.parent
+    return False
 
 
 def collect_less_often() -> None:

@@ -12,7 +12,6 @@ from textual import work
 from textual.widgets import Static
 
 from screens.dialogs import ConfirmDialog
-from screens.main import PaneSlot
 from screens.snapshot import SNAPSHOT_FILE, read_snapshot
 from screens.widgets.badges import BadgeBar
 from services.workspace import Settings, Workspace
@@ -65,14 +64,24 @@ async def test_a_reopened_window_draws_the_last_rows_marked_and_refuses_a_pane_k
         assert main.stale and app.workspace is None
         badges = main.query_one("#badges", BadgeBar)
         assert badges.status.startswith("as of ") and badges.status.endswith("opening…")
-        drawn = str(main.query_one("#runs", PaneSlot).query_one(Static).render())
+        drawn = str(main.query_one("#runs .pane-snapshot", Static).render())
         assert any(name and name[:10] in drawn for _, name in runs)  # the rows from before, drawn
+        for _ in range(100):  # the panes are built behind those rows meanwhile
+            if main.placed and main.pane("runs").built:
+                break
+            await pilot.pause(0.02)
+        runs_pane = main.pane("runs")
+        assert runs_pane.has_class("-stale") and runs_pane.workspace is None
         await pilot.press("3", "d")  # delete the selected run: meant for a row drawn from before
         await held(pilot)
         assert any(text.startswith("Not done: the panes show the rows as of") for text in said(app))
+        runs_pane.focus_main()  # a pane's own binding, on its hidden table: refused the same way
+        await pilot.press("d")
+        await held(pilot)
+        assert sum(text.startswith("Not done: the panes show the rows as of") for text in said(app)) == 2
         app.gate.set()
         ws = await ready(pilot)
-        assert not main.stale and not badges.status.startswith("as of")
+        assert not main.stale and not badges.status.startswith("as of") and not main.query(".pane-snapshot")
         assert main.placed and main.pane("runs").workspace is ws
         live = {run.id for run in ws.desk.runs() if run.status != "deleted"}
         assert {run_id for run_id, name in runs if not (name or "").startswith("okf judgment")} <= live
@@ -106,7 +115,7 @@ async def test_hostile_or_damaged_snapshots_are_drawn_plain_or_not_at_all(tmp_pa
     app = HeldOpen(Settings(path=folder))
     async with app.run_test(size=(160, 48)) as pilot:
         await held(pilot)
-        drawn = app.main.query_one("#runs", PaneSlot).query_one(Static).render()
+        drawn = app.main.query_one("#runs .pane-snapshot", Static).render()
         assert "[bold red]run" in str(drawn)  # drawn as written, never parsed as markup
         assert app.main.query_one("#badges", BadgeBar).waiting == 2
         app.gate.set()
