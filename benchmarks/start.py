@@ -40,6 +40,7 @@ import tempfile
 import termios
 import time
 from collections.abc import Callable
+from importlib import metadata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -300,7 +301,7 @@ def main() -> None:
     command = [workbench] if workbench else [sys.executable, "-m", "workbench"]
     posting = None if args.no_peer else peer_command(args.peer_venv, install=True)
     print(f"workbench: {' '.join(command)} (PYTHONPATH={ROOT}); peer: {posting or 'none'}")
-    print(f"terminal {COLUMNS}x{LINES} (pyte {pyte.__version__ if hasattr(pyte, '__version__') else ''}); "
+    print(f"terminal {COLUMNS}x{LINES} (pyte {metadata.version('pyte')}); "
           f"compiled bytecode written by the children: "
           f"{'yes' if os.access(ROOT / 'services', os.W_OK) else 'no (the tree is read-only)'}")
     rows: dict[str, list[Figures]] = {"new": [], "reopen": [], "bare": [], "peer": []}
