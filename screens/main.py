@@ -24,7 +24,7 @@ from textual.containers import Container, Vertical
 from textual.events import DescendantFocus, Key, Resize
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Label, Static
+from textual.widgets import Label
 
 from .messages import JumpRequested, ServicesChanged, WorkspaceOpened
 from .text import notify_plain
@@ -78,11 +78,6 @@ def import_panes() -> dict[str, type[Pane]]:
     return classes
 
 
-def snapshot_view(lines: tuple[str, ...]) -> Static:
-    """A pane's rows from before, dimmed (plain text, sanitised when read: nothing in it is markup)."""
-    return Static(Text("\n".join(lines), style="dim", no_wrap=True, overflow="crop"), classes="pane-snapshot")
-
-
 class PaneSlot(Vertical):
     """A pane's place in the first frame: its heading, until the pane itself is mounted here."""
 
@@ -100,6 +95,8 @@ class PaneSlot(Vertical):
 
     def compose(self) -> ComposeResult:
         if self.lines:
+            from .snapshot import snapshot_view
+
             yield snapshot_view(self.lines)
             return
         heading = Text()

@@ -21,13 +21,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rich.text import Text
+from textual.widgets import Static
+
 from services.text import clip, sanitize
 
 if TYPE_CHECKING:
     from textual.screen import Screen
     from textual.widget import Widget
 
-__all__ = ["SNAPSHOT_FILE", "Snapshot", "read_snapshot", "write_snapshot", "screen_lines", "BADGES"]
+__all__ = ["SNAPSHOT_FILE", "Snapshot", "read_snapshot", "write_snapshot", "screen_lines", "snapshot_view", "BADGES"]
 
 SNAPSHOT_FILE = "last-screen.json"
 """The file, in the workspace folder."""
@@ -72,6 +75,11 @@ def read_snapshot(folder: Path) -> Snapshot | None:
     counts = {name: value for name, value in badges.items()
               if name in BADGES and isinstance(value, int) and not isinstance(value, bool) and value >= 0}
     return Snapshot(float(at), kept, counts)
+
+
+def snapshot_view(lines: tuple[str, ...]) -> Static:
+    """A pane's rows from before, dimmed (plain text, sanitised when read: nothing in it is markup)."""
+    return Static(Text("\n".join(lines), style="dim", no_wrap=True, overflow="crop"), classes="pane-snapshot")
 
 
 def screen_lines(screen: Screen[Any], widgets: Sequence[Widget]) -> list[list[str]] | None:

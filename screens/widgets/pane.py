@@ -85,7 +85,7 @@ class Pane(Vertical):
 
     def compose(self) -> ComposeResult:
         if self.mount_snapshot:
-            from ..main import snapshot_view
+            from ..snapshot import snapshot_view
 
             yield snapshot_view(self.mount_snapshot)
         yield self.heading()
