@@ -7,6 +7,10 @@ out to them, keeps the header badges current, and routes palette jumps.
 The first frame draws each pane's heading only, so it is composed of ``PaneSlot``s (a heading in
 the pane's place, with its id and classes); the pane modules (tables, trees, the graph, dialogs)
 are imported after that frame, off the event loop, and each slot is then swapped for its pane.
+When the workspace folder keeps the rows its panes showed when the window was last left
+(``screens.snapshot``), the first frame draws them, dimmed, with "as of HH:MM:SS, opening…" in the
+header, and they cover the panes built behind them until the Workspace opens (``stale``); a key
+meant for a pane meanwhile is refused in words.
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@ are imported after the first paint), forwards every batch of service changes to 
 as one ``ServicesChanged`` message (a run's events named once a batch), and is the one place worker errors become toasts. A workspace
 that cannot open shows one screen (``OpenErrorScreen``: the file, the cause, what to do) and the
 App then quits with status 2. Every toast is plain text (``notify`` is never parsed as markup).
+
+Leaving with ``q`` keeps what the panes show (``screens.snapshot``) for the next start's first frame.
+The command runs the window through ``run_window``: the terminal is restored before the services
+close, and the process ends at once after that.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import asyncio
 import gc
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from textual import work
 from textual.app import App
@@ -359,7 +363,7 @@ def make_app(settings: Settings | None = None, workspace: WorkspaceView | None =
     return app
 
 
-def run_window(app: WorkbenchApp) -> int:
+def run_window(app: WorkbenchApp) -> NoReturn:
     """Run the window in this terminal and end the process quickly once it is left: the screen is
     restored first, then the services close (at most ``CLOSE_WITHIN`` seconds), then the process
     ends without tearing its modules down one by one (the exit status is the App's)."""

@@ -129,7 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
+    """Run the command line; returns the exit status (the window itself ends the process with its
+    status once the terminal is restored: ``workbench.app.run_window``)."""
     args = build_parser().parse_args(argv)
     config = None
     if args.command in ("export-test", "replay"):
