@@ -7,6 +7,10 @@ out to them, keeps the header badges current, and routes palette jumps.
 The first frame draws each pane's heading only, so it is composed of ``PaneSlot``s (a heading in
 the pane's place, with its id and classes); the pane modules (tables, trees, the graph, dialogs)
 are imported after that frame, off the event loop, and each slot is then swapped for its pane.
+When the workspace folder keeps the rows its panes showed when the window was last left
+(``screens.snapshot``), the first frame draws them, dimmed, with "as of HH:MM:SS, opening…" in the
+header, and they cover the panes built behind them until the Workspace opens (``stale``); a key
+meant for a pane meanwhile is refused in words.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Vertical
-from textual.events import DescendantFocus, Resize
+from textual.events import DescendantFocus, Key, Resize
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Label
@@ -39,6 +43,8 @@ if TYPE_CHECKING:
     from .widgets.pane import Pane
 
     from services.desk import WorkspaceView
+
+    from .snapshot import Snapshot
 
 __all__ = ["MainScreen", "PaneSlot", "PANE_IDS", "PANES", "DASHBOARD_SIZE"]
 
@@ -82,14 +88,21 @@ class PaneSlot(Vertical):
     built = False
     """A slot has no body (the pane that replaces it builds one)."""
 
-    def __init__(self, pane_id: str, *, classes: str = "") -> None:
+    def __init__(self, pane_id: str, *, classes: str = "", lines: tuple[str, ...] = ()) -> None:
         super().__init__(id=pane_id, classes=f"pane {classes}".strip())
         self.number = PANE_IDS.index(pane_id) + 1
         """The key that brings the pane forward."""
         self.title = PANES[pane_id][2]
         """The pane's name."""
+        self.lines = lines
+        """The rows the pane showed when the window was last left (``screens.snapshot``), drawn dimmed."""
 
     def compose(self) -> ComposeResult:
+        if self.lines:
+            from .snapshot import snapshot_view
+
+            yield snapshot_view(self.lines)
+            return
         heading = Text()
         heading.append(f" {self.number} ", style="reverse")
         heading.append(f" {self.title}")
@@ -130,16 +143,41 @@ class MainScreen(Screen[None]):
         """When the badges were last recounted (``time.monotonic``)."""
         self._badges_due = False
         """A recount is set for the end of the frame."""
+        self.snapshot: Snapshot | None = None
+        """The rows the window showed when it was last left, drawn until the live state replaces them."""
+        self.stale = False
+        """The panes' places show those rows (``snapshot``): the Workspace is not open yet, so nothing
+        drawn can be acted on; a key meant for a pane is refused in words (``on_key``)."""
 
     def compose(self) -> ComposeResult:
+        self.snapshot = self._last_rows()
+        self.stale = self.snapshot is not None
+        panes = self.snapshot.panes if self.snapshot is not None else {}
         yield BadgeBar(id="badges")
         with Container(id="body"):
             for pane_id in PANE_IDS:
-                yield PaneSlot(pane_id, classes="-active" if pane_id == self.active else "")
+                yield PaneSlot(pane_id, classes="-active" if pane_id == self.active else "",
+                               lines=panes.get(pane_id, ()))
         yield PaneStrip(id="strip")
         yield KeyFooter()
 
+    def _last_rows(self) -> Snapshot | None:
+        """The snapshot the App's workspace folder keeps, when the App opens that folder itself."""
+        settings = getattr(self.app, "settings", None)
+        if settings is None or getattr(self.app, "workspace", None) is not None:
+            return None
+        from .snapshot import read_snapshot
+
+        return read_snapshot(settings.path)
+
     def on_mount(self) -> None:
+        if self.snapshot is not None:
+            from .text import short_time
+
+            badges = self.query_one("#badges", BadgeBar)
+            for name, value in self.snapshot.badges.items():
+                setattr(badges, name, value)
+            badges.status = f"as of {short_time(self.snapshot.at)}, opening…"
         self._apply_size(self.app.size.width, self.app.size.height)
         self.call_after_refresh(self.build_panes)
         self.set_interval(1.0, self.update_badges)
@@ -173,6 +211,9 @@ class MainScreen(Screen[None]):
             index = body.children.index(slot)
             await slot.remove()
             pane = classes[pane_id](classes="-active" if pane_id == self.active else "")
+            if self.stale and slot.lines:  # the rows from before cover the pane until the live state is here
+                pane.add_class("-stale")
+                pane.mount_snapshot = slot.lines
             if index < len(body.children):
                 await body.mount(pane, before=index)
             else:
@@ -184,7 +225,9 @@ class MainScreen(Screen[None]):
         """Put the panes in place and mount their bodies (the active pane first), then focus the active one.
 
         Runs after the first frame, and again (a no-op by then) when the Workspace opens; both
-        run on this screen's message queue, so a pane is never loaded before its body exists.
+        run on this screen's message queue, so a pane is never loaded before its body exists. While
+        the last known rows are drawn (``stale``) each pane is built behind its rows from before,
+        which cover it until the Workspace opens (``_opened``).
         """
         await self.place_panes()
         if not self.placed or all(pane.built for pane in self.panes()):
@@ -327,9 +370,49 @@ class MainScreen(Screen[None]):
 
     # -- service messages ---------------------------------------------------------------------
 
+    def on_key(self, event: Key) -> None:
+        """While the last known rows are drawn, a key no binding took (one meant for a pane's rows) is
+        refused in words: nothing drawn then is live, so nothing is done to it."""
+        if not self.stale or self.snapshot is None or event.key in self.active_bindings:
+            return
+        if not (event.is_printable or event.key in ("enter", "space", "delete", "backspace")):
+            return
+        event.stop()
+        self.refuse_stale()
+
+    def refuse_stale(self) -> None:
+        """Say that nothing was done: the rows drawn are from before, the live state is not here yet."""
+        from .text import short_time
+
+        at = short_time(self.snapshot.at) if self.snapshot is not None else "before"
+        notify_plain(self.app, f"Not done: the panes show the rows as of {at} while the workspace opens. "
+                     "Press it again once they are live.", title="Opening", severity="warning", timeout=4)
+
+    def keep_snapshot(self) -> None:
+        """Keep what the panes show now as the workspace's snapshot, for the next start's first frame."""
+        settings = getattr(self.app, "settings", None)
+        if settings is None or self.workspace is None or self.stale or not self.placed \
+                or getattr(self.app, "read_only", False):
+            return
+        from .snapshot import screen_lines, write_snapshot
+
+        panes = [pane for pane in self.panes() if pane.content_region.area]
+        lines = screen_lines(self, panes)
+        if lines is None:
+            return
+        badges = self.query_one("#badges", BadgeBar)
+        write_snapshot(settings.path, {pane.id or "": shown for pane, shown in zip(panes, lines)},
+                       {"judgments": badges.judgments, "waiting": badges.waiting, "refusals": badges.refusals,
+                        "captures": badges.captures}, at=settings.clock.time())
+
     @on(WorkspaceOpened)
     async def _opened(self, event: WorkspaceOpened) -> None:
         await self.build_panes()
+        if self.stale:  # the live panes replace the rows from before
+            self.stale = False
+            for pane in self.panes():
+                pane.remove_class("-stale")
+            await self.query(".pane-snapshot").remove()
         self.workspace = event.workspace
         self.query_one("#badges", BadgeBar).status = event.workspace.header_status
         self.query_one("#badges", BadgeBar).canvas = event.workspace.canvas_label

@@ -5,6 +5,10 @@ are imported after the first paint), forwards every batch of service changes to 
 as one ``ServicesChanged`` message (a run's events named once a batch), and is the one place worker errors become toasts. A workspace
 that cannot open shows one screen (``OpenErrorScreen``: the file, the cause, what to do) and the
 App then quits with status 2. Every toast is plain text (``notify`` is never parsed as markup).
+
+Leaving with ``q`` keeps what the panes show (``screens.snapshot``) for the next start's first frame.
+The command runs the window through ``run_window``: the terminal is restored before the services
+close, and the process ends at once after that.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import asyncio
 import gc
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from textual import work
 from textual.app import App
@@ -40,12 +44,17 @@ if TYPE_CHECKING:
 
     from .settings import UserConfig
 
-__all__ = ["WorkbenchApp", "make_app", "error_text", "collect_less_often", "GC_YOUNG"]
+__all__ = ["WorkbenchApp", "make_app", "run_window", "error_text", "collect_less_often", "GC_YOUNG", "CLOSE_WITHIN"]
 
 GC_YOUNG = 50_000
 """Allocations between the garbage collector's young-generation passes once a window has a workspace.
 CPython's default (700) passes every few events of a live run stream (each event is a few objects):
 at 100k events/s those passes, and the older ones they trigger, took half the loop's time."""
+
+CLOSE_WITHIN = 0.3
+"""Seconds ``run_window`` gives the services to close after the terminal is restored. What has not
+finished by then is left as a kill leaves it, which every store recovers from on the next open (the
+outbox's journal, the canvas's transactions, a stale ``serve.json``)."""
 
 STYLES = ASSETS_DIR / "styles"
 
@@ -205,7 +214,12 @@ class WorkbenchApp(WorkbenchBase):
 
     async def _dispatch_action(self, namespace: DOMNode, action_name: str,
                                params: Any) -> bool:  # Any: Textual's own signature (the parsed action arguments)
-        """Every action passes here (keys, palette, clicks): read-only mode refuses those that change state."""
+        """Every action passes here (keys, palette, clicks): read-only mode refuses those that change state,
+        and a pane's action is refused while the pane shows its rows from before (``MainScreen.stale``)."""
+        main = next((screen for screen in self.screen_stack if isinstance(screen, MainScreen)), None)
+        if main is not None and main.stale and _in_pane(namespace):
+            main.refuse_stale()
+            return True
         if self.read_only:
             from .readonly import refusal
 
@@ -240,16 +254,24 @@ class WorkbenchApp(WorkbenchBase):
 
         work = self.work_in_flight() if wants_confirmation(self, "quit") else []
         if not work:
-            self.exit(return_code=0)
+            self.leave()
             return
         if isinstance(self.screen, ConfirmDialog):  # already asking
             return
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self.exit(return_code=0)
+                self.leave()
         self.push_screen(ConfirmDialog(f"Quit with work in flight? {'; '.join(work)}. (confirm_quit = false in "
                                        "the settings quits without asking)"), answered)
+
+    def leave(self) -> None:
+        """Exit with status 0, keeping what the panes show for the next start's first frame."""
+        try:
+            self.main.keep_snapshot()
+        except Exception as error:  # a snapshot that cannot be kept never holds the window open
+            log_error(self, f"the panes' snapshot was not kept: {error_text(error)}", error)
+        self.exit(return_code=0)
 
     def work_in_flight(self) -> list[str]:
         """What quitting now would cut short, in words: operator actions still on their way to the
@@ -294,8 +316,30 @@ class WorkbenchApp(WorkbenchBase):
         stop_log(self)
         if self._unsubscribe is not None:
             self._unsubscribe()
-        if self._owns_workspace and self.workspace is not None:
+        if self._owns_workspace and self.workspace is not None and not self.close_after_run:
             await self.workspace.close()
+
+    close_after_run = False
+    """The caller closes the Workspace once ``run_async`` returned, the terminal restored first
+    (``run_window``); otherwise the App closes it as it unmounts."""
+
+    async def close_workspace(self) -> None:
+        """Close the Workspace this App opened (``run_window`` calls it after the terminal is restored)."""
+        workspace, self.workspace = self.workspace, None
+        if self._owns_workspace and workspace is not None:
+            await workspace.close()
+
+
+def _in_pane(node: DOMNode | None) -> bool:
+    """Whether ``node`` is a pane or inside one."""
+    from screens.main import pane_base
+
+    base = pane_base()
+    while node is not None:
+        if isinstance(node, base):
+            return True
+        node = node.parent
+    return False
 
 
 def collect_less_often() -> None:
@@ -317,3 +361,31 @@ def make_app(settings: Settings | None = None, workspace: WorkspaceView | None =
     app.log_path = log
     app.record_path = record
     return app
+
+
+def run_window(app: WorkbenchApp) -> NoReturn:
+    """Run the window in this terminal and end the process quickly once it is left: the screen is
+    restored first, then the services close (at most ``CLOSE_WITHIN`` seconds), then the process
+    ends without tearing its modules down one by one (the exit status is the App's)."""
+    import logging
+    import os
+    import sys
+
+    async def run() -> None:
+        app.close_after_run = True
+        try:
+            await app.run_async()
+        finally:
+            try:
+                await asyncio.wait_for(app.close_workspace(), CLOSE_WITHIN)
+            except TimeoutError:  # what did not finish is left as after a kill
+                pass
+            except Exception as error:  # the terminal is the operator's again: one line says so
+                print(f"workbench: the workspace did not close cleanly: {error_text(error)}", file=sys.stderr)
+
+    asyncio.run(run())
+    code = app.return_code or 0
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -129,7 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
+    """Run the command line; returns the exit status (the window itself ends the process with its
+    status once the terminal is restored: ``workbench.app.run_window``)."""
     args = build_parser().parse_args(argv)
     config = None
     if args.command in ("export-test", "replay"):
@@ -168,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
                              public_url=args.public_url, limits=_limits(args))
     from services.settings import Settings
 
-    from .app import make_app
+    from .app import make_app, run_window
 
     if args.serve:
         from .served import check_ui_serve
@@ -181,12 +182,10 @@ def main(argv: list[str] | None = None) -> int:
                                    **_memory(args, config)), config=config,
                           read_only=args.read_only, layout=args.layout, log=args.log, record=args.record)
         _exit_on_sigterm(served)
-        served.run()
-        return served.return_code or 0
+        return run_window(served)
     app = make_app(Settings(path=args.workspace, canvas_url=_canvas_url(args, config), **_memory(args, config)), config=config,
                    read_only=args.read_only, layout=args.layout, log=args.log, record=args.record)
-    app.run()
-    return app.return_code or 0
+    return run_window(app)
 
 
 def _limits(args: argparse.Namespace) -> LimitOptions:

@@ -79,7 +79,15 @@ class Pane(Vertical):
 
     # -- composition -----------------------------------------------------------------------------
 
+    mount_snapshot: tuple[str, ...] = ()
+    """The rows the pane showed when the window was last left: drawn over it (the pane is ``-stale``)
+    until the Workspace opens (``MainScreen._opened``)."""
+
     def compose(self) -> ComposeResult:
+        if self.mount_snapshot:
+            from ..snapshot import snapshot_view
+
+            yield snapshot_view(self.mount_snapshot)
         yield self.heading()
 
     def compose_body(self) -> ComposeResult:
