@@ -25,6 +25,7 @@ workspace whose runs replay (the sample world's fixed ids) never captures a turn
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -141,11 +142,17 @@ class RunFollower:
         self._task: asyncio.Task[None] | None = None
         self._unsubscribe: Callable[[], None] | None = None
         self._busy = False
+        self.applied = 0
+        """How many changes this follower has applied (each queued change, once its batch is written)."""
+        self.catch_up_s: float | None = None
+        """How long the last start took to read where the canvas is and queue what it lacks."""
 
     async def start(self, *, catch_up: bool = True) -> None:
         """Start following; with ``catch_up`` the runs that already exist are applied first."""
         if catch_up:
+            began = time.perf_counter()
             await self._catch_up()
+            self.catch_up_s = time.perf_counter() - began
         self._unsubscribe = self.feed.subscribe(self._on_change, many=self._on_changes)
         self._task = asyncio.get_running_loop().create_task(self._drain())
 
@@ -183,13 +190,16 @@ class RunFollower:
                 canvas = self.bridge is not None and seq_of(event) > held
                 if canvas:
                     put(Change("cloud", "run.event", run_id, {"event": event}))
-                elif self._uncaptured(run_id, event):
+                elif run.user_id not in self.ignore_users and self._uncaptured(run_id, event):
                     put(Change("cloud", "run.event", run_id, {"event": event, _CAPTURE_ONLY: True}))
 
     def _uncaptured(self, run_id: str, event: Event) -> bool:
-        """Whether ``event`` is a root turn's completion or a settle not captured yet."""
+        """Whether ``event`` is a root turn's completion or a settle not captured yet (and this follower
+        captures that: into its outbox, through its ``on_settled``)."""
         kind = event.get("type")
-        if kind not in ("node.turn.completed", "node.settled") or event.get("node_id") != event.get("run_id"):
+        if event.get("node_id") != event.get("run_id") or not (
+                (kind == "node.turn.completed" and self.outbox is not None)
+                or (kind == "node.settled" and self.on_settled is not None)):
             return False
         key = run_id if kind == "node.turn.completed" else f"settled:{run_id}"
         return self._captured.get(key, 0) < seq_of(event)
@@ -243,6 +253,7 @@ class RunFollower:
                 while len(batch) < _BATCH and not self._queue.empty():
                     batch.append(self._queue.get_nowait())
                 await self._apply(batch)
+                self.applied += len(batch)
             finally:
                 self._busy = False
 

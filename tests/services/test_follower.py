@@ -156,7 +156,8 @@ async def test_a_relaunch_over_a_caught_up_canvas_writes_nothing_and_then_only_t
     runs[1].settle(result="done")
 
     async def launch() -> list[int]:
-        """One launch of the follower over the canvas: the canvas's commits while it catches up."""
+        """One launch of the follower over the canvas: the canvas's commits while it catches up (and
+        ``applied`` says how many changes it queued and applied)."""
         follower = RunFollower(desk, feed, bridge=RunBridge(canvas), state_path=tmp_path / "follower.json")
         seen: list[int] = []
 
@@ -171,11 +172,15 @@ async def test_a_relaunch_over_a_caught_up_canvas_writes_nothing_and_then_only_t
         finally:
             event.remove(canvas.engine, "commit", commit)
         assert list(follower.errors) == []
+        applied.append(follower.applied)
         return seen
+
+    applied: list[int] = []
 
     assert len(await launch()) == 1  # a fresh canvas: every run in one batch
     before = {run.id: await node_events(canvas, run.id) for run in runs}
     assert await launch() == []  # caught up: not one write
+    assert applied[-1] == 0  # nor one change queued (the settle is captured by no one here: not queued either)
 
     runs[0].emit("custom.note", {"text": "one"})
     runs[0].emit("node.output_text.delta", {"delta": "ignored", "entry_id": "e9"})
@@ -185,7 +190,8 @@ async def test_a_relaunch_over_a_caught_up_canvas_writes_nothing_and_then_only_t
     after = {run.id: await node_events(canvas, run.id) for run in runs}
     assert after[runs[0].id] == before[runs[0].id] + ["custom.note", "custom.note"]
     assert after[runs[1].id] == before[runs[1].id] and after[runs[2].id] == before[runs[2].id]
-    assert await launch() == []
+    assert applied[-1] == 2
+    assert await launch() == [] and applied[-1] == 0
 
 
 async def test_a_capture_that_failed_is_tried_again_at_the_next_launch_without_canvas_writes(
