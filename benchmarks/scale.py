@@ -69,7 +69,8 @@ async def main():
     began = time.perf_counter()
     ws = await Workspace.open(Path(folder))
     opened = time.perf_counter()
-    out = {"attach_s": opened - began, "attach_rss": rss() - before}
+    print(json.dumps({"attach_s": opened - began, "attach_rss": rss() - before}), flush=True)
+    out = {}
     follower = ws.follower
     if follower is not None and wait_follower:
         await follower.idle()
@@ -162,7 +163,7 @@ class Figures:
 
 def window(folder: Path, *, wait_follower: bool, during: Callable[[Any], Any] | None = None) -> dict[str, Any]:
     """One window attaching in a subprocess; ``during`` runs (in a thread's loop) from just before the
-    open to its report, and its answer is returned as ``during``."""
+    open until it returns, and its answer is returned as ``during``."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-c", WINDOW, str(folder), "1" if wait_follower else "0"],
                             cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE)
@@ -179,14 +180,15 @@ def window(folder: Path, *, wait_follower: bool, during: Callable[[Any], Any] | 
 
         watcher = threading.Thread(target=watch)
         watcher.start()
-    line = proc.stdout.readline()
-    proc.wait(600)
+    attached = proc.stdout.readline()  # the open returned: the other client stops measuring
     if during is not None:
         done.set()
         watcher.join()
-    if not line:
+    line = proc.stdout.readline()
+    proc.wait(3600)
+    if not attached or not line:
         raise RuntimeError("the window did not report")
-    return {**json.loads(line), **measured}
+    return {**json.loads(attached), **json.loads(line), **measured}
 
 
 def latencies(server: Server) -> Callable[[Any], Any]:
