@@ -6,7 +6,8 @@ the cloud runs in this process or the window is attached to a server (whose desk
 current from the server's change stream, reading each run a batch touches once). The changes it
 follows arrive on its ``ChangeFeed``.
 
-It listens to the cloud's ``Change`` feed (run started, event appended, run deleted), queues each
+At launch it resumes where the canvas is (``_catch_up``): only what the canvas lacks of each run is
+queued, so a relaunch over a caught-up canvas writes nothing. Then it listens to the cloud's ``Change`` feed (run started, event appended, run deleted), queues each
 change, and applies them from one background task, in order, a queued batch at a time:
 
 - the canvas ``RunBridge`` keeps one node per run (and per child node) with statuses, inbox entries
@@ -24,6 +25,7 @@ workspace whose runs replay (the sample world's fixed ids) never captures a turn
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,7 +38,7 @@ from .desk import Desk, OperatorError, RunDetail, seq_of
 from .files import CorruptFileError, atomic_write_json, read_json
 
 if TYPE_CHECKING:
-    from .canvas.bridge import BridgeStep, RunBridge
+    from .canvas.bridge import BridgeStep, RunBridge, RunPosition
     from .knowledge.outbox import MemoryOutbox
 
 __all__ = ["RunFollower", "bridge_run", "run_record", "turn_messages"]
@@ -47,7 +49,10 @@ Message = dict[str, str]
 """One message of a captured turn: ``role`` and ``text``."""
 
 _QUIET = frozenset({"node.output_text.delta", "node.activity"})
+"""Event types the follower never applies (the run's node takes its activity from the run itself)."""
 _BATCH = 500
+_CAPTURE_ONLY = "_capture_only"
+"""Marks a caught-up change queued for its capture alone: the canvas already holds its event."""
 
 
 def _object(value: object) -> Mapping[str, object]:
@@ -136,16 +141,67 @@ class RunFollower:
         self._task: asyncio.Task[None] | None = None
         self._unsubscribe: Callable[[], None] | None = None
         self._busy = False
+        self.applied = 0
+        """How many changes this follower has applied (each queued change, once its batch is written)."""
+        self.catch_up_s: float | None = None
+        """How long the last start took to read where the canvas is and queue what it lacks."""
 
     async def start(self, *, catch_up: bool = True) -> None:
         """Start following; with ``catch_up`` the runs that already exist are applied first."""
         if catch_up:
-            for run_id in self.desk.run_ids():
-                self._queue.put_nowait(Change("cloud", "run.started", run_id))
-                for event in self.desk.detail(run_id).events:
-                    self._queue.put_nowait(Change("cloud", "run.event", run_id, {"event": event}))
+            began = time.perf_counter()
+            await self._catch_up()
+            self.catch_up_s = time.perf_counter() - began
         self._unsubscribe = self.feed.subscribe(self._on_change, many=self._on_changes)
         self._task = asyncio.get_running_loop().create_task(self._drain())
+
+    async def _catch_up(self) -> None:
+        """Queue what the canvas and the captures lack of the runs that exist, and only that.
+
+        The canvas says how far it holds each run (``RunBridge.positions``, one read): a run whose
+        nodes hold its events up to the last one the follower applies, and whose node shows the run as
+        it is, queues nothing; any other run queues its ``run.started`` (when its node is missing or
+        not current) and the events after the highest ``seq`` its nodes hold. Events the live path
+        ignores (text deltas, activity) are never queued. A completed turn or a settle not yet captured
+        (``follower.json``: a capture that failed is tried again at each launch) is queued for its
+        capture alone, however far the canvas is."""
+        runs: dict[str, tuple[RunDetail, Sequence[Event]]] = {}
+        for run_id in self.desk.run_ids():
+            try:
+                run = self.desk.detail(run_id, events=False)
+            except OperatorError:
+                continue
+            runs[run_id] = (run, self.desk.mirror.events(run_id))
+        positions: Mapping[str, RunPosition] = {}
+        if self.bridge is not None:
+            positions = await self.bridge.positions({
+                run_id: (bridge_run(run), {str(e.get("node_id")) for e in events})
+                for run_id, (run, events) in runs.items()})
+        put = self._queue.put_nowait
+        for run_id, (run, events) in runs.items():
+            position = positions.get(run_id)
+            held = position.held if position is not None else 0
+            if self.bridge is not None and not run.deleted and (position is None or not position.current):
+                put(Change("cloud", "run.started", run_id))
+            for event in events:
+                if event.get("type") in _QUIET:
+                    continue
+                canvas = self.bridge is not None and seq_of(event) > held
+                if canvas:
+                    put(Change("cloud", "run.event", run_id, {"event": event}))
+                elif run.user_id not in self.ignore_users and self._uncaptured(run_id, event):
+                    put(Change("cloud", "run.event", run_id, {"event": event, _CAPTURE_ONLY: True}))
+
+    def _uncaptured(self, run_id: str, event: Event) -> bool:
+        """Whether ``event`` is a root turn's completion or a settle not captured yet (and this follower
+        captures that: into its outbox, through its ``on_settled``)."""
+        kind = event.get("type")
+        if event.get("node_id") != event.get("run_id") or not (
+                (kind == "node.turn.completed" and self.outbox is not None)
+                or (kind == "node.settled" and self.on_settled is not None)):
+            return False
+        key = run_id if kind == "node.turn.completed" else f"settled:{run_id}"
+        return self._captured.get(key, 0) < seq_of(event)
 
     async def stop(self) -> None:
         """Stop following (changes still queued are dropped)."""
@@ -196,6 +252,7 @@ class RunFollower:
                 while len(batch) < _BATCH and not self._queue.empty():
                     batch.append(self._queue.get_nowait())
                 await self._apply(batch)
+                self.applied += len(batch)
             finally:
                 self._busy = False
 
@@ -239,8 +296,8 @@ class RunFollower:
             except Exception as exc:  # named as the run, as a run read again after its events is
                 self._failed(f"run {change.id}", change.id, exc)
                 return None
-        if self.bridge is None:
-            if change.kind == "run.event":
+        if self.bridge is None or change.data.get(_CAPTURE_ONLY):
+            if change.kind == "run.event" and self.bridge is None:
                 touched[change.id] = None
             return None
         label = f"{change.kind} {change.id}"

@@ -35,6 +35,7 @@ __all__ = [
     "FORMAT",
     "VERSION",
     "export_state",
+    "state_document",
     "import_state",
     "run_log",
     "user_record",
@@ -118,12 +119,18 @@ def key_record(owner: tuple[str, str], keyed: Keyed) -> dict[str, object]:
 
 def export_state(cloud: CloudHost) -> dict[str, Any]:
     """The whole state of ``cloud`` as one JSON document."""
-    state = cloud.state
     runs = []
     for run in run_log(cloud):
         record = run_record(run)
         record["events"] = copy.deepcopy(run.events)
         runs.append(record)
+    return state_document(cloud, runs)
+
+
+def state_document(cloud: CloudHost, runs: list[dict[str, object]]) -> dict[str, Any]:
+    """The whole state of ``cloud`` as one JSON document, its ``runs`` given (each ``run_record`` with
+    its ``events``; ``served.chunked`` passes an empty list and writes the runs one by one)."""
+    state = cloud.state
     return {
         "format": FORMAT,
         "version": VERSION,

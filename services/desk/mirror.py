@@ -215,10 +215,18 @@ class RunMirror:
     # -- fed by its holder (a served window) -----------------------------------------------------
 
     def hold(self, run_id: str, events: Sequence[Mapping[str, object]]) -> None:
-        """A run's whole log as just read (it replaces what was held)."""
+        """A run's whole log as just read (it replaces what was held); events the change stream
+        carried after the newest of the read are kept after it (the read may be older than them: a
+        large answer is written a run at a time while the stream goes on)."""
         log = _Log()
         log.fill(events)
         with self._lock:
+            held = self._runs.get(run_id)
+            if held is not None and held.top > log.top:
+                held.settle()
+                top = log.top
+                log.events.extend(event for event in held.events if seq_of(event) > top)
+                log.top = held.top
             self._runs[run_id] = log
 
     def append(self, run_id: str, event: Mapping[str, object]) -> None:

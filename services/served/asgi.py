@@ -25,7 +25,7 @@ import httpx
 if TYPE_CHECKING:
     from ..cloud.cloud import FakeCloud
 
-__all__ = ["CloudApp", "CONTROL_PREFIX", "ASGIApp", "Scope", "Receive", "Send", "ScriptedUnreachable", "lifespan"]
+__all__ = ["CloudApp", "CONTROL_PREFIX", "ASGIApp", "Scope", "Receive", "Send", "ScriptedUnreachable", "lifespan", "until_disconnect"]
 
 from ..control_wire import CONTROL_PREFIX
 
@@ -130,7 +130,7 @@ class CloudApp:
         or the server shuts down (``close_streams``)."""
         stop = asyncio.Event()
         self._streams.add(stop)
-        watcher = asyncio.ensure_future(_until_disconnect(receive))
+        watcher = asyncio.ensure_future(until_disconnect(receive))
         stopper = asyncio.ensure_future(stop.wait())
         try:
             while True:
@@ -210,7 +210,8 @@ def _raw_target(scope: Scope) -> str:
     return path + ("?" + query.decode("latin-1") if query else "")
 
 
-async def _until_disconnect(receive: Receive) -> None:
+async def until_disconnect(receive: Receive) -> None:
+    """Return once the client has gone away (the request's body already read)."""
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":

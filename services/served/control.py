@@ -28,24 +28,30 @@ Routes (all under ``/_workbench/v1``):
   header resumes after that change, or answers ``event: reset``: ``change_log.py``);
   ``POST /changes`` ``{source, kind, id, data}`` publishes a window's own change there (any
   source but ``cloud``)
+
+``GET /runs``, ``GET /runs/{run_id}`` and ``GET /state`` may be large (a window attaching reads every
+run with every event): they are written a run, or a slice of a run's events, at a time, the loop
+running between two chunks, so that no other client waits for one of them (``chunked.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import itertools
 import json
 import json.encoder
 import operator
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from ..control_wire import GRANT_ACTIONS, RUN_ACTIONS, ConnectionJSON, body_problem, match_control
 from .app_actions import AppActions
-from .asgi import CONTROL_PREFIX, Receive, Scope, Send, read_body, send_envelope, storage_full
+from .asgi import CONTROL_PREFIX, Receive, Scope, Send, read_body, send_envelope, storage_full, until_disconnect
 from .change_log import ChangeLog
+from .chunked import chunks, run_answer, runs_answer, state_answer
 from ..cloud.errors import CloudError, envelope
 from ..cloud.state import CloudStateError, export_state, import_state
 from .dtos import person_dto, run_dto
@@ -126,6 +132,10 @@ class ControlApp:
             return
         raw = await read_body(receive)
         query = {k: v[-1] for k, v in parse_qs(scope.get("query_string", b"").decode("latin-1")).items()}
+        pieces = self._large_read(path, query) if method == "GET" and not raw else None
+        if pieces is not None:
+            await self._stream(pieces, receive, send)
+            return
         try:
             if method != "GET" and self.store is not None and self.store.broken:
                 await self.store.flush()  # refuse a change before making it while nothing can be written
@@ -141,6 +151,46 @@ class ControlApp:
                     await send_envelope(send, storage_full(exc))
                     return
         await _send(send, status, json.dumps(answer).encode())
+
+    def _large_read(self, path: str, query: dict[str, str]) -> Iterator[str] | None:
+        """The answer to a read that may be large (``GET /runs``, ``GET /runs/{id}``, ``GET /state``)
+        as pieces of JSON encoded as they are asked for (``chunked.py``); None for any other call, and
+        for one ``dispatch`` refuses (an unknown run), which it answers as usual."""
+        from ..cloud.state import run_log
+
+        matched = match_control("GET", path)
+        if matched is None:
+            return None
+        route, params = matched
+        if route.name == "runs.list":
+            user = query.get("user")
+            runs = [r for r in run_log(self.cloud) if user is None or r.user_id == user]
+            return runs_answer(runs, events=query.get("events") in ("1", "true"))
+        if route.name == "runs.get":
+            run = self.cloud.state.runs.get(params["run_id"])
+            return None if run is None else run_answer(run, events=query.get("events") not in ("0", "false"))
+        if route.name == "state.export":
+            return state_answer(self.cloud)
+        return None
+
+    async def _stream(self, pieces: Iterator[str], receive: Receive, send: Send) -> None:
+        """Send a large answer a chunk at a time, letting the loop run between two chunks (every other
+        client is answered meanwhile); stop when the client goes away."""
+        if self.store is not None:
+            with contextlib.suppress(OSError):  # a read promises nothing new: it is answered from memory
+                await self.store.flush()
+        gone = asyncio.ensure_future(until_disconnect(receive))
+        try:
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"application/json")]})
+            for chunk in chunks(pieces):
+                if gone.done():
+                    return
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                await asyncio.sleep(0)
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            gone.cancel()
 
     def _authorized(self, scope: Scope) -> bool:
         given = b""

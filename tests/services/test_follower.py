@@ -126,11 +126,11 @@ async def test_a_change_the_canvas_refuses_is_recorded_and_the_rest_of_its_batch
 
     again = RunFollower(desk, feed, bridge=RunBridge(canvas), on_settled=on_settled,
                         state_path=tmp_path / "follower.json")
-    await again.start()  # the same runs replay: nothing is captured twice
+    await again.start()  # the canvas holds the run's last event: nothing is applied or captured again
     await again.idle()
     await again.stop()
     assert [d.id for d in settled] == [run.id]
-    assert len(list(again.errors)) == 1  # the refused change is refused again, and only it
+    assert list(again.errors) == []
 
 
 async def test_a_run_record_names_each_turn_time_as_the_wire_writes_it(
@@ -144,3 +144,77 @@ async def test_a_run_record_names_each_turn_time_as_the_wire_writes_it(
     turns = record["turns"]
     assert isinstance(turns, list) and [t["role"] for t in turns] == ["user", "assistant"]
     assert all(t["ts"] == wire[t["id"]] for t in turns)
+
+
+async def node_events(canvas: Canvas, run_id: str) -> list[str]:
+    return [e.type for e in reversed(await canvas.events(run_id, limit=500))]
+
+
+async def test_a_relaunch_over_a_caught_up_canvas_writes_nothing_and_then_only_the_new_events(
+        cloud: FakeCloud, app: Crouter, desk: Desk, feed: ChangeFeed, canvas: Canvas, tmp_path: Path) -> None:
+    runs = [await a_run(cloud, app) for _ in range(3)]
+    runs[1].settle(result="done")
+
+    async def launch() -> list[int]:
+        """One launch of the follower over the canvas: the canvas's commits while it catches up (and
+        ``applied`` says how many changes it queued and applied)."""
+        follower = RunFollower(desk, feed, bridge=RunBridge(canvas), state_path=tmp_path / "follower.json")
+        seen: list[int] = []
+
+        def commit(_conn: object) -> None:
+            seen.append(1)
+
+        event.listen(canvas.engine, "commit", commit)
+        try:
+            await follower.start()
+            await follower.idle()
+            await follower.stop()
+        finally:
+            event.remove(canvas.engine, "commit", commit)
+        assert list(follower.errors) == []
+        applied.append(follower.applied)
+        return seen
+
+    applied: list[int] = []
+
+    assert len(await launch()) == 1  # a fresh canvas: every run in one batch
+    before = {run.id: await node_events(canvas, run.id) for run in runs}
+    assert await launch() == []  # caught up: not one write
+    assert applied[-1] == 0  # nor one change queued (the settle is captured by no one here: not queued either)
+
+    runs[0].emit("custom.note", {"text": "one"})
+    runs[0].emit("node.output_text.delta", {"delta": "ignored", "entry_id": "e9"})
+    runs[0].emit("custom.note", {"text": "two"})
+    runs[0].emit("node.output_text.delta", {"delta": "ignored too", "entry_id": "e9"})
+    assert len(await launch()) == 1  # only the new events, in one batch
+    after = {run.id: await node_events(canvas, run.id) for run in runs}
+    assert after[runs[0].id] == before[runs[0].id] + ["custom.note", "custom.note"]
+    assert after[runs[1].id] == before[runs[1].id] and after[runs[2].id] == before[runs[2].id]
+    assert applied[-1] == 2
+    assert await launch() == [] and applied[-1] == 0
+
+
+async def test_a_capture_that_failed_is_tried_again_at_the_next_launch_without_canvas_writes(
+        cloud: FakeCloud, app: Crouter, desk: Desk, feed: ChangeFeed, canvas: Canvas, tmp_path: Path) -> None:
+    run = await a_run(cloud, app)
+    run.settle(result="done")
+    settled: list[str] = []
+
+    async def on_settled(detail: RunDetail) -> None:
+        if not settled:
+            settled.append("failed")
+            raise OSError("the disk is full")
+        settled.append(detail.id)
+
+    first = RunFollower(desk, feed, bridge=RunBridge(canvas), on_settled=on_settled, state_path=tmp_path / "follower.json")
+    await first.start()
+    await first.idle()
+    await first.stop()
+    assert settled == ["failed"] and len(first.errors) == 1
+    again = RunFollower(desk, feed, bridge=RunBridge(canvas), on_settled=on_settled, state_path=tmp_path / "follower.json")
+    seen = commits(canvas)
+    await again.start()
+    await again.idle()
+    await again.stop()
+    assert settled == ["failed", run.id] and list(again.errors) == []
+    assert seen == []  # the canvas held the run already: only the capture was made

@@ -1,0 +1,327 @@
+"""Served workspaces of growing size: what a server, a window and the follower cost as history grows.
+
+Run: ``python benchmarks/scale.py`` (10k and 100k events, a few minutes); ``--huge`` adds 1M events
+(long: the build alone takes minutes); ``--sizes 10000,50000`` picks the sizes; ``--only pause,relaunch``
+measures only those figures (the workspaces are built all the same). Each workspace is built as an
+app builds one: ``workbench serve`` in a subprocess on a fresh folder, runs started through the
+control API as the app (``POST /people/{user}/runs``) and their events emitted in batches of 1,000
+(``POST /runs/{id}/emit``), 1,000 events a run: 90% text deltas, the rest text and step events.
+
+The figures, one function each (``FIGURES``):
+
+- ``restart``: the server stopped and started again on the workspace: seconds to ``serving``, and
+  its memory (RSS) then.
+- ``attach``: a window attaching (``Workspace.open`` on the folder, in a subprocess): seconds until
+  it returns, and the memory it adds to its process (RSS after the open less RSS before).
+- ``pause``: while that window attaches, another client calls ``GET /people`` over and over: the
+  worst and the median latency it sees (the pause a big attach makes everyone else wait).
+- ``follower``: the attaching window is the workspace's follower (a headless server): its catch-up
+  of every run into the fresh canvas, as changes applied per second.
+- ``relaunch``: the window opened again over the caught-up canvas: the follower's catch-up time
+  (reading where the canvas is) and the changes it applies (aim: none).
+
+Last, each figure at the largest size divided by the same at the smallest (aim for the pause and
+the relaunch: flat, about 1x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+
+PER_RUN = 1000
+"""Events per run (and per emit batch)."""
+PERSON = "user:ada"
+"""The sample world's person the runs are started for."""
+
+WINDOW = r"""
+import asyncio, json, sys, time
+from pathlib import Path
+
+def rss():
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+async def main():
+    from services.workspace import Workspace
+    folder, wait_follower = sys.argv[1], sys.argv[2] == "1"
+    before = rss()
+    print(json.dumps({"ready": True}), flush=True)
+    began = time.perf_counter()
+    ws = await Workspace.open(Path(folder))
+    opened = time.perf_counter()
+    print(json.dumps({"attach_s": opened - began, "attach_rss": rss() - before}), flush=True)
+    out = {}
+    follower = ws.follower
+    if follower is not None and wait_follower:
+        await follower.idle()
+        out["idle_s"] = time.perf_counter() - opened
+        out["catch_up_s"] = getattr(follower, "catch_up_s", None)
+        out["applied"] = getattr(follower, "applied", None)
+    out["follower"] = follower is not None
+    await ws.close()
+    print(json.dumps(out), flush=True)
+
+asyncio.run(main())
+"""
+"""A window in its own process: attaches to the served folder, reports, closes."""
+
+
+def rss_of(pid: int) -> int:
+    """A process's resident memory, in bytes (0 where ``/proc`` is missing)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+class Server:
+    """``workbench serve`` on a folder, in a subprocess."""
+
+    def __init__(self, folder: Path) -> None:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        began = time.perf_counter()
+        self.proc = subprocess.Popen([sys.executable, "-m", "workbench", "serve", "--workspace", str(folder),
+                                      "--port", "0"], cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL)
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith("serving "):
+                self.url = line.split(" ", 1)[1].strip()
+                break
+        else:
+            raise RuntimeError(f"workbench serve on {folder} did not start")
+        self.start_s = time.perf_counter() - began
+        self.token = json.loads((folder / "serve.json").read_text())["token"]
+
+    def client(self, timeout: float = 600.0) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=self.url + "/_workbench/v1", timeout=timeout,
+                                 headers={"Authorization": f"Bearer {self.token}"})
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+def batch() -> list[dict[str, Any]]:
+    """One run's events: per 100, 90 text deltas, a text and nine steps."""
+    events: list[dict[str, Any]] = []
+    for turn in range(PER_RUN // 100):
+        entry = f"e{turn}"
+        events += [{"type": "node.output_text.delta", "fields": {"delta": "some streamed text, ", "entry_id": entry}}] * 90
+        events.append({"type": "node.output_text.done", "fields": {"text": "the whole text " * 4, "entry_id": entry}})
+        events += [{"type": "custom.step", "fields": {"step": step, "entry_id": entry}} for step in range(9)]
+    return events
+
+
+async def build(server: Server, events: int) -> float:
+    """``events`` events in runs of ``PER_RUN``, made as an app makes them; answers events/s."""
+    body = {"events": batch()}
+    began = time.perf_counter()
+    async with server.client() as control:
+        for number in range(events // PER_RUN):
+            started = (await control.post(f"/people/{PERSON}/runs", json={"prompt": f"run {number}"})).json()
+            answer = await control.post(f"/runs/{started['run_id']}/emit", json=body)
+            answer.raise_for_status()
+    return events / (time.perf_counter() - began)
+
+
+@dataclass
+class Figures:
+    """What one size measured, by name (seconds, bytes, counts)."""
+
+    events: int
+    values: dict[str, float] = field(default_factory=dict)
+
+
+def window(folder: Path, *, wait_follower: bool, during: Callable[[Any], Any] | None = None) -> dict[str, Any]:
+    """One window attaching in a subprocess; ``during`` runs (in a thread's loop) from just before the
+    open until it returns, and its answer is returned as ``during``."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", WINDOW, str(folder), "1" if wait_follower else "0"],
+                            cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    assert json.loads(proc.stdout.readline()).get("ready")
+    measured: dict[str, Any] = {}
+    if during is not None:
+        import threading
+
+        done = threading.Event()
+
+        def watch() -> None:
+            measured["during"] = asyncio.run(during(done))
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+    attached = proc.stdout.readline()  # the open returned: the other client stops measuring
+    if during is not None:
+        done.set()
+        watcher.join()
+    line = proc.stdout.readline()
+    proc.wait(3600)
+    if not attached or not line:
+        raise RuntimeError("the window did not report")
+    return {**json.loads(attached), **json.loads(line), **measured}
+
+
+def latencies(server: Server) -> Callable[[Any], Any]:
+    """Another client's ``GET /people`` calls, one after another until ``done`` is set: their latencies."""
+    async def run(done: Any) -> list[float]:
+        seen: list[float] = []
+        async with server.client() as other:
+            while not done.is_set():
+                began = time.perf_counter()
+                (await other.get("/people")).raise_for_status()
+                seen.append(time.perf_counter() - began)
+        return seen
+    return run
+
+
+# -- the figures, one function each -----------------------------------------------------------------
+
+
+def figure_restart(folder: Path, figures: Figures, context: dict[str, Any]) -> None:
+    """The server stopped and started again: seconds to ``serving``, and its memory then."""
+    context["server"].stop()
+    server = context["server"] = Server(folder)
+    time.sleep(0.5)  # settled after the start
+    figures.values["restart_s"] = server.start_s
+    figures.values["server_rss"] = rss_of(server.proc.pid)
+
+
+def figure_attach_and_pause(folder: Path, figures: Figures, context: dict[str, Any], *, wait_follower: bool) -> None:
+    """A window's attach (time, memory added), the latency another client sees meanwhile, and (the
+    window being the follower) its catch-up into the fresh canvas."""
+    answer = window(folder, wait_follower=wait_follower, during=latencies(context["server"]))
+    figures.values["attach_s"] = answer["attach_s"]
+    figures.values["attach_rss"] = answer["attach_rss"]
+    seen = answer["during"]
+    if seen:
+        figures.values["pause_worst_s"] = max(seen)
+        figures.values["pause_median_s"] = statistics.median(seen)
+        figures.values["pause_calls"] = len(seen)
+    if wait_follower and answer.get("follower"):
+        total = answer["idle_s"] + (answer.get("catch_up_s") or 0.0)
+        figures.values["follower_s"] = total
+        if answer.get("applied") is not None:
+            figures.values["follower_applied"] = answer["applied"]
+            figures.values["follower_rate"] = answer["applied"] / total if total else 0.0
+
+
+def figure_relaunch(folder: Path, figures: Figures, context: dict[str, Any]) -> None:
+    """The window opened again over the caught-up canvas: the follower's catch-up time and writes."""
+    answer = window(folder, wait_follower=True)
+    if answer.get("follower"):
+        figures.values["relaunch_s"] = answer["idle_s"] + (answer.get("catch_up_s") or 0.0)
+        if answer.get("applied") is not None:
+            figures.values["relaunch_applied"] = answer["applied"]
+
+
+FIGURES = ("restart", "attach", "pause", "follower", "relaunch")
+"""Every figure's name, for ``--only``."""
+
+ROWS: list[tuple[str, str, str, str]] = [
+    # (value key, label, unit, aim)
+    ("build_rate", "build through the control API", "events/s", ""),
+    ("restart_s", "server restart to `serving`", "s", ""),
+    ("server_rss", "server memory after start", "MiB", ""),
+    ("attach_s", "window attach (Workspace.open)", "s", ""),
+    ("attach_rss", "memory the window adds", "MiB", ""),
+    ("pause_worst_s", "another client's worst latency during an attach", "ms", "< 50 ms at 100k, flat"),
+    ("pause_median_s", "another client's median latency during an attach", "ms", ""),
+    ("pause_calls", "another client's calls answered during the attach", "calls", ""),
+    ("follower_rate", "follower catch-up into a fresh canvas", "changes/s", ""),
+    ("follower_applied", "changes it applied", "changes", ""),
+    ("follower_s", "its catch-up time", "s", ""),
+    ("relaunch_s", "relaunch catch-up over a caught-up canvas", "s", "no canvas work"),
+    ("relaunch_applied", "changes the relaunch applied", "changes", "0"),
+]
+
+
+def shown(key: str, unit: str, value: float) -> str:
+    if unit == "MiB":
+        return f"{value / 2**20:.0f} MiB"
+    if unit == "ms":
+        return f"{value * 1000:.1f} ms"
+    if unit == "s":
+        return f"{value:.2f} s"
+    return f"{value:,.0f} {unit}"
+
+
+def measure(events: int, only: set[str]) -> Figures:
+    figures = Figures(events)
+    with tempfile.TemporaryDirectory(prefix="scale-") as scratch:
+        folder = Path(scratch) / "ws"
+        context: dict[str, Any] = {"server": Server(folder)}
+        try:
+            figures.values["build_rate"] = asyncio.run(build(context["server"], events))
+            print(f"  built {events:,} events ({figures.values['build_rate']:,.0f} events/s)", flush=True)
+            if "restart" in only:
+                figure_restart(folder, figures, context)
+            if only & {"attach", "pause", "follower", "relaunch"}:
+                # the first window to attach to the headless server follows its runs into the canvas
+                figure_attach_and_pause(folder, figures, context, wait_follower=bool(only & {"follower", "relaunch"}))
+            if "relaunch" in only:
+                figure_relaunch(folder, figures, context)
+        finally:
+            context["server"].stop()
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="10000,100000", help="events per workspace, comma-separated")
+    parser.add_argument("--huge", action="store_true", help="add a workspace of 1,000,000 events (long)")
+    parser.add_argument("--only", default=",".join(FIGURES), help=f"figures to measure, of {', '.join(FIGURES)}")
+    args = parser.parse_args()
+    sizes = sorted({int(s) for s in args.sizes.split(",") if s} | ({1_000_000} if args.huge else set()))
+    only = {name.strip() for name in args.only.split(",") if name.strip()}
+    unknown = only - set(FIGURES)
+    if unknown:
+        parser.error(f"no figure {', '.join(sorted(unknown))}; one of {', '.join(FIGURES)}")
+    results = []
+    for events in sizes:
+        print(f"{events:,} events:", flush=True)
+        figures = measure(events, only)
+        results.append(figures)
+        for key, label, unit, aim in ROWS:
+            if key in figures.values:
+                print(f"  {label:52} {shown(key, unit, figures.values[key]):>18}" + (f"   (aim: {aim})" if aim else ""),
+                      flush=True)
+    if len(results) > 1:
+        small, large = results[0], results[-1]
+        print(f"each figure at {large.events:,} events / the same at {small.events:,}:")
+        for key, label, _, _ in ROWS:
+            if key in small.values and key in large.values and small.values[key]:
+                print(f"  {label:52} {large.values[key] / small.values[key]:>10.2f}x")
+
+
+if __name__ == "__main__":
+    main()
