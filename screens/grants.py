@@ -68,9 +68,8 @@ class GrantsPane(Pane):
         desk = self.desk
         views = desk.grants()
         self._refusal_cache = list(desk.refusals)
-        needle = self.filter_text.strip()
-        if needle:
-            views = [v for v in views if needle.lower() in f"{v.user_id} {' '.join(v.scopes)} {v.state}".lower()]
+        query = self.current_query()
+        views, needle = query.filter(views), query.needle
         self._views = {v.user_id: v for v in views}
         rows = [(v.user_id, self._row(v, needle)) for v in views]
         if rows != self._shown:

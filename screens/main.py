@@ -333,6 +333,9 @@ class MainScreen(Screen[None]):
         self.workspace = event.workspace
         self.query_one("#badges", BadgeBar).status = event.workspace.header_status
         self.query_one("#badges", BadgeBar).canvas = event.workspace.canvas_label
+        defaults = getattr(self.app, "default_views", None)
+        for pane_id, text in defaults() if defaults is not None else []:
+            self.pane(pane_id).apply_filter(text)  # the settings' default views, before the first load
         for pane in self.panes():
             pane.attach(event.workspace)
         self.update_badges()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from typing import get_args
 
 from rich.text import Text
@@ -123,10 +124,8 @@ class RunsPane(Pane):
         if not self.show_system:
             views = [v for v in views if not v.system]
         now = self.workspace.settings.clock.time() if self.workspace is not None else 0.0
-        needle = self.filter_text.strip()
-        if needle:
-            low = needle.lower()
-            views = [v for v in views if low in f"{v.name} {v.prompt} {v.user_id} {v.id}".lower()]
+        query = self.current_query()
+        views, needle = query.filter(views), query.needle
         rows = {v.id: self._row(v, now, needle) for v in views}
         # the harvest judge's runs may be listed (A), but a person's run is what opens first
         self._preferred = next((v.id for v in views if not v.system), None)
@@ -291,11 +290,12 @@ class RunsPane(Pane):
         changed status. Returns True when only cells changed."""
         table = self.query_one("#runs-table", DataTable)
         now = self.workspace.settings.clock.time() if self.workspace is not None else 0.0
-        needle = self.filter_text.strip()
+        query = self.current_query()
+        needle, match = query.needle, None if query.empty else query.matcher()
         for run_id in run_ids:
             old = self._table_rows.get(run_id)
             if old is None:
-                if not needle and not self._hidden(run_id):
+                if (match is None or self._matches_now(run_id, match)) and not self._hidden(run_id):
                     self.request_reload()
                     return False
                 continue
@@ -305,7 +305,7 @@ class RunsPane(Pane):
                 self.request_reload()
                 return False
             cells = self._row(view, now, needle)
-            if cells[2] != old[2]:
+            if cells[2] != old[2] or (match is not None and not match(view)):
                 self.request_reload()
                 return False
             row = self._order.index(run_id)
@@ -351,6 +351,14 @@ class RunsPane(Pane):
         shape = _DIGITS("0", text.plain)
         info.update(text, layout=shape != self._info_shape)  # only a count changed: the same rows, repainted
         self._info_shape = shape
+
+    def _matches_now(self, run_id: str, match: Callable[[RunView], bool]) -> bool:
+        """Whether a run not listed now matches the filter (its events may have made it match)."""
+        try:
+            view = self.desk.view(run_id)
+        except ServiceError:
+            return False
+        return match(view)
 
     def _still_refused(self, user_id: str) -> bool:
         """Whether the person's grant refuses the app now (not active, or a refusal set for the next refresh)."""
