@@ -330,6 +330,7 @@ class CanvasPane(Pane):
         if remember and self.selected and self.selected != object_id:
             self.history.append(self.selected)
         self.selected, self.detail, self.neighbourhood = object_id, detail, edges
+        self.note_selection()
         self.attempts = attempts
         self._show_graph()
         self._show_detail()

@@ -106,6 +106,7 @@ class GrantsPane(Pane):
         if event.row_key.value is not None and is_current(event):
             self.selected = str(event.row_key.value)
             self._show_detail()
+            self.note_selection()
 
     def _show_detail(self) -> None:
         detail = self.query_one("#grant-detail", Static)
@@ -248,3 +249,4 @@ class GrantsPane(Pane):
             self.query_one("#grants-table", DataTable).move_cursor(row=keys.index(key))
             self.selected = key
             self._show_detail()
+            self.note_selection()

@@ -224,6 +224,7 @@ class InboxPane(Pane):
         if key is not None and key != self.node and is_current(event):
             self.node = str(key)
             self.request_reload()
+            self.note_selection()
 
     @on(DataTable.RowHighlighted, "#inbox-table")
     def _entry_highlighted(self) -> None:
@@ -278,6 +279,10 @@ class InboxPane(Pane):
     async def palette_items(self) -> list[tuple[str, str]]:
         return [(f"node inbox {safe(n[1], 80)} · {n[0]}", n[0]) for n in getattr(self, "_node_rows", [])]
 
+    def selection(self) -> str | None:
+        return self.node
+
     def select_key(self, key: str) -> None:
         self.node = key
+        self.note_selection()
         self.request_reload()

@@ -242,6 +242,7 @@ class JudgmentsPane(Pane):
             self.selected = str(key)
             self.candidate = 0
             self.load_detail(self.selected)
+            self.note_selection()
 
     @work(group="judgment-detail", exclusive=True, exit_on_error=False)
     async def load_detail(self, key: str) -> None:
@@ -606,6 +607,7 @@ class JudgmentsPane(Pane):
         if self.filter_text:
             self.clear_filter()
         self.selected = key
+        self.note_selection()
         self.candidate = 0
         self._table_rows = []
         self.request_reload()

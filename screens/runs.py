@@ -182,6 +182,7 @@ class RunsPane(Pane):
         self.selected = run_id
         self._rebuild_stream()
         self._show_info()
+        self.note_selection()
 
     @on(DataTable.RowHighlighted, "#runs-table")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -634,6 +635,9 @@ class RunsPane(Pane):
         if key in self._order:
             self.query_one("#runs-table", DataTable).move_cursor(row=self._order.index(key))
             self._select(key)
+
+    def selection_label(self) -> str:
+        return self._run_title(self.selected) if self.selected else ""
 
     def changed(self, changes: tuple[Change, ...]) -> None:
         """Run events are applied as given, once a frame; any other change of ours reloads the list."""

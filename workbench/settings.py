@@ -286,9 +286,9 @@ def save_view(path: Path, view: SavedView) -> None:
     if current.problem:
         raise ConfigWriteError(f"cannot save the view: {current.problem.removesuffix('; using the defaults')}")
     lines = text.splitlines()
-    if any(re.match(rf"^\s*\[\s*views\s*\.", line) for line in lines):
+    if any(re.match(r"^\s*\[\s*views\s*\.", line) for line in lines):
         raise ConfigWriteError(f"cannot save the view: {path} writes views as [views.NAME] tables; "
-                               "edit the file by hand, or write them as NAME = {{ pane = ..., filter = ... }}")
+                               "edit the file by hand, or write them as NAME = { pane = ..., filter = ... }")
     rewritten = {view.name: view}
     if view.default:
         for other in current.views.values():

@@ -337,3 +337,20 @@ class Pane(Vertical):
 
     def select_key(self, key: str) -> None:
         """Select the item ``key`` (after a palette jump)."""
+
+    def selection(self) -> str | None:
+        """The selected item's key (what ``select_key`` takes), or None."""
+        selected = getattr(self, "selected", None)
+        return selected if isinstance(selected, str) else None
+
+    def selection_label(self) -> str:
+        """The selection as a mark lists it (its key; a pane may name it better)."""
+        return safe(self.selection() or "", 80)
+
+    def note_selection(self) -> None:
+        """Say that the selection moved (the main screen keeps it for back and forward)."""
+        from ..messages import SelectionMoved
+
+        key = self.selection()
+        if key is not None and self.id:
+            self.post_message(SelectionMoved(self.id, key))
