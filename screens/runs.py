@@ -26,6 +26,7 @@ from services.text import run_title
 from services.wire import Outcome, TurnErrorCode
 from services.desk import OperatorAction, RefusalRecord, RunDetail, RunView, seq_of
 
+from .diff import DiffScreen
 from .dialogs import ConfirmDialog, DetailDialog, Field
 from .dialogs.form import json_object_check
 from .messages import JumpRequested
@@ -74,6 +75,7 @@ class RunsPane(Pane):
         Binding("w", "toggle_wrap", "Wrap", id="workbench.runs.toggle_wrap"),
         Binding("o", "event_detail", "Event", id="workbench.runs.event_detail"),
         Binding("g", "open_grant", "Grant", id="workbench.runs.open_grant"),
+        Binding("c", "compare_run", "Compare two runs (c on each)", id="workbench.runs.compare_run"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="workbench.runs.clear_filter"),
     ]
 
@@ -105,6 +107,8 @@ class RunsPane(Pane):
         """The selected run's replies, messages and starts whose event is not drawn yet (its line names them)."""
         self.show_system = False
         """List the workbench's own runs (the harvest judge's) too (``A``); hidden by default."""
+        self.compare_with: str | None = None
+        """The run ``c`` marked for comparison (``c`` on another run compares the two)."""
 
     def compose_body(self) -> ComposeResult:
         # the title second, sized to the room left: the columns after status show only while they fit whole
@@ -597,6 +601,31 @@ class RunsPane(Pane):
         if parts is not None:
             self.post_message(JumpRequested("grants", parts[0].user_id))
 
+    def action_compare_run(self) -> None:
+        """``c``: mark the selected run for comparison; ``c`` on another run shows the two side by side."""
+        run_id = self._need_run()
+        if run_id is None:
+            return
+        first = self.compare_with
+        if first is None or first == run_id or self._now(first) is None:
+            self.compare_with = run_id
+            notify_plain(self.app, f"Run “{self._run_title(run_id)}” is marked for comparison: select another "
+                         "run and press c.", timeout=4)
+            return
+        self.compare_with = None
+        self.app.push_screen(self.comparison(first, run_id))
+
+    def comparison(self, left: str, right: str) -> DiffScreen:
+        """The screen comparing run ``left`` (A) with run ``right`` (B), as the desk has them now."""
+        from services.desk.diff import diff_runs
+
+        desk = self.desk
+        a, b = desk.detail(left), desk.detail(right)
+        refusals = desk.refusals
+        rows = diff_runs(a, b, [r for r in refusals if r.concerns(a.id, a.user_id, a.created_at)],
+                         [r for r in refusals if r.concerns(b.id, b.user_id, b.created_at)])
+        return DiffScreen(self._run_title(left), self._run_title(right), rows)
+
     def action_clear_filter(self) -> None:
         self.clear_filter()
 
@@ -618,7 +647,8 @@ class RunsPane(Pane):
             actions += [("Settle the run", "s", "settle"), ("Cancel the run (SDK)", "x", "cancel_run")]
         actions += [("Ask the person", "a", "ask"), ("Send a message (SDK)", "m", "send_message"),
                     ("Go idle", "i", "go_idle"), ("Emit an event", "e", "emit_event"), ("Delete the run", "d", "delete_run"),
-                    ("Open the grant", "g", "open_grant"), ("Event detail", "o", "event_detail")]
+                    ("Open the grant", "g", "open_grant"), ("Event detail", "o", "event_detail"),
+                    ("Compare with another run", "c", "compare_run")]
         return actions
 
     async def palette_items(self) -> list[tuple[str, str]]:

@@ -282,19 +282,29 @@ class Query:
         if len(every) == 1:
             return every[0]
         checks = tuple(every)
-        return lambda row: all(check(row) for check in checks)
+
+        def match(row: Row) -> bool:
+            for check in checks:
+                if not check(row):
+                    return False
+            return True
+        return match
 
     def _test(self, term: Term, fields: dict[str, FilterField], words: Callable[[Row], str]) -> Callable[[Row], bool]:
         if term.field is None:
             needle = _fold(term.value)
-            return lambda row: needle in _fold(words(row))
+            if " " in needle:
+                return lambda row: needle in _fold(words(row))
+            return lambda row: needle in words(row).lower()
         field = fields[term.field]
         read = field.read
         if field.time:
             since = self.now - parse_duration(term.value)
             return lambda row: float(read(row) or 0.0) >= since  # type: ignore[arg-type]
         value = _fold(term.value)
-        return lambda row: value in _fold(read(row))
+        if " " in value:
+            return lambda row: value in _fold(read(row))
+        return lambda row: value in str(read(row) or "").lower()  # no separator in it: folding changes nothing
 
     def filter(self, rows: Sequence[Row]) -> list[Row]:
         """The rows that match, in their order."""
