@@ -269,14 +269,14 @@ class Query:
             if term.field is not None and not term.negated:
                 any_of.setdefault(term.field, []).append(test)
             elif term.negated:
-                every.append(lambda row, t=test: not t(row))
+                every.append(_negated(test))
             else:
                 every.append(test)
         for tests in any_of.values():
             if len(tests) == 1:
                 every.append(tests[0])
             else:
-                every.append(lambda row, ts=tuple(tests): any(t(row) for t in ts))
+                every.append(_either(tuple(tests)))
         if not every:
             return lambda row: True
         if len(every) == 1:
@@ -312,6 +312,14 @@ class Query:
             return list(rows)
         match = self.matcher()
         return [row for row in rows if match(row)]
+
+
+def _negated(test: Callable[[Row], bool]) -> Callable[[Row], bool]:
+    return lambda row: not test(row)
+
+
+def _either(tests: tuple[Callable[[Row], bool], ...]) -> Callable[[Row], bool]:
+    return lambda row: any(test(row) for test in tests)
 
 
 def compile_filter(text: str, pane: str, now: float) -> Query:
