@@ -27,6 +27,7 @@ from textual.widgets.tree import TreeNode
 
 from services.changes import Change
 from services.errors import ServiceError
+from services.desk.filters import Query
 from services.desk.models import is_system
 
 
@@ -65,6 +66,8 @@ class _NodeData(TypedDict, total=False):
     object: str
     offset: int
     loaded: bool
+    filtered: bool
+    """The group lists a filter's matches: each page is checked against the filter's other terms too."""
 
 
 def _label(summary: ObjectSummary, needle: str = "") -> Text:
@@ -73,6 +76,20 @@ def _label(summary: ObjectSummary, needle: str = "") -> Text:
     if is_system(summary.owner_id):
         text.append(" · system", style="dim italic")
     return text
+
+
+def _server_args(query: Query) -> tuple[_ListArgs, bool]:
+    """What of a filter the canvas answers itself (one word or phrase as the name, one exact type),
+    and whether that is the whole filter (else each page read is checked against the rest)."""
+    args: _ListArgs = {}
+    words = [t for t in query.terms if t.field is None and not t.negated]
+    if words:
+        args["name_filter"] = words[0].value
+    types = [t for t in query.terms if t.field == "type"]
+    if len(types) == 1 and not types[0].negated and types[0].value in TYPES:
+        args["type"] = types[0].value
+    exact = len(query.terms) == len(words[:1]) + (1 if "type" in args else 0)
+    return args, exact
 
 
 class CanvasPane(Pane):
@@ -163,9 +180,9 @@ class CanvasPane(Pane):
             self.query_one("#canvas-meta", Static).update(Text("This workspace has no canvas service.", style="dim"))
             self.count_label = "—"
             return
-        needle = self.filter_text.strip()
-        fresh = not needle and getattr(self, "_root_counts", None) is None  # nothing shown yet for this view
-        self.load_roots(needle, wait=0.0 if fresh else DEBOUNCE)
+        query = self.current_query()
+        fresh = query.empty and getattr(self, "_root_counts", None) is None  # nothing shown yet for this view
+        self.load_roots(query, wait=0.0 if fresh else DEBOUNCE)
         if self.selected:
             self.load_object(self.selected, remember=False)
 
@@ -173,11 +190,11 @@ class CanvasPane(Pane):
         """A filter keystroke changes the tree only: the selected object's detail and neighbourhood
         stay as they are (a change to the canvas reloads them, as ``reload`` does). It loads at once:
         the next keystroke cancels this load (the worker is exclusive), so a stale page is never drawn."""
-        if self.workspace is not None and self.built and self.canvas is not None:
-            self.load_roots(self.filter_text.strip(), wait=0.0)
+        if self._check_filter() and self.workspace is not None and self.built and self.canvas is not None:
+            self.load_roots(self.current_query(), wait=0.0)
 
     @work(group="canvas-tree", exclusive=True, exit_on_error=False)
-    async def load_roots(self, needle: str, wait: float = DEBOUNCE) -> None:
+    async def load_roots(self, query: Query, wait: float = DEBOUNCE) -> None:
         """Rebuild the tree's top: counts by type and owner groups, or the filter's first page. A
         reload for changes first waits ``wait`` seconds, so a burst of changes costs one round of reads."""
         if wait:
@@ -185,16 +202,20 @@ class CanvasPane(Pane):
         canvas = self._service()
         tree = self.query_one("#canvas-tree", Tree)
         view = self.view
-        if needle:  # the count and the first page are independent reads: both at once
-            total, page = await asyncio.gather(canvas.count_objects(name_filter=needle, view=view),
-                                               canvas.list_objects(name_filter=needle, limit=PAGE, view=view))
-            self.count_label = counted(total, "match", "matches")
+        if not query.empty:  # the count and the first page are independent reads: both at once
+            args, exact = _server_args(query)
+            total, page = await asyncio.gather(canvas.count_objects(**args, view=view),
+                                               canvas.list_objects(**args, limit=PAGE, view=view))
+            needle, typed = query.needle, " ".join(f"{t.field + ':' if t.field else ''}{t.value}" for t in query.terms)
+            self.count_label = counted(total, "match", "matches") if exact else f"up to {counted(total, 'match', 'matches')}"
             self._root_counts = None
+            heading = (f"{total} matching “{safe(typed, 80)}”" if exact else
+                       f"matching “{safe(typed, 80)}” (of {total} read page by page)")
             with self.app.batch_update():
                 tree.clear()
-                group = tree.root.add(Text(f"{total} matching “{safe(needle, 80)}”"), expand=True,
-                                      data={"kind": "list", "args": {"name_filter": needle}})
-                self._add_page(group, page, {"name_filter": needle}, needle)
+                group = tree.root.add(Text(heading), expand=True,
+                                      data={"kind": "list", "args": args, "filtered": not exact})
+                self._add_page(group, page, args, needle, filtered=not exact)
             return
         first_page: asyncio.Task[ObjectPage] | None = None
         if self.selected is None or getattr(self, "_root_counts", None) is None:
@@ -246,8 +267,9 @@ class CanvasPane(Pane):
                 group.expand()
 
     def _add_page(self, node: TreeNode[_NodeData], page: ObjectPage, args: _ListArgs, needle: str = "",
-                  owners: bool = False) -> None:
-        for summary in page.items:
+                  owners: bool = False, filtered: bool = False) -> None:
+        items = self.current_query().filter(page.items) if filtered else page.items
+        for summary in items:
             if owners:
                 node.add(_label(summary, needle), data={"kind": "list", "args": {"owner": summary.id},
                                                         "object": summary.id}, allow_expand=True)
@@ -255,20 +277,22 @@ class CanvasPane(Pane):
                 node.add_leaf(_label(summary, needle), data={"kind": "object", "object": summary.id})
         if page.has_more:
             node.add_leaf(Text("… more", style="italic"),
-                          data={"kind": "more", "args": args, "offset": page.offset + page.limit, "owners": owners})
+                          data={"kind": "more", "args": args, "offset": page.offset + page.limit, "owners": owners,
+                                "filtered": filtered})
 
     @on(Tree.NodeExpanded, "#canvas-tree")
     def _expanded(self, event: Tree.NodeExpanded[_NodeData]) -> None:
         data = event.node.data or {}
         if data.get("kind") == "list" and not data.get("loaded") and not event.node.children:
             data["loaded"] = True
-            self.load_page(event.node, data["args"], 0, bool(data.get("owners")))
+            self.load_page(event.node, data["args"], 0, bool(data.get("owners")), bool(data.get("filtered")))
 
     @work(group="canvas-page", exit_on_error=False)
-    async def load_page(self, node: TreeNode[_NodeData], args: _ListArgs, offset: int, owners: bool) -> None:
+    async def load_page(self, node: TreeNode[_NodeData], args: _ListArgs, offset: int, owners: bool,
+                        filtered: bool = False) -> None:
         """Add one page of objects under ``node``."""
         page = await self._service().list_objects(offset=offset, limit=PAGE, view=self.view, **args)
-        self._add_page(node, page, args, str(args.get("name_filter") or ""), owners)
+        self._add_page(node, page, args, str(args.get("name_filter") or ""), owners, filtered)
 
     @on(Tree.NodeSelected, "#canvas-tree")
     def _tree_selected(self, event: Tree.NodeSelected[_NodeData]) -> None:
@@ -277,7 +301,7 @@ class CanvasPane(Pane):
             parent = event.node.parent
             event.node.remove()
             if parent is not None:
-                self.load_page(parent, data["args"], data["offset"], bool(data.get("owners")))
+                self.load_page(parent, data["args"], data["offset"], bool(data.get("owners")), bool(data.get("filtered")))
 
     @on(Tree.NodeHighlighted, "#canvas-tree")
     def _tree_highlighted(self, event: Tree.NodeHighlighted[_NodeData]) -> None:
@@ -306,6 +330,7 @@ class CanvasPane(Pane):
         if remember and self.selected and self.selected != object_id:
             self.history.append(self.selected)
         self.selected, self.detail, self.neighbourhood = object_id, detail, edges
+        self.note_selection()
         self.attempts = attempts
         self._show_graph()
         self._show_detail()

@@ -68,9 +68,8 @@ class GrantsPane(Pane):
         desk = self.desk
         views = desk.grants()
         self._refusal_cache = list(desk.refusals)
-        needle = self.filter_text.strip()
-        if needle:
-            views = [v for v in views if needle.lower() in f"{v.user_id} {' '.join(v.scopes)} {v.state}".lower()]
+        query = self.current_query()
+        views, needle = query.filter(views), query.needle
         self._views = {v.user_id: v for v in views}
         rows = [(v.user_id, self._row(v, needle)) for v in views]
         if rows != self._shown:
@@ -107,6 +106,7 @@ class GrantsPane(Pane):
         if event.row_key.value is not None and is_current(event):
             self.selected = str(event.row_key.value)
             self._show_detail()
+            self.note_selection()
 
     def _show_detail(self) -> None:
         detail = self.query_one("#grant-detail", Static)
@@ -249,3 +249,4 @@ class GrantsPane(Pane):
             self.query_one("#grants-table", DataTable).move_cursor(row=keys.index(key))
             self.selected = key
             self._show_detail()
+            self.note_selection()

@@ -16,6 +16,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
+from services.desk.filters import Query
 from services.desk.models import is_system
 from services.text import distinct_titles
 
@@ -122,10 +123,10 @@ class InboxPane(Pane):
             self.query_one("#inbox-detail", Static).update(Text("This workspace has no canvas service.", style="dim"))
             self.count_label = "—"
             return
-        self.load(self.filter_text.strip())
+        self.load(self.current_query())
 
     @work(group="inbox", exclusive=True, exit_on_error=False)
-    async def load(self, needle: str) -> None:
+    async def load(self, query: Query) -> None:
         """Load the nodes and the selected node's inbox page."""
         await asyncio.sleep(DEBOUNCE)  # a newer reload cancels this one while it waits (exclusive)
         canvas = self.canvas
@@ -141,7 +142,7 @@ class InboxPane(Pane):
             self.node = nodes[0].id if nodes else None
         inbox = await canvas.inbox(self.node, limit=ENTRIES_SHOWN) if self.node else None
         self._show_nodes(nodes, unread, system)
-        self._show_inbox(inbox, needle)
+        self._show_inbox(inbox, query)
 
     def _show_nodes(self, nodes: list[ObjectSummary], unread_of: dict[str, int], system: int = 0) -> None:
         table = self.query_one("#inbox-nodes", DataTable)
@@ -163,12 +164,10 @@ class InboxPane(Pane):
         self.count_label = (counted(shown, "node") + f" · {self._unread} unread"
                             + ((f" + {system} system" if self.show_system else f" · {system} system") if system else ""))
 
-    def _show_inbox(self, inbox: InboxPage | None, needle: str) -> None:
+    def _show_inbox(self, inbox: InboxPage | None, query: Query) -> None:
         table = self.query_one("#inbox-table", DataTable)
-        entries = list(inbox.items) if inbox is not None else []
-        if needle:
-            low = needle.lower()
-            entries = [e for e in entries if low in f"{e.event_type} {e.summary} {e.object_name} {e.actor_id}".lower()]
+        entries = query.filter(inbox.items) if inbox is not None else []
+        needle = query.needle
         self.groups = group_entries(entries)
         rows = [self._entry_row(group, needle) for group in self.groups]
         if rows != getattr(self, "_entry_rows", None):
@@ -225,6 +224,7 @@ class InboxPane(Pane):
         if key is not None and key != self.node and is_current(event):
             self.node = str(key)
             self.request_reload()
+            self.note_selection()
 
     @on(DataTable.RowHighlighted, "#inbox-table")
     def _entry_highlighted(self) -> None:
@@ -279,6 +279,10 @@ class InboxPane(Pane):
     async def palette_items(self) -> list[tuple[str, str]]:
         return [(f"node inbox {safe(n[1], 80)} · {n[0]}", n[0]) for n in getattr(self, "_node_rows", [])]
 
+    def selection(self) -> str | None:
+        return self.node
+
     def select_key(self, key: str) -> None:
         self.node = key
+        self.note_selection()
         self.request_reload()

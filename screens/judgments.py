@@ -29,6 +29,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, SelectionList, Static
 from typing_extensions import TypeIs
 
+from services.desk.filters import JudgmentRow, Query
 from services.errors import ServiceError
 
 if TYPE_CHECKING:  # the knowledge services load with the workspace, not with the panes
@@ -140,10 +141,10 @@ class JudgmentsPane(Pane):
                 Text("This workspace has no knowledge services.", style="dim"))
             self.count_label = "—"
             return
-        self.load(self.filter_text.strip())
+        self.load(self.current_query())
 
     @work(group="judgments", exclusive=True, exit_on_error=False)
-    async def load(self, needle: str) -> None:
+    async def load(self, query: Query) -> None:
         """Load the queue and the selected item's detail."""
         await asyncio.sleep(DEBOUNCE)  # a newer reload cancels this one while it waits (exclusive)
         items: dict[str, JudgmentItem | InsightReview] = {}
@@ -160,9 +161,10 @@ class JudgmentsPane(Pane):
         self.count_label = f"{self.waiting} to judge" + (f" · {len(self.notices)} ⚠" if self.notices else "")
         await self._learn_inputs(items)
         self.items = items
-        if needle:
-            low = needle.lower()
-            items = {k: v for k, v in items.items() if low in self._what(k, v).lower() or low in k.lower()}
+        needle = query.needle
+        if not query.empty:
+            match = query.matcher()
+            items = {k: v for k, v in items.items() if match(self.filter_row(k, v))}
         self._show_rows(items, needle)
         if self.selected in items:
             await self._load_detail(self.selected)
@@ -185,6 +187,12 @@ class JudgmentsPane(Pane):
                 names = tuple(dict.fromkeys(o.input_name for o in detail.outcomes))
                 if names:  # none before the judge answers: asked again on the next load
                     self._inputs[(item.id, item.attempt)] = names
+
+    def filter_row(self, key: str, item: JudgmentItem | InsightReview) -> JudgmentRow:
+        """The row as the filter reads it (``kind:harvest state:pending agent:… what:…``)."""
+        if _is_judgment(item):
+            return JudgmentRow(key, "harvest", item.state, item.agent, self._what(key, item), item.created_at)
+        return JudgmentRow(key, "insight", item.status, item.proposer, self._what(key, item), item.created_at)
 
     def _what(self, key: str, item: JudgmentItem | InsightReview) -> str:
         """What a row judges: the notes / records of a harvest judgment, the proposal of an insight review."""
@@ -234,6 +242,7 @@ class JudgmentsPane(Pane):
             self.selected = str(key)
             self.candidate = 0
             self.load_detail(self.selected)
+            self.note_selection()
 
     @work(group="judgment-detail", exclusive=True, exit_on_error=False)
     async def load_detail(self, key: str) -> None:
@@ -598,6 +607,7 @@ class JudgmentsPane(Pane):
         if self.filter_text:
             self.clear_filter()
         self.selected = key
+        self.note_selection()
         self.candidate = 0
         self._table_rows = []
         self.request_reload()

@@ -21,7 +21,7 @@ import time
 from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Vertical
@@ -30,7 +30,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Label
 
-from .messages import JumpRequested, ServicesChanged, WorkspaceOpened
+from .messages import JumpRequested, SelectionMoved, ServicesChanged, WorkspaceOpened
 from .text import notify_plain
 from .widgets.badges import BadgeBar, PaneStrip
 from .widgets.footer import KeyFooter
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from .widgets.pane import Pane
 
     from services.desk import WorkspaceView
+    from services.desk.marks import Marks
 
     from .snapshot import Snapshot
 
@@ -60,6 +61,8 @@ PANES = {
 """Each pane id's module, class and title (the key is its place in ``PANE_IDS`` plus one)."""
 DASHBOARD_SIZE = (160, 48)
 """At and above this terminal size every pane shows at once."""
+VISITS_KEPT = 200
+"""How many selections back and forward remember."""
 BADGES_EVERY = 1 / 60
 """Seconds between badge recounts while only run events arrive (one frame)."""
 
@@ -128,6 +131,10 @@ class MainScreen(Screen[None]):
         Binding("Y", "copy_item", "Copy", show=False, id="workbench.copy_item"),
         Binding("M", "show_memory", "Memory", show=False, id="workbench.show_memory"),
         Binding("A", "toggle_system", "All runs", show=False, id="workbench.toggle_system"),
+        Binding("ctrl+k", "set_mark", "Mark the selection (then a letter)", show=False, id="workbench.set_mark"),
+        Binding("apostrophe", "jump_to_mark", "Jump to a mark (then its letter)", show=False, id="workbench.jump_to_mark"),
+        Binding("alt+left", "go_back", "Back to the previous selection", show=False, id="workbench.go_back"),
+        Binding("alt+right", "go_forward", "Forward to the next selection", show=False, id="workbench.go_forward"),
     ]
 
     active: reactive[str] = reactive("runs")
@@ -148,6 +155,14 @@ class MainScreen(Screen[None]):
         self.stale = False
         """The panes' places show those rows (``snapshot``): the Workspace is not open yet, so nothing
         drawn can be acted on; a key meant for a pane is refused in words (``on_key``)."""
+        self.visited: list[tuple[str, str]] = []
+        """``(pane, key)`` of what was selected, oldest first (``alt+left`` / ``alt+right`` walk it)."""
+        self.visit = -1
+        """Where in ``visited`` back and forward stand."""
+        self._walking: tuple[str, str] | None = None
+        """The selection back or forward is going to (it is not a new visit)."""
+        self.marks: Marks | None = None
+        """The workspace's marks (``ctrl+k`` + letter, ``'`` + letter), once it is open."""
 
     def compose(self) -> ComposeResult:
         self.snapshot = self._last_rows()
@@ -416,6 +431,9 @@ class MainScreen(Screen[None]):
         self.workspace = event.workspace
         self.query_one("#badges", BadgeBar).status = event.workspace.header_status
         self.query_one("#badges", BadgeBar).canvas = event.workspace.canvas_label
+        defaults = getattr(self.app, "default_views", None)
+        for pane_id, text in defaults() if defaults is not None else []:
+            self.pane(pane_id).apply_filter(text)  # the settings' default views, before the first load
         for pane in self.panes():
             pane.attach(event.workspace)
         self.update_badges()
@@ -439,6 +457,96 @@ class MainScreen(Screen[None]):
                              severity="warning", timeout=6)
             elif change.kind == "attach.back":
                 notify_plain(self.app, f"The server is back at {change.id}; everything was read again.", timeout=6)
+
+    # -- marks, back and forward ---------------------------------------------------------------
+
+    @on(SelectionMoved)
+    def _moved(self, event: SelectionMoved) -> None:
+        place = (event.pane, event.key)
+        if self._walking is not None:
+            if place == self._walking:
+                self._walking = None
+            return
+        if 0 <= self.visit < len(self.visited) and self.visited[self.visit] == place:
+            return
+        del self.visited[self.visit + 1:]
+        self.visited.append(place)
+        if len(self.visited) > VISITS_KEPT:
+            del self.visited[0]
+        self.visit = len(self.visited) - 1
+
+    def _walk(self, step: int) -> None:
+        target = self.visit + step
+        if not self.placed or not 0 <= target < len(self.visited):
+            notify_plain(self.app, "Nothing further " + ("back." if step < 0 else "forward."), timeout=2)
+            return
+        self.visit = target
+        pane, key = self._walking = self.visited[target]
+        self._jump(JumpRequested(pane, key))
+
+    def action_go_back(self) -> None:
+        """``alt+left``: select what was selected before, in its pane."""
+        self._walk(-1)
+
+    def action_go_forward(self) -> None:
+        """``alt+right``: select what was selected after (once gone back)."""
+        self._walk(1)
+
+    def _marks(self) -> Marks | None:
+        from services.desk.marks import Marks
+
+        if self.marks is None and self.workspace is not None:
+            self.marks = Marks(self.workspace.settings.path)
+            if self.marks.problem:
+                notify_plain(self.app, self.marks.problem, severity="warning", timeout=8)
+        return self.marks
+
+    @work(group="marks", exclusive=True, exit_on_error=False)
+    async def action_set_mark(self) -> None:
+        """``ctrl+k`` then a letter: mark the focused pane's selection by that letter (kept in marks.json)."""
+        marks = self._marks()
+        if marks is None or not self.placed:
+            return
+        pane = self.pane(self.active)
+        key = pane.selection()
+        if key is None:
+            notify_plain(self.app, f"Nothing selected in {pane.title} to mark.", severity="warning")
+            return
+        from .dialogs.letter import LetterDialog
+        from services.desk.marks import Mark
+
+        label = pane.selection_label()
+        letter = await self.app.push_screen_wait(LetterDialog(f"Mark {pane.title} “{label}” as the letter…"))
+        if letter is None:
+            return
+        try:
+            marks.set(letter, Mark(pane.id or "", key, label))
+        except OSError as error:
+            notify_plain(self.app, f"The mark is not kept: {marks.path} cannot be written "
+                         f"({error.strerror or error}).", severity="error", timeout=8)
+            return
+        notify_plain(self.app, f"Marked {pane.title} “{label}” as {letter}; ' then {letter} comes back to it.", timeout=3)
+
+    @work(group="marks", exclusive=True, exit_on_error=False)
+    async def action_jump_to_mark(self) -> None:
+        """``'`` then a letter: select the object marked by that letter, in its pane."""
+        marks = self._marks()
+        if marks is None or not self.placed:
+            return
+        if not marks.marks:
+            notify_plain(self.app, "No marks yet: ctrl+k then a letter marks the selection.", severity="warning")
+            return
+        from .dialogs.letter import LetterDialog
+
+        listing = "\n".join(f"{letter}  {m.pane} · {m.label}" for letter, m in sorted(marks.marks.items()))
+        letter = await self.app.push_screen_wait(LetterDialog("Jump to the mark…", listing))
+        if letter is None:
+            return
+        mark = marks.get(letter)
+        if mark is None or mark.pane not in PANE_IDS:
+            notify_plain(self.app, f"No mark {letter}.", severity="warning")
+            return
+        self._jump(JumpRequested(mark.pane, mark.key))
 
     @on(JumpRequested)
     def _jump(self, event: JumpRequested) -> None:

@@ -11,7 +11,7 @@ if TYPE_CHECKING:  # the first frame imports this module: the desk and its read 
     from services.changes import Change
     from services.desk import WorkspaceView
 
-__all__ = ["WorkspaceOpened", "ServicesChanged", "ActionDone", "JumpRequested"]
+__all__ = ["WorkspaceOpened", "ServicesChanged", "ActionDone", "JumpRequested", "SelectionMoved"]
 
 
 @dataclass
@@ -39,6 +39,14 @@ class ActionDone(Message):
 @dataclass
 class JumpRequested(Message):
     """Bring ``pane`` forward and select ``key`` in it (a run id, person, object id, judgment id)."""
+
+    pane: str
+    key: str
+
+
+@dataclass
+class SelectionMoved(Message):
+    """The operator selected ``key`` in ``pane`` (back and forward go through these)."""
 
     pane: str
     key: str

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from typing import get_args
 
 from rich.text import Text
@@ -25,6 +26,7 @@ from services.text import run_title
 from services.wire import Outcome, TurnErrorCode
 from services.desk import OperatorAction, RefusalRecord, RunDetail, RunView, seq_of
 
+from .diff import DiffScreen
 from .dialogs import ConfirmDialog, DetailDialog, Field
 from .dialogs.form import json_object_check
 from .messages import JumpRequested
@@ -73,6 +75,7 @@ class RunsPane(Pane):
         Binding("w", "toggle_wrap", "Wrap", id="workbench.runs.toggle_wrap"),
         Binding("o", "event_detail", "Event", id="workbench.runs.event_detail"),
         Binding("g", "open_grant", "Grant", id="workbench.runs.open_grant"),
+        Binding("c", "compare_run", "Compare two runs (c on each)", id="workbench.runs.compare_run"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="workbench.runs.clear_filter"),
     ]
 
@@ -104,6 +107,8 @@ class RunsPane(Pane):
         """The selected run's replies, messages and starts whose event is not drawn yet (its line names them)."""
         self.show_system = False
         """List the workbench's own runs (the harvest judge's) too (``A``); hidden by default."""
+        self.compare_with: str | None = None
+        """The run ``c`` marked for comparison (``c`` on another run compares the two)."""
 
     def compose_body(self) -> ComposeResult:
         # the title second, sized to the room left: the columns after status show only while they fit whole
@@ -123,10 +128,8 @@ class RunsPane(Pane):
         if not self.show_system:
             views = [v for v in views if not v.system]
         now = self.workspace.settings.clock.time() if self.workspace is not None else 0.0
-        needle = self.filter_text.strip()
-        if needle:
-            low = needle.lower()
-            views = [v for v in views if low in f"{v.name} {v.prompt} {v.user_id} {v.id}".lower()]
+        query = self.current_query()
+        views, needle = query.filter(views), query.needle
         rows = {v.id: self._row(v, now, needle) for v in views}
         # the harvest judge's runs may be listed (A), but a person's run is what opens first
         self._preferred = next((v.id for v in views if not v.system), None)
@@ -183,6 +186,7 @@ class RunsPane(Pane):
         self.selected = run_id
         self._rebuild_stream()
         self._show_info()
+        self.note_selection()
 
     @on(DataTable.RowHighlighted, "#runs-table")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -291,11 +295,12 @@ class RunsPane(Pane):
         changed status. Returns True when only cells changed."""
         table = self.query_one("#runs-table", DataTable)
         now = self.workspace.settings.clock.time() if self.workspace is not None else 0.0
-        needle = self.filter_text.strip()
+        query = self.current_query()
+        needle, match = query.needle, None if query.empty else query.matcher()
         for run_id in run_ids:
             old = self._table_rows.get(run_id)
             if old is None:
-                if not needle and not self._hidden(run_id):
+                if (match is None or self._matches_now(run_id, match)) and not self._hidden(run_id):
                     self.request_reload()
                     return False
                 continue
@@ -305,7 +310,7 @@ class RunsPane(Pane):
                 self.request_reload()
                 return False
             cells = self._row(view, now, needle)
-            if cells[2] != old[2]:
+            if cells[2] != old[2] or (match is not None and not match(view)):
                 self.request_reload()
                 return False
             row = self._order.index(run_id)
@@ -351,6 +356,14 @@ class RunsPane(Pane):
         shape = _DIGITS("0", text.plain)
         info.update(text, layout=shape != self._info_shape)  # only a count changed: the same rows, repainted
         self._info_shape = shape
+
+    def _matches_now(self, run_id: str, match: Callable[[RunView], bool]) -> bool:
+        """Whether a run not listed now matches the filter (its events may have made it match)."""
+        try:
+            view = self.desk.view(run_id)
+        except ServiceError:
+            return False
+        return match(view)
 
     def _still_refused(self, user_id: str) -> bool:
         """Whether the person's grant refuses the app now (not active, or a refusal set for the next refresh)."""
@@ -588,6 +601,31 @@ class RunsPane(Pane):
         if parts is not None:
             self.post_message(JumpRequested("grants", parts[0].user_id))
 
+    def action_compare_run(self) -> None:
+        """``c``: mark the selected run for comparison; ``c`` on another run shows the two side by side."""
+        run_id = self._need_run()
+        if run_id is None:
+            return
+        first = self.compare_with
+        if first is None or first == run_id or self._now(first) is None:
+            self.compare_with = run_id
+            notify_plain(self.app, f"Run “{self._run_title(run_id)}” is marked for comparison: select another "
+                         "run and press c.", timeout=4)
+            return
+        self.compare_with = None
+        self.app.push_screen(self.comparison(first, run_id))
+
+    def comparison(self, left: str, right: str) -> DiffScreen:
+        """The screen comparing run ``left`` (A) with run ``right`` (B), as the desk has them now."""
+        from services.desk.diff import diff_runs
+
+        desk = self.desk
+        a, b = desk.detail(left), desk.detail(right)
+        refusals = desk.refusals
+        rows = diff_runs(a, b, [r for r in refusals if r.concerns(a.id, a.user_id, a.created_at)],
+                         [r for r in refusals if r.concerns(b.id, b.user_id, b.created_at)])
+        return DiffScreen(self._run_title(left), self._run_title(right), rows)
+
     def action_clear_filter(self) -> None:
         self.clear_filter()
 
@@ -609,7 +647,8 @@ class RunsPane(Pane):
             actions += [("Settle the run", "s", "settle"), ("Cancel the run (SDK)", "x", "cancel_run")]
         actions += [("Ask the person", "a", "ask"), ("Send a message (SDK)", "m", "send_message"),
                     ("Go idle", "i", "go_idle"), ("Emit an event", "e", "emit_event"), ("Delete the run", "d", "delete_run"),
-                    ("Open the grant", "g", "open_grant"), ("Event detail", "o", "event_detail")]
+                    ("Open the grant", "g", "open_grant"), ("Event detail", "o", "event_detail"),
+                    ("Compare with another run", "c", "compare_run")]
         return actions
 
     async def palette_items(self) -> list[tuple[str, str]]:
@@ -626,6 +665,9 @@ class RunsPane(Pane):
         if key in self._order:
             self.query_one("#runs-table", DataTable).move_cursor(row=self._order.index(key))
             self._select(key)
+
+    def selection_label(self) -> str:
+        return self._run_title(self.selected) if self.selected else ""
 
     def changed(self, changes: tuple[Change, ...]) -> None:
         """Run events are applied as given, once a frame; any other change of ours reloads the list."""

@@ -229,6 +229,18 @@ class WorkbenchApp(WorkbenchBase):
                 return True
         return await super()._dispatch_action(namespace, action_name, params)
 
+    def save_view(self, pane: str, text: str) -> None:
+        """``ctrl+s`` in a pane: save its filter as a named view in the settings file (``views.py``)."""
+        from .views import ask_to_save_view
+
+        ask_to_save_view(self, pane, text)
+
+    def default_views(self) -> list[tuple[str, str]]:
+        """``(pane, filter)`` of the saved views applied when the window opens."""
+        from .views import default_views
+
+        return default_views(self)
+
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
         """``S``: an SVG of the screen, without its toasts, into the workspace's ``screenshots/`` (the path is shown)."""
         from .screenshot import take_screenshot

@@ -41,6 +41,11 @@ class WorkbenchCommands(Provider):
         recording = getattr(self.app, "recorder", None) is not None
         entries.append(("Stop recording" if recording else "Start recording (a session to replay as a test)",
                         self._toggle_recording, "record operator actions, app calls and failures to a file"))
+        from .views import apply_view, saved_views
+
+        for view in saved_views(self.app):  # type: ignore[arg-type]
+            entries.append((f"view {view.name} · {view.pane} · {view.filter}", partial(apply_view, main, view),
+                            f"apply the saved filter to {view.pane}" + (" (its default)" if view.default else "")))
         active = main.pane(main.active)
         for label, key, action in active.palette_actions():
             entries.append((f"{label}  [{key}]", partial(self._run_action, active, action), "action on the selection"))

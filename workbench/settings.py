@@ -18,6 +18,14 @@ on Linux) unless ``--config PATH`` names another::
     "workbench.runs.reply" = "ctrl+r"
     "workbench.quit" = "q,ctrl+q"
 
+    [views]                      # saved filters (ctrl+s in a filter); the palette applies them
+    waiting = { pane = "runs", filter = "status:waiting_on_user", default = true }
+    "to judge" = { pane = "judgments", filter = "kind:harvest state:pending" }
+
+A view's ``filter`` is checked with the pane's filter language when the file is read (an unknown
+field is a ``problem`` naming the line); ``default = true`` applies it when the window opens (one
+default per pane).
+
 Reading never fails: a file that does not parse, or holds an unknown setting or a wrong type, or is
 not a regular file, larger than ``MAX_CONFIG_BYTES`` or nested too deeply for the parser, gives
 a ``problem`` naming the file and the line, and the workbench starts with every default (it never
@@ -50,13 +58,15 @@ __all__ = [
     "default_config_path",
     "load_config",
     "save_setting",
+    "save_view",
+    "SavedView",
 ]
 
 LAYOUTS = ("dashboard", "single")
 """The layouts ``layout =`` and ``--layout`` accept."""
 KEYS = {"theme": str, "workspace": str, "layout": str, "read_only": bool, "keymap": dict, "canvas_url": str,
         "honcho_url": str, "honcho_workspace": str, "confirm_approve": bool, "confirm_restore": bool,
-        "confirm_quit": bool}
+        "confirm_quit": bool, "views": dict}
 """Every top-level setting and its TOML type."""
 MAX_CONFIG_BYTES = 1024 * 1024
 """The largest settings file read (a file that is larger, or is not a regular file, is a ``problem``)."""
@@ -64,6 +74,17 @@ MAX_CONFIG_BYTES = 1024 * 1024
 
 class ConfigWriteError(ServiceError):
     """The settings file could not be written (the old file is left as it was)."""
+
+
+@dataclass(frozen=True)
+class SavedView:
+    """A named filter of one pane (``[views]``)."""
+
+    name: str
+    pane: str
+    filter: str
+    default: bool = False
+    """Applied to its pane when the window opens."""
 
 
 @dataclass
@@ -90,6 +111,8 @@ class UserConfig:
     confirm_quit: bool = True
     """Ask before ``q`` quits with work in flight (an action on its way, or a turn in progress on the
     embedded cloud, which lives in memory)."""
+    views: dict[str, SavedView] = field(default_factory=dict)
+    """The saved views by name (``[views]``)."""
     problem: str | None = None
     """Why the file was not used (names the file and the line), or None."""
 
@@ -150,6 +173,8 @@ def load_config(path: Path | None = None) -> UserConfig:
     config.honcho_workspace = data.get("honcho_workspace") or None
     for name in ("confirm_approve", "confirm_restore", "confirm_quit"):
         setattr(config, name, bool(data.get(name, True)))
+    config.views = {name: SavedView(name, entry["pane"], entry["filter"], bool(entry.get("default", False)))
+                    for name, entry in dict(data.get("views", {})).items()}  # type: ignore[call-overload]
     return config
 
 
@@ -168,6 +193,41 @@ def _check(data: dict[str, object], text: str, path: Path) -> str | None:
         if not isinstance(keys, str) or not keys.strip():
             line = _line_of(text, binding_id)
             return f"{_where(path, line)}: the keys for {binding_id!r} must be a non-empty string like \"ctrl+r\""
+    return _check_views(data.get("views", {}), text, path)
+
+
+VIEW_KEYS = {"pane": str, "filter": str, "default": bool}
+"""What a saved view holds, and each one's TOML type."""
+
+
+def _check_views(views: object, text: str, path: Path) -> str | None:
+    """The first problem with ``[views]``: an entry that is not a table of ``VIEW_KEYS``, a pane that
+    has no filter, a filter that does not parse for its pane, two defaults for one pane."""
+    from services.desk.filters import PANE_FIELDS, FilterError, parse_filter
+
+    defaults: dict[str, str] = {}
+    for name, entry in dict(views).items():  # type: ignore[call-overload]
+        where = _where(path, _line_of(text, name) or _line_of(text, f"[views.{name}"))
+        if not isinstance(entry, dict):
+            return f"{where}: the view {name!r} must be a table like {{ pane = \"runs\", filter = \"status:idle\" }}"
+        for key, value in entry.items():
+            if key not in VIEW_KEYS:
+                return f"{where}: the view {name!r} has an unknown key {key!r} (known: {', '.join(VIEW_KEYS)})"
+            if not isinstance(value, VIEW_KEYS[key]):
+                return f"{where}: the view {name!r}'s {key} must be a {_type_word(VIEW_KEYS[key])}"
+        if "pane" not in entry or "filter" not in entry:
+            return f"{where}: the view {name!r} needs a pane and a filter"
+        if entry["pane"] not in PANE_FIELDS:
+            return f"{where}: the view {name!r}'s pane must be one of {', '.join(PANE_FIELDS)}"
+        try:
+            parse_filter(entry["filter"], entry["pane"])
+        except FilterError as error:
+            return f"{where}: the view {name!r}'s filter: {error}"
+        if entry.get("default"):
+            if entry["pane"] in defaults:
+                return (f"{where}: the views {defaults[entry['pane']]!r} and {name!r} are both the default of "
+                        f"{entry['pane']} (keep one default = true)")
+            defaults[entry["pane"]] = name
     return None
 
 
@@ -213,6 +273,72 @@ def save_setting(path: Path, key: str, value: str | bool) -> None:
         raise ConfigWriteError(f"cannot save {key} to {path}: {reason}") from error
 
 
+def save_view(path: Path, view: SavedView) -> None:
+    """Write ``view`` into the file's ``[views]`` table (replacing a view of that name), keeping every
+    other line; when it is the default of its pane, the pane's other views stop being its default.
+    Atomic. Raises ``ConfigWriteError`` (the file has a problem, or names the view as a
+    ``[views.NAME]`` table, which is left for a hand edit)."""
+    try:
+        text = read_limited(path, MAX_CONFIG_BYTES).decode("utf-8") if path.exists() else ""
+    except (OSError, UnicodeDecodeError, CorruptFileError) as error:
+        raise ConfigWriteError(f"cannot save the view to {path}: the file cannot be read ({error})") from error
+    current = load_config(path)
+    if current.problem:
+        raise ConfigWriteError(f"cannot save the view: {current.problem.removesuffix('; using the defaults')}")
+    lines = text.splitlines()
+    if any(re.match(r"^\s*\[\s*views\s*\.", line) for line in lines):
+        raise ConfigWriteError(f"cannot save the view: {path} writes views as [views.NAME] tables; "
+                               "edit the file by hand, or write them as NAME = { pane = ..., filter = ... }")
+    rewritten = {view.name: view}
+    if view.default:
+        for other in current.views.values():
+            if other.pane == view.pane and other.default and other.name != view.name:
+                rewritten[other.name] = SavedView(other.name, other.pane, other.filter, False)
+    start = next((i for i, line in enumerate(lines) if re.match(r"^\s*\[\s*views\s*\]", line)), None)
+    if start is None:
+        if lines and lines[-1].strip():
+            lines.append("")
+        lines.append("[views]")
+        start = len(lines) - 1
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].lstrip().startswith("[")), len(lines))
+    for name, saved in rewritten.items():
+        entry = (f"{_toml_string(name)} = {{ pane = {_toml_string(saved.pane)}, filter = {_toml_string(saved.filter)}"
+                 f"{', default = true' if saved.default else ''} }}")
+        pattern = re.compile(rf"^\s*(?:{re.escape(_toml_string(name))}|{re.escape(name)})\s*=")
+        for index in range(start + 1, end):
+            if pattern.match(lines[index]):
+                lines[index] = entry
+                break
+        else:
+            while end > start + 1 and not lines[end - 1].strip():
+                end -= 1
+            lines.insert(end, entry)
+            end += 1
+    _write_atomically(path, "\n".join(lines) + "\n", "the view")
+    fresh = load_config(path)
+    if fresh.problem or view.name not in fresh.views:  # never leave a file the next start cannot read
+        _write_atomically(path, text, "the view") if text else path.unlink(missing_ok=True)
+        raise ConfigWriteError(f"cannot save the view {view.name!r}: {fresh.problem or 'it did not read back'}")
+
+
+def _write_atomically(path: Path, body: str, what: str) -> None:
+    temporary = path.with_name(f".{path.name}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(body)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except OSError as error:
+        try:
+            temporary.unlink(missing_ok=True)
+        except OSError:
+            pass
+        reason = error.strerror or str(error)
+        raise ConfigWriteError(f"cannot save {what} to {path}: {reason}") from error
+
+
 def apply_config(app: WorkbenchBase, config: UserConfig) -> None:
     """Apply ``config`` to a mounted App: say what was wrong with the file, set theme and keymap,
     and save the theme to the file whenever the operator changes it.
@@ -255,7 +381,7 @@ def apply_config(app: WorkbenchBase, config: UserConfig) -> None:
                     show_problem()
                 return
             timer.stop()
-            for name in ("theme", "keymap", "confirm_approve", "confirm_restore", "confirm_quit"):
+            for name in ("theme", "keymap", "confirm_approve", "confirm_restore", "confirm_quit", "views"):
                 setattr(config, name, getattr(fresh, name))
             config.problem = None
             theme = pending.pop("theme", None)

@@ -15,17 +15,19 @@ from typing import TYPE_CHECKING, ClassVar
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Vertical
 from textual.coordinate import Coordinate
 from textual.reactive import reactive
-from textual.widgets import DataTable, Input, Label
+from textual.widgets import DataTable, Input, Label, Static
 from textual.widgets.data_table import CellDoesNotExist
 from textual.worker import Worker, WorkerState
 
 from services.desk import Desk, WorkspaceView
+from services.desk.filters import FilterError, Query, compile_filter, fields_help
 from services.changes import Change
 
-from ..text import notify_plain
+from ..text import notify_plain, safe, tone
 
 if TYPE_CHECKING:
     from ..dialogs.form import Field
@@ -57,6 +59,10 @@ class Pane(Vertical):
 
     ALLOW_MAXIMIZE = True  # ``z`` zooms the focused pane
 
+    BINDINGS = [
+        Binding("ctrl+s", "save_view", "Save the filter as a named view", show=False, id="workbench.save_view"),
+    ]
+
     title: ClassVar[str] = ""
     """The pane's name in the strip and the help."""
     number: ClassVar[int] = 0
@@ -74,6 +80,10 @@ class Pane(Vertical):
         self.workspace: WorkspaceView | None = None
         """The Workspace once opened."""
         self._reload_queued = False
+        self._good_filter = ""
+        """The last filter text that parsed (a filter being typed that does not parse leaves it)."""
+        self.filter_problem = ""
+        """Why the filter typed does not parse ("" when it does)."""
         self.built = False
         """Whether the body is mounted (the main screen builds it after the first frame)."""
 
@@ -102,6 +112,7 @@ class Pane(Vertical):
 
         def body() -> ComposeResult:
             yield self.filter_bar()
+            yield Static("", classes="filter-help", id=f"{self.id}-filter-help", markup=False)
             yield from self.compose_body()
 
         await self.mount_compose(body())
@@ -234,10 +245,23 @@ class Pane(Vertical):
     # -- filter -----------------------------------------------------------------------------
 
     def open_filter(self) -> None:
-        """Show the filter bar and focus it."""
+        """Show the filter bar and its help line, and focus it."""
         bar = self.query_one(".filter-bar", Input)
         bar.add_class("-shown")
+        self.query_one(".filter-help", Static).add_class("-shown")
+        self._show_filter_help()
         bar.focus()
+
+    def apply_filter(self, text: str) -> None:
+        """Set the filter to ``text`` (a saved view) and show it in the bar; empty clears it."""
+        if not text:
+            self.clear_filter()
+            return
+        bar = self.query_one(".filter-bar", Input)
+        bar.value = text
+        bar.add_class("-shown")
+        self.query_one(".filter-help", Static).add_class("-shown")
+        self.filter_text = text
 
     @on(Input.Changed, ".filter-bar")
     def _filter_changed(self, event: Input.Changed) -> None:
@@ -254,12 +278,57 @@ class Pane(Vertical):
         bar = self.query_one(".filter-bar", Input)
         bar.value = ""
         bar.remove_class("-shown")
+        self.query_one(".filter-help", Static).remove_class("-shown")
         self.filter_text = ""
         self.focus_main()
 
+    def _check_filter(self) -> bool:
+        """Parse the filter typed: remember it when it parses, else say why under the bar. Returns
+        whether it parsed (a filter that does not parse leaves the list as the last one that did)."""
+        text = self.filter_text.strip()
+        try:
+            compile_filter(text, self.filter_pane, 0.0)
+        except FilterError as error:
+            self.filter_problem = str(error)
+        else:
+            self.filter_problem = ""
+            self._good_filter = text
+        if self.built:
+            self._show_filter_help()
+        return not self.filter_problem
+
+    def _show_filter_help(self) -> None:
+        help_line = self.query_one(".filter-help", Static)
+        if self.filter_problem:
+            help_line.update(Text(f"⚠ {safe(self.filter_problem, 300)}", style=tone("warn", bold=True)))
+            return
+        help_line.update(Text(f"fields: {fields_help(self.filter_pane)} · word \"phrase\" field:value -negated "
+                              "since:5m · enter: to the list · ctrl+s: save as a view · esc: clear", style="dim"))
+
+    @property
+    def filter_pane(self) -> str:
+        """The pane whose fields the filter takes (``services.desk.filters.PANE_FIELDS``)."""
+        return self.id or ""
+
+    def current_query(self) -> Query:
+        """The filter that last parsed, with the clock's now for ``since:``."""
+        now = self.workspace.settings.clock.time() if self.workspace is not None else 0.0
+        return compile_filter(self._good_filter, self.filter_pane, now)
+
     def watch_filter_text(self) -> None:
-        if self.workspace is not None:
+        if self._check_filter() and self.workspace is not None:
             self.request_reload()
+
+    def action_save_view(self) -> None:
+        """``ctrl+s`` (in the filter or the list): save the filter as a named view in the settings file."""
+        save = getattr(self.app, "save_view", None)
+        if self.filter_problem:
+            notify_plain(self.app, f"The filter does not parse, so it cannot be saved: {self.filter_problem}",
+                         severity="warning")
+        elif not self._good_filter:
+            notify_plain(self.app, "Type a filter after / first, then ctrl+s saves it as a view.", severity="warning")
+        elif save is not None:
+            save(self.filter_pane, self._good_filter)
 
     # -- focus, palette, jumps --------------------------------------------------------------
 
@@ -276,3 +345,20 @@ class Pane(Vertical):
 
     def select_key(self, key: str) -> None:
         """Select the item ``key`` (after a palette jump)."""
+
+    def selection(self) -> str | None:
+        """The selected item's key (what ``select_key`` takes), or None."""
+        selected = getattr(self, "selected", None)
+        return selected if isinstance(selected, str) else None
+
+    def selection_label(self) -> str:
+        """The selection as a mark lists it (its key; a pane may name it better)."""
+        return safe(self.selection() or "", 80)
+
+    def note_selection(self) -> None:
+        """Say that the selection moved (the main screen keeps it for back and forward)."""
+        from ..messages import SelectionMoved
+
+        key = self.selection()
+        if key is not None and self.id:
+            self.post_message(SelectionMoved(self.id, key))

@@ -146,3 +146,42 @@ async def test_read_only_covers_every_pane_binding_that_changes_state(app) -> No
             "boot_context", "who_loads", "read_as", "open_review"}}  # what a node loads, who loads it, read as, open a PR link
         assert ids - looking <= CHANGING_BINDINGS
         assert ids - looking  # the panes do have actions that change state
+
+
+def test_saved_views_are_written_into_the_views_table_keeping_every_other_line(tmp_path: Path) -> None:
+    from workbench.settings import SavedView, save_view
+
+    path = write(tmp_path / "config.toml", '# mine\ntheme = "nord"\n[keymap]\n"workbench.quit" = "q"\n')
+    save_view(path, SavedView("waiting", "runs", "status:waiting_on_user", default=True))
+    save_view(path, SavedView("to judge", "judgments", 'kind:harvest "bee hives"'))
+    save_view(path, SavedView("idle", "runs", "status:idle", default=True))  # the pane's default moves here
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith('# mine\ntheme = "nord"\n[keymap]\n"workbench.quit" = "q"\n')
+    config = load_config(path)
+    assert config.problem is None and config.keymap == {"workbench.quit": "q"}
+    assert {n: (v.pane, v.filter, v.default) for n, v in config.views.items()} == {
+        "waiting": ("runs", "status:waiting_on_user", False), "to judge": ("judgments", 'kind:harvest "bee hives"', False),
+        "idle": ("runs", "status:idle", True)}
+
+
+@pytest.mark.parametrize(("views", "words"), [
+    ('x = { pane = "runs", filter = "colour:red" }', "the view 'x''s filter: runs has no field 'colour'"),
+    ('x = { pane = "memory", filter = "a" }', "pane must be one of"),
+    ('x = { pane = "runs" }', "needs a pane and a filter"),
+    ('x = { pane = "runs", filter = "a", sort = "b" }', "unknown key 'sort'"),
+    ('x = "status:idle"', "must be a table"),
+    ('x = { pane = "runs", filter = "a", default = true }\ny = { pane = "runs", filter = "b", default = true }',
+     "both the default of runs"),
+])
+def test_a_bad_saved_view_names_its_line_and_the_file_is_not_rewritten(tmp_path: Path, views: str, words: str) -> None:
+    from workbench.settings import SavedView, save_view
+
+    text = f'theme = "nord"\n[views]\n{views}\n'
+    path = write(tmp_path / "config.toml", text)
+    config = load_config(path)
+    line = 2 + views.count("\n") + 1  # the last view's line (the second default is the one named)
+    assert config.problem is not None and f"{path} line {line}" in config.problem and words in config.problem
+    assert config.views == {}
+    with pytest.raises(ConfigWriteError, match="cannot save the view"):
+        save_view(path, SavedView("y", "runs", "status:idle"))
+    assert path.read_text(encoding="utf-8") == text

@@ -28,10 +28,12 @@ async def test_keys_1_to_5_bring_each_pane_forward_in_the_small_layout(app) -> N
             assert [p for p in PANE_IDS if visible(app, p)] == [pane_id]
             assert app.focused is not None and pane_id in [n.id for n in app.focused.ancestors_with_self]
         strip = app.main.query_one("#strip").render().plain
-        runs, grants = len(app.workspace.desk.runs()), len(app.workspace.desk.grants())
+        runs = len([r for r in app.workspace.desk.runs() if not r.system])  # system runs are counted apart
+        grants = len(app.workspace.desk.grants())
         assert f"3  runs {runs} " in strip  # 80 columns: each pane's name and its first count
         assert f"4  grants {grants} " in strip
-        assert app.main.pane("runs").headline() == f"{runs} runs · 1 waiting on user"
+        system = len(app.workspace.desk.runs()) - runs
+        assert app.main.pane("runs").headline() == f"{runs} runs · 1 waiting on user · {system} system runs"
 
 
 async def test_the_dashboard_shows_every_pane_at_160x48_with_live_badges(app) -> None:
@@ -89,7 +91,7 @@ async def test_slash_filters_the_focused_pane_with_the_match_highlighted_and_esc
         assert any(span.style == "reverse" and cell.plain[span.start:span.end].lower() == "patch" for span in cell.spans)
         await pilot.press("escape")
         await settle(pilot)
-        assert table.row_count == len(app.workspace.desk.runs()) > 1
+        assert table.row_count == len([r for r in app.workspace.desk.runs() if not r.system]) > 1  # system runs hidden
         assert app.main.pane("runs").filter_text == ""
 
 
