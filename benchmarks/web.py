@@ -32,7 +32,7 @@ import sys
 import tempfile
 import termios
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -143,19 +143,39 @@ def selected(text: str) -> str:
 ARROWS = {"down": ("ArrowDown", "\x1b[B"), "up": ("ArrowUp", "\x1b[A")}
 
 
-async def key_times(press: Callable[[str], Awaitable[None]], until: Callable[[Callable[[str], bool]], Awaitable[Any]],
-                    text: Callable[[], str], keys: int, *, tab: bool) -> list[float]:
+class TabWindow:
+    """A tab, with the same ``press`` / ``until`` / ``text`` as ``PtyWindow``."""
+
+    def __init__(self, page: Any, screen: Screen) -> None:
+        self.page, self.screen = page, screen
+
+    async def press(self, key: str) -> None:
+        await self.page.keyboard.press(key)
+
+    async def until(self, condition: Callable[[str], bool], timeout: float = 30.0) -> None:
+        await self.screen.until(condition, timeout=timeout)
+
+    @property
+    def text(self) -> str:
+        return self.screen.text
+
+
+async def key_times(window: TabWindow | PtyWindow, keys: int) -> list[float]:
     """Seconds from each key to its effect drawn: down and up in turn in the runs pane (the selected
     run's detail line changes); one unreported warm-up."""
-    await press("3")
-    await until(pane_shown("3"))
+    tab = isinstance(window, TabWindow)
+    await window.press("3")
+    await window.until(pane_shown("3"))
     times: list[float] = []
     for index in range(keys + 1):
         key = ARROWS["down" if index % 2 == 0 else "up"][0 if tab else 1]
-        before = selected(text())
+        before = selected(window.text)
+
+        def moved(text: str, before: str = before) -> bool:
+            return selected(text) not in ("", before)
         started = time.perf_counter()
-        await press(key)
-        await until(lambda t, before=before: selected(t) not in ("", before))
+        await window.press(key)
+        await window.until(moved)
         if index:
             times.append(time.perf_counter() - started)
     return times
@@ -202,13 +222,11 @@ async def main() -> None:
 
                 # 2. key -> drawn, one window each
                 page, screen, _ = await open_tab(context, url)
-                tab_keys = await key_times(page.keyboard.press, lambda c: screen.until(c, timeout=30), lambda: screen.text,
-                                           args.keys, tab=True)
+                tab_keys = await key_times(TabWindow(page, screen), args.keys)
                 await page.close()
                 window = PtyWindow(folder, cols, rows)
                 await window.until(panes_filled)
-                term_keys = await key_times(window.press, lambda c: window.until(c, timeout=30), lambda: window.text,
-                                            args.keys, tab=False)
+                term_keys = await key_times(window, args.keys)
                 window.close()
                 print(f"2. key -> drawn (median/worst) tab {ms(statistics.median(tab_keys))} / {ms(max(tab_keys))}   "
                       f"terminal {ms(statistics.median(term_keys))} / {ms(max(term_keys))}   (aim: tab < 100 ms median)")
@@ -216,8 +234,7 @@ async def main() -> None:
                 # 3. N at once, each pressing keys
                 tabs = [await open_tab(context, url) for _ in range(args.tabs)]
                 results = await asyncio.gather(*(
-                    key_times(p.keyboard.press, lambda c, s=s: s.until(c, timeout=30), lambda s=s: s.text, args.keys, tab=True)
-                    for p, s, _ in tabs), return_exceptions=True)
+                    key_times(TabWindow(p, s), args.keys) for p, s, _ in tabs), return_exceptions=True)
                 tab_all = [t for r in results if isinstance(r, list) for t in r]
                 tab_ok = sum(isinstance(r, list) for r in results)
                 for page, _, _ in tabs:
@@ -225,8 +242,7 @@ async def main() -> None:
                 windows = [PtyWindow(folder, cols, rows) for _ in range(args.tabs)]
                 await asyncio.gather(*(w.until(panes_filled) for w in windows))
                 results = await asyncio.gather(*(
-                    key_times(w.press, lambda c, w=w: w.until(c, timeout=30), lambda w=w: w.text, args.keys, tab=False)
-                    for w in windows),
+                    key_times(w, args.keys) for w in windows),
                     return_exceptions=True)
                 term_all = [t for r in results if isinstance(r, list) for t in r]
                 term_ok = sum(isinstance(r, list) for r in results)
