@@ -125,6 +125,7 @@ async def start_web(folder: Path) -> tuple[asyncio.subprocess.Process, str]:
 async def open_tab(context: Any, url: str) -> tuple[Any, Screen, float]:
     """A tab on ``url``; the seconds from opening it to its panes filled."""
     page = await context.new_page()
+    await page.add_init_script(IN_PAGE)
     screen = Screen()
     page.on("websocket", screen.attach)
     started = time.perf_counter()
@@ -143,17 +144,47 @@ def selected(text: str) -> str:
 ARROWS = {"down": ("ArrowDown", "\x1b[B"), "up": ("ArrowUp", "\x1b[A")}
 
 
+IN_PAGE = """
+window.__keys = []; window.__painted = [];
+document.addEventListener("keydown", () => window.__keys.push(performance.now()), true);
+const Native = window.WebSocket;
+window.WebSocket = function (url, protocols) {
+  const socket = protocols === undefined ? new Native(url) : new Native(url, protocols);
+  socket.addEventListener("message", (event) => {
+    if (typeof event.data === "string") return;
+    const index = window.__painted.length;
+    window.__painted.push(null);
+    requestAnimationFrame(() => { window.__painted[index] = performance.now(); });
+  });
+  return socket;
+};
+window.WebSocket.prototype = Native.prototype;
+"""
+"""Timed in the page itself: each keydown, and the animation frame after each binary frame arrives
+(xterm.js paints what it was written in that frame), so key -> drawn has no driver in it."""
+
+
 class TabWindow:
     """A tab, with the same ``press`` / ``until`` / ``text`` as ``PtyWindow``."""
 
     def __init__(self, page: Any, screen: Screen) -> None:
         self.page, self.screen = page, screen
+        self.in_page: list[float] = []
+        """Key -> painted as the page timed it (seconds), one per ``measured`` call."""
 
     async def press(self, key: str) -> None:
         await self.page.keyboard.press(key)
 
     async def until(self, condition: Callable[[str], bool], timeout: float = 30.0) -> None:
         await self.screen.until(condition, timeout=timeout)
+
+    async def measured(self) -> None:
+        """After ``until``: the page's own time from the last key to the frame that showed it painted."""
+        frame = self.screen.frames
+        seconds = await self.page.evaluate(
+            """(frame) => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(() =>
+                done((window.__painted[frame - 1] - window.__keys[window.__keys.length - 1]) / 1000))))""", frame)
+        self.in_page.append(seconds)
 
     @property
     def text(self) -> str:
@@ -162,7 +193,8 @@ class TabWindow:
 
 async def key_times(window: TabWindow | PtyWindow, keys: int) -> list[float]:
     """Seconds from each key to its effect drawn: down and up in turn in the runs pane (the selected
-    run's detail line changes); one unreported warm-up."""
+    run's detail line changes); one unreported warm-up. For a tab this is the round trip seen from
+    here (the browser driver's hops included); ``TabWindow.in_page`` gets the page's own figure."""
     tab = isinstance(window, TabWindow)
     await window.press("3")
     await window.until(pane_shown("3"))
@@ -178,6 +210,8 @@ async def key_times(window: TabWindow | PtyWindow, keys: int) -> list[float]:
         await window.until(moved)
         if index:
             times.append(time.perf_counter() - started)
+            if isinstance(window, TabWindow):
+                await window.measured()
     return times
 
 
@@ -222,20 +256,22 @@ async def main() -> None:
 
                 # 2. key -> drawn, one window each
                 page, screen, _ = await open_tab(context, url)
-                tab_keys = await key_times(TabWindow(page, screen), args.keys)
+                one = TabWindow(page, screen)
+                tab_keys = await key_times(one, args.keys)
                 await page.close()
                 window = PtyWindow(folder, cols, rows)
                 await window.until(panes_filled)
                 term_keys = await key_times(window, args.keys)
                 window.close()
-                print(f"2. key -> drawn (median/worst) tab {ms(statistics.median(tab_keys))} / {ms(max(tab_keys))}   "
-                      f"terminal {ms(statistics.median(term_keys))} / {ms(max(term_keys))}   (aim: tab < 100 ms median)")
+                print(f"2. key -> drawn (median/worst) tab {ms(statistics.median(one.in_page))} / {ms(max(one.in_page))}"
+                      f" in the page ({ms(statistics.median(tab_keys))} / {ms(max(tab_keys))} seen through the driver)"
+                      f"   terminal {ms(statistics.median(term_keys))} / {ms(max(term_keys))}   (aim: tab < 100 ms median)")
 
                 # 3. N at once, each pressing keys
                 tabs = [await open_tab(context, url) for _ in range(args.tabs)]
-                results = await asyncio.gather(*(
-                    key_times(TabWindow(p, s), args.keys) for p, s, _ in tabs), return_exceptions=True)
-                tab_all = [t for r in results if isinstance(r, list) for t in r]
+                tab_windows = [TabWindow(p, s) for p, s, _ in tabs]
+                results = await asyncio.gather(*(key_times(w, args.keys) for w in tab_windows), return_exceptions=True)
+                tab_all = [t for w, r in zip(tab_windows, results) if isinstance(r, list) for t in w.in_page]
                 tab_ok = sum(isinstance(r, list) for r in results)
                 for page, _, _ in tabs:
                     await page.close()
@@ -254,7 +290,7 @@ async def main() -> None:
                         return f"{ok}/{args.tabs} answered every key"
                     return (f"{ok}/{args.tabs} answered every key, median {ms(statistics.median(times))} "
                             f"worst {ms(max(times))}")
-                print(f"3. {args.tabs} at once, keys         tabs: {summary(tab_ok, tab_all)}")
+                print(f"3. {args.tabs} at once, keys         tabs: {summary(tab_ok, tab_all)} (in the page)")
                 print(f"                                terminals: {summary(term_ok, term_all)}   (aim: 5 tabs)")
                 await context.close()
         finally:
