@@ -32,6 +32,14 @@ def selected_line(text: str) -> str:
     return next((line for line in text.splitlines() if "events" in line and "pending" in line), "")
 
 
+JUDGMENT = re.compile(r"harvest judgment · pending · .*· 3 inputs")
+"""The judgments pane's detail line of a pending harvest judgment of three inputs."""
+
+
+def judgment_line(text: str) -> str:
+    return next((line for line in text.splitlines() if "judgment ·" in line), "")
+
+
 async def shoot(page: Any, artifacts: Path, name: str) -> Path:
     path = artifacts / f"{name}.png"
     await page.screenshot(path=str(path))
@@ -74,10 +82,15 @@ async def test_a_tab_is_a_window_on_the_served_cloud_and_its_keys_act_there(serv
 
         await press(page, screen, "5", lambda t: "judgments ·" in t.splitlines()[2])
         key = f"okf:{pending.id}"
-        await screen.until(lambda t: "pending" in t)
+        for _ in range(6):  # down the queue to the pending judgment of three inputs
+            if JUDGMENT.search(screen.text):
+                break
+            before = judgment_line(screen.text)
+            await press(page, screen, "ArrowDown", lambda t, before=before: judgment_line(t) != before)
+        await screen.until(lambda t: JUDGMENT.search(t) is not None)
         await shoot(page, artifacts, "3-judgments")
         await page.keyboard.press("y")
-        await screen.until(lambda t: "approve" in t.lower())
+        await screen.until(lambda t: "Approve the whole judgment" in t)  # the confirmation asked
         approved = asyncio.Event()
         unsubscribe = served.feed.subscribe(
             lambda c: approved.set() if c.id == pending.id and c.kind == "judgment.approved" else None)
