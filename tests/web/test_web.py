@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import re
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,19 @@ JUDGMENT = re.compile(r"harvest judgment · pending · .*· 3 inputs")
 
 def judgment_line(text: str) -> str:
     return next((line for line in text.splitlines() if "judgment ·" in line), "")
+
+
+def windows_of(folder: Path) -> list[int]:
+    """The ids of processes still running a window on ``folder`` (from ``/proc``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            words = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"workbench" in words and b"--workspace" in words and str(folder).encode() in words:
+            found.append(int(entry.name))
+    return found
 
 
 async def shoot(page: Any, artifacts: Path, name: str) -> Path:
@@ -193,6 +207,12 @@ async def test_the_tab_over_the_limit_gets_a_plain_message(tmp_path: Path, artif
                 break
             await third.wait_for_timeout(100)
         await again.until(panes_filled)
+
+        web.process.send_signal(signal.SIGTERM)  # stopped with a tab open: the tab's window quits too
+        assert await asyncio.wait_for(web.process.wait(), 60) == 0
+        await again.until(lambda _: again.closed)
+        assert not windows_of(tmp_path / "ws"), "a window process outlived workbench web"
+        assert not (tmp_path / "ws" / "serve.json").exists()
 
 
 async def test_the_demo_plays_in_the_tab(tmp_path: Path, artifacts: Path) -> None:
