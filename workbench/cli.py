@@ -9,7 +9,8 @@ terminal and writes one SVG per step; ``--version``; ``--help``.
 [--import FILE] [--max-body B] [--max-depth N] [--max-text C] [--max-wait S] [--max-streams N]`` serves the workspace's cloud (kept on disk) over HTTP until SIGTERM/SIGINT;
 ``workbench connect --workspace DIR USER --scope S ...`` prints a person's connection as JSON (with
 ``--key FILE``, ``--assertion`` prints a client assertion and ``--access-token`` a fresh access token);
-``workbench --serve [--port P]`` opens the workbench and serves its cloud at the same time.
+``workbench web [--workspace DIR] [--host H] [--port P] [--tabs N] [--demo]`` serves the workbench in
+browser tabs (``workbench.web``); ``workbench --serve [--port P]`` opens the workbench and serves its cloud at the same time.
 
 ``workbench --record FILE`` records the session (``services.record``); ``workbench export-test FILE
 [-o OUT] [--served]`` writes it as a pytest module, ``workbench replay FILE [--served]`` plays it into a
@@ -105,6 +106,17 @@ def build_parser() -> argparse.ArgumentParser:
                        help="print only a client assertion signed with --key (valid 5 minutes; no person needed)")
     shown.add_argument("--access-token", action="store_true",
                        help="print only a fresh access token for the person (refreshed with --key)")
+    web = sub.add_parser("web", help="serve the workbench in browser tabs (each tab a window on the served cloud)")
+    web.add_argument("--workspace", type=Path, default=None, dest="sub_workspace", metavar="DIR",
+                     help="the workspace folder (default: the settings file's, else ./.workbench); served first "
+                          "when no server runs for it, and that server stopped at the end")
+    web.add_argument("--host", default="127.0.0.1",
+                     help="the address to listen on (default 127.0.0.1; another one is said in a warning)")
+    web.add_argument("--port", type=int, default=None, dest="sub_port", metavar="PORT",
+                     help="the port (default 8791; 0 picks a free one)")
+    web.add_argument("--tabs", type=int, default=None, metavar="N",
+                     help="tabs open at once, each a window process (default 5)")
+    web.add_argument("--demo", action="store_true", help="play the narrated walkthrough in each tab instead")
     demo = sub.add_parser("demo", help="play the narrated walkthrough over the real services")
     demo.add_argument("--speed", type=float, default=None,
                       help="speed factor for auto-advance (2 = twice as fast; default 1, headless: full speed)")
@@ -157,6 +169,11 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_demo(speed=args.speed, headless=args.headless, screenshots=args.screenshots,
                         workspace=args.demo_workspace)
+    if args.command == "web":
+        from .web import web_command
+
+        return web_command(args.sub_workspace or args.workspace, host=args.host, port=args.sub_port, tabs=args.tabs,
+                           demo=args.demo, config=args.config)
     if args.command in ("serve", "connect"):
         from .served import connect_command, serve_command
 

@@ -31,6 +31,7 @@ import ipaddress
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -41,7 +42,7 @@ from .asgi import CONTROL_PREFIX, ASGIApp, Receive, Scope, Send
 from ..cloud.errors import envelope
 from ..cloud.limits import DEFAULT_LIMITS, Limits
 
-__all__ = ["GuardApp", "host_allowed", "json_problem", "OPENAPI_PATH"]
+__all__ = ["GuardApp", "host_allowed", "json_problem", "OPENAPI_PATH", "SenderRefusal", "sender_refusal"]
 
 OPENAPI_PATH = "/openapi.json"
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -61,6 +62,38 @@ def host_allowed(host: str, served: frozenset[str]) -> bool:
     except ValueError:
         return False
     return True
+
+
+@dataclass(frozen=True)
+class SenderRefusal:
+    """Why a request's sender is refused: the HTTP status, the error code, a sentence, the header."""
+
+    status: int
+    code: str
+    message: str
+    param: str
+
+
+def sender_refusal(host: str, origin: str | None, fetch_site: str, *, origins: frozenset[str],
+                   hosts: frozenset[str] = frozenset(), host_ok: bool | None = None) -> SenderRefusal | None:
+    """The Host and Origin checks every server of a workspace makes (the served cloud's ``GuardApp``
+    and ``workbench web``): a ``Host`` that is not served (``host_allowed`` over ``hosts``, unless the
+    caller already judged it: ``host_ok``), a page of another origin (``origin`` not one of
+    ``origins`` nor the ``Host`` itself; ``null`` included) or of another site (``fetch_site``:
+    ``Sec-Fetch-Site``). None: the sender may go on."""
+    if not (host_allowed(host, hosts) if host_ok is None else host_ok):
+        return SenderRefusal(421, "misdirected_request",
+                             "this server does not serve that host name (use localhost, an IP address or its URL)",
+                             "Host")
+    if origin is not None:
+        text = origin.strip().lower()
+        if text not in origins and text != f"http://{host.lower()}" and text != f"https://{host.lower()}":
+            return SenderRefusal(403, "cross_origin", "requests from a web page of another origin are refused",
+                                 "Origin")
+    if fetch_site.strip().lower() in ("cross-site", "same-site"):
+        return SenderRefusal(403, "cross_origin", "requests from a web page of another site are refused",
+                             "Sec-Fetch-Site")
+    return None
 
 
 def _host_name(host: str) -> str:
@@ -218,22 +251,12 @@ class GuardApp:
 
     def _refuse_sender(self, headers: dict[bytes, bytes]) -> tuple[int, bytes] | None:
         raw_host = headers.get(b"host", b"")
-        host = raw_host.decode("latin-1")
-        if not self._host_ok(raw_host):
-            return _answer(421, "misdirected_request",
-                           "this server does not serve that host name (use localhost, an IP address or its URL)",
-                           param="Host")
         origin = headers.get(b"origin")
-        if origin is not None:
-            text = origin.decode("latin-1").strip().lower()
-            if text not in self.origins and text != f"http://{host.lower()}" and text != f"https://{host.lower()}":
-                return _answer(403, "cross_origin", "requests from a web page of another origin are refused",
-                               param="Origin")
-        site = headers.get(b"sec-fetch-site", b"").decode("latin-1").strip().lower()
-        if site in ("cross-site", "same-site"):
-            return _answer(403, "cross_origin", "requests from a web page of another site are refused",
-                           param="Sec-Fetch-Site")
-        return None
+        refusal = sender_refusal(raw_host.decode("latin-1"), None if origin is None else origin.decode("latin-1"),
+                                 headers.get(b"sec-fetch-site", b"").decode("latin-1"), origins=self.origins,
+                                 host_ok=self._host_ok(raw_host))
+        return None if refusal is None else _answer(refusal.status, refusal.code, refusal.message,
+                                                    param=refusal.param)
 
     async def _read_body(self, headers: dict[bytes, bytes], receive: Receive) -> bytes | tuple[int, bytes]:
         cap = self.limits.body_bytes
