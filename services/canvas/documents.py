@@ -15,12 +15,13 @@ from typing import cast
 from sqlalchemy import delete, select, update
 from sqlmodel import Session
 
+from .eligibility import Access
 from .errors import (AmbiguousNameError, DocumentInvalidError, NameRefusedError, NameTakenError, ObjectNotFoundError,
                      OwnerInUseError, StaleRevisionError)
 from .events import add_edge, ensure_watch, publish_event
 from .models import DocumentRow, EdgeRow, LinkRow, ObjectRow, RevisionRow, WatchRow
 from .names import DOCUMENT_KINDS, PRIVACY_LEVELS, ReaderView, check_path, link_targets
-from .objects import Tx, create_object, find_object, get_row, owner_handle, owner_ref, summary_of
+from .objects import Tx, create_object, find_object, get_row, owner_handle, owner_ref, readable_ids, summary_of
 from .search import index_object, unindex_object
 from .views import DocumentView, RevisionView, Rule
 
@@ -312,12 +313,16 @@ def _rules(text: str) -> tuple[Rule, ...]:
     return tuple(json.loads(text or "[]"))
 
 
-def document_view(session: Session, doc: ObjectRow) -> DocumentView:
-    """The current revision of ``doc`` as a read model."""
+def document_view(session: Session, doc: ObjectRow, access: Access | None = None) -> DocumentView:
+    """The current revision of ``doc`` as a read model. For a reader (``access``), a link to an object
+    it may not read shows ``None``, as a link to nothing does: the difference would say it exists."""
     row = session.execute(select(DocumentRow).where(DocumentRow.object_id == doc.id)
                           .execution_options(populate_existing=True)).scalar_one()
     links = session.execute(select(LinkRow.target, LinkRow.target_id).where(LinkRow.document_id == doc.id)
                             .order_by(LinkRow.id)).all()
+    if access is not None:
+        readable = readable_ids(session, [str(i) for _, i in links if i is not None], access)
+        links = [(t, i if i in readable else None) for t, i in links]
     return DocumentView(object=summary_of(doc, owner_handle(session, doc)), kind=row.kind, preview=row.preview,
                         summary=row.summary, body=row.body, rules=_rules(row.rules), revision=row.revision,
                         links=tuple((t, i) for t, i in links))
