@@ -3,7 +3,10 @@
 A document is an object of type ``document`` plus a ``documents`` row holding its current
 revision; every revision is also kept in ``revisions``. Each ``[[link]]`` in a body is stored in
 ``links`` and, when it resolves, becomes a ``links-to`` edge; a link to nothing stays stored
-(dangling, reported by lint) and is attached when a document of that name appears.
+(dangling, reported by lint) and is attached when a document of that name appears. A link resolves
+in its document's owner's view, among what that owner may read (``eligibility``): an object the
+owner may not read is nothing to it, until its privacy changes. A reader who may not read a
+link's target sees the link as one to nothing (``document_view``).
 """
 
 from __future__ import annotations
@@ -107,9 +110,19 @@ def view_of_owner(owner: ObjectRow | None) -> ReaderView:
     }.get(owner.type, ReaderView(node=owner.id))
 
 
-def _resolve(session: Session, target: str, owner: ObjectRow | None) -> str | None:
+def _owner_access(session: Session, owner: ObjectRow | None) -> Access | None:
+    """What a document's links may resolve to: what its owner may read (a node in its whole view)."""
+    from .delivery import reader_access  # delivery reads documents' rules and previews
+
+    return reader_access(session, owner.id) if owner is not None else None
+
+
+def _resolve(session: Session, target: str, owner: ObjectRow | None, access: Access | None) -> str | None:
+    """What ``[[target]]`` of a document of ``owner`` names: in the owner's view and among what the
+    owner may read (``access``), so an object it may not read neither answers nor makes the name
+    ambiguous."""
     try:
-        return find_object(session, target, view_of_owner(owner)).id
+        return find_object(session, target, view_of_owner(owner), access=access).id
     except (ObjectNotFoundError, NameRefusedError, AmbiguousNameError):
         return None  # stored as a dangling link (lint reports it) until one object answers
 
@@ -119,8 +132,10 @@ def _store_links(tx: Tx, doc: ObjectRow, owner: ObjectRow | None, body: str, *, 
     if not new:  # a document created in this unit of work has no links yet
         s.execute(delete(LinkRow).where(LinkRow.document_id == doc.id))
         s.execute(delete(EdgeRow).where(EdgeRow.src_id == doc.id, EdgeRow.kind == "links-to"))
-    for target in link_targets(body):
-        target_id = _resolve(s, target, owner)
+    targets = link_targets(body)
+    access = _owner_access(s, owner) if targets else None
+    for target in targets:
+        target_id = _resolve(s, target, owner, access)
         s.add(LinkRow(document_id=doc.id, target=target, target_id=target_id))
         if target_id is not None:
             add_edge(s, doc.id, target_id, "links-to", tx.now)
@@ -137,7 +152,7 @@ def _heal_links(tx: Tx, doc: ObjectRow, owner: ObjectRow | None) -> None:
     for link in dangling:
         source = get_row(s, link.document_id)
         owner = get_row(s, source.owner_id) if source and source.owner_id else None
-        if _resolve(s, link.target, owner) == doc.id:
+        if _resolve(s, link.target, owner, _owner_access(s, owner)) == doc.id:
             link.target_id = doc.id
             add_edge(s, link.document_id, doc.id, "links-to", tx.now)
     s.flush()
@@ -223,8 +238,11 @@ def edit_document(tx: Tx, doc: ObjectRow, *, actor_id: str | None, base_revision
     revision = base_revision + 1
     s.add(RevisionRow(document_id=doc.id, revision=revision, name=full, kind=new_kind, preview=new_preview,
                       summary=new_summary, body=new_body, rules=rules_json, author=actor_id, at=tx.now))
+    opened = new_privacy != doc.privacy
     doc.privacy, doc.kind, doc.updated_at = new_privacy, new_kind, tx.now
     s.flush()
+    if opened:  # links that could not see it may resolve to it now
+        _heal_links(tx, doc, owner)
     if body is not None:
         _store_links(tx, doc, owner, new_body)
     index_object(s, doc.pk or 0, full, new_preview, new_body)
