@@ -340,10 +340,24 @@ def document_view(session: Session, doc: ObjectRow, access: Access | None = None
                             .order_by(LinkRow.id)).all()
     if access is not None:
         readable = readable_ids(session, [str(i) for _, i in links if i is not None], access)
-        links = [(t, i if i in readable else None) for t, i in links]
+        links = [(t, i if i in readable else _reader_target(session, doc, t, access)) for t, i in links]
     return DocumentView(object=summary_of(doc, owner_handle(session, doc)), kind=row.kind, preview=row.preview,
                         summary=row.summary, body=row.body, rules=_rules(row.rules), revision=row.revision,
                         links=tuple((t, i) for t, i in links))
+
+
+def _reader_target(session: Session, doc: ObjectRow, target: str, access: Access) -> str | None:
+    """What ``[[target]]`` of ``doc`` names to a reader when it names nothing the reader may read: the
+    name resolved again as if what the reader may not read did not exist (an object it may not read
+    may have made the name ambiguous, or come first in the owner's view), kept only if the
+    document's owner may read it too; else ``None``, a link to nothing."""
+    owner = get_row(session, doc.owner_id) if doc.owner_id else None
+    try:
+        found = find_object(session, target, view_of_owner(owner), access=access)
+    except (ObjectNotFoundError, NameRefusedError, AmbiguousNameError):
+        return None
+    mine = _owner_access(session, owner)
+    return found.id if mine is None or mine.allows(found.id, found.owner_id, found.privacy) else None
 
 
 def history(session: Session, doc: ObjectRow, *, limit: int = 100) -> list[RevisionView]:
