@@ -32,7 +32,7 @@ from typing import NamedTuple
 from sqlalchemy import bindparam, select
 from sqlmodel import Session
 
-from .eligibility import Access, access_for, describe
+from .eligibility import Access, access_for, describe, view_of_owner
 from .errors import CanvasError
 from .models import DocumentRow, NodeRow, ObjectRow
 from .names import ReaderView
@@ -117,8 +117,6 @@ def reader_view_of_object(session: Session, object_id: str) -> ReaderView | None
     (``node_view_of``); an owner (person, app, repo, profile) its own position; anything else (a
     custom object, a job, a document) its owner's. An object nobody owns (a receiver the operator
     registered without an owner) hears as the operator: ``None``, which reads everything."""
-    from .documents import view_of_owner
-
     for _ in range(3):  # a custom object's owner is a node or an owner object: two steps at most
         found = driver_rows(session, "SELECT type, owner_id FROM objects WHERE id = ?", [object_id])
         if not found:

@@ -18,12 +18,12 @@ from typing import cast
 from sqlalchemy import delete, select, update
 from sqlmodel import Session
 
-from .eligibility import Access
+from .eligibility import Access, view_of_owner
 from .errors import (AmbiguousNameError, DocumentInvalidError, NameRefusedError, NameTakenError, ObjectNotFoundError,
                      OwnerInUseError, StaleRevisionError)
 from .events import add_edge, ensure_watch, publish_event
 from .models import DocumentRow, EdgeRow, LinkRow, ObjectRow, RevisionRow, WatchRow
-from .names import DOCUMENT_KINDS, PRIVACY_LEVELS, ReaderView, check_path, link_targets
+from .names import DOCUMENT_KINDS, PRIVACY_LEVELS, check_path, link_targets
 from .objects import Tx, create_object, find_object, get_row, owner_handle, owner_ref, readable_ids, summary_of
 from .search import index_object, unindex_object
 from .views import DocumentView, RevisionView, Rule
@@ -94,20 +94,6 @@ def _check_common(name: str, owner: ObjectRow, kind: str, privacy: str) -> None:
         raise DocumentInvalidError(f"{name!r}: a repo owns only public documents (asked for {privacy!r})")
     if owner.type in ("document", "job"):
         raise DocumentInvalidError(f"{name!r}: a {owner.type} cannot own documents")
-
-
-def view_of_owner(owner: ObjectRow | None) -> ReaderView:
-    """The reader's view a document's links resolve in: its owner's own position."""
-    if owner is None:
-        return ReaderView()
-    handle = owner.handle or owner.id
-    return {
-        "node": ReaderView(node=owner.id),
-        "repo": ReaderView(repos=(handle,)),
-        "profile": ReaderView(profile=handle),
-        "app": ReaderView(app=handle),
-        "user": ReaderView(person=handle),
-    }.get(owner.type, ReaderView(node=owner.id))
 
 
 def _owner_access(session: Session, owner: ObjectRow | None) -> Access | None:
