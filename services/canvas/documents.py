@@ -15,7 +15,7 @@ import json
 import time as _time
 from typing import cast
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, not_, select, update
 from sqlmodel import Session
 
 from .eligibility import Access, view_of_owner
@@ -96,11 +96,19 @@ def _check_common(name: str, owner: ObjectRow, kind: str, privacy: str) -> None:
         raise DocumentInvalidError(f"{name!r}: a {owner.type} cannot own documents")
 
 
-def _owner_access(session: Session, owner: ObjectRow | None) -> Access | None:
-    """What a document's links may resolve to: what its owner may read (a node in its whole view)."""
+def _owner_access(session: Session, owner: ObjectRow | None,
+                  known: dict[str, Access | None] | None = None) -> Access | None:
+    """What a document's links may resolve to: what its owner may read (a node in its whole view);
+    ``known`` keeps each owner's answer for the rest of a unit of work (a bulk load asks per document)."""
     from .delivery import reader_access  # delivery reads documents' rules and previews
 
-    return reader_access(session, owner.id) if owner is not None else None
+    if owner is None:
+        return None
+    if known is None:
+        return reader_access(session, owner.id)
+    if owner.id not in known:
+        known[owner.id] = reader_access(session, owner.id)
+    return known[owner.id]
 
 
 def _resolve(session: Session, target: str, owner: ObjectRow | None, access: Access | None) -> str | None:
@@ -119,7 +127,7 @@ def _store_links(tx: Tx, doc: ObjectRow, owner: ObjectRow | None, body: str, *, 
         s.execute(delete(LinkRow).where(LinkRow.document_id == doc.id))
         s.execute(delete(EdgeRow).where(EdgeRow.src_id == doc.id, EdgeRow.kind == "links-to"))
     targets = link_targets(body)
-    access = _owner_access(s, owner) if targets else None
+    access = _owner_access(s, owner, tx.readers) if targets else None
     for target in targets:
         target_id = _resolve(s, target, owner, access)
         s.add(LinkRow(document_id=doc.id, target=target, target_id=target_id))
@@ -138,7 +146,7 @@ def _heal_links(tx: Tx, doc: ObjectRow, owner: ObjectRow | None) -> None:
     for link in dangling:
         source = get_row(s, link.document_id)
         owner = get_row(s, source.owner_id) if source and source.owner_id else None
-        if _resolve(s, link.target, owner, _owner_access(s, owner)) == doc.id:
+        if _resolve(s, link.target, owner, _owner_access(s, owner, tx.readers)) == doc.id:
             link.target_id = doc.id
             add_edge(s, link.document_id, doc.id, "links-to", tx.now)
     s.flush()
@@ -326,13 +334,29 @@ def document_view(session: Session, doc: ObjectRow, access: Access | None = None
                             .order_by(LinkRow.id)).all()
     if access is not None:
         readable = readable_ids(session, [str(i) for _, i in links if i is not None], access)
-        links = [(t, i if i in readable else _reader_target(session, doc, t, access)) for t, i in links]
+        known: dict[str, Access | None] = {}
+        moot = _names_none_hides(session, [t for t, i in links if i not in readable], access)
+        links = [(t, i if i in readable else None if t in moot else _reader_target(session, doc, t, access, known))
+                 for t, i in links]
     return DocumentView(object=summary_of(doc, owner_handle(session, doc)), kind=row.kind, preview=row.preview,
                         summary=row.summary, body=row.body, rules=_rules(row.rules), revision=row.revision,
                         links=tuple((t, i) for t, i in links))
 
 
-def _reader_target(session: Session, doc: ObjectRow, target: str, access: Access) -> str | None:
+def _names_none_hides(session: Session, targets: list[str], access: Access) -> set[str]:
+    """The link texts of ``targets`` that no object hidden from the reader answers to (by its name, or
+    a full name's path): the reader resolves those as the owner did, to nothing. One statement."""
+    if not targets:
+        return set()
+    names = {t: {t, t.partition("/")[2]} - {""} for t in targets}
+    wanted = sorted(set().union(*names.values()))
+    hidden = set(session.execute(select(ObjectRow.name).where(ObjectRow.name.in_(wanted), not_(access.clause())))
+                 .scalars())
+    return {t for t, n in names.items() if not n & hidden}
+
+
+def _reader_target(session: Session, doc: ObjectRow, target: str, access: Access,
+                   known: dict[str, Access | None]) -> str | None:
     """What ``[[target]]`` of ``doc`` names to a reader when it names nothing the reader may read: the
     name resolved again as if what the reader may not read did not exist (an object it may not read
     may have made the name ambiguous, or come first in the owner's view), kept only if the
@@ -342,7 +366,7 @@ def _reader_target(session: Session, doc: ObjectRow, target: str, access: Access
         found = find_object(session, target, view_of_owner(owner), access=access)
     except (ObjectNotFoundError, NameRefusedError, AmbiguousNameError):
         return None
-    mine = _owner_access(session, owner)
+    mine = _owner_access(session, owner, known)
     return found.id if mine is None or mine.allows(found.id, found.owner_id, found.privacy) else None
 
 

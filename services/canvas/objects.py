@@ -73,6 +73,8 @@ class Tx:
     session: Session
     now: float
     changes: list[Change] = field(default_factory=list)
+    readers: dict[str, Access | None] = field(default_factory=dict)
+    """What each owner may read, as worked out once in this unit of work (links resolve in it)."""
 
     def change(self, kind: str, id: str, **data: object) -> None:
         """Queue a ``Change`` from source ``canvas`` for after the commit."""
