@@ -447,7 +447,7 @@ class CanvasPane(Pane):
         if self.detail is None or self.detail.object.type != "node":
             notify_plain(self.app, "Select a node to see its boot context.", severity="warning")
             return
-        context = await self._service().boot_context(self.detail.object.id)
+        context = await self._service().boot_context(self.detail.object.id, view=self.view)
         self.app.push_screen(DeliveryDialog(f"boot context of {safe(context.node_name, 120)}", boot_text(context)))
 
     @work(group="canvas-delivery", exclusive=True, exit_on_error=False)
@@ -459,7 +459,7 @@ class CanvasPane(Pane):
             notify_plain(self.app, "Select a document to see who loads it.", severity="warning")
             return
         name = self.detail.object.full_name
-        verdicts = await self._service().who_loads(self.detail.object.id)
+        verdicts = await self._service().who_loads(self.detail.object.id, view=self.view)
         self.app.push_screen(DeliveryDialog(f"who loads {safe(name, 200)}", loads_text(name, verdicts)))
 
     @work(group="canvas-delivery", exclusive=True, exit_on_error=False)

@@ -13,8 +13,8 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from sqlalchemy import select
-from sqlmodel import Session
+from sqlalchemy import not_, or_, select
+from sqlmodel import Session, col
 
 from .errors import CanvasError, DocumentInvalidError, NameRefusedError, UndeclaredEventError
 from .events import check_level, publish_event
@@ -77,12 +77,20 @@ def publish_custom(tx: Tx, obj: ObjectRow, event: str, *, data: Mapping[str, obj
 
 
 def receive_queue(session: Session, obj: ObjectRow, *, limit: int = 10) -> list[InboxRow]:
-    """Unacknowledged entries of a queue receiver, oldest first."""
+    """Unacknowledged entries of a queue receiver, oldest first; an entry about an object its owner
+    may no longer read (``delivery.reader_access``) is not handed out, as if the object did not exist."""
+    from .delivery import reader_access
+
     _, receiver = catalog_of(session, obj)
     if receiver != "queue":
         raise CanvasError(f"{obj.name!r} has no queue receiver")
-    return list(session.execute(select(InboxRow).where(InboxRow.owner_id == obj.id, InboxRow.read_at.is_(None))
-                                .order_by(InboxRow.id).limit(max(1, limit))).scalars().all())
+    where = [col(InboxRow.owner_id) == obj.id, col(InboxRow.read_at).is_(None)]
+    access = reader_access(session, obj.id)
+    if access is not None:
+        hidden = select(col(ObjectRow.id)).where(not_(access.clause()))
+        where.append(or_(col(InboxRow.object_id).is_(None), col(InboxRow.object_id).not_in(hidden)))
+    return list(session.execute(select(InboxRow).where(*where).order_by(col(InboxRow.id))
+                                .limit(max(1, limit))).scalars().all())
 
 
 def custom_view(session: Session, obj: ObjectRow) -> CustomObjectView:

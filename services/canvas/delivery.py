@@ -32,7 +32,7 @@ from typing import NamedTuple
 from sqlalchemy import bindparam, select
 from sqlmodel import Session
 
-from .eligibility import Access, access_for, describe
+from .eligibility import Access, access_for, describe, view_of_owner
 from .errors import CanvasError
 from .models import DocumentRow, NodeRow, ObjectRow
 from .names import ReaderView
@@ -43,7 +43,7 @@ from .rule_index import driver_rows, one_of, rules_by_document
 from .views import (BootContext, BootItem, JsonValue, LoadVerdict, NotLoaded, ObjectSummary, Rule,
                     positional_builder)
 
-__all__ = ["REASONS", "DELIVERY_EVENTS", "node_view_of", "boot_context", "explain", "who_loads"]
+__all__ = ["REASONS", "DELIVERY_EVENTS", "node_view_of", "reader_view_of_object", "reader_access", "boot_context", "explain", "who_loads"]
 
 REASONS = ("loaded", "privacy", "not_eligible", "shadowed", "no_rule", "if_mismatch", "capped")
 """Why a document is or is not loaded, as a stable code."""
@@ -112,6 +112,32 @@ def node_view_of(session: Session, node: ObjectRow, shape: NodeRow) -> ReaderVie
     the app or person that owns it (or owns the nearest ancestor that has an owner), and the plugins
     installed for those repos and that person (``plugins``)."""
     return _view_of(session, _facts(node, shape))[0]
+
+
+def reader_view_of_object(session: Session, object_id: str) -> ReaderView | None:
+    """The view an object reads in when it hears of things (a watcher, a receiver): a node its own
+    (``node_view_of``); an owner (person, app, repo, profile) its own position; anything else (a
+    custom object, a job, a document) its owner's. An object nobody owns (a receiver the operator
+    registered without an owner) hears as the operator: ``None``, which reads everything."""
+    for _ in range(3):  # a custom object's owner is a node or an owner object: two steps at most
+        found = driver_rows(session, "SELECT type, owner_id FROM objects WHERE id = ?", [object_id])
+        if not found:
+            return None
+        type_, owner_id = found[0]
+        if type_ == "node":
+            return _view_of(session, _node(session, object_id))[0]
+        if type_ in ("user", "app", "repo", "profile"):
+            return view_of_owner(get_row(session, object_id))
+        if owner_id is None:
+            return None
+        object_id = str(owner_id)
+    return None
+
+
+def reader_access(session: Session, object_id: str) -> Access | None:
+    """What the object ``object_id`` may read when it hears of things (``reader_view_of_object``;
+    ``None``: everything)."""
+    return access_for(session, reader_view_of_object(session, object_id))
 
 
 class _Profile(NamedTuple):
@@ -188,10 +214,12 @@ def _cap(level: str, limit: str) -> str:
 class _Weigher:
     """Everything one evaluation needs, loaded once: the node, its view, access and profile limits."""
 
-    def __init__(self, session: Session, node: _NodeFacts, event: str) -> None:
+    def __init__(self, session: Session, node: _NodeFacts, event: str, asker: Access | None = None) -> None:
         if event not in DELIVERY_EVENTS:
             raise CanvasError(f"delivery is evaluated for {', '.join(DELIVERY_EVENTS)}, not {event!r}")
         self.session, self.node, self.event = session, node, event
+        self.asker = asker
+        """Who asks (``None``: the operator): what it may not read is never named in an answer."""
         self.view, self.profile, self.purview = _view_of(session, node)
         self.access: Access = access_for(session, self.view)  # type: ignore[assignment]
         self.order = self.view.owner_ids()
@@ -267,6 +295,9 @@ class _Weigher:
             return "privacy", f"{doc.privacy} to {doc.owner_id}; this node may not read it", None
         winner = nearest.get(doc.name)
         if winner is not None and winner is not doc:
+            asker = self.asker
+            if asker is not None and not asker.allows(winner.id, winner.owner_id, winner.privacy):
+                return "shadowed", "shadowed by a nearer document of the same name (owner nearer in the view)", None
             return "shadowed", f"shadowed by the nearer {winner.full_name} (same name, owner nearer in the view)", None
         filed = self.filed.get(doc.id)
         key = (doc.owner_id, filed[0] if filed is not None else None)
@@ -296,6 +327,7 @@ def _evaluate(w: _Weigher) -> tuple[list[tuple[ObjectSummary, str, _Load]], list
     ones it does not, each with why; both in load order (``candidates`` reads them in it)."""
     found = w.candidates()
     allows, rank = w.access.allows, w.rank
+    shown = w.asker.allows if w.asker is not None else None
     readable = [allows(doc.id, doc.owner_id, doc.privacy) for doc in found]  # once per document
     nearest: dict[str, ObjectSummary] = {}
     for doc, ok in zip(found, readable):  # the readable document nearest in the view holds each name
@@ -306,6 +338,8 @@ def _evaluate(w: _Weigher) -> tuple[list[tuple[ObjectSummary, str, _Load]], list
     loaded, skipped = [], []
     weigh, filed = w.weigh, w.filed
     for doc, ok in zip(found, readable):
+        if shown is not None and not shown(doc.id, doc.owner_id, doc.privacy):
+            continue  # weighed, as the node loads it, but never named to an asker that may not read it
         reason, words, got = weigh(doc, ok, nearest)
         if got is None:
             skipped.append(_not_loaded(doc, reason, words))
@@ -329,15 +363,16 @@ def _collector_held() -> Iterator[None]:
             gc.enable()
 
 
-def boot_context(session: Session, ref: str, event: str = "boot") -> BootContext:
-    """What node ``ref`` loads for ``event``, in load order, and what in its view it does not load."""
+def boot_context(session: Session, ref: str, event: str = "boot", *, asker: Access | None = None) -> BootContext:
+    """What node ``ref`` loads for ``event``, in load order, and what in its view it does not load.
+    With an ``asker`` (a reader; ``None`` is the operator), only documents it may read are named."""
     with _collector_held():
-        return _boot_context(session, ref, event)
+        return _boot_context(session, ref, event, asker)
 
 
-def _boot_context(session: Session, ref: str, event: str) -> BootContext:
+def _boot_context(session: Session, ref: str, event: str, asker: Access | None) -> BootContext:
     node = _node(session, ref)
-    w = _Weigher(session, node, event)
+    w = _Weigher(session, node, event, asker)
     loaded, skipped = _evaluate(w)
     content_ids = [doc.id for doc, _, got in loaded if got[0] == "content"]
     bodies: dict[str, str] = {}
@@ -354,7 +389,8 @@ def _boot_context(session: Session, ref: str, event: str) -> BootContext:
                                         .where(DocumentRow.object_id.in_(target_ids))).all()) if target_ids else {}
         for src, target in pairs:
             t = targets.get(str(target))
-            if t is not None and w.access.allows(t.id, t.owner_id, t.privacy) and len(links.get(src, [])) < _MAX_LINKS:
+            if (t is not None and w.access.allows(t.id, t.owner_id, t.privacy) and len(links.get(src, [])) < _MAX_LINKS
+                    and (asker is None or asker.allows(t.id, t.owner_id, t.privacy))):
                 links.setdefault(src, []).append((t.full_name, previews.get(t.id, "")))
     items = []
     for doc, preview, (level, rule, requested, capped_by) in loaded:
@@ -384,18 +420,24 @@ def _verdict(session: Session, w: _Weigher, doc: ObjectRow) -> LoadVerdict:
                        detail=f"its owner {doc.owner_id} is not in this node's view")
 
 
-def explain(session: Session, node_ref: str, doc: ObjectRow, event: str = "boot") -> LoadVerdict:
-    """Whether node ``node_ref`` loads ``doc`` for ``event``, and if not, why."""
+def explain(session: Session, node_ref: str, doc: ObjectRow, event: str = "boot", *,
+            asker: Access | None = None) -> LoadVerdict:
+    """Whether node ``node_ref`` loads ``doc`` for ``event``, and if not, why (the caller has made sure
+    an ``asker`` may read ``doc``)."""
     node = _node(session, node_ref)
     with _collector_held():
-        return _verdict(session, _Weigher(session, node, event), doc)
+        return _verdict(session, _Weigher(session, node, event, asker), doc)
 
 
-def who_loads(session: Session, doc: ObjectRow, event: str = "boot", *, limit: int = 200) -> list[LoadVerdict]:
-    """For each node (up to ``limit``, by name), whether it loads ``doc`` for ``event`` and why not;
-    the nodes that load it first."""
-    nodes = session.execute(select(ObjectRow, NodeRow).join(NodeRow, NodeRow.object_id == ObjectRow.id)
-                            .order_by(ObjectRow.name, ObjectRow.pk).limit(max(1, limit))).all()
+def who_loads(session: Session, doc: ObjectRow, event: str = "boot", *, limit: int = 200,
+              asker: Access | None = None) -> list[LoadVerdict]:
+    """For each node (up to ``limit``, by name) an ``asker`` may read, whether it loads ``doc`` for
+    ``event`` and why not; the nodes that load it first."""
+    stmt = select(ObjectRow, NodeRow).join(NodeRow, NodeRow.object_id == ObjectRow.id)
+    if asker is not None:
+        stmt = stmt.where(asker.clause())
+    nodes = session.execute(stmt.order_by(ObjectRow.name, ObjectRow.pk).limit(max(1, limit))).all()
     with _collector_held():
-        verdicts = [_verdict(session, _Weigher(session, _facts(node, shape), event), doc) for node, shape in nodes]
+        verdicts = [_verdict(session, _Weigher(session, _facts(node, shape), event, asker), doc)
+                    for node, shape in nodes]
     return sorted(verdicts, key=lambda v: (not v.loaded, v.node_name))

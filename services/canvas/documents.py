@@ -3,7 +3,10 @@
 A document is an object of type ``document`` plus a ``documents`` row holding its current
 revision; every revision is also kept in ``revisions``. Each ``[[link]]`` in a body is stored in
 ``links`` and, when it resolves, becomes a ``links-to`` edge; a link to nothing stays stored
-(dangling, reported by lint) and is attached when a document of that name appears.
+(dangling, reported by lint) and is attached when a document of that name appears. A link resolves
+in its document's owner's view, among what that owner may read (``eligibility``): an object the
+owner may not read is nothing to it, until its privacy changes. A reader who may not read a
+link's target sees the link as one to nothing (``document_view``).
 """
 
 from __future__ import annotations
@@ -12,19 +15,20 @@ import json
 import time as _time
 from typing import NamedTuple, cast
 
-from sqlalchemy import Table, bindparam, delete, select, update
+from sqlalchemy import Table, bindparam, delete, not_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session
 
+from .eligibility import Access, view_of_owner
 from .errors import (AmbiguousNameError, CanvasError, DocumentInvalidError, NameRefusedError, NameTakenError, ObjectNotFoundError,
                      OwnerInUseError, StaleRevisionError)
 from .events import COMMON_LEVELS, add_edge, check_level, ensure_watch, publish_event
 from .models import DocumentRow, EdgeRow, EventRow, LinkRow, ObjectRow, RevisionRow, WatchRow
-from .names import (DOCUMENT_KINDS, NODE_LIFECYCLES, NODE_MODES, PRIVACY_LEVELS, ReaderView, check_node_kind, check_path,
+from .names import (DOCUMENT_KINDS, NODE_LIFECYCLES, NODE_MODES, PRIVACY_LEVELS, check_node_kind, check_path,
                     link_targets)
-from .objects import (Tx, create_object, find_object, get_row, new_id, owner_handle, owner_ref, resolve_many,
-                      summary_from_columns, summary_of)
+from .objects import (Tx, create_object, find_object, get_row, new_id, owner_handle, owner_ref, readable_ids,
+                      resolve_many, summary_from_columns, summary_of)
 from .search import index_many, index_object, unindex_object
 from .views import DocumentView, RevisionView, Rule
 
@@ -143,23 +147,27 @@ def _check_common(name: str, owner: ObjectRow, kind: str, privacy: str) -> None:
         raise DocumentInvalidError(f"{name!r}: a {owner.type} cannot own documents")
 
 
-def view_of_owner(owner: ObjectRow | None) -> ReaderView:
-    """The reader's view a document's links resolve in: its owner's own position."""
+def _owner_access(session: Session, owner: ObjectRow | None,
+                  known: dict[str, Access | None] | None = None) -> Access | None:
+    """What a document's links may resolve to: what its owner may read (a node in its whole view);
+    ``known`` keeps each owner's answer for the rest of a unit of work (a bulk load asks per document)."""
+    from .delivery import reader_access  # delivery reads documents' rules and previews
+
     if owner is None:
-        return ReaderView()
-    handle = owner.handle or owner.id
-    return {
-        "node": ReaderView(node=owner.id),
-        "repo": ReaderView(repos=(handle,)),
-        "profile": ReaderView(profile=handle),
-        "app": ReaderView(app=handle),
-        "user": ReaderView(person=handle),
-    }.get(owner.type, ReaderView(node=owner.id))
+        return None
+    if known is None:
+        return reader_access(session, owner.id)
+    if owner.id not in known:
+        known[owner.id] = reader_access(session, owner.id)
+    return known[owner.id]
 
 
-def _resolve(session: Session, target: str, owner: ObjectRow | None) -> str | None:
+def _resolve(session: Session, target: str, owner: ObjectRow | None, access: Access | None) -> str | None:
+    """What ``[[target]]`` of a document of ``owner`` names: in the owner's view and among what the
+    owner may read (``access``), so an object it may not read neither answers nor makes the name
+    ambiguous."""
     try:
-        return find_object(session, target, view_of_owner(owner)).id
+        return find_object(session, target, view_of_owner(owner), access=access).id
     except (ObjectNotFoundError, NameRefusedError, AmbiguousNameError):
         return None  # stored as a dangling link (lint reports it) until one object answers
 
@@ -169,8 +177,10 @@ def _store_links(tx: Tx, doc: ObjectRow, owner: ObjectRow | None, body: str, *, 
     if not new:  # a document created in this unit of work has no links yet
         s.execute(delete(LinkRow).where(LinkRow.document_id == doc.id))
         s.execute(delete(EdgeRow).where(EdgeRow.src_id == doc.id, EdgeRow.kind == "links-to"))
-    for target in link_targets(body):
-        target_id = _resolve(s, target, owner)
+    targets = link_targets(body)
+    access = _owner_access(s, owner, tx.readers) if targets else None
+    for target in targets:
+        target_id = _resolve(s, target, owner, access)
         s.add(LinkRow(document_id=doc.id, target=target, target_id=target_id))
         if target_id is not None:
             add_edge(s, doc.id, target_id, "links-to", tx.now)
@@ -187,7 +197,7 @@ def _heal_links(tx: Tx, doc: ObjectRow, owner: ObjectRow | None) -> None:
     for link in dangling:
         source = get_row(s, link.document_id)
         owner = get_row(s, source.owner_id) if source and source.owner_id else None
-        if _resolve(s, link.target, owner) == doc.id:
+        if _resolve(s, link.target, owner, _owner_access(s, owner, tx.readers)) == doc.id:
             link.target_id = doc.id
             add_edge(s, link.document_id, doc.id, "links-to", tx.now)
     s.flush()
@@ -339,8 +349,9 @@ def write_documents(tx: Tx, items: list[NewDocument], *, actor_id: str | None = 
             wanted.setdefault(item.owner.id, []).append((id_, target))
     links: list[dict[str, object]] = []
     edges: list[dict[str, object]] = []
-    for owner_id_, pairs in wanted.items():
-        found = resolve_many(s, [t for _, t in pairs], view_of_owner(owners[owner_id_]))
+    for owner_id_, pairs in wanted.items():  # each in its owner's view, among what the owner may read
+        owner = owners[owner_id_]
+        found = resolve_many(s, [t for _, t in pairs], view_of_owner(owner), access=_owner_access(s, owner, tx.readers))
         for doc_id, target in pairs:
             links.append({"document_id": doc_id, "target": target, "target_id": found[target]})
             if found[target] is not None:
@@ -400,7 +411,8 @@ def _heal_many(tx: Tx, new: dict[str, tuple[ObjectRow, str]]) -> list[dict[str, 
     healed: list[dict[str, object]] = []
     for owner_id_, group in groups.items():
         owner = get_row(s, owner_id_) if owner_id_ else None
-        found = resolve_many(s, [t for _, _, t in group], view_of_owner(owner))
+        found = resolve_many(s, [t for _, _, t in group], view_of_owner(owner),
+                             access=_owner_access(s, owner, tx.readers))
         for link_id, source, target in group:
             target_id = found[target]
             if target_id in new:
@@ -454,8 +466,11 @@ def edit_document(tx: Tx, doc: ObjectRow, *, actor_id: str | None, base_revision
     revision = base_revision + 1
     s.add(RevisionRow(document_id=doc.id, revision=revision, name=full, kind=new_kind, preview=new_preview,
                       summary=new_summary, body=new_body, rules=rules_json, author=actor_id, at=tx.now))
+    opened = new_privacy != doc.privacy
     doc.privacy, doc.kind, doc.updated_at = new_privacy, new_kind, tx.now
     s.flush()
+    if opened:  # links that could not see it may resolve to it now
+        _heal_links(tx, doc, owner)
     if body is not None:
         _store_links(tx, doc, owner, new_body)
     index_object(s, doc.pk or 0, full, new_preview, new_body)
@@ -544,15 +559,49 @@ def _rules(text: str) -> tuple[Rule, ...]:
     return tuple(json.loads(text or "[]"))
 
 
-def document_view(session: Session, doc: ObjectRow) -> DocumentView:
-    """The current revision of ``doc`` as a read model."""
+def document_view(session: Session, doc: ObjectRow, access: Access | None = None) -> DocumentView:
+    """The current revision of ``doc`` as a read model. For a reader (``access``), a link to an object
+    it may not read shows ``None``, as a link to nothing does: the difference would say it exists."""
     row = session.execute(select(DocumentRow).where(DocumentRow.object_id == doc.id)
                           .execution_options(populate_existing=True)).scalar_one()
     links = session.execute(select(LinkRow.target, LinkRow.target_id).where(LinkRow.document_id == doc.id)
                             .order_by(LinkRow.id)).all()
+    if access is not None:
+        readable = readable_ids(session, [str(i) for _, i in links if i is not None], access)
+        known: dict[str, Access | None] = {}
+        moot = _names_none_hides(session, [t for t, i in links if i not in readable], access)
+        links = [(t, i if i in readable else None if t in moot else _reader_target(session, doc, t, access, known))
+                 for t, i in links]
     return DocumentView(object=summary_of(doc, owner_handle(session, doc)), kind=row.kind, preview=row.preview,
                         summary=row.summary, body=row.body, rules=_rules(row.rules), revision=row.revision,
                         links=tuple((t, i) for t, i in links))
+
+
+def _names_none_hides(session: Session, targets: list[str], access: Access) -> set[str]:
+    """The link texts of ``targets`` that no object hidden from the reader answers to (by its name, or
+    a full name's path): the reader resolves those as the owner did, to nothing. One statement."""
+    if not targets:
+        return set()
+    names = {t: {t, t.partition("/")[2]} - {""} for t in targets}
+    wanted = sorted(set().union(*names.values()))
+    hidden = set(session.execute(select(ObjectRow.name).where(ObjectRow.name.in_(wanted), not_(access.clause())))
+                 .scalars())
+    return {t for t, n in names.items() if not n & hidden}
+
+
+def _reader_target(session: Session, doc: ObjectRow, target: str, access: Access,
+                   known: dict[str, Access | None]) -> str | None:
+    """What ``[[target]]`` of ``doc`` names to a reader when it names nothing the reader may read: the
+    name resolved again as if what the reader may not read did not exist (an object it may not read
+    may have made the name ambiguous, or come first in the owner's view), kept only if the
+    document's owner may read it too; else ``None``, a link to nothing."""
+    owner = get_row(session, doc.owner_id) if doc.owner_id else None
+    try:
+        found = find_object(session, target, view_of_owner(owner), access=access)
+    except (ObjectNotFoundError, NameRefusedError, AmbiguousNameError):
+        return None
+    mine = _owner_access(session, owner, known)
+    return found.id if mine is None or mine.allows(found.id, found.owner_id, found.privacy) else None
 
 
 def history(session: Session, doc: ObjectRow, *, limit: int = 100) -> list[RevisionView]:

@@ -36,7 +36,7 @@ from .models import ObjectRow
 from .names import ReaderView
 from .rule_index import driver_rows
 
-__all__ = ["Access", "access_for", "describe", "OPERATOR"]
+__all__ = ["Access", "access_for", "describe", "view_of_owner", "OPERATOR"]
 
 OPERATOR = "operator (no reader: sees everything)"
 """What ``seen_as`` says for the operator's own view."""
@@ -80,6 +80,20 @@ class Access:
         return (f"({alias}.privacy = 'public' OR {alias}.owner_id IS NULL OR {alias}.id IN {own} "
                 f"OR ({alias}.privacy = 'friends' AND {alias}.owner_id IN {friends}) "
                 f"OR ({alias}.privacy = 'private' AND {alias}.owner_id IN {own}))"), params
+
+
+def view_of_owner(owner: ObjectRow | None) -> ReaderView:
+    """The reader's view a document's links resolve in: its owner's own position."""
+    if owner is None:
+        return ReaderView()
+    handle = owner.handle or owner.id
+    return {
+        "node": ReaderView(node=owner.id),
+        "repo": ReaderView(repos=(handle,)),
+        "profile": ReaderView(profile=handle),
+        "app": ReaderView(app=handle),
+        "user": ReaderView(person=handle),
+    }.get(owner.type, ReaderView(node=owner.id))
 
 
 def describe(view: ReaderView | None) -> str:

@@ -2,7 +2,9 @@
 
 A watch pattern is a comma-separated list of event-type globs (``*``, ``edited``, ``report.*``,
 ``exited,killed``); a watch also carries a minimum level (1-10). Delivery skips the actor of the
-event (nobody is told about their own act) and writes one inbox entry per matching watcher.
+event (nobody is told about their own act) and any watcher that may not read the object at that
+moment (``eligibility``; a document made private to another owner stops reaching its old watchers),
+and writes one inbox entry per matching watcher.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ import re
 from collections.abc import Mapping
 
 from sqlalchemy import delete, select
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session
 
+from .edges import add_edge
 from .errors import WatchPatternError
 from .models import EdgeRow, EventRow, InboxRow, ObjectRow, WatchRow
 
@@ -82,20 +84,6 @@ def check_level(level: object, what: str = "level") -> int:
     return level
 
 
-def add_edge(session: Session, src_id: str, dst_id: str, kind: str, at: float) -> None:
-    """Add ``src --kind--> dst`` unless it exists."""
-    if session.get_bind().dialect.name == "sqlite":
-        stmt = sqlite_insert(EdgeRow).values(src_id=src_id, dst_id=dst_id, kind=kind, created_at=at)
-        session.execute(stmt.on_conflict_do_nothing())
-        return
-    exists = session.execute(
-        select(EdgeRow.id).where(EdgeRow.src_id == src_id, EdgeRow.dst_id == dst_id, EdgeRow.kind == kind)
-    ).first()
-    if exists is None:
-        session.add(EdgeRow(src_id=src_id, dst_id=dst_id, kind=kind, created_at=at))
-        session.flush()
-
-
 def ensure_watch(session: Session, watcher_id: str, object_id: str, at: float, *, pattern: str | None = None,
                  min_level: int | None = None, read_revision: int | None = None) -> tuple[WatchRow, bool]:
     """Make ``watcher`` a watcher of ``object`` (or update the watch); returns ``(watch, created)``."""
@@ -133,6 +121,14 @@ def remove_watch(session: Session, watcher_id: str, object_id: str) -> bool:
     return bool(gone)
 
 
+def _may_hear(session: Session, watcher_id: str, obj: ObjectRow) -> bool:
+    """Whether ``watcher_id`` may read ``obj`` now, in the view it hears in (``delivery.reader_access``)."""
+    from .delivery import reader_access  # delivery reads names and profiles, which publish events
+
+    access = reader_access(session, watcher_id)
+    return access is None or access.allows(obj.id, obj.owner_id, obj.privacy)
+
+
 def publish_event(session: Session, obj: ObjectRow, type_: str, at: float, *, level: int | None = None,
                   actor_id: str | None = None, data: Mapping[str, object] | None = None,
                   summary: str | None = None, watched: bool = True) -> tuple[EventRow, list[str]]:
@@ -148,11 +144,14 @@ def publish_event(session: Session, obj: ObjectRow, type_: str, at: float, *, le
         return event, delivered
     watches = session.execute(select(WatchRow).where(WatchRow.object_id == obj.id)).scalars().all()
     text = summary if summary is not None else f"{obj.name}: {type_}"
+    guarded = obj.privacy != "public" and obj.owner_id is not None
     for watch in watches:
         if watch.watcher_id == actor_id or level < watch.min_level:
             continue
         if not pattern_matches(watch.pattern, type_):
             continue
+        if guarded and not _may_hear(session, watch.watcher_id, obj):
+            continue  # a watcher that may no longer read it hears nothing of it, as if it did not exist
         session.add(InboxRow(owner_id=watch.watcher_id, kind="event", event_id=event.id, object_id=obj.id,
                              object_name=obj.name, event_type=type_, level=level, actor_id=actor_id,
                              at=at, summary=text))

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import json
 
-from sqlalchemy import select
+from sqlalchemy import not_, or_, select
 from sqlmodel import Session
 
 from .documents import check_rules
+from .eligibility import Access
 from .errors import DocumentInvalidError
 from .models import DocumentRow, LinkRow, ObjectRow
 from .objects import owner_ref
@@ -81,9 +82,13 @@ def _findings(doc: ObjectRow, row: DocumentRow, owner: ObjectRow | None, danglin
 
 
 def lint_documents(session: Session, *, ids: list[str] | None = None, owner_id: str | None = None,
-                   limit: int = 10_000) -> list[LintFinding]:
-    """Findings for the given documents (by id), an owner's documents, or all of them."""
+                   limit: int = 10_000, access: Access | None = None) -> list[LintFinding]:
+    """Findings for the given documents (by id), an owner's documents, or all of them. For a reader
+    (``access``), only the documents it may read, and a link to an object it may not read is
+    ``dangling-link`` to it, as a link to nothing is."""
     stmt = select(ObjectRow, DocumentRow).join(DocumentRow, DocumentRow.object_id == ObjectRow.id)
+    if access is not None:
+        stmt = stmt.where(access.clause())
     if ids is not None:
         stmt = stmt.where(ObjectRow.id.in_(ids))
     if owner_id is not None:
@@ -95,8 +100,11 @@ def lint_documents(session: Session, *, ids: list[str] | None = None, owner_id: 
         if doc.owner_id and doc.owner_id not in owners:
             found = session.execute(select(ObjectRow).where(ObjectRow.id == doc.owner_id)).scalar_one_or_none()
             owners[doc.owner_id] = (found, owner_ref(session, found) if found is not None else "?")
+        dangling_to = LinkRow.target_id.is_(None)
+        if access is not None:
+            dangling_to = or_(dangling_to, LinkRow.target_id.in_(select(ObjectRow.id).where(not_(access.clause()))))
         dangling = list(session.execute(select(LinkRow.target).where(
-            LinkRow.document_id == doc.id, LinkRow.target_id.is_(None)).order_by(LinkRow.id)).scalars())
+            LinkRow.document_id == doc.id, dangling_to).order_by(LinkRow.id)).scalars())
         owner, ref = owners.get(doc.owner_id or "", (None, "?"))
         findings += _findings(doc, row, owner, dangling, f"{ref}/{doc.name}")
     return findings

@@ -18,8 +18,8 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import (ColumnElement, Connection, Integer, Select, and_, bindparam, case, column, exists, func, literal, select, text,
-                        union_all)
+from sqlalchemy import (ColumnElement, Connection, Integer, Select, and_, bindparam, case, column, exists, func, literal, not_,
+                        select, text, union_all)
 from sqlalchemy.orm import aliased
 from sqlalchemy.orm.util import AliasedClass
 from sqlmodel import Session, col
@@ -45,6 +45,8 @@ __all__ = [
     "get_row",
     "find_object",
     "find_readable",
+    "readable_ids",
+    "hidden_ids",
     "ensure_owner",
     "create_object",
     "list_objects",
@@ -71,6 +73,8 @@ class Tx:
     session: Session
     now: float
     changes: list[Change] = field(default_factory=list)
+    readers: dict[str, Access | None] = field(default_factory=dict)
+    """What each owner may read, as worked out once in this unit of work (links resolve in it)."""
 
     def change(self, kind: str, id: str, /, **data: object) -> None:
         """Queue a ``Change`` from source ``canvas`` for after the commit. ``kind`` and ``id`` are
@@ -224,24 +228,51 @@ def _owners_by_ref(session: Session, ref: str) -> list[ObjectRow]:
     return list(session.execute(stmt.order_by(ObjectRow.pk)).scalars().all())
 
 
-def _one(session: Session, ref: str, rows: list[ObjectRow]) -> ObjectRow | None:
-    """The only row of ``rows``, None for none, ``AmbiguousNameError`` (naming each) for more."""
-    unique = list({row.id: row for row in rows}.values())
+def _one(session: Session, ref: str, rows: list[ObjectRow], access: Access | None = None) -> ObjectRow | None:
+    """The only row of ``rows`` ``access`` may read, None for none, ``AmbiguousNameError`` (naming
+    each) for more: for a reader, what it may not read takes no part (it neither makes a name
+    ambiguous nor is named among the candidates)."""
+    unique = [row for row in {row.id: row for row in rows}.values() if _readable(row, access)]
     if len(unique) > 1:
         raise AmbiguousNameError(ref, sorted(full_name(session, row) for row in unique))
     return unique[0] if unique else None
 
 
-def find_object(session: Session, ref: str, view: ReaderView | None = None) -> ObjectRow:
+def _readable(row: ObjectRow, access: Access | None) -> bool:
+    return access is None or access.allows(row.id, row.owner_id, row.privacy)
+
+
+def readable_ids(session: Session, ids: Sequence[str], access: Access | None) -> set[str]:
+    """Which of ``ids`` name an object ``access`` may read (all that exist, for the operator)."""
+    if not ids:
+        return set()
+    stmt = select(ObjectRow.id).where(col(ObjectRow.id).in_(sorted(set(ids))))
+    if access is not None:
+        stmt = stmt.where(access.clause())
+    return {str(i) for i in session.execute(stmt).scalars()}
+
+
+def hidden_ids(session: Session, ids: Sequence[str], access: Access | None) -> set[str]:
+    """Which of ``ids`` name an object that exists and ``access`` may not read (none, for the operator)."""
+    if access is None or not ids:
+        return set()
+    stmt = select(ObjectRow.id).where(col(ObjectRow.id).in_(sorted(set(ids))), not_(access.clause()))
+    return {str(i) for i in session.execute(stmt).scalars()}
+
+
+def find_object(session: Session, ref: str, view: ReaderView | None = None, *,
+                access: Access | None = None) -> ObjectRow:
     """The object ``ref`` names: an id, a full name ``<owner>/<path>``, or a bare name in ``view``.
 
     Tried in that order; a name several objects answer to is ``AmbiguousNameError``, except a bare
     document name, which resolves in the reader's view (first match wins, as the seed orders it).
+    With a reader's ``access``, only what it may read answers a name: an object it may not read is
+    never a candidate, so the answer is the one it would get if that object did not exist.
     """
     if not isinstance(ref, str) or not ref:
         raise ObjectNotFoundError("an object id or name is required")
     row = get_row(session, ref)
-    if row is not None:
+    if row is not None and _readable(row, access):
         return row
     head, sep, rest = ref.partition("/")
     if sep and head:
@@ -249,18 +280,22 @@ def find_object(session: Session, ref: str, view: ReaderView | None = None) -> O
         stmt = (select(ObjectRow).join(_Owner, _Owner.id == ObjectRow.owner_id)
                 .where(ObjectRow.type == "document", ObjectRow.name == rest, _Owner.handle == handle))
         stmt = stmt.where(_Owner.type == type_) if type_ else stmt.where(_Owner.type.in_(RESOLVE_TYPES))
-        found = _one(session, ref, list(session.execute(stmt.limit(_MAX_CANDIDATES)).scalars().all()))
+        if access is not None:
+            stmt = stmt.where(access.clause())
+        found = _one(session, ref, list(session.execute(stmt.limit(_MAX_CANDIDATES)).scalars().all()), access)
         if found is not None:
             return found
     order = (settle_view(session, view) if view is not None else ReaderView()).owner_ids()
-    docs = session.execute(select(ObjectRow).where(
+    docs = [d for d in session.execute(select(ObjectRow).where(
         ObjectRow.type == "document", ObjectRow.name == ref, ObjectRow.owner_id.in_(order)
-    )).scalars().all()
+    )).scalars().all() if _readable(d, access)]
     if docs:
         return sorted(docs, key=lambda r: order.index(r.owner_id or ""))[0]
-    named = list(session.execute(select(ObjectRow).where(ObjectRow.name == ref, ObjectRow.type != "document")
-                                 .order_by(ObjectRow.pk).limit(_MAX_CANDIDATES)).scalars().all())
-    found = _one(session, ref, named + _owners_by_ref(session, ref))
+    named_stmt = select(ObjectRow).where(ObjectRow.name == ref, ObjectRow.type != "document")
+    if access is not None:
+        named_stmt = named_stmt.where(access.clause())
+    named = list(session.execute(named_stmt.order_by(ObjectRow.pk).limit(_MAX_CANDIDATES)).scalars().all())
+    found = _one(session, ref, named + _owners_by_ref(session, ref), access)
     if found is not None:
         return found
     raise ObjectNotFoundError(f"no object is named {ref!r}")
@@ -275,16 +310,22 @@ def _chunked(values: Sequence[str]) -> list[list[str]]:
     return [unique[i:i + _IN_CHUNK] for i in range(0, len(unique), _IN_CHUNK)]
 
 
-def resolve_many(session: Session, refs: Sequence[str], view: ReaderView | None) -> dict[str, str | None]:
+def resolve_many(session: Session, refs: Sequence[str], view: ReaderView | None, *,
+                 access: Access | None = None) -> dict[str, str | None]:
     """``find_object(session, ref, view).id`` for each of ``refs`` at once, None where it finds
     nothing or the name is ambiguous: the same order of tries (an id, a full name
     ``<owner>/<path>``, a bare document name in ``view``, then another object's name or an owner's
     handle), each tried for every reference in a few statements instead of a few per reference
-    (``write_many``'s links)."""
+    (``write_many``'s links). With ``access``, as ``find_object`` with it: only what that reader may
+    read answers, so an object it may not read neither resolves nor makes a name ambiguous."""
+
+    def readable(stmt):  # type: ignore[no-untyped-def]  # a select over ObjectRow's columns
+        return stmt if access is None else stmt.where(access.clause())
+
     out: dict[str, str | None] = {}
     todo = [r for r in dict.fromkeys(refs) if isinstance(r, str) and r]
     for part in _chunked(todo):
-        for (id_,) in session.execute(select(ObjectRow.id).where(ObjectRow.id.in_(part))).all():
+        for (id_,) in session.execute(readable(select(ObjectRow.id).where(ObjectRow.id.in_(part)))).all():
             out[id_] = id_
     todo = [r for r in todo if r not in out]
     full = {}
@@ -302,7 +343,7 @@ def resolve_many(session: Session, refs: Sequence[str], view: ReaderView | None)
                         .join(_Owner, _Owner.id == ObjectRow.owner_id)
                         .where(ObjectRow.type == "document", ObjectRow.name.in_(rpart), _Owner.handle.in_(hpart),
                                _Owner.type.in_(RESOLVE_TYPES)))
-                for id_, name, handle, type_ in session.execute(stmt).all():
+                for id_, name, handle, type_ in session.execute(readable(stmt)).all():
                     found.setdefault((str(handle), name), []).append((id_, type_))
         for ref, (type_, handle, rest) in full.items():
             hits = {id_ for id_, t in found.get((handle, rest), []) if type_ is None or t == type_}
@@ -317,7 +358,7 @@ def resolve_many(session: Session, refs: Sequence[str], view: ReaderView | None)
     for part in _chunked(todo):
         stmt = select(ObjectRow.id, ObjectRow.name, ObjectRow.owner_id).where(
             ObjectRow.type == "document", ObjectRow.name.in_(part), ObjectRow.owner_id.in_(order))
-        for id_, name, owner in session.execute(stmt).all():
+        for id_, name, owner in session.execute(readable(stmt)).all():
             key = rank.get(owner or "", len(rank))
             if name not in best or key < best[name][0]:
                 best[name] = (key, id_)
@@ -326,7 +367,7 @@ def resolve_many(session: Session, refs: Sequence[str], view: ReaderView | None)
     candidates: dict[str, set[str]] = {r: set() for r in todo}
     for part in _chunked(todo):
         stmt = select(ObjectRow.id, ObjectRow.name).where(ObjectRow.name.in_(part), ObjectRow.type != "document")
-        for id_, name in session.execute(stmt).all():
+        for id_, name in session.execute(readable(stmt)).all():
             candidates[name].add(id_)
     by_handle: dict[str, list[tuple[str, str | None]]] = {}
     for ref in todo:
@@ -335,7 +376,7 @@ def resolve_many(session: Session, refs: Sequence[str], view: ReaderView | None)
     for part in _chunked(list(by_handle)):
         stmt = select(ObjectRow.id, ObjectRow.handle, ObjectRow.type).where(
             ObjectRow.handle.in_(part), ObjectRow.type.in_(RESOLVE_TYPES))
-        for id_, handle, type_ in session.execute(stmt).all():
+        for id_, handle, type_ in session.execute(readable(stmt)).all():
             for ref, wanted in by_handle.get(str(handle), []):
                 if wanted is None or wanted == type_:
                     candidates[ref].add(id_)
@@ -347,9 +388,9 @@ def resolve_many(session: Session, refs: Sequence[str], view: ReaderView | None)
 def find_readable(session: Session, ref: str, view: ReaderView | None) -> tuple[ObjectRow, Access | None]:
     """``find_object`` for a reader: an object it may not read is absent (the same
     ``ObjectNotFoundError`` as a name nobody holds, so the answer confirms nothing)."""
-    row = find_object(session, ref, view)
     access = access_for(session, view)
-    if access is not None and not access.allows(row.id, row.owner_id, row.privacy):
+    row = find_object(session, ref, view, access=access)
+    if not _readable(row, access):
         raise ObjectNotFoundError(f"no object is named {ref!r}")
     return row, access
 
@@ -538,4 +579,4 @@ def neighbourhood(session: Session, row: ObjectRow, *, kind: str | None = None, 
             EdgeView(kind=edge_kind, direction=direction, other=others[other], created_at=at)
             for _, at, other in sorted(page))
     return Neighbourhood(object=summary_of(row, owner_handle(session, row)), outgoing=groups["out"],
-                         incoming=groups["in"], counts=counts)
+                         incoming=groups["in"], counts=counts, seen_as=access.label if access else OPERATOR)

@@ -15,7 +15,7 @@ from sqlalchemy import delete
 from sqlmodel import Session
 
 from .errors import DocumentInvalidError
-from .events import add_edge
+from .edges import add_edge
 from .models import EdgeRow, ObjectRow
 from .names import CRTR_APP, check_handle, owner_id
 from .objects import Tx, ensure_owner

@@ -20,6 +20,10 @@ inbox for the next pass, so nothing is dropped.
   ``failed`` (the command's answer, not retried); a timeout is retried like a 5xx. Its exit status
   and the end of its stderr are kept.
 
+A receiver hears only what its owner may read (``eligibility``), checked when an event is
+published (``events``) and again just before each entry is sent: an entry about an object that
+went private to another owner in between is settled without being sent, as if it did not exist.
+
 Every attempt is a row of ``receiver_attempts`` (``Canvas.receiver_attempts``): the attempt
 number, ``delivered``/``retrying``/``failed``, the HTTP or exit status and the error.
 """
@@ -36,6 +40,7 @@ from urllib.parse import urlsplit
 import httpx
 from sqlalchemy import func, select, true, update
 from sqlalchemy.engine import Engine
+from sqlmodel import Session
 
 from services.clock import Clock
 from services.text import public_url, redact_urls
@@ -102,6 +107,20 @@ def check_receiver(receiver: str | None, *, url: str | None = None, argv: object
     elif url is not None or argv is not None:
         raise DocumentInvalidError(f"url and argv go with a url or argv receiver, not {receiver!r}")
     return config
+
+
+def _may_read(session: Session, entry: InboxRow) -> bool:
+    """Whether the receiver ``entry`` belongs to may still read what the entry is about, at the moment
+    it would be sent: in its owner's view (``delivery.reader_access``). An entry about an object that
+    went private to another owner after it was queued is withheld, as if the object did not exist."""
+    from .delivery import reader_access
+    from .objects import get_row
+
+    about = get_row(session, entry.object_id) if entry.object_id else None
+    if about is None:  # gone (its ``deleted`` notice), or a message: it was allowed when it was queued
+        return True
+    access = reader_access(session, entry.owner_id)
+    return access is None or access.allows(about.id, about.owner_id, about.privacy)
 
 
 def attempt_view(row: ReceiverAttemptRow) -> ReceiverAttempt:
@@ -250,8 +269,15 @@ class ReceiverDispatcher:
             custom = s.get(CustomObjectRow, entry.owner_id)
             if custom is None or custom.receiver not in ("url", "argv"):
                 return None
+            allowed = _may_read(s, entry)
             s.expunge(entry)
-            return entry, custom.receiver, json.loads(custom.config or "{}")
+            loaded = entry, custom.receiver, json.loads(custom.config or "{}")
+        if not allowed:  # settled unheard: nothing is sent and no attempt recorded
+            with write_session(self.engine) as s:
+                s.execute(update(InboxRow).where(InboxRow.id == entry_id, InboxRow.read_at.is_(None))
+                          .values(read_at=self.clock.time()).execution_options(synchronize_session=False))
+            return None
+        return loaded
 
     def _record(self, entry: InboxRow, attempt: int, outcome: str, status: int | None, error: str) -> None:
         with write_session(self.engine) as s:

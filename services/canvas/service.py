@@ -47,8 +47,8 @@ from .models import DocumentRow, EventRow, NodeRow, ObjectRow, ReceiverAttemptRo
 from .notify import ChangeListener, channel_name, send_changes
 from .names import CRTR_APP, OWNER_TYPES, ReaderView, split_owner_ref
 from .eligibility import OPERATOR, Access, access_for
-from .objects import (Tx, count_objects, ensure_owner, find_object, find_readable, get_row, list_objects, neighbourhood,
-                      owner_handle, summary_of, with_owner)
+from .objects import (Tx, count_objects, ensure_owner, find_object, find_readable, get_row, hidden_ids, list_objects,
+                      neighbourhood, owner_handle, summary_of, with_owner)
 from .receivers import ReceiverDispatcher, attempt_view, check_receiver
 from .search import SNIPPET_SCAN, make_snippet, query_words, ranked_pks
 from .views import (BootContext, CustomObjectView, DocumentView, EventView, InboxEntryView, InboxPage, JobView,
@@ -220,14 +220,16 @@ class Canvas:
         return await self._read(run)
 
     def _detail(self, s: Session, row: ObjectRow, events_limit: int, access: Access | None = None) -> ObjectDetail:
-        events = s.execute(select(EventRow).where(EventRow.object_id == row.id).order_by(EventRow.id.desc())
-                           .limit(events_limit)).scalars().all()
+        events = _events_page(s, row.id, limit=events_limit, before=None, access=access)
         watchers = s.execute(select(WatchRow).where(WatchRow.object_id == row.id).order_by(WatchRow.id)
                              .limit(200)).scalars().all()
+        if access is not None:  # a watcher the reader may not read is not named
+            hidden = hidden_ids(s, [w.watcher_id for w in watchers], access)
+            watchers = [w for w in watchers if w.watcher_id not in hidden]
         is_doc = row.type == "document"
-        return ObjectDetail(object=summary_of(row, _owner_handle(s, row)), events=tuple(map(_event_view, events)),
+        return ObjectDetail(object=summary_of(row, _owner_handle(s, row)), events=tuple(events),
                             watchers=tuple(map(_watch_view, watchers)), seen_as=access.label if access else OPERATOR,
-                            document=_docs.document_view(s, row) if is_doc else None,
+                            document=_docs.document_view(s, row, access) if is_doc else None,
                             revisions=tuple(_docs.history(s, row, limit=20)) if is_doc else (),
                             node=_nodes.node_view(s, row) if row.type == "node" else None,
                             job=_nodes.job_view(s, row) if row.type == "job" else None,
@@ -315,13 +317,11 @@ class Canvas:
 
     async def events(self, ref: str, *, limit: int = 50, before: int | None = None,
                      view: ReaderView | None = None) -> list[EventView]:
-        """``ref``'s events, newest first, optionally before an event id."""
+        """``ref``'s events, newest first, optionally before an event id. With a ``view``, an event that
+        names an object that reader may not read (its actor, a report it announces) is left out."""
         def run(s: Session) -> list[EventView]:
-            row, _ = find_readable(s, ref, view)
-            stmt = select(EventRow).where(EventRow.object_id == row.id)
-            if before is not None:
-                stmt = stmt.where(EventRow.id < before)
-            return [_event_view(e) for e in s.execute(stmt.order_by(EventRow.id.desc()).limit(limit)).scalars()]
+            row, access = find_readable(s, ref, view)
+            return _events_page(s, row.id, limit=limit, before=before, access=access)
         return await self._read(run)
 
     async def record_event(self, ref: str, type: str, *, level: int | None = None, data: Mapping[str, object] | None = None,
@@ -460,12 +460,15 @@ class Canvas:
             return _docs.document_view(tx.session, _docs.push_report(tx, row, label=label, preview=preview, body=body))
         return await self._write(run)
 
-    async def lint(self, ref: str | None = None, *, owner: str | None = None) -> list[LintFinding]:
-        """Lint findings for one document, an owner's documents, or every document."""
+    async def lint(self, ref: str | None = None, *, owner: str | None = None,
+                   view: ReaderView | None = None) -> list[LintFinding]:
+        """Lint findings for one document, an owner's documents, or every document. With a ``view``,
+        only documents that reader may read, and a link to what it may not read is dangling to it."""
         def run(s: Session) -> list[LintFinding]:
-            ids = [_document(s, ref).id] if ref else None
-            owner_id = find_object(s, owner).id if owner else None
-            return lint_documents(s, ids=ids, owner_id=owner_id)
+            access = access_for(s, view)
+            ids = [_document(s, ref, view).id] if ref else None
+            owner_id = find_readable(s, owner, view)[0].id if owner else None
+            return lint_documents(s, ids=ids, owner_id=owner_id, access=access)
         return await self._read(run)
 
     # -- nodes, inboxes, jobs --------------------------------------------------------------------
@@ -611,19 +614,36 @@ class Canvas:
             return _delivery.node_view_of(s, row, s.execute(select(NodeRow).where(NodeRow.object_id == row.id)).scalar_one())
         return await self._read(run)
 
-    async def boot_context(self, node: str, *, event: str = "boot") -> BootContext:
+    async def boot_context(self, node: str, *, event: str = "boot", view: ReaderView | None = None) -> BootContext:
         """What ``node`` loads for ``event`` (``boot`` or ``workspace-open``), in load order, each with
-        its level, rule, owner and capping limit; and each document of its view it does not load, with why."""
-        return await self._read(lambda s: _delivery.boot_context(s, node, event))
+        its level, rule, owner and capping limit; and each document of its view it does not load, with why.
+        Asked in a reader's ``view`` (the node's own, say), a document that reader may not read is not
+        named at all: neither loaded nor ``privacy``, nor as what shadows another, nor as a link's target."""
+        def run(s: Session) -> BootContext:
+            row, access = find_readable(s, node, view)
+            return _delivery.boot_context(s, row.id if view is not None else node, event, asker=access)
+        return await self._read(run)
 
-    async def why_not(self, node: str, document: str, *, event: str = "boot") -> LoadVerdict:
+    async def why_not(self, node: str, document: str, *, event: str = "boot",
+                      view: ReaderView | None = None) -> LoadVerdict:
         """Whether ``node`` loads ``document`` for ``event``, and if not, the reason: ``privacy``,
-        ``not_eligible``, ``shadowed``, ``no_rule``, ``if_mismatch`` or ``capped``."""
-        return await self._read(lambda s: _delivery.explain(s, node, _document(s, document), event))
+        ``not_eligible``, ``shadowed``, ``no_rule``, ``if_mismatch`` or ``capped``. In a reader's
+        ``view``, a document (or node) it may not read is ``ObjectNotFoundError``, as a name nobody holds."""
+        def run(s: Session) -> LoadVerdict:
+            access = access_for(s, view)
+            if view is not None:
+                find_readable(s, node, view)
+            return _delivery.explain(s, node, _document(s, document, view), event, asker=access)
+        return await self._read(run)
 
-    async def who_loads(self, document: str, *, event: str = "boot", limit: int = 200) -> list[LoadVerdict]:
-        """For each node (up to ``limit``), whether it loads ``document`` for ``event``; loaders first."""
-        return await self._read(lambda s: _delivery.who_loads(s, _document(s, document), event, limit=limit))
+    async def who_loads(self, document: str, *, event: str = "boot", limit: int = 200,
+                        view: ReaderView | None = None) -> list[LoadVerdict]:
+        """For each node (up to ``limit``), whether it loads ``document`` for ``event``; loaders first.
+        In a reader's ``view``, a document it may not read is ``ObjectNotFoundError``."""
+        def run(s: Session) -> list[LoadVerdict]:
+            doc = _document(s, document, view)
+            return _delivery.who_loads(s, doc, event, limit=limit, asker=access_for(s, view))
+        return await self._read(run)
 
     async def install_plugin(self, plugin: str, *, scope: str) -> list[str]:
         """Install ``plugin`` (the app ``app:<plugin>``, created if missing) for a person
@@ -724,5 +744,43 @@ def _typed(session: Session, ref: str | None, type_: str) -> ObjectRow:
     return row
 
 
-def _document(session: Session, ref: str) -> ObjectRow:
-    return _typed(session, ref, "document")
+def _document(session: Session, ref: str, view: ReaderView | None = None) -> ObjectRow:
+    if view is None:
+        return _typed(session, ref, "document")
+    row, _ = find_readable(session, ref, view)
+    if row.type != "document":
+        raise CanvasError(f"{ref!r} is a {row.type}, not a document")
+    return row
+
+
+_EVENT_MENTIONS = ("report",)
+"""Event data keys that name another object by id (``report.update`` names its report)."""
+
+
+def _events_page(s: Session, object_id: str, *, limit: int, before: int | None,
+                 access: Access | None) -> list[EventView]:
+    """An object's events, newest first. For a reader, an event naming (as its actor, or in its data)
+    an object the reader may not read is left out, and the page is filled from older events instead,
+    so it is the page the reader would see if that object did not exist."""
+    limit = max(0, int(limit))
+    out: list[EventView] = []
+    while len(out) < limit:
+        stmt = select(EventRow).where(EventRow.object_id == object_id)
+        if before is not None:
+            stmt = stmt.where(EventRow.id < before)
+        rows = s.execute(stmt.order_by(EventRow.id.desc()).limit(limit)).scalars().all()
+        if not rows:
+            break
+        views = [_event_view(r) for r in rows]
+        if access is not None:
+            named = {v.actor_id for v in views if v.actor_id} | {
+                str(v.data[k]) for v in views for k in _EVENT_MENTIONS if isinstance(v.data.get(k), str)}
+            hidden = hidden_ids(s, sorted(named), access)
+            if hidden:
+                views = [v for v in views if v.actor_id not in hidden
+                         and not any(v.data.get(k) in hidden for k in _EVENT_MENTIONS)]
+        out += views
+        if access is None or len(rows) < limit:
+            break
+        before = rows[-1].id
+    return out[:limit]

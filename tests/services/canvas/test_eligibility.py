@@ -89,7 +89,10 @@ async def test_each_row_on_every_read_path(canvas: Canvas) -> None:
         found = {h.object.id for h in await canvas.search(f"row{i}", view=reader)}
         assert (doc_id in found) is allowed, case
         hub_edges = await canvas.edges(hub.object.id, kind="links-to", view=reader)
-        assert (doc_id in {e.other.id for e in hub_edges.outgoing.get("links-to", ())}) is allowed, case
+        linked = doc_id in {e.other.id for e in hub_edges.outgoing.get("links-to", ())}
+        assert linked is (allowed and privacy == "public"), case  # crtr's links reach only what crtr may read
+        watches = await canvas.edges(watcher, kind="watches", view=reader)
+        assert (doc_id in {e.other.id for e in watches.outgoing.get("watches", ())}) is allowed, case
         inbox = await canvas.inbox(watcher, view=reader, limit=200)
         assert (doc_id in {e.object_id for e in inbox.items}) is allowed, case
 
