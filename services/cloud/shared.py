@@ -188,6 +188,9 @@ class CloudState:
 
     def question_dto(self, run: FakeRun, question_id: str) -> dict[str, Any]:
         """A question of ``run`` as ``question.get`` answers it (``question_not_found`` when unknown)."""
+        current = run.question
+        if current and current.get("id") == question_id and current.get("status") == "open":
+            return dict(current)  # still open: nothing answered it (read without the run's whole log)
         opened = answered = None
         for event in run.events:
             if event["type"] == "node.question.opened" and event.get("question", {}).get("id") == question_id:
