@@ -28,8 +28,11 @@ class Limits:
     event_bytes: int = 256 * 1024
     """One event appended through the control API (``emit``), as JSON."""
     calls: int = 10_000
-    """How many calls ``cloud.calls``, ``cloud.directory_calls`` and ``cloud.refreshes`` keep (the oldest
-    go first)."""
+    """How many calls ``cloud.calls``, ``cloud.directory_calls``, ``cloud.refreshes`` and each person's
+    ``reads`` keep (the oldest go first)."""
+    idempotency_keys: int = 10_000
+    """How many ``Idempotency-Key`` answers the cloud keeps (the oldest go first: a retry after that
+    many later keyed requests is answered as a new request)."""
     wait_s: float = 60.0
     """The longest ``grant.get`` long-poll (``?wait=`` above it holds this long)."""
     streams_per_token: int = 16
@@ -37,7 +40,7 @@ class Limits:
 
     def __post_init__(self) -> None:
         for name in ("body_bytes", "json_depth", "prompt_chars", "message_chars", "event_bytes", "calls",
-                     "streams_per_token"):
+                     "idempotency_keys", "streams_per_token"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive whole number, not {value!r}")

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from ..clock import Clock, iso
 from ..wire import FAILURES, SETTLE_ENDINGS, TURN_ERROR_CODES
 from .errors import CloudError
+from .event_log import EventLog
 
 __all__ = [
     "FakeRun", "RunStreamFeed", "ResponderContext", "TURN_ERROR_CODES", "SETTLE_KINDS", "next_entry_id",
@@ -151,7 +152,9 @@ class FakeRun:
     outcome: dict[str, Any] | None = None
     result: str | None = None
     last_turn_error: dict[str, Any] | None = None
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] | EventLog = field(default_factory=list)
+    """The run's events, oldest first: a list, or on a served cloud an ``EventLog`` that reads the
+    older ones from the store."""
     deleted: bool = False
     question: dict[str, Any] | None = None
     created_at: float = 0.0
@@ -363,7 +366,10 @@ class FakeRun:
 
     def expire_events(self, up_to: int) -> None:
         """Drop events with ``seq <= up_to`` so a cursor before them answers ``stream_gap``."""
-        self.events = [e for e in self.events if e["seq"] > up_to]
+        if isinstance(self.events, EventLog):
+            self.events.expire(up_to)
+        else:
+            self.events = [e for e in self.events if e["seq"] > up_to]
         self.first_seq = max(self.first_seq, up_to + 1)
 
     # -- internals ---------------------------------------------------------------------------

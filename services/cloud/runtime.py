@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import hashlib
+import itertools
 import inspect
 import json
 import math
@@ -122,15 +123,22 @@ class RuntimeOps:
 
     def _remember(self, req: Request, fingerprint: str, run_id: str, status: int, body: dict[str, Any]) -> None:
         if req.idempotency_key:
-            self.state.idempotency[(req.user.id, req.idempotency_key)] = Keyed(
-                req.op, fingerprint, run_id, status, copy.deepcopy(body)
-            )
+            keys = self.state.idempotency
+            keys[(req.user.id, req.idempotency_key)] = Keyed(req.op, fingerprint, run_id, status, copy.deepcopy(body))
+            cap = self.cloud.limits.idempotency_keys
+            if len(keys) > cap + cap // 8:  # a window, trimmed in batches: the oldest keys go
+                for owner in list(itertools.islice(keys, len(keys) - cap)):
+                    del keys[owner]
 
     # -- grant -----------------------------------------------------------------------------
 
     async def grant_get(self, req: Request) -> Answer:
         user = req.user
-        user.reads.append(req.record)
+        reads = user.reads
+        reads.append(req.record)
+        cap = self.cloud.limits.calls
+        if len(reads) > cap + cap // 8:  # call records, bounded like ``cloud.calls``: the oldest go
+            del reads[: len(reads) - cap]
         wait_text, since_text = req.query.get("wait"), req.query.get("since")
         try:
             wait = float(wait_text) if wait_text else 0.0

@@ -22,7 +22,7 @@ import hashlib
 import inspect
 import itertools
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -30,6 +30,7 @@ from ..changes import Change, ChangeFeed, RunEvents
 from ..clock import Clock
 from ..wire import ACCESS_TOKEN_TYPE
 from .errors import CloudError
+from .event_log import EventLog
 from .failures import Failures
 from .keys import SigningKey
 from .notices import NoticeSender
@@ -127,6 +128,9 @@ class CloudState:
     """Scripted intercepts, failures and gates."""
     notices: NoticeSender | None = None
     """The run-notice sender, when the cloud was given ``run_notice``."""
+    event_log: Callable[[], EventLog] | None = None
+    """Makes each new run's event log; None: a plain list holding every event (an embedded cloud).
+    A served cloud's store sets it: its logs keep a bounded tail in memory and read the rest back."""
 
     # -- ids and tokens ------------------------------------------------------------------------
 
@@ -170,6 +174,8 @@ class CloudState:
         if old is not None and not old.deleted:
             raise CloudError(409, "run_exists", f"run {run_id} already exists", param="id")
         run = FakeRun(cloud, run_id, user_id, params, key, name, created_at=now, updated_at=now)
+        if self.event_log is not None:
+            run.events = self.event_log()
         self.runs[run_id] = run
         self.run_log.append(run)
         cloud.changes.announce("cloud", "run.started", run_id, user_id=user_id)
@@ -182,6 +188,9 @@ class CloudState:
 
     def question_dto(self, run: FakeRun, question_id: str) -> dict[str, Any]:
         """A question of ``run`` as ``question.get`` answers it (``question_not_found`` when unknown)."""
+        current = run.question
+        if current and current.get("id") == question_id and current.get("status") == "open":
+            return dict(current)  # still open: nothing answered it (read without the run's whole log)
         opened = answered = None
         for event in run.events:
             if event["type"] == "node.question.opened" and event.get("question", {}).get("id") == question_id:

@@ -20,6 +20,7 @@ import copy
 import itertools
 import logging
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from ..errors import ServiceError
@@ -45,6 +46,8 @@ __all__ = [
     "run_generations",
     "state_problem",
     "STATE_SCHEMA",
+    "run_history",
+    "note_history",
 ]
 
 FORMAT = "workbench-cloud-state"
@@ -122,7 +125,7 @@ def export_state(cloud: CloudHost) -> dict[str, Any]:
     runs = []
     for run in run_log(cloud):
         record = run_record(run)
-        record["events"] = copy.deepcopy(run.events)
+        record["events"] = copy.deepcopy(list(run.events))
         runs.append(record)
     return state_document(cloud, runs)
 
@@ -142,9 +145,17 @@ def state_document(cloud: CloudHost, runs: list[dict[str, object]]) -> dict[str,
     }
 
 
-def import_state(cloud: CloudHost, doc: object) -> None:
-    """Replace the state of ``cloud`` with ``doc`` (open streams end; nothing changes on a bad doc)."""
+def import_state(cloud: CloudHost, doc: object, *,
+                 histories: "list[tuple[list[str], int]] | None" = None) -> None:
+    """Replace the state of ``cloud`` with ``doc`` (open streams end; nothing changes on a bad doc).
+
+    ``histories``: for a document whose runs come without their events (a store that reads them
+    back on demand), each run's ``run_history`` in the document's order."""
     key, serial, jwk, users, runs, keys, refresh = _build(cloud, doc)
+    if histories is None:
+        histories = [run_history(run.events) for run in runs]
+    elif len(histories) != len(runs):
+        raise CloudStateError(f"the cloud state is malformed: {len(histories)} run histories for {len(runs)} runs")
     state = cloud.state
     for run in run_log(cloud):
         for stream in list(run.streams):
@@ -160,16 +171,15 @@ def import_state(cloud: CloudHost, doc: object) -> None:
     for run in runs:
         state.runs[run.id] = run
     state.questions = {}
-    for run in runs:
-        for event in run.events:
-            question = event.get("question") if event.get("type") == "node.question.opened" else None
-            if isinstance(question, dict) and isinstance(question.get("id"), str):
-                state.questions[question["id"]] = run
+    for run, (question_ids, _) in zip(runs, histories, strict=True):
+        for question_id in question_ids:
+            state.questions[question_id] = run
         if run.question and isinstance(run.question.get("id"), str):
             state.questions.setdefault(run.question["id"], run)
     state.idempotency = keys
     state.refresh_tokens = refresh
-    _advance_counters(cloud, runs)
+    state.ids = itertools.count(1)
+    note_history(cloud, runs, [q for ids, _ in histories for q in ids], max((e for _, e in histories), default=0))
 
 
 # The shape of a state document, checked whole before anything is replaced: a type name (or a
@@ -324,21 +334,32 @@ def _build(cloud: CloudHost, document: object) -> tuple[Any, ...]:
     return key, serial, jwk, users, runs, keys, refresh
 
 
-def _advance_counters(cloud: CloudHost, runs: list[FakeRun]) -> None:
-    """New ids and entry ids continue after the highest ones the state holds."""
-    top = 0
+def run_history(events: Iterable[dict[str, Any]]) -> tuple[list[str], int]:
+    """What a run's events tell a loaded cloud beyond the run's own record: the ids of the
+    questions it opened, in order, and the number of its highest turn entry (``e<n>``)."""
+    questions: list[str] = []
     entry = 0
-    for run in runs:
-        ids = [run.id, *(m.get("id", "") for m in run.messages)]
-        ids += [e["question"]["id"] for e in run.events
-                if e.get("type") == "node.question.opened" and isinstance(e.get("question"), dict)]
-        for value in ids:
-            found = _SERIAL.search(str(value))
-            if found:
-                top = max(top, int(found.group(1)))
-        for event in run.events:
-            found = _ENTRY.match(str(event.get("entry_id", "")))
-            if found:
-                entry = max(entry, int(found.group(1)))
-    cloud.state.ids = itertools.count(top + 1)
-    advance_entry_ids(entry)
+    for event in events:
+        if event.get("type") == "node.question.opened":
+            question = event.get("question")
+            if isinstance(question, dict) and isinstance(question.get("id"), str):
+                questions.append(question["id"])
+        found = _ENTRY.match(str(event.get("entry_id", "")))
+        if found:
+            entry = max(entry, int(found.group(1)))
+    return questions, entry
+
+
+def note_history(cloud: CloudHost, runs: list[FakeRun], question_ids: Iterable[str], top_entry: int) -> None:
+    """New ids continue after the highest of ``runs``' ids, their messages' and ``question_ids``;
+    new turn entries after ``e<top_entry>`` (a cloud loaded without its runs' events is told them)."""
+    ids = itertools.chain.from_iterable(itertools.chain((run.id,), (m.get("id", "") for m in run.messages))
+                                        for run in runs)
+    top = 0
+    for value in itertools.chain(ids, question_ids):
+        found = _SERIAL.search(str(value))
+        if found:
+            top = max(top, int(found.group(1)))
+    current = next(cloud.state.ids)
+    cloud.state.ids = itertools.count(max(current, top + 1))
+    advance_entry_ids(top_entry)

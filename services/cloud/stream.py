@@ -18,6 +18,7 @@ import httpx
 
 from ..text import escape_surrogates
 from ..wire import event_line_name
+from .event_log import EventLog, events_between
 from .runs import FakeRun, RunStreamFeed
 
 __all__ = ["EventStream", "StreamHost", "encode_frame", "frame_text", "utf8"]
@@ -38,6 +39,8 @@ class StreamHost(Protocol):
 
 _TERMINAL = frozenset({"stream_error", "stream_dropped", "stream_idle"})
 _BATCH = 512
+_BACKLOG_PAGE = 2048
+"""How many missed events a stream on a served cloud reads from its run's log at a time."""
 
 
 _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
@@ -89,18 +92,34 @@ class EventStream(httpx.AsyncByteStream):
                 encode_frame("stream_gap", {"requested_after": after, "first_available": run.first_seq})
             )
             self.feed.last_seq = run.first_seq - 1
-        for event in run.events:
-            if event["seq"] > self.feed.last_seq:
-                self._initial.append(encode_frame("event", event))
-                self.feed.last_seq = event["seq"]
+        self._upto = run.seq
+        """The events up to this seq are read from the run's log; later ones arrive on the feed."""
+        paged = isinstance(run.events, EventLog)
+        self._page = _BACKLOG_PAGE if paged else None
+        self._backlog = paged
+        self._catch_up()
         run.streams.append(self.feed)
         self._closed = False
 
+    def _catch_up(self) -> None:
+        """Take the next page of the events the client missed (all of them from a list; a page from
+        a log that reads older events from a store, so a stream resumed from far back holds one
+        page at a time) into ``_initial``."""
+        events = events_between(self.run.events, self.feed.last_seq, self._upto, self._page)
+        for event in events:
+            self._initial.append(encode_frame("event", event))
+        if events:
+            self.feed.last_seq = events[-1]["seq"]
+        if self._page is None or len(events) < self._page:
+            self._backlog = False
+
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        if self._initial:
+        while self._initial:
             chunk = b"".join(self._initial)
             self._initial = []
             yield chunk
+            if self._backlog and not self._closed:
+                self._catch_up()
         idle_s = self.cloud.stream_idle_ms / 1000
         feed = self.feed
         pending = feed.pending

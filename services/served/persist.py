@@ -37,6 +37,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..changes import Change, RunEvents
 from ..files import read_json
+from ..text import repair_value
+from ..cloud.event_log import EventLog, events_between
 from ..cloud.keys import SigningKey
 from ..cloud.state import (
     FORMAT,
@@ -47,6 +49,7 @@ from ..cloud.state import (
     key_record,
     meta_record,
     run_generations,
+    run_history,
     run_log,
     run_record,
     user_record,
@@ -73,6 +76,13 @@ __all__ = ["CloudStore", "open_durable_cloud", "CLOUD_DB", "StoreWriteError"]
 CLOUD_DB = "cloud.db"
 AUTOFLUSH_S = 0.1
 """How soon a change no client was sent is committed anyway."""
+KEEP_EVENTS = 256
+"""How many written events of each run a served cloud keeps in memory (its newest): older ones
+are read from ``cloud.db`` when a read asks for them (``CloudStore(keep_events=...)``)."""
+_STORE_FIELD = "_store"
+"""A stored run row's own field (not part of the state document): ``held`` (how many events the
+run holds), ``questions`` (the ids of the questions it opened) and ``top_entry`` (its highest turn
+entry number), so a load knows them without reading the run's events."""
 
 
 class StoreWriteError(OSError):
@@ -111,12 +121,14 @@ class _Batch(TypedDict):
     keys: list[dict[str, str]]
     unkeys: list[tuple[str, str]]
     refresh: list[dict[str, str]]
+    release: list[tuple["FakeRun", int]]
+    """``(run, seq)``: once the batch is committed, the run's log may let go of events up to ``seq``."""
 
 
 class _Seen:
     """What the store last wrote of one run object."""
 
-    __slots__ = ("run", "gen", "seq", "first_seq", "deleted")
+    __slots__ = ("run", "gen", "seq", "first_seq", "deleted", "questions", "top_entry")
 
     def __init__(self, run: "FakeRun", gen: int) -> None:
         self.run = run
@@ -124,12 +136,74 @@ class _Seen:
         self.seq = 0
         self.first_seq = 0
         self.deleted: bool | None = None
+        self.questions: list[str] = []
+        self.top_entry = 0
+
+
+class _StoredEvents:
+    """The stored events of one run (one generation of its id): an ``EventLog``'s source. Each read
+    takes one pooled connection and walks the ``(run_id, gen, seq)`` key, so it costs what it answers."""
+
+    __slots__ = ("engine", "run_id", "gen", "repair")
+
+    def __init__(self, engine: Any, run_id: str, gen: int, *, repair: bool = True) -> None:
+        self.engine = engine
+        self.run_id = run_id
+        self.gen = gen
+        self.repair = repair
+        """Repair text no answer could carry as it is read (the cloud's reads; an export reads exactly)."""
+
+    def _where(self, after: int, before: int | None) -> tuple[str, list[object]]:
+        sql = f"WHERE {_E_RUN} = ? AND {_E_GEN} = ? AND {_E_SEQ} > ?"
+        params: list[object] = [self.run_id, self.gen, after]
+        if before is not None:
+            sql += f" AND {_E_SEQ} < ?"
+            params.append(before)
+        return sql, params
+
+    def read(self, after: int, before: int | None, limit: int | None, offset: int = 0) -> list[dict[str, Any]]:
+        where, params = self._where(after, before)
+        sql = f"SELECT {_E_DATA} FROM {EVENTS.name} {where} ORDER BY {_E_SEQ}"
+        if limit is not None or offset:
+            sql += " LIMIT ? OFFSET ?"
+            params += [-1 if limit is None else limit, offset]
+        with self.engine.connect() as conn:
+            rows = conn.exec_driver_sql(sql, tuple(params)).fetchall()
+        if not self.repair:
+            return [json.loads(row[0]) for row in rows]
+        return [_loaded_event(row[0]) for row in rows]
+
+    def count(self, after: int, before: int | None) -> int:
+        where, params = self._where(after, before)
+        with self.engine.connect() as conn:
+            return int(conn.exec_driver_sql(f"SELECT count(*) FROM {EVENTS.name} {where}", tuple(params)).scalar_one())
+
+
+_E_RUN, _E_GEN, _E_SEQ, _E_DATA = (EVENTS.c.run_id.name, EVENTS.c.gen.name, EVENTS.c.seq.name, EVENTS.c.data.name)
+
+
+class _Marks:
+    """What the cloud held at one moment (a whole state taken to be written): once that write
+    commits, it counts as written, and nothing that changed after it does."""
+
+    def __init__(self, cloud: "FakeCloud") -> None:
+        state = cloud.state
+        self.runs = [(run, run.seq, run.first_seq, run.deleted) for run in run_log(cloud)]
+        self.users = {uid: _fingerprint(user) for uid, user in state.users.items()}
+        self.keys = set(state.idempotency)
+        self.refresh = set(state.refresh_tokens)
+        self.meta = {k: _dump(v) for k, v in meta_record(cloud).items()}
+        self.key = state.key
 
 
 class CloudStore:
     """The durable state of one cloud in one SQLite file."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, keep_events: int = KEEP_EVENTS) -> None:
+        if isinstance(keep_events, bool) or not isinstance(keep_events, int) or keep_events < 0:
+            raise ValueError(f"keep_events must be zero or more events, not {keep_events!r}")
+        self.keep_events = keep_events
+        """How many written events of each run stay in memory (``KEEP_EVENTS``)."""
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -161,27 +235,49 @@ class CloudStore:
     # -- loading -----------------------------------------------------------------------------
 
     def stored_state(self) -> dict[str, Any] | None:
-        """The stored state as a ``state`` document, or None when nothing is stored yet."""
+        """The stored state as a ``state`` document, every event included (an export), or None
+        when nothing is stored yet."""
+        heads = self._stored_heads(events=True)
+        return heads[0] if heads is not None else None
+
+    def _stored_heads(self, *, events: bool = False) -> tuple[dict[str, Any], list[tuple[int, int, list[str], int]]] | None:
+        """The stored state as a ``state`` document whose runs come without their events (with
+        ``events``: with them), and for each run ``(gen, held, question ids, top entry)``; None
+        when nothing is stored yet. A run row from before rows kept their ``_store`` field is
+        given one here, from its events, once."""
         with self.engine.connect() as conn:
             meta = {row.key: json.loads(row.value) for row in conn.execute(select(META))}
             if "signing_key" not in meta:
                 return None
             users = sorted((json.loads(row.data) for row in conn.execute(select(USERS))),
                            key=lambda u: u["id"])
-            events: dict[tuple[str, int], list[Any]] = {}
-            query = select(EVENTS).order_by(EVENTS.c.run_id, EVENTS.c.gen, EVENTS.c.seq)
-            for row in conn.execute(query):
-                events.setdefault((row.run_id, row.gen), []).append(json.loads(row.data))
             runs = []
+            extras = []
+            upgraded = []
             for row in conn.execute(select(RUNS).order_by(RUNS.c.ordinal)):
                 record = json.loads(row.data)
+                own = record.pop(_STORE_FIELD, None)
                 first = int(record.get("first_seq", 1))
-                record["events"] = [e for e in events.get((row.run_id, row.gen), []) if e["seq"] >= first]
+                if events or not isinstance(own, dict):
+                    held_events = _StoredEvents(self.engine, row.run_id, row.gen, repair=False).read(
+                        first - 1, None, None)
+                    if events:
+                        record["events"] = held_events
+                    if not isinstance(own, dict):
+                        questions, top = run_history(held_events)
+                        own = {"held": len(held_events), "questions": questions, "top_entry": top}
+                        upgraded.append((row.run_id, row.gen, _dump({**record, _STORE_FIELD: own})))
+                extras.append((int(row.gen), int(own["held"]), [str(q) for q in own["questions"]],
+                               int(own["top_entry"])))
                 runs.append(record)
             keys = sorted((json.loads(row.data) for row in conn.execute(select(KEYS))),
                           key=lambda k: (k["user_id"], k["key"]))
             refresh = {row.token: row.user_id for row in conn.execute(select(REFRESH))}
-        return {
+        if upgraded and not events:
+            with self.engine.begin() as conn:
+                for run_id, gen, data in upgraded:
+                    conn.execute(RUNS.update().where(RUNS.c.run_id == run_id, RUNS.c.gen == gen).values(data=data))
+        doc = {
             "format": FORMAT,
             "version": VERSION,
             "meta": {k: meta[k] for k in EXPORTED_META if k in meta},
@@ -190,6 +286,7 @@ class CloudStore:
             "idempotency": keys,
             "refresh_tokens": refresh,
         }
+        return doc, extras
 
     def stored_meta(self, key: str) -> Any:
         """One stored setting (e.g. ``served_url``), or None."""
@@ -198,31 +295,43 @@ class CloudStore:
         return json.loads(row.value) if row is not None else None
 
     async def load(self, cloud: "FakeCloud") -> bool:
-        """Put the stored state into ``cloud`` and follow it from now on; True when state was stored."""
+        """Put the stored state into ``cloud`` and follow it from now on; True when state was stored.
+
+        What is read is the state without the runs' events (people, keys, runs' records): each
+        run's events stay in the store and its log reads them back when asked (``EventLog``)."""
         try:
-            doc = await asyncio.to_thread(self.stored_state)
+            heads = await asyncio.to_thread(self._stored_heads)
         except (SQLAlchemyError, ValueError, KeyError, TypeError) as exc:
             raise CloudStateError(
                 f"cannot read the cloud state {self.path}: {_reason(exc)}; move it aside to start afresh, "
                 "or import an export with --import"
             ) from None
-        if doc is not None:
-            import_state(cloud, doc)
-        self.loaded = doc is not None
+        if heads is not None:
+            doc, extras = heads
+            import_state(cloud, doc, histories=[(questions, top) for _, _, questions, top in extras])
+            for run, (gen, held, _, _) in zip(run_log(cloud), extras, strict=True):
+                run.events = EventLog(keep=self.keep_events, source=_StoredEvents(self.engine, run.id, gen),
+                                      older=held, floor=run.first_seq - 1)
+        self.loaded = heads is not None
         self.attach(cloud)
-        if doc is None:
+        if heads is None:
             self._mark_unwritten(cloud)
             await self.flush()
         else:
-            self._mark_written(cloud)
-        return doc is not None
+            self._apply(_Marks(cloud), [(q, top) for _, _, q, top in heads[1]])
+        return heads is not None
 
     def attach(self, cloud: "FakeCloud") -> None:
-        """Follow ``cloud``'s changes (``load`` does it)."""
+        """Follow ``cloud``'s changes (``load`` does it); its new runs' logs keep a bounded tail."""
         if self._unsubscribe is not None:
             self._unsubscribe()
         self.cloud = cloud
+        cloud.state.event_log = self._new_log
         self._unsubscribe = cloud.changes.subscribe(self._on_change, many=self._on_changes)
+
+    def _new_log(self) -> EventLog:
+        """A new run's log: its source is set once the store numbers the run (its first flush)."""
+        return EventLog(keep=self.keep_events)
 
     def _on_change(self, change: Change) -> None:
         if change.source != "cloud":
@@ -273,21 +382,31 @@ class CloudStore:
         if run is not None:
             self._dirty_runs[id(run)] = run
 
-    def _mark_written(self, cloud: "FakeCloud") -> None:
-        """Everything ``cloud`` holds now counts as written (just loaded from this store)."""
+    def _apply(self, marks: _Marks, histories: list[tuple[list[str], int]]) -> None:
+        """What ``marks`` saw counts as written (the whole state was just loaded or written): each
+        run's log reads its older events from the store from now on and keeps only a tail."""
         self._runs.clear()
-        runs = run_log(cloud)
-        for run, gen in zip(runs, run_generations(runs), strict=True):
+        runs = [run for run, *_ in marks.runs]
+        for (run, seq, first_seq, deleted), gen, (questions, top) in zip(
+                marks.runs, run_generations(runs), histories, strict=True):
             seen = self._runs[id(run)] = _Seen(run, gen)
-            seen.seq, seen.first_seq, seen.deleted = run.seq, run.first_seq, run.deleted
+            seen.seq, seen.first_seq, seen.deleted = seq, first_seq, deleted
+            seen.questions, seen.top_entry = list(questions), top
+            log = run.events
+            if not isinstance(log, EventLog):  # (in seq order, as the store reads them)
+                log = run.events = EventLog(sorted(log, key=_event_seq), keep=self.keep_events,
+                                            floor=first_seq - 1)
+            log.source = _StoredEvents(self.engine, run.id, gen)
+            log.release(seq)
         self._ordinal = len(runs)
-        state = cloud.state
-        self._users = {uid: _fingerprint(user) for uid, user in state.users.items()}
-        self._keys = set(state.idempotency)
-        self._refresh = set(state.refresh_tokens)
-        self._meta = {k: _dump(v) for k, v in meta_record(cloud).items()}
-        self._key = state.key
-        self._dirty_runs.clear()
+        self._users = marks.users
+        self._keys = marks.keys
+        self._refresh = marks.refresh
+        self._meta = marks.meta
+        self._key = marks.key
+        written = {id(run): (seq, first_seq, deleted) for run, seq, first_seq, deleted in marks.runs}
+        self._dirty_runs = {key: run for key, run in self._dirty_runs.items()
+                            if written.get(key) != (run.seq, run.first_seq, run.deleted)}
 
     def _mark_unwritten(self, cloud: "FakeCloud") -> None:
         """Nothing of ``cloud`` is stored yet: the next flush writes all of it."""
@@ -295,6 +414,9 @@ class CloudStore:
         self._ordinal = 0
         self._users, self._keys, self._refresh, self._meta = {}, set(), set(), {}
         self._key = None
+        for run in run_log(cloud):
+            if not isinstance(run.events, EventLog):
+                run.events = EventLog(run.events, keep=self.keep_events, floor=run.first_seq - 1)
         self._dirty_runs = {id(run): run for run in run_log(cloud)}
 
     # -- writing -----------------------------------------------------------------------------
@@ -312,8 +434,8 @@ class CloudStore:
             cloud = self.cloud
             try:
                 if self._broken:  # a failed write left the rows behind the marks: write the whole state
-                    await asyncio.to_thread(self._write_all, export_state(cloud))
-                    self._mark_written(cloud)
+                    doc, marks = export_state(cloud), _Marks(cloud)
+                    self._apply(marks, await asyncio.to_thread(self._write_all, doc))
                     self._broken = False
                 batch = self._collect(cloud)
                 if batch is not None:
@@ -322,6 +444,9 @@ class CloudStore:
                     except BaseException:
                         self._broken = True
                         raise
+                    for run, seq in batch["release"]:
+                        if isinstance(run.events, EventLog):
+                            run.events.release(seq)
             except (OSError, SQLAlchemyError) as exc:
                 raise StoreWriteError(f"cannot write the cloud state {self.path}: {_reason(exc)}") from None
             self._done = upto
@@ -344,7 +469,7 @@ class CloudStore:
     def _collect(self, cloud: "FakeCloud") -> "_Batch | None":
         """What changed since the last flush, as rows (taken on the loop, written in a thread)."""
         batch: _Batch = {"meta": [], "users": [], "runs": [], "events": [], "wipe": [],
-                         "keys": [], "unkeys": [], "refresh": []}
+                         "keys": [], "unkeys": [], "refresh": [], "release": []}
         for key, value in self._cheap_meta(cloud).items():
             text = _dump(value)
             if self._meta.get(key) != text:
@@ -387,17 +512,22 @@ class CloudStore:
             self._ordinal += 1
             batch["wipe"].append((run.id, gen))
             ordinal = self._ordinal
+            if isinstance(run.events, EventLog):
+                run.events.source = _StoredEvents(self.engine, run.id, gen)
         else:
             ordinal = None
         if seen.seq == run.seq and seen.deleted == run.deleted and seen.first_seq == run.first_seq:
             return
-        events = run.events
-        i = len(events)
-        while i > 0 and events[i - 1]["seq"] > seen.seq:
-            i -= 1
-        batch["events"].extend((run.id, seen.gen, e) for e in events[i:])
-        batch["runs"].append({"run_id": run.id, "gen": seen.gen, "ordinal": ordinal,
-                              "data": _dump(run_record(run))})
+        new = events_between(run.events, seen.seq)  # unwritten events are always in memory
+        if new:
+            questions, top = run_history(new)
+            seen.questions += questions
+            seen.top_entry = max(seen.top_entry, top)
+        batch["events"].extend((run.id, seen.gen, e) for e in new)
+        record = run_record(run)
+        record[_STORE_FIELD] = {"held": len(run.events), "questions": seen.questions, "top_entry": seen.top_entry}
+        batch["runs"].append({"run_id": run.id, "gen": seen.gen, "ordinal": ordinal, "data": _dump(record)})
+        batch["release"].append((run, run.seq))
         seen.seq, seen.first_seq, seen.deleted = run.seq, run.first_seq, run.deleted
 
     def _write(self, batch: "_Batch") -> None:
@@ -441,7 +571,9 @@ class CloudStore:
 
     # -- whole state ---------------------------------------------------------------------------
 
-    def _write_all(self, doc: dict[str, Any]) -> None:
+    def _write_all(self, doc: dict[str, Any]) -> list[tuple[list[str], int]]:
+        """Replace every stored row with ``doc``; each run's ``run_history``, in order."""
+        histories = []
         with self.engine.begin() as conn:
             for table in (USERS, RUNS, EVENTS, KEYS, REFRESH):
                 conn.execute(delete(table))
@@ -457,6 +589,9 @@ class CloudStore:
                 gen = generations.get(run["id"], 0)
                 generations[run["id"]] = gen + 1
                 record = {k: v for k, v in run.items() if k != "events"}
+                questions, top = run_history(run["events"])
+                histories.append((questions, top))
+                record[_STORE_FIELD] = {"held": len(run["events"]), "questions": questions, "top_entry": top}
                 conn.execute(insert(RUNS),
                              [{"run_id": run["id"], "gen": gen, "ordinal": ordinal, "data": _dump(record)}])
                 if run["events"]:
@@ -469,14 +604,14 @@ class CloudStore:
             if doc["refresh_tokens"]:
                 conn.execute(insert(REFRESH),
                              [{"token": t, "user_id": u} for t, u in doc["refresh_tokens"].items()])
+        return histories
 
     async def replace(self, cloud: "FakeCloud", doc: Any) -> None:
         """Replace the state of ``cloud`` and of this store with ``doc`` (refused whole when malformed)."""
         async with self._lock:
             import_state(cloud, doc)  # raises CloudStateError before anything changes
-            clean = export_state(cloud)
-            await asyncio.to_thread(self._write_all, clean)
-            self._mark_written(cloud)
+            clean, marks = export_state(cloud), _Marks(cloud)
+            self._apply(marks, await asyncio.to_thread(self._write_all, clean))
 
     def import_document(self, doc: Any, client_id: str) -> None:
         """Replace the stored state with ``doc`` (no cloud attached: before serving)."""
@@ -502,6 +637,20 @@ def _reason(exc: BaseException) -> str:
     """The driver's own words for a database error (without SQLAlchemy's statement and links)."""
     orig = getattr(exc, "orig", None)
     return str(orig if orig is not None else exc)
+
+
+def _loaded_event(data: str) -> dict[str, Any]:
+    """A stored event as read back: text an older server stored that no answer could carry (a lone
+    surrogate, NUL; rows hold ASCII escapes, so only a ``\\u`` escape can be one) is repaired,
+    as ``import_state`` repairs a loaded state."""
+    event = json.loads(data)
+    if "\\ud" in data or "\\u0000" in data:
+        event = repair_value(event)[0]
+    return event
+
+
+def _event_seq(event: dict[str, Any]) -> int:
+    return int(event["seq"])
 
 
 def _fingerprint(user: "FakeUser") -> tuple[object, ...]:
