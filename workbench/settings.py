@@ -174,7 +174,7 @@ def load_config(path: Path | None = None) -> UserConfig:
     for name in ("confirm_approve", "confirm_restore", "confirm_quit"):
         setattr(config, name, bool(data.get(name, True)))
     config.views = {name: SavedView(name, entry["pane"], entry["filter"], bool(entry.get("default", False)))
-                    for name, entry in dict(data.get("views", {})).items()}  # type: ignore[call-overload]
+                    for name, entry in dict(data.get("views", {})).items()}
     return config
 
 

@@ -131,7 +131,7 @@ class WebServer(Server):
             response.headers["Content-Security-Policy"] = "frame-ancestors 'none'"
         return response
 
-    async def handle_index(self, request: web.Request) -> web.Response:  # type: ignore[override]
+    async def handle_index(self, request: web.Request) -> web.Response:
         """The page: xterm.js and the websocket URL, every address carrying the token."""
         if self.open_tabs >= self.tabs:
             return _full_page(self.tabs)
@@ -176,7 +176,7 @@ class WebServer(Server):
     async def _track(self, request: web.Request, response: web.StreamResponse) -> None:
         if isinstance(response, web.WebSocketResponse):
             self.sockets.add(response)
-            request.task.add_done_callback(lambda _: self.sockets.discard(response))  # type: ignore[union-attr]
+            request.task.add_done_callback(lambda _: self.sockets.discard(response))
 
     async def stop(self) -> None:
         """Close every tab (each window quits) and the listening socket."""
