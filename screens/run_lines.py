@@ -12,11 +12,13 @@ from services.desk import OperatorAction, RefusalRecord
 
 from .text import LINE_CAP, safe, short_time
 
-__all__ = ["STATUS_GLYPHS", "Attribution", "FOLDED", "raw_line", "conversation_lines", "conversation_of", "action_line", "refusal_line", "event_fields", "merge_lines"]
+__all__ = ["STATUS_GLYPHS", "Attribution", "FOLDED", "FORK_GLYPH", "raw_line", "conversation_lines", "conversation_of", "action_line", "refusal_line", "event_fields", "merge_lines", "carried_lines", "turn_line", "lineage_phrase"]
 
 STATUS_GLYPHS = {"running": "▶", "idle": "◦", "waiting_on_user": "?", "settled": "■", "deleted": "✗"}
 """One glyph per run status, shown in the runs list."""
 
+FORK_GLYPH = "↳"
+"""Marks what a fork carries from its parent, and its lineage."""
 _ENVELOPE = ("id", "seq", "run_id", "node_id", "type", "at")
 
 
@@ -184,3 +186,26 @@ def merge_lines(events: Sequence[Mapping[str, object]], actions: Sequence[Operat
         items.append((refusal.at, 2, i, [refusal_line(refusal)]))
     items.sort(key=lambda item: item[:3])
     return [line for item in items for line in item[3]], attribution
+
+
+def lineage_phrase(parent_title: str, turn: int | None) -> str:
+    """How a fork names where it came from: ``fork of “garden plan” at turn 2`` (``parent_title`` already safe)."""
+    return f"fork of “{parent_title}”" + (f" at turn {turn}" if turn is not None else "")
+
+
+def carried_lines(history: object, phrase: str) -> list[str]:
+    """The messages a fork carries from its parent, each on its line under one that names the parent
+    and turn (``phrase``, already safe); none for a run that carries none."""
+    if not isinstance(history, list) or not history:
+        return []
+    lines = [f"{' ' * 8} {FORK_GLYPH} {phrase}: carries {len(history)} message{'s' if len(history) != 1 else ''}"]
+    for message in history:
+        message = _obj(message)
+        who = "model" if message.get("role") == "assistant" else safe(message.get("role") or "user", 20)
+        lines.append(f"{' ' * 8} {FORK_GLYPH} {who}: {safe(message.get('text'))}")
+    return lines
+
+
+def turn_line(event: Mapping[str, object], *, raw: bool) -> str:
+    """The line a turn's ``node.turn.started`` event is drawn as (the turn cursor finds it by it)."""
+    return raw_line(event) if raw else conversation_lines(event)[0]

@@ -1,8 +1,13 @@
 """``RunsPane`` (``#runs``): every run, the selected run's live stream, and the keys that drive runs.
 
 Operator keys act as the model or the runtime (reply, fail a turn, settle, ask, idle, emit,
-delete); app keys go through the real SDK (start, message, cancel). Every action shows up in
+delete); app keys go through the real SDK (start, message, cancel, fork). Every action shows up in
 the stream, attributed. A refusal in the stream names the grant revision behind it (``g``).
+
+``t`` / ``T`` step a turn cursor through the selected run's turns (the turn's line is marked in the
+stream); ``F`` forks the run at that turn (the last one when the cursor is off): a form shows the
+turn's message to edit, and the fork, a new run with the parent's messages up to that turn, starts
+and is selected. A fork's info line and its stream name its parent and turn.
 """
 
 from __future__ import annotations
@@ -24,13 +29,14 @@ from services.changes import Change
 from services.errors import ServiceError
 from services.text import run_title
 from services.wire import Outcome, TurnErrorCode
-from services.desk import OperatorAction, RefusalRecord, RunDetail, RunView, seq_of
+from services.desk import OperatorAction, RefusalRecord, RunDetail, RunView, lineage, seq_of
 
 from .diff import DiffScreen
 from .dialogs import ConfirmDialog, DetailDialog, Field
 from .dialogs.form import json_object_check
 from .messages import JumpRequested
-from .run_lines import FOLDED, STATUS_GLYPHS, Attribution, conversation_of, merge_lines, raw_line, refusal_line, action_line
+from .run_lines import (FOLDED, FORK_GLYPH, STATUS_GLYPHS, Attribution, action_line, carried_lines, conversation_of,
+                        lineage_phrase, merge_lines, raw_line, refusal_line, turn_line)
 from .text import DETAIL_CAP, age, cell_text, counted, words, highlight, iso, notify_plain, safe, safe_text, tone
 from .widgets.fit_table import FitTable, fit_cell
 from .widgets.pane import Pane, PaletteAction, Said, is_current
@@ -76,6 +82,9 @@ class RunsPane(Pane):
         Binding("o", "event_detail", "Event", id="workbench.runs.event_detail"),
         Binding("g", "open_grant", "Grant", id="workbench.runs.open_grant"),
         Binding("c", "compare_run", "Compare two runs (c on each)", id="workbench.runs.compare_run"),
+        Binding("t", "next_turn", "Next turn", show=False, id="workbench.runs.next_turn"),
+        Binding("T", "previous_turn", "Previous turn", show=False, id="workbench.runs.previous_turn"),
+        Binding("F", "fork_run", "Fork at turn", id="workbench.runs.fork_run"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="workbench.runs.clear_filter"),
     ]
 
@@ -109,6 +118,8 @@ class RunsPane(Pane):
         """List the workbench's own runs (the harvest judge's) too (``A``); hidden by default."""
         self.compare_with: str | None = None
         """The run ``c`` marked for comparison (``c`` on another run compares the two)."""
+        self.turn: int | None = None
+        """The selected run's turn under the turn cursor (``t`` / ``T``), from 1; None while it is off."""
 
     def compose_body(self) -> ComposeResult:
         # the title second, sized to the room left: the columns after status show only while they fit whole
@@ -184,6 +195,7 @@ class RunsPane(Pane):
         if run_id == self.selected:
             return
         self.selected = run_id
+        self.turn = None
         self._rebuild_stream()
         self._show_info()
         self.note_selection()
@@ -217,9 +229,15 @@ class RunsPane(Pane):
             return
         run, actions, refusals = parts
         lines, self._attribution = merge_lines(run.events, actions, refusals, raw=self.raw)
+        if not self.raw:
+            fork = self._lineage(run)
+            if fork is not None:
+                lines[:0] = carried_lines(run.params.get("history"), fork)
         stream.replace(lines)
         self._seq = seq_of(run.events[-1]) if run.events else 0
         self._actions, self._refusals = len(actions), len(refusals)
+        if self.turn is not None:
+            self._mark_turn(run)
 
     def _update_stream(self) -> None:
         """Add what the selected run gained since it was drawn: its new events (only those are read),
@@ -349,6 +367,10 @@ class RunsPane(Pane):
                         style=tone("bad"))
         if run.outcome:
             text.append(f"\n■ {safe(run.outcome.get('outcome'), 60)}")
+        fork = self._lineage(run)
+        if fork is not None:
+            parent = lineage(run.params)
+            text.append(f"\n{FORK_GLYPH} {fork} ({safe(parent.parent_id if parent else '', 80)})", style=tone("accent"))
         if refusals and self._still_refused(run.user_id):  # a restored grant takes its banner with it
             last = refusals[-1]
             text.append(f"\n‼ {safe(last.code, 60)} from the grant of {safe(last.user_id, 60)} at rev {last.rev} (g)",
@@ -379,8 +401,10 @@ class RunsPane(Pane):
         mode = "raw events" if self.raw else "conversation"
         state = f"paused · +{stream.held} new" if stream.paused else "following"
         wrap = "wrapped" if stream.wrap else "unwrapped"
+        keys = "(p pause · v view · w wrap · o event)" if self.turn is None else "(t / T turn · F fork here)"
+        turn = "" if self.turn is None else f"turn {self.turn} · "
         self.query_one("#stream-state", Label).update(  # one full-width row (main.tcss): no layout pass
-            Text(f"{state} · {mode} · {wrap}  (p pause · v view · w wrap · o event)"), layout=False)
+            Text(f"{turn}{state} · {mode} · {wrap}  {keys}"), layout=False)
 
     def body_mounted(self) -> None:
         self._frame = self.set_interval(1 / FRAME_HZ, self._frame_tick, pause=True)
@@ -566,6 +590,83 @@ class RunsPane(Pane):
             return safe(run_id, 80)
         return safe(run_title(view.name, view.prompt, run_id), 120)
 
+    # -- turns and forks --------------------------------------------------------------------------
+
+    def _lineage(self, run: RunDetail) -> str | None:
+        """``fork of “garden plan” at turn 2`` for a fork (its parent's title as this window has it), else None."""
+        fork = lineage(run.params)
+        if fork is None:
+            return None
+        return lineage_phrase(self._run_title(fork.parent_id), fork.turn)
+
+    def _step_turn(self, step: int) -> None:
+        run_id = self._need_run()
+        if run_id is None:
+            return
+        count = len(self.desk.turns(run_id))
+        if not count:
+            notify_plain(self.app, f"Run “{self._run_title(run_id)}” has no turns yet.", severity="warning")
+            return
+        if self.turn is None:
+            self.turn = 1 if step > 0 else count
+        else:
+            self.turn = max(1, min(count, self.turn + step))
+        run = self._now(run_id)
+        if run is not None:
+            self._mark_turn(run)
+        self._show_stream_state()
+
+    def _mark_turn(self, run: RunDetail) -> None:
+        """Mark the cursor's turn in the stream: its line (the same text for an earlier turn counts as
+        that turn's, so the n-th of equal lines is the n-th of those turns)."""
+        stream = self.query_one("#runs-stream", EventStream)
+        started = [e for e in run.events if e.get("type") == "node.turn.started" and e.get("node_id") == run.id]
+        if self.turn is None or not 1 <= self.turn <= len(started):
+            stream.mark(None)
+            return
+        lines = [turn_line(e, raw=self.raw) for e in started[:self.turn]]
+        wanted, earlier = lines[-1], lines[:-1].count(lines[-1])
+        found = [i for i, line in enumerate(stream.shown) if line == wanted]
+        stream.mark(found[earlier] if earlier < len(found) else None)
+
+    def action_next_turn(self) -> None:
+        self._step_turn(1)
+
+    def action_previous_turn(self) -> None:
+        self._step_turn(-1)
+
+    def action_fork_run(self) -> None:
+        run_id = self._need_run()
+        if run_id is None:
+            return
+        desk, before = self.desk, self._now(run_id)
+        if before is None or before.deleted:
+            notify_plain(self.app, f"Run “{self._run_title(run_id)}” was deleted: there is nothing to fork.",
+                         severity="warning")
+            return
+        turns = desk.turns(run_id)
+        if not turns:
+            notify_plain(self.app, f"Run “{self._run_title(run_id)}” has no turns yet: there is nothing to fork.",
+                         severity="warning")
+            return
+        turn = turns[min(self.turn or len(turns), len(turns)) - 1]
+        shown = safe(turn.text, DETAIL_CAP)  # the field shows the message sanitised: unchanged, the original is sent
+        started: list[str] = []
+
+        async def fork(values: dict[str, str]) -> None:
+            text = values["text"]
+            child = await desk.fork_at(run_id, turn.number, None if text == shown else text)
+            started.append(child)
+            self.selected = None
+            self._select(child)
+
+        title = self._about("Fork", run_id, f"at turn {turn.number} of {len(turns)}")
+        self.form_act(title, [Field("text", f"Turn {turn.number}'s message: the fork starts with it (edit it first)",
+                                    turn.text, multiline=True)],
+                      lambda: f"Forked at turn {turn.number}: run “{self._run_title(started[-1])}” started.",
+                      fork, submit="Fork",
+                      check=lambda v: None if v["text"].strip() else "Type the message the fork starts with first.")
+
     def action_toggle_pause(self) -> None:
         stream = self.query_one("#runs-stream", EventStream)
         stream.paused = not stream.paused
@@ -573,7 +674,7 @@ class RunsPane(Pane):
 
     def action_toggle_view(self) -> None:
         self.raw = not self.raw
-        self._rebuild_stream()
+        self._rebuild_stream()  # the turn cursor's line is marked again in the new view
         self._show_stream_state()
 
     def action_toggle_wrap(self) -> None:
@@ -648,7 +749,8 @@ class RunsPane(Pane):
         actions += [("Ask the person", "a", "ask"), ("Send a message (SDK)", "m", "send_message"),
                     ("Go idle", "i", "go_idle"), ("Emit an event", "e", "emit_event"), ("Delete the run", "d", "delete_run"),
                     ("Open the grant", "g", "open_grant"), ("Event detail", "o", "event_detail"),
-                    ("Compare with another run", "c", "compare_run")]
+                    ("Compare with another run", "c", "compare_run"),
+                    ("Fork the run at a turn", "F", "fork_run"), ("Next turn (the turn cursor)", "t", "next_turn")]
         return actions
 
     async def palette_items(self) -> list[tuple[str, str]]:

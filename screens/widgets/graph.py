@@ -59,6 +59,7 @@ class NeighbourhoodGraph(ScrollView, can_focus=True):
         & > .graph--watches { color: $text-warning; }
         & > .graph--acted-on { color: $text-success; }
         & > .graph--spawned { color: $text-secondary; }
+        & > .graph--forked-from { color: $text-accent; }
         & > .graph--cursor {
             color: $block-cursor-blurred-foreground;
             background: $block-cursor-blurred-background;

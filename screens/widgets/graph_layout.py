@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["KINDS", "NARROW", "MIN_NAME", "Neighbour", "Place", "Grid", "fit", "layout"]
 
-KINDS = ("links-to", "watches", "acted-on", "spawned")
+KINDS = ("links-to", "watches", "acted-on", "spawned", "forked-from")
 """The edge kinds with their own colour, in drawing order (any other kind follows, sorted)."""
 NARROW = 40
 """Below this many columns the graph is drawn stacked instead of side by side."""

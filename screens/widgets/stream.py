@@ -8,7 +8,8 @@ with ten lines or two hundred thousand. While paused, new lines wait and ``held`
 ("+N new"). With ``wrap`` on, a line wider than the stream continues on indented rows (re-wrapped
 on resize); ``shown`` always gives the lines as written, unwrapped. A following stream (not
 paused) shows its last row after every new source (``replace``), re-wrap and resume; one that was
-scrolled up by hand stays where it is while lines arrive.
+scrolled up by hand stays where it is while lines arrive. ``mark(index)`` highlights one written
+line (its rows, wrapped or not) and scrolls it into view: the runs pane's turn cursor.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import re
 import textwrap
 from collections import deque
 from collections.abc import Iterable, Iterator
+from itertools import islice
 
 from rich.cells import cell_len, chop_cells
 from rich.segment import Segment
@@ -77,6 +79,8 @@ class EventStream(ScrollView, can_focus=True):
     """A live stream of pre-sanitised lines."""
 
     ALLOW_SELECT = True
+    COMPONENT_CLASSES = {"event-stream--mark"}
+    """The marked line's rows (``mark``)."""
     DEFAULT_CSS = """
     EventStream {
         height: 1fr;
@@ -84,6 +88,7 @@ class EventStream(ScrollView, can_focus=True):
         color: $text;
         overflow: scroll;
         &:focus { background-tint: $foreground 5%; }
+        & > .event-stream--mark { background: $accent 35%; text-style: bold; }
     }
     """
 
@@ -122,6 +127,10 @@ class EventStream(ScrollView, can_focus=True):
         """The rows were laid out anew while following: show the end once they are written."""
         self._height = 0
         """The rows on screen at the last resize (to tell whether the end was shown before it)."""
+        self._mark: int | None = None
+        """The index in the written lines of the marked line (None: none is)."""
+        self._mark_rows: tuple[int, int] | None = None
+        """The rows the marked line is drawn on: ``[start, end)``."""
 
     def on_mount(self) -> None:
         self._timer = self.set_interval(1 / DRAIN_HZ, self._drain, pause=True)
@@ -176,6 +185,9 @@ class EventStream(ScrollView, can_focus=True):
         if index >= len(self._rows):
             return Strip.blank(width, style)
         row = _CONTROL("\ufffd", self._rows[index])
+        marked = self._mark_rows
+        if marked is not None and marked[0] <= index < marked[1]:
+            style = style + self.get_component_rich_style("event-stream--mark", partial=True)
         strip = Strip([Segment(row, style)], cell_len(row))
         return strip.crop_extend(scroll_x, scroll_x + width, style).apply_offsets(scroll_x, index)
 
@@ -204,6 +216,7 @@ class EventStream(ScrollView, can_focus=True):
         self._to_end = self._to_end or self.is_vertical_scroll_end
         self._clear_rows()
         self._write(list(self._written))
+        self._place_mark()
 
     def _follow_to_end(self) -> None:
         """Show the last row now and again once the layout is done (a new source or width changes
@@ -225,6 +238,7 @@ class EventStream(ScrollView, can_focus=True):
         self.held = 0
         self._clear_rows()
         self._written.clear()
+        self._mark = self._mark_rows = None
         self._to_end = not self.paused
         self.scroll_to(0, 0, animate=False, immediate=True)
         self._line_queue.extend(lines)
@@ -270,17 +284,60 @@ class EventStream(ScrollView, can_focus=True):
         queue = self._line_queue
         count = min(len(queue), BATCH)
         batch = [queue.popleft() for _ in range(count)]
+        if self._mark is not None and self._written.maxlen is not None:  # the oldest lines may go
+            self._mark -= max(0, len(self._written) + len(batch) - self._written.maxlen)
+            if self._mark < 0:
+                self._mark = self._mark_rows = None
         self._written.extend(batch)
         self._write(batch)
 
-    def _write(self, lines: list[str]) -> None:
-        """Add ``lines`` as rows (wrapped to the width when ``wrap`` is on), drop the oldest past
-        ``max_lines``, and follow the end when the list was at its end."""
+    def _layout(self, lines: list[str]) -> list[str]:
+        """``lines`` as rows (wrapped to the width when ``wrap`` is on)."""
         rows = _split(lines)
         if self.wrap:
             width = self._wrap_width = self._row_width()
             if width and any(cell_len(row) > width for row in rows):
                 rows = [part for row in rows for part in wrap_line(row, width)]
+        return rows
+
+    # -- the mark ---------------------------------------------------------------------------
+
+    @property
+    def marked(self) -> int | None:
+        """The index in ``shown`` of the marked line (None: none is)."""
+        return self._mark
+
+    @property
+    def marked_rows(self) -> tuple[int, int] | None:
+        """The rows the marked line is drawn on, ``[start, end)`` (None: none is)."""
+        return self._mark_rows
+
+    def mark(self, index: int | None) -> None:
+        """Highlight the written line at ``index`` (in ``shown``; None clears) and scroll it into view.
+        The rows are found by laying out the lines after it (a key press, never a frame, pays for it)."""
+        self._mark = index if index is not None and 0 <= index < len(self._written) else None
+        self._place_mark()
+        if self._mark_rows is not None:
+            start, end = self._mark_rows
+            height = self.scrollable_content_region.height
+            if not start >= self.scroll_offset.y or not end <= self.scroll_offset.y + height:
+                self.scroll_to(y=max(0, start - height // 3), animate=False, immediate=True, force=True)
+        self.refresh()
+
+    def _place_mark(self) -> None:
+        """Find the rows of the marked line again (after a new layout, or lines dropped at the start)."""
+        if self._mark is None:
+            self._mark_rows = None
+            return
+        after = sum(len(self._layout([line])) for line in islice(self._written, self._mark + 1, None))
+        own = len(self._layout([self._written[self._mark]]))
+        end = len(self._rows) - after
+        self._mark_rows = (end - own, end) if end - own >= 0 else None
+
+    def _write(self, lines: list[str]) -> None:
+        """Add ``lines`` as rows (wrapped to the width when ``wrap`` is on), drop the oldest past
+        ``max_lines``, and follow the end when the list was at its end."""
+        rows = self._layout(lines)
         if not rows:
             return
         laid_anew = self._to_end and not self._line_queue  # the last batch of a new layout
@@ -289,7 +346,11 @@ class EventStream(ScrollView, can_focus=True):
             self._to_end = False
         self._rows.extend(rows)
         if self.max_lines is not None and len(self._rows) > self.max_lines:
-            del self._rows[: len(self._rows) - self.max_lines]
+            dropped = len(self._rows) - self.max_lines
+            del self._rows[:dropped]
+            if self._mark_rows is not None:
+                start, end = self._mark_rows[0] - dropped, self._mark_rows[1] - dropped
+                self._mark_rows = (start, end) if start >= 0 else None
         widest = max(map(cell_len, rows)) if not self.wrap or not self._wrap_width else self._wrap_width
         self._width = max(self._width, widest)
         self.virtual_size = Size(self._width, len(self._rows))

@@ -6,7 +6,9 @@ many to apply makes each a step (``run_step``, ``event_step``, ``deleted_step``)
 one transaction (``apply_steps``). The run's
 root node has the run id, is named by the run's title (``run_title``: its name, else its prompt) and owned by the run's person (``user_id``); an event whose
 ``node_id`` differs from the run id creates or updates a child node with a ``spawned`` edge from
-the root. Statuses follow the run, pending messages become inbox entries (each message once),
+the root. A fork (a run whose params name ``forked_from``) gets a ``forked-from`` edge from its node to
+its parent's, once the parent's node is there, and a ``run.forked`` event naming the parent and turn.
+Statuses follow the run, pending messages become inbox entries (each message once),
 and every event is recorded on its node with a level, so watchers' inboxes hear of it. Events
 carry their per-run ``seq``; one already applied to a node is skipped, so replays are harmless.
 
@@ -29,8 +31,8 @@ from sqlalchemy.orm import Session
 from services.text import clip, repair_value, run_title
 
 from .errors import CanvasError
-from .events import publish_event
-from .models import InboxRow, NodeRow, ObjectRow
+from .events import FORKED_FROM, add_edge, publish_event
+from .models import EdgeRow, InboxRow, NodeRow, ObjectRow
 from .names import NODE_STATUSES, check_node_kind
 from .nodes import configure_node, node_view, spawn_node
 from .objects import Tx, ensure_owner, find_object, get_row
@@ -52,6 +54,7 @@ EVENT_LEVELS: dict[str, int] = {
     "node.reopened": 5,
     "run.renamed": 2,
     "run.interrupted": 6,
+    "run.forked": 3,
 }
 """The level each run event is recorded at (a failed turn or a failed settle is raised to 8)."""
 BridgeStep = Callable[[Tx], object]
@@ -222,6 +225,7 @@ class RunBridge:
             row = tx.session.execute(select(NodeRow).where(NodeRow.object_id == node.id)).scalar_one()
             before = {"name": node.name, "activity": row.activity, "outcome": row.outcome}
             configure_node(tx, node, fields)
+            self._link_fork(tx, node, run.get("params"))
             after = {"name": node.name, "activity": row.activity, "outcome": row.outcome}
             stored = [key for key in bad if not existed or before[key] != after[key]]
             for message, fixed in zip(pending, bad_messages, strict=True):
@@ -231,6 +235,26 @@ class RunBridge:
                 _flag_repaired(tx, node, "run " + ", ".join(stored))
             return node_view(tx.session, node)
         return apply
+
+    def _link_fork(self, tx: Tx, node: ObjectRow, params: object) -> None:
+        """A fork's ``forked-from`` edge to its parent's node and its ``run.forked`` event, once (nothing
+        while the parent's node is not in the canvas: a later run step adds them)."""
+        parent_id = params.get("forked_from") if isinstance(params, Mapping) else None
+        if not isinstance(parent_id, str) or not parent_id or parent_id == node.id:
+            return
+        parent = get_row(tx.session, parent_id)
+        if parent is None or parent.type != "node":
+            return
+        if tx.session.execute(select(EdgeRow.id).where(EdgeRow.src_id == node.id, EdgeRow.dst_id == parent.id,
+                                                       EdgeRow.kind == FORKED_FROM)).first() is not None:
+            return
+        turn = params.get("forked_at_turn") if isinstance(params, Mapping) else None
+        turn = turn if isinstance(turn, int) and not isinstance(turn, bool) else None
+        add_edge(tx.session, node.id, parent.id, FORKED_FROM, tx.now)
+        at = f" at turn {turn}" if turn is not None else ""
+        publish_event(tx.session, node, "run.forked", tx.now, level=EVENT_LEVELS["run.forked"],
+                      data={"parent": parent.id, "turn": turn}, summary=f"{node.name}: fork of {parent.name}{at}")
+        tx.change("edge.added", node.id, kind=FORKED_FROM, other=parent.id)
 
     def _root(self, tx: Tx, run_id: str, *, owner_id: str | None, run: Mapping[str, Any] | None = None) -> ObjectRow:
         node = get_row(tx.session, run_id)

@@ -24,6 +24,7 @@ from .models import EdgeRow, EventRow, InboxRow, ObjectRow, WatchRow
 __all__ = [
     "COMMON_LEVELS",
     "EDGE_KINDS",
+    "FORKED_FROM",
     "IMPLICIT_MIN_LEVEL",
     "parse_pattern",
     "pattern_matches",
@@ -50,7 +51,9 @@ COMMON_LEVELS = {
     "spawned": 3,
 }
 """Default level of each builtin event type (an ``exited`` with a non-zero code is raised to 7)."""
-EDGE_KINDS = ("acted-on", "links-to", "watches", "spawned")
+FORKED_FROM = "forked-from"
+"""The edge kind from a fork's run node to the node of the run it was forked from."""
+EDGE_KINDS = ("acted-on", "links-to", "watches", "spawned", FORKED_FROM)
 IMPLICIT_MIN_LEVEL = 2
 """The minimum level of a watch made by reading, writing, messaging, spawning or starting a job:
 level-1 chatter (``read``, activity changes) stays out of those inboxes; ``watch`` can lower it."""

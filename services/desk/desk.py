@@ -35,6 +35,7 @@ from ..wire import OUTCOMES, REFUSAL_CODES
 from .models import GrantView, OperatorAction, OperatorError, RefusalRecord, RunDetail, RunView
 from .book import RunBook
 from .mirror import RunMirror
+from .forks import Turn, fork_history, fork_name, turns_of
 from .views import grant_view, live_runs_by_person, run_detail, run_view
 
 __all__ = ["Desk", "ControlClient", "RunBook", "SETTLE_CHOICES", "OPERATOR", "event_fields", "sendable"]
@@ -249,15 +250,36 @@ class Desk:
         self._note(run_id, "cancel", "", by="app")
 
     async def fork(self, parent_id: str, messages: list[dict[str, Any]]) -> str:
-        """A child run carrying ``messages`` (the parent's conversation up to the fork point), as the app."""
-        user_id = await self._owner(parent_id)
+        """A child run carrying ``messages`` (the parent's conversation up to the fork point), as the app
+        (a memory conversation's fork: ``MemoryOutbox.fork``)."""
         parent = self._dto(parent_id)
         last_user = next((m.get("text", "") for m in reversed(messages) if m.get("role") == "user"), "")
-        body = {"prompt": last_user, "name": f"fork of {parent.get('name') or parent_id}",
-                "forked_from": parent_id, "history": messages}
+        return await self._fork(parent_id, {"prompt": last_user, "name": f"fork of {parent.get('name') or parent_id}",
+                                            "forked_from": parent_id, "history": messages}, f"from {parent_id}")
+
+    def turns(self, run_id: str) -> list[Turn]:
+        """The run's root turns, oldest first (what a fork may start from)."""
+        return turns_of(run_id, self.mirror.events(run_id))
+
+    async def fork_at(self, parent_id: str, turn: int, text: str | None = None) -> str:
+        """Fork the run at ``turn``, as the app: a new run whose messages are the parent's up to that
+        turn, the last one ``text`` when given (the operator's edit), which is also its prompt. The
+        new run is named for its parent and turn and carries ``forked_from`` and ``forked_at_turn``."""
+        parent = self._live(parent_id)
+        history = fork_history(parent_id, self.mirror.events(parent_id), turn, text)
+        name = fork_name(parent.get("name"), (parent.get("params") or {}).get("prompt"), parent_id, turn)
+        body = {"prompt": history[-1]["text"], "name": name, "forked_from": parent_id, "forked_at_turn": turn,
+                "history": history}
+        child = await self._fork(parent_id, body, f"from {parent_id} at turn {turn}")
+        self._note(parent_id, "forked", f"{child} at turn {turn}", by="app")
+        return child
+
+    async def _fork(self, parent_id: str, body: dict[str, Any], detail: str) -> str:
+        """Start the fork ``body`` describes as the parent's person, through the app's start call."""
+        user_id = await self._owner(parent_id)
         answer = await self._app(user_id, f"/people/{_q(user_id)}/runs", body)
         self.book.absorb_run(answer["run"])
-        self._note(answer["run_id"], "fork", f"from {parent_id}", by="app")
+        self._note(answer["run_id"], "fork", detail, by="app")
         return str(answer["run_id"])
 
     # -- grant actions ---------------------------------------------------------------------

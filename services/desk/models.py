@@ -79,6 +79,10 @@ class RunView:
     question: str | None
     last_turn_error: str | None
     deleted: bool
+    forked_from: str | None = None
+    """The run this one was forked from (None: no fork)."""
+    forked_at_turn: int | None = None
+    """The parent's turn it was forked at (None: no fork, or a fork that did not say)."""
 
     @property
     def system(self) -> bool:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..times import parse_time
+from .forks import lineage
 from .models import GrantView, RunDetail, RunView
 
 __all__ = ["run_view", "run_detail", "grant_view"]
@@ -32,6 +33,7 @@ def run_view(dto: Mapping[str, Any]) -> RunView:
     """A run as the runs pane lists it."""
     outcome = dto.get("outcome") or None
     error = dto.get("last_turn_error")
+    fork = lineage(dto.get("params"))
     return RunView(
         id=dto["id"], user_id=dto["user_id"], name=dto.get("name") or "",
         status="deleted" if dto.get("deleted") else dto["status"], activity=dto.get("activity"),
@@ -42,6 +44,7 @@ def run_view(dto: Mapping[str, Any]) -> RunView:
         question=(dto.get("question") or {}).get("title"),
         last_turn_error=f"{error['code']}: {error['message']}" if error else None,
         deleted=bool(dto.get("deleted")),
+        forked_from=fork.parent_id if fork else None, forked_at_turn=fork.turn if fork else None,
     )
 
 

@@ -8,7 +8,7 @@ SDK error's own status, code and message, so the window shows the cloud's words.
 
 Routes (under ``/_workbench/v1``, listed in ``control.py``):
 
-- ``POST /people/{user}/runs`` ``{prompt, name?, forked_from?, history?, idempotency_key?}``
+- ``POST /people/{user}/runs`` ``{prompt, name?, forked_from?, forked_at_turn?, history?, idempotency_key?}``
   answers ``{run_id, run}``
 - ``POST /runs/{run_id}/message`` ``{text, start_turn?, idempotency_key?}`` answers ``{message,
   run}``
@@ -77,6 +77,13 @@ class AppActions:
                 raise _refused("history must be a list of message objects")
             _check("history", history)
             options["history"] = history
+        turn = body.get("forked_at_turn")
+        if turn is not None:
+            if isinstance(turn, bool) or not isinstance(turn, int) or turn < 1:
+                raise _refused("forked_at_turn must be a whole number from 1")
+            if "forked_from" not in options:
+                raise _refused("forked_at_turn names a turn of the run in forked_from: give both")
+            options["forked_at_turn"] = turn
         key = _text(body, "idempotency_key")
         if user not in self.cloud.people:  # never create a person as a side effect
             raise _refusal(404, "person_not_found", f"no person {user}")

@@ -169,3 +169,19 @@ async def test_a_malformed_run_is_refused(bridge: RunBridge, canvas: Canvas, bad
     with pytest.raises(BridgeInputError):
         await bridge.apply_run(bad)
     assert await canvas.count_objects(type="node") == 0
+
+
+async def test_a_forks_node_links_to_its_parents_once_the_parent_is_there(bridge: RunBridge, canvas: Canvas) -> None:
+    fork = run_dto(id="run_fork", params={"prompt": "again", "forked_from": RUN, "forked_at_turn": 2,
+                                          "history": [{"role": "user", "text": "again"}]})
+    await bridge.apply_run(fork)  # the parent's node is not in the canvas yet: nothing to link
+    assert "forked-from" not in (await canvas.edges("run_fork")).outgoing
+    await bridge.apply_run(run_dto())
+    await bridge.apply_run(fork)
+    await bridge.apply_run(fork)  # applied again (a replay): still one edge, one event
+    assert [e.other.id for e in (await canvas.edges("run_fork")).outgoing["forked-from"]] == [RUN]
+    assert [e.other.id for e in (await canvas.edges(RUN)).incoming["forked-from"]] == ["run_fork"]
+    forked = [e for e in await canvas.events("run_fork") if e.type == "run.forked"]
+    assert [e.data for e in forked] == [{"parent": RUN, "turn": 2}]
+    await bridge.apply_run(run_dto(id="run_self", params={"prompt": "x", "forked_from": "run_self"}))
+    assert "forked-from" not in (await canvas.edges("run_self")).outgoing  # a run is never its own fork
