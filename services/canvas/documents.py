@@ -13,7 +13,6 @@ import time as _time
 from typing import NamedTuple, cast
 
 from sqlalchemy import Table, bindparam, delete, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session
 
@@ -264,7 +263,9 @@ def _insert_edges(session: Session, rows: list[dict[str, object]]) -> None:
     if not rows:
         return
     table = cast(Table, EdgeRow.__table__)
-    insert_ = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    insert_ = sqlite_insert
+    if session.get_bind().dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as insert_  # loaded with a PostgreSQL engine only
     session.execute(insert_(table).on_conflict_do_nothing(index_elements=["src_id", "kind", "dst_id"]), rows)
 
 
