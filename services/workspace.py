@@ -103,7 +103,7 @@ def import_services() -> None:
 
     for name in ("cloud", "desk", "desk.embedded", "sdk", "world", "canvas", "follower", "attached",
                  "served.control", "knowledge.insights", "knowledge.outbox", "knowledge.outbox.target",
-                 "knowledge.okf"):
+                 "knowledge.okf", "honcho"):
         importlib.import_module(f"{__package__}.{name}")
 
 

@@ -14,7 +14,6 @@ close, and the process ends at once after that.
 from __future__ import annotations
 
 import asyncio
-import gc
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -34,6 +33,7 @@ from screens.widgets.badges import BadgeBar
 from services.settings import Settings
 
 from .base import WorkbenchBase, error_text, log_error
+from .collector import GC_YOUNG, collect_less_often, hold_collector, release_collector
 from .commands import WorkbenchCommands
 
 if TYPE_CHECKING:
@@ -45,11 +45,6 @@ if TYPE_CHECKING:
     from .settings import UserConfig
 
 __all__ = ["WorkbenchApp", "make_app", "run_window", "error_text", "collect_less_often", "GC_YOUNG", "CLOSE_WITHIN"]
-
-GC_YOUNG = 50_000
-"""Allocations between the garbage collector's young-generation passes once a window has a workspace.
-CPython's default (700) passes every few events of a live run stream (each event is a few objects):
-at 100k events/s those passes, and the older ones they trigger, took half the loop's time."""
 
 CLOSE_WITHIN = 0.3
 """Seconds ``run_window`` gives the services to close after the terminal is restored. What has not
@@ -111,13 +106,18 @@ class WorkbenchApp(WorkbenchBase):
         """Open the Workspace (imports the heavy services now, after the first frame).
 
         The imports (sqlalchemy, cryptography, ...) take most of a second; they run in a thread so
-        the panes build and keys are answered meanwhile.
+        the panes build and keys are answered meanwhile. The garbage collector is held off until the
+        Workspace is attached (``workbench.collector``).
         """
         from services.workspace import Workspace, import_services
 
-        await asyncio.to_thread(import_services)
-        workspace = await Workspace.open(settings=self.settings)
-        self._attach_workspace(workspace)
+        hold_collector()  # the command held it from its start; a window made otherwise holds it from here
+        try:
+            await asyncio.to_thread(import_services)
+            workspace = await Workspace.open(settings=self.settings)
+            self._attach_workspace(workspace)
+        finally:
+            release_collector()
 
     def _attach_workspace(self, workspace: WorkspaceView) -> None:
         self.workspace = workspace
@@ -352,14 +352,6 @@ def _in_pane(node: DOMNode | None) -> bool:
             return True
         node = node.parent
     return False
-
-
-def collect_less_often() -> None:
-    """Raise the young generation's threshold to ``GC_YOUNG`` (and the middle one's to 20), unless the
-    process already collects less often or not at all; a pass still frees every cycle, only later."""
-    young, middle, old = gc.get_threshold()
-    if 0 < young < GC_YOUNG:
-        gc.set_threshold(GC_YOUNG, max(middle, 20), old)
 
 
 def make_app(settings: Settings | None = None, workspace: WorkspaceView | None = None, *,

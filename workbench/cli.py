@@ -184,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
         return serve_command(workspace, host=args.host, port=args.sub_port, allow_remote=args.allow_remote,
                              export=args.export, import_file=args.import_file, notice_url=args.notice_url,
                              public_url=args.public_url, limits=_limits(args))
+    from .collector import hold_collector
+
+    hold_collector()  # until the window's Workspace is open (the App releases it): see workbench.collector
     from services.settings import Settings
 
     from .app import make_app, run_window

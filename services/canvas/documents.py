@@ -15,8 +15,7 @@ import json
 import time as _time
 from typing import NamedTuple, cast
 
-from sqlalchemy import Table, bindparam, delete, not_, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy import Executable, Table, bindparam, delete, not_, select, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session
 
@@ -274,8 +273,13 @@ def _insert_edges(session: Session, rows: list[dict[str, object]]) -> None:
     if not rows:
         return
     table = cast(Table, EdgeRow.__table__)
-    insert_ = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    session.execute(insert_(table).on_conflict_do_nothing(index_elements=["src_id", "kind", "dst_id"]), rows)
+    if session.get_bind().dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert  # loaded with a PostgreSQL engine only
+
+        statement: Executable = pg_insert(table).on_conflict_do_nothing(index_elements=["src_id", "kind", "dst_id"])
+    else:
+        statement = sqlite_insert(table).on_conflict_do_nothing(index_elements=["src_id", "kind", "dst_id"])
+    session.execute(statement, rows)
 
 
 def write_documents(tx: Tx, items: list[NewDocument], *, actor_id: str | None = None) -> list[DocumentView]:

@@ -145,6 +145,9 @@ def make_engine(url: str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS, synchronous
 
 
 def _postgres_engine(url: str, busy_timeout_ms: int) -> Engine:
+    from .models import postgresql_partial_indexes
+
+    postgresql_partial_indexes()
     # LIFO: the connection used last is used next, so the statements prepared on it are hit again
     engine = create_engine(url, pool_pre_ping=True, pool_use_lifo=True)
 

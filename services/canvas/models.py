@@ -41,6 +41,20 @@ def _fk(target: str, *, nullable: bool = False, on_delete: str = "CASCADE", inde
     return Column(String, ForeignKey(target, ondelete=on_delete), nullable=nullable, index=index)
 
 
+_PARTIAL = {"ux_objects_owner_doc_name": "type = 'document'", "ux_objects_handle": "handle IS NOT NULL"}
+"""The rows each partial unique index of ``objects`` covers (SQL, the same on both engines)."""
+
+
+def postgresql_partial_indexes() -> None:
+    """Give the partial indexes of ``objects`` their PostgreSQL ``WHERE`` (as SQLite's): done once, before
+    a PostgreSQL engine creates anything. Naming it in the table's definition would import the
+    PostgreSQL dialect whenever the models are imported (a twentieth of a window's start-up)."""
+    for index in ObjectRow.__table__.indexes:  # type: ignore[attr-defined]
+        where = _PARTIAL.get(index.name or "")
+        if where is not None and index.dialect_options["postgresql"]["where"] is None:
+            index.dialect_options["postgresql"]["where"] = text(where)
+
+
 class ObjectRow(SQLModel, table=True):
     """One canvas object of any type."""
 
@@ -54,10 +68,10 @@ class ObjectRow(SQLModel, table=True):
         Index("ix_objects_type_name", "type", "name"),
         Index("ix_objects_owner_name", "owner_id", "name"),
         Index("ix_objects_name", "name"),
-        Index("ux_objects_owner_doc_name", "owner_id", "name", unique=True,
-              sqlite_where=text("type = 'document'"), postgresql_where=text("type = 'document'")),
-        Index("ux_objects_handle", "type", "handle", unique=True,
-              sqlite_where=text("handle IS NOT NULL"), postgresql_where=text("handle IS NOT NULL")),
+        # partial on both engines: PostgreSQL's WHERE is added when a PostgreSQL engine is made
+        # (``postgresql_partial_indexes``), so that SQLite alone never imports that dialect
+        Index("ux_objects_owner_doc_name", "owner_id", "name", unique=True, sqlite_where=text(_PARTIAL["ux_objects_owner_doc_name"])),
+        Index("ux_objects_handle", "type", "handle", unique=True, sqlite_where=text(_PARTIAL["ux_objects_handle"])),
     )
 
     pk: int | None = Field(default=None, sa_column=Column(Integer, primary_key=True, autoincrement=True))
