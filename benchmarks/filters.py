@@ -11,7 +11,7 @@ import statistics
 import time
 
 from services.desk import RunDetail, RunView
-from services.desk.diff import diff_runs
+from services.desk.diff import compare_runs
 from services.desk.filters import compile_filter
 
 NOW = 1_800_000_000.0
@@ -70,8 +70,7 @@ async def bench_diff() -> list[float]:
         app = App()
         async with app.run_test(size=(160, 48)) as pilot:
             start = time.perf_counter()
-            rows = diff_runs(a, b)
-            screen = DiffScreen("a", "b", rows)
+            screen = DiffScreen(compare_runs(a, b))
             await app.push_screen(screen)
             await pilot.pause()  # the first frame of the comparison drawn
             times.append((time.perf_counter() - start) * 1000)

@@ -718,14 +718,11 @@ class RunsPane(Pane):
 
     def comparison(self, left: str, right: str) -> DiffScreen:
         """The screen comparing run ``left`` (A) with run ``right`` (B), as the desk has them now."""
-        from services.desk.diff import diff_runs
+        from services.desk.diff import compare_runs
 
         desk = self.desk
-        a, b = desk.detail(left), desk.detail(right)
-        refusals = desk.refusals
-        rows = diff_runs(a, b, [r for r in refusals if r.concerns(a.id, a.user_id, a.created_at)],
-                         [r for r in refusals if r.concerns(b.id, b.user_id, b.created_at)])
-        return DiffScreen(self._run_title(left), self._run_title(right), rows)
+        return DiffScreen(compare_runs(desk.detail(left), desk.detail(right), desk.refusals,
+                                       left=self._run_title(left), right=self._run_title(right)))
 
     def action_clear_filter(self) -> None:
         self.clear_filter()

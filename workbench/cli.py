@@ -13,7 +13,7 @@ terminal and writes one SVG per step; ``--version``; ``--help``.
 browser tabs (``workbench.web``); ``workbench --serve [--port P]`` opens the workbench and serves its cloud at the same time.
 
 ``workbench --record FILE`` records the session (``services.record``); ``workbench export-test FILE
-[-o OUT] [--served]`` writes it as a pytest module, ``workbench replay FILE [--served]`` plays it into a
+[-o OUT] [--served]`` writes it as a pytest module, ``workbench replay FILE [--served] [--inspect]`` plays it into a
 fresh workspace and stops where it differs, ``workbench demo --from FILE`` narrates it.
 """
 
@@ -137,6 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--served", action="store_true", help="serve the fresh workspace's cloud and drive it over HTTP")
     replay.add_argument("--workspace", type=Path, default=None, dest="replay_workspace", metavar="DIR",
                         help="the fresh workspace (default: a temporary folder, removed afterwards)")
+    replay.add_argument("--inspect", action="store_true",
+                        help="at a divergence, show the step's expected and seen observations side by side")
     return parser
 
 
@@ -150,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.command == "export-test":
             return export_test_command(args.recording, args.output, served=args.served)
-        return replay_command(args.recording, served=args.served, workspace=args.replay_workspace)
+        return replay_command(args.recording, served=args.served, workspace=args.replay_workspace,
+                              inspect=args.inspect)
     if args.command != "demo":
         from .settings import load_config
 

@@ -2,7 +2,8 @@
 play a recording back: ``export-test``, ``replay`` and ``demo --from``.
 
 The recording itself is ``services.record``; this module starts and stops it for a window, writes an
-exported test, prints a replay's verdict (expected and seen, as plain sanitised text), and narrates a
+exported test, prints a replay's verdict (expected and seen, as plain sanitised text) and, with
+``--inspect``, opens it in the comparison screen (``ReplayComparisonApp``), and narrates a
 recording as a demo: each recorded step becomes one caption, paced by the time it took when recorded
 (between ``MIN_STEP_S`` and ``MAX_STEP_S``), with a headless screenshot per step.
 """
@@ -16,6 +17,9 @@ from pathlib import Path
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, cast
 
+from textual.app import App
+from textual.binding import Binding
+
 from screens.text import safe
 from services.errors import ServiceError
 
@@ -23,12 +27,13 @@ from .demo import DemoApp, DemoError, DemoStep, play_demo
 from .record_window import start_app_recording, stop_app_recording, toggle_recording
 
 if TYPE_CHECKING:
+    from services.desk.diff import Comparison
     from services.record import Recording, ReplaySession
     from services.record.format import Step, StepFields
     from services.workspace import Settings, Workspace
 
 __all__ = ["start_app_recording", "stop_app_recording", "toggle_recording", "export_test_command",
-           "replay_command", "RecordedDemoApp", "run_recorded_demo", "recorded_steps"]
+           "replay_command", "ReplayComparisonApp", "RecordedDemoApp", "run_recorded_demo", "recorded_steps"]
 
 MIN_STEP_S = 1.5
 """The shortest time a recorded step stays on screen in a demo (at speed 1)."""
@@ -74,11 +79,34 @@ def export_test_command(path: Path, output: Path | None, *, served: bool = False
     return 0
 
 
-def replay_command(path: Path, *, served: bool = False, workspace: Path | None = None) -> int:
-    """``workbench replay FILE [--served] [--workspace DIR]``: play into a fresh workspace and stop at
-    the first step whose observation differs, showing both. Status 0 when every step matched, 1 at a
-    divergence, 2 for a recording that does not load."""
+class ReplayComparisonApp(App[None]):
+    """A replay's divergence in the comparison screen (``workbench replay FILE --inspect``): the
+    recorded observation after the diverging step (A) against what the replay saw (B), the first
+    difference selected; closing the comparison (``esc``) or ``q`` ends it."""
+
+    TITLE = "workbench replay"
+    BINDINGS = [Binding("q", "quit", "Quit", id="workbench.replay.quit")]
+
+    def __init__(self, comparison: "Comparison") -> None:
+        super().__init__()
+        self.comparison = comparison
+        """What the screen shows."""
+
+    def on_mount(self) -> None:
+        from screens.diff import DiffScreen
+
+        self.push_screen(DiffScreen(self.comparison), lambda _: self.exit())
+
+
+def replay_command(path: Path, *, served: bool = False, workspace: Path | None = None, inspect: bool = False,
+                   show: "Callable[[Comparison], None] | None" = None) -> int:
+    """``workbench replay FILE [--served] [--workspace DIR] [--inspect]``: play into a fresh workspace
+    and stop at the first step whose observation differs, showing both; ``inspect`` then opens them
+    side by side in the comparison screen (``show``: how it is opened; default a ``ReplayComparisonApp``
+    in the terminal). Status 0 when every step matched, 1 at a divergence, 2 for a recording that does
+    not load."""
     from services.record import describe, replay
+    from services.record.replay import comparison
 
     recording = _load(path, "replay", complete=True)
     if recording is None:
@@ -103,7 +131,14 @@ def replay_command(path: Path, *, served: bool = False, workspace: Path | None =
     print(_shown(divergence.expected))
     print("seen (replayed):")
     print(_shown(divergence.seen))
+    compared = comparison(report)
+    if inspect and compared is not None:
+        (show or _show_comparison)(compared)
     return 1
+
+
+def _show_comparison(compared: "Comparison") -> None:
+    ReplayComparisonApp(compared).run()
 
 
 def _shown(value: object) -> str:

@@ -1,5 +1,11 @@
-"""Two runs side by side: messages aligned as a text diff, events by type and order, time per turn,
-refusals and outcomes. Textual-free: ``diff_runs`` answers rows the diff screen draws as they are.
+"""Two things side by side, as one read model (``Comparison``: the two sides' names and the rows) that
+the comparison screen draws as it is. Textual-free.
+
+- Two runs (``compare_runs`` / ``diff_runs``): messages aligned as a text diff, events by type and
+  order, time per turn, refusals and outcomes.
+- A recording's expected observation after a step against what a replay saw (``diff_observations``):
+  each run's status and event types by order (runs lined up by position, as a replay lines them up),
+  grants, insight reviews and OKF judgments (only the judgments the recording observed are compared).
 
 Long stretches that are alike fold into one row (``… 120 alike``), so two runs of 10,000 events give a
 few hundred rows. Alignment is ``difflib``'s, on what is left once the common start and end are cut;
@@ -16,7 +22,8 @@ from dataclasses import dataclass
 
 from .models import RefusalRecord, RunDetail
 
-__all__ = ["DiffRow", "diff_runs", "message_texts", "ALIGN_MAX", "CONTEXT"]
+__all__ = ["Comparison", "DiffRow", "compare_runs", "diff_runs", "diff_observations", "message_texts", "ALIGN_MAX",
+           "CONTEXT"]
 
 ALIGN_MAX = 2_000
 """The most differing items a side that difflib aligns (past it, by position)."""
@@ -29,10 +36,30 @@ class DiffRow:
     """One row of a comparison: its section, the two sides' text, and whether they differ."""
 
     section: str
-    """``outcome``, ``messages``, ``events``, ``turns`` or ``refusals``."""
+    """``outcome``, ``messages``, ``events``, ``turns`` or ``refusals`` (two runs); ``step``, ``runs``,
+    ``events``, ``grants``, ``insights`` or ``judgments`` (a recording's step against its replay)."""
     left: str
     right: str
     differs: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """What the comparison screen shows: side A's and side B's names, a line saying what is compared,
+    and the rows (the first that differs is selected)."""
+
+    left: str
+    """Side A's name (plain text: the screen sanitises it)."""
+    right: str
+    """Side B's name."""
+    rows: Sequence[DiffRow]
+    note: str = ""
+    """A line under the title (a replay's divergence in words), or nothing."""
+
+    @property
+    def differences(self) -> list[int]:
+        """The indexes of the rows that differ, in order."""
+        return [i for i, row in enumerate(self.rows) if row.differs]
 
 
 def _text(value: object) -> str:
@@ -159,4 +186,94 @@ def diff_runs(a: RunDetail, b: RunDetail, refusals_a: Sequence[RefusalRecord] = 
     codes_b = [f"{r.code}: {r.message}" for r in refusals_b]
     rows.append(_side(f"{len(codes_a)} refusals", f"{len(codes_b)} refusals", "refusals"))
     rows += _aligned("refusals", codes_a, codes_b)
+    return rows
+
+
+def compare_runs(a: RunDetail, b: RunDetail, refusals: Sequence[RefusalRecord] = (), *,
+                 left: str | None = None, right: str | None = None) -> Comparison:
+    """Run ``a`` (side A) against run ``b``; ``refusals`` are the desk's, each side given those that
+    concern it; ``left`` / ``right`` name the sides (default: the runs' ids)."""
+    rows = diff_runs(a, b, [r for r in refusals if r.concerns(a.id, a.user_id, a.created_at)],
+                     [r for r in refusals if r.concerns(b.id, b.user_id, b.created_at)])
+    return Comparison(left or a.id, right or b.id, rows)
+
+
+def _items(value: object) -> list[Mapping[str, object]]:
+    return [_obj(item) for item in value] if isinstance(value, (list, tuple)) else []
+
+
+def _run_line(run: Mapping[str, object]) -> str:
+    deleted = " deleted" if run.get("deleted") else ""
+    return f"{_text(run.get('id'))} of {_text(run.get('user'))}: {_text(run.get('status'))}{deleted}"
+
+
+def _judgment_line(judgment: Mapping[str, object], inputs: Sequence[str]) -> str:
+    return f"{_text(judgment.get('agent'))} on {', '.join(inputs)}: {_text(judgment.get('state'))}"
+
+
+def _strs(value: object) -> list[str]:
+    return [str(item) for item in value] if isinstance(value, (list, tuple)) else []
+
+
+def _inputs(judgment: Mapping[str, object], aliases: Mapping[str, str] | None = None) -> list[str]:
+    names = _strs(judgment.get("inputs"))
+    if aliases:
+        names = [f"record:{aliases.get(i[7:], i[7:])}" if i.startswith("record:") else i for i in names]
+    return sorted(names)
+
+
+def diff_observations(expected: Mapping[str, object], seen: Mapping[str, object],
+                      aliases: Mapping[str, str] | None = None) -> list[DiffRow]:
+    """A recorded observation (side A) against a replay's (side B), as ``observe.compare`` lines them
+    up: runs by position (a run started on replay has another id: ``aliases`` maps recorded ids to
+    replayed ones), each run's user, status and deletion, then its event types aligned; grants by
+    person; insight reviews in order; each recorded judgment against the states the replay shows of
+    the same agent and inputs (a judgment only the replay shows is listed, not a difference)."""
+    rows: list[DiffRow] = []
+    want_runs, got_runs = _items(expected.get("runs")), _items(seen.get("runs"))
+    for k in range(max(len(want_runs), len(got_runs))):
+        want = want_runs[k] if k < len(want_runs) else None
+        got = got_runs[k] if k < len(got_runs) else None
+        left = _run_line(want) if want is not None else "—"
+        right = _run_line(got) if got is not None else "—"
+        differs = want is None or got is None or any(
+            (want.get(f) or False) != (got.get(f) or False) for f in ("user", "status", "deleted"))
+        rows.append(DiffRow("runs", left, right, differs))
+        rows += _aligned("events", _strs(want.get("events")) if want is not None else [],
+                         _strs(got.get("events")) if got is not None else [])
+    want_grants, got_grants = _obj(expected.get("grants")), _obj(seen.get("grants"))
+    for user in sorted(set(want_grants) | set(got_grants)):
+        a = f"{user}: {_text(want_grants.get(user)) if user in want_grants else '—'}"
+        b = f"{user}: {_text(got_grants.get(user)) if user in got_grants else '—'}"
+        rows.append(DiffRow("grants", a, b, want_grants.get(user) != got_grants.get(user)))
+    rows += _aligned("insights", [": ".join(map(_text, r)) for r in _list(expected.get("insights"))],
+                     [": ".join(map(_text, r)) for r in _list(seen.get("insights"))])
+    want_judgments, got_judgments = expected.get("judgments"), seen.get("judgments")
+    if want_judgments is not None or got_judgments is not None:
+        rows += judgment_rows(_items(want_judgments), _items(got_judgments), aliases)
+    return rows
+
+
+def _list(value: object) -> list[list[object]]:
+    return [list(item) for item in value if isinstance(item, (list, tuple))] if isinstance(value, (list, tuple)) else []
+
+
+def judgment_rows(expected: Sequence[Mapping[str, object]], seen: Sequence[Mapping[str, object]],
+                  aliases: Mapping[str, str] | None = None) -> list[DiffRow]:
+    """Each expected judgment against the states ``seen`` shows of the same agent and inputs (it
+    differs when its state is not among them); then the judgments only ``seen`` shows (not differences:
+    the harvest judges on its own schedule)."""
+    rows: list[DiffRow] = []
+    matched: set[int] = set()
+    for judgment in expected:
+        live = _inputs(judgment, aliases)
+        found = [k for k, j in enumerate(seen) if j.get("agent") == judgment.get("agent") and _inputs(j) == live]
+        matched.update(found)
+        states = [_text(seen[k].get("state")) for k in found]
+        left = _judgment_line(judgment, _inputs(judgment))
+        right = (f"{_text(judgment.get('agent'))} on {', '.join(live)}: {', '.join(states)}" if states
+                 else "no such judgment")
+        rows.append(DiffRow("judgments", left, right, _text(judgment.get("state")) not in states))
+    rows += [DiffRow("judgments", "", _judgment_line(j, _inputs(j)), False)
+             for k, j in enumerate(seen) if k not in matched]
     return rows

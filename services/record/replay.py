@@ -4,6 +4,10 @@ Each step is played (``ReplaySession.play``), its answer compared with the recor
 succeeded succeeds, a refused one is refused with the same status and code), then what the cloud
 shows is compared with what the recording observed after that step. The first difference stops the
 replay with a ``Divergence`` naming the step, what differs, and both observations.
+
+``comparison(report)`` is that divergence as the comparison screen's read model
+(``services.desk.diff.Comparison``): the recorded observation after the step (side A) against what
+the replay saw (side B), first difference first (``workbench replay FILE --inspect``).
 """
 
 from __future__ import annotations
@@ -11,13 +15,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 from urllib.parse import unquote
 
-from .format import Recording, Step, StepFields
+from ..desk.diff import Comparison, DiffRow, diff_observations, judgment_rows
+from ..errors import ServiceError
+from .format import Observation, Recording, Step, StepFields
 from .sdk_calls import attempts
 from .session import JUDGMENT_WAIT_S, Divergence, ReplaySession, StepOutcome
 
-__all__ = ["ReplayReport", "replay", "check_outcome", "describe"]
+__all__ = ["ReplayReport", "replay", "check_outcome", "describe", "comparison"]
 
 
 @dataclass
@@ -26,6 +33,14 @@ class ReplayReport:
 
     played: list[int] = field(default_factory=list)
     divergence: Divergence | None = None
+    step: Step | None = None
+    """The step that diverged (None: none did)."""
+    expected: Observation | None = None
+    """What the recording observed after that step (None: it observed nothing)."""
+    seen: Observation | None = None
+    """What the replay's cloud showed when the step diverged (None: it could not be read)."""
+    aliases: dict[str, str] = field(default_factory=dict)
+    """Recorded run id -> the id the same run had on replay."""
 
     @property
     def matched(self) -> bool:
@@ -66,7 +81,15 @@ async def replay(recording: Recording, folder: Path | str, *, served: bool = Fal
                 check_outcome(step, outcome)
                 await session.expect(int(step["n"]), step.get("observed"))
             except Divergence as divergence:
-                report.divergence = divergence
+                report.divergence, report.step = divergence, step
+                report.expected = step.get("observed")
+                report.seen = _observation(divergence.seen)
+                if report.seen is None:  # the call's outcome differed: what the cloud showed then
+                    try:
+                        report.seen = await session.observe()
+                    except ServiceError:
+                        report.seen = None
+                report.aliases = dict(session.aliases)
                 break
             report.played.append(int(step["n"]))
             if on_step is not None:
@@ -105,3 +128,31 @@ def describe(step: StepFields) -> str:
             return f"the operator restores the grant of {parts[1]} (a new sign-in)"
         return f"the operator does {parts[2]} for {parts[1]}"
     return f"the operator calls {step.get('method')} {path}"
+
+
+def _observation(value: object) -> Observation | None:
+    """``value`` when it is a whole observation (a divergence's seen may be words or judgments)."""
+    if isinstance(value, dict) and isinstance(value.get("runs"), list) and isinstance(value.get("grants"), dict):
+        return cast(Observation, value)
+    return None
+
+
+def comparison(report: ReplayReport) -> Comparison | None:
+    """The divergence that stopped ``report`` as the comparison screen shows it: the step (what it
+    did, its outcome when that differed, the judgment it waited for), then the recorded observation
+    (side A) against the replay's (side B); None when every step matched."""
+    divergence = report.divergence
+    if divergence is None:
+        return None
+    step = report.step
+    rows = [DiffRow("step", f"step {divergence.step}: {describe(step)}" if step is not None else f"step {divergence.step}",
+                    "as replayed", False)]
+    expected, seen = divergence.expected, divergence.seen
+    if isinstance(expected, str) and isinstance(seen, str):  # the call ended otherwise
+        rows.append(DiffRow("step", f"outcome {expected}", f"outcome {seen}", True))
+    elif isinstance(expected, dict) and "agent" in expected and isinstance(seen, list):  # a judgment never came
+        rows += judgment_rows([expected], [j for j in seen if isinstance(j, dict)])
+    if report.expected is not None and report.seen is not None:
+        rows += diff_observations(report.expected, report.seen, report.aliases)
+    return Comparison("expected (recorded)", "seen (replayed)", rows,
+                      note=f"step {divergence.step}: {divergence.what}")

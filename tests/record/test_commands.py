@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from services.clock import FakeClock
 from services.record import load_recording
 from services.workspace import Settings
 from workbench.app import make_app
-from workbench.cli import main
+from workbench.cli import build_parser, main
 from workbench.recording import RecordedDemoApp
 
 from ..ui.conftest import ready, settle
@@ -134,3 +135,66 @@ def test_replay_and_export_refuse_a_recording_that_lost_its_end_or_a_step(
             out = capsys.readouterr().out
             assert reasons[name] in out and "matched" not in out, (name, out)
         assert not (tmp_path / "t.py").exists()
+
+
+def _diverging_revoke(path: Path) -> int:
+    """Alter the recording: the revocation left the grant "suspended" (the cloud says revoked); answers the step."""
+    recording = load_recording(path)
+    lines = path.read_text(encoding="ascii").splitlines()
+    target = next(s["n"] for s in recording.steps if str(s.get("path", "")).endswith("/grant/revoke"))
+    step = json.loads(lines[target + 1])
+    step["observed"]["grants"]["user:grace"] = "suspended"
+    lines[target + 1] = json.dumps(step)
+    path.write_text("\n".join(lines) + "\n", encoding="ascii")
+    return int(target)
+
+
+@pytest.mark.slow
+def test_replay_inspect_opens_the_diverging_step_in_the_comparison_screen(
+        session_file: tuple[Path, dict[str, Any]], capsys: pytest.CaptureFixture[str]) -> None:
+    from screens.diff import DiffScreen, DiffTable
+    from services.desk.diff import Comparison
+    from workbench.recording import ReplayComparisonApp, replay_command
+
+    path, _ = session_file
+    target = _diverging_revoke(path)
+    shown: list[Comparison] = []
+    assert replay_command(path, inspect=True, show=shown.append) == 1
+    assert f"diverged at step {target}" in capsys.readouterr().out
+    [compared] = shown
+    assert (compared.left, compared.right) == ("expected (recorded)", "seen (replayed)")
+    assert compared.note.startswith(f"step {target}: grant of user:grace: expected suspended")
+    first = compared.rows[compared.differences[0]]
+    assert (first.section, first.left, first.right) == ("grants", "user:grace: suspended", "user:grace: revoked")
+    sections = {row.section for row in compared.rows}
+    assert {"step", "runs", "events", "grants"} <= sections
+    assert all(not r.differs for r in compared.rows if r.section in ("runs", "events"))  # only the grant differs
+
+    async def drive() -> None:
+        app = ReplayComparisonApp(compared)
+        async with app.run_test(size=(140, 44)) as pilot:
+            await settle(pilot)
+            screen = app.screen
+            assert isinstance(screen, DiffScreen) and screen.comparison is compared
+            table = screen.query_one("#diff-table", DiffTable)
+            assert table.cursor_row == compared.differences[0]
+            assert table.scroll_offset.y <= table.cursor_row < table.scroll_offset.y + table.size.height - 1
+            await pilot.press("home")
+            assert table.cursor_row == 0
+            await pilot.press("n")
+            assert table.cursor_row == compared.differences[0]
+            await pilot.press("escape")
+            await settle(pilot)
+        assert not app.is_running
+
+    asyncio.run(drive())
+
+
+def test_replay_inspect_says_nothing_to_compare_when_every_step_matched(
+        session_file: tuple[Path, dict[str, Any]]) -> None:
+    from workbench.recording import replay_command
+
+    shown: list[object] = []
+    assert replay_command(session_file[0], inspect=True, show=shown.append) == 0
+    assert shown == []
+    assert build_parser().parse_args(["replay", "x.jsonl", "--inspect"]).inspect

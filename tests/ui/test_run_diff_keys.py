@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-from textual.widgets import DataTable
-
-from screens.diff import DiffScreen
+from screens.diff import DiffScreen, DiffTable
 
 from .conftest import ready, settle
 
@@ -27,7 +25,7 @@ async def test_c_on_two_runs_opens_the_comparison_at_its_first_difference(app) -
         await settle(pilot)
         screen = app.screen
         assert isinstance(screen, DiffScreen) and screen.differences
-        table = screen.query_one("#diff-table", DataTable)
+        table = screen.query_one("#diff-table", DiffTable)
         assert table.cursor_row == screen.differences[0]
         if len(screen.differences) > 1:
             await pilot.press("n")
