@@ -17,7 +17,7 @@ __all__ = ["CHANGING_BINDINGS", "refusal"]
 CHANGING_BINDINGS = frozenset({
     "workbench.runs.reply", "workbench.runs.fail_turn", "workbench.runs.settle", "workbench.runs.ask",
     "workbench.runs.go_idle", "workbench.runs.emit_event", "workbench.runs.delete_run",
-    "workbench.runs.start_run", "workbench.runs.send_message", "workbench.runs.cancel_run",
+    "workbench.runs.start_run", "workbench.runs.send_message", "workbench.runs.cancel_run", "workbench.runs.fork_run",
     "workbench.grants.revoke", "workbench.grants.restore", "workbench.grants.refuse",
     "workbench.grants.expire_tokens", "workbench.grants.edit_scopes",
     "workbench.inbox.message_node", "workbench.inbox.mark_read", "workbench.inbox.mark_all_read",

@@ -143,7 +143,8 @@ async def test_read_only_covers_every_pane_binding_that_changes_state(app) -> No
         looking = {i for i in ids if i.rsplit(".", 1)[-1] in {
             "toggle_pause", "toggle_view", "toggle_wrap", "event_detail", "open_grant", "clear_filter",
             "next_candidate", "go_back", "follow_edge", "tick_outcome",
-            "boot_context", "who_loads", "read_as", "open_review"}}  # what a node loads, who loads it, read as, open a PR link
+            "boot_context", "who_loads", "read_as", "open_review",  # what a node loads, who loads it, read as, a PR link
+            "next_turn", "previous_turn", "compare_run"}}  # the turn cursor, comparing two runs
         assert ids - looking <= CHANGING_BINDINGS
         assert ids - looking  # the panes do have actions that change state
 

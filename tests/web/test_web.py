@@ -90,7 +90,7 @@ async def test_a_tab_is_a_window_on_the_served_cloud_and_its_keys_act_there(serv
         await screen.until(lambda t: "Three things today" in t)
         await shoot(page, artifacts, "2-reply")
         await page.keyboard.press("Control+s")
-        await screen.until(lambda t: "reply: Three things today" in t)
+        await screen.until(lambda t: "model ⚙ operator: Three things today" in t)
         run = served.cloud.runs.get(waiting.id)  # the served cloud has the reply
         assert any(e.get("text") == "Three things today" for e in run.events), run.events
 
