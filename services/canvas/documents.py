@@ -19,7 +19,7 @@ from typing import NamedTuple, cast
 
 from sqlalchemy import Executable, Table, bindparam, delete, not_, or_, select, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from .eligibility import Access, view_of_owner
 from .errors import (AmbiguousNameError, CanvasError, DocumentInvalidError, NameRefusedError, NameTakenError, ObjectNotFoundError,
@@ -635,8 +635,8 @@ def reader_link_edges(session: Session, row: ObjectRow, hood: Neighbourhood, *, 
     if row.type == "document":
         targets = sorted({i for _, i in document_view(session, row, access).links if i is not None})
         shown = targets[:limit]
-        stored = dict(session.execute(select(EdgeRow.dst_id, EdgeRow.created_at).where(
-            EdgeRow.src_id == row.id, EdgeRow.kind == "links-to", EdgeRow.dst_id.in_(shown))).all()) if shown else {}
+        stored: dict[str, float] = dict(session.execute(select(col(EdgeRow.dst_id), col(EdgeRow.created_at)).where(
+            col(EdgeRow.src_id) == row.id, col(EdgeRow.kind) == "links-to", col(EdgeRow.dst_id).in_(shown))).all()) if shown else {}
         others = summaries_by_id(session, shown)
         written = _links_written(session, row) if set(shown) - set(stored) else 0.0
         _set_group(outgoing, counts, "out", len(targets), tuple(
@@ -670,8 +670,8 @@ def _links_written(session: Session, doc: ObjectRow) -> float:
     """When ``doc``'s links were written: the first of its latest revisions that hold its current body."""
     at = doc.created_at
     body: str | None = None
-    for text, when in session.execute(select(RevisionRow.body, RevisionRow.at).where(RevisionRow.document_id == doc.id)
-                                      .order_by(RevisionRow.revision.desc())).all():
+    for text, when in session.execute(select(col(RevisionRow.body), col(RevisionRow.at)).where(col(RevisionRow.document_id) == doc.id)
+                                      .order_by(col(RevisionRow.revision).desc())).all():
         if body is not None and text != body:
             break
         body, at = text, when
@@ -690,15 +690,15 @@ def _reader_sources(session: Session, row: ObjectRow, access: Access) -> set[str
         handle = owner.handle or owner.id
         names |= {f"{handle}/{row.name}", f"{owner.type}:{handle}/{row.name}", f"{owner.id}/{row.name}"}
     found = session.execute(
-        select(LinkRow.document_id, LinkRow.target, LinkRow.target_id).join(ObjectRow, ObjectRow.id == LinkRow.document_id)
-        .where(LinkRow.target.in_(sorted(n for n in names if n)), access.clause(),
-               or_(LinkRow.target_id.is_(None), LinkRow.target_id != row.id))).all()
+        select(col(LinkRow.document_id), col(LinkRow.target), col(LinkRow.target_id)).join(ObjectRow, col(ObjectRow.id) == col(LinkRow.document_id))
+        .where(col(LinkRow.target).in_(sorted(n for n in names if n)), access.clause(),
+               or_(col(LinkRow.target_id).is_(None), col(LinkRow.target_id) != row.id))).all()
     if not found:
         return set()
     hidden = hidden_ids(session, sorted({str(t) for _, _, t in found if t is not None}), access)
-    stored = set(session.execute(select(EdgeRow.src_id).where(
-        EdgeRow.dst_id == row.id, EdgeRow.kind == "links-to",
-        EdgeRow.src_id.in_(sorted({d for d, _, _ in found})))).scalars())
+    stored = set(session.execute(select(col(EdgeRow.src_id)).where(
+        col(EdgeRow.dst_id) == row.id, col(EdgeRow.kind) == "links-to",
+        col(EdgeRow.src_id).in_(sorted({d for d, _, _ in found})))).scalars())
     sources = sorted({d for d, _, t in found if d not in stored and (t is None or t in hidden)})
     out: set[str] = set()
     for source in sources:  # the links as ``document_view`` shows them to this reader, so both agree

@@ -88,7 +88,7 @@ def hidden_entry_filters(session: Session, where: list[ColumnElement[bool]],
     hidden = select(col(ObjectRow.id)).where(not_(access.clause()))
     out: list[ColumnElement[bool]] = [or_(col(InboxRow.kind) == "message", col(InboxRow.actor_id).is_(None),
                                           col(InboxRow.actor_id).not_in(hidden))]
-    rows = session.execute(select(InboxRow.id, EventRow.data).join(EventRow, col(EventRow.id) == InboxRow.event_id)
+    rows = session.execute(select(col(InboxRow.id), col(EventRow.data)).join(EventRow, col(EventRow.id) == col(InboxRow.event_id))
                            .where(*where, or_(*(col(EventRow.data).contains(f'"{key}":') for key in MENTION_KEYS)))
                            ).all()
     named: dict[int, set[str]] = {}

@@ -125,7 +125,7 @@ def _may_read(session: Session, entry: InboxRow) -> bool:
     if about is not None and not access.allows(about.id, about.owner_id, about.privacy):
         return False
     where: list[ColumnElement[bool]] = [col(InboxRow.id) == entry.id]
-    return session.execute(select(InboxRow.id).where(*where, *hidden_entry_filters(session, where, access))
+    return session.execute(select(col(InboxRow.id)).where(*where, *hidden_entry_filters(session, where, access))
                            ).first() is not None
 
 
