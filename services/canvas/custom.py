@@ -17,7 +17,7 @@ from sqlalchemy import not_, or_, select
 from sqlmodel import Session, col
 
 from .errors import CanvasError, DocumentInvalidError, NameRefusedError, UndeclaredEventError
-from .events import check_level, publish_event
+from .events import check_level, hidden_entry_filters, publish_event
 from .models import CustomObjectRow, InboxRow, ObjectRow
 from .objects import Tx, create_object, summary_of
 from .views import CustomObjectView
@@ -78,7 +78,8 @@ def publish_custom(tx: Tx, obj: ObjectRow, event: str, *, data: Mapping[str, obj
 
 def receive_queue(session: Session, obj: ObjectRow, *, limit: int = 10) -> list[InboxRow]:
     """Unacknowledged entries of a queue receiver, oldest first; an entry about an object its owner
-    may no longer read (``delivery.reader_access``) is not handed out, as if the object did not exist."""
+    may no longer read (``delivery.reader_access``), or naming one (``events.hidden_entry_filters``), is
+    not handed out, as if the object did not exist."""
     from .delivery import reader_access
 
     _, receiver = catalog_of(session, obj)
@@ -89,6 +90,7 @@ def receive_queue(session: Session, obj: ObjectRow, *, limit: int = 10) -> list[
     if access is not None:
         hidden = select(col(ObjectRow.id)).where(not_(access.clause()))
         where.append(or_(col(InboxRow.object_id).is_(None), col(InboxRow.object_id).not_in(hidden)))
+        where += hidden_entry_filters(session, where, access)
     return list(session.execute(select(InboxRow).where(*where).order_by(col(InboxRow.id))
                                 .limit(max(1, limit))).scalars().all())
 

@@ -19,6 +19,10 @@ keeps it from the node). Load order: the widest owner first (``crtr``, plugins, 
 app, the profile, repos farthest first, the node last), so narrower guidance comes later and
 refines what came before; by name within one owner. At ``content`` level each ``[[link]]`` of the
 body attaches its target's preview (targets the node may read).
+
+Asked by a reader (an ``asker``) rather than the operator, the answer is the one that reader would
+get if what it may not read did not exist: such a document is not named, and it shadows nothing (a
+document it would shadow reads as loaded, or with its own reason).
 """
 
 from __future__ import annotations
@@ -294,10 +298,7 @@ class _Weigher:
         if not readable:
             return "privacy", f"{doc.privacy} to {doc.owner_id}; this node may not read it", None
         winner = nearest.get(doc.name)
-        if winner is not None and winner is not doc:
-            asker = self.asker
-            if asker is not None and not asker.allows(winner.id, winner.owner_id, winner.privacy):
-                return "shadowed", "shadowed by a nearer document of the same name (owner nearer in the view)", None
+        if winner is not None and winner is not doc:  # for an asker, ``nearest`` holds only what it may read
             return "shadowed", f"shadowed by the nearer {winner.full_name} (same name, owner nearer in the view)", None
         filed = self.filed.get(doc.id)
         key = (doc.owner_id, filed[0] if filed is not None else None)
@@ -329,17 +330,18 @@ def _evaluate(w: _Weigher) -> tuple[list[tuple[ObjectSummary, str, _Load]], list
     allows, rank = w.access.allows, w.rank
     shown = w.asker.allows if w.asker is not None else None
     readable = [allows(doc.id, doc.owner_id, doc.privacy) for doc in found]  # once per document
+    named = readable if shown is None else [shown(doc.id, doc.owner_id, doc.privacy) for doc in found]
     nearest: dict[str, ObjectSummary] = {}
-    for doc, ok in zip(found, readable):  # the readable document nearest in the view holds each name
-        if ok:
+    for doc, ok, seen in zip(found, readable, named):  # the readable document nearest in the view holds each name
+        if ok and seen:  # for an asker, as if what it may not read did not exist: it shadows nothing
             held = nearest.get(doc.name)
             if held is None or rank[doc.owner_id or ""] < rank[held.owner_id or ""]:
                 nearest[doc.name] = doc
     loaded, skipped = [], []
     weigh, filed = w.weigh, w.filed
-    for doc, ok in zip(found, readable):
-        if shown is not None and not shown(doc.id, doc.owner_id, doc.privacy):
-            continue  # weighed, as the node loads it, but never named to an asker that may not read it
+    for doc, ok, seen in zip(found, readable, named):
+        if shown is not None and not seen:
+            continue  # never named to an asker that may not read it, nor counted as what shadows another
         reason, words, got = weigh(doc, ok, nearest)
         if got is None:
             skipped.append(_not_loaded(doc, reason, words))

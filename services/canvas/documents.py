@@ -6,7 +6,9 @@ revision; every revision is also kept in ``revisions``. Each ``[[link]]`` in a b
 (dangling, reported by lint) and is attached when a document of that name appears. A link resolves
 in its document's owner's view, among what that owner may read (``eligibility``): an object the
 owner may not read is nothing to it, until its privacy changes. A reader who may not read a
-link's target sees the link as one to nothing (``document_view``).
+link's target sees the link as one to nothing (``document_view``), and a name the owner finds
+ambiguous only because of an object the reader may not read resolves for that reader; the
+``links-to`` edges a reader is shown are those of the links it is shown (``reader_link_edges``).
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ import json
 import time as _time
 from typing import NamedTuple, cast
 
-from sqlalchemy import Executable, Table, bindparam, delete, not_, select, update
+from sqlalchemy import Executable, Table, bindparam, delete, not_, or_, select, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from .eligibility import Access, view_of_owner
 from .errors import (AmbiguousNameError, CanvasError, DocumentInvalidError, NameRefusedError, NameTakenError, ObjectNotFoundError,
@@ -26,10 +28,10 @@ from .events import COMMON_LEVELS, add_edge, check_level, ensure_watch, publish_
 from .models import DocumentRow, EdgeRow, EventRow, LinkRow, ObjectRow, RevisionRow, WatchRow
 from .names import (DOCUMENT_KINDS, NODE_LIFECYCLES, NODE_MODES, PRIVACY_LEVELS, check_node_kind, check_path,
                     link_targets)
-from .objects import (Tx, create_object, find_object, get_row, new_id, owner_handle, owner_ref, readable_ids,
-                      resolve_many, summary_from_columns, summary_of)
+from .objects import (Tx, create_object, find_object, get_row, hidden_ids, new_id, owner_handle, owner_ref, readable_ids,
+                      resolve_many, summaries_by_id, summary_from_columns, summary_of)
 from .search import index_many, index_object, unindex_object
-from .views import DocumentView, RevisionView, Rule
+from .views import DocumentView, EdgeView, Neighbourhood, RevisionView, Rule
 
 __all__ = [
     "RULE_EVENTS",
@@ -50,6 +52,7 @@ __all__ = [
     "document_view",
     "history",
     "view_of_owner",
+    "reader_link_edges",
 ]
 
 RULE_EVENTS = ("boot", "file-read", "command", "workspace-open", "spawn")
@@ -614,3 +617,92 @@ def history(session: Session, doc: ObjectRow, *, limit: int = 100) -> list[Revis
                            .order_by(RevisionRow.revision.desc()).limit(limit)).scalars().all()
     return [RevisionView(revision=r.revision, name=r.name, kind=r.kind, preview=r.preview, summary=r.summary,
                          body=r.body, rules=_rules(r.rules), author=r.author, at=r.at) for r in rows]
+
+
+def reader_link_edges(session: Session, row: ObjectRow, hood: Neighbourhood, *, kind: str | None, limit: int,
+                      access: Access) -> Neighbourhood:
+    """``hood`` (``row``'s edges as ``access`` may see them) with its ``links-to`` edges those of the
+    links that reader is shown. Stored edges follow what each document's owner resolved; a reader may
+    resolve more (``document_view``: a name the owner found ambiguous because of an object the reader
+    may not read names the one it may read). So a document's outgoing ``links-to`` edges are worked
+    out from its links as the reader sees them, and an object's incoming ones gain each readable
+    document whose link the reader resolves to it though no edge is stored. A derived edge is dated
+    when its link was written or its target created, whichever is later."""
+    if kind not in (None, "links-to"):
+        return hood
+    limit = max(0, int(limit))
+    outgoing, incoming, counts = dict(hood.outgoing), dict(hood.incoming), dict(hood.counts)
+    if row.type == "document":
+        targets = sorted({i for _, i in document_view(session, row, access).links if i is not None})
+        shown = targets[:limit]
+        stored: dict[str, float] = dict(session.execute(select(col(EdgeRow.dst_id), col(EdgeRow.created_at)).where(
+            col(EdgeRow.src_id) == row.id, col(EdgeRow.kind) == "links-to", col(EdgeRow.dst_id).in_(shown))).all()) if shown else {}
+        others = summaries_by_id(session, shown)
+        written = _links_written(session, row) if set(shown) - set(stored) else 0.0
+        _set_group(outgoing, counts, "out", len(targets), tuple(
+            EdgeView(kind="links-to", direction="out", other=others[t],
+                     created_at=stored[t] if t in stored else max(written, others[t].created_at))
+            for t in shown if t in others))
+    extra = _reader_sources(session, row, access)
+    if extra:
+        have = {e.other.id: e for e in incoming.get("links-to", ())}
+        others = summaries_by_id(session, sorted(extra))
+        for source in sorted(extra):
+            doc = get_row(session, source)
+            if doc is not None and source in others:
+                have[source] = EdgeView(kind="links-to", direction="in", other=others[source],
+                                        created_at=max(_links_written(session, doc), row.created_at))
+        _set_group(incoming, counts, "in", counts.get("in:links-to", 0) + len(extra),
+                   tuple(have[k] for k in sorted(have))[:limit])
+    return Neighbourhood(object=hood.object, outgoing=outgoing, incoming=incoming, counts=counts, seen_as=hood.seen_as)
+
+
+def _set_group(groups: dict[str, tuple[EdgeView, ...]], counts: dict[str, int], direction: str, n: int,
+               page: tuple[EdgeView, ...]) -> None:
+    if n:
+        groups["links-to"], counts[f"{direction}:links-to"] = page, n
+    else:
+        groups.pop("links-to", None)
+        counts.pop(f"{direction}:links-to", None)
+
+
+def _links_written(session: Session, doc: ObjectRow) -> float:
+    """When ``doc``'s links were written: the first of its latest revisions that hold its current body."""
+    at = doc.created_at
+    body: str | None = None
+    for text, when in session.execute(select(col(RevisionRow.body), col(RevisionRow.at)).where(col(RevisionRow.document_id) == doc.id)
+                                      .order_by(col(RevisionRow.revision).desc())).all():
+        if body is not None and text != body:
+            break
+        body, at = text, when
+    return float(at)
+
+
+def _reader_sources(session: Session, row: ObjectRow, access: Access) -> set[str]:
+    """The documents the reader may read with a link it resolves to ``row`` though the link's stored
+    target is not ``row`` (nothing, or an object the reader may not read): incoming ``links-to``
+    edges only that reader has."""
+    names = {row.id, row.name}
+    if row.handle:
+        names |= {row.handle, f"{row.type}:{row.handle}"}
+    owner = get_row(session, row.owner_id) if row.owner_id else None
+    if row.type == "document" and owner is not None:
+        handle = owner.handle or owner.id
+        names |= {f"{handle}/{row.name}", f"{owner.type}:{handle}/{row.name}", f"{owner.id}/{row.name}"}
+    found = session.execute(
+        select(col(LinkRow.document_id), col(LinkRow.target), col(LinkRow.target_id)).join(ObjectRow, col(ObjectRow.id) == col(LinkRow.document_id))
+        .where(col(LinkRow.target).in_(sorted(n for n in names if n)), access.clause(),
+               or_(col(LinkRow.target_id).is_(None), col(LinkRow.target_id) != row.id))).all()
+    if not found:
+        return set()
+    hidden = hidden_ids(session, sorted({str(t) for _, _, t in found if t is not None}), access)
+    stored = set(session.execute(select(col(EdgeRow.src_id)).where(
+        col(EdgeRow.dst_id) == row.id, col(EdgeRow.kind) == "links-to",
+        col(EdgeRow.src_id).in_(sorted({d for d, _, _ in found})))).scalars())
+    sources = sorted({d for d, _, t in found if d not in stored and (t is None or t in hidden)})
+    out: set[str] = set()
+    for source in sources:  # the links as ``document_view`` shows them to this reader, so both agree
+        doc = get_row(session, source)
+        if doc is not None and any(i == row.id for _, i in document_view(session, doc, access).links):
+            out.add(source)
+    return out

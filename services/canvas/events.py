@@ -5,6 +5,12 @@ A watch pattern is a comma-separated list of event-type globs (``*``, ``edited``
 event (nobody is told about their own act) and any watcher that may not read the object at that
 moment (``eligibility``; a document made private to another owner stops reaching its old watchers),
 and writes one inbox entry per matching watcher.
+
+An entry is stored while its watcher may read what it is about, but it is shown (an inbox, a queue, a
+receiver) only if its reader may still read every object it names: the object, the actor, and any
+object the event's data names (``MENTION_KEYS``: a ``report.update`` names its report, a ``run.forked``
+its parent run). Decided at read time (``hidden_entry_filters``), so an entry about a report later made
+private to another owner is left out, as if that report had never existed.
 """
 
 from __future__ import annotations
@@ -14,18 +20,23 @@ import json
 import re
 from collections.abc import Mapping
 
-from sqlalchemy import delete, select
-from sqlmodel import Session
+from sqlalchemy import ColumnElement, delete, not_, or_, select
+from sqlmodel import Session, col
 
 from .edges import add_edge
+from .eligibility import Access
 from .errors import WatchPatternError
 from .models import EdgeRow, EventRow, InboxRow, ObjectRow, WatchRow
+from .objects import hidden_ids
 
 __all__ = [
     "COMMON_LEVELS",
     "EDGE_KINDS",
     "FORKED_FROM",
     "IMPLICIT_MIN_LEVEL",
+    "MENTION_KEYS",
+    "mentioned_ids",
+    "hidden_entry_filters",
     "parse_pattern",
     "pattern_matches",
     "check_level",
@@ -57,6 +68,43 @@ EDGE_KINDS = ("acted-on", "links-to", "watches", "spawned", FORKED_FROM)
 IMPLICIT_MIN_LEVEL = 2
 """The minimum level of a watch made by reading, writing, messaging, spawning or starting a job:
 level-1 chatter (``read``, activity changes) stays out of those inboxes; ``watch`` can lower it."""
+
+MENTION_KEYS = ("report", "parent")
+"""Event data keys that name another object by id: ``report.update``'s report, ``run.forked``'s parent.
+A reader that may not read the object named sees neither the event nor an inbox entry of it."""
+
+
+def mentioned_ids(data: Mapping[str, object]) -> set[str]:
+    """The ids of the objects an event's ``data`` names (``MENTION_KEYS``)."""
+    return {value for key in MENTION_KEYS if isinstance(value := data.get(key), str) and value}
+
+
+def hidden_entry_filters(session: Session, where: list[ColumnElement[bool]],
+                         access: Access) -> list[ColumnElement[bool]]:
+    """The conditions that keep, of the inbox entries ``where`` selects, only those naming nothing
+    ``access`` may not read: not their actor (a message's sender stays: the message is the reader's
+    own) nor an object their event's data names. The entries whose event's data may name an object
+    are few (a key of ``MENTION_KEYS`` in its text) and read once, so the page and its counts agree."""
+    hidden = select(col(ObjectRow.id)).where(not_(access.clause()))
+    out: list[ColumnElement[bool]] = [or_(col(InboxRow.kind) == "message", col(InboxRow.actor_id).is_(None),
+                                          col(InboxRow.actor_id).not_in(hidden))]
+    rows = session.execute(select(col(InboxRow.id), col(EventRow.data)).join(EventRow, col(EventRow.id) == col(InboxRow.event_id))
+                           .where(*where, or_(*(col(EventRow.data).contains(f'"{key}":') for key in MENTION_KEYS)))
+                           ).all()
+    named: dict[int, set[str]] = {}
+    for entry_id, data in rows:
+        try:
+            decoded = json.loads(data or "{}")
+        except ValueError:
+            continue
+        if isinstance(decoded, dict) and (ids := mentioned_ids(decoded)):
+            named[int(entry_id)] = ids
+    gone = hidden_ids(session, sorted(set().union(*named.values())), access) if named else set()
+    withheld = sorted(entry for entry, ids in named.items() if ids & gone)
+    if withheld:
+        out.append(col(InboxRow.id).not_in(withheld))
+    return out
+
 
 _GLOB = re.compile(r"^[a-z*?][a-z0-9_.*?-]*$")
 

@@ -19,7 +19,7 @@ from services.text import clip
 from .counters import inbox_counts
 from .eligibility import OPERATOR, Access
 from .errors import CanvasError, DocumentInvalidError, NameTakenError
-from .events import add_edge, ensure_watch, publish_event
+from .events import add_edge, ensure_watch, hidden_entry_filters, publish_event
 from .models import InboxRow, JobRow, NodeRow, ObjectRow
 from .names import NODE_LIFECYCLES, NODE_MODES, NODE_STATUSES, check_handle, check_node_kind
 from .objects import Tx, create_object, get_row, new_id, summary_of
@@ -241,11 +241,13 @@ def entry_view(row: InboxRow) -> InboxEntryView:
 def inbox_page(session: Session, owner_id: str, *, offset: int = 0, limit: int = 50,
                unread_only: bool = False, oldest_first: bool = False, access: Access | None = None) -> InboxPage:
     """One page of ``owner_id``'s inbox (newest first by default) with unread and total counts; for a
-    reader (``access``), entries about an object it may not read (or one gone) are left out, messages stay."""
+    reader (``access``), entries about an object it may not read (or one gone), or naming one as their
+    actor or in their event's data (``events.hidden_entry_filters``), are left out; messages stay."""
     limit = max(1, min(int(limit), 1000))
     where: list[ColumnElement[bool]] = [col(InboxRow.owner_id) == owner_id]
     if access is not None:
         where.append(or_(InboxRow.kind == "message", InboxRow.object_id.in_(select(ObjectRow.id).where(access.clause()))))
+        where += hidden_entry_filters(session, where, access)
     stmt = select(InboxRow).where(*where)
     if unread_only:
         stmt = stmt.where(InboxRow.read_at.is_(None))

@@ -38,9 +38,9 @@ from typing import TypedDict
 from urllib.parse import urlsplit
 
 import httpx
-from sqlalchemy import func, select, true, update
+from sqlalchemy import ColumnElement, func, select, true, update
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from services.clock import Clock
 from services.text import public_url, redact_urls
@@ -112,15 +112,21 @@ def check_receiver(receiver: str | None, *, url: str | None = None, argv: object
 def _may_read(session: Session, entry: InboxRow) -> bool:
     """Whether the receiver ``entry`` belongs to may still read what the entry is about, at the moment
     it would be sent: in its owner's view (``delivery.reader_access``). An entry about an object that
-    went private to another owner after it was queued is withheld, as if the object did not exist."""
+    went private to another owner after it was queued, or naming one as its actor or in its event's
+    data (``events.hidden_entry_filters``), is withheld, as if the object did not exist."""
     from .delivery import reader_access
+    from .events import hidden_entry_filters
     from .objects import get_row
 
-    about = get_row(session, entry.object_id) if entry.object_id else None
-    if about is None:  # gone (its ``deleted`` notice), or a message: it was allowed when it was queued
-        return True
     access = reader_access(session, entry.owner_id)
-    return access is None or access.allows(about.id, about.owner_id, about.privacy)
+    if access is None:
+        return True
+    about = get_row(session, entry.object_id) if entry.object_id else None  # None: gone, or a message
+    if about is not None and not access.allows(about.id, about.owner_id, about.privacy):
+        return False
+    where: list[ColumnElement[bool]] = [col(InboxRow.id) == entry.id]
+    return session.execute(select(col(InboxRow.id)).where(*where, *hidden_entry_filters(session, where, access))
+                           ).first() is not None
 
 
 def attempt_view(row: ReceiverAttemptRow) -> ReceiverAttempt:

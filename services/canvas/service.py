@@ -39,7 +39,7 @@ from . import profiles as _profiles
 from .engine import (BUSY_TIMEOUT_MS, create_schema, database_url, is_postgres, make_engine, read_session,
                      write_session)
 from .errors import CanvasError, DocumentInvalidError, ObjectNotFoundError, OwnerInUseError
-from .events import ensure_watch, publish_event, remove_watch
+from .events import ensure_watch, mentioned_ids, publish_event, remove_watch
 from .guard import checks_text
 from .insights import LISTENER_OWNER_TYPES, LISTENER_RULES, append_approved_link, listener_body, listener_path, listener_preview
 from .lint import lint_documents
@@ -309,10 +309,14 @@ class Canvas:
     async def edges(self, ref: str, *, kind: str | None = None, limit: int = 50,
                     view: ReaderView | None = None) -> Neighbourhood:
         """``ref``'s edges both ways grouped by kind (up to ``limit`` per group). Records nothing.
-        With a ``view``, edges to objects that reader may not read are left out."""
+        With a ``view``, edges to objects that reader may not read are left out, and the ``links-to``
+        edges are those of the links that reader is shown (``documents.reader_link_edges``)."""
         def run(s: Session) -> Neighbourhood:
             row, access = find_readable(s, ref, view)
-            return neighbourhood(s, row, kind=kind, limit=limit, access=access)
+            hood = neighbourhood(s, row, kind=kind, limit=limit, access=access)
+            if access is None:
+                return hood
+            return _docs.reader_link_edges(s, row, hood, kind=kind, limit=limit, access=access)
         return await self._read(run)
 
     async def events(self, ref: str, *, limit: int = 50, before: int | None = None,
@@ -753,10 +757,6 @@ def _document(session: Session, ref: str, view: ReaderView | None = None) -> Obj
     return row
 
 
-_EVENT_MENTIONS = ("report",)
-"""Event data keys that name another object by id (``report.update`` names its report)."""
-
-
 def _events_page(s: Session, object_id: str, *, limit: int, before: int | None,
                  access: Access | None) -> list[EventView]:
     """An object's events, newest first. For a reader, an event naming (as its actor, or in its data)
@@ -773,12 +773,10 @@ def _events_page(s: Session, object_id: str, *, limit: int, before: int | None,
             break
         views = [_event_view(r) for r in rows]
         if access is not None:
-            named = {v.actor_id for v in views if v.actor_id} | {
-                str(v.data[k]) for v in views for k in _EVENT_MENTIONS if isinstance(v.data.get(k), str)}
+            named = {v.actor_id for v in views if v.actor_id}.union(*(mentioned_ids(v.data) for v in views))
             hidden = hidden_ids(s, sorted(named), access)
             if hidden:
-                views = [v for v in views if v.actor_id not in hidden
-                         and not any(v.data.get(k) in hidden for k in _EVENT_MENTIONS)]
+                views = [v for v in views if v.actor_id not in hidden and not mentioned_ids(v.data) & hidden]
         out += views
         if access is None or len(rows) < limit:
             break

@@ -4,7 +4,10 @@ The table test builds the same world twice on one engine: once with a document p
 owner (``app:crtr/plans``) that the reader's world links to, shares a name with and once watched
 while it was public, and once without it. For each read path the reader's answer must be the same
 in both worlds: what it may not read is never mentioned, counted, resolved, delivered or named.
-The focused tests below it pin each of the four ways it leaked before.
+The world also holds, with the private document, a report of Grace's node that Ada's node and
+receivers heard of and that was then made private to it, a private document of Grace's that shadows
+crtr's ``guide`` in Grace's node's view, and a document of crtr's whose link crtr finds ambiguous only
+because of the private document. The focused tests below it pin each of the ways it leaked before.
 """
 
 from __future__ import annotations
@@ -130,6 +133,17 @@ async def build(cv: Canvas, hook: Hook, *, private: bool) -> World:
     await cv.watch(hub.object.id, watcher="n_ada", min_level=1)
     await cv.watch(hub.object.id, watcher=url_hook.object.id, min_level=1)
     await cv.edit(hub.object.id, base_revision=1, preview=PREVIEW + " Again.")
+    await cv.write("index", owner="app:crtr", preview=PREVIEW, body="see [[crtr/plans]]")  # ambiguous to crtr
+    for watcher in ("n_ada", queue.object.id, url_hook.object.id):  # Ada hears of Grace's node
+        await cv.watch("n_grace", watcher=watcher, min_level=1)
+    if private:
+        await cv.write("guide", owner="user:grace", privacy="private", preview=PREVIEW, body="grace's", rules=BOOT)
+        await cv.receivers.drain()
+        cv.receivers.active = False  # heard while readable, hidden before any receiver is called
+        report = await cv.push_report("n_grace", label="weekly", preview=PREVIEW, body="grace's weekly report")
+        await cv.edit(report.object.id, base_revision=1, privacy="private")
+        cv.receivers.active = True
+        cv.receivers.poke()
     await cv.receivers.drain()
     return World(cv, await cv.reader_view("n_ada"), hub.object.id, url_hook.object.id, queue.object.id, hook)
 
@@ -150,6 +164,18 @@ async def _receivers(w: World) -> object:
             await w.canvas.receive(w.queue, limit=50)]
 
 
+async def _edges_by_name(w: World, ref: str) -> object:
+    """``ref``'s edges in the reader's view, each group by the other end's name (ids differ by world)."""
+    hood = await w.canvas.edges(ref, view=w.reader)
+    return dataclasses.replace(hood, **{side: {k: sorted(v, key=lambda e: e.other.full_name) for k, v in groups.items()}
+                                        for side, groups in (("outgoing", hood.outgoing), ("incoming", hood.incoming))})
+
+
+async def _other_boot(w: World) -> object:
+    return [await w.canvas.boot_context("n_grace", view=w.reader),
+            await w.canvas.why_not("n_grace", "app:crtr/guide", view=w.reader)]
+
+
 async def _boot(w: World) -> object:
     return [await w.canvas.boot_context("n_ada", view=w.reader),
             await _answer(w.canvas.why_not("n_ada", "app:crtr/plans", view=w.reader)),
@@ -165,13 +191,20 @@ READ_PATHS: list[tuple[str, ReadPath]] = [
     ("inbox", lambda w: w.canvas.inbox("n_ada", view=w.reader, limit=100)),
     ("search", lambda w: w.canvas.search("zebra plans", view=w.reader)),
     ("boot context and why_not", _boot),
+    ("boot context of another node", _other_boot),
     ("who_loads", lambda w: w.canvas.who_loads(w.hub, view=w.reader)),
+    ("who_loads of a shadowed document", lambda w: w.canvas.who_loads("app:crtr/guide", view=w.reader)),
     ("who_loads of the private name", lambda w: _answer(w.canvas.who_loads("app:crtr/plans", view=w.reader))),
     ("counts", lambda w: w.canvas.count_by_type(["document", "node", "custom"], view=w.reader)),
     ("listing", lambda w: w.canvas.list_objects(type="document", name_filter="plans", view=w.reader)),
     ("events", lambda w: w.canvas.events("n_ada", view=w.reader)),
     ("watches", lambda w: w.canvas.edges("n_ada", kind="watches", view=w.reader)),
     ("events of the hub", lambda w: w.canvas.events(w.hub, view=w.reader)),
+    ("events of another node", lambda w: w.canvas.events("n_grace", view=w.reader)),
+    ("edges of another node", lambda w: _edges_by_name(w, "n_grace")),
+    ("edges of a document crtr links ambiguously", lambda w: _edges_by_name(w, "app:crtr/index")),
+    ("edges of the repo's plans", lambda w: _edges_by_name(w, "repo:crtr/plans")),
+    ("links of a document crtr links ambiguously", lambda w: w.canvas.read("app:crtr/index", view=w.reader)),
     ("lint", lambda w: w.canvas.lint(w.hub, view=w.reader)),
 ]
 
