@@ -445,14 +445,16 @@ class CanvasPane(Pane):
         page = await self._service().list_objects(type="node", limit=50)
         choices = [("operator", "")] + [(o.label, o.id) for o in page.items]
 
+        labels = {ident: label for label, ident in choices}
+
         def chosen(node: str | None) -> None:
             if node is not None:
-                self.read_as(node or None)
+                self.read_as(node or None, labels.get(node or ""))
         self.app.push_screen(ChooseDialog("Read the canvas as…", choices), chosen)
 
     @work(group="canvas-read-as", exclusive=True, exit_on_error=False)
-    async def read_as(self, node: str | None) -> None:
-        """Read the canvas as ``node`` (None: the operator's view) and reload."""
+    async def read_as(self, node: str | None, label: str | None = None) -> None:
+        """Read the canvas as ``node`` (None: the operator's view), named ``label`` (its name as listed), and reload."""
         self.view = await self._service().reader_view(node) if node else None
         self.view_node = node
         line = self.query_one("#canvas-viewing", Static)
@@ -460,7 +462,7 @@ class CanvasPane(Pane):
             line.update("")
             line.display = False
         else:
-            line.update(Text(f"Reading as node {safe(node, 120)}: only what it may see. v changes it.",
+            line.update(Text(f"Reading as node {safe(label or node, 120)}: only what it may see. v changes it.",
                              style="bold"))
             line.display = True
         self._root_counts = None

@@ -248,7 +248,8 @@ class InboxPane(Pane):
     def action_mark_all_read(self) -> None:
         node, canvas = self.node, self.canvas
         if node is not None and canvas is not None:
-            self.act(f"Every message to {safe(node, 80)} marked read.", lambda: canvas.mark_read(node))
+            name = next((row[1] for row in getattr(self, "_node_rows", None) or () if row[0] == node), node)
+            self.act(f"Every message to {safe(name, 120)} marked read.", lambda: canvas.mark_read(node))
 
     def action_message_node(self) -> None:
         node, canvas = self.node, self.canvas

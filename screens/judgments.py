@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # the knowledge services load with the workspace, not with th
     from services.knowledge.okf.models import GitDelivery, JudgmentDetail, JudgmentItem
 
 from .dialogs import ConfirmDialog, Field, wants_confirmation
-from .text import DETAIL_CAP, cell_text, date_time, day_minute, highlight, notify_plain, safe, tone
+from .text import DETAIL_CAP, cell_text, date_time, day_minute, highlight, notify_plain, run_names, safe, tone
 from .widgets.fit_table import FitTable, fit_cell
 from .widgets.pane import DEBOUNCE, Pane, PaletteAction, is_current
 
@@ -179,9 +179,15 @@ class JudgmentsPane(Pane):
                     detail = await okf.detail(item.id)
                 except ServiceError:  # a damaged judgment still lists, by its agent and count
                     continue
-                names = tuple(dict.fromkeys(o.input_name for o in detail.outcomes))
+                names = tuple(dict.fromkeys(self._input_name(o.input_kind, o.input_name) for o in detail.outcomes))
                 if names:  # none before the judge answers: asked again on the next load
                     self._inputs[(item.id, item.attempt)] = names
+
+    def _input_name(self, kind: str, name: str) -> str:
+        """How an input is named: a run record by its run's one display name (``run_title``), a note by its file."""
+        if kind != "record" or self.workspace is None:
+            return name
+        return run_names(self.workspace.desk, [name])[name]
 
     def _what(self, key: str, item: JudgmentItem | InsightReview) -> str:
         """What a row judges: the notes / records of a harvest judgment, the proposal of an insight review."""
@@ -277,7 +283,7 @@ class JudgmentsPane(Pane):
             if pending:
                 for o in d.outcomes:
                     label = Text(f"{safe(o.verdict, 20):<8} ", style=_verdict_style(o.verdict))
-                    label.append(safe(f"{o.input_kind} {o.input_name}", 80))
+                    label.append(safe(f"{o.input_kind} {self._input_name(o.input_kind, o.input_name)}", 80))
                     outcomes.add_option((label, o.input))
                 if d.outcomes:
                     outcomes.highlighted = 0
@@ -335,7 +341,7 @@ class JudgmentsPane(Pane):
             text.append(f"  {safe(o.verdict, 20)}", style=_verdict_style(o.verdict, bold=True))
             if o.decision:
                 text.append(f" ({safe(o.decision, 40)})", style="dim")
-            text.append(f" · {safe(o.input_kind, 20)} {safe(o.input_name, 120)}\n")
+            text.append(f" · {safe(o.input_kind, 20)} {safe(self._input_name(o.input_kind, o.input_name), 120)}\n")
             text.append(f"    reason: {safe(o.reason, 1000)}\n")
             if o.concepts:
                 text.append(f"    concepts: {safe(', '.join(o.concepts), 400)}\n")

@@ -25,14 +25,13 @@ from textual.widgets import DataTable, Footer, Input, Label, Static
 
 from services.desk import WorkspaceView
 from services.errors import ServiceError
-from services.text import distinct_titles, run_title
 
 if TYPE_CHECKING:
     from services.knowledge.outbox.honcho_view import HonchoSnapshot
     from services.knowledge.outbox import MemoryOutbox, OutboxStatus, QuarantinedLine
 
 from .dialogs import ConfirmDialog
-from .text import cell_text, date_time, notify_plain, safe, safe_text, tone
+from .text import cell_text, date_time, notify_plain, run_names, safe, safe_text, tone
 from .widgets.pane import is_current
 
 __all__ = ["MemoryScreen"]
@@ -203,14 +202,6 @@ class MemoryScreen(Screen[None]):
     def action_search(self) -> None:
         self.query_one("#memory-search", Input).focus()
 
-    def _title(self, conversation_id: str) -> str:
-        """A conversation is a run: its one display name (``run_title``), its id when the desk has no such run."""
-        try:
-            view = self.workspace.desk.view(conversation_id)
-        except (ServiceError, AttributeError):
-            return conversation_id
-        return run_title(view.name, view.prompt, conversation_id)
-
     def _draw(self) -> None:
         outbox, status = self.outbox, self.status
         if status is None:  # nothing read yet: the first load draws
@@ -226,7 +217,7 @@ class MemoryScreen(Screen[None]):
         table = self.query_one("#memory-conversations", DataTable)
         kept = table.cursor_row  # a redraw (every 2 s) keeps each table's cursor where the operator left it
         table.clear()
-        titles = distinct_titles({conv.conversation_id: self._title(conv.conversation_id) for conv in status.conversations})
+        titles = run_names(getattr(self.workspace, "desk", None), [conv.conversation_id for conv in status.conversations])
         for conv in status.conversations:
             table.add_row(cell_text(titles[conv.conversation_id], 40), cell_text(conv.owner, 16), str(conv.pending),
                           str(conv.delivered), cell_text(conv.session_id or "—", 24), str(conv.turns),

@@ -21,7 +21,6 @@ from textual.widgets import DataTable, Label, Static
 
 from services.changes import Change
 from services.errors import ServiceError
-from services.text import run_title
 from services.wire import Outcome, TurnErrorCode
 from services.desk import OperatorAction, RefusalRecord, RunDetail, RunView, seq_of
 
@@ -29,7 +28,7 @@ from .dialogs import ConfirmDialog, DetailDialog, Field
 from .dialogs.form import json_object_check
 from .messages import JumpRequested
 from .run_lines import FOLDED, STATUS_GLYPHS, Attribution, conversation_of, merge_lines, raw_line, refusal_line, action_line
-from .text import DETAIL_CAP, age, cell_text, counted, words, highlight, iso, notify_plain, safe, safe_text, tone
+from .text import DETAIL_CAP, age, cell_text, counted, words, highlight, iso, notify_plain, run_names, safe, safe_text, tone
 from .widgets.fit_table import FitTable, fit_cell
 from .widgets.pane import Pane, PaletteAction, Said, is_current
 from .widgets.stream import EventStream
@@ -546,12 +545,9 @@ class RunsPane(Pane):
         return f"{verb} {named}" + (f" {after}" if after else "")
 
     def _run_title(self, run_id: str) -> str:
-        """The run's one display name (``run_title``: its name, else its prompt), for toasts and dialogs."""
-        try:
-            view = self.desk.view(run_id)
-        except ServiceError:
-            return safe(run_id, 80)
-        return safe(run_title(view.name, view.prompt, run_id), 120)
+        """The run's one display name (``run_title``: its name, else its prompt; a short id where two runs
+        share it), for toasts and dialogs."""
+        return run_names(self.desk, [run_id])[run_id]
 
     def action_toggle_pause(self) -> None:
         stream = self.query_one("#runs-stream", EventStream)

@@ -111,9 +111,10 @@ def _shown(value: object) -> str:
 
 def recorded_steps(recording: "Recording") -> list[DemoStep]:
     """One demo step per recorded step (after one that loads the starting state), captioned and paced."""
-    from services.record import describe
+    from services.record import describe, recorded_run_names
     from services.record.sdk_calls import attempts
 
+    names = recorded_run_names(recording)  # a run is named by its title, as everywhere in the window
     steps = [DemoStep("load", f"A recorded session ({recording.header.get('started_at', '')}): the cloud as it "
                               "was before the first step.", 3.0)]
     previous_at = 0.0
@@ -121,7 +122,7 @@ def recorded_steps(recording: "Recording") -> list[DemoStep]:
         at = float(step["at"])
         seconds = min(MAX_STEP_S, max(MIN_STEP_S, at - previous_at))
         previous_at = at
-        steps.append(DemoStep(f"step_{step['n']}", f"Step {step['n']}: {describe(step)}{_quoted(step)}", seconds))
+        steps.append(DemoStep(f"step_{step['n']}", f"Step {step['n']}: {safe(describe(step, names), 400)}{_quoted(step)}", seconds))
     return steps
 
 

@@ -140,3 +140,27 @@ def test_observations_written_as_changes_are_loaded_whole_and_checked() -> None:
     missing = json.loads(json.dumps(second))
     missing["observed"]["ids"].append("run_9")
     assert "'run_9' is listed" in _refused(_lines(first, missing)).reason
+
+
+def test_a_recorded_step_names_its_run_by_title_not_id() -> None:
+    """A recording's demo captions name runs as the window does (issue 37): by title, a short id on a clash."""
+    from services.record import describe, recorded_run_names
+    from services.record.format import Recording
+
+    state = {"runs": [{"id": "run_sample_garden", "name": "garden plan", "params": {"prompt": "Plan the week"}},
+                      {"id": "run_00aaaaaa01", "name": "", "params": {"prompt": "Water the beds"}}]}
+    steps = [
+        {"type": "step", "n": 1, "at": 0.0, "kind": "operator", "method": "POST", "path": "/people/user%3Aada/runs",
+         "body": {"prompt": "Water the beds\nat dawn"}, "status": 200, "error": None, "made": "run_00bbbbbb02"},
+        {"type": "step", "n": 2, "at": 0.0, "kind": "operator", "method": "POST",
+         "path": "/runs/run_sample_garden/reply", "body": {"text": "ok"}, "status": 200, "error": None, "made": None},
+        {"type": "step", "n": 3, "at": 0.0, "kind": "app", "user": "user:ada", "op": "run.message", "method": "POST",
+         "path": "/v1/runs/run_00bbbbbb02/messages", "query": {}, "body": {"text": "more"}, "status": 201},
+    ]
+    recording = Recording(header={}, state=state, steps=steps, ended=True)  # type: ignore[arg-type]
+    names = recorded_run_names(recording)
+    assert names == {"run_sample_garden": "garden plan", "run_00aaaaaa01": "Water the beds · aaaa01",
+                     "run_00bbbbbb02": "Water the beds · bbbb02"}
+    assert describe(steps[1], names) == "the operator replies as the model to “garden plan”"  # type: ignore[arg-type]
+    assert describe(steps[2], names) == "the app (user:ada) calls run.message on “Water the beds · bbbb02”"  # type: ignore[arg-type]
+    assert describe(steps[1]) == "the operator replies as the model to run run_sample_garden"  # type: ignore[arg-type]
