@@ -83,12 +83,20 @@ class CanvasPane(Pane):
     sources = frozenset({"canvas"})
 
     BINDINGS = [
-        Binding("enter", "follow_edge", "Follow edge", show=False, id="workbench.canvas.follow_edge"),
-        Binding("backspace", "go_back", "Back", id="workbench.canvas.go_back"),
-        Binding("escape", "clear_filter", "Clear filter", show=False, id="workbench.canvas.clear_filter"),
-        Binding("b", "boot_context", "Boot context", id="workbench.canvas.boot_context"),
-        Binding("L", "who_loads", "Who loads it", id="workbench.canvas.who_loads"),
-        Binding("v", "read_as", "Read as…", id="workbench.canvas.read_as"),
+        Binding("enter", "follow_edge", "Follow edge", show=False,
+                tooltip="Follow the selected link to its object", id="workbench.canvas.follow_edge"),
+        Binding("backspace", "go_back", "Back",
+                tooltip="Go back to the object you came from", id="workbench.canvas.go_back"),
+        Binding("escape", "clear_filter", "Clear filter", show=False,
+                tooltip="Clear the filter", id="workbench.canvas.clear_filter"),
+        Binding("b", "boot_context", "Boot context",
+                tooltip="Show the boot context the selected node loads", id="workbench.canvas.boot_context"),
+        Binding("L", "who_loads", "Who loads it",
+                tooltip="Show which nodes load the selected document at boot, and why not the others",
+                id="workbench.canvas.who_loads"),
+        Binding("v", "read_as", "Read as…",
+                tooltip="Read the canvas as a chosen node sees it (or as the operator again)",
+                id="workbench.canvas.read_as"),
     ]
 
     def __init__(self, *, name: str | None = None, classes: str = "") -> None:

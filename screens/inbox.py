@@ -82,10 +82,14 @@ class InboxPane(Pane):
     sources = frozenset({"canvas"})
 
     BINDINGS = [
-        Binding("m", "message_node", "Message node", id="workbench.inbox.message_node"),
-        Binding("space", "mark_read", "Mark read", id="workbench.inbox.mark_read"),
-        Binding("R", "mark_all_read", "All read", id="workbench.inbox.mark_all_read"),
-        Binding("escape", "clear_filter", "Clear filter", show=False, id="workbench.inbox.clear_filter"),
+        Binding("m", "message_node", "Message node",
+                tooltip="Send the selected node a message", id="workbench.inbox.message_node"),
+        Binding("space", "mark_read", "Mark read",
+                tooltip="Mark the selected inbox entry read", id="workbench.inbox.mark_read"),
+        Binding("R", "mark_all_read", "All read",
+                tooltip="Mark every message to the selected node read", id="workbench.inbox.mark_all_read"),
+        Binding("escape", "clear_filter", "Clear filter", show=False,
+                tooltip="Clear the filter", id="workbench.inbox.clear_filter"),
     ]
 
     def __init__(self, *, name: str | None = None, classes: str = "") -> None:

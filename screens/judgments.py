@@ -83,13 +83,24 @@ class JudgmentsPane(Pane):
     sources = frozenset({"okf", "insights"})
 
     BINDINGS = [
-        Binding("y", "approve", "Approve", id="workbench.judgments.approve"),
-        Binding("n", "reject", "Reject", id="workbench.judgments.reject"),
-        Binding("c", "next_candidate", "Candidate", id="workbench.judgments.next_candidate"),
-        Binding("space", "tick_outcome", "Tick outcome", id="workbench.judgments.tick_outcome"),
-        Binding("j", "rejudge", "Rejudge / retry / check merge", show=False, id="workbench.judgments.rejudge"),
-        Binding("o", "open_review", "Open PR", show=False, id="workbench.judgments.open_review"),
-        Binding("escape", "clear_filter", "Clear filter", show=False, id="workbench.judgments.clear_filter"),
+        Binding("y", "approve", "Approve",
+                tooltip="Approve the selected judgment (the ticked outcomes only) or insight",
+                id="workbench.judgments.approve"),
+        Binding("n", "reject", "Reject",
+                tooltip="Reject the selected judgment or insight, saying why", id="workbench.judgments.reject"),
+        Binding("c", "next_candidate", "Candidate",
+                tooltip="Pick the next candidate truth of an insight review", id="workbench.judgments.next_candidate"),
+        Binding("space", "tick_outcome", "Tick outcome",
+                tooltip="Tick or untick an outcome of a harvest judgment, to approve it alone",
+                id="workbench.judgments.tick_outcome"),
+        Binding("j", "rejudge", "Rejudge / retry / check merge", show=False,
+                tooltip="Judge again, retry an unfinished delivery, or check for the merge",
+                id="workbench.judgments.rejudge"),
+        Binding("o", "open_review", "Open PR", show=False,
+                tooltip="Open the judgment's pull request in the browser (asks first)",
+                id="workbench.judgments.open_review"),
+        Binding("escape", "clear_filter", "Clear filter", show=False,
+                tooltip="Clear the filter", id="workbench.judgments.clear_filter"),
     ]
 
     def __init__(self, *, classes: str = "") -> None:

@@ -104,17 +104,32 @@ class MainScreen(Screen[None]):
     """The workbench's one main screen."""
 
     BINDINGS = [
-        Binding("1", "show_pane('canvas')", "Canvas", id="workbench.show_canvas"),
-        Binding("2", "show_pane('inbox')", "Inbox", id="workbench.show_inbox"),
-        Binding("3", "show_pane('runs')", "Runs", id="workbench.show_runs"),
-        Binding("4", "show_pane('grants')", "Grants", id="workbench.show_grants"),
-        Binding("5", "show_pane('judgments')", "Judgments", id="workbench.show_judgments"),
-        Binding("slash", "filter_pane", "Filter", id="workbench.filter_pane"),
-        Binding("question_mark", "show_help", "Keys", id="workbench.show_help"),
-        Binding("z", "toggle_maximize", "Zoom", id="workbench.toggle_maximize"),
-        Binding("Y", "copy_item", "Copy", show=False, id="workbench.copy_item"),
-        Binding("M", "show_memory", "Memory", show=False, id="workbench.show_memory"),
-        Binding("A", "toggle_system", "All runs", show=False, id="workbench.toggle_system"),
+        Binding("1", "show_pane('canvas')", "Canvas",
+                tooltip="Bring the canvas pane forward: objects, links and documents", id="workbench.show_canvas"),
+        Binding("2", "show_pane('inbox')", "Inbox",
+                tooltip="Bring the inbox pane forward: messages waiting for each node", id="workbench.show_inbox"),
+        Binding("3", "show_pane('runs')", "Runs",
+                tooltip="Bring the runs pane forward: runs and their live event stream", id="workbench.show_runs"),
+        Binding("4", "show_pane('grants')", "Grants",
+                tooltip="Bring the grants pane forward: each person's grant, scopes and refusals",
+                id="workbench.show_grants"),
+        Binding("5", "show_pane('judgments')", "Judgments",
+                tooltip="Bring the judgments pane forward: knowledge waiting for approval",
+                id="workbench.show_judgments"),
+        Binding("slash", "filter_pane", "Filter",
+                tooltip="Filter the focused pane's list by text (esc clears it)", id="workbench.filter_pane"),
+        Binding("question_mark", "show_help", "Keys",
+                tooltip="Show every key, with what it does", id="workbench.show_help"),
+        Binding("z", "toggle_maximize", "Zoom",
+                tooltip="Zoom the focused pane to the whole window, or back", id="workbench.toggle_maximize"),
+        Binding("Y", "copy_item", "Copy", show=False,
+                tooltip="Copy the selection (its id, a curl or SDK call) to the clipboard", id="workbench.copy_item"),
+        Binding("M", "show_memory", "Memory", show=False,
+                tooltip="Open the memory view: the outbox, what the memory service holds, search",
+                id="workbench.show_memory"),
+        Binding("A", "toggle_system", "All runs", show=False,
+                tooltip="Show or hide the workbench's own system runs (the harvest judge's)",
+                id="workbench.toggle_system"),
     ]
 
     active: reactive[str] = reactive("runs")
@@ -319,11 +334,13 @@ class MainScreen(Screen[None]):
             return
         from .help import HelpScreen
         from .help_keys import PaneKeys, help_groups
+        from .memory import MemoryScreen
 
         panes = [PaneKeys(pane.number, pane.title, pane) for pane in self.panes()]
         active = self.pane(self.active)
         focused = next(keys for keys in panes if keys.node is active)
-        self.app.push_screen(HelpScreen(help_groups(self, panes, focused)))
+        views = [("M memory view", MemoryScreen.BINDINGS)]
+        self.app.push_screen(HelpScreen(help_groups(self, panes, focused, views)))
 
     # -- service messages ---------------------------------------------------------------------
 

@@ -41,11 +41,19 @@ class MemoryScreen(Screen[None]):
     """The memory outbox of one Workspace."""
 
     BINDINGS = [
-        Binding("s", "sweep", "Sweep now", id="workbench.memory.sweep"),
-        Binding("r", "retry", "Retry quarantined", id="workbench.memory.retry"),
-        Binding("d", "drop", "Drop quarantined", id="workbench.memory.drop"),
-        Binding("slash", "search", "Search memory", id="workbench.memory.search"),
-        Binding("escape,M", "close", "Back", id="workbench.memory.close"),
+        Binding("s", "sweep", "Sweep now",
+                tooltip="Sweep the outbox now: deliver what is captured to the memory service",
+                id="workbench.memory.sweep"),
+        Binding("r", "retry", "Retry quarantined",
+                tooltip="Put the selected quarantined line back in the outbox (asks first)",
+                id="workbench.memory.retry"),
+        Binding("d", "drop", "Drop quarantined",
+                tooltip="Set the selected quarantined line aside for good (asks first)", id="workbench.memory.drop"),
+        Binding("slash", "search", "Search memory",
+                tooltip="Search what the memory service holds (enter searches)", id="workbench.memory.search"),
+        Binding("question_mark", "show_help", "Keys", tooltip="Show every key of the memory view, with what it does",
+                id="workbench.memory.show_help"),
+        Binding("escape,M", "close", "Back", tooltip="Back to the panes", id="workbench.memory.close"),
     ]
 
     DEFAULT_CSS = """
@@ -198,6 +206,13 @@ class MemoryScreen(Screen[None]):
     def _search(self, event: Input.Submitted) -> None:
         self.query_text = event.value.strip() or None
         self.reload_held()
+
+    def action_show_help(self) -> None:
+        """The key help of this view (``?``): its keys, then the App's."""
+        from .help import HelpScreen
+        from .help_keys import screen_help_groups
+
+        self.app.push_screen(HelpScreen(screen_help_groups(self, "M memory view")))
 
     def action_search(self) -> None:
         self.query_one("#memory-search", Input).focus()

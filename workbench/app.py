@@ -57,8 +57,9 @@ class WorkbenchApp(WorkbenchBase):
     CSS_PATH = [STYLES / "base.tcss", STYLES / "main.tcss", STYLES / "dialogs.tcss"]
     COMMANDS = App.COMMANDS | {WorkbenchCommands}
     BINDINGS = [
-        Binding("q", "quit", "Quit", id="workbench.quit"),
-        Binding("S", "screenshot", "Screenshot", show=False, id="workbench.screenshot"),
+        Binding("q", "quit", "Quit", tooltip="Quit the workbench (asks when work is in flight)", id="workbench.quit"),
+        Binding("S", "screenshot", "Screenshot", show=False,
+                tooltip="Save a picture of the window (SVG) in the workspace", id="workbench.screenshot"),
     ]
 
     def __init__(self, workspace: WorkspaceView | None = None, *, settings: Settings | None = None) -> None:

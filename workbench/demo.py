@@ -223,8 +223,10 @@ class DemoApp(WorkbenchApp):
 
     BINDINGS = [
         *WorkbenchApp.BINDINGS,
-        Binding("space", "toggle_pause", "Pause tour", priority=True, id="demo.toggle_pause"),
-        Binding("right", "next_step", "Next step", priority=True, id="demo.next_step"),
+        Binding("space", "toggle_pause", "Pause tour", priority=True,
+                tooltip="Pause the tour, or go on", id="demo.toggle_pause"),
+        Binding("right", "next_step", "Next step", priority=True,
+                tooltip="Go to the tour's next step now", id="demo.next_step"),
     ]
 
     def __init__(self, settings: Settings, *, steps: list[DemoStep], speed: float = 1.0,

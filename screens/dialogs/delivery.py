@@ -84,7 +84,7 @@ def loads_text(name: str, verdicts: list[LoadVerdict], event: str = "boot") -> T
 class DeliveryDialog(ModalScreen[None]):
     """Show a rendered boot context or who-loads-it list."""
 
-    BINDINGS = [Binding("escape,q", "close", "Close", id="dialog.close")]
+    BINDINGS = [Binding("escape,q", "close", "Close", tooltip="Close the dialog", id="dialog.close")]
 
     def __init__(self, title: str, body: Text) -> None:
         super().__init__()

@@ -25,8 +25,8 @@ class FormSelect(Select[str]):
     """A form's dropdown: ``enter`` submits the form (as in a text field); ``space`` or the arrows open the list."""
 
     BINDINGS = [
-        Binding("enter", "submit_form", "Submit", show=False),
-        Binding("down,space,up", "show_overlay", "Show menu", show=False),
+        Binding("enter", "submit_form", "Submit", show=False, tooltip="Submit the form from its last field"),
+        Binding("down,space,up", "show_overlay", "Show menu", show=False, tooltip="Open the list of choices"),
     ]
 
     def action_submit_form(self) -> None:
@@ -58,8 +58,8 @@ class FormDialog(ModalScreen[dict[str, str] | None]):
     """
 
     BINDINGS = [
-        Binding("escape", "cancel", "Cancel", id="dialog.cancel"),
-        Binding("ctrl+s", "submit", "Submit", id="dialog.submit"),
+        Binding("escape", "cancel", "Cancel", tooltip="Close the dialog without doing anything", id="dialog.cancel"),
+        Binding("ctrl+s", "submit", "Submit", tooltip="Submit the form", id="dialog.submit"),
     ]
 
     def __init__(self, title: str, fields: list[Field], *, submit: str = "OK",
