@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from services.canvas import (Canvas, Neighbourhood, ObjectDetail, ObjectPage, ObjectSummary, ReaderView,
                                  ReceiverAttempt)
 
+from .loader import load, load_module
 from .text import DETAIL_CAP, counted, highlight, iso, level_style, notify_plain, safe, safe_text, short_time
 from .widgets.fit_tree import FitTree
 from .widgets.graph import NeighbourhoodGraph
@@ -379,9 +380,9 @@ class CanvasPane(Pane):
         if not markdown and not bodies:
             return
         if not bodies:
-            from .widgets.document import DocumentView
-
-            holder.mount(DocumentView(markdown, id="canvas-body"))
+            DocumentView = load(self.app, "screens.widgets.document", "DocumentView", what="The document view")
+            if DocumentView is not None:
+                holder.mount(DocumentView(markdown, id="canvas-body"))
             return
         body = bodies.first()
         body.display = bool(markdown)
@@ -425,31 +426,35 @@ class CanvasPane(Pane):
     @work(group="canvas-delivery", exclusive=True, exit_on_error=False)
     async def action_boot_context(self) -> None:
         """Show what the selected node loads at boot, at which level and why, in boot order."""
-        from .dialogs.delivery import DeliveryDialog, boot_text
-
         if self.detail is None or self.detail.object.type != "node":
             notify_plain(self.app, "Select a node to see its boot context.", severity="warning")
             return
+        delivery = load_module(self.app, "screens.dialogs.delivery", what="The boot context dialog")
+        if delivery is None:
+            return
         context = await self._service().boot_context(self.detail.object.id)
-        self.app.push_screen(DeliveryDialog(f"boot context of {safe(context.node_name, 120)}", boot_text(context)))
+        self.app.push_screen(delivery.DeliveryDialog(f"boot context of {safe(context.node_name, 120)}",
+                                                     delivery.boot_text(context)))
 
     @work(group="canvas-delivery", exclusive=True, exit_on_error=False)
     async def action_who_loads(self) -> None:
         """Show which nodes load the selected document at boot, and why the others don't."""
-        from .dialogs.delivery import DeliveryDialog, loads_text
-
         if self.detail is None or self.detail.object.type != "document":
             notify_plain(self.app, "Select a document to see who loads it.", severity="warning")
             return
+        delivery = load_module(self.app, "screens.dialogs.delivery", what="The who-loads dialog")
+        if delivery is None:
+            return
         name = self.detail.object.full_name
         verdicts = await self._service().who_loads(self.detail.object.id)
-        self.app.push_screen(DeliveryDialog(f"who loads {safe(name, 200)}", loads_text(name, verdicts)))
+        self.app.push_screen(delivery.DeliveryDialog(f"who loads {safe(name, 200)}", delivery.loads_text(name, verdicts)))
 
     @work(group="canvas-delivery", exclusive=True, exit_on_error=False)
     async def action_read_as(self) -> None:
         """Choose a node (or the operator) and read the canvas as it may see it."""
-        from .dialogs.choose import ChooseDialog
-
+        ChooseDialog = load(self.app, "screens.dialogs.choose", "ChooseDialog", what="The read-as dialog")
+        if ChooseDialog is None:
+            return
         page = await self._service().list_objects(type="node", limit=50)
         choices = [("operator", "")] + [(o.label, o.id) for o in page.items]
 

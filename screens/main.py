@@ -26,6 +26,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Label
 
+from .loader import load
 from .messages import JumpRequested, ServicesChanged, WorkspaceOpened
 from .text import notify_plain
 from .widgets.badges import BadgeBar, PaneStrip
@@ -235,11 +236,11 @@ class MainScreen(Screen[None]):
 
     def action_copy_item(self) -> None:
         """``Y``: copy the focused pane's selection as its id, JSON, or the SDK call / curl (OSC 52)."""
-        from .dialogs.choose import ChooseDialog
-        from .text import notify_plain
-        from .widgets.copy import copy_choices
-
         if not self.placed:
+            return
+        ChooseDialog = load(self.app, "screens.dialogs.choose", "ChooseDialog", what="The copy dialog")
+        copy_choices = load(self.app, "screens.widgets.copy", "copy_choices", what="The copy choices")
+        if ChooseDialog is None or copy_choices is None:
             return
         pane = self.pane(self.active)
         choices = copy_choices(pane)
@@ -313,9 +314,9 @@ class MainScreen(Screen[None]):
     def action_show_memory(self) -> None:
         """Open the memory outbox view (once the Workspace is open)."""
         if self.workspace is not None and getattr(self.workspace, "outbox", None) is not None:
-            from .memory import MemoryScreen
-
-            self.app.push_screen(MemoryScreen(self.workspace))
+            MemoryScreen = load(self.app, "screens.memory", "MemoryScreen", what="The memory view")
+            if MemoryScreen is not None:
+                self.app.push_screen(MemoryScreen(self.workspace))
 
     def action_toggle_system(self) -> None:
         """List the workbench's own runs and their nodes (the harvest judge's) too, or hide them again."""
@@ -332,14 +333,16 @@ class MainScreen(Screen[None]):
     def action_show_help(self) -> None:
         if not self.placed:  # the keys are the panes': until they are in place there is no list to show
             return
-        from .help import HelpScreen
         from .help_keys import PaneKeys, help_groups
-        from .memory import MemoryScreen
 
+        HelpScreen = load(self.app, "screens.help", "HelpScreen", what="The key help")
+        if HelpScreen is None:
+            return
         panes = [PaneKeys(pane.number, pane.title, pane) for pane in self.panes()]
         active = self.pane(self.active)
         focused = next(keys for keys in panes if keys.node is active)
-        views = [("M memory view", MemoryScreen.BINDINGS)]
+        MemoryScreen = load(self.app, "screens.memory", "MemoryScreen", what="The memory view's keys")
+        views = [("M memory view", MemoryScreen.BINDINGS)] if MemoryScreen is not None else []
         self.app.push_screen(HelpScreen(help_groups(self, panes, focused, views)))
 
     # -- service messages ---------------------------------------------------------------------

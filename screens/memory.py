@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from services.knowledge.outbox import MemoryOutbox, OutboxStatus, QuarantinedLine
 
 from .dialogs import ConfirmDialog
+from .loader import load
 from .text import cell_text, date_time, notify_plain, run_names, safe, safe_text, tone
 from .widgets.pane import is_current
 
@@ -209,10 +210,11 @@ class MemoryScreen(Screen[None]):
 
     def action_show_help(self) -> None:
         """The key help of this view (``?``): its keys, then the App's."""
-        from .help import HelpScreen
         from .help_keys import screen_help_groups
 
-        self.app.push_screen(HelpScreen(screen_help_groups(self, "M memory view")))
+        HelpScreen = load(self.app, "screens.help", "HelpScreen", what="The key help")
+        if HelpScreen is not None:
+            self.app.push_screen(HelpScreen(screen_help_groups(self, "M memory view")))
 
     def action_search(self) -> None:
         self.query_one("#memory-search", Input).focus()

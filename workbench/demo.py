@@ -26,6 +26,7 @@ from textual.notifications import SeverityLevel
 from textual.worker import WorkerState
 
 from assets import ASSETS_DIR
+from screens.loader import load
 from screens.text import TOAST_CAP, notify_plain, safe
 from screens.widgets.caption import CaptionBar
 from screens.widgets.stream import EventStream
@@ -309,8 +310,9 @@ class DemoApp(WorkbenchApp):
     async def step_shown(self, number: int, step: DemoStep) -> None:
         """The step is done and drawn: write its picture (headless runs); tests look at the screen here."""
         if self.screenshots is not None:
-            from .screenshot import picture
-
+            picture = load(self, "workbench.screenshot", "picture", what="The step's picture")
+            if picture is None:
+                return
             self.screenshots.mkdir(parents=True, exist_ok=True)
             await picture(self, f"{number:02d}-{step.id}.svg", str(self.screenshots))
 

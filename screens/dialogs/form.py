@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import on, work
@@ -15,7 +16,11 @@ from textual.widgets import Button, Input, Label, Select
 
 from services.errors import ServiceError
 
+if TYPE_CHECKING:
+    from textual.widgets import TextArea
+
 from ..help_keys import keys_line
+from ..loader import load
 from ..text import DETAIL_CAP, safe
 
 __all__ = ["Field", "FormDialog", "FormSelect", "json_object_check"]
@@ -78,6 +83,10 @@ class FormDialog(ModalScreen[dict[str, str] | None]):
         self.submit_label = submit
         """The submit button's label."""
 
+    def _editor(self) -> type[TextArea] | None:
+        """The multi-line editor (``TextArea``), loaded with the first multi-line form; None when it cannot be."""
+        return load(self.app, "textual.widgets", "TextArea", what="The multi-line editor")
+
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label(Text(safe(self.form_title, 400)), classes="dialog-title")
@@ -87,12 +96,10 @@ class FormDialog(ModalScreen[dict[str, str] | None]):
                     value = field.default if field.default in field.choices else field.choices[0]
                     yield FormSelect([(Text(safe(c, 200)), c) for c in field.choices], value=value,
                                      allow_blank=False, id=f"field-{field.name}")
-                elif field.multiline:
-                    from textual.widgets import TextArea  # the editor loads with the first multi-line form
-
+                elif field.multiline and (TextArea := self._editor()) is not None:
                     yield TextArea(safe(field.default, DETAIL_CAP), id=f"field-{field.name}", soft_wrap=True,
                                    classes="dialog-area")
-                else:
+                else:  # a one-line field (a multi-line one too when the editor cannot be loaded)
                     yield Input(safe(field.default, DETAIL_CAP), placeholder=safe(field.placeholder, 200),
                                 id=f"field-{field.name}")
             yield Label("", id="form-error", classes="dialog-error")

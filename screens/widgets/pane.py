@@ -25,6 +25,7 @@ from textual.worker import Worker, WorkerState
 from services.desk import Desk, WorkspaceView
 from services.changes import Change
 
+from ..loader import load
 from ..text import notify_plain
 
 if TYPE_CHECKING:
@@ -203,7 +204,9 @@ class Pane(Vertical):
                  check: Callable[[dict[str, str]], str | None] | None = None) -> None:
         """Ask with a form that makes the change itself: a refusal shows inline and the form stays open
         with what was typed; once made, say ``what`` (a callable is asked after the change) and reload."""
-        from ..dialogs.form import FormDialog
+        FormDialog = load(self.app, "screens.dialogs.form", "FormDialog", what="The form dialog")
+        if FormDialog is None:
+            return
 
         def done(values: dict[str, str] | None) -> None:
             if values is not None:
