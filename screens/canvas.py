@@ -447,7 +447,8 @@ class CanvasPane(Pane):
             return
         name = self.detail.object.full_name
         verdicts = await self._service().who_loads(self.detail.object.id)
-        self.app.push_screen(delivery.DeliveryDialog(f"who loads {safe(name, 200)}", delivery.loads_text(name, verdicts)))
+        self.app.push_screen(delivery.DeliveryDialog(f"who loads {safe(name, 200)} on boot",
+                                                     delivery.loads_text(name, verdicts)))
 
     @work(group="canvas-delivery", exclusive=True, exit_on_error=False)
     async def action_read_as(self) -> None:

@@ -24,7 +24,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, SelectionList, Static
+from textual.strip import Strip
+from textual.widgets._toggle_button import ToggleButton  # its BUTTON_INNER is the box's tick (no public alias)
+from textual.widgets.option_list import OptionDoesNotExist
 from typing_extensions import TypeIs
+from rich.segment import Segment
 
 from services.errors import ServiceError
 
@@ -35,7 +39,7 @@ if TYPE_CHECKING:  # the knowledge services load with the workspace, not with th
     from services.knowledge.okf.models import GitDelivery, JudgmentDetail, JudgmentItem
 
 from .dialogs import ConfirmDialog, Field, wants_confirmation
-from .text import DETAIL_CAP, cell_text, date_time, day_minute, highlight, notify_plain, run_names, safe, tone
+from .text import DETAIL_CAP, cell_text, counted, date_time, day_minute, highlight, notify_plain, run_names, safe, tone
 from .widgets.fit_table import FitTable, fit_cell
 from .widgets.pane import DEBOUNCE, Pane, PaletteAction, is_current
 
@@ -73,6 +77,25 @@ def _state(item: JudgmentItem | InsightReview) -> str:
 def _detail_state(detail: JudgmentDetail | InsightReview) -> str:
     """The state of the item a detail shows."""
     return detail.item.state if _is_harvest(detail) else detail.status
+
+
+class OutcomeList(SelectionList[str]):
+    """The outcomes of a pending harvest judgment, each ticked (``X``) only when it is: Textual draws every
+    box with its ``X`` and tells them apart by colour alone, so a picture (or a terminal with few colours)
+    showed every outcome ticked while the detail said none was."""
+
+    def render_line(self, y: int) -> Strip:
+        strip = super().render_line(y)
+        try:
+            option = self.get_option_at_index(self.scroll_offset.y + y)
+        except OptionDoesNotExist:
+            return strip
+        if option.value in self.selected:
+            return strip
+        segments = list(strip)
+        if len(segments) > 1 and segments[1].text == ToggleButton.BUTTON_INNER:
+            segments[1] = Segment(" " * len(ToggleButton.BUTTON_INNER), segments[1].style)
+        return Strip(segments, strip.cell_length)
 
 
 class JudgmentsPane(Pane):
@@ -128,7 +151,7 @@ class JudgmentsPane(Pane):
         table = FitTable(id="judgments-table", flex=1, min_width=20, keep=2, cursor_type="row", zebra_stripes=True)
         table.add_columns("kind", "what", "state", "verdicts", "created")
         yield table
-        yield SelectionList[str](id="judgment-outcomes")
+        yield OutcomeList(id="judgment-outcomes")
         with VerticalScroll(id="judgment-detail"):
             yield Static("", id="judgment-text", markup=False)
 
@@ -205,7 +228,7 @@ class JudgmentsPane(Pane):
         if _is_judgment(item):
             names = self._inputs.get((item.id, item.attempt), ())
             judged = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "") if names else \
-                f"{item.inputs} inputs"
+                counted(item.inputs, "input")
             return f"{judged} · {item.agent} · attempt {item.attempt}"
         return f"{item.proposal.title} → {item.proposal.owner}/{item.proposal.name}"
 
@@ -277,6 +300,7 @@ class JudgmentsPane(Pane):
             return None
 
     def _show_detail(self) -> None:
+        self.refresh_bindings()  # the keys that apply follow the item shown
         text_widget = self.query_one("#judgment-text", Static)
         outcomes = self.query_one("#judgment-outcomes", SelectionList)
         outcomes.clear_options()
@@ -321,7 +345,7 @@ class JudgmentsPane(Pane):
         item = d.item
         text = Text()
         text.append(f"harvest judgment · {safe(item.state, 20)}", style="bold")
-        text.append(f" · attempt {item.attempt} · {safe(item.agent, 60)} · {item.inputs} inputs\n")
+        text.append(f" · attempt {item.attempt} · {safe(item.agent, 60)} · {counted(item.inputs, 'input')}\n")
         if item.state == "pending":
             text.append("space ticks outcomes to approve one by one (none ticked: y approves all) · n rejects\n",
                         style="dim")
@@ -529,6 +553,15 @@ class JudgmentsPane(Pane):
         url = urls[0]
         if await self.app.push_screen_wait(ConfirmDialog(f"Open this pull request in your browser?\n\n{safe(url, 400)}")):
             self.app.open_url(url)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The footer offers a key only where it applies: ``space`` on a pending harvest judgment's outcomes,
+        ``c`` on an insight review (the help lists them all)."""
+        if action == "tick_outcome":
+            return _is_harvest(self.detail) and self.detail.item.state == "pending" and bool(self.detail.outcomes)
+        if action == "next_candidate":
+            return _is_review(self.detail)
+        return True
 
     def action_tick_outcome(self) -> None:
         """``space`` from the queue: tick (or untick) the highlighted outcome without tabbing into the list."""

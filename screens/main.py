@@ -101,6 +101,10 @@ class PaneSlot(Vertical):
         return (self.title,)
 
 
+COPY_SHOWN = 240
+"""Characters of a copied line the toast repeats (a curl command with its URL whole); longer ones end in ``…``."""
+
+
 class MainScreen(Screen[None]):
     """The workbench's one main screen."""
 
@@ -253,7 +257,8 @@ class MainScreen(Screen[None]):
                 self.app.copy_to_clipboard(text)
                 lines = text.splitlines()
                 more = f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
-                notify_plain(self.app, f"Copied to the terminal's clipboard: {lines[0][:80]}{more}", timeout=4)
+                first = lines[0] if len(lines[0]) <= COPY_SHOWN else lines[0][:COPY_SHOWN - 1] + "…"  # a cut says so
+                notify_plain(self.app, f"Copied to the terminal's clipboard: {first}{more}", timeout=4)
         self.app.push_screen(ChooseDialog(f"Copy from {pane.title}", choices), done)
 
     def tick_ages(self) -> None:

@@ -61,9 +61,9 @@ def boot_text(context: BootContext) -> Text:
 
 
 def loads_text(name: str, verdicts: list[LoadVerdict], event: str = "boot") -> Text:
-    """Which nodes load a document on ``event`` (with the level) and which do not (with the reason)."""
+    """Which nodes load a document on ``event`` (with the level) and which do not (with the reason); the
+    dialog's title says whose (``who loads X on boot``), so the body does not say it again."""
     text = Text()
-    text.append(f"who loads {safe(name, 200)} on {safe(event, 40)}\n\n", style="bold")
     loaders = [v for v in verdicts if v.loaded]
     others = [v for v in verdicts if not v.loaded]
     text.append(f"loaded by ({len(loaders)})\n", style="bold underline")

@@ -1,0 +1,77 @@
+"""The window says only what is true (issue 37): an outcome's box is ticked only when it is, the footer
+offers space (tick) only where there are outcomes to tick, the who-loads dialog says its subject once,
+and the copy toast repeats a curl command with its URL whole."""
+
+from __future__ import annotations
+
+from textual.widgets import Static
+from textual.widgets._footer import FooterKey
+
+from screens.dialogs.delivery import DeliveryDialog
+from tests.toasts import said
+
+from .conftest import ready, settle
+
+
+def footer_keys(app) -> list[str]:
+    return [k.key_display for k in app.main.query(FooterKey) if "-command-palette" not in k.classes]
+
+
+async def test_outcome_boxes_are_ticked_only_when_ticked_and_space_is_offered_only_for_outcomes(app) -> None:
+    async with app.run_test(size=(160, 45)) as pilot:
+        await ready(pilot)
+        await pilot.press("5")
+        await settle(pilot)
+        pane = app.main.pane("judgments")
+        outcomes = pane.query_one("#judgment-outcomes")
+        harvest = next(k for k in pane.items if k.startswith("okf:") and pane.items[k].state == "pending"
+                       and pane.items[k].inputs > 1)
+        pane.select_key(harvest)
+        await settle(pilot)
+        assert outcomes.display and outcomes.option_count > 1
+        assert list(outcomes.selected) == []
+        assert "none ticked" in str(pane.query_one("#judgment-text", Static).render())
+        boxes = [outcomes.render_line(y).text[:3] for y in range(outcomes.option_count)]
+        assert all("X" not in box for box in boxes), boxes
+        assert "space" in footer_keys(app) and "c" not in footer_keys(app)
+        outcomes.toggle(outcomes.get_option_at_index(0).value)
+        await settle(pilot)
+        assert "X" in outcomes.render_line(0).text[:3] and "X" not in outcomes.render_line(1).text[:3]
+        insight = next(k for k in pane.items if k.startswith("insight:"))
+        pane.select_key(insight)
+        await settle(pilot)
+        assert "space" not in footer_keys(app) and "c" in footer_keys(app)
+
+
+async def test_who_loads_says_its_subject_once(app) -> None:
+    async with app.run_test(size=(160, 45)) as pilot:
+        await ready(pilot)
+        await pilot.press("1")
+        await settle(pilot)
+        canvas = app.main.pane("canvas")
+        page = await app.workspace.canvas.list_objects(type="document", limit=5)
+        canvas.select_key(page.items[0].id)
+        await settle(pilot)
+        await pilot.press("L")
+        await settle(pilot)
+        assert isinstance(app.screen, DeliveryDialog)
+        title = str(app.screen.query_one("#delivery-title").render())
+        body = str(app.screen.query_one("#delivery-body", Static).render())
+        assert title.startswith("who loads ") and title.endswith(" on boot")
+        assert "who loads" not in body
+
+
+async def test_the_copy_toast_repeats_a_curl_command_whole(app) -> None:
+    async with app.run_test(size=(160, 45)) as pilot:
+        ws = await ready(pilot)
+        await pilot.press("3")
+        await settle(pilot)
+        run_id = app.main.pane("runs").selected
+        assert run_id
+        await pilot.press("Y")
+        await settle(pilot)
+        await pilot.press("4")  # id, JSON, SDK call, curl
+        await settle(pilot)
+        toast = [text for text in said(app) if text.startswith("Copied")][-1]
+        assert toast.endswith(f'"$CROUTER_RUNTIME_URL"/v1/runs/{run_id}'), toast
+        assert ws is not None
