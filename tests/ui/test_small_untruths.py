@@ -75,3 +75,15 @@ async def test_the_copy_toast_repeats_a_curl_command_whole(app) -> None:
         toast = [text for text in said(app) if text.startswith("Copied")][-1]
         assert toast.endswith(f'"$CROUTER_RUNTIME_URL"/v1/runs/{run_id}'), toast
         assert ws is not None
+
+
+async def test_the_guide_counts_the_sample_world_as_the_window_does(app) -> None:
+    from pathlib import Path
+
+    async with app.run_test(size=(160, 45)) as pilot:
+        await ready(pilot)
+        runs, canvas = app.main.pane("runs").headline(), app.main.pane("canvas").headline()
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    for page in ("window.md", "reference.md"):
+        text = " ".join((docs / page).read_text(encoding="utf-8").split())
+        assert f"`3` `{runs}`" in text and f"`1` `{canvas}`" in text, (page, runs, canvas)
