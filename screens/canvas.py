@@ -434,7 +434,7 @@ class CanvasPane(Pane):
             return
         context = await self._service().boot_context(self.detail.object.id)
         self.app.push_screen(delivery.DeliveryDialog(f"boot context of {safe(context.node_name, 120)}",
-                                                     delivery.boot_text(context)))
+                                                     lambda width: delivery.boot_text(context, width)))
 
     @work(group="canvas-delivery", exclusive=True, exit_on_error=False)
     async def action_who_loads(self) -> None:

@@ -39,7 +39,8 @@ if TYPE_CHECKING:  # the knowledge services load with the workspace, not with th
     from services.knowledge.okf.models import GitDelivery, JudgmentDetail, JudgmentItem
 
 from .dialogs import ConfirmDialog, Field, wants_confirmation
-from .text import DETAIL_CAP, cell_text, counted, date_time, day_minute, highlight, notify_plain, run_names, safe, tone
+from .text import (DETAIL_CAP, cell_text, counted, date_time, day_minute, hanging, highlight, notify_plain, run_names,
+                   safe, tone)
 from .widgets.fit_table import FitTable, fit_cell
 from .widgets.pane import DEBOUNCE, Pane, PaletteAction, is_current
 
@@ -326,6 +327,14 @@ class JudgmentsPane(Pane):
             outcomes.display = False
             text_widget.update(self._insight_text(d))
 
+    def _detail_width(self) -> int:
+        """The cells a detail row has (wrapped rows of a reason keep their indent within it)."""
+        return self.query_one("#judgment-detail", VerticalScroll).scrollable_content_region.width or 80
+
+    def on_resize(self) -> None:
+        if self.detail is not None:
+            self._show_detail()  # the reasons are wrapped to the width there is
+
     def _notice_text(self) -> Text:
         """What needs the operator in OKF, with the way out (empty when nothing does)."""
         text = Text()
@@ -377,7 +386,7 @@ class JudgmentsPane(Pane):
             if o.decision:
                 text.append(f" ({safe(o.decision, 40)})", style="dim")
             text.append(f" · {safe(o.input_kind, 20)} {safe(self._input_name(o.input_kind, o.input_name), 120)}\n")
-            text.append(f"    reason: {safe(o.reason, 1000)}\n")
+            text.append_text(hanging("    reason: ", safe(o.reason, 1000), self._detail_width()))
             if o.concepts:
                 text.append(f"    concepts: {safe(', '.join(o.concepts), 400)}\n")
             text.append("    input: ", style="dim")

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from rich.cells import cell_len
+from rich.console import Console
 from rich.style import Style
 from rich.text import Text
 from textual import active_app  # type: ignore[attr-defined]  # Textual re-exports it without __all__
@@ -24,7 +26,7 @@ from services.text import clip, distinct_titles, run_title, sanitize
 
 __all__ = ["safe", "safe_text", "cell_text", "highlight", "iso", "short_time", "date_time", "day_minute", "age",
            "level_style", "tone", "TONES", "LINE_CAP", "DETAIL_CAP", "TOAST_CAP", "notify_plain", "counted", "words",
-           "run_names"]
+           "run_names", "hanging"]
 
 LINE_CAP = 2_000
 """Characters of one untrusted value shown on a list row or stream line."""
@@ -48,6 +50,22 @@ def cell_text(value: object, width: int) -> Text:
     """``value`` sanitised for a table cell, cut to ``width`` cells with an ellipsis."""
     text = Text(safe(value, width * 4))
     text.truncate(width, overflow="ellipsis")
+    return text
+
+
+def hanging(lead: str, body: str, width: int, style: str = "") -> Text:
+    """``lead`` then ``body`` wrapped to ``width`` cells, each row after the first indented to where the body
+    began (a long reason or preview reads as one block instead of running back to column 0); ends with a
+    newline. ``body`` is shown as given: sanitise it first."""
+    indent = cell_len(lead)
+    room = max(10, width - indent)
+    rows = Text(body, style=style).wrap(Console(width=room, color_system=None), room) if body else [Text("")]
+    text = Text(lead)
+    for number, row in enumerate(rows):
+        if number:
+            text.append(" " * indent)
+        text.append_text(row)
+        text.append("\n")
     return text
 
 

@@ -106,3 +106,43 @@ async def test_an_attached_header_at_160_columns_shows_where_memory_goes_whole(a
         badges.status = "attached to http://" + "a" * 150 + ".example:8790 (served by process 4021337)"
         await settle(pilot)
         assert badges.render().cell_len <= 160 and badges.render().plain.rstrip().endswith("…")
+
+
+async def _body_rows(pilot, widget) -> list[str]:
+    await settle(pilot)
+    return [widget.render_line(y).text.rstrip() for y in range(widget.size.height)]
+
+
+async def test_wrapped_reasons_and_previews_keep_their_indent(app) -> None:
+    """A boot context's why and preview and a judgment's reason wrap under themselves, not at column 0."""
+    async with app.run_test(size=(100, 40)) as pilot:
+        ws = await ready(pilot)
+        await pilot.press("5")
+        await settle(pilot)
+        pane = app.main.pane("judgments")
+        pane.select_key(next(k for k in pane.items if k.startswith("okf:")))
+        rows = await _body_rows(pilot, pane.query_one("#judgment-text", Static))
+        reasons = [n for n, row in enumerate(rows) if row.startswith("    reason: ")]
+        assert reasons and any(rows[n + 1].startswith(" " * 12) for n in reasons), rows
+        for n in reasons:  # a reason's wrapped rows start under its first word
+            follow = rows[n + 1]
+            assert follow.startswith("    ") or not follow, rows[n:n + 2]
+        await pilot.press("1")
+        await settle(pilot)
+        nodes = await ws.canvas.list_objects(type="node", limit=50)
+        canvas = app.main.pane("canvas")
+        canvas.select_key(next(o.id for o in nodes.items if o.name == "garden plan"))
+        await settle(pilot)
+        await pilot.press("b")
+        await settle(pilot)
+        assert isinstance(app.screen, DeliveryDialog)
+        rows = await _body_rows(pilot, app.screen.query_one("#delivery-body", Static))
+        items = [n for n, row in enumerate(rows) if row[:1].isdigit()]
+        assert items, rows
+        for n in items:
+            block = []
+            for row in rows[n + 1:]:
+                if not row or row[:1].isdigit() or not row.startswith(" ") and block:
+                    break
+                block.append(row)
+            assert all(row.startswith("     ") for row in block), rows[n:n + len(block) + 2]
