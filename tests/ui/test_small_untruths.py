@@ -146,3 +146,30 @@ async def test_wrapped_reasons_and_previews_keep_their_indent(app) -> None:
                     break
                 block.append(row)
             assert all(row.startswith("     ") for row in block), rows[n:n + len(block) + 2]
+
+
+async def test_toasts_leave_the_strip_the_footer_and_the_memory_search_results_clear(app) -> None:
+    from textual.widgets import Footer
+    from textual.widgets._toast import Toast
+
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        ws = await ready(pilot)
+        app.notify("a toast the operator reads", timeout=60)
+        await settle(pilot)
+        toasts = [t.region for t in app.screen.query(Toast)]
+        assert toasts
+        bottom = [app.main.query_one("#strip").region, app.main.query_one(Footer).region]
+        assert not any(t.overlaps(b) for t in toasts for b in bottom), (toasts, bottom)
+        await ws.outbox.capture_turn("conv_toast", "user:ada", [{"role": "user", "text": "the hives face south"}])
+        await ws.outbox.sweep()
+        await pilot.press("M")
+        await settle(pilot)
+        app.screen.query_one("#memory-search").value = "hives"
+        await pilot.press("slash")
+        await pilot.press("enter")
+        await settle(pilot)
+        app.notify("another toast", timeout=60)
+        await settle(pilot)
+        found = app.screen.query_one("#memory-found").region
+        assert found.height > 0
+        assert not any(t.region.overlaps(found) for t in app.screen.query(Toast)), found
