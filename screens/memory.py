@@ -21,7 +21,7 @@ from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Label, Static
+from textual.widgets import DataTable, Input, Label, Static
 
 from services.desk import WorkspaceView
 from services.errors import ServiceError
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 from .dialogs import ConfirmDialog
 from .loader import load
 from .text import cell_text, date_time, notify_plain, run_names, safe, safe_text, tone
+from .widgets.footer import KeyFooter
 from .widgets.pane import is_current
 
 __all__ = ["MemoryScreen"]
@@ -125,7 +126,7 @@ class MemoryScreen(Screen[None]):
             for label, width in (("time", 19), ("session", 20), ("peer", 16), ("message", 80)):
                 found.add_column(label, width=width)
             yield found
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.reload()
@@ -276,10 +277,11 @@ class MemoryScreen(Screen[None]):
             body.update(Text("no conversation yet", style="dim"))
             return
         snapshot = self.outbox.representation(conv)
+        name = run_names(getattr(self.workspace, "desk", None), [conv])[conv]  # a conversation is a run: its title
         if snapshot is None:
-            body.update(safe_text(f"{conv}: none fetched yet", 4000))
+            body.update(safe_text(f"{name}: none fetched yet", 4000))
             return
-        body.update(safe_text(f"{conv} (fetched {date_time(snapshot.fetched_at)}): {snapshot.text}", 4000))
+        body.update(safe_text(f"{name} (fetched {date_time(snapshot.fetched_at)}): {snapshot.text}", 4000))
 
     @on(DataTable.RowHighlighted, "#memory-conversations")
     def _conversation(self, event: DataTable.RowHighlighted) -> None:
