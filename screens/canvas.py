@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from services.canvas import (Canvas, Neighbourhood, ObjectDetail, ObjectPage, ObjectSummary, ReaderView,
                                  ReceiverAttempt)
 
+from .loader import load, load_module
 from .text import DETAIL_CAP, counted, highlight, iso, level_style, notify_plain, safe, safe_text, short_time
 from .widgets.fit_tree import FitTree
 from .widgets.graph import NeighbourhoodGraph
@@ -100,12 +101,20 @@ class CanvasPane(Pane):
     sources = frozenset({"canvas"})
 
     BINDINGS = [
-        Binding("enter", "follow_edge", "Follow edge", show=False, id="workbench.canvas.follow_edge"),
-        Binding("backspace", "go_back", "Back", id="workbench.canvas.go_back"),
-        Binding("escape", "clear_filter", "Clear filter", show=False, id="workbench.canvas.clear_filter"),
-        Binding("b", "boot_context", "Boot context", id="workbench.canvas.boot_context"),
-        Binding("L", "who_loads", "Who loads it", id="workbench.canvas.who_loads"),
-        Binding("v", "read_as", "Read as…", id="workbench.canvas.read_as"),
+        Binding("enter", "follow_edge", "Follow edge", show=False,
+                tooltip="Follow the selected link to its object", id="workbench.canvas.follow_edge"),
+        Binding("backspace", "go_back", "Back",
+                tooltip="Go back to the object you came from", id="workbench.canvas.go_back"),
+        Binding("escape", "clear_filter", "Clear filter", show=False,
+                tooltip="Clear the filter", id="workbench.canvas.clear_filter"),
+        Binding("b", "boot_context", "Boot context",
+                tooltip="Show the boot context the selected node loads", id="workbench.canvas.boot_context"),
+        Binding("L", "who_loads", "Who loads it",
+                tooltip="Show which nodes load the selected document at boot, and why not the others",
+                id="workbench.canvas.who_loads"),
+        Binding("v", "read_as", "Read as…",
+                tooltip="Read the canvas as a chosen node sees it (or as the operator again)",
+                id="workbench.canvas.read_as"),
     ]
 
     def __init__(self, *, name: str | None = None, classes: str = "") -> None:
@@ -396,9 +405,9 @@ class CanvasPane(Pane):
         if not markdown and not bodies:
             return
         if not bodies:
-            from .widgets.document import DocumentView
-
-            holder.mount(DocumentView(markdown, id="canvas-body"))
+            DocumentView = load(self.app, "screens.widgets.document", "DocumentView", what="The document view")
+            if DocumentView is not None:
+                holder.mount(DocumentView(markdown, id="canvas-body"))
             return
         body = bodies.first()
         body.display = bool(markdown)
@@ -442,42 +451,49 @@ class CanvasPane(Pane):
     @work(group="canvas-delivery", exclusive=True, exit_on_error=False)
     async def action_boot_context(self) -> None:
         """Show what the selected node loads at boot, at which level and why, in boot order."""
-        from .dialogs.delivery import DeliveryDialog, boot_text
-
         if self.detail is None or self.detail.object.type != "node":
             notify_plain(self.app, "Select a node to see its boot context.", severity="warning")
             return
+        delivery = load_module(self.app, "screens.dialogs.delivery", what="The boot context dialog")
+        if delivery is None:
+            return
         context = await self._service().boot_context(self.detail.object.id, view=self.view)
-        self.app.push_screen(DeliveryDialog(f"boot context of {safe(context.node_name, 120)}", boot_text(context)))
+        self.app.push_screen(delivery.DeliveryDialog(f"boot context of {safe(context.node_name, 120)}",
+                                                     lambda width: delivery.boot_text(context, width)))
 
     @work(group="canvas-delivery", exclusive=True, exit_on_error=False)
     async def action_who_loads(self) -> None:
         """Show which nodes load the selected document at boot, and why the others don't."""
-        from .dialogs.delivery import DeliveryDialog, loads_text
-
         if self.detail is None or self.detail.object.type != "document":
             notify_plain(self.app, "Select a document to see who loads it.", severity="warning")
             return
+        delivery = load_module(self.app, "screens.dialogs.delivery", what="The who-loads dialog")
+        if delivery is None:
+            return
         name = self.detail.object.full_name
         verdicts = await self._service().who_loads(self.detail.object.id, view=self.view)
-        self.app.push_screen(DeliveryDialog(f"who loads {safe(name, 200)}", loads_text(name, verdicts)))
+        self.app.push_screen(delivery.DeliveryDialog(f"who loads {safe(name, 200)} on boot",
+                                                     delivery.loads_text(name, verdicts)))
 
     @work(group="canvas-delivery", exclusive=True, exit_on_error=False)
     async def action_read_as(self) -> None:
         """Choose a node (or the operator) and read the canvas as it may see it."""
-        from .dialogs.choose import ChooseDialog
-
+        ChooseDialog = load(self.app, "screens.dialogs.choose", "ChooseDialog", what="The read-as dialog")
+        if ChooseDialog is None:
+            return
         page = await self._service().list_objects(type="node", limit=50)
         choices = [("operator", "")] + [(o.label, o.id) for o in page.items]
 
+        labels = {ident: label for label, ident in choices}
+
         def chosen(node: str | None) -> None:
             if node is not None:
-                self.read_as(node or None)
+                self.read_as(node or None, labels.get(node or ""))
         self.app.push_screen(ChooseDialog("Read the canvas as…", choices), chosen)
 
     @work(group="canvas-read-as", exclusive=True, exit_on_error=False)
-    async def read_as(self, node: str | None) -> None:
-        """Read the canvas as ``node`` (None: the operator's view) and reload."""
+    async def read_as(self, node: str | None, label: str | None = None) -> None:
+        """Read the canvas as ``node`` (None: the operator's view), named ``label`` (its name as listed), and reload."""
         self.view = await self._service().reader_view(node) if node else None
         self.view_node = node
         line = self.query_one("#canvas-viewing", Static)
@@ -485,7 +501,7 @@ class CanvasPane(Pane):
             line.update("")
             line.display = False
         else:
-            line.update(Text(f"Reading as node {safe(node, 120)}: only what it may see. v changes it.",
+            line.update(Text(f"Reading as node {safe(label or node, 120)}: only what it may see. v changes it.",
                              style="bold"))
             line.display = True
         self._root_counts = None

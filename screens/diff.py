@@ -65,12 +65,12 @@ class DiffTable(ScrollView, can_focus=True):
     }
     """
     BINDINGS = [
-        Binding("up", "cursor_up", "Up", show=False),
-        Binding("down", "cursor_down", "Down", show=False),
-        Binding("pageup", "page_up", "Page up", show=False),
-        Binding("pagedown", "page_down", "Page down", show=False),
-        Binding("home", "first", "First row", show=False),
-        Binding("end", "last", "Last row", show=False),
+        Binding("up", "cursor_up", "Up", show=False, tooltip="Select the row above"),
+        Binding("down", "cursor_down", "Down", show=False, tooltip="Select the row below"),
+        Binding("pageup", "page_up", "Page up", show=False, tooltip="Move up a screen of rows"),
+        Binding("pagedown", "page_down", "Page down", show=False, tooltip="Move down a screen of rows"),
+        Binding("home", "first", "First row", show=False, tooltip="Select the first row"),
+        Binding("end", "last", "Last row", show=False, tooltip="Select the last row"),
     ]
 
     cursor_row: reactive[int] = reactive(0, always_update=True)
@@ -175,9 +175,9 @@ class DiffScreen(Screen[None]):
     DiffScreen #diff-note { color: $text-muted; }
     """
     BINDINGS = [
-        Binding("escape", "close", "Close the comparison", id="workbench.diff.close"),
-        Binding("n", "next_difference", "Next difference", id="workbench.diff.next_difference"),
-        Binding("N", "previous_difference", "Previous difference", id="workbench.diff.previous_difference"),
+        Binding("escape", "close", "Close the comparison", tooltip="Close the comparison and go back", id="workbench.diff.close"),
+        Binding("n", "next_difference", "Next difference", tooltip="Select the next row that differs", id="workbench.diff.next_difference"),
+        Binding("N", "previous_difference", "Previous difference", tooltip="Select the previous row that differs", id="workbench.diff.previous_difference"),
     ]
 
     def __init__(self, comparison: Comparison) -> None:
@@ -206,6 +206,7 @@ class DiffScreen(Screen[None]):
         yield KeyFooter()
 
     def on_mount(self) -> None:
+        self.app.clear_notifications()  # "marked for comparison" and the like are done with: the rows are the answer
         self.query_one("#diff-table", DiffTable).focus()
 
     def _move(self, step: int) -> None:

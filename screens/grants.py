@@ -39,12 +39,20 @@ class GrantsPane(Pane):
     sources = frozenset({"cloud", "workspace"})
 
     BINDINGS = [
-        Binding("k", "revoke", "Revoke", id="workbench.grants.revoke"),
-        Binding("u", "restore", "Restore", id="workbench.grants.restore"),
-        Binding("f", "refuse", "Refuse", id="workbench.grants.refuse"),
-        Binding("t", "expire_tokens", "Expire tokens", id="workbench.grants.expire_tokens"),
-        Binding("e", "edit_scopes", "Scopes", id="workbench.grants.edit_scopes"),
-        Binding("escape", "clear_filter", "Clear filter", show=False, id="workbench.grants.clear_filter"),
+        Binding("k", "revoke", "Revoke",
+                tooltip="Revoke the person's grant: their app's refreshes are refused (asks first)",
+                id="workbench.grants.revoke"),
+        Binding("u", "restore", "Restore",
+                tooltip="Restore a revoked grant with a new sign-in", id="workbench.grants.restore"),
+        Binding("f", "refuse", "Refuse",
+                tooltip="Refuse the person's token refreshes with a refusal code", id="workbench.grants.refuse"),
+        Binding("t", "expire_tokens", "Expire tokens",
+                tooltip="Expire the person's access tokens now, so their app must refresh",
+                id="workbench.grants.expire_tokens"),
+        Binding("e", "edit_scopes", "Scopes",
+                tooltip="Change the scopes the person's grant holds", id="workbench.grants.edit_scopes"),
+        Binding("escape", "clear_filter", "Clear filter", show=False,
+                tooltip="Clear the filter", id="workbench.grants.clear_filter"),
     ]
 
     def __init__(self, *, classes: str = "") -> None:

@@ -25,7 +25,7 @@ def _lines(entries: Sequence[KeyLine | Binding]) -> list[KeyLine]:
     for entry in entries:
         if isinstance(entry, Binding):
             keys = " / ".join(key_label(key) for key in entry.key.split(","))
-            lines.append(KeyLine(keys, entry.description, entry.id or ""))
+            lines.append(KeyLine(keys, entry.description, entry.id or "", entry.tooltip or ""))
         else:
             lines.append(entry)
     return lines
@@ -41,7 +41,7 @@ def key_table(groups: Sequence[tuple[str, Sequence[KeyLine | Binding]]]) -> Text
         text.append(f"{title}\n", style="bold underline")
         for line in lines:
             text.append(f"  {line.keys:<{width}}", style="bold")
-            text.append(f"{line.description}\n")
+            text.append(f"{line.explained}\n")
         text.append("\n")
     return text
 
@@ -49,7 +49,7 @@ def key_table(groups: Sequence[tuple[str, Sequence[KeyLine | Binding]]]) -> Text
 class HelpScreen(ModalScreen[None]):
     """The key help (``?``)."""
 
-    BINDINGS = [Binding("escape,q,question_mark", "close", "Close", id="help.close")]
+    BINDINGS = [Binding("escape,q,question_mark", "close", "Close", tooltip="Close the key help", id="help.close")]
 
     def __init__(self, groups: Sequence[tuple[str, Sequence[KeyLine | Binding]]]) -> None:
         super().__init__()

@@ -12,7 +12,7 @@ knows no screen of its own: the screens and the dialogs import it, it imports no
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from textual.binding import Binding
@@ -22,7 +22,8 @@ from textual.keys import format_key
 if TYPE_CHECKING:
     from textual.screen import Screen
 
-__all__ = ["NAVIGATION", "KeyLine", "PaneKeys", "effective_bindings", "help_groups", "key_label", "keys_line"]
+__all__ = ["NAVIGATION", "KeyLine", "PaneKeys", "class_bindings", "effective_bindings", "help_groups", "key_label",
+           "keys_line", "screen_help_groups"]
 
 ALIASES = {
     "escape": "esc",
@@ -44,6 +45,13 @@ class KeyLine:
     keys: str
     description: str
     binding_id: str = ""
+    phrase: str = ""
+    """What the key does, in a phrase (the binding's ``tooltip``); the help shows it, the footer the description."""
+
+    @property
+    def explained(self) -> str:
+        """The help's line for the key: its phrase, else its description."""
+        return self.phrase or self.description
 
 
 @dataclass(frozen=True)
@@ -81,6 +89,7 @@ def _merge(bindings: list[Binding]) -> list[KeyLine]:
     """Bindings merged per (action, description), keys in first-seen order."""
     order: dict[tuple[str, str], list[str]] = {}
     ids: dict[tuple[str, str], str] = {}
+    phrases: dict[tuple[str, str], str] = {}
     for binding in bindings:
         if binding.system:
             continue
@@ -91,7 +100,10 @@ def _merge(bindings: list[Binding]) -> list[KeyLine]:
             if label not in labels:
                 labels.append(label)
         ids.setdefault(slot, binding.id or "")
-    return [KeyLine(" / ".join(keys), slot[1], ids[slot]) for slot, keys in order.items()]
+        if binding.tooltip and (binding.id or not phrases.get(slot)):  # the workbench's own words before Textual's
+            phrases[slot] = binding.tooltip
+        phrases.setdefault(slot, "")
+    return [KeyLine(" / ".join(keys), slot[1], ids[slot], phrases[slot]) for slot, keys in order.items()]
 
 
 def effective_bindings(node: DOMNode, *, app: DOMNode | None = None) -> list[KeyLine]:
@@ -105,13 +117,23 @@ def effective_bindings(node: DOMNode, *, app: DOMNode | None = None) -> list[Key
     return _merge(bindings)
 
 
+def class_bindings(bindings: Sequence[Binding], app: DOMNode) -> list[KeyLine]:
+    """The keys of a screen not on the stack yet (its class's ``BINDINGS``) after the App's keymap, merged per
+    action: the main screen's help lists the memory view's keys so."""
+    keymap: dict[str, str] = getattr(app, "_keymap", None) or {}
+    remapped = [replace(b, key=keymap[b.id]) if b.id and b.id in keymap else b for b in bindings]
+    return _merge(remapped)
+
+
 def keys_line(node: DOMNode) -> str:
     """``node``'s keys on one line (``y yes  n / esc no``), for a dialog's own key hint."""
     return "   ".join(f"{line.keys} {line.description.lower()}" for line in effective_bindings(node))
 
 
-def help_groups(screen: Screen[None], panes: Sequence[PaneKeys], active: PaneKeys) -> list[tuple[str, list[KeyLine]]]:
-    """The ``?`` groups for a screen of panes: the focused one (``active``) first, then everywhere, then the others."""
+def help_groups(screen: Screen[None], panes: Sequence[PaneKeys], active: PaneKeys,
+                views: Sequence[tuple[str, Sequence[Binding]]] = ()) -> list[tuple[str, list[KeyLine]]]:
+    """The ``?`` groups for a screen of panes: the focused one (``active``) first, then everywhere, then the
+    others, then the views a key opens (``views``: their title and their screen's ``BINDINGS``)."""
     app = screen.app
     groups: list[tuple[str, list[KeyLine]]] = []
     focused_lines = effective_bindings(active.node)
@@ -130,4 +152,21 @@ def help_groups(screen: Screen[None], panes: Sequence[PaneKeys], active: PaneKey
     for pane in panes:
         if pane.node is not active.node:
             groups.append((f"{pane.number} {pane.title}", effective_bindings(pane.node)))
+    for title, bindings in views:
+        groups.append((title, class_bindings(bindings, app)))
+    return groups
+
+
+def screen_help_groups(screen: Screen[None], title: str) -> list[tuple[str, list[KeyLine]]]:
+    """The ``?`` groups for a screen of its own (the memory view): its keys, then the App's and Textual's."""
+    app = screen.app
+    said = {line.keys for line in NAVIGATION}
+    focused: DOMNode | None = screen.focused
+    inner: list[KeyLine] = []
+    while focused is not None and focused is not screen:
+        inner.extend(line for line in effective_bindings(focused) if line.description and line.binding_id)
+        focused = focused.parent
+    own = [line for line in effective_bindings(screen) if line.keys not in said and line.binding_id]
+    groups: list[tuple[str, list[KeyLine]]] = [(title, [*own, *inner])]
+    groups.append(("Everywhere", [*(line for line in effective_bindings(app) if line.keys not in said), *NAVIGATION]))
     return groups

@@ -83,10 +83,14 @@ class InboxPane(Pane):
     sources = frozenset({"canvas"})
 
     BINDINGS = [
-        Binding("m", "message_node", "Message node", id="workbench.inbox.message_node"),
-        Binding("space", "mark_read", "Mark read", id="workbench.inbox.mark_read"),
-        Binding("R", "mark_all_read", "All read", id="workbench.inbox.mark_all_read"),
-        Binding("escape", "clear_filter", "Clear filter", show=False, id="workbench.inbox.clear_filter"),
+        Binding("m", "message_node", "Message node",
+                tooltip="Send the selected node a message", id="workbench.inbox.message_node"),
+        Binding("space", "mark_read", "Mark read",
+                tooltip="Mark the selected inbox entry read", id="workbench.inbox.mark_read"),
+        Binding("R", "mark_all_read", "All read",
+                tooltip="Mark every message to the selected node read", id="workbench.inbox.mark_all_read"),
+        Binding("escape", "clear_filter", "Clear filter", show=False,
+                tooltip="Clear the filter", id="workbench.inbox.clear_filter"),
     ]
 
     def __init__(self, *, name: str | None = None, classes: str = "") -> None:
@@ -248,7 +252,8 @@ class InboxPane(Pane):
     def action_mark_all_read(self) -> None:
         node, canvas = self.node, self.canvas
         if node is not None and canvas is not None:
-            self.act(f"Every message to {safe(node, 80)} marked read.", lambda: canvas.mark_read(node))
+            name = next((row[1] for row in getattr(self, "_node_rows", None) or () if row[0] == node), node)
+            self.act(f"Every message to {safe(name, 120)} marked read.", lambda: canvas.mark_read(node))
 
     def action_message_node(self) -> None:
         node, canvas = self.node, self.canvas

@@ -27,7 +27,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, SelectionList, Static
+from textual.strip import Strip
+from textual.widgets._toggle_button import ToggleButton  # its BUTTON_INNER is the box's tick (no public alias)
+from textual.widgets.option_list import OptionDoesNotExist
 from typing_extensions import TypeIs
+from rich.segment import Segment
 
 from services.desk.filters import JudgmentRow, Query
 from services.errors import ServiceError
@@ -39,7 +43,8 @@ if TYPE_CHECKING:  # the knowledge services load with the workspace, not with th
     from services.knowledge.okf.models import GitDelivery, JudgmentDetail, JudgmentItem
 
 from .dialogs import ConfirmDialog, Field, wants_confirmation
-from .text import DETAIL_CAP, cell_text, date_time, day_minute, highlight, notify_plain, safe, tone
+from .text import (DETAIL_CAP, cell_text, counted, date_time, day_minute, hanging, highlight, notify_plain, run_names,
+                   safe, tone)
 from .widgets.fit_table import FitTable, fit_cell
 from .widgets.pane import DEBOUNCE, Pane, PaletteAction, is_current
 
@@ -79,6 +84,25 @@ def _detail_state(detail: JudgmentDetail | InsightReview) -> str:
     return detail.item.state if _is_harvest(detail) else detail.status
 
 
+class OutcomeList(SelectionList[str]):
+    """The outcomes of a pending harvest judgment, each ticked (``X``) only when it is: Textual draws every
+    box with its ``X`` and tells them apart by colour alone, so a picture (or a terminal with few colours)
+    showed every outcome ticked while the detail said none was."""
+
+    def render_line(self, y: int) -> Strip:
+        strip = super().render_line(y)
+        try:
+            option = self.get_option_at_index(self.scroll_offset.y + y)
+        except OptionDoesNotExist:
+            return strip
+        if option.value in self.selected:
+            return strip
+        segments = list(strip)
+        if len(segments) > 1 and segments[1].text == ToggleButton.BUTTON_INNER:
+            segments[1] = Segment(" " * len(ToggleButton.BUTTON_INNER), segments[1].style)
+        return Strip(segments, strip.cell_length)
+
+
 class JudgmentsPane(Pane):
     """Harvest judgments and insight reviews waiting for the operator."""
 
@@ -87,13 +111,24 @@ class JudgmentsPane(Pane):
     sources = frozenset({"okf", "insights"})
 
     BINDINGS = [
-        Binding("y", "approve", "Approve", id="workbench.judgments.approve"),
-        Binding("n", "reject", "Reject", id="workbench.judgments.reject"),
-        Binding("c", "next_candidate", "Candidate", id="workbench.judgments.next_candidate"),
-        Binding("space", "tick_outcome", "Tick outcome", id="workbench.judgments.tick_outcome"),
-        Binding("j", "rejudge", "Rejudge / retry / check merge", show=False, id="workbench.judgments.rejudge"),
-        Binding("o", "open_review", "Open PR", show=False, id="workbench.judgments.open_review"),
-        Binding("escape", "clear_filter", "Clear filter", show=False, id="workbench.judgments.clear_filter"),
+        Binding("y", "approve", "Approve",
+                tooltip="Approve the selected judgment (the ticked outcomes only) or insight",
+                id="workbench.judgments.approve"),
+        Binding("n", "reject", "Reject",
+                tooltip="Reject the selected judgment or insight, saying why", id="workbench.judgments.reject"),
+        Binding("c", "next_candidate", "Candidate",
+                tooltip="Pick the next candidate truth of an insight review", id="workbench.judgments.next_candidate"),
+        Binding("space", "tick_outcome", "Tick outcome",
+                tooltip="Tick or untick an outcome of a harvest judgment, to approve it alone",
+                id="workbench.judgments.tick_outcome"),
+        Binding("j", "rejudge", "Rejudge / retry / check merge", show=False,
+                tooltip="Judge again, retry an unfinished delivery, or check for the merge",
+                id="workbench.judgments.rejudge"),
+        Binding("o", "open_review", "Open PR", show=False,
+                tooltip="Open the judgment's pull request in the browser (asks first)",
+                id="workbench.judgments.open_review"),
+        Binding("escape", "clear_filter", "Clear filter", show=False,
+                tooltip="Clear the filter", id="workbench.judgments.clear_filter"),
     ]
 
     def __init__(self, *, classes: str = "") -> None:
@@ -121,7 +156,7 @@ class JudgmentsPane(Pane):
         table = FitTable(id="judgments-table", flex=1, min_width=20, keep=2, cursor_type="row", zebra_stripes=True)
         table.add_columns("kind", "what", "state", "verdicts", "created")
         yield table
-        yield SelectionList[str](id="judgment-outcomes")
+        yield OutcomeList(id="judgment-outcomes")
         with VerticalScroll(id="judgment-detail"):
             yield Static("", id="judgment-text", markup=False)
 
@@ -184,7 +219,7 @@ class JudgmentsPane(Pane):
                     detail = await okf.detail(item.id)
                 except ServiceError:  # a damaged judgment still lists, by its agent and count
                     continue
-                names = tuple(dict.fromkeys(o.input_name for o in detail.outcomes))
+                names = tuple(dict.fromkeys(self._input_name(o.input_kind, o.input_name) for o in detail.outcomes))
                 if names:  # none before the judge answers: asked again on the next load
                     self._inputs[(item.id, item.attempt)] = names
 
@@ -194,12 +229,18 @@ class JudgmentsPane(Pane):
             return JudgmentRow(key, "harvest", item.state, item.agent, self._what(key, item), item.created_at)
         return JudgmentRow(key, "insight", item.status, item.proposer, self._what(key, item), item.created_at)
 
+    def _input_name(self, kind: str, name: str) -> str:
+        """How an input is named: a run record by its run's one display name (``run_title``), a note by its file."""
+        if kind != "record" or self.workspace is None:
+            return name
+        return run_names(self.workspace.desk, [name])[name]
+
     def _what(self, key: str, item: JudgmentItem | InsightReview) -> str:
         """What a row judges: the notes / records of a harvest judgment, the proposal of an insight review."""
         if _is_judgment(item):
             names = self._inputs.get((item.id, item.attempt), ())
             judged = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "") if names else \
-                f"{item.inputs} inputs"
+                counted(item.inputs, "input")
             return f"{judged} · {item.agent} · attempt {item.attempt}"
         return f"{item.proposal.title} → {item.proposal.owner}/{item.proposal.name}"
 
@@ -272,6 +313,7 @@ class JudgmentsPane(Pane):
             return None
 
     def _show_detail(self) -> None:
+        self.refresh_bindings()  # the keys that apply follow the item shown
         text_widget = self.query_one("#judgment-text", Static)
         outcomes = self.query_one("#judgment-outcomes", SelectionList)
         outcomes.clear_options()
@@ -289,13 +331,21 @@ class JudgmentsPane(Pane):
             if pending:
                 for o in d.outcomes:
                     label = Text(f"{safe(o.verdict, 20):<8} ", style=_verdict_style(o.verdict))
-                    label.append(safe(f"{o.input_kind} {o.input_name}", 80))
+                    label.append(safe(f"{o.input_kind} {self._input_name(o.input_kind, o.input_name)}", 80))
                     outcomes.add_option((label, o.input))
                 if d.outcomes:
                     outcomes.highlighted = 0
         else:
             outcomes.display = False
             text_widget.update(self._insight_text(d))
+
+    def _detail_width(self) -> int:
+        """The cells a detail row has (wrapped rows of a reason keep their indent within it)."""
+        return self.query_one("#judgment-detail", VerticalScroll).scrollable_content_region.width or 80
+
+    def on_resize(self) -> None:
+        if self.detail is not None:
+            self._show_detail()  # the reasons are wrapped to the width there is
 
     def _notice_text(self) -> Text:
         """What needs the operator in OKF, with the way out (empty when nothing does)."""
@@ -316,7 +366,7 @@ class JudgmentsPane(Pane):
         item = d.item
         text = Text()
         text.append(f"harvest judgment · {safe(item.state, 20)}", style="bold")
-        text.append(f" · attempt {item.attempt} · {safe(item.agent, 60)} · {item.inputs} inputs\n")
+        text.append(f" · attempt {item.attempt} · {safe(item.agent, 60)} · {counted(item.inputs, 'input')}\n")
         if item.state == "pending":
             text.append("space ticks outcomes to approve one by one (none ticked: y approves all) · n rejects\n",
                         style="dim")
@@ -347,8 +397,8 @@ class JudgmentsPane(Pane):
             text.append(f"  {safe(o.verdict, 20)}", style=_verdict_style(o.verdict, bold=True))
             if o.decision:
                 text.append(f" ({safe(o.decision, 40)})", style="dim")
-            text.append(f" · {safe(o.input_kind, 20)} {safe(o.input_name, 120)}\n")
-            text.append(f"    reason: {safe(o.reason, 1000)}\n")
+            text.append(f" · {safe(o.input_kind, 20)} {safe(self._input_name(o.input_kind, o.input_name), 120)}\n")
+            text.append_text(hanging("    reason: ", safe(o.reason, 1000), self._detail_width()))
             if o.concepts:
                 text.append(f"    concepts: {safe(', '.join(o.concepts), 400)}\n")
             text.append("    input: ", style="dim")
@@ -553,6 +603,15 @@ class JudgmentsPane(Pane):
         url = urls[0]
         if await self.app.push_screen_wait(ConfirmDialog(f"Open this pull request in your browser?\n\n{safe(url, 400)}")):
             self.app.open_url(url)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The footer offers a key only where it applies: ``space`` on a pending harvest judgment's outcomes,
+        ``c`` on an insight review (the help lists them all)."""
+        if action == "tick_outcome":
+            return _is_harvest(self.detail) and self.detail.item.state == "pending" and bool(self.detail.outcomes)
+        if action == "next_candidate":
+            return _is_review(self.detail)
+        return True
 
     def action_tick_outcome(self) -> None:
         """``space`` from the queue: tick (or untick) the highlighted outcome without tabbing into the list."""

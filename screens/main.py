@@ -30,6 +30,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Label
 
+from .loader import load
 from .messages import JumpRequested, SelectionMoved, ServicesChanged, WorkspaceOpened
 from .text import notify_plain
 from .widgets.badges import BadgeBar, PaneStrip
@@ -116,25 +117,50 @@ class PaneSlot(Vertical):
         return (self.title,)
 
 
+COPY_SHOWN = 240
+"""Characters of a copied line the toast repeats (a curl command with its URL whole); longer ones end in ``…``."""
+
+
 class MainScreen(Screen[None]):
     """The workbench's one main screen."""
 
     BINDINGS = [
-        Binding("1", "show_pane('canvas')", "Canvas", id="workbench.show_canvas"),
-        Binding("2", "show_pane('inbox')", "Inbox", id="workbench.show_inbox"),
-        Binding("3", "show_pane('runs')", "Runs", id="workbench.show_runs"),
-        Binding("4", "show_pane('grants')", "Grants", id="workbench.show_grants"),
-        Binding("5", "show_pane('judgments')", "Judgments", id="workbench.show_judgments"),
-        Binding("slash", "filter_pane", "Filter", id="workbench.filter_pane"),
-        Binding("question_mark", "show_help", "Keys", id="workbench.show_help"),
-        Binding("z", "toggle_maximize", "Zoom", id="workbench.toggle_maximize"),
-        Binding("Y", "copy_item", "Copy", show=False, id="workbench.copy_item"),
-        Binding("M", "show_memory", "Memory", show=False, id="workbench.show_memory"),
-        Binding("A", "toggle_system", "All runs", show=False, id="workbench.toggle_system"),
-        Binding("ctrl+k", "set_mark", "Mark the selection (then a letter)", show=False, id="workbench.set_mark"),
-        Binding("apostrophe", "jump_to_mark", "Jump to a mark (then its letter)", show=False, id="workbench.jump_to_mark"),
-        Binding("alt+left", "go_back", "Back to the previous selection", show=False, id="workbench.go_back"),
-        Binding("alt+right", "go_forward", "Forward to the next selection", show=False, id="workbench.go_forward"),
+        Binding("1", "show_pane('canvas')", "Canvas",
+                tooltip="Bring the canvas pane forward: objects, links and documents", id="workbench.show_canvas"),
+        Binding("2", "show_pane('inbox')", "Inbox",
+                tooltip="Bring the inbox pane forward: messages waiting for each node", id="workbench.show_inbox"),
+        Binding("3", "show_pane('runs')", "Runs",
+                tooltip="Bring the runs pane forward: runs and their live event stream", id="workbench.show_runs"),
+        Binding("4", "show_pane('grants')", "Grants",
+                tooltip="Bring the grants pane forward: each person's grant, scopes and refusals",
+                id="workbench.show_grants"),
+        Binding("5", "show_pane('judgments')", "Judgments",
+                tooltip="Bring the judgments pane forward: knowledge waiting for approval",
+                id="workbench.show_judgments"),
+        Binding("slash", "filter_pane", "Filter",
+                tooltip="Filter the focused pane's list by text (esc clears it)", id="workbench.filter_pane"),
+        Binding("question_mark", "show_help", "Keys",
+                tooltip="Show every key, with what it does", id="workbench.show_help"),
+        Binding("z", "toggle_maximize", "Zoom",
+                tooltip="Zoom the focused pane to the whole window, or back", id="workbench.toggle_maximize"),
+        Binding("Y", "copy_item", "Copy", show=False,
+                tooltip="Copy the selection (its id, a curl or SDK call) to the clipboard", id="workbench.copy_item"),
+        Binding("M", "show_memory", "Memory", show=False,
+                tooltip="Open the memory view: the outbox, what the memory service holds, search",
+                id="workbench.show_memory"),
+        Binding("A", "toggle_system", "All runs", show=False,
+                tooltip="Show or hide the workbench's own system runs (the harvest judge's)",
+                id="workbench.toggle_system"),
+        Binding("ctrl+k", "set_mark", "Mark the selection (then a letter)", show=False,
+                tooltip="Mark the selected object with a letter (ctrl+k, then the letter); ' and the letter comes back to it",
+                id="workbench.set_mark"),
+        Binding("apostrophe", "jump_to_mark", "Jump to a mark (then its letter)", show=False,
+                tooltip="Jump to the object marked with a letter (', then the letter), in its pane",
+                id="workbench.jump_to_mark"),
+        Binding("alt+left", "go_back", "Back to the previous selection", show=False,
+                tooltip="Go back to what was selected before, across panes", id="workbench.go_back"),
+        Binding("alt+right", "go_forward", "Forward to the next selection", show=False,
+                tooltip="Go forward again after going back, across panes", id="workbench.go_forward"),
     ]
 
     active: reactive[str] = reactive("runs")
@@ -278,11 +304,11 @@ class MainScreen(Screen[None]):
 
     def action_copy_item(self) -> None:
         """``Y``: copy the focused pane's selection as its id, JSON, or the SDK call / curl (OSC 52)."""
-        from .dialogs.choose import ChooseDialog
-        from .text import notify_plain
-        from .widgets.copy import copy_choices
-
         if not self.placed:
+            return
+        ChooseDialog = load(self.app, "screens.dialogs.choose", "ChooseDialog", what="The copy dialog")
+        copy_choices = load(self.app, "screens.widgets.copy", "copy_choices", what="The copy choices")
+        if ChooseDialog is None or copy_choices is None:
             return
         pane = self.pane(self.active)
         choices = copy_choices(pane)
@@ -295,7 +321,8 @@ class MainScreen(Screen[None]):
                 self.app.copy_to_clipboard(text)
                 lines = text.splitlines()
                 more = f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
-                notify_plain(self.app, f"Copied to the terminal's clipboard: {lines[0][:80]}{more}", timeout=4)
+                first = lines[0] if len(lines[0]) <= COPY_SHOWN else lines[0][:COPY_SHOWN - 1] + "…"  # a cut says so
+                notify_plain(self.app, f"Copied to the terminal's clipboard: {first}{more}", timeout=4)
         self.app.push_screen(ChooseDialog(f"Copy from {pane.title}", choices), done)
 
     def tick_ages(self) -> None:
@@ -356,9 +383,9 @@ class MainScreen(Screen[None]):
     def action_show_memory(self) -> None:
         """Open the memory outbox view (once the Workspace is open)."""
         if self.workspace is not None and getattr(self.workspace, "outbox", None) is not None:
-            from .memory import MemoryScreen
-
-            self.app.push_screen(MemoryScreen(self.workspace))
+            MemoryScreen = load(self.app, "screens.memory", "MemoryScreen", what="The memory view")
+            if MemoryScreen is not None:
+                self.app.push_screen(MemoryScreen(self.workspace))
 
     def action_toggle_system(self) -> None:
         """List the workbench's own runs and their nodes (the harvest judge's) too, or hide them again."""
@@ -375,13 +402,17 @@ class MainScreen(Screen[None]):
     def action_show_help(self) -> None:
         if not self.placed:  # the keys are the panes': until they are in place there is no list to show
             return
-        from .help import HelpScreen
         from .help_keys import PaneKeys, help_groups
 
+        HelpScreen = load(self.app, "screens.help", "HelpScreen", what="The key help")
+        if HelpScreen is None:
+            return
         panes = [PaneKeys(pane.number, pane.title, pane) for pane in self.panes()]
         active = self.pane(self.active)
         focused = next(keys for keys in panes if keys.node is active)
-        self.app.push_screen(HelpScreen(help_groups(self, panes, focused)))
+        MemoryScreen = load(self.app, "screens.memory", "MemoryScreen", what="The memory view's keys")
+        views = [("M memory view", MemoryScreen.BINDINGS)] if MemoryScreen is not None else []
+        self.app.push_screen(HelpScreen(help_groups(self, panes, focused, views)))
 
     # -- service messages ---------------------------------------------------------------------
 

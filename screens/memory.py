@@ -21,18 +21,19 @@ from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Label, Static
+from textual.widgets import DataTable, Input, Label, Static
 
 from services.desk import WorkspaceView
 from services.errors import ServiceError
-from services.text import distinct_titles, run_title
 
 if TYPE_CHECKING:
     from services.knowledge.outbox.honcho_view import HonchoSnapshot
     from services.knowledge.outbox import MemoryOutbox, OutboxStatus, QuarantinedLine
 
 from .dialogs import ConfirmDialog
-from .text import cell_text, date_time, notify_plain, safe, safe_text, tone
+from .loader import load
+from .text import cell_text, date_time, notify_plain, run_names, safe, safe_text, tone
+from .widgets.footer import KeyFooter
 from .widgets.pane import is_current
 
 __all__ = ["MemoryScreen"]
@@ -42,11 +43,19 @@ class MemoryScreen(Screen[None]):
     """The memory outbox of one Workspace."""
 
     BINDINGS = [
-        Binding("s", "sweep", "Sweep now", id="workbench.memory.sweep"),
-        Binding("r", "retry", "Retry quarantined", id="workbench.memory.retry"),
-        Binding("d", "drop", "Drop quarantined", id="workbench.memory.drop"),
-        Binding("slash", "search", "Search memory", id="workbench.memory.search"),
-        Binding("escape,M", "close", "Back", id="workbench.memory.close"),
+        Binding("s", "sweep", "Sweep now",
+                tooltip="Sweep the outbox now: deliver what is captured to the memory service",
+                id="workbench.memory.sweep"),
+        Binding("r", "retry", "Retry quarantined",
+                tooltip="Put the selected quarantined line back in the outbox (asks first)",
+                id="workbench.memory.retry"),
+        Binding("d", "drop", "Drop quarantined",
+                tooltip="Set the selected quarantined line aside for good (asks first)", id="workbench.memory.drop"),
+        Binding("slash", "search", "Search memory",
+                tooltip="Search what the memory service holds (enter searches)", id="workbench.memory.search"),
+        Binding("question_mark", "show_help", "Keys", tooltip="Show every key of the memory view, with what it does",
+                id="workbench.memory.show_help"),
+        Binding("escape,M", "close", "Back", tooltip="Back to the panes", id="workbench.memory.close"),
     ]
 
     DEFAULT_CSS = """
@@ -117,7 +126,7 @@ class MemoryScreen(Screen[None]):
             for label, width in (("time", 19), ("session", 20), ("peer", 16), ("message", 80)):
                 found.add_column(label, width=width)
             yield found
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.reload()
@@ -200,16 +209,16 @@ class MemoryScreen(Screen[None]):
         self.query_text = event.value.strip() or None
         self.reload_held()
 
+    def action_show_help(self) -> None:
+        """The key help of this view (``?``): its keys, then the App's."""
+        from .help_keys import screen_help_groups
+
+        HelpScreen = load(self.app, "screens.help", "HelpScreen", what="The key help")
+        if HelpScreen is not None:
+            self.app.push_screen(HelpScreen(screen_help_groups(self, "M memory view")))
+
     def action_search(self) -> None:
         self.query_one("#memory-search", Input).focus()
-
-    def _title(self, conversation_id: str) -> str:
-        """A conversation is a run: its one display name (``run_title``), its id when the desk has no such run."""
-        try:
-            view = self.workspace.desk.view(conversation_id)
-        except (ServiceError, AttributeError):
-            return conversation_id
-        return run_title(view.name, view.prompt, conversation_id)
 
     def _draw(self) -> None:
         outbox, status = self.outbox, self.status
@@ -226,7 +235,7 @@ class MemoryScreen(Screen[None]):
         table = self.query_one("#memory-conversations", DataTable)
         kept = table.cursor_row  # a redraw (every 2 s) keeps each table's cursor where the operator left it
         table.clear()
-        titles = distinct_titles({conv.conversation_id: self._title(conv.conversation_id) for conv in status.conversations})
+        titles = run_names(getattr(self.workspace, "desk", None), [conv.conversation_id for conv in status.conversations])
         for conv in status.conversations:
             table.add_row(cell_text(titles[conv.conversation_id], 40), cell_text(conv.owner, 16), str(conv.pending),
                           str(conv.delivered), cell_text(conv.session_id or "—", 24), str(conv.turns),
@@ -268,10 +277,11 @@ class MemoryScreen(Screen[None]):
             body.update(Text("no conversation yet", style="dim"))
             return
         snapshot = self.outbox.representation(conv)
+        name = run_names(getattr(self.workspace, "desk", None), [conv])[conv]  # a conversation is a run: its title
         if snapshot is None:
-            body.update(safe_text(f"{conv}: none fetched yet", 4000))
+            body.update(safe_text(f"{name}: none fetched yet", 4000))
             return
-        body.update(safe_text(f"{conv} (fetched {date_time(snapshot.fetched_at)}): {snapshot.text}", 4000))
+        body.update(safe_text(f"{name} (fetched {date_time(snapshot.fetched_at)}): {snapshot.text}", 4000))
 
     @on(DataTable.RowHighlighted, "#memory-conversations")
     def _conversation(self, event: DataTable.RowHighlighted) -> None:

@@ -31,7 +31,8 @@ class OpenErrorScreen(Screen[None]):
     """The workspace's file, the cause and the remedy; ``q`` quits with status 2."""
 
     BINDINGS = [
-        Binding("q,escape", "app.quit", "Quit", id="workbench.open_error.quit"),
+        Binding("q,escape", "app.quit", "Quit",
+                tooltip="Quit: the workspace did not open", id="workbench.open_error.quit"),
     ]
 
     DEFAULT_CSS = """

@@ -27,7 +27,6 @@ from textual.widgets import DataTable, Label, Static
 
 from services.changes import Change
 from services.errors import ServiceError
-from services.text import run_title
 from services.wire import Outcome, TurnErrorCode
 from services.desk import OperatorAction, RefusalRecord, RunDetail, RunView, lineage, seq_of
 
@@ -37,7 +36,7 @@ from .dialogs.form import json_object_check
 from .messages import JumpRequested
 from .run_lines import (FOLDED, FORK_GLYPH, STATUS_GLYPHS, Attribution, action_line, carried_lines, conversation_of,
                         lineage_phrase, merge_lines, raw_line, refusal_line, turn_line)
-from .text import DETAIL_CAP, age, cell_text, counted, words, highlight, iso, notify_plain, safe, safe_text, tone
+from .text import DETAIL_CAP, age, cell_text, counted, words, highlight, iso, notify_plain, run_names, safe, safe_text, tone
 from .widgets.fit_table import FitTable, fit_cell
 from .widgets.pane import Pane, PaletteAction, Said, is_current
 from .widgets.stream import EventStream
@@ -65,27 +64,54 @@ class RunsPane(Pane):
     number = 3
     sources = frozenset({"cloud", "workspace"})
 
+    # the footer keeps the first keys when room is short: what an app does to a run (n m x), then the
+    # operator's own writes (e d), then acting as the model, then the views
     BINDINGS = [
-        Binding("r", "reply", "Reply", id="workbench.runs.reply"),
-        Binding("f", "fail_turn", "Fail turn", id="workbench.runs.fail_turn"),
-        Binding("s", "settle", "Settle", id="workbench.runs.settle"),
-        Binding("a", "ask", "Ask", id="workbench.runs.ask"),
-        Binding("i", "go_idle", "Idle", id="workbench.runs.go_idle"),
-        Binding("e", "emit_event", "Emit", id="workbench.runs.emit_event"),
-        Binding("d", "delete_run", "Delete", id="workbench.runs.delete_run"),
-        Binding("n", "start_run", "New run", id="workbench.runs.start_run"),
-        Binding("m", "send_message", "Message", id="workbench.runs.send_message"),
-        Binding("x", "cancel_run", "Cancel", id="workbench.runs.cancel_run"),
-        Binding("p", "toggle_pause", "Pause", id="workbench.runs.toggle_pause"),
-        Binding("v", "toggle_view", "Raw/chat", id="workbench.runs.toggle_view"),
-        Binding("w", "toggle_wrap", "Wrap", id="workbench.runs.toggle_wrap"),
-        Binding("o", "event_detail", "Event", id="workbench.runs.event_detail"),
-        Binding("g", "open_grant", "Grant", id="workbench.runs.open_grant"),
-        Binding("c", "compare_run", "Compare two runs (c on each)", id="workbench.runs.compare_run"),
-        Binding("t", "next_turn", "Next turn", show=False, id="workbench.runs.next_turn"),
-        Binding("T", "previous_turn", "Previous turn", show=False, id="workbench.runs.previous_turn"),
-        Binding("F", "fork_run", "Fork at turn", id="workbench.runs.fork_run"),
-        Binding("escape", "clear_filter", "Clear filter", show=False, id="workbench.runs.clear_filter"),
+        Binding("n", "start_run", "New run",
+                tooltip="Start a new run for a person, as their app would", id="workbench.runs.start_run"),
+        Binding("m", "send_message", "Message",
+                tooltip="Send the run a message, as its app would", id="workbench.runs.send_message"),
+        Binding("x", "cancel_run", "Cancel",
+                tooltip="Cancel the run, as its app would (asks first)", id="workbench.runs.cancel_run"),
+        Binding("e", "emit_event", "Emit",
+                tooltip="Emit an event (type and fields) on the run or one of its nodes",
+                id="workbench.runs.emit_event"),
+        Binding("d", "delete_run", "Delete", tooltip="Delete the run (asks first)", id="workbench.runs.delete_run"),
+        Binding("r", "reply", "Reply",
+                tooltip="Reply as the model to the selected run (streamed, attributed to you)",
+                id="workbench.runs.reply"),
+        Binding("f", "fail_turn", "Fail turn",
+                tooltip="Fail the run's current turn with an error code", id="workbench.runs.fail_turn"),
+        Binding("s", "settle", "Settle",
+                tooltip="Settle the run with an outcome (a result or a reason): it ends", id="workbench.runs.settle"),
+        Binding("a", "ask", "Ask",
+                tooltip="Ask the run's person a question: the run waits on their answer", id="workbench.runs.ask"),
+        Binding("i", "go_idle", "Idle",
+                tooltip="Make the run idle: it waits for its app's next message", id="workbench.runs.go_idle"),
+        Binding("F", "fork_run", "Fork at turn",
+                tooltip="Fork the run at the cursor's turn (else its last turn), with that message to edit",
+                id="workbench.runs.fork_run"),
+        Binding("p", "toggle_pause", "Pause",
+                tooltip="Pause the stream where it is, or follow it again", id="workbench.runs.toggle_pause"),
+        Binding("v", "toggle_view", "Raw/chat",
+                tooltip="Switch the stream between the conversation and the raw events",
+                id="workbench.runs.toggle_view"),
+        Binding("w", "toggle_wrap", "Wrap",
+                tooltip="Wrap long stream lines, or cut them at the edge", id="workbench.runs.toggle_wrap"),
+        Binding("o", "event_detail", "Event",
+                tooltip="Open the selected event in full (← → step through events)", id="workbench.runs.event_detail"),
+        Binding("g", "open_grant", "Grant",
+                tooltip="Go to the grant of the run's person in the grants pane", id="workbench.runs.open_grant"),
+        Binding("c", "compare_run", "Compare",
+                tooltip="Mark the run for comparison; c on a second run compares the two side by side",
+                id="workbench.runs.compare_run"),
+        Binding("t", "next_turn", "Next turn", show=False,
+                tooltip="Move the turn cursor to the run's next turn (its line is marked in the stream)",
+                id="workbench.runs.next_turn"),
+        Binding("T", "previous_turn", "Previous turn", show=False,
+                tooltip="Move the turn cursor to the run's previous turn", id="workbench.runs.previous_turn"),
+        Binding("escape", "clear_filter", "Clear filter", show=False,
+                tooltip="Clear the filter", id="workbench.runs.clear_filter"),
     ]
 
     def __init__(self, *, classes: str = "") -> None:
@@ -583,12 +609,9 @@ class RunsPane(Pane):
         return f"{verb} {named}" + (f" {after}" if after else "")
 
     def _run_title(self, run_id: str) -> str:
-        """The run's one display name (``run_title``: its name, else its prompt), for toasts and dialogs."""
-        try:
-            view = self.desk.view(run_id)
-        except ServiceError:
-            return safe(run_id, 80)
-        return safe(run_title(view.name, view.prompt, run_id), 120)
+        """The run's one display name (``run_title``: its name, else its prompt; a short id where two runs
+        share it), for toasts and dialogs."""
+        return run_names(self.desk, [run_id])[run_id]
 
     # -- turns and forks --------------------------------------------------------------------------
 

@@ -10,8 +10,11 @@ would crash the app and ``[@click=app.quit]`` would be obeyed).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
+from rich.cells import cell_len
+from rich.console import Console
 from rich.style import Style
 from rich.text import Text
 from textual import active_app  # type: ignore[attr-defined]  # Textual re-exports it without __all__
@@ -19,10 +22,11 @@ from textual.app import App
 from textual.notifications import SeverityLevel
 
 from services.clock import iso
-from services.text import clip, sanitize
+from services.text import clip, distinct_titles, run_title, sanitize
 
 __all__ = ["safe", "safe_text", "cell_text", "highlight", "iso", "short_time", "date_time", "day_minute", "age",
-           "level_style", "tone", "TONES", "LINE_CAP", "DETAIL_CAP", "TOAST_CAP", "notify_plain", "counted", "words"]
+           "level_style", "tone", "TONES", "LINE_CAP", "DETAIL_CAP", "TOAST_CAP", "notify_plain", "counted", "words",
+           "run_names", "hanging"]
 
 LINE_CAP = 2_000
 """Characters of one untrusted value shown on a list row or stream line."""
@@ -47,6 +51,37 @@ def cell_text(value: object, width: int) -> Text:
     text = Text(safe(value, width * 4))
     text.truncate(width, overflow="ellipsis")
     return text
+
+
+def hanging(lead: str, body: str, width: int, style: str = "") -> Text:
+    """``lead`` then ``body`` wrapped to ``width`` cells, each row after the first indented to where the body
+    began (a long reason or preview reads as one block instead of running back to column 0); ends with a
+    newline. ``body`` is shown as given: sanitise it first."""
+    indent = cell_len(lead)
+    room = max(10, width - indent)
+    rows = Text(body, style=style).wrap(Console(width=room, color_system=None), room) if body else [Text("")]
+    text = Text(lead)
+    for number, row in enumerate(rows):
+        if number:
+            text.append(" " * indent)
+        text.append_text(row)
+        text.append("\n")
+    return text
+
+
+def run_names(desk: object, run_ids: Iterable[str]) -> dict[str, str]:
+    """The one display name of each of ``run_ids`` (``run_title``, with a short id where two runs of the
+    desk share a title), sanitised; an id the desk does not know (or no desk) is shown as itself."""
+    wanted = list(dict.fromkeys(run_ids))
+    runs = getattr(desk, "runs", None)
+    titles: dict[str, str] = {}
+    if wanted and callable(runs):
+        try:
+            views = runs(include_deleted=True)
+        except Exception:  # noqa: BLE001 - a name is never worth a failed draw: the id stands in
+            views = []
+        titles = distinct_titles({v.id: run_title(v.name, v.prompt, v.id) for v in views})
+    return {run_id: safe(titles.get(run_id, run_id), 160) for run_id in wanted}
 
 
 def notify_plain(

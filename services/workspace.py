@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from .cloud import FakeCloud
     from .served.persist import CloudStore
     from .attached.client import RemoteCloud
+    from .honcho import FakeHonchoService
     from .desk import Desk, RunDetail
     from .files import FileLock
     from .follower import RunFollower
@@ -80,6 +81,8 @@ class CloudOptions(TypedDict):
 
 FOLLOWER_LOCK = "follower.lock"
 """Held by the one process that carries a served workspace's runs into its canvas."""
+MEMORY_DB = "honcho.db"
+"""The embedded memory service's state, under the workspace's ``memory/`` (SQLite)."""
 
 
 async def together(*steps: Coroutine[object, object, object]) -> None:
@@ -135,6 +138,8 @@ class Workspace:
         self._canvas: Canvas | None = None
         self._okf: Harvest | None = None
         self._outbox: MemoryOutbox | None = None
+        self._memory: FakeHonchoService | None = None
+        """The embedded memory service (None when memory is served or remote)."""
         self._insights: InsightReviews | None = None
         self.follower: RunFollower | None = None
         self.created = False
@@ -405,7 +410,10 @@ class Workspace:
         if "honcho_service" not in target and "base_url" not in target:  # the embedded memory service
             from .honcho import FakeHonchoService
 
-            target["honcho_service"] = FakeHonchoService(clock=settings.clock)
+            # its state lives in the workspace like the outbox's: after a restart it still holds what
+            # the outbox counts as delivered
+            self._memory = FakeHonchoService(self.path / "memory" / MEMORY_DB, clock=settings.clock)
+            target["honcho_service"] = self._memory
         self._outbox = await MemoryOutbox.open(
             self.path / "memory", self.feed, clock=settings.clock, start_child=self._start_child, **target)
         self._opening = self.path / "knowledge"
@@ -563,6 +571,9 @@ class Workspace:
             await self._okf.close()
         if self._outbox is not None:
             await self._outbox.aclose()
+        if self._memory is not None:
+            self._memory.close()
+            self._memory = None
         if self._canvas is not None:
             await self._canvas.close()
         if self.oauth is not None:

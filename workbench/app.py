@@ -29,6 +29,7 @@ from screens.main import MainScreen
 from screens.messages import ServicesChanged, WorkspaceOpened
 from screens.open_error import OPEN_FAILED_STATUS, OpenErrorScreen
 from screens.text import TOAST_CAP, notify_plain, safe
+from screens.loader import load
 from screens.widgets.badges import BadgeBar
 from services.settings import Settings
 
@@ -61,8 +62,9 @@ class WorkbenchApp(WorkbenchBase):
     CSS_PATH = [STYLES / "base.tcss", STYLES / "main.tcss", STYLES / "dialogs.tcss"]
     COMMANDS = App.COMMANDS | {WorkbenchCommands}
     BINDINGS = [
-        Binding("q", "quit", "Quit", id="workbench.quit"),
-        Binding("S", "screenshot", "Screenshot", show=False, id="workbench.screenshot"),
+        Binding("q", "quit", "Quit", tooltip="Quit the workbench (asks when work is in flight)", id="workbench.quit"),
+        Binding("S", "screenshot", "Screenshot", show=False,
+                tooltip="Save a picture of the window (SVG) in the workspace", id="workbench.screenshot"),
     ]
 
     def __init__(self, workspace: WorkspaceView | None = None, *, settings: Settings | None = None) -> None:
@@ -221,9 +223,8 @@ class WorkbenchApp(WorkbenchBase):
             main.refuse_stale()
             return True
         if self.read_only:
-            from .readonly import refusal
-
-            reason = refusal(namespace, action_name)
+            refusal = load(self, "workbench.readonly", "refusal", what="The read-only check")
+            reason = refusal(namespace, action_name) if refusal is not None else "this action cannot be checked"
             if reason is not None:
                 notify_plain(self, reason, title="Read-only", severity="warning", timeout=4)
                 return True
@@ -243,17 +244,17 @@ class WorkbenchApp(WorkbenchBase):
 
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
         """``S``: an SVG of the screen, without its toasts, into the workspace's ``screenshots/`` (the path is shown)."""
-        from .screenshot import take_screenshot
-
-        take_screenshot(self)
+        take_screenshot = load(self, "workbench.screenshot", "take_screenshot", what="The screenshot")
+        if take_screenshot is not None:
+            take_screenshot(self)
 
     def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
                            time_format: str | None = None) -> str | None:
         """The palette's "Screenshot" writes into the workspace too (never a Downloads folder that may not exist);
         the file is written by a worker, and its path is said in a toast."""
-        from .screenshot import take_screenshot
-
-        take_screenshot(self)
+        take_screenshot = load(self, "workbench.screenshot", "take_screenshot", what="The screenshot")
+        if take_screenshot is not None:
+            take_screenshot(self)
         return None
 
     async def action_quit(self) -> None:
@@ -307,16 +308,16 @@ class WorkbenchApp(WorkbenchBase):
     @work(group="recording", exclusive=True, exit_on_error=False)
     async def start_recording(self, path: Path) -> None:
         """Record this window's session into ``path`` (``--record``)."""
-        from .record_window import start_app_recording
-
-        await start_app_recording(self, path)
+        start_app_recording = load(self, "workbench.record_window", "start_app_recording", what="Recording")
+        if start_app_recording is not None:
+            await start_app_recording(self, path)
 
     @work(group="recording", exclusive=True, exit_on_error=False)
     async def toggle_recording(self) -> None:
         """The palette's "Start recording" / "Stop recording"."""
-        from .record_window import toggle_recording
-
-        await toggle_recording(self)
+        toggle_recording = load(self, "workbench.record_window", "toggle_recording", what="Recording")
+        if toggle_recording is not None:
+            await toggle_recording(self)
 
     async def on_unmount(self) -> None:
         from .log import stop_log

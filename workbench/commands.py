@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 
+from screens.loader import load
 from screens.messages import JumpRequested
 from screens.text import safe
 
@@ -29,8 +30,9 @@ class WorkbenchCommands(Provider):
     """Jump to anything by name or id; act on the focused item with its key."""
 
     def _main(self) -> MainScreen | None:
-        from screens.main import MainScreen
-
+        MainScreen = load(self.app, "screens.main", "MainScreen", what="The palette's jumps")
+        if MainScreen is None:
+            return None
         return next((s for s in self.app.screen_stack if isinstance(s, MainScreen)), None)
 
     async def _entries(self, query: str) -> list[tuple[str, Callable[[], object], str]]:

@@ -23,11 +23,15 @@ from typing import TYPE_CHECKING, TypeVar, cast
 from textual import work
 from textual.binding import Binding
 from textual.notifications import SeverityLevel
+from textual.widgets import Footer
 from textual.worker import WorkerState
 
 from assets import ASSETS_DIR
+from screens.loader import load
 from screens.text import TOAST_CAP, notify_plain, safe
 from screens.widgets.caption import CaptionBar
+from screens.widgets.footer import KeyFooter
+from screens.widgets.pane import Pane
 from screens.widgets.stream import EventStream
 from services.desk import WorkspaceView
 from services.errors import ServiceError
@@ -37,8 +41,6 @@ from .app import WorkbenchApp
 
 if TYPE_CHECKING:
     from textual.worker import Worker
-
-    from screens.widgets.pane import Pane
 
 _T = TypeVar("_T")
 
@@ -121,7 +123,8 @@ class DemoSteps:
 
     async def start_run(self) -> None:
         pane = self.show("runs")
-        self.run_id = await self.act(pane, "Run started.", lambda: self.ws.desk.start_run("user:ada", "Plan Saturday's watering"))
+        self.run_id = await self.act(pane, "Run “Plan Saturday's watering” started.",
+                                     lambda: self.ws.desk.start_run("user:ada", "Plan Saturday's watering"))
         pane.select_key(self.run_id)
 
     def started(self) -> str:
@@ -207,8 +210,10 @@ class DemoSteps:
         self.results["sweep"] = result
         notify_plain(self.app, f"Outbox swept: {result.conversations} conversations, {result.delivered_records} "
                      f"records delivered, {result.dropped_delivered} compacted.", timeout=6)
+        await self.app.show_memory_view()
 
     async def done(self) -> None:
+        await self.app.leave_memory_view()
         self.show("runs", self.run_id)
 
 
@@ -223,8 +228,10 @@ class DemoApp(WorkbenchApp):
 
     BINDINGS = [
         *WorkbenchApp.BINDINGS,
-        Binding("space", "toggle_pause", "Pause tour", priority=True, id="demo.toggle_pause"),
-        Binding("right", "next_step", "Next step", priority=True, id="demo.next_step"),
+        Binding("space", "toggle_pause", "Pause tour", priority=True,
+                tooltip="Pause the tour, or go on", id="demo.toggle_pause"),
+        Binding("right", "next_step", "Next step", priority=True,
+                tooltip="Go to the tour's next step now", id="demo.next_step"),
     ]
 
     def __init__(self, settings: Settings, *, steps: list[DemoStep], speed: float = 1.0,
@@ -268,8 +275,9 @@ class DemoApp(WorkbenchApp):
             text = f"{title}: {text}"
         step = self.steps[self._step - 1].id if self._step else ""
         self.said.append((step, text, severity))
-        for caption in self.main.query(CaptionBar) if self.screen_stack else ():
-            caption.said = (*caption.said, (text, severity))
+        for screen in self.screen_stack:
+            for caption in screen.query(CaptionBar):
+                caption.said = (*caption.said, (text, severity))
 
     def _attach_workspace(self, workspace: WorkspaceView) -> None:
         super()._attach_workspace(workspace)
@@ -285,8 +293,12 @@ class DemoApp(WorkbenchApp):
         for number, step in enumerate(self.steps, start=1):
             self._step = number
             caption.position = f"{number}/{len(self.steps)}"
+            caption.last = number == len(self.steps)
             caption.caption = step.caption
+            self.refresh_bindings()
             caption.said = () if number > 1 else caption.said
+            for other in self.screen.query(CaptionBar) if self.screen is not self.main else ():
+                other.position, other.caption, other.said, other.last = caption.position, caption.caption, (), caption.last
             try:
                 await getattr(self.driver, step.id)()
             except ServiceError as exc:
@@ -307,17 +319,26 @@ class DemoApp(WorkbenchApp):
     async def step_shown(self, number: int, step: DemoStep) -> None:
         """The step is done and drawn: write its picture (headless runs); tests look at the screen here."""
         if self.screenshots is not None:
-            from .screenshot import picture
-
+            picture = load(self, "workbench.screenshot", "picture", what="The step's picture")
+            if picture is None:
+                return
             self.screenshots.mkdir(parents=True, exist_ok=True)
             await picture(self, f"{number:02d}-{step.id}.svg", str(self.screenshots))
 
     async def _quiet(self) -> None:
-        """Let the panes take in the step's changes before the screenshot."""
-        for _ in range(3):
+        """Let the panes take in the step's changes before the screenshot: every worker done, no reload
+        still queued (a list and its detail then show the same state), and the footer's keys mounted."""
+        for _ in range(40):
             await asyncio.sleep(0.05)
             for worker in [w for w in self.workers if w.group != "demo"]:
                 await _finished(worker)
+            busy = any(getattr(p, "_reload_queued", False) for p in self.main.query(Pane))
+            if not busy and not [w for w in self.workers if w.group != "demo" and w.is_running]:
+                break
+        for _ in range(100):  # the footer shows the keys the step left (a redraw under way shows none)
+            await asyncio.sleep(0.05)
+            if all(footer.settled for footer in self.screen.query(KeyFooter)):
+                break
 
     async def _wait(self, seconds: float) -> None:
         loop = asyncio.get_running_loop()
@@ -330,6 +351,26 @@ class DemoApp(WorkbenchApp):
                 return
             await asyncio.sleep(0.02)
 
+    async def show_memory_view(self) -> None:
+        """Open the memory view (as ``M`` does) with the tour's caption under it."""
+        self.main.action_show_memory()
+        await asyncio.sleep(0.05)
+        screen = self.screen
+        if screen is self.main:
+            raise DemoError("the memory view did not open")
+        shown = self.main.query_one("#caption", CaptionBar)
+        caption = CaptionBar(id="caption")
+        await screen.mount(caption, before=screen.query_one(Footer))
+        caption.position, caption.caption, caption.said, caption.last = shown.position, shown.caption, shown.said, shown.last
+        for worker in [w for w in self.workers if w.group != "demo"]:
+            await _finished(worker)
+
+    async def leave_memory_view(self) -> None:
+        """Back to the panes (the caption follows the tour on the main screen)."""
+        while self.screen is not self.main and len(self.screen_stack) > 1:
+            self.pop_screen()
+            await asyncio.sleep(0.05)
+
     def work_in_flight(self) -> list[str]:
         """Nothing to lose: the tour's workspace is its own and is thrown away, so ``q`` never asks."""
         return []
@@ -341,6 +382,12 @@ class DemoApp(WorkbenchApp):
 
     def action_next_step(self) -> None:
         self._skip = True
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The last step offers no next one (the footer leaves ``→`` out)."""
+        if action == "next_step":
+            return self._step < len(self.steps)
+        return True
 
 
 def run_demo(*, speed: float | None = None, headless: bool = False, screenshots: Path | None = None,

@@ -85,7 +85,7 @@ class ReplayComparisonApp(App[None]):
     difference selected; closing the comparison (``esc``) or ``q`` ends it."""
 
     TITLE = "workbench replay"
-    BINDINGS = [Binding("q", "quit", "Quit", id="workbench.replay.quit")]
+    BINDINGS = [Binding("q", "quit", "Quit", tooltip="Close the comparison and end the replay", id="workbench.replay.quit")]
 
     def __init__(self, comparison: "Comparison") -> None:
         super().__init__()
@@ -151,9 +151,10 @@ def _shown(value: object) -> str:
 
 def recorded_steps(recording: "Recording") -> list[DemoStep]:
     """One demo step per recorded step (after one that loads the starting state), captioned and paced."""
-    from services.record import describe
+    from services.record import describe, recorded_run_names
     from services.record.sdk_calls import attempts
 
+    names = recorded_run_names(recording)  # a run is named by its title, as everywhere in the window
     steps = [DemoStep("load", f"A recorded session ({recording.header.get('started_at', '')}): the cloud as it "
                               "was before the first step.", 3.0)]
     previous_at = 0.0
@@ -161,7 +162,7 @@ def recorded_steps(recording: "Recording") -> list[DemoStep]:
         at = float(step["at"])
         seconds = min(MAX_STEP_S, max(MIN_STEP_S, at - previous_at))
         previous_at = at
-        steps.append(DemoStep(f"step_{step['n']}", f"Step {step['n']}: {describe(step)}{_quoted(step)}", seconds))
+        steps.append(DemoStep(f"step_{step['n']}", f"Step {step['n']}: {safe(describe(step, names), 400)}{_quoted(step)}", seconds))
     return steps
 
 

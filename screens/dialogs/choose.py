@@ -21,8 +21,9 @@ class ChooseDialog(ModalScreen[str | None]):
     """A short list of ``(label, text)``; each row shows the label and the text's first line."""
 
     BINDINGS = [
-        Binding("escape", "cancel", "Cancel", id="dialog.cancel"),
-        *[Binding(str(n), f"pick({n - 1})", f"Choose {n}", show=False) for n in range(1, 10)],
+        Binding("escape", "cancel", "Cancel", tooltip="Close the dialog without doing anything", id="dialog.cancel"),
+        *[Binding(str(n), f"pick({n - 1})", f"Choose {n}", show=False, tooltip=f"Choose entry {n} of the list")
+          for n in range(1, 10)],
     ]
 
     def __init__(self, title: str, choices: list[tuple[str, str]]) -> None:

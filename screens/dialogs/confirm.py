@@ -26,8 +26,8 @@ class ConfirmDialog(ModalScreen[bool]):
     """``y``/``enter`` confirms, ``n``/``esc`` declines."""
 
     BINDINGS = [
-        Binding("y", "answer(True)", "Yes", id="dialog.yes"),
-        Binding("n,escape", "answer(False)", "No", id="dialog.no"),
+        Binding("y", "answer(True)", "Yes", tooltip="Yes: do what the dialog asks", id="dialog.yes"),
+        Binding("n,escape", "answer(False)", "No", tooltip="No: leave everything as it is", id="dialog.no"),
     ]
 
     def __init__(self, question: str) -> None:

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from services.canvas import BootContext, LoadVerdict
 
 from ..help_keys import keys_line
-from ..text import safe
+from ..text import hanging, safe
 
 __all__ = ["DeliveryDialog", "boot_text", "loads_text"]
 
@@ -34,8 +35,9 @@ _REASONS = {
 }
 
 
-def boot_text(context: BootContext) -> Text:
-    """What a node loads, in boot order, with level and why; then what it does not load, with why."""
+def boot_text(context: BootContext, width: int = 100) -> Text:
+    """What a node loads, in boot order, with level and why; then what it does not load, with why. A why
+    or a preview wider than ``width`` wraps under itself, not at column 0."""
     text = Text()
     text.append(f"{safe(context.node_name, 120)} · kind {safe(context.kind, 60)} · mode {safe(context.mode, 40)} · "
                 f"profile {safe(context.profile or '—', 80)} · on {safe(context.event, 40)}\n", style="bold")
@@ -46,9 +48,9 @@ def boot_text(context: BootContext) -> Text:
     for n, item in enumerate(context.items, 1):
         text.append(f"{n}. {safe(item.document.full_name, 200)}", style="bold")
         text.append(f" · {safe(item.level, 20)}\n")
-        text.append(f"     why: {safe(item.why, 400)}\n", style="dim")
+        text.append_text(hanging("     why: ", safe(item.why, 400), width, style="dim"))
         if item.level != "name":
-            text.append(f"     {safe(item.preview, 300)}\n")
+            text.append_text(hanging("     ", safe(item.preview, 300), width))
         for name, preview in item.attached[:10]:
             text.append(f"     ↳ {safe(name, 160)}: {safe(preview, 200)}\n", style="dim")
     text.append(f"\nin its view, not loaded ({len(context.not_loaded)})\n", style="bold underline")
@@ -61,9 +63,9 @@ def boot_text(context: BootContext) -> Text:
 
 
 def loads_text(name: str, verdicts: list[LoadVerdict], event: str = "boot") -> Text:
-    """Which nodes load a document on ``event`` (with the level) and which do not (with the reason)."""
+    """Which nodes load a document on ``event`` (with the level) and which do not (with the reason); the
+    dialog's title says whose (``who loads X on boot``), so the body does not say it again."""
     text = Text()
-    text.append(f"who loads {safe(name, 200)} on {safe(event, 40)}\n\n", style="bold")
     loaders = [v for v in verdicts if v.loaded]
     others = [v for v in verdicts if not v.loaded]
     text.append(f"loaded by ({len(loaders)})\n", style="bold underline")
@@ -84,21 +86,31 @@ def loads_text(name: str, verdicts: list[LoadVerdict], event: str = "boot") -> T
 class DeliveryDialog(ModalScreen[None]):
     """Show a rendered boot context or who-loads-it list."""
 
-    BINDINGS = [Binding("escape,q", "close", "Close", id="dialog.close")]
+    BINDINGS = [Binding("escape,q", "close", "Close", tooltip="Close the dialog", id="dialog.close")]
 
-    def __init__(self, title: str, body: Text) -> None:
+    def __init__(self, title: str, body: Text | Callable[[int], Text]) -> None:
         super().__init__()
         self.dialog_title = title
         """The title line (already sanitised)."""
         self.body = body
-        """The rendered text."""
+        """The rendered text, or what renders it for a width (wrapped rows keep their indent)."""
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog dialog-wide"):
             yield Label(Text(safe(self.dialog_title, 300)), classes="dialog-title", id="delivery-title")
             with VerticalScroll(id="delivery-scroll"):
-                yield Static(self.body, id="delivery-body", markup=False)
+                yield Static(self.body if isinstance(self.body, Text) else "", id="delivery-body", markup=False)
             yield Label(Text(keys_line(self), style="dim"), classes="dialog-keys")
+
+    def on_mount(self) -> None:
+        self.call_after_refresh(self.on_resize)
+
+    def on_resize(self) -> None:
+        """Render the body for the width the dialog has (on mount, and again when it changes)."""
+        if not isinstance(self.body, Text):
+            body = self.query_one("#delivery-body", Static)
+            width = body.content_region.width or self.query_one("#delivery-scroll").content_region.width or 100
+            body.update(self.body(width))
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -21,9 +21,9 @@ class DetailDialog(ModalScreen[None]):
     """Show page ``index`` of ``count`` pages rendered by ``page(index) -> (title, body)``."""
 
     BINDINGS = [
-        Binding("escape,q", "close", "Close", id="dialog.close"),
-        Binding("left", "step(-1)", "Previous", id="dialog.previous"),
-        Binding("right", "step(1)", "Next", id="dialog.next"),
+        Binding("escape,q", "close", "Close", tooltip="Close the dialog", id="dialog.close"),
+        Binding("left", "step(-1)", "Previous", tooltip="The previous event", id="dialog.previous"),
+        Binding("right", "step(1)", "Next", tooltip="The next event", id="dialog.next"),
     ]
 
     def __init__(self, page: Callable[[int], tuple[str, str]], count: int, index: int) -> None:

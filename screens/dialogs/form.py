@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import on, work
@@ -15,7 +16,11 @@ from textual.widgets import Button, Input, Label, Select
 
 from services.errors import ServiceError
 
+if TYPE_CHECKING:
+    from textual.widgets import TextArea
+
 from ..help_keys import keys_line
+from ..loader import load
 from ..text import DETAIL_CAP, safe
 
 __all__ = ["Field", "FormDialog", "FormSelect", "json_object_check"]
@@ -25,8 +30,8 @@ class FormSelect(Select[str]):
     """A form's dropdown: ``enter`` submits the form (as in a text field); ``space`` or the arrows open the list."""
 
     BINDINGS = [
-        Binding("enter", "submit_form", "Submit", show=False),
-        Binding("down,space,up", "show_overlay", "Show menu", show=False),
+        Binding("enter", "submit_form", "Submit", show=False, tooltip="Submit the form from its last field"),
+        Binding("down,space,up", "show_overlay", "Show menu", show=False, tooltip="Open the list of choices"),
     ]
 
     def action_submit_form(self) -> None:
@@ -58,8 +63,8 @@ class FormDialog(ModalScreen[dict[str, str] | None]):
     """
 
     BINDINGS = [
-        Binding("escape", "cancel", "Cancel", id="dialog.cancel"),
-        Binding("ctrl+s", "submit", "Submit", id="dialog.submit"),
+        Binding("escape", "cancel", "Cancel", tooltip="Close the dialog without doing anything", id="dialog.cancel"),
+        Binding("ctrl+s", "submit", "Submit", tooltip="Submit the form", id="dialog.submit"),
     ]
 
     def __init__(self, title: str, fields: list[Field], *, submit: str = "OK",
@@ -78,6 +83,10 @@ class FormDialog(ModalScreen[dict[str, str] | None]):
         self.submit_label = submit
         """The submit button's label."""
 
+    def _editor(self) -> type[TextArea] | None:
+        """The multi-line editor (``TextArea``), loaded with the first multi-line form; None when it cannot be."""
+        return load(self.app, "textual.widgets", "TextArea", what="The multi-line editor")
+
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label(Text(safe(self.form_title, 400)), classes="dialog-title")
@@ -87,12 +96,10 @@ class FormDialog(ModalScreen[dict[str, str] | None]):
                     value = field.default if field.default in field.choices else field.choices[0]
                     yield FormSelect([(Text(safe(c, 200)), c) for c in field.choices], value=value,
                                      allow_blank=False, id=f"field-{field.name}")
-                elif field.multiline:
-                    from textual.widgets import TextArea  # the editor loads with the first multi-line form
-
+                elif field.multiline and (TextArea := self._editor()) is not None:
                     yield TextArea(safe(field.default, DETAIL_CAP), id=f"field-{field.name}", soft_wrap=True,
                                    classes="dialog-area")
-                else:
+                else:  # a one-line field (a multi-line one too when the editor cannot be loaded)
                     yield Input(safe(field.default, DETAIL_CAP), placeholder=safe(field.placeholder, 200),
                                 id=f"field-{field.name}")
             yield Label("", id="form-error", classes="dialog-error")

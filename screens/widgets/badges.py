@@ -37,15 +37,28 @@ class BadgeBar(Static):
     """A short state word (opening / ready / the workspace error)."""
 
     def render(self) -> Text:
+        """The header at the width there is: in full, else with short badges and the status without its
+        aside, so where the cloud and memory are still shows whole; what still does not fit ends in ``…``."""
+        width = self.size.width or self.app.size.width
+        for short in (False, True):
+            text = self._header(short=short)
+            if text.cell_len <= width:
+                return text
+        text.truncate(max(1, width), overflow="ellipsis")
+        return text
+
+    def _header(self, *, short: bool) -> Text:
         text = Text(" workbench ", style="bold reverse")
         if getattr(self.app, "read_only", False):
             text.append(" READ-ONLY ", style=tone("warn", bold=True) + Style(reverse=True))
         text.append("  ")
-        text.append(f" ⚖ {self.judgments} to judge ", style="bold" if self.judgments else "dim")
+        text.append(f" ⚖ {self.judgments}" + (" " if short else " to judge "), style="bold" if self.judgments else "dim")
         text.append(" ")
-        text.append(f" ? {self.waiting} waiting on the user ", style="bold" if self.waiting else "dim")
+        text.append(f" ? {self.waiting}" + (" waiting " if short else " waiting on the user "),
+                    style="bold" if self.waiting else "dim")
         text.append(" ")
-        text.append(f" ‼ {counted(self.refusals, 'refusal')}/min ", style=tone("bad", bold=True) if self.refusals else "dim")
+        refusals = f" ‼ {self.refusals}/min " if short else f" ‼ {counted(self.refusals, 'refusal')}/min "
+        text.append(refusals, style=tone("bad", bold=True) if self.refusals else "dim")
         if self.captures:
             text.append(" ")
             failures = "capture failed" if self.captures == 1 else "captures failed"
@@ -57,7 +70,8 @@ class BadgeBar(Static):
             text.append(" ")
             text.append(f" ⚠ settings not used: {safe(self.settings_problem, 200)} ", style=tone("warn", bold=True))
         if self.status != "ready":  # where the cloud is (attached / serving) before where memory goes
-            text.append(f"  {safe(self.status, 200)}", style="dim")
+            status = self.status.split(" (", 1)[0] if short else self.status  # "(served by process N)" is an aside
+            text.append(f"  {safe(status, 200)}", style="dim")
         if self.memory:
             text.append(f"  memory → {safe(self._memory_where(), 120)}", style="dim")
         if self.canvas:

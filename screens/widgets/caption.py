@@ -36,6 +36,8 @@ class CaptionBar(Static):
     """The narration of the current step (plain text)."""
     position: reactive[str] = reactive("")
     """``3/11``."""
+    last: reactive[bool] = reactive(False)
+    """The last step: there is no next one to offer."""
     paused: reactive[bool] = reactive(False)
     """The tour waits for space or →."""
     said: reactive[tuple[tuple[str, str], ...]] = reactive((), layout=True)
@@ -44,7 +46,7 @@ class CaptionBar(Static):
     def render(self) -> Text:
         text = Text(f"▶ {self.position}  " if not self.paused else f"⏸ {self.position}  ", style="bold")
         text.append(safe(self.caption, 600))
-        text.append("   (space pause · → next)", style="dim")
+        text.append("   (q leaves)" if self.last else "   (space pause · → next)", style="dim")
         if self.said:
             text.append("\n")
             text.append("said: ", style="dim")

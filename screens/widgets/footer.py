@@ -12,10 +12,12 @@ as the key ``space``.
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.events import Resize
+from textual.screen import Screen
 from textual.widgets import Footer
 from textual.widgets._footer import (
     FooterKey,  # the footer's own key widget (no public alias)
@@ -55,9 +57,25 @@ def fit_keys(bindings: list[Binding], width: int) -> list[Binding]:
 class KeyFooter(Footer):
     """The main screen's footer (see the module docstring)."""
 
-    def compose(self) -> ComposeResult:
-        if not self._bindings_ready:
-            return
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # Footer's own arguments
+        super().__init__(*args, **kwargs)
+        self.drawn: tuple[tuple[str, str, bool], ...] | None = None
+        """The keys drawn now, as ``(key, description, enabled)`` (None: none drawn yet)."""
+        self.recomposing = 0
+        """Redraws under way (their keys are not all mounted yet)."""
+
+    def wanted(self) -> tuple[tuple[str, str, bool], ...]:
+        """The keys the bindings and the width call for now, as ``drawn`` holds them."""
+        _first, shown = self._fitting()
+        return tuple((b.key, b.description, _first[b.action][1]) for b in shown)
+
+    @property
+    def settled(self) -> bool:
+        """The keys drawn are the ones wanted and every one is mounted (a picture may be taken)."""
+        return (not self.recomposing and self.drawn == self.wanted()
+                and all(key.is_mounted for key in self.children))
+
+    def _fitting(self) -> tuple[dict[str, tuple[Binding, bool, str]], list[Binding]]:
         active = self.screen.active_bindings
         per_action: defaultdict[str, list[tuple[Binding, bool, str]]] = defaultdict(list)
         for _node, binding, enabled, tooltip in active.values():
@@ -65,14 +83,36 @@ class KeyFooter(Footer):
                 per_action[binding.action].append((binding, enabled, tooltip))
         first = {entries[0][0].action: entries[0] for entries in per_action.values()}
         width = (self.size.width or self.app.size.width) - PALETTE_WIDTH
-        shown = fit_keys([entry[0] for entry in first.values()], width)
+        return first, fit_keys([entry[0] for entry in first.values()], width)
+
+    def bindings_changed(self, screen: Screen[Any]) -> None:
+        """Redraw only when the keys to show changed (a redraw replaces every key: fewer of them, less flicker)."""
+        self._bindings_ready = True
+        if not screen.app.app_focus or not self.is_attached or screen is not self.screen:
+            return
+        if self.drawn is not None and self.drawn == self.wanted():
+            return
+        self.call_after_refresh(self.recompose)
+
+    async def recompose(self) -> None:
+        self.recomposing += 1
+        try:
+            await super().recompose()
+        finally:
+            self.recomposing -= 1
+
+    def compose(self) -> ComposeResult:
+        if not self._bindings_ready:
+            return
+        first, shown = self._fitting()
+        self.drawn = tuple((b.key, b.description, first[b.action][1]) for b in shown)
         self.styles.grid_size_columns = len(shown) + 1
         for binding in shown:
             _binding, enabled, tooltip = first[binding.action]
             yield FooterKey(binding.key, key_label(binding.key), binding.description, binding.action,
                             disabled=not enabled, tooltip=tooltip).data_bind(compact=Footer.compact)
         if self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE:
-            palette = active.get(self.app.COMMAND_PALETTE_BINDING)
+            palette = self.screen.active_bindings.get(self.app.COMMAND_PALETTE_BINDING)
             if palette is not None:
                 _node, binding, enabled, _tooltip = palette
                 yield FooterKey(binding.key, self.app.get_key_display(binding), binding.description, binding.action,

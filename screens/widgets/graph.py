@@ -32,11 +32,16 @@ class NeighbourhoodGraph(ScrollView, can_focus=True):
     """An object's neighbourhood drawn as a graph; a cursor picks a neighbour and ``enter`` follows it."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up,k", "cursor_up", "Previous edge", show=False, id="workbench.graph.cursor_up"),
-        Binding("down,j", "cursor_down", "Next edge", show=False, id="workbench.graph.cursor_down"),
-        Binding("left,h", "cursor_left", "Incoming", show=False, id="workbench.graph.cursor_left"),
-        Binding("right,l", "cursor_right", "Outgoing", show=False, id="workbench.graph.cursor_right"),
-        Binding("enter", "choose_edge", "Follow edge", id="workbench.graph.choose_edge"),
+        Binding("up,k", "cursor_up", "Previous edge", show=False,
+                tooltip="The previous edge in the graph", id="workbench.graph.cursor_up"),
+        Binding("down,j", "cursor_down", "Next edge", show=False,
+                tooltip="The next edge in the graph", id="workbench.graph.cursor_down"),
+        Binding("left,h", "cursor_left", "Incoming", show=False,
+                tooltip="Move to the incoming edges", id="workbench.graph.cursor_left"),
+        Binding("right,l", "cursor_right", "Outgoing", show=False,
+                tooltip="Move to the outgoing edges", id="workbench.graph.cursor_right"),
+        Binding("enter", "choose_edge", "Follow edge",
+                tooltip="Follow the selected edge to its object", id="workbench.graph.choose_edge"),
     ]
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {

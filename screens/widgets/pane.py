@@ -27,6 +27,7 @@ from services.desk import Desk, WorkspaceView
 from services.desk.filters import FilterError, Query, compile_filter, fields_help
 from services.changes import Change
 
+from ..loader import load
 from ..text import notify_plain, safe, tone
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ class Pane(Vertical):
     ALLOW_MAXIMIZE = True  # ``z`` zooms the focused pane
 
     BINDINGS = [
-        Binding("ctrl+s", "save_view", "Save the filter as a named view", show=False, id="workbench.save_view"),
+        Binding("ctrl+s", "save_view", "Save the filter as a named view", tooltip="Save the filter being typed as a named view (the palette applies it again)", show=False, id="workbench.save_view"),
     ]
 
     title: ClassVar[str] = ""
@@ -222,7 +223,9 @@ class Pane(Vertical):
                  check: Callable[[dict[str, str]], str | None] | None = None) -> None:
         """Ask with a form that makes the change itself: a refusal shows inline and the form stays open
         with what was typed; once made, say ``what`` (a callable is asked after the change) and reload."""
-        from ..dialogs.form import FormDialog
+        FormDialog = load(self.app, "screens.dialogs.form", "FormDialog", what="The form dialog")
+        if FormDialog is None:
+            return
 
         def done(values: dict[str, str] | None) -> None:
             if values is not None:

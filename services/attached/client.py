@@ -41,6 +41,7 @@ from ..served.errors import ControlError
 from ..cloud.errors import Answer, CloudError
 
 if TYPE_CHECKING:
+    from ..sdk.http import OpenStream
     from ..sdk import Connection, ConnectionStore
 
 __all__ = ["RemoteCloud", "RemoteRun", "RemoteUser", "RemoteGrant", "RemoteGate", "ControlError", "ChangeBatch"]
@@ -149,12 +150,19 @@ class RemoteCloud:
         """Replace the whole state with ``doc``."""
         await self.call("PUT", "/state", doc)
 
+    def _open_changes(self, headers: dict[str, str] | None) -> "OpenStream":
+        """The change feed's streaming response (``async with``); a reader that stops early closes it quietly."""
+        from ..sdk.http import OpenStream
+
+        request = self._http.build_request("GET", "/changes", headers=headers, timeout=httpx.Timeout(30.0, read=None))
+        return OpenStream(lambda: self._http.send(request, stream=True))
+
     async def changes(self) -> AsyncIterator[Change]:
         """The served cloud's change feed, as it happens, until the iterator is closed."""
         from ..sdk.sse import SSEParser
 
         parser = SSEParser()
-        async with self._http.stream("GET", "/changes", timeout=httpx.Timeout(30.0, read=None)) as response:
+        async with self._open_changes(None) as response:
             if response.status_code >= 300:
                 raise ControlError(response.status_code, "refused", "the change stream was refused")
             async for chunk in response.aiter_bytes():
@@ -174,8 +182,7 @@ class RemoteCloud:
 
         parser = SSEParser()
         headers = {"Last-Event-ID": last_event_id} if last_event_id else None
-        async with self._http.stream("GET", "/changes", headers=headers,
-                                     timeout=httpx.Timeout(30.0, read=None)) as response:
+        async with self._open_changes(headers) as response:
             if response.status_code >= 300:
                 raise ControlError(response.status_code, "refused", "the change stream was refused")
             yield ChangeBatch([], None, subscribed=True)

@@ -72,6 +72,11 @@ def rank(items: list[Item], query: str) -> list[Item]:
     return [item for _, _, item in scored]
 
 
+def _count(number: int, noun: str) -> str:
+    """``1 message``, ``3 messages``: a count with its noun in the right number."""
+    return f"{number} {noun if number == 1 else noun + 's'}"
+
+
 def default_answer(ask: HonchoAsk) -> Answer:
     """The rule-made answer for ``ask`` (see the module's docstring)."""
     who = ask.target or ask.peer_id or "the session"
@@ -79,15 +84,15 @@ def default_answer(ask: HonchoAsk) -> Answer:
         return ask.card
     if ask.kind == "representation":
         recent = " | ".join(m["content"][:80] for m in ask.messages[-3:])
-        return (f"[fake Honcho representation] {who}: {len(ask.messages)} messages"
+        return (f"[fake Honcho representation] {who}: {_count(len(ask.messages), 'message')}"
                 + (f"; recent: {recent}" if recent else "")
                 + (f"; conclusions: {' | '.join(ask.conclusions[-5:])}" if ask.conclusions else ""))
     if ask.kind == "summary":
         peers = sorted({m["peer_id"] for m in ask.messages})
         gist = " | ".join(" ".join(m["content"].split()[:8]) for m in ask.messages[-3:])
-        return f"[fake Honcho summary] {len(ask.messages)} messages from {len(peers)} peers: {gist}"
+        return f"[fake Honcho summary] {_count(len(ask.messages), 'message')} from {_count(len(peers), 'peer')}: {gist}"
     texts = [m["content"] for m in ask.messages] + ask.conclusions
     hits = rank([{"content": text} for text in texts], ask.query or "")[:3]
     lines = "; ".join(h["content"][:200] for h in hits) or "nothing stored matches the question"
-    return (f"[fake Honcho: a deterministic answer, no model] About {who}, from {len(ask.messages)} stored "
-            f"messages and {len(ask.conclusions)} conclusions: {lines}")
+    return (f"[fake Honcho: a deterministic answer, no model] About {who}, from "
+            f"{_count(len(ask.messages), 'stored message')} and {_count(len(ask.conclusions), 'conclusion')}: {lines}")

@@ -13,7 +13,7 @@ from .export import export_test
 from .format import FORMAT, VERSION, Recording, RecordingError, load_recording, parse_recording, scrub, scrub_state
 from .observe import compare, observe
 from .recorder import Recorder, RecordingControl, start_recording
-from .replay import ReplayReport, describe, replay
+from .replay import ReplayReport, describe, recorded_run_names, replay
 from .session import Divergence, ReplaySession, StepOutcome, app_client, merged_state
 
 __all__ = [
@@ -38,5 +38,6 @@ __all__ = [
     "ReplayReport",
     "replay",
     "describe",
+    "recorded_run_names",
     "export_test",
 ]

@@ -12,7 +12,7 @@ the replay saw (side B), first difference first (``workbench replay FILE --inspe
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
@@ -20,11 +20,12 @@ from urllib.parse import unquote
 
 from ..desk.diff import Comparison, DiffRow, diff_observations, judgment_rows
 from ..errors import ServiceError
+from ..text import distinct_titles, run_title
 from .format import Observation, Recording, Step, StepFields
 from .sdk_calls import attempts
 from .session import JUDGMENT_WAIT_S, Divergence, ReplaySession, StepOutcome
 
-__all__ = ["ReplayReport", "replay", "check_outcome", "describe", "comparison"]
+__all__ = ["ReplayReport", "replay", "check_outcome", "describe", "comparison", "recorded_run_names"]
 
 
 @dataclass
@@ -97,11 +98,31 @@ async def replay(recording: Recording, folder: Path | str, *, served: bool = Fal
     return report
 
 
-def describe(step: StepFields) -> str:
-    """A step in words (ids and kinds only; text from outside is left to the caller to show as data)."""
+def recorded_run_names(recording: Recording) -> dict[str, str]:
+    """Each run a recording knows (in its starting state, or started by a step) by its one display name
+    (``run_title``, with a short id where two share it), keyed by its recorded id. Untrusted: shown as data."""
+    titles: dict[str, str] = {}
+    runs = recording.state.get("runs") if isinstance(recording.state, dict) else None
+    for run in runs if isinstance(runs, list) else []:
+        if isinstance(run, dict) and isinstance(run.get("id"), str):
+            params = run.get("params") if isinstance(run.get("params"), dict) else {}
+            titles[run["id"]] = run_title(run.get("name"), params.get("prompt"), run["id"])
+    for step in recording.steps:
+        made, body = step.get("made"), step.get("body")
+        if isinstance(made, str) and made:
+            body = body if isinstance(body, dict) else {}
+            titles[made] = run_title(body.get("name"), body.get("prompt"), made)
+    return distinct_titles(titles)
+
+
+def describe(step: StepFields, names: Mapping[str, str] | None = None) -> str:
+    """A step in words (ids and kinds only; text from outside is left to the caller to show as data).
+    ``names`` gives a run's display name by its recorded id (``recorded_run_names``): a run is named by it."""
     kind = step["kind"]
     if kind == "app":
-        return f"the app ({step.get('user') or 'unknown person'}) calls {step.get('op')}"
+        run = next((part for part in unquote(str(step.get("path", ""))).split("/") if part.startswith("run_")), None)
+        on = f" on “{(names or {}).get(run, run)}”" if run and names and run in names else ""
+        return f"the app ({step.get('user') or 'unknown person'}) calls {step.get('op')}{on}"
     if kind == "insight":
         return f"the operator {'approves' if step.get('action') == 'approve' else 'rejects'} an insight review"
     if kind == "okf":
@@ -118,7 +139,8 @@ def describe(step: StepFields) -> str:
         verbs = {"reply": "replies as the model to", "fail_turn": "fails a turn of", "settle": "settles",
                  "ask": "asks a question on", "idle": "idles", "emit": "emits an event on", "delete": "deletes",
                  "message": "sends a message (as the app) to", "cancel": "cancels (as the app)"}
-        return f"the operator {verbs.get(parts[2], parts[2])} run {parts[1]}"
+        run = (names or {}).get(parts[1])
+        return f"the operator {verbs.get(parts[2], parts[2])} " + (f"“{run}”" if run else f"run {parts[1]}")
     if parts[0] == "people" and len(parts) >= 3:
         if parts[2] == "runs":
             return f"the operator starts a run (as the app) for {parts[1]}"

@@ -21,8 +21,7 @@ from __future__ import annotations
 import functools
 import json
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import httpx
@@ -39,6 +38,7 @@ __all__ = [
     "read_delay",
     "send_delay",
     "decode_error",
+    "OpenStream",
 ]
 
 Sleep = Callable[[float], Awaitable[None]]
@@ -233,11 +233,15 @@ class RuntimeHttp:
                 f"{method} {url}: answer is not JSON", status=response.status_code, code="invalid_response"
             ) from exc
 
-    @asynccontextmanager
-    async def open_stream(
+    def open_stream(
         self, op: str, *, path: dict[str, str], params: dict[str, Any], headers: dict[str, str] | None = None
-    ) -> AsyncIterator[httpx.Response]:
-        """Open a streaming GET; a non-2xx answer raises its error (a 401 refreshes once first)."""
+    ) -> "OpenStream":
+        """Open a streaming GET (``async with``); a non-2xx answer raises its error (a 401 refreshes once first)."""
+        return OpenStream(lambda: self._send_stream(op, path, params, headers))
+
+    async def _send_stream(self, op: str, path: dict[str, str], params: dict[str, Any],
+                           headers: dict[str, str] | None) -> httpx.Response:
+        """The streaming response of a 2xx answer (the caller closes it); an error answer raises, closed."""
         method, url = self._url(op, path)
         token = await self.auth.token()
         for round_ in (0, 1):
@@ -256,18 +260,47 @@ class RuntimeHttp:
                     code="connection_error",
                     retryable=True,
                 ) from exc
+            if response.status_code < 300:
+                return response
             try:
-                if response.status_code >= 300:
-                    try:
-                        body = await response.aread()
-                    except httpx.TransportError:
-                        body = b""
-                    error = decode_error(response, body)
-                    if isinstance(error, AuthenticationError) and round_ == 0 and self.auth.refreshable:
-                        token = await self.auth.refresh(token)
-                        continue
-                    raise error
-                yield response
-                return
+                try:
+                    body = await response.aread()
+                except httpx.TransportError:
+                    body = b""
+                error = decode_error(response, body)
             finally:
                 await response.aclose()
+            if isinstance(error, AuthenticationError) and round_ == 0 and self.auth.refreshable:
+                token = await self.auth.refresh(token)
+                continue
+            raise error
+        raise AssertionError("unreachable: the second round returns or raises")
+
+
+class OpenStream:
+    """A streaming response inside ``async with``, closed on the way out (``RuntimeHttp.open_stream``, the
+    attached window's change feed).
+
+    A class, not an ``asynccontextmanager`` generator: a reader that stops early (``break`` out of
+    ``async for``) leaves the stream to be closed when its generator is finalised, and asyncio then
+    closes every suspended generator at once; a second generator inside the first was closed on its
+    own and the first's exit failed (``generator didn't stop after athrow()``). Closing here is one
+    awaited ``aclose`` whose failure to reach a dropped connection is not news."""
+
+    def __init__(self, send: Callable[[], Awaitable[httpx.Response]]) -> None:
+        self._send = send
+        """Sends the request and answers the streaming response (``httpx.AsyncClient.send(..., stream=True)``)."""
+        self._response: httpx.Response | None = None
+
+    async def __aenter__(self) -> httpx.Response:
+        self._response = await self._send()
+        return self._response
+
+    async def __aexit__(self, *exc: object) -> None:
+        response, self._response = self._response, None
+        if response is None:
+            return
+        try:
+            await response.aclose()
+        except httpx.TransportError:  # the connection is gone already: nothing is left to close
+            pass

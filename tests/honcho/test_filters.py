@@ -105,3 +105,17 @@ def test_other_resources_have_their_own_columns(stored: tuple[FakeHonchoService,
         assert peers.status_code == 422 and "does not exist on Peer" in peers.json()["detail"]
         level = http.post("/v3/workspaces/w/conclusions/list", json={"filters": {"level": "wild"}})
         assert level.status_code == 422 and "Expected one of" in level.json()["detail"]
+
+
+def test_the_rule_made_answers_count_in_the_right_number() -> None:
+    """``1 message``, ``from 1 stored message and 1 conclusion`` (issue 37: ``1 messages`` read wrong)."""
+    from services.honcho.answers import HonchoAsk, default_answer
+
+    one = [{"content": "the hives face south", "peer_id": "ada"}]
+    assert str(default_answer(HonchoAsk("representation", "w", "ada", messages=one))).startswith(
+        "[fake Honcho representation] ada: 1 message;")
+    assert "1 message from 1 peer:" in str(default_answer(HonchoAsk("summary", "w", "ada", messages=one)))
+    chat = str(default_answer(HonchoAsk("chat", "w", "ada", query="hives", messages=one, conclusions=["x"])))
+    assert "from 1 stored message and 1 conclusion:" in chat
+    two = str(default_answer(HonchoAsk("chat", "w", "ada", query="hives", messages=one * 2)))
+    assert "from 2 stored messages and 0 conclusions:" in two

@@ -191,3 +191,27 @@ def test_a_recording_without_its_end_line_loads_and_cannot_be_called_complete() 
     empty.check_complete()  # a session with no step, stopped cleanly
     assert "the end line counts 2 steps, and 0 were read" in _refused(
         [*_lines(), json.dumps({"type": "end", "at": 0.0, "steps": 2})]).reason
+
+
+def test_a_recorded_step_names_its_run_by_title_not_id() -> None:
+    """A recording's demo captions name runs as the window does (issue 37): by title, a short id on a clash."""
+    from services.record import describe, recorded_run_names
+    from services.record.format import Recording
+
+    state = {"runs": [{"id": "run_sample_garden", "name": "garden plan", "params": {"prompt": "Plan the week"}},
+                      {"id": "run_00aaaaaa01", "name": "", "params": {"prompt": "Water the beds"}}]}
+    steps = [
+        {"type": "step", "n": 1, "at": 0.0, "kind": "operator", "method": "POST", "path": "/people/user%3Aada/runs",
+         "body": {"prompt": "Water the beds\nat dawn"}, "status": 200, "error": None, "made": "run_00bbbbbb02"},
+        {"type": "step", "n": 2, "at": 0.0, "kind": "operator", "method": "POST",
+         "path": "/runs/run_sample_garden/reply", "body": {"text": "ok"}, "status": 200, "error": None, "made": None},
+        {"type": "step", "n": 3, "at": 0.0, "kind": "app", "user": "user:ada", "op": "run.message", "method": "POST",
+         "path": "/v1/runs/run_00bbbbbb02/messages", "query": {}, "body": {"text": "more"}, "status": 201},
+    ]
+    recording = Recording(header={}, state=state, steps=steps, ended=True)  # type: ignore[arg-type]
+    names = recorded_run_names(recording)
+    assert names == {"run_sample_garden": "garden plan", "run_00aaaaaa01": "Water the beds · aaaa01",
+                     "run_00bbbbbb02": "Water the beds · bbbb02"}
+    assert describe(steps[1], names) == "the operator replies as the model to “garden plan”"  # type: ignore[arg-type]
+    assert describe(steps[2], names) == "the app (user:ada) calls run.message on “Water the beds · bbbb02”"  # type: ignore[arg-type]
+    assert describe(steps[1]) == "the operator replies as the model to run run_sample_garden"  # type: ignore[arg-type]

@@ -104,7 +104,7 @@ async def test_v_reads_the_canvas_as_a_chosen_node(app: Any) -> None:
         assert ("Read the canvas as a node…", "v", "read_as") in pane.palette_actions()
         await _read_as(pilot, "talk outline")
         viewing = pane.query_one("#canvas-viewing", Static)
-        assert viewing.display and "Reading as node run_sample_talk" in str(viewing.render())
+        assert viewing.display and "Reading as node talk outline" in str(viewing.render())
         assert _document_count(pane) != everything  # Ada's private diary is gone from Grace's view
         pane.select_key(diary.object.id)
         await settle(pilot)

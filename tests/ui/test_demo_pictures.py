@@ -92,3 +92,70 @@ async def test_an_operator_session_keeps_its_toasts_and_a_screenshot_leaves_them
         shown = [str(t.render()) for t in app.screen.query(Toast)]
         assert any("a toast the operator is reading" in text for text in shown)  # still on screen after
         assert any(text.startswith("Screenshot saved: ") for text in (n.message for n in raised(app)))
+
+
+def _rows(svg: str) -> list[str]:
+    """The picture's text, row by row, each character at its column (the SVG places every run of text)."""
+    import html
+    import re
+
+    rows: dict[float, list[tuple[float, str]]] = {}
+    for match in re.finditer(r'<text class="[^"]*" x="([\d.]+)" y="([\d.]+)"[^>]*>(.*?)</text>', svg):
+        rows.setdefault(float(match.group(2)), []).append((float(match.group(1)), html.unescape(match.group(3))))
+    out = []
+    for y in sorted(rows):
+        line: list[str] = []
+        for x, part in sorted(rows[y]):
+            column = round(x / 12.2)
+            line.extend(" " * (column - len(line)))
+            line[column:column + len(part)] = list(part)
+        out.append("".join(line).replace("\xa0", " ").rstrip())
+    return out
+
+
+class AgreeingDemo(DemoApp):
+    """The demo, with what the judgments pane's list and detail said at each picture."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.states: dict[str, tuple[str, str] | None] = {}
+
+    async def step_shown(self, number: int, step: DemoStep) -> None:
+        from screens.judgments import _detail_state, _state
+
+        pane = self.main.pane("judgments")
+        item = pane.items.get(pane.selected or "")
+        self.states[step.id] = None if item is None or pane.detail is None else (_state(item), _detail_state(pane.detail))
+        await super().step_shown(number, step)
+
+
+@pytest.mark.long
+async def test_every_picture_has_its_footer_a_caption_that_fits_and_a_detail_that_agrees(tmp_path: Path) -> None:
+    """issue 37: blank footers (revoke, restore), a three-line caption, the sweep without memory, a last step
+    offering → next, and a detail still pending under a list that said approved."""
+    steps = load_walkthrough()
+    shots = tmp_path / "shots"
+    app = AgreeingDemo(Settings(path=tmp_path / "ws"), steps=steps, speed=float("inf"), screenshots=shots)
+    async with app.run_test(size=(160, 48)) as pilot:
+        for _ in range(1200):
+            await pilot.pause(0.05)
+            if len(app.completed) == len(steps):
+                break
+        assert app.completed == [s.id for s in steps], app.failures
+    for number, step in enumerate(steps, 1):
+        rows = _rows((shots / f"{number:02d}-{step.id}.svg").read_text(encoding="utf-8"))
+        footer = rows[-1]
+        assert "Keys" in footer and "Quit" in footer, (step.id, footer)  # the key bar is never blank
+        rule = max(n for n, row in enumerate(rows) if row.startswith("━"))
+        caption = [row for row in rows[rule + 1:-1] if not row.lstrip().startswith("said:")]
+        assert 1 <= len(caption) <= 2, (step.id, caption)
+        assert all(len(row) <= 160 for row in rows[rule + 1:]), step.id
+        words = " ".join(" ".join(caption).split())
+        assert " ".join(step.caption.split()) in words, (step.id, words)  # whole, not cut at the edge
+        if app.states[step.id] is not None:
+            listed, detailed = app.states[step.id]
+            assert listed == detailed, (step.id, listed, detailed)
+        last = number == len(steps)
+        assert ("Next step" in footer) is not last and ("→ next" in words) is not last, (step.id, footer, words)
+    sweep = _rows((shots / f"{[s.id for s in steps].index('sweep') + 1:02d}-sweep.svg").read_text(encoding="utf-8"))
+    assert sweep[0].startswith("memory → ") and any(row.startswith("conversations") for row in sweep)

@@ -57,7 +57,7 @@ async def test_narrow_footer_keeps_help_and_quit_and_the_first_pane_keys(app) ->
         await settle(pilot)
         keys = [k.key_display for k in app.main.query(FooterKey) if "-command-palette" not in k.classes]
         assert "?" in keys and "q" in keys
-        assert keys[0] == "r"  # the runs pane's first key first
+        assert keys[0] == "n"  # the runs pane's first key first
         assert "1" not in keys  # the pane numbers live in the strip when room is short
         total = sum(len(k.key_display) + len(k.description) + 3 for k in app.main.query(FooterKey))
         assert total <= 120

@@ -67,7 +67,8 @@ async def test_question_mark_opens_the_key_help_and_q_quits(app) -> None:
         assert type(app.screen).__name__ == "HelpScreen"
         text = app.screen.query_one("#help-keys").render()
         plain = text.plain if isinstance(text, Text) else str(text)
-        for needle in ("Reply", "Fail turn", "Revoke", "Approve", "Message node", "Follow edge", "Filter"):
+        for needle in ("Reply as the model", "Fail the run's current turn", "Revoke the person's grant", "Approve the selected",
+                       "Send the selected node a message", "Follow the selected link", "Filter the focused pane"):
             assert needle in plain
         await pilot.press("escape")
         await settle(pilot, 1)

@@ -235,3 +235,51 @@ async def test_forward_run_events_stops_on_a_failing_send_without_advancing(clie
 
     with pytest.raises(RuntimeError):
         await forward_run_events(client, "run_1", send)
+
+
+QUIET_SCRIPT = """
+import asyncio, sys
+from services.sdk import Crouter
+from tests.services.sdk.test_streams import turn
+from tests.services.sdk.wirefake import RUNTIME, MiniWire, stream_response
+
+seen = []
+
+async def sleep(_seconds):
+    await asyncio.sleep(0)
+
+async def main(how):
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, context: seen.append(context))
+    mini = MiniWire()
+    mini.script("run.events", stream_response([*turn(1)], hang=True))  # a live stream: it goes on
+    client = Crouter(runtime_url=RUNTIME, token="fixed-token", transport=mini.transport, sleep=sleep)
+    if how == "break":
+        async for event in client.runs.events("run_1"):
+            if event.type == "node.turn.started":
+                break
+    else:
+        stream = client.runs.events("run_1")
+        await stream.__anext__()
+        await stream.aclose()
+        await client.aclose()
+
+asyncio.run(main(sys.argv[1]))
+print("handler saw:", [str(c.get("exception") or c.get("message")) for c in seen])
+"""
+"""A script that reads a live stream and stops early, as an app does: its own process, so the event loop
+ends right after (asyncio then closes what was left suspended, and reports what fails to its handler)."""
+
+
+@pytest.mark.parametrize("how", ["break", "aclose"])
+def test_a_reader_that_stops_early_closes_its_stream_quietly(how: str) -> None:
+    """issue 37: ``break`` out of ``async for`` printed ``generator didn't stop after athrow()`` at exit."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run([sys.executable, "-c", QUIET_SCRIPT, how], cwd=root, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "handler saw: []", done.stdout + done.stderr
+    assert "athrow" not in done.stderr and "Traceback" not in done.stderr, done.stderr
