@@ -12,8 +12,10 @@ change, and applies them from one background task, in order, a queued batch at a
 
 - the canvas ``RunBridge`` keeps one node per run (and per child node) with statuses, inbox entries
   for pending messages and events with levels; text deltas are skipped (the bridge records none).
-  A batch is applied in one canvas transaction; when it fails, its changes are applied again one by
-  one, each in its own, so that one bad change is recorded and the rest are applied;
+  A batch is applied in one canvas transaction, each run of consecutive events as one bulk step
+  (``RunBridge.events_step``: the batch's events, inbox entries and node rows written a statement
+  per table, not per event); when it fails, its changes are applied again one by one, each in its
+  own, so that one bad change is recorded and the rest are applied;
 - each completed root turn is captured into the memory outbox (the turn's input as the person's
   message, its text as the assistant's), and, when a harvest is attached, as an OKF run record.
 
@@ -38,7 +40,7 @@ from .desk import Desk, OperatorError, RunDetail, seq_of
 from .files import CorruptFileError, atomic_write_json, read_json
 
 if TYPE_CHECKING:
-    from .canvas.bridge import BridgeStep, RunBridge, RunPosition
+    from .canvas.bridge import BridgeStep, PreparedEvent, RunBridge, RunPosition
     from .knowledge.outbox import MemoryOutbox
 
 __all__ = ["RunFollower", "bridge_run", "run_record", "turn_messages"]
@@ -110,6 +112,8 @@ class _Item:
     id: str
     step: BridgeStep
     failed: bool = False
+    event: PreparedEvent | None = None
+    """The event of a ``run.event`` change (its step applies it alone; a batch's events go in bulk)."""
 
 
 class RunFollower:
@@ -303,8 +307,8 @@ class RunFollower:
         label = f"{change.kind} {change.id}"
         if change.kind == "run.deleted":
             return _Item(label, change.id, self.bridge.deleted_step(change.id))
-        event = change.data["event"]
-        item = _Item(label, change.id, self.bridge.event_step(event))
+        event = self.bridge.prepare_event(change.data["event"])
+        item = _Item(label, change.id, self.bridge.event_step(event), event=event)
         touched[change.id] = None
         return item
 
@@ -326,7 +330,7 @@ class RunFollower:
             return
         if len(items) > 1:
             try:
-                await self.bridge.apply_steps([item.step for item in items])
+                await self.bridge.apply_steps(self._bulk(items))
                 return
             except Exception:  # found again below, step by step, and recorded there
                 pass
@@ -336,6 +340,23 @@ class RunFollower:
             except Exception as exc:
                 item.failed = True
                 self._failed(item.label, item.id, exc)
+
+    def _bulk(self, items: list[_Item]) -> list[BridgeStep]:
+        """The steps of ``items`` with each run of consecutive events made one ``events_step``."""
+        assert self.bridge is not None
+        steps: list[BridgeStep] = []
+        events: list[PreparedEvent] = []
+        for item in items:
+            if item.event is not None:
+                events.append(item.event)
+                continue
+            if events:
+                steps.append(self.bridge.events_step(events))
+                events = []
+            steps.append(item.step)
+        if events:
+            steps.append(self.bridge.events_step(events))
+        return steps
 
     def _failed(self, label: str, run_id: str, exc: Exception) -> None:
         message = f"{label}: {type(exc).__name__}: {exc}"

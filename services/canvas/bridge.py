@@ -3,7 +3,8 @@
 The cloud calls ``apply_run(run_dto)`` for every run it creates or changes and
 ``apply_event(event)`` for every event it appends (shapes as in ``services.wire``); a follower with
 many to apply makes each a step (``run_step``, ``event_step``, ``deleted_step``) and applies them in
-one transaction (``apply_steps``). The run's
+one transaction (``apply_steps``); a run of events is one step (``events_step``) that writes them by
+table, as ``event_step`` would have written each (the same rows, in the same order). The run's
 root node has the run id, is named by the run's title (``run_title``: its name, else its prompt) and owned by the run's person (``user_id``); an event whose
 ``node_id`` differs from the run id creates or updates a child node with a ``spawned`` edge from
 the root. A fork (a run whose params name ``forked_from``) gets a ``forked-from`` edge from its node to
@@ -31,7 +32,7 @@ from sqlalchemy.orm import Session
 from services.text import clip, repair_value, run_title
 
 from .errors import CanvasError
-from .events import FORKED_FROM, add_edge, publish_event
+from .events import FORKED_FROM, EventBatch, add_edge, publish_event
 from .models import EdgeRow, InboxRow, NodeRow, ObjectRow
 from .names import NODE_STATUSES, check_node_kind
 from .nodes import configure_node, node_view, spawn_node
@@ -39,7 +40,7 @@ from .objects import Tx, ensure_owner, find_object, get_row
 from .service import Canvas
 from .views import NodeView
 
-__all__ = ["RunBridge", "RunPosition", "BridgeInputError", "BridgeStep", "EVENT_LEVELS", "status_of", "outcome_name"]
+__all__ = ["RunBridge", "RunPosition", "PreparedEvent", "BridgeInputError", "BridgeStep", "EVENT_LEVELS", "status_of", "outcome_name"]
 
 EVENT_LEVELS: dict[str, int] = {
     "node.turn.started": 2,
@@ -143,6 +144,18 @@ class RunPosition:
     current: bool
     """The root node already shows the run as its DTO says (status, name, activity, outcome, every
     pending message filed): ``run_step`` would change nothing."""
+
+
+@dataclass(frozen=True)
+class PreparedEvent:
+    """A run event read for the bridge (``RunBridge.prepare_event``): its text repaired, its fields checked."""
+
+    event: Mapping[str, Any]
+    repaired: bool
+    run_id: str
+    node_id: str
+    type: str
+    seq: int
 
 
 _IDS_AT_ONCE = 500
@@ -268,13 +281,74 @@ class RunBridge:
         return spawn_node(tx, node_id=run_id, name=str(name), owner_id=owner_id, kind=kind,
                           status=status_of((run or {}).get("status"), outcome_name((run or {}).get("outcome"))))
 
-    def event_step(self, event: Mapping[str, Any]) -> Callable[[Tx], NodeView]:
-        """The step of ``apply_event`` (a ``BridgeInputError`` for an event it cannot take, before any write)."""
+    @staticmethod
+    def prepare_event(event: Mapping[str, Any]) -> PreparedEvent:
+        """``event`` repaired and checked, as ``event_step`` and ``events_step`` take it (a
+        ``BridgeInputError`` for an event the bridge cannot take)."""
         event, repaired = _repaired(event)
         run_id = _field(event, "run_id", str, "event")
         node_id = _field(event, "node_id", str, f"event of run {run_id!r}")
         type_ = _field(event, "type", str, f"event of run {run_id!r}")
         seq = _field(event, "seq", int, f"event {type_!r} of run {run_id!r}")
+        return PreparedEvent(event, repaired, run_id, node_id, type_, seq)
+
+    def events_step(self, events: Sequence[PreparedEvent]) -> BridgeStep:
+        """The step applying ``events`` in order as ``event_step`` applies each, by table: the nodes
+        they name are read at once, the events recorded and the inbox entries their delivery makes
+        are written in a statement each (``EventBatch``), and each node's row is updated once, at
+        the end. What needs a statement of its own (a node spawned, a message filed, repaired text
+        flagged) is written in its turn, after the events before it, so the rows, their ids and the
+        changes published are those applying the events one by one gives."""
+        def apply(tx: Tx) -> None:
+            batch = EventBatch(tx.session)
+            objects: dict[str, ObjectRow] = {}
+            nodes: dict[str, NodeRow] = {}
+            wanted = sorted({e.run_id for e in events} | {e.node_id for e in events})
+            for start in range(0, len(wanted), _IDS_AT_ONCE):
+                chunk = wanted[start:start + _IDS_AT_ONCE]
+                objects.update((o.id, o) for o in tx.session.execute(
+                    select(ObjectRow).where(ObjectRow.id.in_(chunk))).scalars())
+                nodes.update((n.object_id, n) for n in tx.session.execute(
+                    select(NodeRow).where(NodeRow.object_id.in_(chunk))).scalars())
+            for prepared in events:
+                run_id, node_id = prepared.run_id, prepared.node_id
+                root = objects.get(run_id)
+                if root is None:
+                    batch.reset()  # a node is made: what came before it is written first
+                    root = objects[run_id] = self._root(tx, run_id, owner_id=None)
+                elif root.type != "node":
+                    raise BridgeInputError(f"the run id {run_id!r} names a {root.type}, not a node")
+                node = root
+                if node_id != run_id:
+                    found = objects.get(node_id)
+                    if found is None:
+                        batch.reset()  # the root watches its new child: the watches are read again
+                        found = objects[node_id] = spawn_node(tx, node_id=node_id, name=node_id, owner_id=root.owner_id,
+                                                              kind=self.kind, parent=root)
+                    node = found
+                    if node.type != "node":
+                        raise BridgeInputError(f"the node id {node_id!r} names a {node.type}, not a node")
+                row = nodes.get(node.id)
+                if row is None:
+                    row = nodes[node.id] = tx.session.execute(
+                        select(NodeRow).where(NodeRow.object_id == node.id)).scalar_one()
+                if prepared.seq <= row.last_seq:
+                    continue
+                row.last_seq = prepared.seq
+                if prepared.type not in _QUIET:
+                    self._apply(tx, node, row, prepared.type, prepared.event, prepared.repaired, batch)
+                if prepared.repaired:
+                    batch.flush()
+                    _flag_repaired(tx, node, prepared.type, prepared.seq)
+            batch.flush()
+            tx.session.flush()
+        return apply
+
+    def event_step(self, event: Mapping[str, Any] | PreparedEvent) -> Callable[[Tx], NodeView]:
+        """The step of ``apply_event`` (a ``BridgeInputError`` for an event it cannot take, before any write)."""
+        prepared = event if isinstance(event, PreparedEvent) else self.prepare_event(event)
+        event, repaired = prepared.event, prepared.repaired
+        run_id, node_id, type_, seq = prepared.run_id, prepared.node_id, prepared.type, prepared.seq
 
         def apply(tx: Tx) -> NodeView:
             root = self._root(tx, run_id, owner_id=None)
@@ -297,7 +371,8 @@ class RunBridge:
         return apply
 
     def _apply(self, tx: Tx, node: ObjectRow, row: NodeRow, type_: str, event: Mapping[str, Any],
-               repaired: bool = False) -> None:
+               repaired: bool = False, batch: EventBatch | None = None) -> None:
+        """Apply one event to its node and record it: published now, or queued on ``batch``."""
         level = EVENT_LEVELS.get(type_, 3)
         summary = f"{node.name}: {type_}"
         data: dict[str, Any] = {"seq": event.get("seq"), "event_id": event.get("id")}
@@ -334,6 +409,8 @@ class RunBridge:
             message = event.get("message")
             if not isinstance(message, Mapping):
                 raise BridgeInputError(f"the event node.message.received (seq {event.get('seq')}) has no message object")
+            if batch is not None:
+                batch.flush()  # the message's entry after the entries of the events before it
             _file_message(tx, node, message, row.turn_active)
             if event.get("start_turn") and not row.turn_active:
                 status = "active"
@@ -355,8 +432,11 @@ class RunBridge:
         if status is not None and status in NODE_STATUSES:
             node.status = status
         node.updated_at = tx.now
-        tx.session.flush()
-        publish_event(tx.session, node, type_, tx.now, level=level, data=data, summary=summary)
+        if batch is None:
+            tx.session.flush()
+            publish_event(tx.session, node, type_, tx.now, level=level, data=data, summary=summary)
+        else:
+            batch.add(node, type_, tx.now, level=level, data=data, summary=summary)
         tx.change("node.updated", node.id, status=node.status, event=type_, seq=event.get("seq"))
 
 
