@@ -110,10 +110,11 @@ class _Item:
     label: str
     """``<change kind> <run id>``, or ``run <run id>`` for a run read again after its events."""
     id: str
-    step: BridgeStep
+    step: BridgeStep | None
+    """What applies it alone (None for an event: ``RunFollower._step`` makes its ``event_step``)."""
     failed: bool = False
     event: PreparedEvent | None = None
-    """The event of a ``run.event`` change (its step applies it alone; a batch's events go in bulk)."""
+    """The event of a ``run.event`` change (a batch's events are applied in bulk)."""
 
 
 class RunFollower:
@@ -308,7 +309,7 @@ class RunFollower:
         if change.kind == "run.deleted":
             return _Item(label, change.id, self.bridge.deleted_step(change.id))
         event = self.bridge.prepare_event(change.data["event"])
-        item = _Item(label, change.id, self.bridge.event_step(event), event=event)
+        item = _Item(label, change.id, None, event=event)
         touched[change.id] = None
         return item
 
@@ -322,7 +323,7 @@ class RunFollower:
             return None
         if run.deleted:
             return None
-        return _Item(f"run {run_id}", run_id, self.bridge.run_step(bridge_run(run)))
+        return _Item(f"run {run_id}", run_id, self.bridge.run_step(bridge_run(run), view=False))
 
     async def _write(self, items: list[_Item]) -> None:
         """Apply ``items`` in one canvas transaction; when it fails, each again alone (order kept)."""
@@ -336,7 +337,7 @@ class RunFollower:
                 pass
         for item in items:
             try:
-                await self.bridge.apply_steps([item.step])
+                await self.bridge.apply_steps([self._step(item)])
             except Exception as exc:
                 item.failed = True
                 self._failed(item.label, item.id, exc)
@@ -353,10 +354,18 @@ class RunFollower:
             if events:
                 steps.append(self.bridge.events_step(events))
                 events = []
-            steps.append(item.step)
+            steps.append(self._step(item))
         if events:
             steps.append(self.bridge.events_step(events))
         return steps
+
+    def _step(self, item: _Item) -> BridgeStep:
+        """The step applying ``item`` alone."""
+        assert self.bridge is not None
+        if item.step is not None:
+            return item.step
+        assert item.event is not None
+        return self.bridge.event_step(item.event)
 
     def _failed(self, label: str, run_id: str, exc: Exception) -> None:
         message = f"{label}: {type(exc).__name__}: {exc}"
