@@ -12,8 +12,10 @@ change, and applies them from one background task, in order, a queued batch at a
 
 - the canvas ``RunBridge`` keeps one node per run (and per child node) with statuses, inbox entries
   for pending messages and events with levels; text deltas are skipped (the bridge records none).
-  A batch is applied in one canvas transaction; when it fails, its changes are applied again one by
-  one, each in its own, so that one bad change is recorded and the rest are applied;
+  A batch is applied in one canvas transaction, each run of consecutive events as one bulk step
+  (``RunBridge.events_step``: the batch's events, inbox entries and node rows written a statement
+  per table, not per event); when it fails, its changes are applied again one by one, each in its
+  own, so that one bad change is recorded and the rest are applied;
 - each completed root turn is captured into the memory outbox (the turn's input as the person's
   message, its text as the assistant's), and, when a harvest is attached, as an OKF run record.
 
@@ -38,7 +40,7 @@ from .desk import Desk, OperatorError, RunDetail, seq_of
 from .files import CorruptFileError, atomic_write_json, read_json
 
 if TYPE_CHECKING:
-    from .canvas.bridge import BridgeStep, RunBridge, RunPosition
+    from .canvas.bridge import BridgeStep, PreparedEvent, RunBridge, RunPosition
     from .knowledge.outbox import MemoryOutbox
 
 __all__ = ["RunFollower", "bridge_run", "run_record", "turn_messages"]
@@ -108,8 +110,11 @@ class _Item:
     label: str
     """``<change kind> <run id>``, or ``run <run id>`` for a run read again after its events."""
     id: str
-    step: BridgeStep
+    step: BridgeStep | None
+    """What applies it alone (None for an event: ``RunFollower._step`` makes its ``event_step``)."""
     failed: bool = False
+    event: PreparedEvent | None = None
+    """The event of a ``run.event`` change (a batch's events are applied in bulk)."""
 
 
 class RunFollower:
@@ -303,8 +308,8 @@ class RunFollower:
         label = f"{change.kind} {change.id}"
         if change.kind == "run.deleted":
             return _Item(label, change.id, self.bridge.deleted_step(change.id))
-        event = change.data["event"]
-        item = _Item(label, change.id, self.bridge.event_step(event))
+        event = self.bridge.prepare_event(change.data["event"])
+        item = _Item(label, change.id, None, event=event)
         touched[change.id] = None
         return item
 
@@ -318,7 +323,7 @@ class RunFollower:
             return None
         if run.deleted:
             return None
-        return _Item(f"run {run_id}", run_id, self.bridge.run_step(bridge_run(run)))
+        return _Item(f"run {run_id}", run_id, self.bridge.run_step(bridge_run(run), view=False))
 
     async def _write(self, items: list[_Item]) -> None:
         """Apply ``items`` in one canvas transaction; when it fails, each again alone (order kept)."""
@@ -326,16 +331,41 @@ class RunFollower:
             return
         if len(items) > 1:
             try:
-                await self.bridge.apply_steps([item.step for item in items])
+                await self.bridge.apply_steps(self._bulk(items))
                 return
             except Exception:  # found again below, step by step, and recorded there
                 pass
         for item in items:
             try:
-                await self.bridge.apply_steps([item.step])
+                await self.bridge.apply_steps([self._step(item)])
             except Exception as exc:
                 item.failed = True
                 self._failed(item.label, item.id, exc)
+
+    def _bulk(self, items: list[_Item]) -> list[BridgeStep]:
+        """The steps of ``items`` with each run of consecutive events made one ``events_step``."""
+        assert self.bridge is not None
+        steps: list[BridgeStep] = []
+        events: list[PreparedEvent] = []
+        for item in items:
+            if item.event is not None:
+                events.append(item.event)
+                continue
+            if events:
+                steps.append(self.bridge.events_step(events))
+                events = []
+            steps.append(self._step(item))
+        if events:
+            steps.append(self.bridge.events_step(events))
+        return steps
+
+    def _step(self, item: _Item) -> BridgeStep:
+        """The step applying ``item`` alone."""
+        assert self.bridge is not None
+        if item.step is not None:
+            return item.step
+        assert item.event is not None
+        return self.bridge.event_step(item.event)
 
     def _failed(self, label: str, run_id: str, exc: Exception) -> None:
         message = f"{label}: {type(exc).__name__}: {exc}"

@@ -45,6 +45,7 @@ __all__ = [
     "value_problem",
     "repair_text",
     "repair_value",
+    "has_bad_text",
     "decode_text",
     "escape_surrogates",
     "public_url",
@@ -179,6 +180,11 @@ def repair_text(value: str) -> tuple[str, bool]:
         text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
         text = _SURROGATE.sub("\ufffd", text)
     return text, True
+
+
+def has_bad_text(value: str) -> bool:
+    """Whether ``repair_text`` would change ``value`` (a NUL or a surrogate in it)."""
+    return _BAD_STORED.search(value) is not None
 
 
 def repair_value(value: V) -> tuple[V, bool]:

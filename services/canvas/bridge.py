@@ -3,7 +3,8 @@
 The cloud calls ``apply_run(run_dto)`` for every run it creates or changes and
 ``apply_event(event)`` for every event it appends (shapes as in ``services.wire``); a follower with
 many to apply makes each a step (``run_step``, ``event_step``, ``deleted_step``) and applies them in
-one transaction (``apply_steps``). The run's
+one transaction (``apply_steps``); a run of events is one step (``events_step``) that writes them by
+table, as ``event_step`` would have written each (the same rows, in the same order). The run's
 root node has the run id, is named by the run's title (``run_title``: its name, else its prompt) and owned by the run's person (``user_id``); an event whose
 ``node_id`` differs from the run id creates or updates a child node with a ``spawned`` edge from
 the root. A fork (a run whose params name ``forked_from``) gets a ``forked-from`` edge from its node to
@@ -21,6 +22,7 @@ node gets a ``text.repaired`` event saying what was changed, where the operator 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,10 +30,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from services.text import clip, repair_value, run_title
+from services.text import clip, has_bad_text, repair_value, run_title
 
 from .errors import CanvasError
-from .events import FORKED_FROM, add_edge, publish_event
+from .events import FORKED_FROM, EventBatch, add_edge, publish_event
 from .models import EdgeRow, InboxRow, NodeRow, ObjectRow
 from .names import NODE_STATUSES, check_node_kind
 from .nodes import configure_node, node_view, spawn_node
@@ -39,7 +41,7 @@ from .objects import Tx, ensure_owner, find_object, get_row
 from .service import Canvas
 from .views import NodeView
 
-__all__ = ["RunBridge", "RunPosition", "BridgeInputError", "BridgeStep", "EVENT_LEVELS", "status_of", "outcome_name"]
+__all__ = ["RunBridge", "RunPosition", "PreparedEvent", "BridgeInputError", "BridgeStep", "EVENT_LEVELS", "status_of", "outcome_name"]
 
 EVENT_LEVELS: dict[str, int] = {
     "node.turn.started": 2,
@@ -72,8 +74,15 @@ class BridgeInputError(CanvasError):
 
 
 def _repaired(data: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool]:
-    """``data`` with every string made storable (``repair_value``), and whether anything changed."""
+    """``data`` with every string made storable (``repair_value``), and whether anything changed.
+    Clean data (most of it) is found so by one scan of its JSON text and comes back as it is."""
     if not isinstance(data, Mapping):
+        return data, False
+    try:
+        flat = json.dumps(data, ensure_ascii=False)
+    except (TypeError, ValueError):  # not JSON-like: walked below
+        flat = None
+    if flat is not None and "\\u0000" not in flat and not has_bad_text(flat):
         return data, False
     fixed, changed = repair_value(dict(data))
     return fixed, changed
@@ -109,9 +118,58 @@ def _field(data: Mapping[str, Any], key: str, kind: type, what: str) -> Any:
     return value
 
 
+@dataclass
+class _Held:
+    """The rows the bridge has read or made in one unit of work, held (the session holds its rows
+    weakly) so that reading one again costs no statement: objects by id, node rows by node id,
+    people by user id. Nothing the bridge writes deletes one, so each stays what it is."""
+
+    objects: dict[str, ObjectRow]
+    nodes: dict[str, NodeRow]
+    people: dict[str, ObjectRow]
+
+
+def _held(session: Session) -> _Held:
+    held = session.info.get("run_bridge")
+    if held is None:
+        held = session.info["run_bridge"] = _Held({}, {}, {})
+    return held
+
+
+def _object(session: Session, object_id: str) -> ObjectRow | None:
+    """``get_row``, from the rows held when the unit of work has read it."""
+    held = _held(session).objects
+    row = held.get(object_id)
+    if row is None:
+        row = get_row(session, object_id)
+        if row is not None:
+            held[object_id] = row
+    return row
+
+
+def _spawn(tx: Tx, **fields: Any) -> ObjectRow:
+    """``spawn_node``, its node held."""
+    node = spawn_node(tx, **fields)
+    _held(tx.session).objects[node.id] = node
+    return node
+
+
 def _person(tx: Tx, user_id: str) -> ObjectRow:
-    handle = user_id.split(":", 1)[1] if user_id.startswith("user:") else user_id
-    return ensure_owner(tx, "user", handle)
+    people = _held(tx.session).people
+    if user_id not in people:
+        handle = user_id.split(":", 1)[1] if user_id.startswith("user:") else user_id
+        people[user_id] = ensure_owner(tx, "user", handle)
+    return people[user_id]
+
+
+def _node_row(session: Session, node_id: str) -> NodeRow:
+    """The node row of the node ``node_id`` (from the unit of work's rows when it holds it: no statement)."""
+    held = _held(session).nodes
+    row = held.get(node_id) or session.get(NodeRow, node_id)
+    if row is None:
+        raise BridgeInputError(f"the node {node_id!r} has no node row")
+    held[node_id] = row
+    return row
 
 
 def _file_message(tx: Tx, node: ObjectRow, message: Mapping[str, Any], turn_active: bool) -> bool:
@@ -125,7 +183,7 @@ def _file_message(tx: Tx, node: ObjectRow, message: Mapping[str, Any], turn_acti
     tx.session.add(InboxRow(owner_id=node.id, kind="message", object_name="user", event_type="message", level=5,
                             at=tx.now, summary=clip(text.strip().splitlines()[0] if text.strip() else "", 80),
                             body=text, ref=ref))
-    row = tx.session.execute(select(NodeRow).where(NodeRow.object_id == node.id)).scalar_one()
+    row = _node_row(tx.session, node.id)
     if turn_active:
         row.wake_pending = True
     tx.session.flush()
@@ -143,6 +201,18 @@ class RunPosition:
     current: bool
     """The root node already shows the run as its DTO says (status, name, activity, outcome, every
     pending message filed): ``run_step`` would change nothing."""
+
+
+@dataclass(frozen=True)
+class PreparedEvent:
+    """A run event read for the bridge (``RunBridge.prepare_event``): its text repaired, its fields checked."""
+
+    event: Mapping[str, Any]
+    repaired: bool
+    run_id: str
+    node_id: str
+    type: str
+    seq: int
 
 
 _IDS_AT_ONCE = 500
@@ -164,7 +234,9 @@ class RunBridge:
         Bad text in the DTO is repaired; when repaired text is stored (a new name, activity or
         outcome, a newly filed message) the node gets a ``text.repaired`` event naming the fields.
         """
-        return await self.canvas._write(self.run_step(run))
+        view = await self.canvas._write(self.run_step(run))
+        assert view is not None
+        return view
 
     async def apply_event(self, event: Mapping[str, Any]) -> NodeView:
         """Apply one run event to its node (the root, or a child spawned from the root).
@@ -196,8 +268,9 @@ class RunBridge:
             tx.change("event.published", row.id, type="run.deleted", level=event.level)
         return apply
 
-    def run_step(self, run: Mapping[str, Any]) -> Callable[[Tx], NodeView]:
-        """The step of ``apply_run`` (a ``BridgeInputError`` for a DTO it cannot take, before any write)."""
+    def run_step(self, run: Mapping[str, Any], *, view: bool = True) -> Callable[[Tx], NodeView | None]:
+        """The step of ``apply_run`` (a ``BridgeInputError`` for a DTO it cannot take, before any write);
+        without ``view`` it answers None instead of reading the node's view back."""
         raw = run
         run, _ = _repaired(run)
         run_id = _field(run, "id", str, "run")
@@ -210,10 +283,10 @@ class RunBridge:
         raw_pending = raw.get("pending") or []
         bad_messages = [i < len(raw_pending) and raw_pending[i] != message for i, message in enumerate(pending)]
 
-        def apply(tx: Tx) -> NodeView:
-            existed = get_row(tx.session, run_id) is not None
+        def apply(tx: Tx) -> NodeView | None:
+            found = _object(tx.session, run_id)
             person = _person(tx, user_id)
-            node = self._root(tx, run_id, owner_id=person.id, run=run)
+            node = self._root(tx, run_id, owner_id=person.id, run=run, found=found)
             if node.owner_id is None:
                 node.owner_id = person.id
             outcome = outcome_name(run.get("outcome"))
@@ -222,18 +295,18 @@ class RunBridge:
                                       "outcome": outcome}
             if run.get("name"):
                 fields["name"] = str(run["name"])
-            row = tx.session.execute(select(NodeRow).where(NodeRow.object_id == node.id)).scalar_one()
+            row = _node_row(tx.session, node.id)
             before = {"name": node.name, "activity": row.activity, "outcome": row.outcome}
             configure_node(tx, node, fields)
             self._link_fork(tx, node, run.get("params"))
             after = {"name": node.name, "activity": row.activity, "outcome": row.outcome}
-            stored = [key for key in bad if not existed or before[key] != after[key]]
+            stored = [key for key in bad if found is None or before[key] != after[key]]
             for message, fixed in zip(pending, bad_messages, strict=True):
                 if _file_message(tx, node, message, row.turn_active) and fixed:
                     stored.append(f"message {message.get('id')}")
             if stored:
                 _flag_repaired(tx, node, "run " + ", ".join(stored))
-            return node_view(tx.session, node)
+            return node_view(tx.session, node) if view else None
         return apply
 
     def _link_fork(self, tx: Tx, node: ObjectRow, params: object) -> None:
@@ -242,7 +315,7 @@ class RunBridge:
         parent_id = params.get("forked_from") if isinstance(params, Mapping) else None
         if not isinstance(parent_id, str) or not parent_id or parent_id == node.id:
             return
-        parent = get_row(tx.session, parent_id)
+        parent = _object(tx.session, parent_id)
         if parent is None or parent.type != "node":
             return
         if tx.session.execute(select(EdgeRow.id).where(EdgeRow.src_id == node.id, EdgeRow.dst_id == parent.id,
@@ -256,8 +329,10 @@ class RunBridge:
                       data={"parent": parent.id, "turn": turn}, summary=f"{node.name}: fork of {parent.name}{at}")
         tx.change("edge.added", node.id, kind=FORKED_FROM, other=parent.id)
 
-    def _root(self, tx: Tx, run_id: str, *, owner_id: str | None, run: Mapping[str, Any] | None = None) -> ObjectRow:
-        node = get_row(tx.session, run_id)
+    def _root(self, tx: Tx, run_id: str, *, owner_id: str | None, run: Mapping[str, Any] | None = None,
+              found: ObjectRow | None = None) -> ObjectRow:
+        """The run's root node (``found``: the object of the run id, read already), made when missing."""
+        node = found if found is not None else _object(tx.session, run_id)
         if node is not None:
             if node.type != "node":
                 raise BridgeInputError(f"the run id {run_id!r} names a {node.type}, not a node")
@@ -265,26 +340,86 @@ class RunBridge:
         params = (run or {}).get("params") or {}
         kind = params.get("kind") if isinstance(params, Mapping) and isinstance(params.get("kind"), str) else self.kind
         name = run_title((run or {}).get("name"), params.get("prompt") if isinstance(params, Mapping) else "", run_id)
-        return spawn_node(tx, node_id=run_id, name=str(name), owner_id=owner_id, kind=kind,
-                          status=status_of((run or {}).get("status"), outcome_name((run or {}).get("outcome"))))
+        return _spawn(tx, node_id=run_id, name=str(name), owner_id=owner_id, kind=kind,
+                      status=status_of((run or {}).get("status"), outcome_name((run or {}).get("outcome"))))
 
-    def event_step(self, event: Mapping[str, Any]) -> Callable[[Tx], NodeView]:
-        """The step of ``apply_event`` (a ``BridgeInputError`` for an event it cannot take, before any write)."""
+    @staticmethod
+    def prepare_event(event: Mapping[str, Any]) -> PreparedEvent:
+        """``event`` repaired and checked, as ``event_step`` and ``events_step`` take it (a
+        ``BridgeInputError`` for an event the bridge cannot take)."""
         event, repaired = _repaired(event)
         run_id = _field(event, "run_id", str, "event")
         node_id = _field(event, "node_id", str, f"event of run {run_id!r}")
         type_ = _field(event, "type", str, f"event of run {run_id!r}")
         seq = _field(event, "seq", int, f"event {type_!r} of run {run_id!r}")
+        return PreparedEvent(event, repaired, run_id, node_id, type_, seq)
+
+    def events_step(self, events: Sequence[PreparedEvent]) -> BridgeStep:
+        """The step applying ``events`` in order as ``event_step`` applies each, by table: the nodes
+        they name are read at once, the events recorded and the inbox entries their delivery makes
+        are written in a statement each (``EventBatch``), and each node's row is updated once, at
+        the end. What needs a statement of its own (a node spawned, a message filed, repaired text
+        flagged) is written in its turn, after the events before it, so the rows, their ids and the
+        changes published are those applying the events one by one gives."""
+        def apply(tx: Tx) -> None:
+            batch = EventBatch(tx.session)
+            held = _held(tx.session)
+            objects, nodes = held.objects, held.nodes
+            wanted = sorted(({e.run_id for e in events} | {e.node_id for e in events}) - objects.keys())
+            for start in range(0, len(wanted), _IDS_AT_ONCE):
+                chunk = wanted[start:start + _IDS_AT_ONCE]
+                objects.update((o.id, o) for o in tx.session.execute(
+                    select(ObjectRow).where(ObjectRow.id.in_(chunk))).scalars())
+                nodes.update((n.object_id, n) for n in tx.session.execute(
+                    select(NodeRow).where(NodeRow.object_id.in_(chunk))).scalars())
+            for prepared in events:
+                run_id, node_id = prepared.run_id, prepared.node_id
+                root = objects.get(run_id)
+                if root is None:
+                    batch.reset()  # a node is made: what came before it is written first
+                    root = self._root(tx, run_id, owner_id=None)
+                elif root.type != "node":
+                    raise BridgeInputError(f"the run id {run_id!r} names a {root.type}, not a node")
+                node = root
+                if node_id != run_id:
+                    found = objects.get(node_id)
+                    if found is None:
+                        batch.reset()  # the root watches its new child: the watches are read again
+                        found = _spawn(tx, node_id=node_id, name=node_id, owner_id=root.owner_id, kind=self.kind,
+                                       parent=root)
+                    node = found
+                    if node.type != "node":
+                        raise BridgeInputError(f"the node id {node_id!r} names a {node.type}, not a node")
+                row = nodes.get(node.id)
+                if row is None:
+                    row = nodes[node.id] = _node_row(tx.session, node.id)
+                if prepared.seq <= row.last_seq:
+                    continue
+                row.last_seq = prepared.seq
+                if prepared.type not in _QUIET:
+                    self._apply(tx, node, row, prepared.type, prepared.event, prepared.repaired, batch)
+                if prepared.repaired:
+                    batch.flush()
+                    _flag_repaired(tx, node, prepared.type, prepared.seq)
+            batch.flush()
+            tx.session.flush()
+        return apply
+
+    def event_step(self, event: Mapping[str, Any] | PreparedEvent) -> Callable[[Tx], NodeView]:
+        """The step of ``apply_event`` (a ``BridgeInputError`` for an event it cannot take, before any write)."""
+        prepared = event if isinstance(event, PreparedEvent) else self.prepare_event(event)
+        event, repaired = prepared.event, prepared.repaired
+        run_id, node_id, type_, seq = prepared.run_id, prepared.node_id, prepared.type, prepared.seq
 
         def apply(tx: Tx) -> NodeView:
             root = self._root(tx, run_id, owner_id=None)
             node = root
             if node_id != run_id:
-                node = get_row(tx.session, node_id) or spawn_node(
+                node = _object(tx.session, node_id) or _spawn(
                     tx, node_id=node_id, name=node_id, owner_id=root.owner_id, kind=self.kind, parent=root)
                 if node.type != "node":
                     raise BridgeInputError(f"the node id {node_id!r} names a {node.type}, not a node")
-            row = tx.session.execute(select(NodeRow).where(NodeRow.object_id == node.id)).scalar_one()
+            row = _node_row(tx.session, node.id)
             if seq <= row.last_seq:
                 return node_view(tx.session, node)
             row.last_seq = seq
@@ -297,7 +432,8 @@ class RunBridge:
         return apply
 
     def _apply(self, tx: Tx, node: ObjectRow, row: NodeRow, type_: str, event: Mapping[str, Any],
-               repaired: bool = False) -> None:
+               repaired: bool = False, batch: EventBatch | None = None) -> None:
+        """Apply one event to its node and record it: published now, or queued on ``batch``."""
         level = EVENT_LEVELS.get(type_, 3)
         summary = f"{node.name}: {type_}"
         data: dict[str, Any] = {"seq": event.get("seq"), "event_id": event.get("id")}
@@ -334,6 +470,8 @@ class RunBridge:
             message = event.get("message")
             if not isinstance(message, Mapping):
                 raise BridgeInputError(f"the event node.message.received (seq {event.get('seq')}) has no message object")
+            if batch is not None:
+                batch.flush()  # the message's entry after the entries of the events before it
             _file_message(tx, node, message, row.turn_active)
             if event.get("start_turn") and not row.turn_active:
                 status = "active"
@@ -355,8 +493,11 @@ class RunBridge:
         if status is not None and status in NODE_STATUSES:
             node.status = status
         node.updated_at = tx.now
-        tx.session.flush()
-        publish_event(tx.session, node, type_, tx.now, level=level, data=data, summary=summary)
+        if batch is None:
+            tx.session.flush()
+            publish_event(tx.session, node, type_, tx.now, level=level, data=data, summary=summary)
+        else:
+            batch.add(node, type_, tx.now, level=level, data=data, summary=summary)
         tx.change("node.updated", node.id, status=node.status, event=type_, seq=event.get("seq"))
 
 

@@ -20,7 +20,9 @@ import json
 import re
 from collections.abc import Mapping
 
-from sqlalchemy import ColumnElement, delete, not_, or_, select
+from typing import cast
+
+from sqlalchemy import ColumnElement, Table, delete, func, not_, or_, select
 from sqlmodel import Session, col
 
 from .edges import add_edge
@@ -41,6 +43,7 @@ __all__ = [
     "pattern_matches",
     "check_level",
     "publish_event",
+    "EventBatch",
     "add_edge",
     "ensure_watch",
     "remove_watch",
@@ -209,3 +212,87 @@ def publish_event(session: Session, obj: ObjectRow, type_: str, at: float, *, le
         delivered.append(watch.watcher_id)
     session.flush()
     return event, delivered
+
+
+class EventBatch:
+    """``publish_event`` for many events of one unit of work, by table: ``add`` queues an event and
+    ``flush`` writes every queued event in one statement (their ids in the order added), then every
+    inbox entry their delivery makes in another, as ``publish_event`` would have written them one by
+    one. The watches of each object (and whether a watcher may read it) are read once per batch, so
+    a writer that watches or spawns in between calls ``reset`` first (which flushes)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._queued: list[tuple[ObjectRow, str, int, str, str, str, str | None, str]] = []
+        self._watches: dict[str, list[WatchRow]] = {}
+        self._hears: dict[tuple[str, str], bool] = {}
+        self._at = 0.0
+
+    def add(self, obj: ObjectRow, type_: str, at: float, *, level: int, data: Mapping[str, object],
+            summary: str) -> None:
+        """Queue an event on ``obj`` as it is now (its name, privacy and owner when it is delivered)."""
+        self._queued.append((obj, type_, check_level(level), json.dumps(data, sort_keys=True, default=str), summary,
+                             obj.privacy, obj.owner_id, obj.name))
+        self._at = at
+
+    def flush(self) -> None:
+        """Write the queued events and their inbox entries (two statements, whatever their number;
+        the events' ids are read back only when some of them are delivered)."""
+        if not self._queued:
+            return
+        queued, self._queued = self._queued, []
+        s, at = self.session, self._at
+        missing = sorted({obj.id for obj, *_ in queued} - set(self._watches))
+        for part in range(0, len(missing), 500):
+            chunk = missing[part:part + 500]
+            for object_id in chunk:
+                self._watches[object_id] = []
+            for watch in s.execute(select(WatchRow).where(WatchRow.object_id.in_(chunk)).order_by(WatchRow.id)).scalars():
+                self._watches[watch.object_id].append(watch)
+        heard: list[list[str]] = []  # each event's watchers to deliver it to, in the order publish_event takes them
+        for obj, type_, level, _data, _summary, privacy, owner_id, _name in queued:
+            guarded = privacy != "public" and owner_id is not None
+            heard.append([w.watcher_id for w in self._watches[obj.id]
+                          if level >= w.min_level and pattern_matches(w.pattern, type_)
+                          and (not guarded or self._may_hear(w.watcher_id, obj))])
+        events = cast(Table, EventRow.__table__)
+        rows = [{"object_id": obj.id, "type": type_, "level": level, "actor_id": None, "at": at, "data": data}
+                for obj, type_, level, data, *_ in queued]
+        if not any(heard):
+            s.execute(events.insert(), rows)
+            return
+        ids = _inserted_ids(s, events, rows)
+        inbox = [{"owner_id": watcher, "kind": "event", "event_id": event_id, "object_id": obj.id, "object_name": name,
+                  "event_type": type_, "level": level, "actor_id": None, "at": at, "summary": summary, "body": None,
+                  "read_at": None, "ref": None}
+                 for event_id, (obj, type_, level, _data, summary, _privacy, _owner, name), watchers
+                 in zip(ids, queued, heard, strict=True) for watcher in watchers]
+        s.execute(cast(Table, InboxRow.__table__).insert(), inbox)
+
+    def _may_hear(self, watcher_id: str, obj: ObjectRow) -> bool:
+        key = (watcher_id, obj.id)
+        if key not in self._hears:
+            self._hears[key] = _may_hear(self.session, watcher_id, obj)
+        return self._hears[key]
+
+    def reset(self) -> None:
+        """Flush, and forget the watches read: the next events read them again."""
+        self.flush()
+        self._watches.clear()
+        self._hears.clear()
+
+
+def _inserted_ids(session: Session, table: Table, rows: list[dict[str, object]]) -> list[int]:
+    """Insert ``rows`` into ``table`` and answer their ids, in the order of ``rows``. PostgreSQL
+    answers them from ``RETURNING`` (multi-row statements, sorted to the rows' order); SQLite, which
+    gives the same statement one row at a time, takes the batch in one ``executemany`` and reads them
+    back: its write transaction is the only writer and an id is the highest one plus one, so the rows
+    are those above the highest id before, in order."""
+    if session.get_bind().dialect.name == "postgresql":
+        return list(session.execute(table.insert().returning(table.c.id, sort_by_parameter_order=True), rows).scalars())
+    before = session.execute(select(func.max(table.c.id))).scalar() or 0
+    session.execute(table.insert(), rows)
+    ids = list(session.execute(select(table.c.id).where(table.c.id > before).order_by(table.c.id)).scalars())
+    if len(ids) != len(rows):
+        raise RuntimeError(f"{table.name}: {len(rows)} rows inserted, {len(ids)} read back")
+    return ids

@@ -93,7 +93,8 @@ def configure_node(tx: Tx, node: ObjectRow, changes: Mapping[str, str | None], *
     _check_shape(fields.get("mode"), fields.get("lifecycle"), fields.get("status"))
     if fields.get("profile"):
         fields["profile"] = resolve_profile(tx.session, fields["profile"])
-    row = tx.session.execute(select(NodeRow).where(NodeRow.object_id == node.id)).scalar_one()
+    row = tx.session.get(NodeRow, node.id) or tx.session.execute(
+        select(NodeRow).where(NodeRow.object_id == node.id)).scalar_one()
     changed: dict[str, str | None] = {}
     for key, value in fields.items():
         if key == "status":

@@ -167,7 +167,8 @@ async def _receivers(w: World) -> object:
 async def _edges_by_name(w: World, ref: str) -> object:
     """``ref``'s edges in the reader's view, each group by the other end's name (ids differ by world)."""
     hood = await w.canvas.edges(ref, view=w.reader)
-    return dataclasses.replace(hood, **{side: {k: sorted(v, key=lambda e: e.other.full_name) for k, v in groups.items()}
+    return dataclasses.replace(hood, **{side: {k: sorted(v, key=lambda e: (e.other.type, e.other.kind, e.other.name))
+                                               for k, v in groups.items()}
                                         for side, groups in (("outgoing", hood.outgoing), ("incoming", hood.incoming))})
 
 

@@ -91,6 +91,26 @@ async def test_a_queued_batch_is_applied_in_one_canvas_transaction(
         assert [e.body for e in (await canvas.inbox(run.id)).items] == ["a queued note"]
 
 
+async def test_a_catch_up_writes_a_batch_of_events_a_statement_per_table_not_one_per_event(
+        cloud: FakeCloud, app: Crouter, desk: Desk, feed: ChangeFeed, canvas: Canvas) -> None:
+    runs = [await a_run(cloud, app) for _ in range(3)]
+    for run in runs:
+        run.emit_many([("custom.step", {"step": step}) for step in range(100)])
+    inserts: list[str] = []
+    event.listen(canvas.engine, "before_cursor_execute", lambda _conn, _cursor, statement, *_rest: inserts.append(
+        statement.split()[2]) if statement.startswith("INSERT INTO") else None)
+    follower = RunFollower(desk, feed, bridge=RunBridge(canvas))
+    await follower.start()
+    await follower.idle()
+    await follower.stop()
+    assert list(follower.errors) == []
+    for run in runs:
+        steps = [e for e in await canvas.events(run.id, limit=500) if e.type == "custom.step"]
+        assert len(steps) == 100 and await texts(canvas, run.id) == ["first answer"]
+    # 300 steps and a turn a run: a node's creation and configuration, a message filed, the rest in bulk
+    assert inserts.count("events") <= 5 * len(runs)
+
+
 async def test_a_change_the_canvas_refuses_is_recorded_and_the_rest_of_its_batch_is_applied(
         cloud: FakeCloud, app: Crouter, desk: Desk, feed: ChangeFeed, canvas: Canvas, tmp_path: Path) -> None:
     document = (await canvas.write("notes/plain", preview="a document, not a node", owner="user:o1")).object
