@@ -335,9 +335,11 @@ class DemoApp(WorkbenchApp):
             busy = any(getattr(p, "_reload_queued", False) for p in self.main.query(Pane))
             if not busy and not [w for w in self.workers if w.group != "demo" and w.is_running]:
                 break
-        for _ in range(100):  # the footer shows the keys the step left (a redraw under way shows none)
-            await asyncio.sleep(0.05)
-            if all(footer.settled for footer in self.screen.query(KeyFooter)):
+        calm = 0
+        for _ in range(200):  # the footer shows the keys the step left (a redraw under way shows none),
+            await asyncio.sleep(0.05)  # twice in a row: keys just mounted are laid out by the next refresh
+            calm = calm + 1 if all(footer.settled for footer in self.screen.query(KeyFooter)) else 0
+            if calm >= 2:
                 break
 
     async def _wait(self, seconds: float) -> None:

@@ -27,7 +27,7 @@ async def test_chat_answers_deterministically_and_says_it_is_a_fake(outbox: Memo
     await outbox.remember("run_1", "prefers Miso's vet on Tuesdays")
     answer = await outbox.chat("run_1", "what is the cat called? Miso")
     assert answer.startswith("[fake Honcho: a deterministic answer, no model]")
-    assert "my cat is called Miso" in answer and "1 conclusions" in answer
+    assert "my cat is called Miso" in answer and "1 conclusion:" in answer
     assert answer == await outbox.chat("run_1", "what is the cat called? Miso")
 
 
