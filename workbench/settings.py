@@ -255,22 +255,7 @@ def save_setting(path: Path, key: str, value: str | bool) -> None:
             break
     else:
         lines.insert(first_table, f"{key} = {rendered}")
-    body = "\n".join(lines) + "\n"
-    temporary = path.with_name(f".{path.name}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(temporary, "w", encoding="utf-8") as handle:
-            handle.write(body)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except OSError as error:
-        try:
-            temporary.unlink(missing_ok=True)
-        except OSError:
-            pass
-        reason = error.strerror or str(error)
-        raise ConfigWriteError(f"cannot save {key} to {path}: {reason}") from error
+    _write_atomically(path, "\n".join(lines) + "\n", key)
 
 
 def save_view(path: Path, view: SavedView) -> None:
