@@ -5,12 +5,14 @@ Keys read as people press them (``/``, ``?``, ``ctrl+p``, ``tab``, ``←``) and 
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
+from textual.events import Resize
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
@@ -31,19 +33,34 @@ def _lines(entries: Sequence[KeyLine | Binding]) -> list[KeyLine]:
     return lines
 
 
-def key_table(groups: Sequence[tuple[str, Sequence[KeyLine | Binding]]]) -> Text:
+def key_table(groups: Sequence[tuple[str, Sequence[KeyLine | Binding]]], columns: int | None = None) -> Text:
     """The keys of each group (``KeyLine``s or ``Binding``s) as aligned plain text: the key column is as
-    wide as the longest keys plus two cells, so a key never runs into its description."""
+    wide as the longest keys plus two cells, so a key never runs into its description. Given the
+    ``columns`` it is drawn in, a description too long for them goes on under itself, not under the keys."""
     text = Text()
     lined = [(title, _lines(entries)) for title, entries in groups]
     width = max([16, *(len(line.keys) + 2 for _title, lines in lined for line in lines)])
+    room = columns - width - 2 if columns else 0
     for title, lines in lined:
         text.append(f"{title}\n", style="bold underline")
         for line in lines:
             text.append(f"  {line.keys:<{width}}", style="bold")
-            text.append(f"{line.explained}\n")
+            parts = textwrap.wrap(line.explained, room) if room >= 20 and len(line.explained) > room else [line.explained]
+            text.append(("\n" + " " * (width + 2)).join(parts) + "\n")
         text.append("\n")
     return text
+
+
+class KeyTable(Static):
+    """The key table, its descriptions wrapped to the width it is given (continuations stay in their column)."""
+
+    def __init__(self, groups: Sequence[tuple[str, Sequence[KeyLine | Binding]]], *, id: str | None = None) -> None:
+        super().__init__(key_table(groups), markup=False, id=id)
+        self.groups = groups
+        """``(title, bindings)`` per section."""
+
+    def on_resize(self, event: Resize) -> None:
+        self.update(key_table(self.groups, event.size.width))
 
 
 class HelpScreen(ModalScreen[None]):
@@ -60,7 +77,7 @@ class HelpScreen(ModalScreen[None]):
         with Vertical(classes="dialog dialog-wide", id="help"):
             yield Label(Text("Keys"), classes="dialog-title")
             with VerticalScroll():
-                yield Static(key_table(self.groups), markup=False, id="help-keys")
+                yield KeyTable(self.groups, id="help-keys")
             yield Label(Text(keys_line(self), style="dim"), classes="dialog-keys")
 
     def action_close(self) -> None:

@@ -93,3 +93,16 @@ async def test_at_100x30_the_runs_footer_keeps_the_keys_that_change_a_run(app) -
         keys = [k.key_display for k in app.main.query(FooterKey) if "-command-palette" not in k.classes]
         for key in ("n", "m", "x", "e", "d", "?", "q"):
             assert key in keys, keys
+
+
+def test_a_long_phrase_goes_on_under_itself_not_under_the_keys() -> None:
+    """At a narrow width a description wraps within its own column (issue 37: wrapped lines at column 0)."""
+    from screens.help_keys import KeyLine
+
+    phrase = "Fork the run at the cursor's turn (else its last turn), with that message to edit it first"
+    rows = key_table([("runs", [KeyLine("F", "Fork", "workbench.runs.fork_run", phrase)])], columns=60).plain.splitlines()
+    described = [row for row in rows[1:] if row.strip()]
+    assert len(described) > 1  # it did wrap
+    start = described[0].index("Fork the run")
+    assert all(row[:start].strip() == "" and row[start] != " " for row in described[1:])
+    assert " ".join([described[0][start:], *(row.strip() for row in described[1:])]) == phrase
