@@ -28,7 +28,7 @@ class InstalledFilesChanged(ServiceError):
     """A part of the workbench could not be loaded in a window that is already open."""
 
 
-def load(app: App[Any], module: str, name: str, *, what: str) -> Any | None:  # Any: whatever ``name`` is
+def load(app: App[Any], module: str, name: str, *, what: str) -> Any | None:  # Any: whatever ``name`` is; App[Any]: any App (Textual's return-type parameter is invariant)
     """``name`` from ``module`` (a dotted name), imported now; None when it cannot be loaded (said in a
     toast naming ``what``, logged with the traceback)."""
     loaded = load_module(app, module, what=what)

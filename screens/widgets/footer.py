@@ -12,7 +12,6 @@ as the key ``space``.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -57,8 +56,8 @@ def fit_keys(bindings: list[Binding], width: int) -> list[Binding]:
 class KeyFooter(Footer):
     """The main screen's footer (see the module docstring)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:  # Footer's own arguments
-        super().__init__(*args, **kwargs)
+    def __init__(self) -> None:
+        super().__init__()
         self.drawn: tuple[tuple[str, str, bool], ...] | None = None
         """The keys drawn now, as ``(key, description, enabled)`` (None: none drawn yet)."""
         self.recomposing = 0
@@ -85,7 +84,7 @@ class KeyFooter(Footer):
         width = (self.size.width or self.app.size.width) - PALETTE_WIDTH
         return first, fit_keys([entry[0] for entry in first.values()], width)
 
-    def bindings_changed(self, screen: Screen[Any]) -> None:
+    def bindings_changed(self, screen: Screen[object]) -> None:
         """Redraw only when the keys to show changed (a redraw replaces every key: fewer of them, less flicker)."""
         self._bindings_ready = True
         if not screen.app.app_focus or not self.is_attached or screen is not self.screen:
