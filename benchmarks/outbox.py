@@ -191,7 +191,7 @@ async def _delivery_rates(base: Path, records: int, conversations: int) -> None:
         await box.aclose()
         return records / elapsed
 
-    in_process = await rate("in-process")
+    in_process = await rate("in-process", honcho_service=FakeHonchoService())
     server = subprocess.Popen([sys.executable, "-m", "services.served.honcho", "--port", "0"],
                               cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.PIPE, text=True)
     try:
