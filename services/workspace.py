@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 import asyncio
 import hashlib
 import os
+import tempfile
 from functools import partial
 
 from .changes import Change, ChangeFeed, RunEvents
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     from .knowledge.outbox import MemoryOutbox
     from .sdk import ConnectionStore, OAuth2Client
     from .served.server import CloudServer
+    from .timeline import Timeline
 
 __all__ = ["Settings", "Workspace", "WorkspaceOpenError", "CaptureFailure", "JUDGE_USER", "import_services"]
 
@@ -123,6 +125,9 @@ class Workspace:
     """The control API of that server, when attached."""
     _follower_lock: FileLock | None = None
     _served_desk: ServedDesk | None = None
+    timeline: Timeline | None = None
+    _history_temp: Path | None = None
+    """The history the time cursor reads (None until the services are open)."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -247,6 +252,7 @@ class Workspace:
         found = await find_server(self.path)
         if found is not None:  # one cloud per workspace: this window attaches to the one served
             await self._start_attached(found)
+            await self._start_history()
             return
         self._opening = self.path
         # the canvas (its schema, in threads) opens while the cloud is built (its signing key, in a thread)
@@ -254,6 +260,7 @@ class Workspace:
                                                            self._open_canvas()))
         try:
             await self._start_embedded(opening_canvas)
+            await self._start_history()
         except BaseException:
             await asyncio.wait([opening_canvas])  # an opened canvas is closed with the rest
             if not opening_canvas.cancelled():
@@ -348,6 +355,29 @@ class Workspace:
                 state_path=self.path / "follower.json", ignore_users=frozenset({JUDGE_USER}),
             )
             await self.follower.start()
+
+    async def _start_history(self) -> None:
+        """Keep the history the time cursor reads: in the folder's ``history.db`` for the window that
+        owns the cloud, in a file of its own that ends with it for an attached window (the serving
+        window keeps the folder's). A history file that cannot be read is set aside, and a new one kept."""
+        from .timeline import HistoryError, Timeline, TimeStore
+
+        if self.attached is not None:
+            handle, name = tempfile.mkstemp(prefix="workbench-history-", suffix=".db")
+            os.close(handle)
+            path, self._history_temp = Path(name), Path(name)
+        else:
+            path = self.path / "history.db"
+        try:
+            store = await asyncio.to_thread(TimeStore, path)
+        except HistoryError as exc:
+            aside = path.with_name(f"{path.name}.unreadable-{int(self.settings.clock.time())}")
+            await asyncio.to_thread(os.replace, path, aside)
+            store = await asyncio.to_thread(TimeStore, path)
+            self.feed.announce("workspace", "history.reset", str(path), error=str(exc), aside=str(aside))
+        self.timeline = Timeline(store, self.feed, self.desk, canvas=self._canvas, okf=self._okf,
+                                 insights=self._insights, outbox=self._outbox, clock=self.settings.clock)
+        await self.timeline.start()
 
     def _claim_following(self) -> bool:
         """Take the workspace's ``follower.lock``: one process at a time carries runs into the canvas."""
@@ -560,6 +590,14 @@ class Workspace:
 
     async def close(self) -> None:
         """Stop every service and release the folder."""
+        if self.timeline is not None:
+            await self.timeline.close()
+            self.timeline = None
+        if self._history_temp is not None:
+            self._history_temp.unlink(missing_ok=True)
+            for extra in ("-wal", "-shm"):
+                Path(f"{self._history_temp}{extra}").unlink(missing_ok=True)
+            self._history_temp = None
         if self._desk is not None:
             await self._desk.stop()
         if self.follower is not None:

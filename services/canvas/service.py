@@ -43,7 +43,7 @@ from .events import ensure_watch, mentioned_ids, publish_event, remove_watch
 from .guard import checks_text
 from .insights import LISTENER_OWNER_TYPES, LISTENER_RULES, append_approved_link, listener_body, listener_path, listener_preview
 from .lint import lint_documents
-from .models import DocumentRow, EventRow, NodeRow, ObjectRow, ReceiverAttemptRow, WatchRow
+from .models import DocumentRow, EdgeRow, EventRow, InboxRow, NodeRow, ObjectRow, ReceiverAttemptRow, WatchRow
 from .notify import ChangeListener, channel_name, send_changes
 from .names import CRTR_APP, OWNER_TYPES, ReaderView, split_owner_ref
 from .eligibility import OPERATOR, Access, access_for
@@ -526,6 +526,42 @@ class Canvas:
             row, access = find_readable(s, owner, view)
             return _nodes.inbox_page(s, row.id, offset=offset, limit=limit, unread_only=unread_only, access=access)
         return await self._read(run)
+
+    async def object_columns(self, ids: Sequence[str] | None = None, *, after: int = 0,
+                             limit: int = 2000) -> list[tuple[int, tuple[str, str, str, str, str | None, str, str, float, float]]]:
+        """Objects' own columns (id, type, kind, name, owner id, privacy, status, created, updated) with
+        their ``pk``: those ``ids`` name, or (``ids`` None) up to ``limit`` after ``pk`` ``after``, in
+        ``pk`` order, for a reader that walks every object a page at a time (the time cursor's history)."""
+        columns = (ObjectRow.pk, ObjectRow.id, ObjectRow.type, ObjectRow.kind, ObjectRow.name, ObjectRow.owner_id,
+                   ObjectRow.privacy, ObjectRow.status, ObjectRow.created_at, ObjectRow.updated_at)
+
+        def run(s: Session) -> list[tuple[int, tuple[str, str, str, str, str | None, str, str, float, float]]]:
+            stmt = select(*columns)
+            if ids is not None:
+                stmt = stmt.where(ObjectRow.id.in_(list(ids)))  # type: ignore[attr-defined]
+            else:
+                stmt = stmt.where(ObjectRow.pk > after).order_by(ObjectRow.pk).limit(limit)  # type: ignore[arg-type,operator]
+            return [(int(r[0]), tuple(r[1:])) for r in s.connection().execute(stmt).all()]  # type: ignore[misc]
+        return await self._read(run)
+
+    async def edge_rows(self, ids: Sequence[str] | None = None, *, after: int = 0,
+                        limit: int = 2000) -> list[tuple[int, str, str, str, float]]:
+        """Edges as stored (row id, source, kind, target, created): those touching ``ids`` either way,
+        or (``ids`` None) up to ``limit`` after row id ``after``, in id order."""
+        def run(s: Session) -> list[tuple[int, str, str, str, float]]:
+            stmt = select(EdgeRow.id, EdgeRow.src_id, EdgeRow.kind, EdgeRow.dst_id, EdgeRow.created_at)
+            if ids is not None:
+                wanted = list(ids)
+                stmt = stmt.where(EdgeRow.src_id.in_(wanted) | EdgeRow.dst_id.in_(wanted))  # type: ignore[attr-defined]
+            else:
+                stmt = stmt.where(EdgeRow.id > after).order_by(EdgeRow.id).limit(limit)  # type: ignore[arg-type,operator]
+            return [(int(r[0]), str(r[1]), str(r[2]), str(r[3]), float(r[4])) for r in s.connection().execute(stmt).all()]
+        return await self._read(run)
+
+    async def inbox_owners(self) -> list[str]:
+        """Every object that has an inbox entry, read or not (one walk of the inbox's owner index)."""
+        return await self._read(lambda s: [str(r[0]) for r in s.connection().execute(
+            select(InboxRow.owner_id).distinct().order_by(InboxRow.owner_id)).all()])  # type: ignore[call-overload]
 
     async def unread_counts(self, owners: Sequence[str]) -> dict[str, int]:
         """How many unread entries each of ``owners`` (object ids) has in its inbox, read at once from the

@@ -1,0 +1,154 @@
+"""``TimeCursor``: a position in the history, and every pane read as of there.
+
+The cursor is a moment's number. ``step`` moves it change by change, ``minutes`` by a minute of the
+moments' own times, ``jump`` to the last change at or before a time (``parse_when`` reads what a person
+types: ``14:02:11``, ``14:02:11.320``, ``-5m``, ``2026-12-04 14:02``). The cursor does not move with
+what keeps arriving: ``arrived`` counts it, and ``to_now`` goes to the newest moment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time as _time
+from datetime import datetime
+from typing import Any
+
+from .store import Moment, TimeStore
+
+__all__ = ["TimeCursor", "parse_when", "banner_time"]
+
+_RELATIVE = re.compile(r"^-\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_when(text: str, *, now: float) -> float:
+    """The time ``text`` names, in seconds since the epoch, or ``ValueError`` in words. Accepted:
+    ``-90s`` / ``-5m`` / ``-2h`` / ``-1d`` (before ``now``), ``HH:MM[:SS[.fff]]`` (today, local time;
+    yesterday when that is still to come), ``YYYY-MM-DD HH:MM[:SS[.fff]]`` or the same with ``T``."""
+    value = text.strip()
+    if not value:
+        raise ValueError("type a time: 14:02:11, -5m or 2026-12-04 14:02")
+    relative = _RELATIVE.match(value)
+    if relative:
+        return now - float(relative.group(1)) * _UNITS[relative.group(2)]
+    for form in ("%H:%M:%S.%f", "%H:%M:%S", "%H:%M"):
+        try:
+            clock = datetime.strptime(value, form).time()
+        except ValueError:
+            continue
+        today = datetime.fromtimestamp(now).date()
+        when = datetime.combine(today, clock).timestamp()
+        return when - 86400.0 if when > now else when
+    try:
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        pass
+    raise ValueError(f"not a time: {value[:40]!r} (try 14:02:11, 14:02:11.320, -5m or 2026-12-04 14:02)")
+
+
+def banner_time(at: float) -> str:
+    """``14:02:11.320`` (local time), the date in front when it is not today."""
+    moment = datetime.fromtimestamp(at)
+    shown = moment.strftime("%H:%M:%S.") + f"{moment.microsecond // 1000:03d}"
+    if moment.date() != datetime.fromtimestamp(_time.time()).date():
+        shown = moment.strftime("%Y-%m-%d ") + shown
+    return shown
+
+
+class TimeCursor:
+    """Where in the history the panes are drawn from."""
+
+    def __init__(self, store: TimeStore) -> None:
+        self.store = store
+        self.entered = store.last()
+        """The newest moment when the cursor was made: what it calls now."""
+        self.moment = self.entered
+        """The moment the panes show."""
+        self.at: float | None = None
+        """That moment's time (None: the history has none yet)."""
+        self.first = store.first()
+        found = store.moment(self.moment)
+        self.at = found.at if found else None
+
+    async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    # -- moving --------------------------------------------------------------------------------
+
+    async def _go(self, moment: int) -> int:
+        last = await self._call(self.store.last)
+        self.first = await self._call(self.store.first)
+        self.moment = max(self.first, min(moment, last))
+        found: Moment | None = await self._call(self.store.moment, self.moment)
+        self.at = found.at if found else None
+        return self.moment
+
+    async def step(self, count: int) -> int:
+        """Move ``count`` changes (negative: back); stops at the first and the newest."""
+        return await self._go(self.moment + count)
+
+    async def minutes(self, count: int) -> int:
+        """Move ``count`` minutes of the changes' own times (negative: back)."""
+        if self.at is None:
+            return self.moment
+        target = self.at + 60.0 * count
+        if count < 0:
+            return await self._go(max(self.first, await self._call(self.store.at_or_before, target)))
+        moment = await self._call(self.store.at_or_before, target)
+        return await self._go(max(moment, self.moment))
+
+    async def jump(self, when: float) -> int:
+        """Go to the last change at or before ``when`` (the first one when ``when`` is before them all)."""
+        moment = await self._call(self.store.at_or_before, when)
+        return await self._go(moment or self.first)
+
+    async def to_now(self) -> int:
+        """Go to the newest change."""
+        self.entered = await self._call(self.store.last)
+        return await self._go(self.entered)
+
+    async def current(self) -> Moment | None:
+        """The change the cursor is on."""
+        return await self._call(self.store.moment, self.moment)
+
+    # -- saying where it is ------------------------------------------------------------------------
+
+    async def arrived(self) -> int:
+        """How many changes arrived since the cursor was made (counted, not drawn)."""
+        return await self._call(self.store.between, self.entered, 2**62)
+
+    async def banner(self) -> str:
+        """``as of 14:02:11.320 · 1,204 changes ago · esc: back to now`` (and what arrived since)."""
+        if self.at is None:
+            return "no history yet · esc: back to now"
+        ago = await self._call(self.store.between, self.moment, self.entered)
+        arrived = await self.arrived()
+        text = f"as of {banner_time(self.at)} · {ago:,} change{'s' if ago != 1 else ''} ago"
+        if arrived:
+            text += f" · {arrived:,} new since, not drawn"
+        return text + " · esc: back to now"
+
+    # -- reading as of the cursor ------------------------------------------------------------------
+
+    async def page(self, kind: str, *, offset: int = 0, limit: int = 50, a: str | None = None) -> list[tuple[str, dict[str, Any]]]:
+        """A page of ``kind`` as of the cursor, in the pane's order."""
+        return await self._call(self.store.page, kind, self.moment, offset=offset, limit=limit, a=a)
+
+    async def count(self, kind: str, *, a: str | None = None) -> int:
+        """How many items of ``kind`` there were as of the cursor."""
+        return await self._call(self.store.count, kind, self.moment, a=a)
+
+    async def get(self, kind: str, key: str) -> dict[str, Any] | None:
+        """One item as of the cursor (None: it did not exist then)."""
+        return await self._call(self.store.get, kind, key, self.moment)
+
+    async def every(self, kind: str) -> dict[str, dict[str, Any]]:
+        """Every item of ``kind`` as of the cursor (for the small kinds: grants, judgments)."""
+        return await self._call(self.store.every, kind, self.moment)
+
+    async def seq(self, run_id: str) -> int:
+        """The last event of the run the history had seen as of the cursor (its stream's end then)."""
+        row = await self.get("run", run_id)
+        seen = await self._call(self.store.seq_at, run_id, self.moment)
+        return max(seen, int(row["seq"]) if row and isinstance(row.get("seq"), int) else 0)

@@ -1,0 +1,234 @@
+"""``Timeline``: keeps the history a time cursor reads, from the changes a window sees.
+
+It starts by recording every pane's items as they are (a ``history.opened`` moment: what changed
+while no window kept the history is one step), then follows the change feed. Every change becomes a
+moment; after each burst the items the burst touched are read again from the live services and
+recorded where they differ (``TimeStore.record``: one transaction per burst). What it reads again:
+
+- a run's change (``run.*``, an operator's action on it): the run's row;
+- any change of the cloud or of the workspace but a run's event: every person's grant;
+- a canvas change: each object it names (its row, its edges either way), and for an inbox change
+  the owner's newest entries; a canvas connection restored: the whole canvas;
+- an OKF or insights change: the judgments; an outbox change: the memory counts.
+
+The work runs on the loop in one task, bursts coalesced while the previous one is recorded; the
+writes run in a thread. ``settled`` waits until everything published before it is recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..changes import Change, ChangeFeed, RunEvents
+from ..clock import Clock
+from ..desk.mirror import seq_of
+from ..desk.models import JUDGE_USER
+from .frames import (edge_versions, frame_versions, grant_versions, inbox_versions, judgment_versions,
+                     memory_version, object_versions, run_versions)
+from .store import TimeStore, Version
+
+if TYPE_CHECKING:
+    from ..canvas import Canvas
+    from ..desk import Desk
+    from ..knowledge.insights import InsightReviews
+    from ..knowledge.okf import Harvest
+    from ..knowledge.outbox import MemoryOutbox
+
+__all__ = ["Timeline", "PLUMBING", "OPENED"]
+
+log = logging.getLogger(__name__)
+
+OPENED = "history.opened"
+"""The moment the history starts (again): every item as the window found it."""
+PLUMBING = ("attach.", "canvas.connection.", "history.")
+"""Kinds that are the window's own plumbing, not a change to step through."""
+_IDS = ("object_id", "src", "dst", "src_id", "dst_id", "owner_id", "target_id", "parent_id", "node_id", "watcher_id")
+"""Fields of a canvas change that name another object it touched."""
+
+Moment = tuple[float, str, str, str, str | None, int | None]
+
+
+class Timeline:
+    """The history of one window's workspace: a ``TimeStore`` kept current from the change feed."""
+
+    def __init__(self, store: TimeStore, feed: ChangeFeed, desk: Desk, *, canvas: Canvas | None = None,
+                 okf: Harvest | None = None, insights: InsightReviews | None = None,
+                 outbox: MemoryOutbox | None = None, clock: Clock | None = None) -> None:
+        self.store = store
+        self.feed = feed
+        self.desk = desk
+        self.canvas = canvas
+        self.okf = okf
+        self.insights = insights
+        self.outbox = outbox
+        self.clock = clock or Clock()
+        self.errors: list[str] = []
+        """What could not be recorded, in its own words (the history goes on with the next burst)."""
+        self._pending: list[tuple[float, Change]] = []
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._task: asyncio.Task[None] | None = None
+        self._unsubscribe: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- life ----------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Record every item as it is now, then follow the feed."""
+        self._loop = asyncio.get_running_loop()
+        self._unsubscribe = self.feed.subscribe(self._one, many=self._many)
+        self._idle.clear()
+        self._task = self._loop.create_task(self._run())
+
+    async def close(self) -> None:
+        """Stop following (what was published is recorded first) and close the file."""
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        if self._task is not None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.settled(), 5.0)
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+        await asyncio.to_thread(self.store.close)
+
+    async def settled(self) -> None:
+        """Return once every change published before this call is recorded."""
+        await asyncio.sleep(0)  # changes handed over with call_soon_threadsafe land first
+        while self._pending or not self._idle.is_set():
+            await self._idle.wait()
+            await asyncio.sleep(0)
+
+    # -- following -----------------------------------------------------------------------------
+
+    def _one(self, change: Change) -> None:
+        self._many((change,))
+
+    def _many(self, changes: Sequence[Change]) -> None:  # any thread
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        now = self.clock.time()
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._take(now, changes)
+        else:
+            loop.call_soon_threadsafe(self._take, now, changes)
+
+    def _take(self, now: float, changes: Sequence[Change]) -> None:
+        if isinstance(changes, RunEvents):
+            self._pending.append((now, changes))  # type: ignore[arg-type]  # read as its changes when recorded
+        else:
+            self._pending.extend((now, c) for c in changes)
+        self._idle.clear()
+        self._wake.set()
+
+    async def _run(self) -> None:
+        try:
+            await self._baseline()
+        except Exception as exc:  # the history starts later; the window goes on
+            log.exception("history baseline")
+            self.errors.append(f"recording where things stand: {exc}")
+        while True:
+            if not self._pending:
+                self._idle.set()
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            batch, self._pending = self._pending, []
+            try:
+                await self._record(batch)
+            except Exception as exc:
+                log.exception("history record")
+                self.errors.append(f"recording {len(batch)} change(s): {exc}")
+
+    async def _baseline(self) -> None:
+        versions = await frame_versions(self.desk, self.canvas, self.okf, self.insights, self.outbox)
+        store = self.store
+
+        def write() -> None:
+            seen = {(v.kind, v.key) for v in versions}
+            gone = []
+            for kind in ("run", "grant", "object", "edge", "inbox", "judgment", "memory"):
+                gone += [Version(kind, key, None) for key in store.every(kind) if (kind, key) not in seen]
+            store.record([(self.clock.time(), "workspace", OPENED, "", None, None)], [*versions, *gone])
+        await asyncio.to_thread(write)
+
+    # -- one burst -----------------------------------------------------------------------------
+
+    async def _record(self, batch: list[tuple[float, Any]]) -> None:
+        moments: list[Moment] = []
+        runs: set[str] = set()
+        grants = judgments = memory = whole_canvas = False
+        objects: set[str] = set()
+        owners: set[str] = set()
+        for at, item in batch:
+            if isinstance(item, RunEvents):
+                runs.add(item.run_id)
+                judgments = judgments or item.data.get("user_id") == JUDGE_USER
+                moments += [(at, item.source, "run.event", item.run_id, item.run_id, seq_of(e)) for e in item.events]
+                continue
+            change: Change = item
+            if change.kind.startswith(PLUMBING) or change.kind == "attach.caught_up":
+                if change.kind == "canvas.connection.restored":
+                    whole_canvas = True
+                continue
+            seq = None
+            run_id = None
+            if change.source in ("cloud", "workspace"):
+                if change.kind.startswith("run.") or change.kind == "operator.action":
+                    runs.add(change.id)
+                    run_id = change.id
+                    if change.kind == "run.event":
+                        event = change.data.get("event")
+                        seq = seq_of(event) if isinstance(event, dict) else None
+                if change.kind != "run.event":
+                    grants = True
+                judgments = judgments or change.data.get("user_id") == JUDGE_USER  # a judgment is its judge's run
+            elif change.source == "canvas":
+                if change.id:
+                    objects.add(change.id)
+                objects.update(str(change.data[k]) for k in _IDS if isinstance(change.data.get(k), str))
+                if change.kind.startswith("inbox.") or change.kind == "message.received":
+                    owners.add(change.id)
+            elif change.source in ("okf", "insights"):
+                judgments = True
+            elif change.source == "outbox":
+                memory = True
+            moments.append((at, change.source, change.kind, change.id, run_id, seq))
+        versions = run_versions(self.desk, sorted(runs)) if runs else []
+        if grants:
+            versions += grant_versions(self.desk)
+        canvas = self.canvas
+        if canvas is not None and whole_canvas:
+            store_keys = await asyncio.to_thread(lambda: {k: set(self.store.every(k)) for k in ("object", "edge", "inbox")})
+            fresh = [v for v in await frame_versions(self.desk, canvas, None, None, None) if v.kind in store_keys]
+            seen = {(v.kind, v.key) for v in fresh}
+            versions += fresh + [Version(k, key, None) for k, keys in store_keys.items() for key in keys
+                                 if (k, key) not in seen]
+        elif canvas is not None and (objects or owners):
+            versions += await object_versions(canvas, objects)
+            touching = await asyncio.to_thread(
+                lambda: sorted({*(k for o in objects for k in self.store.keys_by("edge", "a", o)),
+                                *(k for o in objects for k in self.store.keys_by("edge", "b", o))}))
+            versions += await edge_versions(canvas, objects, touching)
+            for owner in sorted(owners):
+                current = await asyncio.to_thread(self.store.keys_by, "inbox", "a", owner)
+                versions += await inbox_versions(canvas, owner, current)
+        if judgments:
+            current_judgments = await asyncio.to_thread(lambda: list(self.store.every("judgment")))
+            versions += await judgment_versions(self.okf, self.insights, current_judgments)
+        if memory or runs:  # the outbox captures a run's turns as they come, announced or not
+            versions.append(await memory_version(self.outbox))
+        if moments or versions:
+            await asyncio.to_thread(self.store.record, moments, versions)
