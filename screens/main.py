@@ -161,6 +161,11 @@ class MainScreen(Screen[None]):
                 tooltip="Go back to what was selected before, across panes", id="workbench.go_back"),
         Binding("alt+right", "go_forward", "Forward to the next selection", show=False,
                 tooltip="Go forward again after going back, across panes", id="workbench.go_forward"),
+        Binding("H", "look_back(0)", "Look back", show=False,
+                tooltip="Time mode: every pane as it was at a moment of the history ([ ] a change, { } a minute, g a time)",
+                id="workbench.look_back"),
+        Binding("left_square_bracket", "look_back(1)", "Look back a change", show=False,
+                tooltip="Time mode, one change back from now", id="workbench.look_back_change"),
     ]
 
     active: reactive[str] = reactive("runs")
@@ -522,6 +527,16 @@ class MainScreen(Screen[None]):
     def action_go_forward(self) -> None:
         """``alt+right``: select what was selected after (once gone back)."""
         self._walk(1)
+
+    def action_look_back(self, back: int) -> None:
+        """``H`` (or ``[``, one change back): every pane as it was at a moment of the history."""
+        workspace = self.workspace
+        if workspace is None or workspace.timeline is None:
+            notify_plain(self.app, "The history opens with the workspace: a moment, please.", timeout=3)
+            return
+        from .time import TimeScreen
+
+        self.app.push_screen(TimeScreen(workspace, back=back))
 
     def _marks(self) -> Marks | None:
         from services.desk.marks import Marks

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ..knowledge.okf import Harvest
     from ..knowledge.outbox import MemoryOutbox
     from ..settings import Settings
+    from ..timeline import Timeline
 
 __all__ = [
     "Desk",
@@ -87,6 +88,8 @@ class WorkspaceView(Protocol):
     def attached(self) -> ServerView | None: ...
     @property
     def server(self) -> ServerView | None: ...
+    @property
+    def timeline(self) -> Timeline | None: ...
     @property
     def header_status(self) -> str: ...
     @property

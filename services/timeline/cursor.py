@@ -108,6 +108,11 @@ class TimeCursor:
         self.entered = await self._call(self.store.last)
         return await self._go(self.entered)
 
+    async def newest_at(self) -> float | None:
+        """The newest change's time (what a relative time such as ``-5m`` counts back from)."""
+        found: Moment | None = await self._call(lambda: self.store.moment(self.store.last()))
+        return found.at if found else None
+
     async def current(self) -> Moment | None:
         """The change the cursor is on."""
         return await self._call(self.store.moment, self.moment)
