@@ -78,6 +78,8 @@ class WorkbenchApp(WorkbenchBase):
         self.changes_seen = 0
         """How many service changes reached the App (tests and the demo wait for quiet with it)."""
 
+    look_back = False
+    """Open in time mode once the workspace is open (``make_app(look_back=True)``)."""
     config: UserConfig | None = None
     """The operator's ``UserConfig`` (theme, keymap, ...), applied at mount; None: no settings file."""
 
@@ -138,6 +140,8 @@ class WorkbenchApp(WorkbenchBase):
 
         self._unsubscribe = workspace.feed.subscribe(lambda change: on_changes((change,)), many=on_changes)
         self.main.post_message(WorkspaceOpened(workspace))
+        if self.look_back:
+            self.call_after_refresh(self.main.action_look_back, 0)
         attached = getattr(workspace, "attached", None)
         if attached is not None:  # another process serves this folder: this window shares its cloud
             self.notify(f"attached to {attached.url}: this window shares the served cloud", title="Attached",
@@ -357,9 +361,11 @@ def _in_pane(node: DOMNode | None) -> bool:
 
 def make_app(settings: Settings | None = None, workspace: WorkspaceView | None = None, *,
              config: UserConfig | None = None, read_only: bool = False, layout: str | None = None,
-             log: Path | None = None, record: Path | None = None) -> WorkbenchApp:
-    """The one factory the CLI, the demo and the tests build the App with."""
+             log: Path | None = None, record: Path | None = None, look_back: bool = False) -> WorkbenchApp:
+    """The one factory the CLI, the demo and the tests build the App with (``look_back``: the window
+    opens in time mode, as ``workbench replay FILE --inspect`` shows a replay's end state)."""
     app = WorkbenchApp(workspace=workspace, settings=settings)
+    app.look_back = look_back
     app.config = config
     app.read_only = read_only or bool(getattr(config, "read_only", False))
     app.layout = layout or getattr(config, "layout", None)

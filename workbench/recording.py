@@ -99,11 +99,13 @@ class ReplayComparisonApp(App[None]):
 
 
 def replay_command(path: Path, *, served: bool = False, workspace: Path | None = None, inspect: bool = False,
-                   show: "Callable[[Comparison], None] | None" = None) -> int:
+                   show: "Callable[[Comparison], None] | None" = None,
+                   look_back: "Callable[[Path], None] | None" = None) -> int:
     """``workbench replay FILE [--served] [--workspace DIR] [--inspect]``: play into a fresh workspace
     and stop at the first step whose observation differs, showing both; ``inspect`` then opens them
     side by side in the comparison screen (``show``: how it is opened; default a ``ReplayComparisonApp``
-    in the terminal). Status 0 when every step matched, 1 at a divergence, 2 for a recording that does
+    in the terminal). With ``inspect`` and every step matched, the replayed workspace opens in a window in
+    time mode, the cursor over the recording's steps (``look_back``: how it is opened). Status 0 when every step matched, 1 at a divergence, 2 for a recording that does
     not load."""
     from services.record import describe, replay
     from services.record.replay import comparison
@@ -122,10 +124,12 @@ def replay_command(path: Path, *, served: bool = False, workspace: Path | None =
         except ServiceError as exc:
             print(f"workbench replay: {safe(str(exc), 2000)}")
             return 1
-    divergence = report.divergence
-    if divergence is None:
-        print(f"workbench replay: all {len(report.played)} steps matched the recording")
-        return 0
+        divergence = report.divergence
+        if divergence is None:
+            print(f"workbench replay: all {len(report.played)} steps matched the recording")
+            if inspect:  # the recording's end state, with the time cursor over its steps
+                (look_back or _look_back)(folder)
+            return 0
     print(f"workbench replay: diverged at step {divergence.step}: {safe(divergence.what, 1000)}")
     print("expected (recorded):")
     print(_shown(divergence.expected))
@@ -135,6 +139,15 @@ def replay_command(path: Path, *, served: bool = False, workspace: Path | None =
     if inspect and compared is not None:
         (show or _show_comparison)(compared)
     return 1
+
+
+def _look_back(folder: Path) -> None:
+    """The replayed workspace in a window, opened in time mode (``esc`` shows its end state live)."""
+    from services.settings import Settings
+
+    from .app import make_app
+
+    make_app(Settings(path=folder, seed=False), look_back=True).run()
 
 
 def _show_comparison(compared: "Comparison") -> None:

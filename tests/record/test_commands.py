@@ -190,11 +190,40 @@ def test_replay_inspect_opens_the_diverging_step_in_the_comparison_screen(
     asyncio.run(drive())
 
 
-def test_replay_inspect_says_nothing_to_compare_when_every_step_matched(
+def test_replay_inspect_opens_the_end_state_in_time_mode_over_the_steps(
         session_file: tuple[Path, dict[str, Any]]) -> None:
+    """Every step matched: no comparison; the replayed workspace opens in time mode, and the cursor
+    steps back over the changes the recording's steps made, to the state before them."""
+    from screens.time import TimeScreen
     from workbench.recording import replay_command
 
     shown: list[object] = []
-    assert replay_command(session_file[0], inspect=True, show=shown.append) == 0
+    seen: list[tuple[str, str, int]] = []
+
+    def look(folder: Path) -> None:
+        async def drive() -> None:
+            app = make_app(Settings(path=folder, seed=False, clock=FakeClock()), look_back=True)
+            async with app.run_test(size=(160, 48)) as pilot:
+                await ready(pilot)
+                await settle(pilot, 5)
+                screen = app.screen
+                assert isinstance(screen, TimeScreen)
+                now = screen.banner
+                store = app.workspace.timeline.store
+                steps_made = store.between(store.first(), store.last())
+                for _ in range(steps_made):
+                    await pilot.press("left_square_bracket")
+                    await settle(pilot)
+                seen.append((now, screen.banner, steps_made))
+                await pilot.press("escape")
+                await settle(pilot)
+                assert not isinstance(app.screen, TimeScreen)
+        asyncio.run(drive())
+
+    assert replay_command(session_file[0], inspect=True, show=shown.append, look_back=look) == 0
     assert shown == []
+    (now, back, steps_made), = seen
+    assert "0 changes ago" in now and steps_made >= len(load_recording(session_file[0]).steps)
+    ago = int(back.split(" changes ago")[0].rsplit(" · ", 1)[1].replace(",", ""))
+    assert len(load_recording(session_file[0]).steps) <= ago <= steps_made
     assert build_parser().parse_args(["replay", "x.jsonl", "--inspect"]).inspect
