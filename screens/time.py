@@ -141,6 +141,9 @@ class TimeScreen(Screen[None]):
         said = "no change recorded yet" if moment is None else (
             f"change {moment.id:,}: {safe(moment.source, 20)} {safe(moment.kind, 40)} {safe(moment.item, 80)}"
             + (f" · event {moment.seq}" if moment.seq else ""))
+        timeline = self.workspace.timeline
+        if timeline is not None and timeline.notice and moment is not None and moment.id == cursor.first:
+            said += f" · {safe(timeline.notice, 300)}"
         self.query_one("#time-change", Label).update(Text(said))
         await self._draw_canvas()
         await self._draw_inbox()

@@ -368,15 +368,19 @@ class Workspace:
             path, self._history_temp = Path(name), Path(name)
         else:
             path = self.path / "history.db"
+        notice: str | None
         try:
             store = await asyncio.to_thread(TimeStore, path)
         except HistoryError as exc:
             aside = path.with_name(f"{path.name}.unreadable-{int(self.settings.clock.time())}")
             await asyncio.to_thread(os.replace, path, aside)
             store = await asyncio.to_thread(TimeStore, path)
-            self.feed.announce("workspace", "history.reset", str(path), error=str(exc), aside=str(aside))
+            notice = f"the history could not be read ({exc}); it was set aside as {aside.name} and begins again here"
+        else:
+            notice = None
         self.timeline = Timeline(store, self.feed, self.desk, canvas=self._canvas, okf=self._okf,
                                  insights=self._insights, outbox=self._outbox, clock=self.settings.clock)
+        self.timeline.notice = notice
         await self.timeline.start()
 
     def _claim_following(self) -> bool:

@@ -22,7 +22,7 @@ saw by then (``TimeStore.seq_at``).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["KINDS", "INBOX_KEPT", "Frame", "read_frame", "run_version", "grant_version", "object_version",
            "edge_version", "inbox_version", "judgment_versions", "memory_version", "plain", "run_versions",
-           "grant_versions", "object_versions", "edge_versions", "inbox_versions", "frame_versions"]
+           "grant_versions", "object_versions", "edge_versions", "inbox_versions", "frame_versions", "frame_batches"]
 
 KINDS = ("run", "grant", "object", "edge", "inbox", "judgment", "memory")
 """Every kind of item the history keeps, in the order a frame lists them."""
@@ -185,21 +185,36 @@ async def read_frame(desk: Desk, canvas: Canvas | None, okf: Harvest | None, ins
 
 async def frame_versions(desk: Desk, canvas: Canvas | None, okf: Harvest | None, insights: InsightReviews | None,
                          outbox: MemoryOutbox | None) -> list[Version]:
-    """Every item of every kind now, as versions (``read_frame``'s, and the history's baseline)."""
-    out = run_versions(desk) + grant_versions(desk)
-    if canvas is not None:
-        after = 0
-        while batch := await canvas.object_columns(after=after, limit=PAGE):
-            out += [object_version(cols) for _, cols in batch]
-            after = batch[-1][0]
-        after = 0
-        while edges := await canvas.edge_rows(after=after, limit=PAGE):
-            out += [edge_version(s, k, d, at) for _, s, k, d, at in edges]
-            after = edges[-1][0]
-        for owner in await canvas.inbox_owners():
-            out += await inbox_versions(canvas, owner, ())
-    out += await judgment_versions(okf, insights, ())
-    memory = await memory_version(outbox)
-    if memory.value is not None:
-        out.append(memory)
+    """Every item of every kind now, as versions (``read_frame``'s)."""
+    out: list[Version] = []
+    async for batch in frame_batches(desk, canvas, okf, insights, outbox):
+        out += batch
     return out
+
+
+async def frame_batches(desk: Desk, canvas: Canvas | None, okf: Harvest | None, insights: InsightReviews | None,
+                        outbox: MemoryOutbox | None) -> AsyncIterator[list[Version]]:
+    """Every item of every kind now, a batch at a time: the runs, grants, judgments and memory counts
+    first, then the canvas's objects and edges ``PAGE`` at a time, then the inboxes (what the history's
+    baseline records without holding a whole canvas at once)."""
+    small = run_versions(desk) + grant_versions(desk) + await judgment_versions(okf, insights, ())
+    memory = await memory_version(outbox)
+    yield small + ([memory] if memory.value is not None else [])
+    if canvas is None:
+        return
+    after = 0
+    while batch := await canvas.object_columns(after=after, limit=PAGE):
+        yield [object_version(cols) for _, cols in batch]
+        after = batch[-1][0]
+    after = 0
+    while edges := await canvas.edge_rows(after=after, limit=PAGE):
+        yield [edge_version(s, k, d, at) for _, s, k, d, at in edges]
+        after = edges[-1][0]
+    inbox: list[Version] = []
+    for owner in await canvas.inbox_owners():
+        inbox += await inbox_versions(canvas, owner, ())
+        if len(inbox) >= PAGE:
+            yield inbox
+            inbox = []
+    if inbox:
+        yield inbox

@@ -33,6 +33,8 @@ __all__ = ["TimeStore", "Moment", "Version", "HistoryError", "SCHEMA_VERSION"]
 
 SCHEMA_VERSION = 1
 """The layout of the file; a file of another layout is set aside, never read as this one."""
+BULK = 256
+"""Versions of one kind in a batch above which the kind's current rows are read at once, not one by one."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -151,9 +153,18 @@ class TimeStore:
                     db.executemany("INSERT INTO moments (at, source, kind, item, run_id, seq) VALUES (?, ?, ?, ?, ?, ?)",
                                    moments)
                 moment = self._last()
+                versions = list(versions)
+                kinds = {v.kind for v in versions}
+                bulk = {k: {key: (rid, value) for key, rid, value in db.execute(
+                            "SELECT key, id, value FROM rows WHERE kind = ? AND until IS NULL", (k,))}
+                        for k in kinds if sum(1 for v in versions if v.kind == k) > BULK}
                 for v in versions:
-                    open_row = db.execute("SELECT id, value FROM rows WHERE kind = ? AND key = ? AND until IS NULL",
-                                          (v.kind, v.key)).fetchone()
+                    if v.kind in bulk:
+                        found = bulk[v.kind].get(v.key)
+                        open_row = (found[0], found[1]) if found is not None else None
+                    else:
+                        open_row = db.execute("SELECT id, value FROM rows WHERE kind = ? AND key = ? AND until IS NULL",
+                                              (v.kind, v.key)).fetchone()
                     text = None if v.value is None else _dumps(v.value)
                     if open_row is not None and open_row[1] == text:
                         continue
@@ -161,9 +172,16 @@ class TimeStore:
                         continue
                     if open_row is not None:
                         db.execute("UPDATE rows SET until = ? WHERE id = ?", (moment, open_row[0]))
+                    row_id = None
                     if text is not None:
-                        db.execute("INSERT INTO rows (kind, key, sort, a, b, since, until, value) "
-                                   "VALUES (?, ?, ?, ?, ?, ?, NULL, ?)", (v.kind, v.key, v.sort, v.a, v.b, moment, text))
+                        row_id = db.execute("INSERT INTO rows (kind, key, sort, a, b, since, until, value) "
+                                            "VALUES (?, ?, ?, ?, ?, ?, NULL, ?)",
+                                            (v.kind, v.key, v.sort, v.a, v.b, moment, text)).lastrowid
+                    if v.kind in bulk:  # a key twice in one batch: the second compares with the first
+                        if row_id is None:
+                            bulk[v.kind].pop(v.key, None)
+                        else:
+                            bulk[v.kind][v.key] = (row_id, text)
                 db.execute("COMMIT")
                 return moment
             except BaseException:
@@ -243,6 +261,10 @@ class TimeStore:
             rows = self._all("SELECT key, value FROM rows WHERE kind = ? AND since <= ? AND (until IS NULL OR until > ?)",
                              (kind, moment, moment))
         return {k: _loads(v) for k, v in rows}
+
+    def keys(self, kind: str) -> list[str]:
+        """The keys of the current items of ``kind``."""
+        return [r[0] for r in self._all("SELECT key FROM rows WHERE kind = ? AND until IS NULL", (kind,))]
 
     def keys_by(self, kind: str, column: str, value: str) -> list[str]:
         """The current items of ``kind`` whose ``column`` (``a`` or ``b``) is ``value``."""

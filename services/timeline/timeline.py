@@ -27,8 +27,8 @@ from ..changes import Change, ChangeFeed, RunEvents
 from ..clock import Clock
 from ..desk.mirror import seq_of
 from ..desk.models import JUDGE_USER
-from .frames import (edge_versions, frame_versions, grant_versions, inbox_versions, judgment_versions,
-                     memory_version, object_versions, run_versions)
+from .frames import (KINDS, edge_versions, frame_batches, frame_versions, grant_versions, inbox_versions,
+                     judgment_versions, memory_version, object_versions, run_versions)
 from .store import TimeStore, Version
 
 if TYPE_CHECKING:
@@ -66,6 +66,8 @@ class Timeline:
         self.insights = insights
         self.outbox = outbox
         self.clock = clock or Clock()
+        self.notice: str | None = None
+        """Said where the history begins when an earlier one could not be read (and was set aside)."""
         self.errors: list[str] = []
         """What could not be recorded, in its own words (the history goes on with the next burst)."""
         self._pending: list[tuple[float, Change]] = []
@@ -153,16 +155,22 @@ class Timeline:
                 self.errors.append(f"recording {len(batch)} change(s): {exc}")
 
     async def _baseline(self) -> None:
-        versions = await frame_versions(self.desk, self.canvas, self.okf, self.insights, self.outbox)
+        """Every item as it is now, at one ``history.opened`` moment, a batch at a time; what the history
+        held and is gone now is closed at that moment."""
         store = self.store
+        seen: dict[str, set[str]] = {kind: set() for kind in KINDS}
+        first = True
+        async for batch in frame_batches(self.desk, self.canvas, self.okf, self.insights, self.outbox):
+            for v in batch:
+                seen[v.kind].add(v.key)
+            opened = [(self.clock.time(), "workspace", OPENED, "", None, None)] if first else []
+            await asyncio.to_thread(store.record, opened, batch)
+            first = False
 
-        def write() -> None:
-            seen = {(v.kind, v.key) for v in versions}
-            gone = []
-            for kind in ("run", "grant", "object", "edge", "inbox", "judgment", "memory"):
-                gone += [Version(kind, key, None) for key in store.every(kind) if (kind, key) not in seen]
-            store.record([(self.clock.time(), "workspace", OPENED, "", None, None)], [*versions, *gone])
-        await asyncio.to_thread(write)
+        def close_gone() -> None:
+            gone = [Version(kind, key, None) for kind in KINDS for key in store.keys(kind) if key not in seen[kind]]
+            store.record([], gone)
+        await asyncio.to_thread(close_gone)
 
     # -- one burst -----------------------------------------------------------------------------
 
@@ -211,7 +219,7 @@ class Timeline:
             versions += grant_versions(self.desk)
         canvas = self.canvas
         if canvas is not None and whole_canvas:
-            store_keys = await asyncio.to_thread(lambda: {k: set(self.store.every(k)) for k in ("object", "edge", "inbox")})
+            store_keys = await asyncio.to_thread(lambda: {k: set(self.store.keys(k)) for k in ("object", "edge", "inbox")})
             fresh = [v for v in await frame_versions(self.desk, canvas, None, None, None) if v.kind in store_keys]
             seen = {(v.kind, v.key) for v in fresh}
             versions += fresh + [Version(k, key, None) for k, keys in store_keys.items() for key in keys
@@ -226,7 +234,7 @@ class Timeline:
                 current = await asyncio.to_thread(self.store.keys_by, "inbox", "a", owner)
                 versions += await inbox_versions(canvas, owner, current)
         if judgments:
-            current_judgments = await asyncio.to_thread(lambda: list(self.store.every("judgment")))
+            current_judgments = await asyncio.to_thread(self.store.keys, "judgment")
             versions += await judgment_versions(self.okf, self.insights, current_judgments)
         if memory or runs:  # the outbox captures a run's turns as they come, announced or not
             versions.append(await memory_version(self.outbox))
