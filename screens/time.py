@@ -13,7 +13,8 @@ the cursor (the one action allowed in the past). Any other action key is refused
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
 from textual import on, work
@@ -21,14 +22,17 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Input, Label, Static
+from textual.widget import Widget
+from textual.widgets import DataTable, Input, Static
 
 from services.desk import OperatorError, is_system, turns_of
-from services.timeline import TimeCursor, parse_when
+from services.desk import seq_of
+from services.timeline import Panes, TimeCursor, parse_when
 
 from .run_lines import STATUS_GLYPHS, raw_line
 from .text import counted, date_time, notify_plain, safe, safe_text, tone
 from .widgets.footer import KeyFooter
+from .widgets.stream import EventStream
 
 if TYPE_CHECKING:
     from services.desk import WorkspaceView
@@ -41,6 +45,26 @@ STREAM_SHOWN = 400
 """The last events of the selected run's stream drawn as of the cursor."""
 REFUSED_KEYS = "r,x,s,a,i,e,d,n,m,c,k,u,f,t,y,b,o,p,v,w,z,A,L,M,N,R,S,T,Y,space,delete,ctrl+s"
 """The keys that act on the present in the panes: refused in the past, in words."""
+
+
+class TimeLine(Widget):
+    """One line of text (a banner, a pane's title): shown again without laying the screen out again."""
+
+    DEFAULT_CSS = """
+    TimeLine { height: 1; width: 1fr; }
+    """
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._content: Text | str = ""
+
+    def show(self, content: Text | str) -> None:
+        """Show ``content`` (plain data: never read as markup)."""
+        self._content = content
+        self.refresh()
+
+    def render(self) -> Text:
+        return self._content if isinstance(content := self._content, Text) else Text(content)
 
 
 class TimeScreen(Screen[None]):
@@ -75,6 +99,7 @@ class TimeScreen(Screen[None]):
     TimeScreen .time-title { text-style: bold; padding: 0 1; }
     TimeScreen DataTable { height: 1fr; }
     TimeScreen #time-graph, TimeScreen #time-stream { height: 1fr; overflow-y: auto; padding: 0 1; }
+    TimeScreen #time-stream-title { padding: 0 1; }
     TimeScreen #time-memory { height: auto; padding: 0 1; }
     TimeScreen #time-when { dock: bottom; display: none; }
     TimeScreen #time-when.shown { display: block; }
@@ -95,28 +120,35 @@ class TimeScreen(Screen[None]):
         """Each list's keys as drawn, in order (what the pilot tests read)."""
         self.banner = ""
         """The banner's text as drawn."""
+        self.panes: Panes | None = None
+        """What the panes were last drawn from."""
+        self._raw: dict[str, object] = {}
+        self._built: dict[str, list[tuple[str, tuple[Text | str, ...]]]] = {}
+        self._stream_drawn: tuple[str | None, int, str] | None = None
+        self._texts: dict[str, Text | str] = {}
 
     def compose(self) -> ComposeResult:
-        yield Label("", id="time-banner")
-        yield Label("", id="time-change")
+        yield TimeLine(id="time-banner")
+        yield TimeLine(id="time-change")
         with Horizontal(classes="time-row"):
             with Vertical(classes="time-pane", id="time-canvas-pane"):
-                yield Label("1 canvas", classes="time-title", id="time-canvas-title")
+                yield TimeLine(classes="time-title", id="time-canvas-title")
                 yield _table("time-canvas", "type", "name", "status")
                 yield Static("", id="time-graph", markup=False)
             with Vertical(classes="time-pane", id="time-inbox-pane"):
-                yield Label("2 inbox", classes="time-title", id="time-inbox-title")
+                yield TimeLine(classes="time-title", id="time-inbox-title")
                 yield _table("time-inbox", "to", "kind", "summary", "read")
             with Vertical(classes="time-pane", id="time-runs-pane"):
-                yield Label("3 runs", classes="time-title", id="time-runs-title")
+                yield TimeLine(classes="time-title", id="time-runs-title")
                 yield _table("time-runs", "", "run", "person", "events")
-                yield Static("", id="time-stream", markup=False)
+                yield TimeLine(id="time-stream-title")
+                yield EventStream(id="time-stream")
         with Horizontal(classes="time-row"):
             with Vertical(classes="time-pane", id="time-grants-pane"):
-                yield Label("4 grants", classes="time-title", id="time-grants-title")
+                yield TimeLine(classes="time-title", id="time-grants-title")
                 yield _table("time-grants", "person", "state", "rev", "refusal")
             with Vertical(classes="time-pane", id="time-judgments-pane"):
-                yield Label("5 judgments", classes="time-title", id="time-judgments-title")
+                yield TimeLine(classes="time-title", id="time-judgments-title")
                 yield _table("time-judgments", "state", "what", "by")
                 yield Static("", id="time-memory", markup=False)
         yield Input(placeholder="a time: 14:02:11, 14:02:11.320, -5m or 2026-12-04 14:02 (enter: go, esc: cancel)",
@@ -133,148 +165,174 @@ class TimeScreen(Screen[None]):
     # -- drawing -------------------------------------------------------------------------------
 
     async def redraw(self) -> None:
-        """Draw every pane as of the cursor."""
+        """Draw every pane as of the cursor: one read of the history, then only what changed is drawn again."""
         cursor = self.cursor
         self.banner = await cursor.banner()
-        self.query_one("#time-banner", Label).update(Text(self.banner))
-        moment = await cursor.current()
+        self._put("time-banner", Text(self.banner))
+        panes = await cursor.panes(self.selected_object, limit=PAGE)
+        moment = panes.moment
         said = "no change recorded yet" if moment is None else (
             f"change {moment.id:,}: {safe(moment.source, 20)} {safe(moment.kind, 40)} {safe(moment.item, 80)}"
             + (f" · event {moment.seq}" if moment.seq else ""))
         timeline = self.workspace.timeline
         if timeline is not None and timeline.notice and moment is not None and moment.id == cursor.first:
             said += f" · {safe(timeline.notice, 300)}"
-        self.query_one("#time-change", Label).update(Text(said))
-        await self._draw_canvas()
-        await self._draw_inbox()
-        await self._draw_runs()
-        await self._draw_grants()
-        await self._draw_judgments()
+        self._put("time-change", Text(said))
+        self.panes = panes
+        self._draw_canvas(panes)
+        self._draw_inbox(panes)
+        self._draw_runs(panes)
+        self._draw_grants(panes)
+        self._draw_judgments(panes)
 
-    def _fill(self, table_id: str, rows: list[tuple[str, tuple[Text | str, ...]]], keep: str | None) -> str | None:
-        table = self.query_one(f"#{table_id}", DataTable)
-        table.clear()
-        for key, cells in rows:
-            table.add_row(*cells, key=key)
-        keys = [k for k, _ in rows]
-        self.shown[table_id] = keys
+    def _put(self, widget_id: str, content: Text | str) -> None:
+        """Show ``content`` in a line or a static, only when it differs from what it shows."""
+        if self._texts.get(widget_id) != content:
+            self._texts[widget_id] = content
+            widget = self.query_one(f"#{widget_id}")
+            if isinstance(widget, TimeLine):
+                widget.show(content)
+            else:
+                cast(Static, widget).update(content)
+
+    def _fill(self, table_id: str, raw: object, rows: Callable[[], list[tuple[str, tuple[Text | str, ...]]]],
+              keep: str | None) -> str | None:
+        """Draw a list's rows from ``raw`` (what they are made of: when it is what they were last made of,
+        nothing is built or drawn), keeping ``keep`` selected; answers the selection. When only some
+        cells changed (a run's event count, a grant's state), only those are drawn again."""
+        if self._raw.get(table_id) != raw:
+            self._raw[table_id] = raw
+            built = rows()
+            keys = [k for k, _ in built]
+            table = self.query_one(f"#{table_id}", DataTable)
+            before = self._built.get(table_id)
+            if before is not None and [k for k, _ in before] == keys:
+                columns = list(table.columns)
+                for (key, cells), (_, old) in zip(built, before, strict=True):
+                    for column, cell, was in zip(columns, cells, old, strict=True):
+                        if cell != was:
+                            table.update_cell(key, column, cell)
+            else:
+                table.clear()
+                for key, cells in built:
+                    table.add_row(*cells, key=key)
+                if keep in keys:
+                    table.move_cursor(row=keys.index(keep))
+            self._built[table_id] = built
+            self.shown[table_id] = keys
+        keys = self.shown.get(table_id, [])
         if keep in keys:
-            table.move_cursor(row=keys.index(keep))
             return keep
         return keys[0] if keys else None
 
-    async def _draw_canvas(self) -> None:
-        cursor = self.cursor
-        total = await cursor.count("object")
-        page = await cursor.page("object", limit=PAGE)
-        names = {key: str(value.get("name") or key) for key, value in page}
-        self.query_one("#time-canvas-title", Label).update(f"1 canvas · {counted(total, 'object')}")
-        rows = [(key, (safe_text(v.get("type"), 12), safe_text(names[key], 60), safe_text(v.get("status") or "—", 16)))
-                for key, v in page]
-        self.selected_object = self._fill("time-canvas", rows, self.selected_object)
-        await self._draw_graph()
+    def _draw_canvas(self, panes: Panes) -> None:
+        self._put("time-canvas-title", f"1 canvas · {counted(panes.object_count, 'object')}")
+        def rows() -> list[tuple[str, tuple[Text | str, ...]]]:
+            return [(key, (safe_text(v.get("type"), 12), safe_text(panes.names.get(key, key), 60),
+                           safe_text(v.get("status") or "—", 16))) for key, v in panes.objects]
+        self.selected_object = self._fill("time-canvas", panes.objects, rows, self.selected_object)
+        self._draw_graph(panes)
 
-    async def _draw_graph(self) -> None:
+    def _draw_graph(self, panes: Panes) -> None:
         text = Text()
         ident = self.selected_object
         if ident is None:
             text.append("no object then", style="dim")
         else:
-            value = await self.cursor.get("object", ident)
-            name = str(value.get("name") or ident) if value else ident
-            text.append(safe(name, 80) + "\n", style="bold")
-            outgoing = await self.cursor.page("edge", a=ident, limit=40)
-            for _, edge in outgoing:
-                other = await self.cursor.get("object", str(edge["dst"]))
-                text.append(f"  → {safe(edge['kind'], 20)} {safe((other or {}).get('name') or edge['dst'], 60)}\n")
-            if not outgoing:
+            text.append(safe(panes.names.get(ident, ident), 80) + "\n", style="bold")
+            for _, edge in panes.edges:
+                dst = str(edge["dst"])
+                text.append(f"  → {safe(edge['kind'], 20)} {safe(panes.names.get(dst, dst), 60)}\n")
+            if not panes.edges:
                 text.append("  no edges out then\n", style="dim")
-        self.query_one("#time-graph", Static).update(text)
+        self._put("time-graph", text)
 
-    async def _draw_inbox(self) -> None:
-        page = await self.cursor.page("inbox", limit=PAGE)
-        total = await self.cursor.count("inbox")
-        unread = sum(1 for _, v in page if not v.get("read"))
-        self.query_one("#time-inbox-title", Label).update(f"2 inbox · {counted(total, 'entry', 'entries')} · {unread} unread")
-        owners: dict[str, str] = {}
-        for _, v in page:
-            owner = str(v.get("owner_id"))
-            if owner not in owners:
-                found = await self.cursor.get("object", owner)
-                owners[owner] = str((found or {}).get("name") or owner)
-        rows = [(key, (safe_text(owners[str(v.get('owner_id'))], 30), safe_text(v.get("kind"), 10),
-                       safe_text(v.get("summary") or v.get("event_type"), 80),
-                       Text("read", style="dim") if v.get("read") else Text("unread", style=tone("warn"))))
-                for key, v in page]
-        self._fill("time-inbox", rows, None)
+    def _draw_inbox(self, panes: Panes) -> None:
+        unread = sum(1 for _, v in panes.inbox if not v.get("read"))
+        self._put("time-inbox-title", 
+            f"2 inbox · {counted(panes.inbox_count, 'entry', 'entries')} · {unread} unread")
+        owners = [panes.names.get(str(v.get("owner_id")), str(v.get("owner_id"))) for _, v in panes.inbox]
 
-    async def _draw_runs(self) -> None:
-        every = await self.cursor.page("run", limit=PAGE)
-        page = [(k, v) for k, v in every if not is_system(str(v.get("user_id")))]  # as the runs pane: work, not plumbing
+        def rows() -> list[tuple[str, tuple[Text | str, ...]]]:
+            return [(key, (safe_text(owner, 30), safe_text(v.get("kind"), 10),
+                           safe_text(v.get("summary") or v.get("event_type"), 80),
+                           Text("read", style="dim") if v.get("read") else Text("unread", style=tone("warn"))))
+                    for (key, v), owner in zip(panes.inbox, owners, strict=True)]
+        self._fill("time-inbox", (panes.inbox, owners), rows, None)
+
+    def _draw_runs(self, panes: Panes) -> None:
+        page = [(k, v) for k, v in panes.runs if not is_system(str(v.get("user_id")))]  # as the runs pane: work, not plumbing
         live = sum(1 for _, v in page if v.get("status") != "settled" and not v.get("deleted"))
-        hidden = len(every) - len(page)
-        self.query_one("#time-runs-title", Label).update(
+        hidden = len(panes.runs) - len(page)
+        self._put("time-runs-title", 
             f"3 runs · {counted(len(page), 'run')} · {live} live" + (f" · {hidden} system hidden" if hidden else ""))
-        rows = []
-        for key, v in page:
-            status = "deleted" if v.get("deleted") else str(v.get("status"))
-            title = v.get("name") or v.get("prompt") or key
-            # the events the stream shows then: a burst's events are changes of their own, one by one
-            events = await self.cursor.seq(key)
-            rows.append((key, (Text(STATUS_GLYPHS.get(status, "·")), safe_text(title, 50), safe_text(v.get("user_id"), 24),
-                               Text(str(events)))))
-        self.selected_run = self._fill("time-runs", rows, self.selected_run)
-        await self._draw_stream()
+        def rows() -> list[tuple[str, tuple[Text | str, ...]]]:
+            out: list[tuple[str, tuple[Text | str, ...]]] = []
+            for key, v in page:
+                status = "deleted" if v.get("deleted") else str(v.get("status"))
+                title = v.get("name") or v.get("prompt") or key
+                # the events the stream shows then: a burst's events are changes of their own, one by one
+                out.append((key, (Text(STATUS_GLYPHS.get(status, "·")), safe_text(title, 50),
+                                  safe_text(v.get("user_id"), 24), Text(str(panes.seqs.get(key, 0))))))
+            return out
+        self.selected_run = self._fill("time-runs", (page, panes.seqs), rows, self.selected_run)
+        self._draw_stream(panes)
 
-    async def _draw_stream(self) -> None:
-        stream = self.query_one("#time-stream", Static)
+    def _draw_stream(self, panes: Panes) -> None:
         run_id = self.selected_run
-        if run_id is None:
-            stream.update(Text("no run then", style="dim"))
+        seq = panes.seqs.get(run_id, 0) if run_id else 0
+        run = dict(panes.runs).get(run_id) if run_id else None
+        status = str((run or {}).get("status", "?"))
+        if self._stream_drawn == (run_id, seq, status):
             return
-        run = await self.cursor.get("run", run_id)
-        seq = await self.cursor.seq(run_id)
-        events = self._events(run_id, seq)
-        text = Text()
-        status = (run or {}).get("status", "?")
-        text.append(f"{safe(run_id, 60)} · {safe(status, 20)} · {counted(len(events), 'event')} then\n", style="bold")
-        for event in events[-STREAM_SHOWN:]:
-            text.append(raw_line(event) + "\n")
-        stream.update(text)
-        stream.scroll_end(animate=False)
+        self._stream_drawn = (run_id, seq, status)
+        stream = self.query_one("#time-stream", EventStream)
+        if run_id is None:
+            self._put("time-stream-title", Text("no run then", style="dim"))
+            stream.replace(())
+            return
+        self._put("time-stream-title", Text(f"{safe(run_id, 60)} · {safe(status, 20)} · {counted(seq, 'event')} then",
+                                            style="bold"))
+        stream.replace(raw_line(event) for event in self._events(run_id, seq))
 
     def _events(self, run_id: str, seq: int) -> list[dict[str, Any]]:
-        """The run's events up to ``seq``: its stream as of the cursor (read from its own log)."""
+        """The run's last ``STREAM_SHOWN`` events up to ``seq``: its stream as of the cursor, read from its
+        own log (only those are read)."""
         try:
-            events = self.workspace.desk.mirror.events(run_id)
+            events = self.workspace.desk.events_since(run_id, max(0, seq - STREAM_SHOWN))
         except Exception:  # a run the desk no longer knows: nothing of it can be read now
             return []
-        return [e for e in events if isinstance(e.get("seq"), int) and int(e["seq"]) <= seq]  # type: ignore[call-overload]
+        return [e for e in events if seq_of(e) <= seq]
 
-    async def _draw_grants(self) -> None:
-        grants = await self.cursor.page("grant", limit=PAGE)
+    def _draw_grants(self, panes: Panes) -> None:
+        grants = panes.grants
         revoked = sum(1 for _, v in grants if v.get("state") != "active")
-        self.query_one("#time-grants-title", Label).update(f"4 grants · {counted(len(grants), 'grant')} · {revoked} revoked")
-        rows = [(key, (safe_text(key, 40), Text(safe(v.get("state"), 20), style=tone("ok") if v.get("state") == "active"
-                                                                             else tone("bad", bold=True)),
-                       Text(str(v.get("rev"))), safe_text(v.get("refusal") or v.get("revoked_code") or "—", 24)))
-                for key, v in grants]
-        self._fill("time-grants", rows, None)
+        self._put("time-grants-title", f"4 grants · {counted(len(grants), 'grant')} · {revoked} revoked")
+        def rows() -> list[tuple[str, tuple[Text | str, ...]]]:
+            return [(key, (safe_text(key, 40),
+                           Text(safe(v.get("state"), 20), style=tone("ok") if v.get("state") == "active"
+                                else tone("bad", bold=True)),
+                           Text(str(v.get("rev"))), safe_text(v.get("refusal") or v.get("revoked_code") or "—", 24)))
+                    for key, v in grants]
+        self._fill("time-grants", grants, rows, None)
 
-    async def _draw_judgments(self) -> None:
-        items = await self.cursor.page("judgment", limit=PAGE)
+    def _draw_judgments(self, panes: Panes) -> None:
+        items = panes.judgments
         waiting = sum(1 for _, v in items if (v.get("state") or v.get("status")) == "pending")
-        self.query_one("#time-judgments-title", Label).update(f"5 judgments · {waiting} to judge")
-        rows = []
-        for key, v in items:
-            if v.get("source") == "okf":
-                what, by = f"{v.get('inputs', 0)} input(s) of {v.get('source_id', '')}", str(v.get("agent", ""))
-            else:
-                proposal = v.get("proposal") if isinstance(v.get("proposal"), dict) else {}
-                what, by = str(proposal.get("topic") or proposal.get("title") or key), str(v.get("proposer", ""))
-            rows.append((key, (safe_text(v.get("state") or v.get("status"), 12), safe_text(what, 60), safe_text(by, 24))))
-        self._fill("time-judgments", rows, None)
-        memory = await self.cursor.get("memory", "status")
+        self._put("time-judgments-title", f"5 judgments · {waiting} to judge")
+        def rows() -> list[tuple[str, tuple[Text | str, ...]]]:
+            out: list[tuple[str, tuple[Text | str, ...]]] = []
+            for key, v in items:
+                if v.get("source") == "okf":
+                    what, by = f"{v.get('inputs', 0)} input(s) of {v.get('source_id', '')}", str(v.get("agent", ""))
+                else:
+                    proposal = v.get("proposal") if isinstance(v.get("proposal"), dict) else {}
+                    what, by = str(proposal.get("topic") or proposal.get("title") or key), str(v.get("proposer", ""))
+                out.append((key, (safe_text(v.get("state") or v.get("status"), 12), safe_text(what, 60),
+                                  safe_text(by, 24))))
+            return out
+        self._fill("time-judgments", items, rows, None)
+        memory = panes.memory
         line = Text("memory: ", style="bold")
         if memory is None:
             line.append("no memory outbox then", style="dim")
@@ -282,7 +340,7 @@ class TimeScreen(Screen[None]):
             line.append(f"{memory.get('conversations', 0)} conversations · {memory.get('pending', 0)} pending · "
                         f"{memory.get('quarantined', 0)} quarantined · last delivery "
                         f"{date_time(memory.get('last_delivery_at'), 'never')}")
-        self.query_one("#time-memory", Static).update(line)
+        self._put("time-memory", line)
 
     # -- selection -----------------------------------------------------------------------------
 
@@ -290,13 +348,15 @@ class TimeScreen(Screen[None]):
     async def _object_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.row_key.value is not None and event.row_key.value != self.selected_object:
             self.selected_object = str(event.row_key.value)
-            await self._draw_graph()
+            self.panes = await self.cursor.panes(self.selected_object, limit=PAGE)
+            self._draw_graph(self.panes)
 
     @on(DataTable.RowHighlighted, "#time-runs")
-    async def _run_highlighted(self, event: DataTable.RowHighlighted) -> None:
+    def _run_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.row_key.value is not None and event.row_key.value != self.selected_run:
             self.selected_run = str(event.row_key.value)
-            await self._draw_stream()
+            if self.panes is not None:
+                self._draw_stream(self.panes)
 
     # -- keys ----------------------------------------------------------------------------------
 
@@ -352,7 +412,11 @@ class TimeScreen(Screen[None]):
             notify_plain(self.app, "Select a run to fork first.", severity="warning")
             return
         seq = await self.cursor.seq(run_id)
-        turns = turns_of(run_id, self._events(run_id, seq))
+        try:
+            events = self.workspace.desk.mirror.events(run_id)  # every turn counts: the whole log up to the cursor
+        except Exception:
+            events = ()
+        turns = turns_of(run_id, [e for e in events if seq_of(e) <= seq])
         if not turns:
             notify_plain(self.app, "The run had no turn yet at the cursor: there is nothing to fork from.",
                          severity="warning")

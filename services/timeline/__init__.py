@@ -8,12 +8,12 @@ the memory counts) into a ``TimeStore`` (``store.py``), one SQLite file of momen
 
 from __future__ import annotations
 
-from .cursor import TimeCursor, parse_when
+from .cursor import Panes, TimeCursor, parse_when
 from .frames import INBOX_KEPT, KINDS, Frame, read_frame
 from .store import HistoryError, Moment, TimeStore, Version
 from .timeline import OPENED, Timeline
 
-__all__ = ["Timeline", "TimeStore", "TimeCursor", "Moment", "Version", "HistoryError", "Frame", "KINDS",
+__all__ = ["Timeline", "TimeStore", "TimeCursor", "Panes", "Moment", "Version", "HistoryError", "Frame", "KINDS",
            "INBOX_KEPT", "OPENED", "read_frame", "parse_when", "frame_at"]
 
 

@@ -11,12 +11,34 @@ from __future__ import annotations
 import asyncio
 import re
 import time as _time
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from .store import Moment, TimeStore
 
-__all__ = ["TimeCursor", "parse_when", "banner_time"]
+__all__ = ["TimeCursor", "Panes", "parse_when", "banner_time"]
+
+
+@dataclass(frozen=True)
+class Panes:
+    """Every pane's first page as of one moment, read at once (``TimeCursor.panes``)."""
+
+    moment: Moment | None
+    objects: list[tuple[str, dict[str, Any]]]
+    object_count: int
+    edges: list[tuple[str, dict[str, Any]]]
+    """The selected object's edges out."""
+    names: dict[str, str]
+    """The names of the objects the pages refer to (edge targets, inbox owners), by id."""
+    inbox: list[tuple[str, dict[str, Any]]]
+    inbox_count: int
+    runs: list[tuple[str, dict[str, Any]]]
+    seqs: dict[str, int]
+    """Each listed run's last event then (its stream's end)."""
+    grants: list[tuple[str, dict[str, Any]]]
+    judgments: list[tuple[str, dict[str, Any]]]
+    memory: dict[str, Any] | None
 
 _RELATIVE = re.compile(r"^-\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -77,10 +99,13 @@ class TimeCursor:
     # -- moving --------------------------------------------------------------------------------
 
     async def _go(self, moment: int) -> int:
-        last = await self._call(self.store.last)
-        self.first = await self._call(self.store.first)
-        self.moment = max(self.first, min(moment, last))
-        found: Moment | None = await self._call(self.store.moment, self.moment)
+        return await self._call(self._go_now, moment)
+
+    def _go_now(self, moment: int) -> int:
+        store = self.store
+        self.first = store.first()
+        self.moment = max(self.first, min(moment, store.last()))
+        found = store.moment(self.moment)
         self.at = found.at if found else None
         return self.moment
 
@@ -125,10 +150,13 @@ class TimeCursor:
 
     async def banner(self) -> str:
         """``as of 14:02:11.320 · 1,204 changes ago · esc: back to now`` (and what arrived since)."""
+        return await self._call(self._banner)
+
+    def _banner(self) -> str:
         if self.at is None:
             return "no history yet · esc: back to now"
-        ago = await self._call(self.store.between, self.moment, self.entered)
-        arrived = await self.arrived()
+        ago = self.store.between(self.moment, self.entered)
+        arrived = self.store.between(self.entered, 2**62)
         text = f"as of {banner_time(self.at)} · {ago:,} change{'s' if ago != 1 else ''} ago"
         if arrived:
             text += f" · {arrived:,} new since, not drawn"
@@ -151,6 +179,32 @@ class TimeCursor:
     async def every(self, kind: str) -> dict[str, dict[str, Any]]:
         """Every item of ``kind`` as of the cursor (for the small kinds: grants, judgments)."""
         return await self._call(self.store.every, kind, self.moment)
+
+    async def panes(self, selected_object: str | None, *, limit: int = 200) -> Panes:
+        """Every pane's first ``limit`` items as of the cursor, with what they name, in one read."""
+        return await self._call(self._panes, self.moment, selected_object, limit)
+
+    def _panes(self, moment: int, selected_object: str | None, limit: int) -> Panes:
+        store = self.store
+        objects = store.page("object", moment, limit=limit)
+        if selected_object is None or not any(k == selected_object for k, _ in objects):
+            selected_object = objects[0][0] if objects else None
+        edges = store.page("edge", moment, a=selected_object, limit=40) if selected_object else []
+        inbox = store.page("inbox", moment, limit=limit)
+        names = {k: str(v.get("name") or k) for k, v in objects}
+        for wanted in {str(e["dst"]) for _, e in edges} | {str(v.get("owner_id")) for _, v in inbox}:
+            if wanted not in names:
+                found = store.get("object", wanted, moment)
+                names[wanted] = str(found.get("name") or wanted) if found else wanted
+        runs = store.page("run", moment, limit=limit)
+        seqs = {}
+        for key, value in runs:
+            kept = value.get("seq")
+            seqs[key] = max(store.seq_at(key, moment), kept if isinstance(kept, int) else 0)
+        return Panes(moment=store.moment(moment), objects=objects, object_count=store.count("object", moment),
+                     edges=edges, names=names, inbox=inbox, inbox_count=store.count("inbox", moment), runs=runs,
+                     seqs=seqs, grants=store.page("grant", moment, limit=limit),
+                     judgments=store.page("judgment", moment, limit=limit), memory=store.get("memory", "status", moment))
 
     async def seq(self, run_id: str) -> int:
         """The last event of the run the history had seen as of the cursor (its stream's end then)."""

@@ -5,6 +5,8 @@ Two tables make the history:
 - ``moments``: one row per change the window saw (a run's event, an operator action, a canvas
   write, a decision), numbered in the order they arrived, with the time they arrived and, for a
   run's event, its run and ``seq``. A cursor is a moment's number.
+- ``counts``: how many items of each kind there were from each moment the number changed (a pane's
+  count as of a moment is one row, not a walk of the items).
 - ``rows``: the read models the panes draw, one row per version of one item (a run as the runs
   pane lists it, a grant, a canvas object, an edge, an inbox entry, a judgment, the memory counts),
   valid from the moment it was recorded (``since``) until the moment a newer version or its
@@ -62,11 +64,13 @@ CREATE TABLE IF NOT EXISTS rows (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS ux_rows_open ON rows (kind, key) WHERE until IS NULL;
 CREATE INDEX IF NOT EXISTS ix_rows_key ON rows (kind, key, since);
-CREATE INDEX IF NOT EXISTS ix_rows_sort ON rows (kind, sort, since);
-CREATE INDEX IF NOT EXISTS ix_rows_a ON rows (kind, a, sort) WHERE a IS NOT NULL;
+CREATE INDEX IF NOT EXISTS ix_rows_sort ON rows (kind, sort, key);
+CREATE INDEX IF NOT EXISTS ix_rows_a ON rows (kind, a, sort, key) WHERE a IS NOT NULL;
 CREATE INDEX IF NOT EXISTS ix_rows_b ON rows (kind, b) WHERE b IS NOT NULL;
 CREATE INDEX IF NOT EXISTS ix_rows_since ON rows (since);
 CREATE INDEX IF NOT EXISTS ix_rows_until ON rows (until) WHERE until IS NOT NULL;
+CREATE TABLE IF NOT EXISTS counts (kind TEXT NOT NULL, moment INTEGER NOT NULL, n INTEGER NOT NULL,
+                                   PRIMARY KEY (kind, moment));
 """
 
 
@@ -154,6 +158,7 @@ class TimeStore:
                                    moments)
                 moment = self._last()
                 versions = list(versions)
+                delta: dict[str, int] = {}
                 kinds = {v.kind for v in versions}
                 bulk = {k: {key: (rid, value) for key, rid, value in db.execute(
                             "SELECT key, id, value FROM rows WHERE kind = ? AND until IS NULL", (k,))}
@@ -172,6 +177,8 @@ class TimeStore:
                         continue
                     if open_row is not None:
                         db.execute("UPDATE rows SET until = ? WHERE id = ?", (moment, open_row[0]))
+                    if (open_row is None) != (text is None):  # an item came or went
+                        delta[v.kind] = delta.get(v.kind, 0) + (1 if open_row is None else -1)
                     row_id = None
                     if text is not None:
                         row_id = db.execute("INSERT INTO rows (kind, key, sort, a, b, since, until, value) "
@@ -182,6 +189,11 @@ class TimeStore:
                             bulk[v.kind].pop(v.key, None)
                         else:
                             bulk[v.kind][v.key] = (row_id, text)
+                for kind, change in delta.items():
+                    if change:
+                        db.execute("INSERT INTO counts (kind, moment, n) VALUES (?, ?, ?) "
+                                   "ON CONFLICT (kind, moment) DO UPDATE SET n = n + ?",
+                                   (kind, moment, self._count_now(kind) + change, change))
                 db.execute("COMMIT")
                 return moment
             except BaseException:
@@ -190,6 +202,10 @@ class TimeStore:
                 raise
 
     # -- reading -------------------------------------------------------------------------------
+
+    def _count_now(self, kind: str) -> int:
+        row = self._db.execute("SELECT n FROM counts WHERE kind = ? ORDER BY moment DESC LIMIT 1", (kind,)).fetchone()
+        return int(row[0]) if row else 0
 
     def _last(self) -> int:
         row = self._db.execute("SELECT max(id) FROM moments").fetchone()
@@ -240,12 +256,13 @@ class TimeStore:
         return [(k, _loads(v)) for k, v in rows]
 
     def count(self, kind: str, moment: int, *, a: str | None = None) -> int:
-        """How many items of ``kind`` there were as of ``moment``."""
-        where, params = "kind = ? AND since <= ? AND (until IS NULL OR until > ?)", [kind, moment, moment]
-        if a is not None:
-            where += " AND a = ?"
-            params.append(a)
-        return int(self._all(f"SELECT count(*) FROM rows WHERE {where}", params)[0][0])
+        """How many items of ``kind`` there were as of ``moment`` (``a``: of those found by it, counted)."""
+        if a is None:
+            row = self._all("SELECT n FROM counts WHERE kind = ? AND moment <= ? ORDER BY moment DESC LIMIT 1",
+                            (kind, moment))
+            return int(row[0][0]) if row else 0
+        return int(self._all("SELECT count(*) FROM rows WHERE kind = ? AND a = ? AND since <= ? "
+                             "AND (until IS NULL OR until > ?)", (kind, a, moment, moment))[0][0])
 
     def get(self, kind: str, key: str, moment: int) -> dict[str, Any] | None:
         """One item as of ``moment`` (None: it did not exist then)."""

@@ -128,6 +128,7 @@ async def play(ws: Workspace, seed: int) -> None:
         assert cursor.moment == moment
         for kind in KINDS:
             assert await cursor.every(kind) == frame[kind], f"{kind} as of {moment}"
+            assert await cursor.count(kind) == len(frame[kind]), f"{kind} counted as of {moment}"
         for run_id, run in frame["run"].items():
             assert await cursor.seq(run_id) == run["seq"]
     # a jump to a moment's own time lands on the last moment of that time, never past the newest

@@ -35,6 +35,7 @@ def test_an_item_reads_as_it_was_at_each_moment(tmp_path: Path) -> None:
     assert store.count("grant", 2) == 2 and store.count("grant", 4) == 1
     assert sorted(store.changed_at(2)) == [("grant", "ada"), ("grant", "bo")]
     assert store._all("SELECT count(*) FROM rows WHERE key = 'bo'")[0][0] == 1
+    assert [store.count("grant", m) for m in range(5)] == [len(store.every("grant", m)) for m in range(5)] == [0, 1, 2, 1, 1]
 
 
 @pytest.mark.parametrize("many", [False, True])
@@ -46,6 +47,7 @@ def test_a_key_twice_in_one_batch_keeps_the_newer(tmp_path: Path, many: bool, mo
     store.record([moment()], [Version("run", "r", {"n": 2}), Version("run", "r", {"n": 3}), Version("run", "s", {"n": 1}),
                               Version("run", "s", None), Version("run", "s", {"n": 4})])
     assert store.every("run") == {"r": {"n": 3}, "s": {"n": 4}}
+    assert store.count("run", 2) == 2 and store.count("run", 1) == 1
     assert store.every("run", 1) == {"r": {"n": 1}}
 
 
