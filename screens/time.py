@@ -324,7 +324,9 @@ class TimeScreen(Screen[None]):
             out: list[tuple[str, tuple[Text | str, ...]]] = []
             for key, v in items:
                 if v.get("source") == "okf":
-                    what, by = f"{v.get('inputs', 0)} input(s) of {v.get('source_id', '')}", str(v.get("agent", ""))
+                    what = (f"{v.get('inputs', 0)} input(s) judged: {v.get('promote', 0)} promote, {v.get('merge', 0)} merge, "
+                            f"{v.get('drop', 0)} drop · attempt {v.get('attempt', 1)}")
+                    by = str(v.get("agent", ""))
                 else:
                     proposal = v.get("proposal") if isinstance(v.get("proposal"), dict) else {}
                     what, by = str(proposal.get("topic") or proposal.get("title") or key), str(v.get("proposer", ""))

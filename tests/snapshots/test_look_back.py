@@ -8,7 +8,7 @@ import asyncio
 import json
 from typing import Any
 
-from textual.widgets import Input
+from textual.widgets import DataTable, Input
 
 from tests.snapshots.test_panes import snapshot_settings, tables_measured
 from tests.ui.conftest import ready, settle
@@ -101,3 +101,36 @@ class TestReplayInspect:
             await settle(pilot, 3)
 
         assert snap_compare(ReplayComparisonApp(compared), terminal_size=(120, 40), run_before=run_before)
+
+
+async def looking_back(pilot: Any) -> None:
+    """A reply made and a grant revoked, then time mode back a change at a time to before the revocation:
+    the grant active again, the reply in the stream."""
+    ws = await ready(pilot)
+    run_id = next(v.id for v in ws.desk.runs() if not v.system and v.status == "idle")
+    await ws.desk.reply(run_id, "Water the beds at seven", chunks=2)
+    await ws.desk.revoke("user:grace", "grant_revoked")
+    await ws.timeline.settled()
+    await settle(pilot, 5)
+    await pilot.press("H")
+    await settle(pilot, 5)
+    screen = pilot.app.screen
+    for _ in range(40):
+        grant = await screen.cursor.get("grant", "user:grace")
+        if grant is not None and grant["state"] == "active":
+            break
+        await pilot.press("left_square_bracket")
+        await settle(pilot)
+    app = pilot.app
+    for _ in range(50):  # the time screen's tables measured their rows
+        tables = list(app.screen.query(DataTable))
+        if not any(t._require_update_dimensions or t._updated_cells for t in tables):
+            break
+        await settle(pilot, 1)
+    await pilot.pause(0.1)
+
+
+class TestTimeMode:
+    def test_back_before_a_revocation(self, snap_compare: Any, tmp_path: Path) -> None:
+        app = make_app(snapshot_settings(tmp_path))
+        assert snap_compare(app, terminal_size=(160, 48), run_before=looking_back)
