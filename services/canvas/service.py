@@ -563,6 +563,23 @@ class Canvas:
         return await self._read(lambda s: [str(r[0]) for r in s.connection().execute(
             select(InboxRow.owner_id).distinct().order_by(InboxRow.owner_id)).all()])  # type: ignore[call-overload]
 
+    async def inbox_kept(self, *, after_owner: str = "", owners: int = 200, per_owner: int = 200) -> tuple[str, list[InboxEntryView]]:
+        """Each owner's newest ``per_owner`` inbox entries, for the next ``owners`` owners (by id) after
+        ``after_owner``, in one read; answers the last owner read ("" when there were none), to walk on from."""
+        def run(s: Session) -> tuple[str, list[InboxEntryView]]:
+            found = [str(r[0]) for r in s.connection().execute(
+                select(InboxRow.owner_id).where(InboxRow.owner_id > after_owner).distinct()  # type: ignore[arg-type,operator]
+                .order_by(InboxRow.owner_id).limit(owners)).all()]  # type: ignore[arg-type]
+            if not found:
+                return "", []
+            ranked = select(InboxRow.id.label("id"), func.row_number().over(  # type: ignore[union-attr]
+                partition_by=InboxRow.owner_id, order_by=InboxRow.id.desc()).label("rn")).where(  # type: ignore[union-attr]
+                InboxRow.owner_id.in_(found)).subquery()  # type: ignore[attr-defined]
+            rows = s.execute(select(InboxRow).where(InboxRow.id.in_(  # type: ignore[union-attr]
+                select(ranked.c.id).where(ranked.c.rn <= per_owner)))).scalars().all()
+            return found[-1], [_nodes.entry_view(r) for r in rows]
+        return await self._read(run)
+
     async def unread_counts(self, owners: Sequence[str]) -> dict[str, int]:
         """How many unread entries each of ``owners`` (object ids) has in its inbox, read at once from the
         counts the database keeps (the operator's view: every entry counts); an unknown id has 0."""

@@ -210,11 +210,10 @@ async def frame_batches(desk: Desk, canvas: Canvas | None, okf: Harvest | None, 
     while edges := await canvas.edge_rows(after=after, limit=PAGE):
         yield [edge_version(s, k, d, at) for _, s, k, d, at in edges]
         after = edges[-1][0]
-    inbox: list[Version] = []
-    for owner in await canvas.inbox_owners():
-        inbox += await inbox_versions(canvas, owner, ())
-        if len(inbox) >= PAGE:
-            yield inbox
-            inbox = []
-    if inbox:
-        yield inbox
+    owner = ""
+    while True:
+        owner, entries = await canvas.inbox_kept(after_owner=owner, owners=max(1, PAGE // INBOX_KEPT),
+                                                 per_owner=INBOX_KEPT)
+        if not entries:
+            break
+        yield [inbox_version(e) for e in entries]

@@ -160,9 +160,16 @@ class TimeStore:
                 versions = list(versions)
                 delta: dict[str, int] = {}
                 kinds = {v.kind for v in versions}
-                bulk = {k: {key: (rid, value) for key, rid, value in db.execute(
-                            "SELECT key, id, value FROM rows WHERE kind = ? AND until IS NULL", (k,))}
-                        for k in kinds if sum(1 for v in versions if v.kind == k) > BULK}
+                bulk: dict[str, dict[str, tuple[int, str]]] = {}
+                for k in kinds:  # the batch's current rows of a kind with many versions, read a chunk at a time
+                    keys = sorted({v.key for v in versions if v.kind == k})
+                    if len(keys) > BULK:
+                        found = bulk[k] = {}
+                        for i in range(0, len(keys), 500):
+                            chunk = keys[i:i + 500]
+                            found.update((key, (rid, value)) for key, rid, value in db.execute(
+                                f"SELECT key, id, value FROM rows WHERE kind = ? AND until IS NULL AND key IN "
+                                f"({', '.join('?' * len(chunk))})", (k, *chunk)))
                 for v in versions:
                     if v.kind in bulk:
                         found = bulk[v.kind].get(v.key)
