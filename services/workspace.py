@@ -594,7 +594,11 @@ class Workspace:
 
     async def close(self) -> None:
         """Stop every service and release the folder."""
-        if self.timeline is not None:
+        if self._desk is not None:
+            await self._desk.stop()
+        if self.follower is not None:
+            await self.follower.stop()
+        if self.timeline is not None:  # after what the desk and the follower did last, before the stores it reads
             await self.timeline.close()
             self.timeline = None
         if self._history_temp is not None:
@@ -602,10 +606,6 @@ class Workspace:
             for extra in ("-wal", "-shm"):
                 Path(f"{self._history_temp}{extra}").unlink(missing_ok=True)
             self._history_temp = None
-        if self._desk is not None:
-            await self._desk.stop()
-        if self.follower is not None:
-            await self.follower.stop()
         if self._follower_lock is not None:
             self._follower_lock.release()
             self._follower_lock = None

@@ -138,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--workspace", type=Path, default=None, dest="replay_workspace", metavar="DIR",
                         help="the fresh workspace (default: a temporary folder, removed afterwards)")
     replay.add_argument("--inspect", action="store_true",
-                        help="at a divergence, show the step's expected and seen observations side by side")
+                        help="at a divergence, show the step's expected and seen observations side by side; "
+                             "every step matched, open the replayed workspace in time mode, the cursor over the steps")
     return parser
 
 

@@ -580,6 +580,32 @@ class Canvas:
             return found[-1], [_nodes.entry_view(r) for r in rows]
         return await self._read(run)
 
+    async def fingerprint(self) -> list[float]:
+        """Numbers that change whenever an object, an edge or an inbox entry is added, changed, read or
+        removed (counts, the newest keys, times and their sums, the lengths of what a list shows), in
+        one walk of each table: equal numbers mean a reader that recorded the canvas when they were
+        taken need not read it again. (A change that leaves every count, time and length as it was
+        goes unseen: it takes a clock that stands still, as in tests, and a value of the same length.)"""
+        def run(s: Session) -> list[float]:
+            conn = s.connection()
+            o = ObjectRow
+            shape = (func.length(o.name) + 7 * func.length(o.status) + 13 * func.length(func.coalesce(o.owner_id, ""))
+                     + 17 * func.length(o.privacy) + 19 * func.length(o.kind) + 23 * func.length(o.type))
+            objects = conn.execute(select(func.count(), func.max(o.pk), func.max(o.updated_at), func.sum(o.updated_at),
+                                          func.sum(shape))).one()
+            edges = conn.execute(select(func.count(), func.max(EdgeRow.id))).one()
+            inbox = conn.execute(select(func.count(), func.max(InboxRow.id), func.count(InboxRow.read_at),
+                                        func.max(InboxRow.read_at))).one()
+            return [float(v or 0) for v in (*objects, *edges, *inbox)]
+        return await self._read(run)
+
+    async def inbox_count_table(self) -> dict[str, tuple[int, int]]:
+        """Every inbox's ``(unread, total)`` from the counts the database keeps (one row per owner): what
+        changes whenever an entry is delivered or read, announced or not."""
+        c = _counters.INBOX_COUNTS.c
+        return await self._read(lambda s: {str(o): (int(u), int(t)) for o, u, t in s.connection().execute(
+            select(c.owner_id, c.unread, c.total)).all()})
+
     async def unread_counts(self, owners: Sequence[str]) -> dict[str, int]:
         """How many unread entries each of ``owners`` (object ids) has in its inbox, read at once from the
         counts the database keeps (the operator's view: every entry counts); an unknown id has 0."""

@@ -96,9 +96,8 @@ _OBJECT_FIELDS = ("id", "type", "kind", "name", "owner_id", "privacy", "status",
 
 def object_version(columns: tuple[Any, ...]) -> Version:
     """An object's own columns (``Canvas.object_columns``), ordered by type and name."""
-    value = dict(zip(_OBJECT_FIELDS, columns, strict=True))
-    return Version("object", str(value["id"]), plain(value), sort=f"{value['type']}\x00{value['name']}",
-                   a=str(value["type"]))
+    value = dict(zip(_OBJECT_FIELDS, columns, strict=True))  # plain values (strings, floats, None) as JSON has them
+    return Version("object", str(value["id"]), value, sort=f"{value['type']}\x00{value['name']}")
 
 
 async def object_versions(canvas: Canvas, ids: Iterable[str]) -> list[Version]:
@@ -123,9 +122,15 @@ async def edge_versions(canvas: Canvas, ids: Iterable[str], current: Iterable[st
     return now + [Version("edge", key, None) for key in current if key not in kept]
 
 
+_INBOX_FIELDS = ("id", "owner_id", "kind", "object_id", "object_name", "event_type", "level", "actor_id", "at",
+                 "summary", "body", "read")
+"""``InboxEntryView``'s fields: every one a plain value, so the view is its JSON as it is."""
+
+
 def inbox_version(entry: InboxEntryView) -> Version:
     """One inbox entry, found by its owner, newest first."""
-    return Version("inbox", str(entry.id), plain(asdict(entry)), sort=f"{10**15 - entry.id:016d}", a=entry.owner_id)
+    return Version("inbox", str(entry.id), {f: getattr(entry, f) for f in _INBOX_FIELDS},
+                   sort=f"{10**15 - entry.id:016d}", a=entry.owner_id)
 
 
 async def inbox_versions(canvas: Canvas, owner: str, current: Iterable[str]) -> list[Version]:

@@ -35,8 +35,8 @@ __all__ = ["TimeStore", "Moment", "Version", "HistoryError", "SCHEMA_VERSION"]
 
 SCHEMA_VERSION = 1
 """The layout of the file; a file of another layout is set aside, never read as this one."""
-BULK = 256
-"""Versions of one kind in a batch above which the kind's current rows are read at once, not one by one."""
+CACHE_KIB = 64 * 1024
+"""SQLite's page cache for the history, so the indexes a batch writes into stay in memory."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -62,13 +62,10 @@ CREATE TABLE IF NOT EXISTS rows (
     until INTEGER,
     value TEXT NOT NULL
 );
-CREATE UNIQUE INDEX IF NOT EXISTS ux_rows_open ON rows (kind, key) WHERE until IS NULL;
 CREATE INDEX IF NOT EXISTS ix_rows_key ON rows (kind, key, since);
 CREATE INDEX IF NOT EXISTS ix_rows_sort ON rows (kind, sort, key);
 CREATE INDEX IF NOT EXISTS ix_rows_a ON rows (kind, a, sort, key) WHERE a IS NOT NULL;
 CREATE INDEX IF NOT EXISTS ix_rows_b ON rows (kind, b) WHERE b IS NOT NULL;
-CREATE INDEX IF NOT EXISTS ix_rows_since ON rows (since);
-CREATE INDEX IF NOT EXISTS ix_rows_until ON rows (until) WHERE until IS NOT NULL;
 CREATE TABLE IF NOT EXISTS counts (kind TEXT NOT NULL, moment INTEGER NOT NULL, n INTEGER NOT NULL,
                                    PRIMARY KEY (kind, moment));
 """
@@ -129,6 +126,7 @@ class TimeStore:
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL" if self.path != ":memory:" else "PRAGMA journal_mode=MEMORY")
             self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
             self._db.executescript(_SCHEMA)
             found = self._db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
             if found is None:
@@ -157,45 +155,30 @@ class TimeStore:
                     db.executemany("INSERT INTO moments (at, source, kind, item, run_id, seq) VALUES (?, ?, ?, ?, ?, ?)",
                                    moments)
                 moment = self._last()
-                versions = list(versions)
+                latest: dict[tuple[str, str], Version] = {}
+                for v in versions:  # a key twice in one batch: the newer one is what the moment shows
+                    latest.pop((v.kind, v.key), None)
+                    latest[(v.kind, v.key)] = v
+                current = self._current(list(latest))
                 delta: dict[str, int] = {}
-                kinds = {v.kind for v in versions}
-                bulk: dict[str, dict[str, tuple[int, str]]] = {}
-                for k in kinds:  # the batch's current rows of a kind with many versions, read a chunk at a time
-                    keys = sorted({v.key for v in versions if v.kind == k})
-                    if len(keys) > BULK:
-                        found = bulk[k] = {}
-                        for i in range(0, len(keys), 500):
-                            chunk = keys[i:i + 500]
-                            found.update((key, (rid, value)) for key, rid, value in db.execute(
-                                f"SELECT key, id, value FROM rows WHERE kind = ? AND until IS NULL AND key IN "
-                                f"({', '.join('?' * len(chunk))})", (k, *chunk)))
-                for v in versions:
-                    if v.kind in bulk:
-                        found = bulk[v.kind].get(v.key)
-                        open_row = (found[0], found[1]) if found is not None else None
-                    else:
-                        open_row = db.execute("SELECT id, value FROM rows WHERE kind = ? AND key = ? AND until IS NULL",
-                                              (v.kind, v.key)).fetchone()
+                closed: list[tuple[int, int]] = []
+                added: list[tuple[str, str, str, str | None, str | None, int, str]] = []
+                for (kind, key), v in latest.items():
                     text = None if v.value is None else _dumps(v.value)
+                    open_row = current.get((kind, key))
                     if open_row is not None and open_row[1] == text:
                         continue
                     if open_row is None and text is None:
                         continue
                     if open_row is not None:
-                        db.execute("UPDATE rows SET until = ? WHERE id = ?", (moment, open_row[0]))
-                    if (open_row is None) != (text is None):  # an item came or went
-                        delta[v.kind] = delta.get(v.kind, 0) + (1 if open_row is None else -1)
-                    row_id = None
+                        closed.append((moment, open_row[0]))
                     if text is not None:
-                        row_id = db.execute("INSERT INTO rows (kind, key, sort, a, b, since, until, value) "
-                                            "VALUES (?, ?, ?, ?, ?, ?, NULL, ?)",
-                                            (v.kind, v.key, v.sort, v.a, v.b, moment, text)).lastrowid
-                    if v.kind in bulk:  # a key twice in one batch: the second compares with the first
-                        if row_id is None:
-                            bulk[v.kind].pop(v.key, None)
-                        else:
-                            bulk[v.kind][v.key] = (row_id, text)
+                        added.append((kind, key, v.sort, v.a, v.b, moment, text))
+                    if (open_row is None) != (text is None):  # an item came or went
+                        delta[kind] = delta.get(kind, 0) + (1 if open_row is None else -1)
+                db.executemany("UPDATE rows SET until = ? WHERE id = ?", closed)
+                db.executemany("INSERT INTO rows (kind, key, sort, a, b, since, until, value) "
+                               "VALUES (?, ?, ?, ?, ?, ?, NULL, ?)", added)
                 for kind, change in delta.items():
                     if change:
                         db.execute("INSERT INTO counts (kind, moment, n) VALUES (?, ?, ?) "
@@ -210,9 +193,37 @@ class TimeStore:
 
     # -- reading -------------------------------------------------------------------------------
 
+    def _current(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[int, str]]:
+        """The current rows (id, value) of ``keys`` (kind, key) that have one, read a chunk at a time."""
+        found: dict[tuple[str, str], tuple[int, str]] = {}
+        by_kind: dict[str, list[str]] = {}
+        for kind, key in keys:
+            by_kind.setdefault(kind, []).append(key)
+        for kind, names in by_kind.items():
+            for i in range(0, len(names), 500):
+                chunk = names[i:i + 500]
+                found.update(((kind, key), (rid, value)) for key, rid, value in self._db.execute(
+                    f"SELECT key, id, value FROM rows WHERE kind = ? AND until IS NULL AND key IN "
+                    f"({', '.join('?' * len(chunk))})", (kind, *chunk)))
+        return found
+
     def _count_now(self, kind: str) -> int:
         row = self._db.execute("SELECT n FROM counts WHERE kind = ? ORDER BY moment DESC LIMIT 1", (kind,)).fetchone()
         return int(row[0]) if row else 0
+
+    def meta(self, key: str) -> str | None:
+        """A value the history keeps about itself (``None``: none)."""
+        row = self._all("SELECT value FROM meta WHERE key = ?", (key,))
+        return str(row[0][0]) if row else None
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        """Keep (``None``: forget) a value about the history."""
+        with self._lock:
+            if value is None:
+                self._db.execute("DELETE FROM meta WHERE key = ?", (key,))
+            else:
+                self._db.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = ?",
+                                 (key, value, value))
 
     def _last(self) -> int:
         row = self._db.execute("SELECT max(id) FROM moments").fetchone()
@@ -301,9 +312,3 @@ class TimeStore:
         """The last ``seq`` of run ``run_id``'s events seen at or before ``moment`` (0: none)."""
         row = self._all("SELECT max(seq) FROM moments WHERE run_id = ? AND id <= ?", (run_id, moment))
         return int(row[0][0] or 0)
-
-    def changed_at(self, moment: int) -> list[tuple[str, str]]:
-        """The items (kind, key) a version was recorded or closed for at ``moment``."""
-        return [(k, key) for k, key in self._all(
-            "SELECT kind, key FROM rows WHERE since = ? UNION SELECT kind, key FROM rows WHERE until = ?",
-            (moment, moment))]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -44,6 +45,10 @@ log = logging.getLogger(__name__)
 
 OPENED = "history.opened"
 """The moment the history starts (again): every item as the window found it."""
+CANVAS_FINGERPRINT = "canvas.fingerprint"
+"""The canvas's ``fingerprint`` when the history last closed cleanly (its meta key)."""
+CANVAS_KINDS = ("object", "edge", "inbox")
+"""The kinds read from the canvas."""
 PLUMBING = ("attach.", "canvas.connection.", "history.")
 """Kinds that are the window's own plumbing, not a change to step through."""
 _IDS = ("object_id", "src", "dst", "src_id", "dst_id", "owner_id", "target_id", "parent_id", "node_id", "watcher_id")
@@ -77,6 +82,9 @@ class Timeline:
         self._task: asyncio.Task[None] | None = None
         self._unsubscribe: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._inboxes: dict[str, tuple[int, int]] = {}
+        """Each inbox's (unread, total) when last recorded: an inbox whose counts moved is read again
+        (an event delivered to a watcher's inbox is not announced as the inbox's own change)."""
 
     # -- life ----------------------------------------------------------------------------------
 
@@ -93,8 +101,14 @@ class Timeline:
             self._unsubscribe()
             self._unsubscribe = None
         if self._task is not None:
+            clean = False
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.settled(), 5.0)
+                clean = not self.errors
+            if clean and self.canvas is not None:  # the next open need not read the canvas again if it is as now
+                with contextlib.suppress(Exception):
+                    fingerprint = json.dumps(await self.canvas.fingerprint())
+                    await asyncio.to_thread(self.store.set_meta, CANVAS_FINGERPRINT, fingerprint)
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
@@ -156,11 +170,22 @@ class Timeline:
 
     async def _baseline(self) -> None:
         """Every item as it is now, at one ``history.opened`` moment, a batch at a time; what the history
-        held and is gone now is closed at that moment."""
+        held and is gone now is closed at that moment. A canvas whose fingerprint is the one kept when
+        the history last closed is not read again (nothing of it changed while no window kept it)."""
         store = self.store
+        canvas = self.canvas
+        kinds = list(KINDS)
+        if canvas is not None:
+            kept = await asyncio.to_thread(store.meta, CANVAS_FINGERPRINT)
+            await asyncio.to_thread(store.set_meta, CANVAS_FINGERPRINT, None)  # kept again only by a clean close
+            if kept is not None and kept == json.dumps(await canvas.fingerprint()):
+                canvas = None
+                kinds = [k for k in kinds if k not in CANVAS_KINDS]
+        if self.canvas is not None:
+            self._inboxes = await self.canvas.inbox_count_table()
         seen: dict[str, set[str]] = {kind: set() for kind in KINDS}
         first = True
-        async for batch in frame_batches(self.desk, self.canvas, self.okf, self.insights, self.outbox):
+        async for batch in frame_batches(self.desk, canvas, self.okf, self.insights, self.outbox):
             for v in batch:
                 seen[v.kind].add(v.key)
             opened = [(self.clock.time(), "workspace", OPENED, "", None, None)] if first else []
@@ -168,7 +193,7 @@ class Timeline:
             first = False
 
         def close_gone() -> None:
-            gone = [Version(kind, key, None) for kind in KINDS for key in store.keys(kind) if key not in seen[kind]]
+            gone = [Version(kind, key, None) for kind in kinds for key in store.keys(kind) if key not in seen[kind]]
             store.record([], gone)
         await asyncio.to_thread(close_gone)
 
@@ -177,7 +202,7 @@ class Timeline:
     async def _record(self, batch: list[tuple[float, Any]]) -> None:
         moments: list[Moment] = []
         runs: set[str] = set()
-        grants = judgments = memory = whole_canvas = False
+        grants = judgments = memory = whole_canvas = canvas_changed = False
         objects: set[str] = set()
         owners: set[str] = set()
         for at, item in batch:
@@ -204,6 +229,7 @@ class Timeline:
                     grants = True
                 judgments = judgments or change.data.get("user_id") == JUDGE_USER  # a judgment is its judge's run
             elif change.source == "canvas":
+                canvas_changed = True
                 if change.id:
                     objects.add(change.id)
                 objects.update(str(change.data[k]) for k in _IDS if isinstance(change.data.get(k), str))
@@ -219,12 +245,16 @@ class Timeline:
             versions += grant_versions(self.desk)
         canvas = self.canvas
         if canvas is not None and whole_canvas:
+            self._inboxes = await canvas.inbox_count_table()
             store_keys = await asyncio.to_thread(lambda: {k: set(self.store.keys(k)) for k in ("object", "edge", "inbox")})
             fresh = [v for v in await frame_versions(self.desk, canvas, None, None, None) if v.kind in store_keys]
             seen = {(v.kind, v.key) for v in fresh}
             versions += fresh + [Version(k, key, None) for k, keys in store_keys.items() for key in keys
                                  if (k, key) not in seen]
-        elif canvas is not None and (objects or owners):
+        elif canvas is not None and (objects or owners or canvas_changed):
+            counts = await canvas.inbox_count_table()
+            owners.update(o for o in set(counts) | set(self._inboxes) if counts.get(o) != self._inboxes.get(o))
+            self._inboxes = counts
             versions += await object_versions(canvas, objects)
             touching = await asyncio.to_thread(
                 lambda: sorted({*(k for o in objects for k in self.store.keys_by("edge", "a", o)),

@@ -52,7 +52,7 @@ async def quiet(ws: Workspace) -> dict[str, Any]:
     raise AssertionError("the workspace did not come to rest")
 
 
-async def act(ws: Workspace, rng: random.Random, step: int) -> None:
+async def act(ws: Workspace, rng: random.Random, step: int) -> bool:
     """One random action; one the services refuse (a settled run replied to) is part of the game."""
     desk, canvas = ws.desk, ws.canvas
     assert canvas is not None
@@ -76,7 +76,8 @@ async def act(ws: Workspace, rng: random.Random, step: int) -> None:
             grant = next(g for g in desk.grants() if g.user_id == person)
             await (desk.restore(person) if grant.state != "active" else desk.revoke(person, "grant_revoked"))
         elif choice == 6:
-            await canvas.write(f"notes/n{rng.randrange(6)}.md", preview=f"p {step}", body=f"see [[notes/n{rng.randrange(6)}.md]]")
+            await canvas.write(f"notes/n{rng.randrange(6)}.md", preview=f"p {step}", owner=rng.choice(people),
+                               body=f"see [[notes/n{rng.randrange(6)}.md]]")
         elif choice == 7:
             nodes = (await canvas.list_objects(type="node", limit=20)).items
             await canvas.message_send(f"hello {step}", to=rng.choice(nodes).id)
@@ -97,9 +98,11 @@ async def act(ws: Workspace, rng: random.Random, step: int) -> None:
                 await ws.okf.approve(pending[0].split(":", 1)[1])
             else:
                 await desk.go_idle(rng.choice(live).id) if live else None
-    except (OperatorError, Exception) as exc:  # a refusal is an outcome like any other
+    except Exception as exc:  # a refusal is an outcome like any other
         if not isinstance(exc, (OperatorError, ValueError, LookupError)) and "Error" not in type(exc).__name__:
             raise
+        return False
+    return True
 
 
 async def play(ws: Workspace, seed: int) -> None:
@@ -107,8 +110,9 @@ async def play(ws: Workspace, seed: int) -> None:
     assert ws.timeline is not None
     frame = await quiet(ws)
     kept: list[tuple[int, dict[str, Any]]] = [(ws.timeline.store.last(), frame)]
+    done = 0
     for step in range(STEPS):
-        await act(ws, rng, step)
+        done += await act(ws, rng, step)
         if rng.random() < 0.35:
             frame = await quiet(ws)
             kept.append((ws.timeline.store.last(), frame))
@@ -116,6 +120,8 @@ async def play(ws: Workspace, seed: int) -> None:
     kept.append((ws.timeline.store.last(), frame))
     assert ws.timeline.errors == []
     assert len({m for m, _ in kept}) > 3, "the actions made too few moments to check"
+    assert done > STEPS // 2, f"only {done} of {STEPS} actions were taken"
+    assert any(k.startswith("doc_") and v["name"].startswith("notes/") for m, f in kept for k, v in f["object"].items())
 
     store = ws.timeline.store
     cursor = TimeCursor(store)
