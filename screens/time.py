@@ -86,6 +86,8 @@ class TimeScreen(Screen[None]):
                 id="workbench.time.go_to"),
         Binding("F", "fork_here", "Fork here",
                 tooltip="Fork the selected run at the turn it was on at the cursor", id="workbench.time.fork_here"),
+        Binding("question_mark", "show_help", "Keys", tooltip="Show every key of time mode, with what it does",
+                id="workbench.time.show_help"),
         Binding(REFUSED_KEYS, "refuse", "Refused in the past", show=False,
                 tooltip="Actions change the present: refused while the panes show the past"),
     ]
@@ -401,6 +403,13 @@ class TimeScreen(Screen[None]):
             self._hide_when()
             return
         self.dismiss(None)
+
+    def action_show_help(self) -> None:
+        """The key help of time mode (``?``): its keys, then the App's."""
+        from .help import HelpScreen
+        from .help_keys import screen_help_groups
+
+        self.app.push_screen(HelpScreen(screen_help_groups(self, "H time mode (every other action key is refused in the past)")))
 
     def action_refuse(self) -> None:
         at = self.banner.split(" · ")[0].removeprefix("as of ") if self.banner else "the past"

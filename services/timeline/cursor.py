@@ -114,14 +114,14 @@ class TimeCursor:
         return await self._go(self.moment + count)
 
     async def minutes(self, count: int) -> int:
-        """Move ``count`` minutes of the changes' own times (negative: back)."""
-        if self.at is None:
+        """Move ``count`` minutes of the changes' own times (negative: back): to the last change at or
+        before that time, and at least one change (a quiet minute is stepped over, not stood in)."""
+        if self.at is None or count == 0:
             return self.moment
-        target = self.at + 60.0 * count
+        moment = await self._call(self.store.at_or_before, self.at + 60.0 * count)
         if count < 0:
-            return await self._go(max(self.first, await self._call(self.store.at_or_before, target)))
-        moment = await self._call(self.store.at_or_before, target)
-        return await self._go(max(moment, self.moment))
+            return await self._go(min(max(moment, self.first), self.moment - 1))
+        return await self._go(max(moment, self.moment + 1))
 
     async def jump(self, when: float) -> int:
         """Go to the last change at or before ``when`` (the first one when ``when`` is before them all)."""

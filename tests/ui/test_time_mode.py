@@ -141,3 +141,40 @@ async def test_fork_at_the_cursor_forks_the_turn_the_run_was_on(app: Any) -> Non
         await settle(pilot, 5)
         forks = [v for v in ws.desk.runs() if v.forked_from == run.id]
         assert len(forks) == 1 and forks[0].forked_at_turn == turns_then, [t for t in said(app)]
+
+
+async def test_a_minute_back_and_forward_and_the_key_help(settings: Any) -> None:
+    from screens.help import HelpScreen
+    from workbench.app import make_app
+
+    app = make_app(settings)
+    async with app.run_test(size=(160, 48)) as pilot:
+        ws = await ready(pilot)
+        clock = ws.settings.clock
+        run = next(v for v in ws.desk.runs() if not v.system and v.status == "idle")
+        at = []
+        for minute in range(3):  # three replies, two minutes apart
+            clock.advance(120.0)
+            await ws.desk.reply(run.id, f"reply {minute}", chunks=1)
+            await ws.timeline.settled()
+            at.append(ws.timeline.store.last())
+        screen = await enter(pilot)
+        assert screen.cursor.moment == at[-1]
+        await pilot.press("left_curly_bracket")  # a minute back: before the last reply's changes
+        await settle(pilot, 5)
+        assert at[-2] <= screen.cursor.moment < at[-1]
+        await pilot.press("left_curly_bracket", "left_curly_bracket")
+        await settle(pilot, 5)
+        assert screen.cursor.moment < at[-2]
+        back = screen.cursor.moment
+        await pilot.press("right_curly_bracket")  # a quiet minute is stepped over: at least one change forward
+        await settle(pilot, 5)
+        assert back < screen.cursor.moment
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        listed = [line.description for _, lines in app.screen.query_one("#help-keys").groups for line in lines]
+        assert {"Back a change", "Forward a minute", "Go to a time", "Fork here"} <= set(listed)
+        await pilot.press("escape")
+        await settle(pilot)
+        assert app.screen is screen
