@@ -64,7 +64,8 @@ class TimeLine(Widget):
         self.refresh()
 
     def render(self) -> Text:
-        return self._content if isinstance(content := self._content, Text) else Text(content)
+        content = self._content
+        return content if isinstance(content, Text) else Text(content)
 
 
 class TimeScreen(Screen[None]):
@@ -330,7 +331,8 @@ class TimeScreen(Screen[None]):
                             f"{v.get('drop', 0)} drop · attempt {v.get('attempt', 1)}")
                     by = str(v.get("agent", ""))
                 else:
-                    proposal = v.get("proposal") if isinstance(v.get("proposal"), dict) else {}
+                    found = v.get("proposal")
+                    proposal: dict[str, Any] = found if isinstance(found, dict) else {}
                     what, by = str(proposal.get("topic") or proposal.get("title") or key), str(v.get("proposer", ""))
                 out.append((key, (safe_text(v.get("state") or v.get("status"), 12), safe_text(what, 60),
                                   safe_text(by, 24))))

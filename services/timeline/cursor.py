@@ -13,11 +13,14 @@ import re
 import time as _time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from .store import Moment, TimeStore
 
 __all__ = ["TimeCursor", "Panes", "parse_when", "banner_time"]
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -93,7 +96,7 @@ class TimeCursor:
         found = store.moment(self.moment)
         self.at = found.at if found else None
 
-    async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    async def _call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         return await asyncio.to_thread(fn, *args, **kwargs)
 
     # -- moving --------------------------------------------------------------------------------

@@ -21,10 +21,10 @@ def _sources(*folders: str) -> list[Path]:
 
 
 @pytest.mark.long
-def test_the_type_checker_passes_strictly_over_screens_workbench_and_the_desk() -> None:
+def test_the_type_checker_passes_strictly_over_screens_workbench_the_desk_and_the_history() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-error-summary",
-         "screens", "workbench", "services/desk"],
+         "screens", "workbench", "services/desk", "services/timeline"],
         cwd=ROOT, capture_output=True, text=True,
     )
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
