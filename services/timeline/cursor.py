@@ -195,10 +195,9 @@ class TimeCursor:
         edges = store.page("edge", moment, a=selected_object, limit=40) if selected_object else []
         inbox = store.page("inbox", moment, limit=limit)
         names = {k: str(v.get("name") or k) for k, v in objects}
-        for wanted in {str(e["dst"]) for _, e in edges} | {str(v.get("owner_id")) for _, v in inbox}:
-            if wanted not in names:
-                found = store.get("object", wanted, moment)
-                names[wanted] = str(found.get("name") or wanted) if found else wanted
+        wanted = sorted({str(e["dst"]) for _, e in edges} | {str(v.get("owner_id")) for _, v in inbox} - set(names))
+        found = store.get_many("object", wanted, moment)
+        names.update((k, str(found[k].get("name") or k) if k in found else k) for k in wanted)
         runs = store.page("run", moment, limit=limit)
         seqs = {}
         for key, value in runs:

@@ -50,7 +50,7 @@ CREATE TABLE IF NOT EXISTS moments (
     seq INTEGER
 );
 CREATE INDEX IF NOT EXISTS ix_moments_at ON moments (at, id);
-CREATE INDEX IF NOT EXISTS ix_moments_run ON moments (run_id, id) WHERE run_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS ix_moments_seq ON moments (run_id, id) WHERE seq IS NOT NULL;
 CREATE TABLE IF NOT EXISTS rows (
     id INTEGER PRIMARY KEY,
     kind TEXT NOT NULL,
@@ -288,6 +288,17 @@ class TimeStore:
                          (kind, key, moment, moment))
         return _loads(rows[0][0]) if rows else None
 
+    def get_many(self, kind: str, keys: Sequence[str], moment: int) -> dict[str, dict[str, Any]]:
+        """The items of ``kind`` that ``keys`` name as of ``moment`` (those that existed then), by key."""
+        found: dict[str, dict[str, Any]] = {}
+        wanted = list(dict.fromkeys(keys))
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i:i + 500]
+            found.update((k, _loads(v)) for k, v in self._all(
+                f"SELECT key, value FROM rows WHERE kind = ? AND key IN ({', '.join('?' * len(chunk))}) "
+                "AND since <= ? AND (until IS NULL OR until > ?)", (kind, *chunk, moment, moment)))
+        return found
+
     def every(self, kind: str, moment: int | None = None) -> dict[str, dict[str, Any]]:
         """Every item of ``kind`` as of ``moment`` (None: now), by key."""
         if moment is None:
@@ -309,6 +320,8 @@ class TimeStore:
                                         (kind, value))]
 
     def seq_at(self, run_id: str, moment: int) -> int:
-        """The last ``seq`` of run ``run_id``'s events seen at or before ``moment`` (0: none)."""
-        row = self._all("SELECT max(seq) FROM moments WHERE run_id = ? AND id <= ?", (run_id, moment))
-        return int(row[0][0] or 0)
+        """The last ``seq`` of run ``run_id``'s events seen at or before ``moment`` (0: none): the newest
+        such moment's, one step of an index, as a run's events are recorded only as its seq grows."""
+        row = self._all("SELECT seq FROM moments WHERE run_id = ? AND seq IS NOT NULL AND id <= ? ORDER BY id DESC "
+                        "LIMIT 1", (run_id, moment))
+        return int(row[0][0] or 0) if row else 0

@@ -82,6 +82,9 @@ class Timeline:
         self._task: asyncio.Task[None] | None = None
         self._unsubscribe: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._seqs: dict[str, int] = {}
+        """Each run's newest event ``seq`` recorded: an event at or below it (a stream read again after
+        a reconnect) is no change, so a run's recorded seqs only grow."""
         self._inboxes: dict[str, tuple[int, int]] = {}
         """Each inbox's (unread, total) when last recorded: an inbox whose counts moved is read again
         (an event delivered to a watcher's inbox is not announced as the inbox's own change)."""
@@ -197,6 +200,11 @@ class Timeline:
             store.record([], gone)
         await asyncio.to_thread(close_gone)
 
+    def _newest_seq(self, run_id: str) -> int:
+        if run_id not in self._seqs:
+            self._seqs[run_id] = self.store.seq_at(run_id, self.store.last())
+        return self._seqs[run_id]
+
     # -- one burst -----------------------------------------------------------------------------
 
     async def _record(self, batch: list[tuple[float, Any]]) -> None:
@@ -209,7 +217,13 @@ class Timeline:
             if isinstance(item, RunEvents):
                 runs.add(item.run_id)
                 judgments = judgments or item.data.get("user_id") == JUDGE_USER
-                moments += [(at, item.source, "run.event", item.run_id, item.run_id, seq_of(e)) for e in item.events]
+                newest = self._newest_seq(item.run_id)
+                for event in item.events:
+                    seq = seq_of(event)
+                    if seq > newest:
+                        moments.append((at, item.source, "run.event", item.run_id, item.run_id, seq))
+                        newest = seq
+                self._seqs[item.run_id] = newest
                 continue
             change: Change = item
             if change.kind.startswith(PLUMBING) or change.kind == "attach.caught_up":
@@ -224,7 +238,11 @@ class Timeline:
                     run_id = change.id
                     if change.kind == "run.event":
                         event = change.data.get("event")
-                        seq = seq_of(event) if isinstance(event, dict) else None
+                        seq = seq_of(event) if isinstance(event, dict) else 0
+                        newest = self._newest_seq(change.id)
+                        if seq <= newest:
+                            continue  # seen already: no change
+                        self._seqs[change.id] = seq
                 if change.kind != "run.event":
                     grants = True
                 judgments = judgments or change.data.get("user_id") == JUDGE_USER  # a judgment is its judge's run

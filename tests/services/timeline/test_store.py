@@ -137,3 +137,27 @@ async def test_what_changed_while_no_window_kept_the_history_is_read_at_the_next
     finally:
         await canvas.close()
     await reopened()
+
+
+async def test_a_stream_read_again_is_no_change(tmp_path: Path) -> None:
+    """Events a window sees twice (its stream read again after a reconnect) are recorded once: a run's
+    recorded seqs only grow, and its stream as of any moment is read in one step of an index."""
+    from services.changes import Change, RunEvents
+
+    ws = await Workspace.open(settings=Settings(path=tmp_path / "ws", clock=FakeClock(1_800_000_000.0)))
+    try:
+        assert ws.timeline is not None
+        await ws.timeline.settled()
+        store = ws.timeline.store
+        run_id = "run_seen_twice"
+        before = store.last()
+        ws.feed.publish_many(RunEvents("cloud", run_id, [{"seq": n, "type": "x"} for n in (1, 2, 3)], {}))
+        ws.feed.publish_many(RunEvents("cloud", run_id, [{"seq": n, "type": "x"} for n in (2, 3, 4)], {}))
+        ws.feed.publish(Change("cloud", "run.event", run_id, {"event": {"seq": 4, "type": "x"}}))
+        ws.feed.publish(Change("cloud", "run.event", run_id, {"event": {"seq": 5, "type": "x"}}))
+        await ws.timeline.settled()
+        seqs = [m.seq for m in store.moments(before, 100) if m.run_id == run_id and m.kind == "run.event"]
+        assert seqs == [1, 2, 3, 4, 5]
+        assert [store.seq_at(run_id, m) for m in range(before, store.last() + 1)][-1] == 5
+    finally:
+        await ws.close()
