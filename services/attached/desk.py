@@ -340,7 +340,7 @@ class ServedDesk(Desk):
         (the same one back, or a new process on another port with another token)."""
         if self.folder is None:
             return
-        from .client import ControlError, RemoteCloud, change_json
+        from .client import RemoteCloud
         from .discovery import find_server
 
         try:
