@@ -153,6 +153,7 @@ class ServedDesk(Desk):
         """Changes to relay, oldest first: sent in batches, one request in flight at a time."""
         self._sender: asyncio.Task[None] | None = None
         self._batch_bytes = BATCH_BYTES
+        self._closing = False
         self._connection: "asyncio.Future[None] | None" = None
         self._markers: dict[str, asyncio.Future[None]] = {}
         """The ``caught_up`` markers sent and not yet seen on the stream, by id."""
@@ -252,9 +253,14 @@ class ServedDesk(Desk):
             while queue and len(batch) < BATCH_CHANGES and size + len(queue[0].part) + 1 <= self._batch_bytes:
                 size += len(queue[0].part) + 1
                 batch.append(queue.popleft())
-            await self._publish(batch, size)
+            answered = await self._publish(batch, size)
+            if not answered and self._closing and queue:  # closing, and the server is not answering
+                dropped = list(queue)
+                queue.clear()
+                self._not_sent(dropped, ServiceError(f"the window closed while {self.remote.url} did not answer"))
 
-    async def _publish(self, batch: list[_Queued], size: int) -> None:
+    async def _publish(self, batch: list[_Queued], size: int) -> bool:
+        """Send one batch; False when the server did not answer (True when it took or refused it)."""
         try:
             await self.remote.publish_encoded([item.part for item in batch])
         except ControlError as exc:
@@ -264,17 +270,17 @@ class ServedDesk(Desk):
                 if exc.status == 413:
                     self._batch_bytes = max(1024, min(self._batch_bytes, size // 2))
                 half = len(batch) // 2
-                await self._publish(batch[:half], sum(len(item.part) + 1 for item in batch[:half]))
-                await self._publish(batch[half:], sum(len(item.part) + 1 for item in batch[half:]))
-                return
+                first = await self._publish(batch[:half], sum(len(item.part) + 1 for item in batch[:half]))
+                return await self._publish(batch[half:], sum(len(item.part) + 1 for item in batch[half:])) and first
             self._not_sent(batch, exc)
-            return
+            return exc.code != "unreachable"
         except Exception as exc:  # the sender keeps going: the next batch may get through
             self._not_sent(batch, exc)
-            return
+            return False
         for item in batch:
             if item.sent is not None and not item.sent.done():
                 item.sent.set_result(None)
+        return True
 
     def _not_sent(self, batch: list[_Queued], exc: Exception) -> None:
         """One line in ``errors`` for a batch the server did not take; a marker in it fails its waiter."""
@@ -290,6 +296,9 @@ class ServedDesk(Desk):
                 item.sent.set_exception(failure)
 
     async def stop(self) -> None:
+        """Stop following: what is queued is sent first (dropped, in one line of ``errors``, once a
+        batch finds the server not answering), then the change stream closes."""
+        self._closing = True
         if self._unrelay is not None:
             self._unrelay()
             self._unrelay = None

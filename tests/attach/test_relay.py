@@ -131,3 +131,23 @@ async def test_a_batch_the_server_does_not_take_is_one_line_and_a_refused_change
     assert await two.desk.caught_up() and await one.desk.caught_up()
     assert [c.id for c in two.seen] == ["kept_0", "kept_1", "kept_2", "kept_4", "kept_5"]
     assert len(one.desk.errors) == 1 and one.desk.errors[0].startswith("relay object.updated kept_3:"), one.desk.errors
+
+
+async def test_stop_drops_what_is_queued_in_one_line_when_the_server_does_not_answer(
+        windows: tuple[Window, Window]) -> None:
+    one, _ = windows
+    answering = one.remote
+    gone = RemoteCloud("http://127.0.0.1:1", "token")  # nothing listens there: refused at once
+    one.desk.remote = gone
+    try:
+        burst(one.feed, 1200)
+        await asyncio.sleep(0)  # the first batch is on its way, the rest queued behind it
+        await one.desk.stop()
+        errors = list(one.desk.errors)
+        assert len(errors) == 2, errors
+        assert errors[0].startswith("relay: 500 changes not relayed (object.updated obj_0 to object.updated obj_499)")
+        assert errors[1].startswith("relay: 700 changes not relayed (object.updated obj_500 to object.updated obj_1199)")
+        assert "the window closed while http://127.0.0.1:1 did not answer" in errors[1]
+    finally:
+        one.desk.remote = answering
+        await gone.aclose()
