@@ -25,6 +25,9 @@ __all__ = [
     "Field",
     "ControlRoute",
     "CONTROL_ROUTES",
+    "CHANGE_FIELDS",
+    "MAX_CHANGES",
+    "object_schema",
     "RUN_ACTIONS",
     "GRANT_ACTIONS",
     "match_control",
@@ -73,12 +76,18 @@ class Field:
     required: bool = False
     description: str = ""
     nullable: bool = False
+    items: tuple["Field", ...] = ()
+    """For an array of objects: the fields of each item (checked as a body's are)."""
+    max_items: int | None = None
+    """For an array: how many items it may hold."""
 
     def schema(self) -> dict[str, object]:
         """The field's JSON Schema."""
         base: dict[str, object] = {} if self.type == "any" else {"type": self.type}
         if self.type == "array":
-            base["items"] = {}
+            base["items"] = object_schema(self.items) if self.items else {}
+            if self.max_items is not None:
+                base["maxItems"] = self.max_items
         if self.nullable and self.type != "any":
             base = {"type": [self.type, "null"]} | {k: v for k, v in base.items() if k != "type"}
         if self.description:
@@ -103,6 +112,9 @@ class ControlRoute:
     """True for a server-sent-event answer."""
     params: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Path parameters limited to a list of values."""
+    alternative: tuple[Field, ...] = ()
+    """A second form of the body, read instead of ``body`` when the body holds one of these fields
+    (``POST /changes``: one change, or ``{changes: [...]}``)."""
 
     @property
     def pattern(self) -> re.Pattern[str]:
@@ -118,7 +130,22 @@ def _compiled(template: str) -> re.Pattern[str]:
     return found
 
 
+def object_schema(fields: tuple[Field, ...]) -> dict[str, object]:
+    """The JSON Schema of an object holding ``fields`` and nothing else."""
+    schema: dict[str, object] = {"type": "object", "properties": {f.name: f.schema() for f in fields}}
+    required = [f.name for f in fields if f.required]
+    if required:
+        schema["required"] = required
+    schema["additionalProperties"] = False
+    return schema
+
+
 _PATTERNS: dict[str, re.Pattern[str]] = {}
+CHANGE_FIELDS = (Field("source", "string", required=True), Field("kind", "string", required=True),
+                 Field("id", "string", nullable=True), Field("data", "object", nullable=True))
+"""A change a window publishes (``POST /changes``): one body, or each item of a batch."""
+MAX_CHANGES = 1000
+"""How many changes one ``POST /changes`` batch may hold."""
 _OBJ = {"type": "object"}
 _ID = {"type": "object", "required": ["id"], "properties": {"id": {"type": "string"}}}
 _PERSON = {"type": "object", "required": ["id", "grant"], "properties": {"id": {"type": "string"}}}
@@ -186,9 +213,11 @@ CONTROL_ROUTES: tuple[ControlRoute, ...] = (
     ControlRoute("state.import", "PUT", "/state", "Replace the whole state (refused whole when malformed)",
                  open_body=True, answer={"type": "object", "required": ["imported"]}),
     ControlRoute("changes.follow", "GET", "/changes", "The change feed as server-sent events", stream=True),
-    ControlRoute("changes.publish", "POST", "/changes", "Publish a window's own change",
-                 body=(Field("source", "string", required=True), Field("kind", "string", required=True),
-                       Field("id", "string", nullable=True), Field("data", "object", nullable=True)),
+    ControlRoute("changes.publish", "POST", "/changes",
+                 "Publish a window's own change, or a batch of them in order ({changes: [...]}, all or none)",
+                 body=CHANGE_FIELDS,
+                 alternative=(Field("changes", "array", required=True, items=CHANGE_FIELDS,
+                                    max_items=MAX_CHANGES, description="changes, oldest first"),),
                  answer={"type": "object", "required": ["published"]}),
 )
 """Every control call (``GET /changes`` is answered by the server's stream, not a handler)."""
@@ -207,16 +236,41 @@ def match_control(method: str, path: str) -> tuple[ControlRoute, dict[str, str]]
 
 
 def body_problem(route: ControlRoute, body: dict[str, object]) -> tuple[str, str] | None:
-    """``(field, problem)`` when ``body`` lacks a required field or holds a mistyped one."""
-    for spec in route.body:
+    """``(field, problem)`` when ``body`` lacks a required field or holds a mistyped one (in its
+    ``alternative`` form when it holds one of that form's fields, which then goes with no other of
+    ``body``'s); an item of an array of objects is checked the same way (``changes[3].kind``)."""
+    form = route.body
+    if route.alternative and any(spec.name in body for spec in route.alternative):
+        form = route.alternative
+        names = {spec.name for spec in form}
+        extra = next((spec.name for spec in route.body if spec.name in body and spec.name not in names), None)
+        if extra is not None:
+            return extra, f"{extra} does not go with {', '.join(sorted(names))}"
+    return _fields_problem(form, body, "")
+
+
+def _fields_problem(fields: tuple[Field, ...], body: Mapping[str, object], prefix: str) -> tuple[str, str] | None:
+    for spec in fields:
+        name = prefix + spec.name
         if spec.name not in body:
             if spec.required:
-                return spec.name, f"{spec.name} is required"
+                return name, f"{name} is required"
             continue
         value = body[spec.name]
         if spec.type == "any" or (value is None and (spec.nullable or not spec.required)):
             continue
         wanted = _TYPES[spec.type]
         if isinstance(value, bool) and spec.type in ("integer", "number") or not isinstance(value, wanted):
-            return spec.name, f"{spec.name} must be {'an' if spec.type[0] in 'aeiou' else 'a'} {spec.type}"
+            return name, f"{name} must be {'an' if spec.type[0] in 'aeiou' else 'a'} {spec.type}"
+        if isinstance(value, list):
+            if spec.max_items is not None and len(value) > spec.max_items:
+                return name, f"{name} holds {len(value)} items; at most {spec.max_items} go in one request"
+            if spec.items:
+                for index, item in enumerate(value):
+                    where = f"{name}[{index}]"
+                    if not isinstance(item, dict):
+                        return where, f"{where} must be an object"
+                    problem = _fields_problem(spec.items, item, where + ".")
+                    if problem is not None:
+                        return problem
     return None

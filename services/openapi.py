@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .control_wire import CONTROL_PREFIX, CONTROL_ROUTES
+from .control_wire import CONTROL_PREFIX, CONTROL_ROUTES, object_schema
 from .wire import (
     CLIENT_ASSERTION_TYPE,
     DIRECTORY_DISCOVERY_PATH,
@@ -193,6 +193,9 @@ def _control(paths: dict[str, dict[str, object]]) -> None:
                 schema["required"] = required
             if not route.open_body:
                 schema["additionalProperties"] = False
+            if route.alternative:  # one of two forms (one change, or a batch of them)
+                schema = {"anyOf": [schema, object_schema(route.alternative)]}
+                required = required or [f.name for f in route.alternative if f.required]
             operation["requestBody"] = {"required": bool(required),
                                         "content": {"application/json": {"schema": schema}}}
         paths.setdefault(path, {})[route.method.lower()] = operation

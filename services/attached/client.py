@@ -26,7 +26,7 @@ server's code and message; a missing or wrong token raises it with status 401.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     from ..sdk.http import OpenStream
     from ..sdk import Connection, ConnectionStore
 
-__all__ = ["RemoteCloud", "RemoteRun", "RemoteUser", "RemoteGrant", "RemoteGate", "ControlError", "ChangeBatch"]
+__all__ = ["RemoteCloud", "RemoteRun", "RemoteUser", "RemoteGrant", "RemoteGate", "ControlError", "ChangeBatch",
+           "change_json"]
 
 
 def _q(value: str) -> str:
@@ -75,10 +76,16 @@ class RemoteCloud:
         return cls(info["url"], info["token"], timeout=timeout)
 
     async def call(self, method: str, path: str, body: object = None,
-                   params: Mapping[str, str | int | float | bool | None] | None = None) -> Any:
-        """One control call; its JSON answer (``ControlError`` when refused)."""
+                   params: Mapping[str, str | int | float | bool | None] | None = None, *,
+                   content: bytes | None = None) -> Any:
+        """One control call; its JSON answer (``ControlError`` when refused). ``content`` is a body
+        already encoded as JSON, sent instead of ``body``."""
         try:
-            response = await self._http.request(method, path, json=body, params=params)
+            if content is None:
+                response = await self._http.request(method, path, json=body, params=params)
+            else:
+                response = await self._http.request(method, path, content=content, params=params,
+                                                    headers={"Content-Type": "application/json"})
         except httpx.TransportError as exc:
             raise ControlError(503, "unreachable", f"{self.url} did not answer ({type(exc).__name__})") from exc
         if response.status_code >= 300:
@@ -207,6 +214,16 @@ class RemoteCloud:
         """Publish a window's own change on the served change feed (for every other window)."""
         await self.call("POST", "/changes", {"source": change.source, "kind": change.kind, "id": change.id,
                                              "data": change.data})
+
+    async def publish_many(self, changes: Sequence[Change]) -> None:
+        """Publish a window's own changes in one request, in order (at most ``MAX_CHANGES``): the
+        server publishes all of them, or none when it refuses one."""
+        await self.publish_encoded([change_json(change) for change in changes])
+
+    async def publish_encoded(self, parts: Sequence[bytes]) -> None:
+        """``publish_many`` for changes already encoded with ``change_json`` (a sender that bounds a
+        batch's size in bytes encodes each change once)."""
+        await self.call("POST", "/changes", content=b'{"changes":[' + b",".join(parts) + b"]}")
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -417,6 +434,13 @@ class RemoteUser:
 
     async def expire_tokens(self) -> None:
         await self._remote.call("POST", f"/people/{_q(self.id)}/expire_tokens")
+
+
+def change_json(change: Change) -> bytes:
+    """One change as ``POST /changes`` carries it (UTF-8 JSON; ``TypeError`` or ``ValueError`` when its
+    data is not JSON)."""
+    return json.dumps({"source": change.source, "kind": change.kind, "id": change.id, "data": change.data},
+                      separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
 
 
 def connection_of(answer: ConnectionJSON) -> "Connection":

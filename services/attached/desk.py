@@ -7,7 +7,9 @@ Every change the server publishes is applied to the book and the mirror first an
 on the window's own ``ChangeFeed``, so panes and the follower read fresh views from the desk without
 asking the server again (each run a batch touches is read from the server once). A window's own changes to the shared stores
 (canvas, insights, OKF, outbox) are relayed to the server (``POST /changes``), tagged with the
-window's ``origin``, so every other window redraws them too. The server's answer is the truth, so
+window's ``origin``, so every other window redraws them too: in the order they were made, in batches
+(one request in flight; what is made meanwhile goes in the next, up to ``BATCH_CHANGES`` or
+``BATCH_BYTES``), and a ``caught_up`` marker goes through the same queue, behind them. The server's answer is the truth, so
 two windows acting on one run see each other's refusals in the cloud's own words.
 
 A dropped change stream reconnects with ``Last-Event-ID`` (the newest id read) and the server
@@ -19,16 +21,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import uuid
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import NamedTuple
+
 from ..changes import Change, ChangeFeed
 from ..clock import Clock
 from ..desk import Desk, OperatorError, RunMirror
 from ..errors import ServiceError
 from .discovery import ServerInfo
-from .client import RemoteCloud
+from .client import ControlError, RemoteCloud, change_json
 
 __all__ = ["ServedDesk", "StreamBook"]
 
@@ -45,6 +50,19 @@ CAUGHT_UP_S = 10.0
 """How long ``caught_up`` waits for its marker to come back."""
 NOT_PEOPLE = frozenset({"failure.armed"})
 """The cloud's changes that leave the people as they were (every other one reads them again)."""
+BATCH_CHANGES = 500
+"""At most this many changes go in one relay request (the server takes up to ``MAX_CHANGES``)."""
+BATCH_BYTES = 256 * 1024
+"""A relay request is cut before its changes pass this many bytes (a server's bodies are capped at
+1 MiB unless ``--max-body`` says otherwise; a batch refused as too large is sent again in halves)."""
+
+
+class _Queued(NamedTuple):
+    """A change waiting to be relayed: as sent, as made, and who waits for it to be sent (a marker)."""
+
+    part: bytes
+    change: Change
+    sent: "asyncio.Future[None] | None"
 
 
 class StreamBook:
@@ -131,7 +149,11 @@ class ServedDesk(Desk):
         self._task: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
         self._unrelay: Callable[[], None] | None = None
-        self._sending: set[asyncio.Task[None]] = set()
+        self._queue: deque[_Queued] = deque()
+        """Changes to relay, oldest first: sent in batches, one request in flight at a time."""
+        self._sender: asyncio.Task[None] | None = None
+        self._batch_bytes = BATCH_BYTES
+        self._closing = False
         self._connection: "asyncio.Future[None] | None" = None
         self._markers: dict[str, asyncio.Future[None]] = {}
         """The ``caught_up`` markers sent and not yet seen on the stream, by id."""
@@ -147,11 +169,24 @@ class ServedDesk(Desk):
         loop = asyncio.get_running_loop()
         self._task = loop.create_task(self._follow())
 
+        here = threading.get_ident()
+
         def relay(change: Change) -> None:  # any thread: the send happens on the loop
             if change.source in RELAYED and "origin" not in change.data and not loop.is_closed():
-                loop.call_soon_threadsafe(self._send, change)
+                if threading.get_ident() == here:
+                    self._send_many((change,))  # queued now: a marker asked for after it comes after it
+                else:
+                    loop.call_soon_threadsafe(self._send_many, (change,))
 
-        self._unrelay = self.changes.subscribe(relay)
+        def relay_many(changes: Sequence[Change]) -> None:  # a burst: one hop onto the loop
+            mine = [c for c in changes if c.source in RELAYED and "origin" not in c.data]
+            if mine and not loop.is_closed():
+                if threading.get_ident() == here:
+                    self._send_many(mine)
+                else:
+                    loop.call_soon_threadsafe(self._send_many, mine)
+
+        self._unrelay = self.changes.subscribe(relay, many=relay_many)
         waiter = asyncio.ensure_future(self._subscribed.wait())
         done, _ = await asyncio.wait({waiter, self._task}, timeout=10.0, return_when=asyncio.FIRST_COMPLETED)
         if self._task in done:
@@ -164,14 +199,20 @@ class ServedDesk(Desk):
 
     async def caught_up(self, timeout: float = CAUGHT_UP_S) -> bool:
         """Wait until every change the server published before now is in the book and the mirror: a
-        marker is published through the server (``POST /changes``) and, the stream keeping the
-        server's order, once it comes back everything before it has been applied. False (and the
-        reason kept in ``errors``) when the marker cannot be sent or does not come back in time."""
+        marker is published through the server (``POST /changes``, behind every change this window
+        relays before it) and, the stream keeping the server's order, once it comes back everything
+        before it has been applied. False (and the reason kept in ``errors``) when the marker cannot
+        be sent or does not come back in time."""
         token = uuid.uuid4().hex
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        sent: asyncio.Future[None] = loop.create_future()
         self._markers[token] = waiter
         try:
-            await self.remote.publish(Change("workspace", CAUGHT_UP, token, {"origin": self.origin}))
+            marker = Change("workspace", CAUGHT_UP, token, {"origin": self.origin})
+            # queued behind the changes other threads have handed to the loop before now, too
+            loop.call_soon(self._enqueue, _Queued(change_json(marker), marker, sent))
+            await sent
             await asyncio.wait_for(asyncio.shield(waiter), timeout)
             return True
         except (ServiceError, asyncio.TimeoutError) as exc:
@@ -180,25 +221,90 @@ class ServedDesk(Desk):
         finally:
             self._markers.pop(token, None)
 
-    def _send(self, change: Change) -> None:
-        task = asyncio.get_running_loop().create_task(self._publish(change))
-        self._sending.add(task)
-        task.add_done_callback(self._sending.discard)
+    # -- relaying this window's changes --------------------------------------------------------
 
-    async def _publish(self, change: Change) -> None:
+    def _send_many(self, changes: Sequence[Change]) -> None:
+        """Queue this window's changes for the others (tagged with its ``origin``), in order."""
+        for change in changes:
+            tagged = Change(change.source, change.kind, change.id, {**change.data, "origin": self.origin})
+            try:
+                part = change_json(tagged)
+            except (TypeError, ValueError) as exc:  # not JSON: nobody could read it
+                self.errors.append(f"relay {change.kind} {change.id}: {type(exc).__name__}: {exc}")
+                continue
+            self._queue.append(_Queued(part, tagged, None))
+        self._start_sender()
+
+    def _enqueue(self, item: _Queued) -> None:
+        self._queue.append(item)
+        self._start_sender()
+
+    def _start_sender(self) -> None:
+        if self._queue and (self._sender is None or self._sender.done()):
+            self._sender = asyncio.get_running_loop().create_task(self._drain())
+
+    async def _drain(self) -> None:
+        """Send the queue a batch at a time (what is queued meanwhile goes in the next one), so the
+        server publishes this window's changes in the order they were made."""
+        queue = self._queue
+        while queue:
+            batch = [queue.popleft()]
+            size = len(batch[0].part)
+            while queue and len(batch) < BATCH_CHANGES and size + len(queue[0].part) + 1 <= self._batch_bytes:
+                size += len(queue[0].part) + 1
+                batch.append(queue.popleft())
+            answered = await self._publish(batch, size)
+            if not answered and self._closing and queue:  # closing, and the server is not answering
+                dropped = list(queue)
+                queue.clear()
+                self._not_sent(dropped, ServiceError(f"the window closed while {self.remote.url} did not answer"))
+
+    async def _publish(self, batch: list[_Queued], size: int) -> bool:
+        """Send one batch; False when the server did not answer (True when it took or refused it)."""
         try:
-            await self.remote.publish(Change(change.source, change.kind, change.id,
-                                             {**change.data, "origin": self.origin}))
-        except ServiceError as exc:  # the other windows miss one redraw; this window's data is already saved
-            self.errors.append(f"relay {change.kind} {change.id}: {exc}")
+            await self.remote.publish_encoded([item.part for item in batch])
+        except ControlError as exc:
+            if exc.status in (400, 413) and len(batch) > 1:
+                # refused whole: too large for this server, or one change in it refused; halves
+                # go separately, so only what the server refuses on its own is lost
+                if exc.status == 413:
+                    self._batch_bytes = max(1024, min(self._batch_bytes, size // 2))
+                half = len(batch) // 2
+                first = await self._publish(batch[:half], sum(len(item.part) + 1 for item in batch[:half]))
+                return await self._publish(batch[half:], sum(len(item.part) + 1 for item in batch[half:])) and first
+            self._not_sent(batch, exc)
+            return exc.code != "unreachable"
+        except Exception as exc:  # the sender keeps going: the next batch may get through
+            self._not_sent(batch, exc)
+            return False
+        for item in batch:
+            if item.sent is not None and not item.sent.done():
+                item.sent.set_result(None)
+        return True
+
+    def _not_sent(self, batch: list[_Queued], exc: Exception) -> None:
+        """One line in ``errors`` for a batch the server did not take; a marker in it fails its waiter."""
+        relayed = [item.change for item in batch if item.sent is None]
+        if len(relayed) == 1:  # the other windows miss one redraw; this window's data is already saved
+            self.errors.append(f"relay {relayed[0].kind} {relayed[0].id}: {exc}")
+        elif relayed:
+            self.errors.append(f"relay: {len(relayed)} changes not relayed ({relayed[0].kind} {relayed[0].id} "
+                               f"to {relayed[-1].kind} {relayed[-1].id}): {exc}")
+        failure = exc if isinstance(exc, ServiceError) else ServiceError(f"{type(exc).__name__}: {exc}")
+        for item in batch:
+            if item.sent is not None and not item.sent.done():
+                item.sent.set_exception(failure)
 
     async def stop(self) -> None:
+        """Stop following: what is queued is sent first (dropped, in one line of ``errors``, once a
+        batch finds the server not answering), then the change stream closes."""
+        self._closing = True
         if self._unrelay is not None:
             self._unrelay()
             self._unrelay = None
-        for task in list(self._sending):
+        while self._sender is not None and not self._sender.done():  # what is queued is sent first
             with contextlib.suppress(Exception):
-                await task
+                await self._sender
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

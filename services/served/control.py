@@ -27,7 +27,8 @@ Routes (all under ``/_workbench/v1``):
   (``id: <epoch>-<n>``, ``event: <kind>``, ``data: {source, kind, id, data}``; a ``Last-Event-ID``
   header resumes after that change, or answers ``event: reset``: ``change_log.py``);
   ``POST /changes`` ``{source, kind, id, data}`` publishes a window's own change there (any
-  source but ``cloud``)
+  source but ``cloud``), and ``{changes: [{source, kind, id, data}, ...]}`` a batch of them in
+  order (at most ``MAX_CHANGES``; one malformed change refuses the whole batch, naming it)
 
 ``GET /runs``, ``GET /runs/{run_id}`` and ``GET /state`` may be large (a window attaching reads every
 run with every event): they are written a run, or a slice of a run's events, at a time, the loop
@@ -51,6 +52,7 @@ from ..control_wire import GRANT_ACTIONS, RUN_ACTIONS, ConnectionJSON, body_prob
 from .app_actions import AppActions
 from .asgi import CONTROL_PREFIX, Receive, Scope, Send, read_body, send_envelope, storage_full, until_disconnect
 from .change_log import ChangeLog
+from ..changes import Change
 from .chunked import chunks, run_answer, runs_answer, state_answer
 from ..cloud.errors import CloudError, envelope
 from ..cloud.state import CloudStateError, export_state, import_state
@@ -406,16 +408,15 @@ class ControlApp:
     # -- change stream -----------------------------------------------------------------------
 
     async def _publish(self, body: dict[str, object], query: dict[str, str]) -> Answer:
-        """A window's own change (an insight approved, a canvas write) for every other window."""
-        source, kind = body.get("source"), body.get("kind")
-        if not isinstance(source, str) or not isinstance(kind, str) or not source or not kind:
-            raise ControlError(400, "invalid_request", "a change needs a source and a kind")
-        if source == "cloud":
-            raise ControlError(400, "invalid_request", "only the cloud publishes cloud changes")
-        data = body.get("data") or {}
-        if not isinstance(data, dict):
-            raise ControlError(400, "invalid_request", "a change's data must be an object")
-        self.cloud.changes.announce(source, kind, str(body.get("id") or ""), **data)
+        """A window's own change (an insight approved, a canvas write) for every other window; or
+        ``{changes: [...]}``, a batch of them, published in order, and only when every one of them
+        is well formed (a refused batch publishes nothing)."""
+        items = body.get("changes")
+        if isinstance(items, list):
+            batch = [_change_of(item, f"changes[{index}].") for index, item in enumerate(items)]
+            self.cloud.changes.publish_many(batch)
+            return {"published": True, "count": len(batch)}
+        self.cloud.changes.publish(_change_of(body, ""))
         return {"published": True}
 
     async def _changes(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -440,6 +441,21 @@ class ControlApp:
             await self.app.stream_body(frames(), receive, send)
         finally:
             listener.close()
+
+
+def _change_of(body: dict[str, Any], where: str) -> Change:
+    """The change a window publishes, from its JSON (``ControlError`` naming ``where`` the field
+    that is wrong; the fields' types are checked before: ``control_wire.body_problem``)."""
+    source, kind = body.get("source"), body.get("kind")
+    if not isinstance(source, str) or not isinstance(kind, str) or not source or not kind:
+        raise ControlError(400, "invalid_request", f"a change needs a source and a kind ({where or 'body'})",
+                           param=(where + "source") if not source else (where + "kind"))
+    if source == "cloud":
+        raise ControlError(400, "invalid_request", "only the cloud publishes cloud changes", param=where + "source")
+    data = body.get("data") or {}
+    if not isinstance(data, dict):
+        raise ControlError(400, "invalid_request", "a change's data must be an object", param=where + "data")
+    return Change(source, kind, str(body.get("id") or ""), data)
 
 
 async def connection_json(cloud: "FakeCloud", user_id: str, scopes: object,

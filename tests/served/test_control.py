@@ -265,3 +265,54 @@ async def test_an_event_type_that_is_not_one_line_of_text_is_refused_over_http_w
         assert burst.value.status == 400
         assert [e["seq"] for e in cloud.runs.get(started.id).events if e["seq"] > start] == [start + 1]
         await oauth.aclose()
+
+
+async def test_a_batch_of_changes_reaches_another_subscriber_in_order_each_as_sent(served_cloud) -> None:
+    from services.changes import Change
+
+    cloud, server = served_cloud
+    async with RemoteCloud(server.url, server.token) as remote, RemoteCloud(server.url, server.token) as other:
+        stream = other.changes()
+        first = asyncio.ensure_future(stream.__anext__())
+        subscribers = len(cloud.changes._subscribers)
+        for _ in range(500):  # bounded: until the served change stream has subscribed
+            if len(cloud.changes._subscribers) > subscribers:
+                break
+            await asyncio.sleep(0.01)
+        sent = [Change("canvas", "object.updated", f"obj_{n}", {"origin": "window-a", "n": n}) for n in range(300)]
+        await remote.publish_many(sent)
+        await remote.publish(Change("insights", "review.changed", "single", {"origin": "window-a"}))  # still taken
+        got = [await asyncio.wait_for(first, 10)]
+        while len(got) < 301:
+            got.append(await asyncio.wait_for(stream.__anext__(), 10))
+        assert got[:300] == sent
+        assert (got[300].source, got[300].id, got[300].data) == ("insights", "single", {"origin": "window-a"})
+        await stream.aclose()
+
+
+@pytest.mark.parametrize(("body", "param"), [
+    ({"changes": "not a list"}, "changes"),
+    ({"changes": [{"source": "canvas", "kind": "a"}, "not an object"]}, "changes[1]"),
+    ({"changes": [{"source": "canvas", "kind": "a"}, {"source": "canvas"}]}, "changes[1].kind"),
+    ({"changes": [{"source": "canvas", "kind": "a"}, {"source": "canvas", "kind": "b", "data": [1]}]},
+     "changes[1].data"),
+    ({"changes": [{"source": "canvas", "kind": "a"}, {"source": "cloud", "kind": "run.deleted"}]},
+     "changes[1].source"),
+    ({"changes": [{"source": "canvas", "kind": "a"}, {"source": "", "kind": "b"}]}, "changes[1].source"),
+    ({"changes": [{"source": "canvas", "kind": "a"}], "source": "canvas"}, "source"),
+    ({"changes": [{"source": "canvas", "kind": str(n)} for n in range(1001)]}, "changes"),
+])
+async def test_a_malformed_batch_is_a_400_naming_the_change_and_publishes_none_of_it(
+        served_cloud, body: dict[str, object], param: str) -> None:
+    cloud, server = served_cloud
+    published: list[object] = []
+    unsubscribe = cloud.changes.subscribe(published.append)
+    try:
+        async with RemoteCloud(server.url, server.token) as remote:
+            answer = await remote._http.post("/changes", json=body)
+        assert answer.status_code == 400, answer.text
+        error = answer.json()["error"]
+        assert error["code"] == "invalid_request" and error["param"] == param, error
+        assert published == []  # all or nothing: the well-formed changes before the bad one are not published
+    finally:
+        unsubscribe()
