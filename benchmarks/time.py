@@ -88,7 +88,7 @@ async def measure(folder: Path, clock: FakeClock, moves: int) -> dict[str, list[
     from workbench.app import make_app
 
     app = make_app(Settings(path=folder, clock=clock))
-    out: dict[str, list[float]] = {"now": [], "step": [], "hour": [], "reopen": []}
+    out: dict[str, list[float]] = {"now": [], "step": [], "hour": [], "reopen": [], "floor": []}
     async with app.run_test(size=(200, 60)) as pilot:
         ws = await ready(pilot)
         started = time.perf_counter()
@@ -109,6 +109,11 @@ async def measure(folder: Path, clock: FakeClock, moves: int) -> dict[str, list[
         busiest = max(screen.shown["time-runs"], key=lambda k: int(str(runs.get_row(k)[3])))
         runs.move_cursor(row=screen.shown["time-runs"].index(busiest))  # the stream of a run with thousands of events
         await settle(pilot)
+        for _ in range(moves):  # the floor: a frame with nothing to redraw
+            started = time.perf_counter()
+            await screen.redraw()
+            await pilot.pause()
+            out["floor"].append((time.perf_counter() - started) * 1000)
         profiler = None
         if PROFILE:
             from pyinstrument import Profiler
@@ -160,6 +165,8 @@ def main() -> None:
     print(f"every pane redrawn now (live services): median {now:.1f} ms")
     print(f"one change back, every pane redrawn from the history: median {statistics.median(step):.1f} ms, "
           f"worst {max(step):.1f} ms (aim < 50 ms median, < 100 ms worst; {statistics.median(step) / now:.2f}x now)")
+    print(f"  of which a redraw with nothing changed (the history read, the frame): median "
+          f"{statistics.median(times['floor']):.1f} ms")
     print(f"an hour back, every pane redrawn: median {statistics.median(hour):.1f} ms, worst {max(hour):.1f} ms "
           f"(aim < 200 ms; {statistics.median(hour) / now:.2f}x now)")
     from benchmarks.filters import bench_diff, bench_filter, EVENTS, RUNS

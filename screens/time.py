@@ -74,15 +74,15 @@ class TimeScreen(Screen[None]):
     BINDINGS = [
         Binding("escape", "back_to_now", "Back to now", tooltip="Leave time mode: the panes show now again",
                 id="workbench.time.back_to_now"),
-        Binding("left_square_bracket", "step(-1)", "Back a change",
+        Binding("left_square_bracket", "step(-1)", "Back",
                 tooltip="Move the cursor one change back (an event, an action, a decision)", id="workbench.time.back"),
-        Binding("right_square_bracket", "step(1)", "Forward a change",
+        Binding("right_square_bracket", "step(1)", "Forward",
                 tooltip="Move the cursor one change forward", id="workbench.time.forward"),
-        Binding("left_curly_bracket", "minutes(-1)", "Back a minute",
+        Binding("left_curly_bracket", "minutes(-1)", "Minute back",
                 tooltip="Move the cursor a minute back", id="workbench.time.back_minute"),
-        Binding("right_curly_bracket", "minutes(1)", "Forward a minute",
+        Binding("right_curly_bracket", "minutes(1)", "Minute on",
                 tooltip="Move the cursor a minute forward", id="workbench.time.forward_minute"),
-        Binding("g", "go_to", "Go to a time",
+        Binding("g", "go_to", "Go to time",
                 tooltip="Type a time to move to: 14:02:11, 14:02:11.320, -5m or 2026-12-04 14:02",
                 id="workbench.time.go_to"),
         Binding("F", "fork_here", "Fork here",
@@ -170,9 +170,8 @@ class TimeScreen(Screen[None]):
     async def redraw(self) -> None:
         """Draw every pane as of the cursor: one read of the history, then only what changed is drawn again."""
         cursor = self.cursor
-        self.banner = await cursor.banner()
+        self.banner, panes = await cursor.banner_and_panes(self.selected_object, limit=PAGE)
         self._put("time-banner", Text(self.banner))
-        panes = await cursor.panes(self.selected_object, limit=PAGE)
         moment = panes.moment
         said = "no change recorded yet" if moment is None else (
             f"change {moment.id:,}: {safe(moment.source, 20)} {safe(moment.kind, 40)} {safe(moment.item, 80)}"

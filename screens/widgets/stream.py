@@ -22,8 +22,9 @@ from itertools import islice
 
 from rich.cells import cell_len, chop_cells
 from rich.segment import Segment
+from rich.style import Style
 from textual.events import Resize
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
@@ -115,6 +116,8 @@ class EventStream(ScrollView, can_focus=True):
         self.max_lines = max_lines
         """The most lines kept (the oldest go first)."""
         self._line_queue: deque[str] = deque()
+        self._frame_style: Style | None = None
+        """The widget's style while one frame's rows are drawn (``render_lines``)."""
         self._held: list[str] = []
         self._written: deque[str] = deque(maxlen=max_lines)
         """The lines in the list as written (before wrapping)."""
@@ -177,11 +180,18 @@ class EventStream(ScrollView, can_focus=True):
         """How many rows the list has."""
         return len(self._rows)
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._frame_style = self.rich_style  # worked out once a frame, not once a row (it walks the ancestors)
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._frame_style = None
+
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         index = scroll_y + y
         width = self.scrollable_content_region.width
-        style = self.rich_style
+        style = self._frame_style or self.rich_style
         if index >= len(self._rows):
             return Strip.blank(width, style)
         row = _CONTROL("\ufffd", self._rows[index])

@@ -187,6 +187,10 @@ class TimeCursor:
         """Every pane's first ``limit`` items as of the cursor, with what they name, in one read."""
         return await self._call(self._panes, self.moment, selected_object, limit)
 
+    async def banner_and_panes(self, selected_object: str | None, *, limit: int = 200) -> tuple[str, Panes]:
+        """``banner()`` and ``panes()`` in one read (one hop to the history's thread, not two)."""
+        return await self._call(lambda: (self._banner(), self._panes(self.moment, selected_object, limit)))
+
     def _panes(self, moment: int, selected_object: str | None, limit: int) -> Panes:
         store = self.store
         objects = store.page("object", moment, limit=limit)

@@ -219,10 +219,10 @@ class Timeline:
                 judgments = judgments or item.data.get("user_id") == JUDGE_USER
                 newest = self._newest_seq(item.run_id)
                 for event in item.events:
-                    seq = seq_of(event)
-                    if seq > newest:
-                        moments.append((at, item.source, "run.event", item.run_id, item.run_id, seq))
-                        newest = seq
+                    event_seq = seq_of(event)
+                    if event_seq > newest:
+                        moments.append((at, item.source, "run.event", item.run_id, item.run_id, event_seq))
+                        newest = event_seq
                 self._seqs[item.run_id] = newest
                 continue
             change: Change = item
@@ -230,15 +230,15 @@ class Timeline:
                 if change.kind == "canvas.connection.restored":
                     whole_canvas = True
                 continue
-            seq = None
-            run_id = None
+            seq: int | None = None
+            run_id: str | None = None
             if change.source in ("cloud", "workspace"):
                 if change.kind.startswith("run.") or change.kind == "operator.action":
                     runs.add(change.id)
                     run_id = change.id
                     if change.kind == "run.event":
-                        event = change.data.get("event")
-                        seq = seq_of(event) if isinstance(event, dict) else 0
+                        payload = change.data.get("event")
+                        seq = seq_of(payload) if isinstance(payload, dict) else 0
                         newest = self._newest_seq(change.id)
                         if seq <= newest:
                             continue  # seen already: no change
