@@ -29,7 +29,7 @@ from services.desk import OperatorError, is_system, turns_of
 from services.desk import seq_of
 from services.timeline import Panes, TimeCursor, parse_when
 
-from .run_lines import STATUS_GLYPHS, raw_line
+from .run_lines import STATUS_GLYPHS, conversation_of, raw_line
 from .text import counted, date_time, notify_plain, safe, safe_text, tone
 from .widgets.footer import KeyFooter
 from .widgets.stream import EventStream
@@ -43,7 +43,7 @@ PAGE = 200
 """Rows each list reads as of the cursor (its first page, in the pane's order)."""
 STREAM_SHOWN = 400
 """The last events of the selected run's stream drawn as of the cursor."""
-REFUSED_KEYS = "r,x,s,a,i,e,d,n,m,c,k,u,f,t,y,b,o,p,v,w,z,A,L,M,N,R,S,T,Y,space,delete,ctrl+s"
+REFUSED_KEYS = "r,x,s,a,i,e,d,n,m,c,k,u,f,t,y,b,o,p,w,z,A,L,M,N,R,S,T,Y,space,delete,ctrl+s"
 """The keys that act on the present in the panes: refused in the past, in words."""
 
 
@@ -87,6 +87,9 @@ class TimeScreen(Screen[None]):
                 id="workbench.time.go_to"),
         Binding("F", "fork_here", "Fork here",
                 tooltip="Fork the selected run at the turn it was on at the cursor", id="workbench.time.fork_here"),
+        Binding("v", "toggle_raw", "Raw events", show=False,
+                tooltip="Show the selected run's stream as raw events, or as the conversation again",
+                id="workbench.time.toggle_raw"),
         Binding("question_mark", "show_help", "Keys", tooltip="Show every key of time mode, with what it does",
                 id="workbench.time.show_help"),
         Binding(REFUSED_KEYS, "refuse", "Refused in the past", show=False,
@@ -127,7 +130,9 @@ class TimeScreen(Screen[None]):
         """What the panes were last drawn from."""
         self._raw: dict[str, object] = {}
         self._built: dict[str, list[tuple[str, tuple[Text | str, ...]]]] = {}
-        self._stream_drawn: tuple[str | None, int, str] | None = None
+        self._stream_drawn: tuple[str | None, int, str, bool] | None = None
+        self.raw = False
+        """The stream as raw events (``v``), or as the conversation."""
         self._texts: dict[str, Text | str] = {}
 
     def compose(self) -> ComposeResult:
@@ -285,9 +290,9 @@ class TimeScreen(Screen[None]):
         seq = panes.seqs.get(run_id, 0) if run_id else 0
         run = dict(panes.runs).get(run_id) if run_id else None
         status = str((run or {}).get("status", "?"))
-        if self._stream_drawn == (run_id, seq, status):
+        if self._stream_drawn == (run_id, seq, status, self.raw):
             return
-        self._stream_drawn = (run_id, seq, status)
+        self._stream_drawn = (run_id, seq, status, self.raw)
         stream = self.query_one("#time-stream", EventStream)
         if run_id is None:
             self._put("time-stream-title", Text("no run then", style="dim"))
@@ -295,7 +300,8 @@ class TimeScreen(Screen[None]):
             return
         self._put("time-stream-title", Text(f"{safe(run_id, 60)} · {safe(status, 20)} · {counted(seq, 'event')} then",
                                             style="bold"))
-        stream.replace(raw_line(event) for event in self._events(run_id, seq))
+        events = self._events(run_id, seq)
+        stream.replace([raw_line(event) for event in events] if self.raw else conversation_of(events))
 
     def _events(self, run_id: str, seq: int) -> list[dict[str, Any]]:
         """The run's last ``STREAM_SHOWN`` events up to ``seq``: its stream as of the cursor, read from its
@@ -404,6 +410,12 @@ class TimeScreen(Screen[None]):
             self._hide_when()
             return
         self.dismiss(None)
+
+    def action_toggle_raw(self) -> None:
+        """``v``: the stream as raw events, or as the conversation."""
+        self.raw = not self.raw
+        if self.panes is not None:
+            self._draw_stream(self.panes)
 
     def action_show_help(self) -> None:
         """The key help of time mode (``?``): its keys, then the App's."""

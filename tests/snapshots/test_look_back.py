@@ -122,6 +122,9 @@ async def looking_back(pilot: Any) -> None:
         await pilot.press("left_square_bracket")
         await settle(pilot)
     app = pilot.app
+    stream = screen.query_one("#time-stream")
+    stream.flush()  # the stream's queued lines in the list (its frame timer would move them a frame later)
+    await settle(pilot)
     for _ in range(50):  # the time screen's tables measured their rows
         tables = list(app.screen.query(DataTable))
         if not any(t._require_update_dimensions or t._updated_cells for t in tables):

@@ -59,6 +59,11 @@ async def test_stepping_back_shows_a_run_as_it_was_before_a_reply(app: Any) -> N
         stream = screen.query_one("#time-stream", EventStream)
         stream.flush()
         assert stream.shown and not any("Water the beds" in line for line in stream.shown)
+        await pilot.press("v")  # raw events: the same moment, every event
+        await settle(pilot)
+        stream.flush()
+        assert any("node.turn.started" in line for line in stream.shown)
+        assert not any("Water the beds" in line for line in stream.shown)
         for _ in range(200):
             await pilot.press("right_square_bracket")
             await settle(pilot)
