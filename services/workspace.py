@@ -108,7 +108,7 @@ def import_services() -> None:
 
     for name in ("cloud", "desk", "desk.embedded", "sdk", "world", "canvas", "follower", "attached",
                  "served.control", "knowledge.insights", "knowledge.outbox", "knowledge.outbox.target",
-                 "knowledge.okf", "honcho"):
+                 "knowledge.okf", "honcho", "timeline"):
         importlib.import_module(f"{__package__}.{name}")
 
 

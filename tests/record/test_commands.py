@@ -205,7 +205,10 @@ def test_replay_inspect_opens_the_end_state_in_time_mode_over_the_steps(
             app = make_app(Settings(path=folder, seed=False, clock=FakeClock()), look_back=True)
             async with app.run_test(size=(160, 48)) as pilot:
                 await ready(pilot)
-                await settle(pilot, 5)
+                for _ in range(200):  # the window opens in time mode once its workspace is open
+                    if isinstance(app.screen, TimeScreen) and app.screen.banner:
+                        break
+                    await settle(pilot, 1)
                 screen = app.screen
                 assert isinstance(screen, TimeScreen)
                 now = screen.banner
