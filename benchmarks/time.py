@@ -169,15 +169,9 @@ def main() -> None:
           f"{statistics.median(times['floor']):.1f} ms")
     print(f"an hour back, every pane redrawn: median {statistics.median(hour):.1f} ms, worst {max(hour):.1f} ms "
           f"(aim < 200 ms; {statistics.median(hour) / now:.2f}x now)")
-    from benchmarks.filters import bench_diff, bench_filter, EVENTS, RUNS
+    from benchmarks.filters import main as filters
 
-    filt = bench_filter()
-    print(f"filter, 3 fields and a phrase over {RUNS:,} runs: median {statistics.median(filt):.1f} ms, "
-          f"worst {max(filt):.1f} ms (aim < 20 ms)")
-    diff = asyncio.run(bench_diff())
-    print(f"diff of two runs of {EVENTS:,} events, first screen drawn: median {statistics.median(diff):.1f} ms, "
-          f"worst {max(diff):.1f} ms (aim < 200 ms)")
-
+    filters()
 
 if __name__ == "__main__":
     main()

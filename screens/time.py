@@ -14,7 +14,7 @@ the cursor (the one action allowed in the past). Any other action key is refused
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
 from textual import on, work
@@ -303,7 +303,7 @@ class TimeScreen(Screen[None]):
         events = self._events(run_id, seq)
         stream.replace([raw_line(event) for event in events] if self.raw else conversation_of(events))
 
-    def _events(self, run_id: str, seq: int) -> list[dict[str, Any]]:
+    def _events(self, run_id: str, seq: int) -> list[dict[str, object]]:
         """The run's last ``STREAM_SHOWN`` events up to ``seq``: its stream as of the cursor, read from its
         own log (only those are read)."""
         try:
@@ -337,7 +337,7 @@ class TimeScreen(Screen[None]):
                     by = str(v.get("agent", ""))
                 else:
                     found = v.get("proposal")
-                    proposal: dict[str, Any] = found if isinstance(found, dict) else {}
+                    proposal: dict[str, object] = found if isinstance(found, dict) else {}
                     what, by = str(proposal.get("topic") or proposal.get("title") or key), str(v.get("proposer", ""))
                 out.append((key, (safe_text(v.get("state") or v.get("status"), 12), safe_text(what, 60),
                                   safe_text(by, 24))))
@@ -454,7 +454,7 @@ class TimeScreen(Screen[None]):
         notify_plain(self.app, f"Forked {run_id} at turn {turn}: new run {child}.", title="Fork")
 
 
-def _table(table_id: str, *columns: str) -> DataTable[Any]:
-    table: DataTable[Any] = DataTable(id=table_id, cursor_type="row", zebra_stripes=True)
+def _table(table_id: str, *columns: str) -> DataTable[Text | str]:
+    table: DataTable[Text | str] = DataTable(id=table_id, cursor_type="row", zebra_stripes=True)
     table.add_columns(*columns)
     return table
