@@ -5,11 +5,13 @@ while no window kept the history is one step), then follows the change feed. Eve
 moment; after each burst the items the burst touched are read again from the live services and
 recorded where they differ (``TimeStore.record``: one transaction per burst). What it reads again:
 
-- a run's change (``run.*``, an operator's action on it): the run's row;
+- a run's change (``run.*``, an operator's action on it): the run's row, and the memory counts (the
+  outbox captures a run's turns as they come); a run's event is a moment only as its seq grows;
 - any change of the cloud or of the workspace but a run's event: every person's grant;
-- a canvas change: each object it names (its row, its edges either way), and for an inbox change
-  the owner's newest entries; a canvas connection restored: the whole canvas;
-- an OKF or insights change: the judgments; an outbox change: the memory counts.
+- a canvas change: each object it names (its row, its edges either way), and the inboxes whose kept
+  counts moved (an event delivered to a watcher is not announced as the watcher's inbox's change);
+  a canvas connection restored: the whole canvas;
+- an OKF or insights change, or a judge run's: the judgments; an outbox change: the memory counts.
 
 The work runs on the loop in one task, bursts coalesced while the previous one is recorded; the
 writes run in a thread. ``settled`` waits until everything published before it is recorded.
@@ -226,7 +228,7 @@ class Timeline:
                 self._seqs[item.run_id] = newest
                 continue
             change: Change = item
-            if change.kind.startswith(PLUMBING) or change.kind == "attach.caught_up":
+            if change.kind.startswith(PLUMBING):
                 if change.kind == "canvas.connection.restored":
                     whole_canvas = True
                 continue
