@@ -27,7 +27,7 @@ from textual.widgets import DataTable, Input, Static
 
 from services.desk import OperatorError, is_system, turns_of
 from services.desk import seq_of
-from services.timeline import Panes, TimeCursor, parse_when
+from services.timeline import HistoryError, Panes, TimeCursor, parse_when
 
 from .run_lines import STATUS_GLYPHS, conversation_of, raw_line
 from .text import counted, date_time, notify_plain, safe, safe_text, tone
@@ -175,7 +175,13 @@ class TimeScreen(Screen[None]):
     async def redraw(self) -> None:
         """Draw every pane as of the cursor: one read of the history, then only what changed is drawn again."""
         cursor = self.cursor
-        self.banner, panes = await cursor.banner_and_panes(self.selected_object, limit=PAGE)
+        try:
+            self.banner, panes = await cursor.banner_and_panes(self.selected_object, limit=PAGE)
+        except HistoryError as exc:  # a damaged history is said, and the panes stay as they were drawn
+            self.banner = f"the history cannot be read here: {exc} · esc: back to now"
+            self._put("time-banner", Text(safe(self.banner, 400)))
+            notify_plain(self.app, str(exc), title="Time mode", severity="error")
+            return
         self._put("time-banner", Text(self.banner))
         moment = panes.moment
         said = "no change recorded yet" if moment is None else (

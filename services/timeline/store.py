@@ -109,7 +109,10 @@ def _dumps(value: dict[str, Any]) -> str:
 
 
 def _loads(text: str) -> dict[str, Any]:
-    value = json.loads(text)
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError) as exc:
+        raise HistoryError(f"a history row is not JSON: {exc}") from None
     if not isinstance(value, dict):
         raise HistoryError("a history row is not a JSON object")
     return value
@@ -231,7 +234,10 @@ class TimeStore:
 
     def _all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._lock:
-            return self._db.execute(sql, params).fetchall()
+            try:
+                return self._db.execute(sql, params).fetchall()
+            except sqlite3.DatabaseError as exc:  # a damaged file, read: said in words, never a crash
+                raise HistoryError(f"{self.path}: {exc}") from exc
 
     def last(self) -> int:
         """The newest moment's number (0: none yet)."""

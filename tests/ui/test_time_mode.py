@@ -183,3 +183,18 @@ async def test_a_minute_back_and_forward_and_the_key_help(settings: Any) -> None
         await pilot.press("escape")
         await settle(pilot)
         assert app.screen is screen
+
+
+async def test_a_damaged_history_is_said_not_a_crash(app: Any) -> None:
+    """A history row that is not a JSON object (a file damaged, or written by something else): time
+    mode says so in its banner and a toast, the window goes on, and esc returns to now."""
+    async with app.run_test(size=(160, 48)) as pilot:
+        ws = await ready(pilot)
+        await ws.timeline.settled()
+        ws.timeline.store._db.execute("UPDATE rows SET value = '[1, 2]' WHERE kind = 'grant'")
+        screen = await enter(pilot)
+        assert screen.banner.startswith("the history cannot be read here") and "not a JSON object" in screen.banner
+        assert any("not a JSON object" in t for t in said(app))
+        await pilot.press("escape")
+        await settle(pilot)
+        assert not isinstance(app.screen, TimeScreen) and app.is_running
