@@ -26,6 +26,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
 from services.desk import OperatorError, is_system, turns_of
+from services.errors import ServiceError
 from services.desk import seq_of
 from services.timeline import HistoryError, Panes, TimeCursor, parse_when
 
@@ -314,7 +315,7 @@ class TimeScreen(Screen[None]):
         own log (only those are read)."""
         try:
             events = self.workspace.desk.events_since(run_id, max(0, seq - STREAM_SHOWN))
-        except Exception:  # a run the desk no longer knows: nothing of it can be read now
+        except (ServiceError, LookupError):  # a run the desk no longer knows: nothing of it can be read now
             return []
         return [e for e in events if seq_of(e) <= seq]
 
@@ -444,7 +445,7 @@ class TimeScreen(Screen[None]):
         seq = await self.cursor.seq(run_id)
         try:
             events = self.workspace.desk.mirror.events(run_id)  # every turn counts: the whole log up to the cursor
-        except Exception:
+        except (ServiceError, LookupError):  # a run the desk no longer knows
             events = ()
         turns = turns_of(run_id, [e for e in events if seq_of(e) <= seq])
         if not turns:

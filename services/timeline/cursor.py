@@ -141,21 +141,11 @@ class TimeCursor:
         found: Moment | None = await self._call(lambda: self.store.moment(self.store.last()))
         return found.at if found else None
 
-    async def current(self) -> Moment | None:
-        """The change the cursor is on."""
-        return await self._call(self.store.moment, self.moment)
-
     # -- saying where it is ------------------------------------------------------------------------
 
-    async def arrived(self) -> int:
-        """How many changes arrived since the cursor was made (counted, not drawn)."""
-        return await self._call(self.store.between, self.entered, 2**62)
-
-    async def banner(self) -> str:
-        """``as of 14:02:11.320 · 1,204 changes ago · esc: back to now`` (and what arrived since)."""
-        return await self._call(self._banner)
-
     def _banner(self) -> str:
+        """``as of 14:02:11.320 · 1,204 changes ago · esc: back to now``, and what arrived since the
+        cursor was made (counted, not drawn)."""
         if self.at is None:
             return "no history yet · esc: back to now"
         ago = self.store.between(self.moment, self.entered)
@@ -166,10 +156,6 @@ class TimeCursor:
         return text + " · esc: back to now"
 
     # -- reading as of the cursor ------------------------------------------------------------------
-
-    async def page(self, kind: str, *, offset: int = 0, limit: int = 50, a: str | None = None) -> list[tuple[str, dict[str, Any]]]:
-        """A page of ``kind`` as of the cursor, in the pane's order."""
-        return await self._call(self.store.page, kind, self.moment, offset=offset, limit=limit, a=a)
 
     async def count(self, kind: str, *, a: str | None = None) -> int:
         """How many items of ``kind`` there were as of the cursor."""
@@ -188,7 +174,8 @@ class TimeCursor:
         return await self._call(self._panes, self.moment, selected_object, limit)
 
     async def banner_and_panes(self, selected_object: str | None, *, limit: int = 200) -> tuple[str, Panes]:
-        """``banner()`` and ``panes()`` in one read (one hop to the history's thread, not two)."""
+        """The banner (``as of 14:02:11.320 · 1,204 changes ago · esc: back to now``) and ``panes()``, in
+        one hop to the history's thread."""
         return await self._call(lambda: (self._banner(), self._panes(self.moment, selected_object, limit)))
 
     def _panes(self, moment: int, selected_object: str | None, limit: int) -> Panes:

@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ServiceError
 from .store import Version
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ def run_versions(desk: Desk, ids: Iterable[str] | None = None) -> list[Version]:
         try:
             view = desk.view(run_id)
             seq = desk.detail(run_id, events=False).seq
-        except Exception:  # the run is not known (any more): it has no row
+        except (ServiceError, LookupError):  # the run is not known (any more): it has no row
             out.append(Version("run", run_id, None))
             continue
         out.append(run_version(view, seq))
