@@ -5,8 +5,8 @@ while no window kept the history is one step), then follows the change feed. Eve
 moment; after each burst the items the burst touched are read again from the live services and
 recorded where they differ (``TimeStore.record``: one transaction per burst). What it reads again:
 
-- a run's change (``run.*``, an operator's action on it): the run's row, and the memory counts (the
-  outbox captures a run's turns as they come); a run's event is a moment only as its seq grows;
+- a run's change (``run.*``, an operator's action on it): the run's row; a run's event is a moment
+  only as its seq grows;
 - any change of the cloud or of the workspace but a run's event: every person's grant;
 - a canvas change: each object it names (its row, its edges either way), and the inboxes whose kept
   counts moved (an event delivered to a watcher is not announced as the watcher's inbox's change);
@@ -286,7 +286,7 @@ class Timeline:
         if judgments:
             current_judgments = await asyncio.to_thread(self.store.keys, "judgment")
             versions += await judgment_versions(self.okf, self.insights, current_judgments)
-        if memory or runs:  # the outbox captures a run's turns as they come, announced or not
+        if memory:
             versions.append(await memory_version(self.outbox))
         if moments or versions:
             await asyncio.to_thread(self.store.record, moments, versions)
