@@ -95,16 +95,16 @@ async def test_an_attached_header_at_160_columns_shows_where_memory_goes_whole(a
     async with app.run_test(size=(160, 45)) as pilot:
         await ready(pilot)
         badges = app.main.query_one("#badges", BadgeBar)
+        await settle(pilot)
+        # set and drawn in one step: the screen recounts the badges from the services every second
         badges.judgments, badges.waiting = 3, 1
         badges.status = "attached to http://127.0.0.1:8790 (served by process 4021337)"
         badges.memory = "http://127.0.0.1:8790/honcho (Honcho API, workspace workbench)"
-        await settle(pilot)
         shown = badges.render()
         assert shown.cell_len <= 160
         assert shown.plain.rstrip().endswith("memory → /honcho (Honcho API, workspace workbench)"), shown.plain
         assert "attached to http://127.0.0.1:8790" in shown.plain
         badges.status = "attached to http://" + "a" * 150 + ".example:8790 (served by process 4021337)"
-        await settle(pilot)
         assert badges.render().cell_len <= 160 and badges.render().plain.rstrip().endswith("…")
 
 
