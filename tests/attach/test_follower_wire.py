@@ -76,6 +76,17 @@ async def test_the_follower_pointed_at_a_served_cloud_builds_the_same_canvas_as_
     await over_wire.start()
     try:
         live = await client.runs.start(prompt="while followed")  # followed live, through the change stream
+        # The canvas journals each state of a node a follower reads (a ``configured`` event per change it
+        # sees), so both followers are let see the started run before the fake moves it on; the calls
+        # below are synchronous, so every read after them sees the run as it ends.
+        for _ in range(500):
+            await in_process.idle()
+            await over_wire.idle()
+            started = await snapshot(local)
+            if live.id in started and await snapshot(wired) == started:
+                break
+            await asyncio.sleep(0.01)
+        assert await snapshot(wired) == await snapshot(local)
         fake = cloud.runs.get(live.id)
         fake.reply("one", chunks=3)
         fake.emit("node.message.received", {"message": {"id": "m7", "text": "a queued note"}, "start_turn": False})
