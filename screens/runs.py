@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import get_args
 
@@ -40,6 +41,13 @@ from .text import DETAIL_CAP, age, cell_text, counted, words, highlight, iso, no
 from .widgets.fit_table import FitTable, fit_cell
 from .widgets.pane import Pane, PaletteAction, Said, is_current
 from .widgets.stream import EventStream
+
+WINDOW = 5000
+"""How many of a run's newest events the stream draws when the run is selected."""
+PAGE = 2000
+"""How many events are read at a time as the operator scrolls past the first (or last) drawn."""
+DRAWN = 12_000
+"""The most events the stream draws lines of: scrolling on lets the far end go (read again when wanted)."""
 
 __all__ = ["RunsPane"]
 
@@ -146,6 +154,17 @@ class RunsPane(Pane):
         """The run ``c`` marked for comparison (``c`` on another run compares the two)."""
         self.turn: int | None = None
         """The selected run's turn under the turn cursor (``t`` / ``T``), from 1; None while it is off."""
+        self._floor = 0
+        """The selected run's events start after this sequence number (its first kept event's, less one)."""
+        self._above = 0
+        """The stream draws the selected run's events after this sequence number (more above: ``> _floor``)."""
+        self._below: int | None = None
+        """The newest event the stream draws, when later ones are not drawn (None: it follows the newest)."""
+        self._pages: deque[list[int]] = deque()
+        """What the stream draws, oldest first, as ``[after, upto, lines]``: a page of events read as the
+        operator scrolled, or the window drawn first (its ``upto`` grows as events arrive)."""
+        self._turns_before = 0
+        """The selected run's root turns before the events the stream draws (the turn cursor counts them)."""
 
     def compose_body(self) -> ComposeResult:
         # the title second, sized to the room left: the columns after status show only while they fit whole
@@ -248,22 +267,103 @@ class RunsPane(Pane):
     def _rebuild_stream(self) -> None:
         stream = self.query_one("#runs-stream", EventStream)
         parts = self._run_parts()
+        self._pages.clear()
+        self._below = None
         if parts is None:
             stream.replace([])
-            self._seq = self._actions = self._refusals = 0
+            self._seq = self._actions = self._refusals = self._floor = self._above = self._turns_before = 0
             self._attribution = Attribution()
             return
         run, actions, refusals = parts
-        lines, self._attribution = merge_lines(run.events, actions, refusals, raw=self.raw)
-        if not self.raw:
+        desk = self.desk
+        events = run.events[-WINDOW:]
+        self._floor = desk.log_floor(run.id)
+        self._above = seq_of(events[0]) - 1 if events else run.seq
+        if len(events) < len(run.events) or self._above > self._floor:  # a window of a longer log
+            since = float(events[0].get("at") or 0.0) if events else 0.0  # type: ignore[arg-type]
+            actions = [a for a in actions if a.at >= since]
+            refusals = [r for r in refusals if r.at >= since]
+        lines, self._attribution = merge_lines(events, actions, refusals, raw=self.raw)
+        if not self.raw and self._above <= self._floor:
             fork = self._lineage(run)
             if fork is not None:
                 lines[:0] = carried_lines(run.params.get("history"), fork)
         stream.replace(lines)
-        self._seq = seq_of(run.events[-1]) if run.events else 0
+        self._seq = seq_of(events[-1]) if events else 0
+        self._pages.append([self._above, self._seq, len(lines)])
         self._actions, self._refusals = len(actions), len(refusals)
+        self._turns_before = 0 if self._above <= self._floor else self._turns_before
         if self.turn is not None:
             self._mark_turn(run)
+        if not desk.holds(run.id, WINDOW):  # an attached window reads a run's newest events when it is shown
+            self._read_tail(run.id)
+        self._show_stream_state()
+
+    def _read_tail(self, run_id: str) -> None:
+        async def read() -> None:
+            try:
+                await self.desk.hold_tail(run_id, WINDOW)
+            except ServiceError as exc:
+                notify_plain(self.app, f"Could not read run “{self._run_title(run_id)}”: {exc}", severity="error")
+                return
+            if self.selected == run_id and self.desk.holds(run_id, WINDOW):
+                self._rebuild_stream()
+
+        self.run_worker(read(), group="stream-read", exclusive=True)
+
+    @on(EventStream.Edge, "#runs-stream")
+    def _edge(self, event: EventStream.Edge) -> None:
+        """Scrolled to the first drawn line with earlier events above it, or to the last with later ones
+        below: read the next page that way."""
+        run_id = self.selected
+        if run_id is None:
+            return
+        if event.top and self._above > self._floor:
+            after, upto = max(self._floor, self._above - PAGE), self._above
+        elif not event.top and self._below is not None:
+            after, upto = self._below, self._below + PAGE
+        else:
+            return
+        self.run_worker(self._read_page(run_id, after, upto, event.top), group="stream-page", exclusive=True)
+
+    async def _read_page(self, run_id: str, after: int, upto: int, older: bool) -> None:
+        try:
+            events = await self.desk.read_events(run_id, after, upto)
+        except ServiceError as exc:
+            notify_plain(self.app, f"Could not read run “{self._run_title(run_id)}”: {exc}", severity="error")
+            return
+        if run_id != self.selected or (self._above if older else self._below) != (upto if older else after):
+            return  # another run, or the stream moved meanwhile
+        stream = self.query_one("#runs-stream", EventStream)
+        lines = merge_lines(events, [], [], raw=self.raw)[0]
+        if older:
+            if not self.raw and after <= self._floor:
+                run = self._now(run_id)
+                fork = self._lineage(run) if run is not None else None
+                if run is not None and fork is not None:
+                    lines[:0] = carried_lines(run.params.get("history"), fork)
+            stream.prepend(lines)
+            self._pages.appendleft([after, upto, len(lines)])
+            self._above = after
+            self._turns_before = max(0, self._turns_before - sum(
+                1 for e in events if e.get("type") == "node.turn.started" and e.get("node_id") == run_id))
+            while sum(p[1] - p[0] for p in self._pages) > DRAWN and len(self._pages) > 1:
+                gone = self._pages.pop()
+                stream.drop(gone[2], end=True)
+                self._below = gone[0]
+        else:
+            top = seq_of(events[-1]) if events else upto
+            newest = self.desk.detail(run_id, events=False).seq
+            stream.append_rows(lines)
+            self._pages.append([after, top, len(lines)])
+            self._below = None if top >= newest else top
+            if self._below is None:  # caught up with the newest: following again from here
+                self._seq = top
+            while sum(p[1] - p[0] for p in self._pages) > DRAWN and len(self._pages) > 1:
+                gone = self._pages.popleft()
+                stream.drop(gone[2], end=False)
+                self._above = gone[1]
+        self._show_stream_state()
 
     def _update_stream(self) -> None:
         """Add what the selected run gained since it was drawn: its new events (only those are read),
@@ -306,12 +406,19 @@ class RunsPane(Pane):
         return lines
 
     def _event_lines(self, run_id: str) -> list[str]:
-        """The lines of the run's events after the last one drawn (the mirror's read models)."""
+        """The lines of the run's events after the last one drawn (the mirror's read models); none
+        while the stream shows an earlier part of the run (they are read when it scrolls down to them)."""
+        if self._below is not None:
+            return []
         events = self.desk.events_since(run_id, self._seq)
         if not events:
             return []
         self._seq = seq_of(events[-1])
-        return [raw_line(e) for e in events] if self.raw else conversation_of(events, self._attribution)
+        lines = [raw_line(e) for e in events] if self.raw else conversation_of(events, self._attribution)
+        if self._pages:
+            self._pages[-1][1] = self._seq
+            self._pages[-1][2] += len(lines)
+        return lines
 
     def _apply_events(self) -> None:
         """One frame's worth of given run events: the selected run's new lines, and the rows of the
@@ -429,8 +536,20 @@ class RunsPane(Pane):
         wrap = "wrapped" if stream.wrap else "unwrapped"
         keys = "(p pause · v view · w wrap · o event)" if self.turn is None else "(t / T turn · F fork here)"
         turn = "" if self.turn is None else f"turn {self.turn} · "
+        more = []
+        if self.selected is not None and self._above > self._floor:
+            more.append(f"{counted(self._above - self._floor, 'earlier event')} above")
+        if self.selected is not None and self._below is not None:
+            more.append(f"{counted(max(0, self._seq_now() - self._below), 'later event')} below")
+            state = "not following"
+        window = f"{' · '.join(more)} (scroll to read) · " if more else ""
         self.query_one("#stream-state", Label).update(  # one full-width row (main.tcss): no layout pass
-            Text(f"{turn}{state} · {mode} · {wrap}  {keys}"), layout=False)
+            Text(f"{turn}{window}{state} · {mode} · {wrap}  {keys}"), layout=False)
+
+    def _seq_now(self) -> int:
+        """The selected run's newest event's sequence number (0 when it is gone)."""
+        run = self._now(self.selected) if self.selected is not None else None
+        return run.seq if run is not None else 0
 
     def body_mounted(self) -> None:
         self._frame = self.set_interval(1 / FRAME_HZ, self._frame_tick, pause=True)
@@ -445,9 +564,9 @@ class RunsPane(Pane):
         return self.selected
 
     def _now(self, run_id: str) -> RunDetail | None:
-        """The run as the desk has it now (None once it is gone)."""
+        """The run as the desk has it now, without its events (None once it is gone)."""
         try:
-            return self.desk.detail(run_id)
+            return self.desk.detail(run_id, events=False)
         except ServiceError:
             return None
 
@@ -622,11 +741,15 @@ class RunsPane(Pane):
             return None
         return lineage_phrase(self._run_title(fork.parent_id), fork.turn)
 
-    def _step_turn(self, step: int) -> None:
+    async def _step_turn(self, step: int) -> None:
         run_id = self._need_run()
         if run_id is None:
             return
-        count = len(self.desk.turns(run_id))
+        try:
+            count = len(await self.desk.read_turns(run_id))
+        except ServiceError as exc:
+            notify_plain(self.app, f"Could not read run “{self._run_title(run_id)}”: {exc}", severity="error")
+            return
         if not count:
             notify_plain(self.app, f"Run “{self._run_title(run_id)}” has no turns yet.", severity="warning")
             return
@@ -634,31 +757,40 @@ class RunsPane(Pane):
             self.turn = 1 if step > 0 else count
         else:
             self.turn = max(1, min(count, self.turn + step))
-        run = self._now(run_id)
+        try:
+            run = self.desk.detail(run_id)
+        except ServiceError:
+            run = None
         if run is not None:
+            drawn = [e for e in run.events if e.get("type") == "node.turn.started" and e.get("node_id") == run.id
+                     and seq_of(e) > self._above]
+            self._turns_before = max(0, count - len(drawn))
             self._mark_turn(run)
         self._show_stream_state()
 
     def _mark_turn(self, run: RunDetail) -> None:
         """Mark the cursor's turn in the stream: its line (the same text for an earlier turn counts as
-        that turn's, so the n-th of equal lines is the n-th of those turns)."""
+        that turn's, so the n-th of equal lines is the n-th of those turns). A turn in a part of the run
+        the stream does not draw now is not marked."""
         stream = self.query_one("#runs-stream", EventStream)
-        started = [e for e in run.events if e.get("type") == "node.turn.started" and e.get("node_id") == run.id]
-        if self.turn is None or not 1 <= self.turn <= len(started):
+        started = [e for e in run.events if e.get("type") == "node.turn.started" and e.get("node_id") == run.id
+                   and seq_of(e) > self._above]
+        index = None if self.turn is None else self.turn - self._turns_before
+        if index is None or not 1 <= index <= len(started):
             stream.mark(None)
             return
-        lines = [turn_line(e, raw=self.raw) for e in started[:self.turn]]
+        lines = [turn_line(e, raw=self.raw) for e in started[:index]]
         wanted, earlier = lines[-1], lines[:-1].count(lines[-1])
         found = [i for i, line in enumerate(stream.shown) if line == wanted]
         stream.mark(found[earlier] if earlier < len(found) else None)
 
-    def action_next_turn(self) -> None:
-        self._step_turn(1)
+    async def action_next_turn(self) -> None:
+        await self._step_turn(1)
 
-    def action_previous_turn(self) -> None:
-        self._step_turn(-1)
+    async def action_previous_turn(self) -> None:
+        await self._step_turn(-1)
 
-    def action_fork_run(self) -> None:
+    async def action_fork_run(self) -> None:
         run_id = self._need_run()
         if run_id is None:
             return
@@ -667,7 +799,11 @@ class RunsPane(Pane):
             notify_plain(self.app, f"Run “{self._run_title(run_id)}” was deleted: there is nothing to fork.",
                          severity="warning")
             return
-        turns = desk.turns(run_id)
+        try:
+            turns = await desk.read_turns(run_id)
+        except ServiceError as exc:
+            notify_plain(self.app, f"Could not read run “{self._run_title(run_id)}”: {exc}", severity="error")
+            return
         if not turns:
             notify_plain(self.app, f"Run “{self._run_title(run_id)}” has no turns yet: there is nothing to fork.",
                          severity="warning")
@@ -725,7 +861,7 @@ class RunsPane(Pane):
         if parts is not None:
             self.post_message(JumpRequested("grants", parts[0].user_id))
 
-    def action_compare_run(self) -> None:
+    async def action_compare_run(self) -> None:
         """``c``: mark the selected run for comparison; ``c`` on another run shows the two side by side."""
         run_id = self._need_run()
         if run_id is None:
@@ -737,14 +873,19 @@ class RunsPane(Pane):
                          "run and press c.", timeout=4)
             return
         self.compare_with = None
-        self.app.push_screen(self.comparison(first, run_id))
+        try:
+            screen = await self.comparison(first, run_id)
+        except ServiceError as exc:
+            notify_plain(self.app, f"Could not read the runs to compare: {exc}", severity="error")
+            return
+        self.app.push_screen(screen)
 
-    def comparison(self, left: str, right: str) -> DiffScreen:
-        """The screen comparing run ``left`` (A) with run ``right`` (B), as the desk has them now."""
+    async def comparison(self, left: str, right: str) -> DiffScreen:
+        """The screen comparing run ``left`` (A) with run ``right`` (B), each read whole."""
         from services.desk.diff import compare_runs
 
         desk = self.desk
-        return DiffScreen(compare_runs(desk.detail(left), desk.detail(right), desk.refusals,
+        return DiffScreen(compare_runs(await desk.read_detail(left), await desk.read_detail(right), desk.refusals,
                                        left=self._run_title(left), right=self._run_title(right)))
 
     def action_clear_filter(self) -> None:

@@ -444,9 +444,10 @@ class TimeScreen(Screen[None]):
             return
         seq = await self.cursor.seq(run_id)
         try:
-            events = self.workspace.desk.mirror.events(run_id)  # every turn counts: the whole log up to the cursor
+            # every turn counts: the whole log up to the cursor (read from the server when not held)
+            events = await self.workspace.desk.read_events(run_id, 0, seq)
         except (ServiceError, LookupError):  # a run the desk no longer knows
-            events = ()
+            events = []
         turns = turns_of(run_id, [e for e in events if seq_of(e) <= seq])
         if not turns:
             notify_plain(self.app, "The run had no turn yet at the cursor: there is nothing to fork from.",

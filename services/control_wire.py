@@ -146,6 +146,10 @@ CHANGE_FIELDS = (Field("source", "string", required=True), Field("kind", "string
 """A change a window publishes (``POST /changes``): one body, or each item of a batch."""
 MAX_CHANGES = 1000
 """How many changes one ``POST /changes`` batch may hold."""
+EVENTS_PAGE = 1000
+"""How many of a run's events ``GET /runs/{id}/events`` answers when ``limit`` is not given."""
+MAX_EVENTS_PAGE = 10_000
+"""The most events one ``GET /runs/{id}/events`` answers."""
 _OBJ = {"type": "object"}
 _ID = {"type": "object", "required": ["id"], "properties": {"id": {"type": "string"}}}
 _PERSON = {"type": "object", "required": ["id", "grant"], "properties": {"id": {"type": "string"}}}
@@ -188,6 +192,11 @@ CONTROL_ROUTES: tuple[ControlRoute, ...] = (
     ControlRoute("runs.list", "GET", "/runs", "Every run (?user=, ?events=1)",
                  answer={"type": "object", "required": ["runs"], "properties": {"runs": {"type": "array"}}}),
     ControlRoute("runs.get", "GET", "/runs/{run_id}", "One run with its events (?events=0 without)", answer=_RUN),
+    ControlRoute("runs.events", "GET", "/runs/{run_id}/events",
+                 "A page of a run's events: after < seq <= upto, oldest first, at most limit "
+                 "(?after=0, ?upto=, ?limit=1000, at most 10000)",
+                 answer={"type": "object", "required": ["run_id", "events", "seq", "first_seq", "more"],
+                         "properties": {"events": {"type": "array"}, "more": {"type": "boolean"}}}),
     ControlRoute("runs.message", "POST", "/runs/{run_id}/message", "Send a message as the app (through the SDK)",
                  body=(Field("text", "string", required=True), Field("start_turn", "boolean")), answer=_OBJ),
     ControlRoute("runs.cancel", "POST", "/runs/{run_id}/cancel", "Cancel a run as the app (through the SDK)",

@@ -170,18 +170,34 @@ class RunFollower:
         ignores (text deltas, activity) are never queued. A completed turn or a settle not yet captured
         (``follower.json``: a capture that failed is tried again at each launch) is queued for its
         capture alone, however far the canvas is."""
-        runs: dict[str, tuple[RunDetail, Sequence[Event]]] = {}
+        details: dict[str, RunDetail] = {}
         for run_id in self.desk.run_ids():
             try:
-                run = self.desk.detail(run_id, events=False)
+                details[run_id] = self.desk.detail(run_id, events=False)
             except OperatorError:
                 continue
-            runs[run_id] = (run, self.desk.mirror.events(run_id))
+        # where the canvas is, first by each run's root node alone: only the events after that are
+        # read (from the mirror, or a window's server), and a child node holding a later event is
+        # named by one of them, so the second read gives each run's true position
         positions: Mapping[str, RunPosition] = {}
         if self.bridge is not None:
-            positions = await self.bridge.positions({
+            positions = await self.bridge.positions({run_id: (bridge_run(run), ()) for run_id, run in details.items()})
+        runs: dict[str, tuple[RunDetail, Sequence[Event]]] = {}
+        for run_id, run in details.items():
+            position = positions.get(run_id)
+            after = position.held if position is not None and self.bridge is not None else 0
+            if self.outbox is not None or self.on_settled is not None:  # a capture not made yet is looked for too
+                after = min(after, self._captured.get(run_id, 0), self._captured.get(f"settled:{run_id}", 0))
+            if self.bridge is not None and after >= run.seq and position is not None and position.current:
+                continue  # the canvas holds it all, and nothing of it waits to be captured
+            try:
+                runs[run_id] = (run, await self.desk.read_events(run_id, after))
+            except OperatorError:
+                continue
+        if self.bridge is not None:
+            positions = {**positions, **await self.bridge.positions({
                 run_id: (bridge_run(run), {str(e.get("node_id")) for e in events})
-                for run_id, (run, events) in runs.items()})
+                for run_id, (run, events) in runs.items()})}
         put = self._queue.put_nowait
         for run_id, (run, events) in runs.items():
             position = positions.get(run_id)
@@ -381,19 +397,20 @@ class RunFollower:
         elif event["type"] == "node.settled":
             await self._settled(change.id, event)
 
-    def _run(self, run_id: str) -> RunDetail | None:
-        """The run with its events, unless the cloud does not know it or its person is ignored."""
+    async def _run(self, run_id: str) -> RunDetail | None:
+        """The run with its whole log, unless the cloud does not know it or its person is ignored."""
         try:
-            run = self.desk.detail(run_id)
+            if self.desk.detail(run_id, events=False).user_id in self.ignore_users:
+                return None
+            return await self.desk.read_detail(run_id)
         except OperatorError:
             return None
-        return None if run.user_id in self.ignore_users else run
 
     async def _turn_completed(self, run_id: str, event: Mapping[str, object]) -> None:
         seq = seq_of(event)
         if self._captured.get(run_id, 0) >= seq:
             return
-        run = self._run(run_id)
+        run = await self._run(run_id)
         if run is None:
             return
         messages = turn_messages(run.events, event)
@@ -411,7 +428,7 @@ class RunFollower:
         seq = seq_of(event)
         if self.on_settled is None or self._captured.get(key, 0) >= seq:
             return
-        run = self._run(run_id)
+        run = await self._run(run_id)
         if run is None:
             return
         await self.on_settled(run)

@@ -52,7 +52,9 @@ def _run(pane: "Pane", run_id: str) -> list[tuple[str, str]]:
     except ServiceError:  # a run deleted since: the id is still worth copying
         detail = None
     if detail is not None:
-        choices.append(("run as JSON", as_json(detail)))
+        whole = pane.desk.holds(run_id)
+        choices.append(("run as JSON" if whole else f"run as JSON (its newest {len(detail.events):,} events)",
+                        as_json(detail)))
     choices.append(("SDK call (Python)", f"run = await client.runs.get({json.dumps(run_id)})"))
     choices.append(("curl", ('curl -H "Authorization: Bearer $CROUTER_TOKEN" '
                              f'"$CROUTER_RUNTIME_URL"/v1/runs/{shlex.quote(run_id)}')))

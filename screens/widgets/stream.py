@@ -9,7 +9,10 @@ with ten lines or two hundred thousand. While paused, new lines wait and ``held`
 on resize); ``shown`` always gives the lines as written, unwrapped. A following stream (not
 paused) shows its last row after every new source (``replace``), re-wrap and resume; one that was
 scrolled up by hand stays where it is while lines arrive. ``mark(index)`` highlights one written
-line (its rows, wrapped or not) and scrolls it into view: the runs pane's turn cursor.
+line (its rows, wrapped or not) and scrolls it into view: the runs pane's turn cursor. A writer that
+shows a window of a longer source puts older lines before the first (``prepend``, the view kept where
+it was) and lets lines go at either end (``drop``); ``Edge`` tells it the operator scrolled to the top
+or the end, where it reads more.
 """
 
 from __future__ import annotations
@@ -106,6 +109,18 @@ class EventStream(ScrollView, can_focus=True):
         def __init__(self, stream: "EventStream") -> None:
             super().__init__()
             self.stream = stream
+
+        @property
+        def control(self) -> "EventStream":
+            return self.stream
+
+    class Edge(Message):
+        """The operator scrolled to the first row (``top``) or the last one."""
+
+        def __init__(self, stream: "EventStream", top: bool) -> None:
+            super().__init__()
+            self.stream = stream
+            self.top = top
 
         @property
         def control(self) -> "EventStream":
@@ -254,6 +269,76 @@ class EventStream(ScrollView, can_focus=True):
         self._line_queue.extend(lines)
         self._drain()
         self._wake()
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        if new == old or not self._rows:
+            return
+        if new <= 0 < old:
+            self.post_message(self.Edge(self, True))
+        elif new >= self.max_scroll_y > old:
+            self.post_message(self.Edge(self, False))
+
+    def prepend(self, lines: Iterable[str]) -> None:
+        """Put ``lines`` before the first line, the rows on screen kept where they are."""
+        lines = list(lines)
+        if not lines:
+            return
+        self.flush()
+        rows = self._layout(lines)
+        self._rows[:0] = rows
+        for line in reversed(lines):
+            self._written.appendleft(line)
+        if self._mark is not None:
+            self._mark += len(lines)
+        if self._mark_rows is not None:
+            self._mark_rows = (self._mark_rows[0] + len(rows), self._mark_rows[1] + len(rows))
+        widest = max(map(cell_len, rows)) if not self.wrap or not self._wrap_width else self._wrap_width
+        self._width = max(self._width, widest)
+        self.virtual_size = Size(self._width, len(self._rows))
+        self.scroll_to(y=self.scroll_offset.y + len(rows), animate=False, immediate=True, force=True)
+        self.refresh()
+
+    def append_rows(self, lines: Iterable[str]) -> None:
+        """Put ``lines`` after the last line now, the view left where it is (a page read below it)."""
+        lines = list(lines)
+        if not lines:
+            return
+        self.flush()
+        rows = self._layout(lines)
+        self._written.extend(lines)
+        self._rows.extend(rows)
+        widest = max(map(cell_len, rows)) if not self.wrap or not self._wrap_width else self._wrap_width
+        self._width = max(self._width, widest)
+        self.virtual_size = Size(self._width, len(self._rows))
+        self.refresh()
+
+    def drop(self, count: int, *, end: bool) -> None:
+        """Let the first (or, with ``end``, the last) ``count`` written lines go, with their rows."""
+        self.flush()
+        count = min(count, len(self._written))
+        if count <= 0:
+            return
+        if end:
+            gone = [self._written.pop() for _ in range(count)][::-1]
+        else:
+            gone = [self._written.popleft() for _ in range(count)]
+        rows = len(self._layout(gone))
+        if end:
+            del self._rows[len(self._rows) - rows:]
+        else:
+            del self._rows[:rows]
+            if self._mark is not None:
+                self._mark -= count
+        if self._mark is not None and not 0 <= self._mark < len(self._written):
+            self._mark = self._mark_rows = None
+        elif self._mark_rows is not None and not end:
+            start, stop = self._mark_rows[0] - rows, self._mark_rows[1] - rows
+            self._mark_rows = (start, stop) if start >= 0 else None
+        self.virtual_size = Size(self._width, len(self._rows))
+        if not end:
+            self.scroll_to(y=max(0, self.scroll_offset.y - rows), animate=False, immediate=True, force=True)
+        self.refresh()
 
     def extend(self, lines: Iterable[str]) -> None:
         """Queue new lines (held and counted while paused); they are drawn on the next frame."""

@@ -50,6 +50,10 @@ CAUGHT_UP_S = 10.0
 """How long ``caught_up`` waits for its marker to come back."""
 NOT_PEOPLE = frozenset({"failure.armed"})
 """The cloud's changes that leave the people as they were (every other one reads them again)."""
+PRELOAD_RUNS = 16
+"""How many of the newest runs have their newest events read when a window attaches (or reloads)."""
+PRELOAD_EVENTS = 2000
+"""How many of each such run's newest events are read then."""
 BATCH_CHANGES = 500
 """At most this many changes go in one relay request (the server takes up to ``MAX_CHANGES``)."""
 BATCH_BYTES = 256 * 1024
@@ -107,9 +111,9 @@ class StreamBook:
         self.mirror.append(run_id, event)
 
     async def load(self, *, full: bool = False) -> None:
-        """Read every run (with its events) and every person; ``full`` also forgets runs the server
-        no longer has."""
-        answer = await self.remote.call("GET", "/runs", params={"events": "1"})
+        """Read every run (without its events: the newest runs' tails are read next, the rest when
+        shown) and every person; ``full`` also forgets runs the server no longer has."""
+        answer = await self.remote.call("GET", "/runs")
         people = await self.remote.people()
         # swapped in one step, after both reads: nobody sees the runs of the new read beside the old people
         if full:
@@ -161,8 +165,22 @@ class ServedDesk(Desk):
     # -- following the server ------------------------------------------------------------------
 
     async def load(self, *, full: bool = False) -> None:
-        """Read every run (with its events) and every person from the server."""
+        """Read every run and every person from the server, then the newest events of the newest
+        runs (``PRELOAD_RUNS``, each its newest ``PRELOAD_EVENTS``): what the panes show first is
+        held when they draw, and the rest of every run is read when it is shown."""
         await self.stream_book.load(full=full)
+        newest = sorted(self.stream_book.runs.values(), key=lambda d: str(d.get("created_at") or ""), reverse=True)
+        wanted = [str(d["id"]) for d in newest if not d.get("deleted")][:PRELOAD_RUNS]
+        gate = asyncio.Semaphore(4)
+
+        async def tail(run_id: str) -> None:
+            async with gate:
+                try:
+                    await self.hold_tail(run_id, PRELOAD_EVENTS)
+                except ServiceError as exc:  # gone meanwhile: the next change names it again
+                    self.errors.append(f"run {run_id}: {exc}")
+
+        await asyncio.gather(*(tail(run_id) for run_id in wanted))
 
     async def start(self) -> None:
         """Follow the server's change stream (returns once subscribed, then reloads to close the gap)."""
@@ -403,15 +421,25 @@ class ServedDesk(Desk):
         new run, each event not seen before, each deletion), so the panes and the follower miss
         nothing; the shared stores' panes are told to read again (``attach.reloaded``)."""
         book = self.stream_book
-        before = {run_id: (self.mirror.last_seq(run_id), bool(dto.get("deleted"))) for run_id, dto in book.runs.items()}
+        # how far this window has seen each run: what its stream carried (the mirror's newest), or
+        # for a run the mirror let go, the run as last read
+        before = {run_id: (self.mirror.last_seq(run_id) if self.mirror.held_from(run_id) is not None
+                           else _int(dto.get("seq")), bool(dto.get("deleted")))
+                  for run_id, dto in book.runs.items()}
         await self.load(full=True)
         mark = {"origin": "server"}  # never relayed back
-        for run_id, dto in book.runs.items():
+        for run_id, dto in list(book.runs.items()):
             user = {"user_id": dto["user_id"], **mark}
             seen, was_deleted = before.get(run_id, (-1, False))
             if seen < 0:
                 self.changes.publish(Change("cloud", "run.started", run_id, user))
-            for event in self.mirror.since(run_id, seen):
+            if _int(dto.get("seq")) > max(seen, 0):  # only a run that grew meanwhile is read
+                try:
+                    missed = await self.read_events(run_id, max(seen, 0))
+                except ServiceError as exc:
+                    self.errors.append(f"run {run_id}: {exc}")
+                    missed = []
+                for event in missed:
                     self.changes.publish(Change("cloud", "run.event", run_id, {"event": event, **user}))
             if dto.get("deleted") and not was_deleted:
                 self.changes.publish(Change("cloud", "run.deleted", run_id, user))
@@ -469,3 +497,8 @@ def _q(value: str) -> str:
     from urllib.parse import quote
 
     return quote(value, safe="")
+
+
+def _int(value: object) -> int:
+    """A DTO's whole number (0 when it holds none)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -34,11 +34,14 @@ from ..text import value_problem
 from ..wire import OUTCOMES, REFUSAL_CODES
 from .models import GrantView, OperatorAction, OperatorError, RefusalRecord, RunDetail, RunView
 from .book import RunBook
-from .mirror import RunMirror
+from .mirror import RunMirror, converted_all, seq_of
 from .forks import Turn, fork_history, fork_name, turns_of
 from .views import grant_view, live_runs_by_person, run_detail, run_view
 
-__all__ = ["Desk", "ControlClient", "RunBook", "SETTLE_CHOICES", "OPERATOR", "event_fields", "sendable"]
+__all__ = ["Desk", "ControlClient", "RunBook", "SETTLE_CHOICES", "OPERATOR", "event_fields", "sendable", "PAGE_EVENTS"]
+
+PAGE_EVENTS = 5000
+"""How many events one read of a run's log from the cloud asks for (``GET /runs/{id}/events``)."""
 
 SETTLE_CHOICES = OUTCOMES
 """How the operator may settle a run: every ``services.wire.Outcome``."""
@@ -139,8 +142,81 @@ class Desk:
 
     def detail(self, run_id: str, *, events: bool = True) -> RunDetail:
         """The run and its event log, as a frozen snapshot (``events=False``: without its log, for a
-        caller that reads new events with ``events_since``)."""
+        caller that reads new events with ``events_since``). A window attached to a server answers the
+        events its mirror holds (``holds`` says whether that is the whole log; ``read_detail`` reads it)."""
         return run_detail(self._dto(run_id), self.mirror.events(run_id) if events else ())
+
+    async def read_events(self, run_id: str, after: int = 0, upto: int | None = None) -> list[dict[str, Any]]:
+        """The run's events with ``after < seq <= upto`` (``upto`` None: to the newest), as read models,
+        oldest first: whatever a reader needs of a run, the whole log included. What the mirror holds is
+        answered from it; the rest is read from the cloud a page at a time and not kept (a window holds
+        only the newest events of the runs it shows). ``OperatorError`` for a run the cloud does not know."""
+        from ..served.errors import ControlError
+
+        mirror = self.mirror
+        lo = mirror.held_from(run_id)
+        if mirror.source is not None or (lo is not None and lo <= after):
+            self._dto(run_id)
+            events = mirror.since(run_id, after)
+            return events if upto is None else [e for e in events if seq_of(e) <= upto]
+        end = upto if lo is None or (upto is not None and upto <= lo) else lo  # the rest is held
+        out: list[dict[str, Any]] = []
+        while end is None or after < end:
+            params: dict[str, Any] = {"after": after, "limit": PAGE_EVENTS}
+            if end is not None:
+                params["upto"] = end
+            try:
+                page = await self.control.call("GET", f"/runs/{_q(run_id)}/events", params=params)
+            except ControlError as exc:
+                raise OperatorError(exc.message or f"no run {run_id}") from None
+            events = page.get("events") or []
+            out.extend(converted_all(events))
+            if not events or not page.get("more"):
+                break
+            after = seq_of(events[-1])
+        if end is not None and end != upto:  # the newest part from the mirror (what the stream added too)
+            top = seq_of(out[-1]) if out else after
+            out.extend(e for e in mirror.since(run_id, top) if upto is None or seq_of(e) <= upto)
+        return out
+
+    async def read_detail(self, run_id: str) -> RunDetail:
+        """The run and its whole event log (``read_events``): for a reader that needs all of it (a run's
+        record, a turn's messages, a fork, a diff, a copy)."""
+        events = await self.read_events(run_id)
+        return run_detail(self._dto(run_id), tuple(events))
+
+    async def hold_tail(self, run_id: str, count: int | None = None) -> None:
+        """Have the mirror hold the run's newest ``count`` events (at most its ``tail``) so that
+        ``detail`` and ``events_since`` answer them at once: a pane showing a run calls it first. A
+        window over an in-process cloud reads the live log: nothing to read."""
+        mirror = self.mirror
+        if mirror.source is not None:
+            return
+        dto = self._dto(run_id)
+        count = min(count or mirror.tail, mirror.tail)
+        top = int(dto.get("seq") or 0)
+        after = max(self.log_floor(run_id), top - count)
+        lo = mirror.held_from(run_id)
+        if lo is not None and lo <= after:
+            return
+        events = await self.read_events(run_id, after)
+        mirror.hold(run_id, events, lo=after)
+
+    def log_floor(self, run_id: str) -> int:
+        """The run's events start after this sequence number (its first kept event's, less one)."""
+        dto = self.book.run_dto(run_id) or {}
+        first = dto.get("first_seq")
+        return max(0, int(first) - 1) if isinstance(first, int) else 0
+
+    def holds(self, run_id: str, count: int | None = None) -> bool:
+        """Whether ``detail`` answers the run's whole log, or at least its newest ``count`` events."""
+        lo = self.mirror.held_from(run_id)
+        if lo is None:
+            return False
+        dto = self.book.run_dto(run_id) or {}
+        if lo <= self.log_floor(run_id):
+            return True
+        return count is not None and int(dto.get("seq") or 0) - lo >= count
 
     def view(self, run_id: str) -> RunView:
         """One run as the runs pane lists it (``OperatorError`` when unknown)."""
@@ -258,15 +334,20 @@ class Desk:
                                             "forked_from": parent_id, "history": messages}, f"from {parent_id}")
 
     def turns(self, run_id: str) -> list[Turn]:
-        """The run's root turns, oldest first (what a fork may start from)."""
+        """The run's root turns, oldest first (what a fork may start from), from what the mirror holds
+        (``read_turns``: from the whole log, wherever it is)."""
         return turns_of(run_id, self.mirror.events(run_id))
+
+    async def read_turns(self, run_id: str) -> list[Turn]:
+        """The run's root turns, oldest first, read from its whole log (``read_events``)."""
+        return turns_of(run_id, await self.read_events(run_id))
 
     async def fork_at(self, parent_id: str, turn: int, text: str | None = None) -> str:
         """Fork the run at ``turn``, as the app: a new run whose messages are the parent's up to that
         turn, the last one ``text`` when given (the operator's edit), which is also its prompt. The
         new run is named for its parent and turn and carries ``forked_from`` and ``forked_at_turn``."""
         parent = self._live(parent_id)
-        history = fork_history(parent_id, self.mirror.events(parent_id), turn, text)
+        history = fork_history(parent_id, await self.read_events(parent_id), turn, text)
         name = fork_name(parent.get("name"), (parent.get("params") or {}).get("prompt"), parent_id, turn)
         body = {"prompt": history[-1]["text"], "name": name, "forked_from": parent_id, "forked_at_turn": turn,
                 "history": history}

@@ -8,12 +8,16 @@ kinds, by where a run's log comes from:
   the window's feed hands it the new event, queued as given (publishing stays cheap) and converted the
   first time it is read. ``events`` checks the log against the source, so a log cut at its start or
   replaced by a fresh read is read again. The newest ``keep`` runs are held (the source has the rest).
-- fed (no ``source``: a window attached to a server): the mirror is the window's only copy of the
-  runs' logs. Its holder gives it each run's whole log as read (``hold``) and each event the server's
-  change stream carries (``append``), before that change is published; it holds every run it was given.
+- fed (no ``source``: a window attached to a server): the mirror is a bounded cache of the runs'
+  logs, never a copy of them all. Its holder gives it what it read of a run (``hold``: the newest
+  events, or the whole log) and each event the server's change stream carries (``append``), before
+  that change is published. Each run keeps at most its newest ``tail`` events (``lo``: every event
+  after that sequence number is held), and at most ``keep`` runs are held (the least recently given
+  or read go first); what is not held is read from the server (``Desk.read_events``).
 
 ``since`` answers only the events after a sequence number, so a pane that applies new events never
-reads the whole run again; ``events`` answers the whole log.
+reads the whole run again; ``events`` answers the whole log (a fed mirror: what it holds of it;
+``covers`` says whether that reaches back far enough).
 """
 
 from __future__ import annotations
@@ -31,7 +35,14 @@ from ..changes import RunEvents
 if TYPE_CHECKING:
     from ..changes import Change, ChangeFeed
 
-__all__ = ["LogSource", "RunMirror", "converted", "seq_of", "wire_seq"]
+__all__ = ["LogSource", "RunMirror", "converted", "converted_all", "seq_of", "wire_seq", "FED_TAIL", "FED_KEEP"]
+
+FED_TAIL = 5000
+"""How many of a run's newest events a fed mirror holds (a run's stream shows them without a read)."""
+FED_KEEP = 48
+"""How many runs a fed mirror holds events of (the least recently given or read go first)."""
+FED_BUDGET = 60_000
+"""How many events a fed mirror holds in all (past it, the least recently given or read runs go)."""
 
 LogSource = Callable[[str], Sequence[Mapping[str, object]]]
 """A run's whole event log, as the wire has it, read live (an empty sequence for a run it does not know)."""
@@ -70,7 +81,7 @@ def converted(event: Mapping[str, object]) -> dict[str, object]:
     return out
 
 
-def _converted_all(events: Sequence[Mapping[str, object]]) -> list[dict[str, object]]:
+def converted_all(events: Sequence[Mapping[str, object]]) -> list[dict[str, object]]:
     """``converted`` of each of ``events``, in one loop (a burst shares its times: each parsed once)."""
     global _last_at
     raw, seconds = _last_at
@@ -94,9 +105,9 @@ class _Log:
     length and the first and last event objects of the source's log, to tell whether it was cut or
     replaced since)."""
 
-    __slots__ = ("events", "fresh", "seen", "first", "last", "top")
+    __slots__ = ("events", "fresh", "seen", "first", "last", "top", "lo")
 
-    def __init__(self) -> None:
+    def __init__(self, lo: int = 0) -> None:
         self.events: list[dict[str, object]] = []
         self.fresh: list[Mapping[str, object]] = []
         self.seen = 0
@@ -104,10 +115,12 @@ class _Log:
         self.last: Mapping[str, object] | None = None
         self.top = 0
         """The sequence number of the newest event held or queued."""
+        self.lo = lo
+        """Every event after this sequence number is held (0: the whole log; a fed mirror's cut tail: more)."""
 
     def fill(self, events: Sequence[Mapping[str, object]]) -> None:
         """The whole log, read afresh."""
-        self.events = _converted_all(events)
+        self.events = converted_all(events)
         self.fresh = []
         self.seen = len(events)
         self.first = events[0] if events else None
@@ -128,18 +141,32 @@ class _Log:
         self.last = fresh[-1]
         if self.first is None:
             self.first = fresh[0]
-        self.events.extend(_converted_all(fresh))
+        self.events.extend(converted_all(fresh))
+
+    def cut(self, tail: int) -> None:
+        """Keep only the newest ``tail`` events (``lo`` moves up to the newest one let go)."""
+        self.settle()
+        drop = len(self.events) - tail
+        if drop > 0:
+            self.lo = max(self.lo, seq_of(self.events[drop - 1]))
+            del self.events[:drop]
+            self.first = None
 
 
 class RunMirror:
     """Each run's events as read models, converted once: over a live log kept current by the window's
     change feed, or fed the logs a served window reads."""
 
-    def __init__(self, feed: ChangeFeed | None = None, *, source: LogSource | None = None, keep: int = 64) -> None:
+    def __init__(self, feed: ChangeFeed | None = None, *, source: LogSource | None = None, keep: int | None = None,
+                 tail: int = FED_TAIL, budget: int = FED_BUDGET) -> None:
         self.source = source
-        """Where a run's whole log is read (None: the mirror is fed every log and holds each)."""
-        self.keep = keep
-        """Over a live source, how many runs' logs are held (the least recently read go first)."""
+        """Where a run's whole log is read (None: the mirror is fed what its holder reads, a bounded cache)."""
+        self.keep = keep if keep is not None else 64 if source is not None else FED_KEEP
+        """How many runs' logs are held (the least recently read, or given, go first)."""
+        self.tail = tail
+        """Fed: how many of a run's newest events are held (over a live source every one is)."""
+        self.budget = max(budget, tail)
+        """Fed: how many events are held in all (checked as a run is held or cut)."""
         self._runs: OrderedDict[str, _Log] = OrderedDict()
         self._lock = threading.Lock()
         self._unsubscribe: Callable[[], None] | None = (
@@ -214,11 +241,12 @@ class RunMirror:
 
     # -- fed by its holder (a served window) -----------------------------------------------------
 
-    def hold(self, run_id: str, events: Sequence[Mapping[str, object]]) -> None:
-        """A run's whole log as just read (it replaces what was held); events the change stream
-        carried after the newest of the read are kept after it (the read may be older than them: a
-        large answer is written a run at a time while the stream goes on)."""
-        log = _Log()
+    def hold(self, run_id: str, events: Sequence[Mapping[str, object]], *, lo: int = 0) -> None:
+        """What was just read of a run: its events after ``lo`` (0: its whole log), replacing what was
+        held; events the change stream carried after the newest of the read are kept after it (the read
+        may be older than them: a large answer is written a run at a time while the stream goes on).
+        Only the newest ``tail`` are kept."""
+        log = _Log(lo)
         log.fill(events)
         with self._lock:
             held = self._runs.get(run_id)
@@ -228,17 +256,52 @@ class RunMirror:
                 log.events.extend(event for event in held.events if seq_of(event) > top)
                 log.top = held.top
             self._runs[run_id] = log
+            self._runs.move_to_end(run_id)
+            if len(log.events) > self.tail:
+                log.cut(self.tail)
+            self._bound()
 
     def append(self, run_id: str, event: Mapping[str, object]) -> None:
         """One event the change stream carried: held once, after the events before it (one already
-        held is skipped); an event whose ``seq`` is no number is refused (``TypeError``), nothing kept."""
+        held is skipped); an event whose ``seq`` is no number is refused (``TypeError``), nothing kept.
+        A run not held yet starts a log holding what comes from now on."""
         seq = wire_seq(event)
         with self._lock:
             log = self._runs.get(run_id)
             if log is None:
-                log = self._runs[run_id] = _Log()
+                log = self._runs[run_id] = _Log(max(0, seq - 1))
+                self._bound()
             if not (log.events or log.fresh) or seq > log.top:
                 log.add(event, seq)
+                if len(log.fresh) + len(log.events) > self.tail + self.tail // 5:
+                    log.cut(self.tail)
+                    self._bound()
+
+    def _bound(self) -> None:
+        """Let the least recently read runs go until ``keep`` are held and their events are within
+        ``budget`` (under the lock; the newest run stays)."""
+        runs = self._runs
+        while len(runs) > self.keep:
+            runs.popitem(last=False)
+        if self.source is None:
+            total = sum(len(log.events) + len(log.fresh) for log in runs.values())
+            while total > self.budget and len(runs) > 1:
+                _, gone = runs.popitem(last=False)
+                total -= len(gone.events) + len(gone.fresh)
+
+    def covers(self, run_id: str, after: int) -> bool:
+        """Whether every event of the run after ``after`` is held (over a live source: always)."""
+        if self.source is not None:
+            return True
+        log = self._runs.get(run_id)
+        return log is not None and log.lo <= after
+
+    def held_from(self, run_id: str) -> int | None:
+        """Every event of the run after this sequence number is held (None: nothing of it is)."""
+        if self.source is not None:
+            return 0
+        log = self._runs.get(run_id)
+        return None if log is None else log.lo
 
     def last_seq(self, run_id: str) -> int:
         """The sequence number of the newest event held of a run (0 when none is)."""
@@ -275,7 +338,7 @@ class RunMirror:
                 log.fill(events)  # cut at its start, or read afresh: convert again
             elif done < len(events):
                 more = events[done:]
-                log.events.extend(_converted_all(more))
+                log.events.extend(converted_all(more))
                 log.seen, log.last, log.top = len(events), events[-1], seq_of(events[-1])
                 if log.first is None:
                     log.first = events[0]

@@ -19,8 +19,8 @@ is mapped to the new one by position) and says the first difference.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..changes import Change, ChangeFeed, RunEvents
 from ..desk import JUDGE_USER, ControlClient, RunBook, RunMirror, seq_of
@@ -98,9 +98,13 @@ class BookObserver:
     a kind it does not know, ``touched(None)``) makes the next read go over every run once. A run
     unchanged is the very object the last observation held, so what changed is told by identity."""
 
-    def __init__(self, book: RunBook, mirror: RunMirror, changes: ChangeFeed | None = None) -> None:
+    def __init__(self, book: RunBook, mirror: RunMirror, changes: ChangeFeed | None = None,
+                 read: Callable[[str, int], Awaitable[list[dict[str, Any]]]] | None = None) -> None:
         self.book = book
         self.mirror = mirror
+        self.read = read
+        """Where a run's events after a sequence number are read when the mirror does not hold them
+        (``Desk.read_events``: a window attached to a server holds only the newest of each run)."""
         self.rebuilt: set[str] = set()
         """The runs read whole since the caller last cleared this (their events did not only grow)."""
         self._runs: dict[str, ObservedRun] = {}
@@ -146,11 +150,11 @@ class BookObserver:
         for change in changes:
             self._changed(change)
 
-    def observe(self, reviews: list[list[str]]) -> Observation:
+    async def observe(self, reviews: list[list[str]]) -> Observation:
         """What the desk shows now; ``reviews`` are the insight reviews' ``[title, status]``."""
-        return _observation_of(self._current(), self.book.people(), reviews)
+        return _observation_of(await self._current(), self.book.people(), reviews)
 
-    def _current(self) -> list[ObservedRun]:
+    async def _current(self) -> list[ObservedRun]:
         with self._lock:
             dirty, self._dirty = self._dirty, set()
             whole, self._whole = self._whole or self._always, False
@@ -163,19 +167,25 @@ class BookObserver:
                     if whole:
                         break
                     continue
-                self._read(run_id, dto)
+                await self._read(run_id, dto)
         if whole:
             order: list[str] = []
             for dto in self.book.run_dtos():
                 if dto.get("user_id") == JUDGE_USER:
                     continue
                 run_id = str(dto["id"])
-                self._read(run_id, dto)
+                await self._read(run_id, dto)
                 order.append(run_id)
             self._order = order
         return [runs[run_id] for run_id in self._order]
 
-    def _read(self, run_id: str, dto: Mapping[str, object]) -> None:
+    async def _events(self, run_id: str, after: int) -> Sequence[Mapping[str, object]]:
+        """The run's events after ``after``: from the mirror when it holds them all, else read."""
+        if self.read is None or self.mirror.covers(run_id, max(after, 0)):
+            return self.mirror.since(run_id, after) if after >= 0 else self.mirror.events(run_id)
+        return await self.read(run_id, max(after, 0))
+
+    async def _read(self, run_id: str, dto: Mapping[str, object]) -> None:
         """One run as its DTO and the mirror show it now, reading only the events after those read."""
         runs, marks = self._runs, self._marks
         user, status, deleted = str(dto.get("user_id")), str(dto.get("status")), bool(dto.get("deleted"))
@@ -187,11 +197,11 @@ class BookObserver:
                 runs[run_id] = {**old, "user": user, "status": status, "deleted": deleted}
             return
         if old is not None and known and isinstance(seq, int) and seq > read:  # grew: only the new events are read
-            new = self.mirror.since(run_id, read)
+            new = await self._events(run_id, read)
             events = old["events"] + [str(e.get("type")) for e in new]
             top = seq_of(new[-1]) if new else read
         else:
-            log = self.mirror.events(run_id)
+            log = await self._events(run_id, -1)
             events = [str(e.get("type")) for e in log]
             top = seq_of(log[-1]) if log else 0
             self.rebuilt.add(run_id)

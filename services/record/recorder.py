@@ -119,7 +119,7 @@ class Recorder:
         self._calls: list[CallRecord | StepFields] = []
         """What waits to be written, in the order it happened: the app's calls (written once answered)
         and the failures the cloud armed (ready at once)."""
-        self._observer = BookObserver(desk.book, desk.mirror, desk.changes)
+        self._observer = BookObserver(desk.book, desk.mirror, desk.changes, read=desk.read_events)
         self._undo: list[Callable[[], object]] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._poller: asyncio.Task[None] | None = None
@@ -356,7 +356,7 @@ class Recorder:
         await self.desk.caught_up()
         if self._reviews is None:
             self._reviews = await insight_states(self.insights)
-        observed = self._observer.observe(self._reviews)
+        observed = await self._observer.observe(self._reviews)
         if self.okf is not None:
             judgments = self._judgments
             if judgments is None:

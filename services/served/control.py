@@ -107,6 +107,7 @@ class ControlApp:
             "people.reconnect": self.app_actions.reconnect,
             "runs.list": self._runs,
             "runs.get": self._run,
+            "runs.events": self._run_events,
             "runs.message": self.app_actions.message,
             "runs.cancel": self.app_actions.cancel,
             "runs.action": self._run_action,
@@ -293,6 +294,26 @@ class ControlApp:
 
     async def _run(self, body: dict[str, object], query: dict[str, str], run_id: str) -> Answer:
         return run_dto(self._fake_run(run_id), events=query.get("events") not in ("0", "false"))
+
+    async def _run_events(self, body: dict[str, object], query: dict[str, str], run_id: str) -> Answer:
+        """A page of the run's events (``after < seq <= upto``, oldest first, at most ``limit``), read
+        from memory or the store as far as it reaches: what a window reads of a run it shows, never
+        the whole log at once. ``more`` says whether events after the page's last one remain."""
+        from ..cloud.event_log import events_between
+        from ..control_wire import EVENTS_PAGE, MAX_EVENTS_PAGE
+
+        run = self._fake_run(run_id)
+        after = _whole(query, "after", 0)
+        upto = _whole(query, "upto", None)
+        limit = _whole(query, "limit", EVENTS_PAGE)
+        if limit < 1 or limit > MAX_EVENTS_PAGE:
+            raise ControlError(400, "invalid_request", f"limit is from 1 to {MAX_EVENTS_PAGE}, not {limit}",
+                               param="limit")
+        events = events_between(run.events, after, upto, limit)
+        last = events[-1]["seq"] if events else (after if upto is None else max(after, upto))
+        end = run.seq if upto is None else min(upto, run.seq)
+        return {"run_id": run.id, "events": events, "seq": run.seq, "first_seq": run.first_seq,
+                "more": len(events) >= limit and last < end}
 
     async def _run_action(self, body: dict[str, Any], query: dict[str, str], run_id: str, action: str) -> Answer:
         run = self._fake_run(run_id)
@@ -582,3 +603,14 @@ async def _send(send: Send, status: int, body: bytes, *, content_type: bytes | N
         headers.append((b"content-type", content_type))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def _whole(query: dict[str, str], name: str, default: int | None) -> Any:
+    """A query parameter that is a whole number of zero or more (``default`` when absent), or a 400 naming it."""
+    raw = query.get(name)
+    if raw is None or raw == "":
+        return default
+    if not raw.isdigit() or len(raw) > 18:
+        raise ControlError(400, "invalid_request", f"{name} is a whole number of zero or more, not {raw[:40]!r}",
+                           param=name)
+    return int(raw)
