@@ -17,8 +17,11 @@ The figures, one function each (``FIGURES``):
   worst and the median latency it sees (the pause a big attach makes everyone else wait).
 - ``follower``: the attaching window is the workspace's follower (a headless server): its catch-up
   of every run into the fresh canvas, as changes applied per second.
-- ``relaunch``: the window opened again over the caught-up canvas: the follower's catch-up time
-  (reading where the canvas is) and the changes it applies (aim: none).
+- ``relaunch``: the window opened again over the caught-up canvas: its attach (time, memory added:
+  a window on a workspace in use), the follower's catch-up time (reading where the canvas is) and
+  the changes it applies (aim: none).
+- ``stream``: one more run of 100,000 events; a window attached to the folder selects it by a key
+  (from the row next to it): the time until its stream draws the run's newest events.
 
 Last, each figure at the largest size divided by the same at the smallest (aim for the pause and
 the relaunch: flat, about 1x).
@@ -84,6 +87,58 @@ async def main():
 asyncio.run(main())
 """
 """A window in its own process: attaches to the served folder, reports, closes."""
+
+STREAM = r"""
+import asyncio, json, sys, time
+from pathlib import Path
+
+async def main():
+    from workbench.app import make_app
+    from services.workspace import Settings
+    folder, run_id, rounds = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    app = make_app(Settings(path=folder))
+    async with app.run_test(size=(160, 50)) as pilot:
+        for _ in range(3000):
+            await pilot.pause(0.01)
+            if app.workspace is not None and app.main.workspace is not None:
+                break
+        await pilot.press("3")
+        pane = app.main.pane("runs")
+        stream = app.main.query_one("#runs-stream")
+        seq = app.workspace.desk.detail(run_id, events=False).seq
+        while pane.workspace is None or run_id not in pane._order:
+            await pilot.pause(0.01)
+        times = []
+        for _ in range(rounds):
+            other = next(key for key in pane._order if key != run_id)
+            pane.select_key(other)
+            pane.focus_main()
+            await pilot.pause()
+            order = pane._order
+            key = "up" if order.index(run_id) < order.index(other) else "down"
+            while order.index(other) - order.index(run_id) not in (1, -1):  # the big run one row away
+                other = order[order.index(run_id) + 1]
+                pane.select_key(other)
+                await pilot.pause()
+            table = pane.query_one("#runs-table")
+            began = time.perf_counter()
+            # the key's own action, as the focused list runs it (Pilot's press adds its own waits)
+            (table.action_cursor_up if key == "up" else table.action_cursor_down)()
+            for _ in range(20000):
+                if pane.selected == run_id and pane._seq >= seq and not stream.queued:
+                    break
+                await pilot.pause(0.001)
+            await pilot.pause()  # the frame that draws it
+            times.append(time.perf_counter() - began)
+        print(json.dumps({"stream_s": sorted(times)[len(times) // 2], "stream_worst_s": max(times),
+                          "stream_lines": len(stream.shown)}), flush=True)
+
+asyncio.run(main())
+"""
+"""A window in its own process, attached to the served folder: a key selects the big run; the time
+until its stream draws the run's newest events (its last screen), median and worst of a few rounds."""
+BIG = 100_000
+"""The events of the one big run the ``stream`` figure selects."""
 
 
 def rss_of(pid: int) -> int:
@@ -236,15 +291,43 @@ def figure_attach_and_pause(folder: Path, figures: Figures, context: dict[str, A
 
 
 def figure_relaunch(folder: Path, figures: Figures, context: dict[str, Any]) -> None:
-    """The window opened again over the caught-up canvas: the follower's catch-up time and writes."""
+    """The window opened again over the caught-up canvas: its attach (time, memory added), and the
+    follower's catch-up time and writes."""
     answer = window(folder, wait_follower=True)
+    figures.values["reattach_s"] = answer["attach_s"]
+    figures.values["reattach_rss"] = answer["attach_rss"]
     if answer.get("follower"):
         figures.values["relaunch_s"] = answer["idle_s"] + (answer.get("catch_up_s") or 0.0)
         if answer.get("applied") is not None:
             figures.values["relaunch_applied"] = answer["applied"]
 
 
-FIGURES = ("restart", "attach", "pause", "follower", "relaunch")
+def figure_stream(folder: Path, figures: Figures, context: dict[str, Any]) -> None:
+    """A run of ``BIG`` events made next to the others; a window attached to the folder selects it by
+    a key: the time until its stream draws the run's newest events."""
+    server = context["server"]
+    body = {"events": batch()}
+
+    async def make() -> str:
+        async with server.client() as control:
+            started = (await control.post(f"/people/{PERSON}/runs", json={"prompt": "the big one"})).json()
+            for _ in range(BIG // PER_RUN):
+                (await control.post(f"/runs/{started['run_id']}/emit", json=body)).raise_for_status()
+            return str(started["run_id"])
+
+    run_id = asyncio.run(make())
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", STREAM, str(folder), run_id, "5"], cwd=ROOT, env=env, text=True,
+                         capture_output=True, timeout=1800)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"the stream window did not report: {out.stderr[-2000:]}")
+    answer = json.loads(lines[-1])
+    figures.values["stream_s"] = answer["stream_s"]
+    figures.values["stream_worst_s"] = answer["stream_worst_s"]
+
+
+FIGURES = ("restart", "attach", "pause", "follower", "relaunch", "stream")
 """Every figure's name, for ``--only``."""
 
 ROWS: list[tuple[str, str, str, str]] = [
@@ -262,6 +345,10 @@ ROWS: list[tuple[str, str, str, str]] = [
     ("follower_s", "its catch-up time", "s", ""),
     ("relaunch_s", "relaunch catch-up over a caught-up canvas", "s", "no canvas work"),
     ("relaunch_applied", "changes the relaunch applied", "changes", "0"),
+    ("reattach_s", "window attach over a caught-up canvas", "s", "< 1.5 s at 1M"),
+    ("reattach_rss", "memory that window adds", "MiB", "< 100 MiB at 1M"),
+    ("stream_s", "key -> a 100k-event run's stream drawn, median", "ms", "< 100 ms"),
+    ("stream_worst_s", "the same, worst of 5", "ms", ""),
 ]
 
 
@@ -290,6 +377,8 @@ def measure(events: int, only: set[str]) -> Figures:
                 figure_attach_and_pause(folder, figures, context, wait_follower=bool(only & {"follower", "relaunch"}))
             if "relaunch" in only:
                 figure_relaunch(folder, figures, context)
+            if "stream" in only:
+                figure_stream(folder, figures, context)
         finally:
             context["server"].stop()
     return figures

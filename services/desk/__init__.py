@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from .desk import OPERATOR, SETTLE_CHOICES, ControlClient, Desk, RunBook, event_fields, sendable
 from .models import JUDGE_USER, SYSTEM_USERS, is_system, CaptureFailure, GrantView, OperatorAction, OperatorError, RefusalRecord, RunDetail, RunView
-from .mirror import RunMirror, seq_of, wire_seq
+from .mirror import FED_BUDGET, FED_KEEP, FED_TAIL, RunMirror, seq_of, wire_seq
 from .forks import Lineage, Turn, fork_history, fork_name, lineage, turns_of
 from .views import grant_view, run_detail, run_view
 
@@ -43,6 +43,9 @@ __all__ = [
     "RunDetail",
     "GrantView",
     "RunMirror",
+    "FED_BUDGET",
+    "FED_KEEP",
+    "FED_TAIL",
     "Turn",
     "Lineage",
     "turns_of",

@@ -275,6 +275,7 @@ class RunMirror:
                 log.add(event, seq)
                 if len(log.fresh) + len(log.events) > self.tail + self.tail // 5:
                     log.cut(self.tail)
+                    self._runs.move_to_end(run_id)  # a run streaming on is not the least recent
                     self._bound()
 
     def _bound(self) -> None:

@@ -1,0 +1,161 @@
+"""A window attached to a served workspace holds what it shows, not every event the workspace ever
+held: it reads the runs without their events, keeps each run's newest events in a bounded mirror, and
+reads the rest from the server when a reader needs it (a whole run for a fork, turns, a diff) or the
+operator scrolls to it. What every reader answers is the same as in the window that owns the cloud."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from screens.widgets.stream import EventStream
+from services.desk import FED_BUDGET, FED_TAIL, seq_of
+from services.workspace import Settings, Workspace
+from tests.ui.conftest import ready, settle, show_run
+from workbench.app import make_app
+
+
+@pytest.fixture
+async def served(tmp_path: Any) -> Any:
+    workspace = await Workspace.open(settings=Settings(path=tmp_path / "ws", serve_port=0))
+    yield workspace
+    await workspace.close()
+
+
+async def long_run(served: Workspace, deltas: int, *, turns: int = 2) -> str:
+    """A run of ``turns`` turns whose first turn streams ``deltas`` text deltas (made in the serving window)."""
+    run_id = await served.desk.start_run("user:ada", "a long one")
+    assert served.cloud is not None
+    fake = served.cloud.runs.get(run_id)
+    for turn in range(1, turns + 1):
+        count = deltas if turn == 1 else 3
+        fake.emit_many([
+            ("node.turn.started", {"input": {"text": f"question {turn}", "message_ids": []}}),
+            *(("node.output_text.delta", {"delta": f"t{turn}d{n} "}) for n in range(count)),
+            ("node.output_text.done", {"text": f"answer {turn}"}),
+            ("node.turn.completed", {"stop_reason": "end_turn", "error": None}),
+        ])
+    return run_id
+
+
+def held_events(ws: Workspace) -> int:
+    """How many events the window's mirror holds in all."""
+    return sum(len(ws.desk.mirror.events(run_id)) for run_id in ws.desk.run_ids()
+               if ws.desk.mirror.held_from(run_id) is not None)
+
+
+async def test_attaching_reads_no_whole_log_and_every_whole_run_reader_gets_the_whole_run(served: Any) -> None:
+    run_id = await long_run(served, 12_000)
+    owner = served.desk
+    ws = await Workspace.open(served.path)
+    try:
+        assert ws.attached is not None
+        desk = ws.desk
+        held = desk.mirror.events(run_id)
+        assert 0 < len(held) <= FED_TAIL and desk.holds(run_id, 2_000) and not desk.holds(run_id)
+        assert held_events(ws) <= FED_BUDGET
+        expected = [(e["seq"], e["type"]) for e in owner.detail(run_id).events]
+        whole = await desk.read_events(run_id)
+        assert [(e["seq"], e["type"]) for e in whole] == expected
+        assert all(isinstance(e["at"], float) for e in whole)
+        middle = await desk.read_events(run_id, 100, 200)
+        assert [seq_of(e) for e in middle] == list(range(101, 201))
+        detail = await desk.read_detail(run_id)
+        assert len(detail.events) == len(expected) and detail.seq == owner.detail(run_id).seq
+        assert [(t.number, t.text) for t in await desk.read_turns(run_id)] == [
+            (t.number, t.text) for t in owner.turns(run_id)] == [(1, "question 1"), (2, "question 2")]
+        child = await desk.fork_at(run_id, 1)  # turn 1 started long before the events the mirror holds
+        assert ws.attached is not None
+        history = served.desk.detail(child, events=False).params["history"]
+        assert [m["text"] for m in history] == ["question 1"]
+        assert held_events(ws) <= FED_BUDGET  # a whole read is answered, not kept
+        with pytest.raises(Exception, match="no run"):
+            await desk.read_events("run_missing")
+    finally:
+        await ws.close()
+
+
+def stream_of(app: Any) -> EventStream:
+    return app.main.query_one("#runs-stream", EventStream)
+
+
+async def until(pilot: Any, condition: Callable[[], bool], rounds: int = 400) -> bool:
+    for _ in range(rounds):
+        if condition():
+            return True
+        await pilot.pause(0.02)
+    return condition()
+
+
+def held_size(ws: Workspace, stream: EventStream) -> int:
+    """Bytes of what the window holds of the runs' events: the mirror's read models and the stream's
+    lines and rows (the objects themselves, shallowly: their keys and values are counted once each)."""
+    size = 0
+    for run_id in ws.desk.run_ids():
+        if ws.desk.mirror.held_from(run_id) is None:
+            continue
+        for event in ws.desk.mirror.events(run_id):
+            size += sys.getsizeof(event) + sum(sys.getsizeof(v) for v in event.values())
+    size += sum(sys.getsizeof(line) for line in stream.shown) + sum(sys.getsizeof(row) for row in stream.lines)
+    return size
+
+
+async def test_scrolling_a_100k_event_run_from_end_to_start_and_back_keeps_the_window_bounded(served: Any) -> None:
+    run_id = await long_run(served, 100_000)
+    total = served.desk.detail(run_id, events=False).seq
+    app = make_app(Settings(path=served.path))
+    async with app.run_test(size=(120, 40)) as pilot:
+        ws = await ready(pilot)
+        assert ws.attached is not None
+        pane = await show_run(pilot, run_id)
+        await pilot.press("v")  # raw events: a line for every event
+        await settle(pilot)
+        stream = stream_of(app)
+        assert await until(pilot, lambda: bool(stream.shown) and pane._above > 0)
+        assert seq_of_line(stream.shown[-1]) == total  # the newest event is drawn first
+        assert "earlier events above" in str(app.main.query_one("#stream-state").render())
+        whole_size = None
+        peak_lines = peak_held = peak_size = 0
+        for _ in range(200):  # from the end to the start, a page at a time
+            stream.scroll_home(animate=False, immediate=True)
+            await settle(pilot)
+            peak_lines = max(peak_lines, len(stream.shown))
+            peak_held = max(peak_held, held_events(ws))
+            peak_size = max(peak_size, held_size(ws, stream))
+            if pane._above <= pane._floor:
+                break
+            stream.scroll_to(y=5, animate=False, immediate=True, force=True)  # off the top: the next home is a scroll
+            await pilot.pause()
+        assert pane._above <= pane._floor, pane._above
+        assert seq_of_line(stream.shown[0]) == 1  # the run's first event, read from the server
+        assert "later events below" in str(app.main.query_one("#stream-state").render())
+        assert peak_lines <= 14_000 and peak_held <= FED_BUDGET
+        # what the whole run would cost held as read models and lines, against what the window held
+        whole = await ws.desk.read_events(run_id)
+        whole_size = sum(sys.getsizeof(e) + sum(sys.getsizeof(v) for v in e.values()) for e in whole) * 2
+        del whole
+        assert peak_size < whole_size / 3, (peak_size, whole_size)
+
+        for _ in range(200):  # and back to the end: following again
+            stream.scroll_end(animate=False, immediate=True)
+            await settle(pilot)
+            peak_lines = max(peak_lines, len(stream.shown))
+            if pane._below is None:
+                break
+            stream.scroll_to(y=max(0, stream.max_scroll_y - 5), animate=False, immediate=True, force=True)
+            await pilot.pause()
+        assert pane._below is None and seq_of_line(stream.shown[-1]) == total
+        assert peak_lines <= 14_000
+        assert served.cloud is not None
+        served.cloud.runs.get(run_id).emit("node.activity", {"text": "still here"})
+        served.cloud.runs.get(run_id).emit("node.output_text.done", {"text": "one more"})
+        assert await until(pilot, lambda: seq_of_line(stream_of(app).shown[-1]) == total + 2)  # followed live
+        assert app.errors == []
+
+
+def seq_of_line(line: str) -> int:
+    """The event's sequence number a raw line starts with."""
+    return int(line.split()[0])

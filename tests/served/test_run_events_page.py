@@ -1,0 +1,101 @@
+"""``GET /runs/{id}/events``: a page of a run's log (``after < seq <= upto``, at most ``limit``), read
+from memory or the store as far as it reaches, so a window reads what it shows and never a whole log
+at once; a bad parameter is a 400 that names it, an unknown run a 404."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from services.clock import FakeClock
+from services.cloud import FakeCloud
+from services.control_wire import EVENTS_PAGE, MAX_EVENTS_PAGE
+from services.sdk import MemoryConnectionStore
+from services.served.asgi import CONTROL_PREFIX, CloudApp
+from services.served.control import ControlApp
+from services.served.persist import CloudStore
+
+URL = "http://127.0.0.1:9"
+
+
+async def _get(app: ControlApp, path: str, params: dict[str, Any] | None = None) -> httpx.Response:
+    transport = httpx.ASGITransport(app=CloudApp(app.cloud, control=app))
+    async with httpx.AsyncClient(transport=transport, base_url=app.cloud.issuer + CONTROL_PREFIX,
+                                 headers={"Authorization": "Bearer t"}) as client:
+        return await client.get(path, params=params)
+
+
+async def _stored_cloud(path: Path, events: int) -> tuple[FakeCloud, CloudStore, str]:
+    """A cloud whose one run holds ``events`` events, all but the newest 16 only in the store."""
+    cloud = FakeCloud("app", issuer=URL, runtime_url=URL, clock=FakeClock(1_800_000_000.0))
+    store = CloudStore(path, keep_events=16)
+    await store.load(cloud)
+    await cloud.connect(MemoryConnectionStore(), "user:a", scopes=["crtr:llm"])
+    run = await cloud.crouter("user:a").runs.start(prompt="a long one")
+    fake = cloud.runs.get(run.id)
+    fake.emit_many([("node.output_text.delta", {"delta": f"d{n}"}) for n in range(events - fake.seq)])
+    await store.flush()
+    return cloud, store, run.id
+
+
+async def test_pages_walk_a_stored_log_exactly_and_say_when_more_remain(tmp_path: Path) -> None:
+    cloud, store, run_id = await _stored_cloud(tmp_path / "cloud.db", 2_500)
+    try:
+        app = ControlApp(cloud, "t", change_log=False)
+        whole = list(cloud.runs.get(run_id).events)
+        assert len(whole) == 2_500 and cloud.runs.get(run_id).events.in_memory < 100  # the rest is stored
+        walked: list[dict[str, Any]] = []
+        after = 0
+        pages = 0
+        while True:
+            answer = (await _get(app, f"/runs/{run_id}/events", {"after": after})).json()
+            pages += 1
+            assert answer["run_id"] == run_id and answer["seq"] == 2_500 and answer["first_seq"] == 1
+            walked.extend(answer["events"])
+            if not answer["more"]:
+                break
+            after = answer["events"][-1]["seq"]
+        assert walked == whole and pages == 3  # EVENTS_PAGE at a time
+        assert EVENTS_PAGE == 1000
+
+        middle = (await _get(app, f"/runs/{run_id}/events", {"after": 100, "upto": 140, "limit": 10})).json()
+        assert [e["seq"] for e in middle["events"]] == list(range(101, 111)) and middle["more"] is True
+        last = (await _get(app, f"/runs/{run_id}/events", {"after": 130, "upto": 140, "limit": 10})).json()
+        assert [e["seq"] for e in last["events"]] == list(range(131, 141)) and last["more"] is False
+        tail = (await _get(app, f"/runs/{run_id}/events", {"after": 2_495})).json()
+        assert tail["events"] == whole[-5:] and tail["more"] is False
+        beyond = (await _get(app, f"/runs/{run_id}/events", {"after": 9_999})).json()
+        assert beyond["events"] == [] and beyond["more"] is False
+    finally:
+        await store.close()
+
+
+async def test_an_expired_start_is_not_answered_and_first_seq_says_where_the_log_starts(tmp_path: Path) -> None:
+    cloud, store, run_id = await _stored_cloud(tmp_path / "cloud.db", 300)
+    try:
+        cloud.runs.get(run_id).expire_events(120)
+        app = ControlApp(cloud, "t", change_log=False)
+        answer = (await _get(app, f"/runs/{run_id}/events", {"limit": 5})).json()
+        assert answer["first_seq"] == 121 and [e["seq"] for e in answer["events"]] == [121, 122, 123, 124, 125]
+    finally:
+        await store.close()
+
+
+async def test_a_bad_parameter_is_a_400_that_names_it_and_an_unknown_run_a_404() -> None:
+    cloud = FakeCloud("app", issuer=URL, runtime_url=URL)
+    await cloud.connect(MemoryConnectionStore(), "user:a", scopes=["crtr:llm"])
+    run = await cloud.crouter("user:a").runs.start(prompt="short")
+    app = ControlApp(cloud, "t", change_log=False)
+    for params, name in (({"after": "-1"}, "after"), ({"after": "1.5"}, "after"), ({"upto": "x"}, "upto"),
+                         ({"limit": "0"}, "limit"), ({"limit": str(MAX_EVENTS_PAGE + 1)}, "limit"),
+                         ({"after": "9" * 40}, "after")):
+        answer = await _get(app, f"/runs/{run.id}/events", params)
+        assert answer.status_code == 400, params
+        error = answer.json()["error"]
+        assert error["code"] == "invalid_request" and error["param"] == name and name in error["message"]
+    missing = await _get(app, "/runs/run_nope/events")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "run_not_found"
+    fine = (await _get(app, f"/runs/{run.id}/events", {"after": "", "limit": str(MAX_EVENTS_PAGE)})).json()
+    assert fine["events"] == list(cloud.runs.get(run.id).events)
