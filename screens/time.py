@@ -307,8 +307,25 @@ class TimeScreen(Screen[None]):
             return
         self._put("time-stream-title", Text(f"{safe(run_id, 60)} · {safe(status, 20)} · {counted(seq, 'event')} then",
                                             style="bold"))
+        desk, after = self.workspace.desk, max(0, seq - STREAM_SHOWN)
+        if not desk.mirror.covers(run_id, after):  # a window attached to a server holds a run's newest events
+            stream.replace(())
+            self.run_worker(self._read_stream(run_id, after, seq, self._stream_drawn), group="time-stream",
+                            exclusive=True)
+            return
         events = self._events(run_id, seq)
         stream.replace([raw_line(event) for event in events] if self.raw else conversation_of(events))
+
+    async def _read_stream(self, run_id: str, after: int, seq: int, drawn: object) -> None:
+        """Read the run's events up to the cursor from the server, and draw them if the cursor is still there."""
+        try:
+            events = await self.workspace.desk.read_events(run_id, after, seq)
+        except (ServiceError, LookupError):
+            events = []
+        if self._stream_drawn != drawn:
+            return
+        self.query_one("#time-stream", EventStream).replace(
+            [raw_line(event) for event in events] if self.raw else conversation_of(events))
 
     def _events(self, run_id: str, seq: int) -> list[dict[str, object]]:
         """The run's last ``STREAM_SHOWN`` events up to ``seq``: its stream as of the cursor, read from its

@@ -185,10 +185,13 @@ class RunFollower:
         runs: dict[str, tuple[RunDetail, Sequence[Event]]] = {}
         for run_id, run in details.items():
             position = positions.get(run_id)
-            after = position.held if position is not None and self.bridge is not None else 0
-            if self.outbox is not None or self.on_settled is not None:  # a capture not made yet is looked for too
-                after = min(after, self._captured.get(run_id, 0), self._captured.get(f"settled:{run_id}", 0))
-            if self.bridge is not None and after >= run.seq and position is not None and position.current:
+            if self.bridge is not None:  # the canvas lacks what its nodes do not hold (all of a run it lacks)
+                after = position.held if position is not None else 0
+            else:
+                after = run.seq
+            for key in self._capture_keys(run):  # a capture not made yet is looked for too
+                after = min(after, self._captured.get(key, 0))
+            if after >= run.seq and (self.bridge is None or (position is not None and position.current)):
                 continue  # the canvas holds it all, and nothing of it waits to be captured
             try:
                 runs[run_id] = (run, await self.desk.read_events(run_id, after))
@@ -199,19 +202,38 @@ class RunFollower:
                 run_id: (bridge_run(run), {str(e.get("node_id")) for e in events})
                 for run_id, (run, events) in runs.items()})}
         put = self._queue.put_nowait
+        looked = False
         for run_id, (run, events) in runs.items():
             position = positions.get(run_id)
             held = position.held if position is not None else 0
             if self.bridge is not None and not run.deleted and (position is None or not position.current):
                 put(Change("cloud", "run.started", run_id))
+            waiting = False
             for event in events:
                 if event.get("type") in _QUIET:
                     continue
                 canvas = self.bridge is not None and seq_of(event) > held
+                uncaptured = run.user_id not in self.ignore_users and self._uncaptured(run_id, event)
+                waiting = waiting or uncaptured
                 if canvas:
                     put(Change("cloud", "run.event", run_id, {"event": event}))
-                elif run.user_id not in self.ignore_users and self._uncaptured(run_id, event):
+                elif uncaptured:
                     put(Change("cloud", "run.event", run_id, {"event": event, _CAPTURE_ONLY: True}))
+            if not waiting and events:  # nothing up to its last event waits to be captured: not looked at again
+                for key in self._capture_keys(run):
+                    if self._captured.get(key, 0) < seq_of(events[-1]):
+                        self._captured[key] = seq_of(events[-1])
+                        looked = True
+        if looked:
+            await self._save_state()
+
+    def _capture_keys(self, run: RunDetail) -> list[str]:
+        """The keys of ``_captured`` that say how far the captures of ``run`` are made (none when this
+        follower captures nothing of it)."""
+        if run.user_id in self.ignore_users:
+            return []
+        return ([run.id] if self.outbox is not None else []) + (
+            [f"settled:{run.id}"] if self.on_settled is not None else [])
 
     def _uncaptured(self, run_id: str, event: Event) -> bool:
         """Whether ``event`` is a root turn's completion or a settle not captured yet (and this follower

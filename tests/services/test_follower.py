@@ -175,9 +175,20 @@ async def test_a_relaunch_over_a_caught_up_canvas_writes_nothing_and_then_only_t
     runs = [await a_run(cloud, app) for _ in range(3)]
     runs[1].settle(result="done")
 
+    read = desk.read_events
+
+    async def read_logged(run_id: str, after: int = 0, upto: int | None = None) -> list[dict[str, object]]:
+        events = await read(run_id, after, upto)
+        reads.append((run_id, after, len(events)))
+        return events
+
+    desk.read_events = read_logged  # type: ignore[method-assign]
+    reads: list[tuple[str, int, int]] = []
+
     async def launch() -> list[int]:
         """One launch of the follower over the canvas: the canvas's commits while it catches up (and
-        ``applied`` says how many changes it queued and applied)."""
+        ``applied`` says how many changes it queued and applied; ``reads`` what it read of each run)."""
+        reads.clear()
         follower = RunFollower(desk, feed, bridge=RunBridge(canvas), state_path=tmp_path / "follower.json")
         seen: list[int] = []
 
@@ -199,8 +210,10 @@ async def test_a_relaunch_over_a_caught_up_canvas_writes_nothing_and_then_only_t
 
     assert len(await launch()) == 1  # a fresh canvas: every run in one batch
     before = {run.id: await node_events(canvas, run.id) for run in runs}
+    assert {run_id for run_id, after, _ in reads if after == 0} >= {run.id for run in runs}  # a fresh canvas reads all
     assert await launch() == []  # caught up: not one write
     assert applied[-1] == 0  # nor one change queued (the settle is captured by no one here: not queued either)
+    assert all(after > 0 and count <= 3 for _, after, count in reads), reads  # only what the nodes may lack
 
     runs[0].emit("custom.note", {"text": "one"})
     runs[0].emit("node.output_text.delta", {"delta": "ignored", "entry_id": "e9"})
@@ -211,7 +224,9 @@ async def test_a_relaunch_over_a_caught_up_canvas_writes_nothing_and_then_only_t
     assert after[runs[0].id] == before[runs[0].id] + ["custom.note", "custom.note"]
     assert after[runs[1].id] == before[runs[1].id] and after[runs[2].id] == before[runs[2].id]
     assert applied[-1] == 2
+    assert [(run_id, count) for run_id, _, count in reads if count] == [(runs[0].id, 4)]  # the new events alone
     assert await launch() == [] and applied[-1] == 0
+    assert [(run_id, count) for run_id, _, count in reads if count] == [(runs[0].id, 1)]  # the delta after the last note
 
 
 async def test_a_capture_that_failed_is_tried_again_at_the_next_launch_without_canvas_writes(
