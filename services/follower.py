@@ -50,6 +50,10 @@ Event = Mapping[str, object]
 Message = dict[str, str]
 """One message of a captured turn: ``role`` and ``text``."""
 
+CATCH_UP_READS = 4
+"""How many runs' events a catch-up reads at once."""
+CATCH_UP_CHUNK = 64
+"""How many runs' events a catch-up holds at a time (read, placed, queued, then let go)."""
 _QUIET = frozenset({"node.output_text.delta", "node.activity"})
 """Event types the follower never applies (the run's node takes its activity from the run itself)."""
 _BATCH = 500
@@ -182,7 +186,7 @@ class RunFollower:
         positions: Mapping[str, RunPosition] = {}
         if self.bridge is not None:
             positions = await self.bridge.positions({run_id: (bridge_run(run), ()) for run_id, run in details.items()})
-        runs: dict[str, tuple[RunDetail, Sequence[Event]]] = {}
+        wanted: dict[str, int] = {}
         for run_id, run in details.items():
             position = positions.get(run_id)
             if self.bridge is not None:  # the canvas lacks what its nodes do not hold (all of a run it lacks)
@@ -193,14 +197,25 @@ class RunFollower:
                 after = min(after, self._captured.get(key, 0))
             if after >= run.seq and (self.bridge is None or (position is not None and position.current)):
                 continue  # the canvas holds it all, and nothing of it waits to be captured
-            try:
-                runs[run_id] = (run, await self.desk.read_events(run_id, after))
-            except OperatorError:
-                continue
-        if self.bridge is not None:
-            positions = {**positions, **await self.bridge.positions({
-                run_id: (bridge_run(run), {str(e.get("node_id")) for e in events})
-                for run_id, (run, events) in runs.items()})}
+            wanted[run_id] = after
+        looked = False
+        order = list(wanted)
+        for start in range(0, len(order), CATCH_UP_CHUNK):  # a chunk of runs' events held at a time
+            chunk = {run_id: wanted[run_id] for run_id in order[start:start + CATCH_UP_CHUNK]}
+            read = await self._read_all(chunk)
+            runs = {run_id: (details[run_id], read[run_id]) for run_id in chunk if run_id in read}
+            if self.bridge is not None:
+                positions = {**positions, **await self.bridge.positions({
+                    run_id: (bridge_run(run), {str(e.get("node_id")) for e in events})
+                    for run_id, (run, events) in runs.items()})}
+            looked = self._queue_missing(runs, positions) or looked
+        if looked:
+            await self._save_state()
+
+    def _queue_missing(self, runs: Mapping[str, tuple[RunDetail, Sequence[Event]]],
+                       positions: Mapping[str, RunPosition]) -> bool:
+        """Queue what the canvas and the captures lack of ``runs`` (each with its events after where
+        it was read from); True when a run was marked as looked at through its last event."""
         put = self._queue.put_nowait
         looked = False
         for run_id, (run, events) in runs.items():
@@ -224,8 +239,23 @@ class RunFollower:
                     if self._captured.get(key, 0) < seq_of(events[-1]):
                         self._captured[key] = seq_of(events[-1])
                         looked = True
-        if looked:
-            await self._save_state()
+        return looked
+
+    async def _read_all(self, wanted: Mapping[str, int]) -> dict[str, Sequence[Event]]:
+        """Each wanted run's events after its sequence number, a few runs read at once (a window
+        attached to a server waits on each read's round trip); a run the cloud no longer knows is left out."""
+        found: dict[str, Sequence[Event]] = {}
+        gate = asyncio.Semaphore(CATCH_UP_READS)
+
+        async def one(run_id: str, after: int) -> None:
+            async with gate:
+                try:
+                    found[run_id] = await self.desk.read_events(run_id, after)
+                except OperatorError:
+                    pass
+
+        await asyncio.gather(*(one(run_id, after) for run_id, after in wanted.items()))
+        return found
 
     def _capture_keys(self, run: RunDetail) -> list[str]:
         """The keys of ``_captured`` that say how far the captures of ``run`` are made (none when this
