@@ -157,14 +157,25 @@ class RunFollower:
 
     async def start(self, *, catch_up: bool = True) -> None:
         """Start following; with ``catch_up`` the runs that already exist are applied first."""
+        # subscribed first: what the cloud does while the catch-up reads is queued behind what the
+        # catch-up queues (an event applied twice is skipped by the canvas, a capture made twice by
+        # ``follower.json``), so nothing published meanwhile is missed
+        self._unsubscribe = self.feed.subscribe(self._on_change, many=self._on_changes)
         if catch_up:
             began = time.perf_counter()
-            await self._catch_up()
+            live = []
+            while not self._queue.empty():
+                live.append(self._queue.get_nowait())
+            caught: list[Change] = []
+            await self._catch_up(caught.append)
+            while not self._queue.empty():
+                live.append(self._queue.get_nowait())
+            for change in (*caught, *live):
+                self._queue.put_nowait(change)
             self.catch_up_s = time.perf_counter() - began
-        self._unsubscribe = self.feed.subscribe(self._on_change, many=self._on_changes)
         self._task = asyncio.get_running_loop().create_task(self._drain())
 
-    async def _catch_up(self) -> None:
+    async def _catch_up(self, put: Callable[[Change], None]) -> None:
         """Queue what the canvas and the captures lack of the runs that exist, and only that.
 
         The canvas says how far it holds each run (``RunBridge.positions``, one read): a run whose
@@ -208,15 +219,14 @@ class RunFollower:
                 positions = {**positions, **await self.bridge.positions({
                     run_id: (bridge_run(run), {str(e.get("node_id")) for e in events})
                     for run_id, (run, events) in runs.items()})}
-            looked = self._queue_missing(runs, positions) or looked
+            looked = self._queue_missing(runs, positions, put) or looked
         if looked:
             await self._save_state()
 
     def _queue_missing(self, runs: Mapping[str, tuple[RunDetail, Sequence[Event]]],
-                       positions: Mapping[str, RunPosition]) -> bool:
-        """Queue what the canvas and the captures lack of ``runs`` (each with its events after where
+                       positions: Mapping[str, RunPosition], put: Callable[[Change], None]) -> bool:
+        """``put`` what the canvas and the captures lack of ``runs`` (each with its events after where
         it was read from); True when a run was marked as looked at through its last event."""
-        put = self._queue.put_nowait
         looked = False
         for run_id, (run, events) in runs.items():
             position = positions.get(run_id)

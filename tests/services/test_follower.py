@@ -253,3 +253,31 @@ async def test_a_capture_that_failed_is_tried_again_at_the_next_launch_without_c
     await again.stop()
     assert settled == ["failed", run.id] and list(again.errors) == []
     assert seen == []  # the canvas held the run already: only the capture was made
+
+
+async def test_what_the_cloud_does_while_the_catch_up_reads_is_applied_after_it(
+        cloud: FakeCloud, app: Crouter, desk: Desk, feed: ChangeFeed, canvas: Canvas) -> None:
+    runs = [await a_run(cloud, app) for _ in range(2)]
+    read = desk.read_events
+    done: list[str] = []
+
+    async def read_while_the_cloud_moves(run_id: str, after: int = 0, upto: int | None = None) -> list[dict[str, object]]:
+        if not done:  # the catch-up is reading: another run moves on meanwhile, a run starts
+            done.append(run_id)
+            runs[1].emit("custom.note", {"text": "made while the catch-up read"})
+            fresh = cloud.runs.get((await app.runs.start(prompt="started meanwhile")).id)
+            fresh.reply("its answer", chunks=1)
+            done.append(fresh.id)
+        return await read(run_id, after, upto)
+
+    desk.read_events = read_while_the_cloud_moves  # type: ignore[method-assign]
+    follower = RunFollower(desk, feed, bridge=RunBridge(canvas))
+    await follower.start()
+    await follower.idle()
+    await follower.stop()
+    assert list(follower.errors) == []
+    notes = [e.data["seq"] for e in await canvas.events(runs[1].id, limit=500) if e.type == "custom.note"]
+    assert notes == [runs[1].seq]  # once: the catch-up may read it too, the canvas skips it
+    assert await texts(canvas, done[1]) == ["its answer"]
+    for run in runs:
+        assert await texts(canvas, run.id) == ["first answer"]
