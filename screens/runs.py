@@ -280,7 +280,8 @@ class RunsPane(Pane):
         self._floor = desk.log_floor(run.id)
         self._above = seq_of(events[0]) - 1 if events else run.seq
         if len(events) < len(run.events) or self._above > self._floor:  # a window of a longer log
-            since = float(events[0].get("at") or 0.0) if events else 0.0  # type: ignore[arg-type]
+            at = events[0].get("at") if events else None
+            since = float(at) if isinstance(at, (int, float)) else 0.0
             actions = [a for a in actions if a.at >= since]
             refusals = [r for r in refusals if r.at >= since]
         lines, self._attribution = merge_lines(events, actions, refusals, raw=self.raw)
