@@ -266,7 +266,7 @@ class RunsPane(Pane):
 
     def _rebuild_stream(self) -> None:
         stream = self.query_one("#runs-stream", EventStream)
-        parts = self._run_parts()
+        parts = self._run_parts(events=False)
         self._pages.clear()
         self._below = None
         if parts is None:
@@ -276,10 +276,10 @@ class RunsPane(Pane):
             return
         run, actions, refusals = parts
         desk = self.desk
-        events = run.events[-WINDOW:]
         self._floor = desk.log_floor(run.id)
+        events = desk.events_since(run.id, max(self._floor, run.seq - WINDOW))[-WINDOW:]  # the newest, only those read
         self._above = seq_of(events[0]) - 1 if events else run.seq
-        if len(events) < len(run.events) or self._above > self._floor:  # a window of a longer log
+        if self._above > self._floor:  # a window of a longer log
             at = events[0].get("at") if events else None
             since = float(at) if isinstance(at, (int, float)) else 0.0
             actions = [a for a in actions if a.at >= since]
@@ -293,9 +293,10 @@ class RunsPane(Pane):
         self._seq = seq_of(events[-1]) if events else 0
         self._pages.append([self._above, self._seq, len(lines)])
         self._actions, self._refusals = len(actions), len(refusals)
-        self._turns_before = 0 if self._above <= self._floor else self._turns_before
+        if self._above <= self._floor:
+            self._turns_before = 0
         if self.turn is not None:
-            self._mark_turn(run)
+            self._mark_turn(run.id, _turns_started(run.id, events))
         if not desk.holds(run.id, WINDOW):  # an attached window reads a run's newest events when it is shown
             self._read_tail(run.id)
         self._show_stream_state()
@@ -747,10 +748,11 @@ class RunsPane(Pane):
         if run_id is None:
             return
         try:
-            count = len(await self.desk.read_turns(run_id))
+            turns = await self.desk.read_turns(run_id)
         except ServiceError as exc:
             notify_plain(self.app, f"Could not read run “{self._run_title(run_id)}”: {exc}", severity="error")
             return
+        count = len(turns)
         if not count:
             notify_plain(self.app, f"Run “{self._run_title(run_id)}” has no turns yet.", severity="warning")
             return
@@ -759,23 +761,19 @@ class RunsPane(Pane):
         else:
             self.turn = max(1, min(count, self.turn + step))
         try:
-            run = self.desk.detail(run_id)
+            drawn = await self.desk.read_events(run_id, self._above, self._below)  # what the stream draws
         except ServiceError:
-            run = None
-        if run is not None:
-            drawn = [e for e in run.events if e.get("type") == "node.turn.started" and e.get("node_id") == run.id
-                     and seq_of(e) > self._above]
-            self._turns_before = max(0, count - len(drawn))
-            self._mark_turn(run)
+            drawn = []
+        self._turns_before = sum(1 for turn in turns if turn.seq <= self._above)
+        self._mark_turn(run_id, _turns_started(run_id, drawn))
         self._show_stream_state()
 
-    def _mark_turn(self, run: RunDetail) -> None:
+    def _mark_turn(self, run_id: str, started: list[dict[str, object]]) -> None:
         """Mark the cursor's turn in the stream: its line (the same text for an earlier turn counts as
-        that turn's, so the n-th of equal lines is the n-th of those turns). A turn in a part of the run
-        the stream does not draw now is not marked."""
+        that turn's, so the n-th of equal lines is the n-th of those turns). ``started`` are the run's
+        root turns' first events the stream draws; a turn in a part of the run it does not draw now is
+        not marked."""
         stream = self.query_one("#runs-stream", EventStream)
-        started = [e for e in run.events if e.get("type") == "node.turn.started" and e.get("node_id") == run.id
-                   and seq_of(e) > self._above]
         index = None if self.turn is None else self.turn - self._turns_before
         if index is None or not 1 <= index <= len(started):
             stream.mark(None)
@@ -858,7 +856,7 @@ class RunsPane(Pane):
         self.app.push_screen(DetailDialog(page, len(events), len(events) - 1))
 
     def action_open_grant(self) -> None:
-        parts = self._run_parts()
+        parts = self._run_parts(events=False)
         if parts is not None:
             self.post_message(JumpRequested("grants", parts[0].user_id))
 
@@ -898,7 +896,7 @@ class RunsPane(Pane):
         self.query_one("#runs-table", DataTable).focus()
 
     def palette_actions(self) -> list[PaletteAction]:
-        parts = self._run_parts()
+        parts = self._run_parts(events=False)
         actions: list[PaletteAction] = [("Start a run as the app", "n", "start_run")]
         if parts is None:
             return actions
@@ -950,3 +948,8 @@ class RunsPane(Pane):
         if self._frame is not None:
             self._frame.pause()
         self._apply_events()
+
+
+def _turns_started(run_id: str, events: list[dict[str, object]]) -> list[dict[str, object]]:
+    """The events among ``events`` that start one of the run's root turns."""
+    return [e for e in events if e.get("type") == "node.turn.started" and e.get("node_id") == run_id]

@@ -7,7 +7,9 @@ kinds, by where a run's log comes from:
   run's whole log from it the first time it is asked for it; after that, every ``run.event`` change on
   the window's feed hands it the new event, queued as given (publishing stays cheap) and converted the
   first time it is read. ``events`` checks the log against the source, so a log cut at its start or
-  replaced by a fresh read is read again. The newest ``keep`` runs are held (the source has the rest).
+  replaced by a fresh read is read again. The newest ``keep`` runs are held (the source has the rest),
+  each its newest ``tail`` events (``SOURCE_TAIL``), ``budget`` events in all; what is older is read
+  from the source and converted when it is asked for, not kept.
 - fed (no ``source``: a window attached to a server): the mirror is a bounded cache of the runs'
   logs, never a copy of them all. Its holder gives it what it read of a run (``hold``: the newest
   events, or the whole log) and each event the server's change stream carries (``append``), before
@@ -43,6 +45,11 @@ FED_KEEP = 48
 """How many runs a fed mirror holds events of (the least recently given or read go first)."""
 FED_BUDGET = 60_000
 """How many events a fed mirror holds in all (past it, the least recently given or read runs go)."""
+SOURCE_TAIL = 20_000
+"""Over a live source, how many of a run's newest events are held converted (an older one is
+converted again when it is read: a whole log, a range before them)."""
+SOURCE_BUDGET = 200_000
+"""Over a live source, how many converted events are held in all."""
 
 LogSource = Callable[[str], Sequence[Mapping[str, object]]]
 """A run's whole event log, as the wire has it, read live (an empty sequence for a run it does not know)."""
@@ -127,6 +134,18 @@ class _Log:
         self.last = events[-1] if events else None
         self.top = seq_of(events[-1]) if events else 0
 
+    def fill_tail(self, events: Sequence[Mapping[str, object]], tail: int) -> None:
+        """The whole log, read afresh, of which only the newest ``tail`` events are converted and held."""
+        count = len(events)
+        start = max(0, count - tail)
+        self.events = converted_all(events[start:] if start else events)
+        self.fresh = []
+        self.seen = count
+        self.first = events[0] if count else None
+        self.last = events[-1] if count else None
+        self.top = seq_of(self.last) if self.last is not None else 0
+        self.lo = seq_of(events[start - 1]) if start else 0
+
     def add(self, event: Mapping[str, object], seq: int) -> None:
         """One event given as it happened, and its sequence number (converted when read)."""
         self.fresh.append(event)
@@ -150,7 +169,6 @@ class _Log:
         if drop > 0:
             self.lo = max(self.lo, seq_of(self.events[drop - 1]))
             del self.events[:drop]
-            self.first = None
 
 
 class RunMirror:
@@ -158,15 +176,15 @@ class RunMirror:
     change feed, or fed the logs a served window reads."""
 
     def __init__(self, feed: ChangeFeed | None = None, *, source: LogSource | None = None, keep: int | None = None,
-                 tail: int = FED_TAIL, budget: int = FED_BUDGET) -> None:
+                 tail: int | None = None, budget: int | None = None) -> None:
         self.source = source
         """Where a run's whole log is read (None: the mirror is fed what its holder reads, a bounded cache)."""
         self.keep = keep if keep is not None else 64 if source is not None else FED_KEEP
         """How many runs' logs are held (the least recently read, or given, go first)."""
-        self.tail = tail
-        """Fed: how many of a run's newest events are held (over a live source every one is)."""
-        self.budget = max(budget, tail)
-        """Fed: how many events are held in all (checked as a run is held or cut)."""
+        self.tail = tail if tail is not None else FED_TAIL if source is None else SOURCE_TAIL
+        """How many of a run's newest events are held."""
+        self.budget = max(budget if budget is not None else FED_BUDGET if source is None else SOURCE_BUDGET, self.tail)
+        """How many events are held in all (checked as a run is held or cut)."""
         self._runs: OrderedDict[str, _Log] = OrderedDict()
         self._lock = threading.Lock()
         self._unsubscribe: Callable[[], None] | None = (
@@ -284,11 +302,10 @@ class RunMirror:
         runs = self._runs
         while len(runs) > self.keep:
             runs.popitem(last=False)
-        if self.source is None:
-            total = sum(len(log.events) + len(log.fresh) for log in runs.values())
-            while total > self.budget and len(runs) > 1:
-                _, gone = runs.popitem(last=False)
-                total -= len(gone.events) + len(gone.fresh)
+        total = sum(len(log.events) + len(log.fresh) for log in runs.values())
+        while total > self.budget and len(runs) > 1:
+            _, gone = runs.popitem(last=False)
+            total -= len(gone.events) + len(gone.fresh)
 
     def covers(self, run_id: str, after: int) -> bool:
         """Whether every event of the run after ``after`` is held (over a live source: always)."""
@@ -318,16 +335,19 @@ class RunMirror:
                 if self.source is None:
                     return _Log()  # a fed mirror holds only what it was given: no log yet
                 log = self._runs[run_id] = _Log()
-                log.fill(self.source(run_id))
-                while len(self._runs) > self.keep:
-                    self._runs.popitem(last=False)
+                log.fill_tail(self.source(run_id), self.tail)
+                self._bound()
             else:
                 self._runs.move_to_end(run_id)
                 log.settle()
+                if self.source is not None and len(log.events) > self.tail + self.tail // 5:
+                    log.cut(self.tail)
+                    self._bound()
             return log
 
     def events(self, run_id: str) -> tuple[dict[str, object], ...]:
-        """The run's whole log, each event's ``at`` in seconds (over a live source, checked against it)."""
+        """The run's whole log, each event's ``at`` in seconds (over a live source, checked against it;
+        the events older than those held are converted for this answer, not kept)."""
         log = self._log(run_id)
         if self.source is None:
             return tuple(log.events)
@@ -336,19 +356,28 @@ class RunMirror:
             log.settle()
             done = log.seen
             if done > len(events) or (done and (log.first is not events[0] or log.last is not events[done - 1])):
-                log.fill(events)  # cut at its start, or read afresh: convert again
+                log.fill_tail(events, self.tail)  # cut at its start, or read afresh: convert again
             elif done < len(events):
                 more = events[done:]
                 log.events.extend(converted_all(more))
                 log.seen, log.last, log.top = len(events), events[-1], seq_of(events[-1])
                 if log.first is None:
                     log.first = events[0]
-            return tuple(log.events)
+            held, older = tuple(log.events), log.seen - len(log.events)
+        if log.lo <= 0 or older <= 0:
+            return held
+        return tuple(converted_all(events[:older])) + held
 
     def since(self, run_id: str, seq: int) -> list[dict[str, object]]:
-        """The run's events after ``seq`` (each ``at`` in seconds), oldest first; only those are read."""
+        """The run's events after ``seq`` (each ``at`` in seconds), oldest first; only those are read
+        (over a live source, those older than the held ones are converted for this answer)."""
         log = self._log(run_id)
         events = log.events
+        if self.source is not None and seq < log.lo:
+            source = self.source(run_id)
+            start = bisect_right(source, seq, key=seq_of)
+            stop = bisect_right(source, log.lo, key=seq_of)
+            return converted_all(source[start:stop]) + list(events)
         if not events or seq_of(events[-1]) <= seq:
             return []
         return events[bisect_right(events, seq, key=seq_of):]  # a log's sequence numbers only grow

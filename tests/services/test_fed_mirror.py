@@ -63,3 +63,20 @@ def test_a_read_older_than_the_stream_keeps_what_the_stream_carried_and_its_own_
     mirror.append("run_a", _events(31, 31)[0])  # the stream went ahead of the read
     mirror.hold("run_a", _events(21, 30), lo=20)
     assert mirror.held_from("run_a") == 20 and [seq_of(e) for e in mirror.events("run_a")] == list(range(21, 32))
+
+
+def test_over_a_live_source_a_long_log_keeps_its_newest_events_converted_and_answers_every_read_whole() -> None:
+    log = _events(1, 1_000)
+    mirror = RunMirror(source=lambda run_id: log if run_id == "run_a" else [], keep=4, tail=100, budget=300)
+    assert [seq_of(e) for e in mirror.since("run_a", 990)] == list(range(991, 1_001))
+    assert mirror.held_from("run_a") == 0  # a live source answers every read
+    whole = mirror.events("run_a")
+    assert [seq_of(e) for e in whole] == list(range(1, 1_001)) and all(isinstance(e["at"], float) for e in whole)
+    assert [seq_of(e) for e in mirror.since("run_a", 0)] == list(range(1, 1_001))
+    assert [seq_of(e) for e in mirror.since("run_a", 450)] == list(range(451, 1_001))
+    log.extend(_events(1_001, 1_500))  # the log grows: the newest are converted, the held ones cut back
+    assert [seq_of(e) for e in mirror.events("run_a")] == list(range(1, 1_501))
+    assert [seq_of(e) for e in mirror.since("run_a", 1_490)] == list(range(1_491, 1_501))
+    held = mirror._runs["run_a"].events
+    assert len(held) <= 120 and seq_of(held[-1]) == 1_500  # what stays converted is the tail, not the log
+    assert mirror.events("run_a")[-1] is held[-1]  # the held read models are answered as they are
