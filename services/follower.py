@@ -50,6 +50,8 @@ Event = Mapping[str, object]
 Message = dict[str, str]
 """One message of a captured turn: ``role`` and ``text``."""
 
+TURN_WINDOW = 2000
+"""How many events before a turn's completion are read first to find its start (then, the whole log)."""
 CATCH_UP_READS = 4
 """How many runs' events a catch-up reads at once."""
 CATCH_UP_CHUNK = 64
@@ -472,13 +474,22 @@ class RunFollower:
         seq = seq_of(event)
         if self._captured.get(run_id, 0) >= seq:
             return
-        run = await self._run(run_id)
-        if run is None:
+        try:
+            user_id = self.desk.detail(run_id, events=False).user_id
+            if user_id in self.ignore_users:
+                return
+            # the turn's own events: the newest before its completion, the whole log only when the
+            # turn started before them
+            events = await self.desk.read_events(run_id, max(0, seq - TURN_WINDOW), seq)
+            entry = event.get("entry_id")
+            if not any(e["type"] == "node.turn.started" and e.get("entry_id") == entry for e in events):
+                events = await self.desk.read_events(run_id, 0, seq)
+        except OperatorError:  # the cloud does not know the run
             return
-        messages = turn_messages(run.events, event)
+        messages = turn_messages(events, event)
         if messages and self.outbox is not None:
             try:
-                await self.outbox.capture_turn(run_id, run.user_id, messages)
+                await self.outbox.capture_turn(run_id, user_id, messages)
             except Exception as exc:  # shown as a capture badge; the turn is tried again on the next open
                 self.feed.announce("outbox", "capture.failed", run_id, error=f"{type(exc).__name__}: {exc}")
                 raise
