@@ -157,11 +157,13 @@ class RemoteCloud:
         """Replace the whole state with ``doc``."""
         await self.call("PUT", "/state", doc)
 
-    def _open_changes(self, headers: dict[str, str] | None) -> "OpenStream":
-        """The change feed's streaming response (``async with``); a reader that stops early closes it quietly."""
+    def _open_changes(self, headers: dict[str, str] | None, origin: str | None = None) -> "OpenStream":
+        """The change feed's streaming response (``async with``); a reader that stops early closes it
+        quietly. With ``origin`` (a window's tag) the changes that window relayed are not sent back."""
         from ..sdk.http import OpenStream
 
-        request = self._http.build_request("GET", "/changes", headers=headers, timeout=httpx.Timeout(30.0, read=None))
+        request = self._http.build_request("GET", "/changes", headers=headers, params={"origin": origin} if origin else None,
+                                           timeout=httpx.Timeout(30.0, read=None))
         return OpenStream(lambda: self._http.send(request, stream=True))
 
     async def changes(self) -> AsyncIterator[Change]:
@@ -178,7 +180,7 @@ class RemoteCloud:
                     if isinstance(data, dict) and "source" in data:  # a ``reset`` frame is not a change
                         yield Change(data["source"], data["kind"], data.get("id", ""), data.get("data") or {})
 
-    async def change_batches(self, last_event_id: str | None = None) -> AsyncIterator["ChangeBatch"]:
+    async def change_batches(self, last_event_id: str | None = None, origin: str | None = None) -> AsyncIterator["ChangeBatch"]:
         """The served cloud's change feed in the batches the server sends: first an empty batch
         with ``subscribed`` set, once the stream is open, then every change as it happens.
 
@@ -189,7 +191,7 @@ class RemoteCloud:
 
         parser = SSEParser()
         headers = {"Last-Event-ID": last_event_id} if last_event_id else None
-        async with self._open_changes(headers) as response:
+        async with self._open_changes(headers, origin) as response:
             if response.status_code >= 300:
                 raise ControlError(response.status_code, "refused", "the change stream was refused")
             yield ChangeBatch([], None, subscribed=True)

@@ -401,7 +401,7 @@ class ServedDesk(Desk):
             self.changes.announce("workspace", "attach.back", self.remote.url)
 
     async def _read_stream(self) -> None:
-        async for batch in self.remote.change_batches(self.last_event_id):
+        async for batch in self.remote.change_batches(self.last_event_id, self.origin):
             if batch.subscribed:
                 self._subscribed.set()
                 if self.lost_since is not None:

@@ -36,9 +36,12 @@ CHANGE_LOG_SIZE = 4096
 class ChangeListener:
     """One stream's frames, in order: ``await listener.get()``; ``close()`` stops it."""
 
-    def __init__(self, log: "ChangeLog", loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, log: "ChangeLog", loop: asyncio.AbstractEventLoop, origin: str | None = None) -> None:
         self._log = log
         self._loop = loop
+        self.origin = origin
+        """The window this stream goes to (its ``origin`` tag): the changes it relayed itself are not sent
+        back to it (its markers are: a window waits for those on its stream)."""
         self.queue: asyncio.Queue[bytes] = asyncio.Queue()
 
     def put(self, frame: bytes) -> None:
@@ -93,9 +96,11 @@ class ChangeLog:
             self._ring.append((self._last, entry))
             while len(self._ring) > max(self.size, 0):
                 self._ring.popleft()
+            origin = change.data.get("origin") if change.source in _RELAYED_BACK_NOT else None
             for listener in self._listeners:  # under the lock: every listener sees the log's order
                 assert isinstance(entry, bytes)
-                listener.put(entry)
+                if origin is None or origin != listener.origin:
+                    listener.put(entry)
 
     def _record_many(self, changes: Sequence[Change]) -> None:
         """``_record`` of each change of a burst, under one hold of the lock, with one hop per listener."""
@@ -131,9 +136,10 @@ class ChangeLog:
         return _frame(f"{self.epoch}-{number}", change.kind, {
             "source": change.source, "kind": change.kind, "id": change.id, "data": change.data})
 
-    def follow(self, last_id: str | None) -> ChangeListener:
-        """A listener fed from now on, first given what came after ``last_id`` (or a ``reset``)."""
-        listener = ChangeListener(self, asyncio.get_running_loop())
+    def follow(self, last_id: str | None, origin: str | None = None) -> ChangeListener:
+        """A listener fed from now on, first given what came after ``last_id`` (or a ``reset``); with
+        ``origin``, the changes a window with that tag relayed are left out of what it is fed from now on."""
+        listener = ChangeListener(self, asyncio.get_running_loop(), origin or None)
         with self._lock:
             if last_id:
                 for frame in self._missed(last_id):
@@ -174,6 +180,8 @@ class ChangeLog:
 
 _Entry = bytes | Change | tuple[RunEvents, int]
 """A ring entry: a frame, a change not encoded yet, or the place of one in a run's burst."""
+_RELAYED_BACK_NOT = frozenset({"canvas", "insights", "okf", "outbox"})
+"""The sources of the changes windows relay: one is not sent back to the window that relayed it."""
 _APPEND_ONLY = frozenset({"run.event"})
 """Changes whose payload is never changed after it is published (a run's appended event): these
 may wait in the log unencoded until a listener asks for them."""

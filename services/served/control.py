@@ -444,8 +444,9 @@ class ControlApp:
         """The change feed as server-sent events; ``Last-Event-ID`` resumes after that change (or
         answers one ``reset`` event when the log no longer holds it: ``change_log.py``)."""
         last_id = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k.lower() == b"last-event-id"), None)
+        origin = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("origin", [""])[-1][:64]
         assert self.change_log is not None, "a served control app keeps its change log"
-        listener = self.change_log.follow(last_id)
+        listener = self.change_log.follow(last_id, origin)
 
         async def frames() -> AsyncIterator[bytes]:
             yield b": changes\n\n"

@@ -151,3 +151,33 @@ async def test_stop_drops_what_is_queued_in_one_line_when_the_server_does_not_an
     finally:
         one.desk.remote = answering
         await gone.aclose()
+
+
+async def test_the_server_does_not_send_a_window_back_the_changes_it_relayed_but_does_its_markers(
+        served_cloud: tuple[FakeCloud, CloudServer]) -> None:
+    _, server = served_cloud
+    remote = RemoteCloud(server.url, server.token)
+    got: list[Change] = []
+    subscribed = asyncio.Event()
+
+    async def read() -> None:
+        async for batch in remote.change_batches(None, "win_a"):
+            if batch.subscribed:
+                subscribed.set()
+            got.extend(batch.changes)
+
+    reader = asyncio.ensure_future(read())
+    try:
+        await asyncio.wait_for(subscribed.wait(), 10)
+        await remote.publish_many([
+            Change("canvas", "object.updated", "mine", {"origin": "win_a"}),
+            Change("canvas", "object.updated", "theirs", {"origin": "win_b"}),
+            Change("okf", "judgment.approved", "mine_too", {"origin": "win_a"}),
+            Change("workspace", CAUGHT_UP, "marker", {"origin": "win_a"}),
+        ])
+        assert await until(lambda: any(c.id == "marker" for c in got))
+        assert [c.id for c in got] == ["theirs", "marker"]  # in order; its own relayed changes left out
+    finally:
+        reader.cancel()
+        await asyncio.gather(reader, return_exceptions=True)
+        await remote.aclose()
