@@ -156,26 +156,49 @@ class RunFollower:
         """How many changes this follower has applied (each queued change, once its batch is written)."""
         self.catch_up_s: float | None = None
         """How long the last start took to read where the canvas is and queue what it lacks."""
+        self.background = False
+        """The last start's catch-up reads after ``start`` returned."""
+        self._catching = False
 
-    async def start(self, *, catch_up: bool = True) -> None:
-        """Start following; with ``catch_up`` the runs that already exist are applied first."""
+    async def start(self, *, catch_up: bool = True, background: bool = False) -> None:
+        """Start following; with ``catch_up`` the runs that already exist are applied first. With
+        ``background`` the catch-up reads after this returns (``idle`` waits for it too): a window
+        attached to a large workspace opens without waiting for every run it lacks to be read."""
         # subscribed first: what the cloud does while the catch-up reads is queued behind what the
         # catch-up queues (an event applied twice is skipped by the canvas, a capture made twice by
         # ``follower.json``), so nothing published meanwhile is missed
         self._unsubscribe = self.feed.subscribe(self._on_change, many=self._on_changes)
+        self.background = catch_up and background
+        if self.background:
+            self._catching = True
+            self._task = asyncio.get_running_loop().create_task(self._catch_up_then_drain())
+            return
         if catch_up:
-            began = time.perf_counter()
-            live = []
-            while not self._queue.empty():
-                live.append(self._queue.get_nowait())
-            caught: list[Change] = []
-            await self._catch_up(caught.append)
-            while not self._queue.empty():
-                live.append(self._queue.get_nowait())
-            for change in (*caught, *live):
-                self._queue.put_nowait(change)
-            self.catch_up_s = time.perf_counter() - began
+            await self._catch_up_queued()
         self._task = asyncio.get_running_loop().create_task(self._drain())
+
+    async def _catch_up_queued(self) -> None:
+        """The catch-up's changes queued ahead of those the feed gave meanwhile (``catch_up_s``: its time)."""
+        began = time.perf_counter()
+        live = []
+        while not self._queue.empty():
+            live.append(self._queue.get_nowait())
+        caught: list[Change] = []
+        await self._catch_up(caught.append)
+        while not self._queue.empty():
+            live.append(self._queue.get_nowait())
+        for change in (*caught, *live):
+            self._queue.put_nowait(change)
+        self.catch_up_s = time.perf_counter() - began
+
+    async def _catch_up_then_drain(self) -> None:
+        try:
+            await self._catch_up_queued()
+        except Exception as exc:  # recorded and published; what the feed gives is still applied
+            self._failed("catch-up", "", exc)
+        finally:
+            self._catching = False
+        await self._drain()
 
     async def _catch_up(self, put: Callable[[Change], None]) -> None:
         """Queue what the canvas and the captures lack of the runs that exist, and only that.
@@ -303,7 +326,7 @@ class RunFollower:
 
     async def idle(self) -> None:
         """Wait until every queued change has been applied."""
-        while not self._queue.empty() or self._busy:
+        while self._catching or not self._queue.empty() or self._busy:
             await asyncio.sleep(0.005)
 
     def _on_change(self, change: Change) -> None:

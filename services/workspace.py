@@ -354,7 +354,7 @@ class Workspace:
                 desk, self.feed, bridge=RunBridge(self.canvas), outbox=self.outbox,
                 state_path=self.path / "follower.json", ignore_users=frozenset({JUDGE_USER}),
             )
-            await self.follower.start()
+            await self.follower.start(background=True)  # the window opens while it reads what the canvas lacks
 
     async def _start_history(self) -> None:
         """Keep the history the time cursor reads: in the folder's ``history.db`` for the window that
