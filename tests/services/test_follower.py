@@ -281,3 +281,31 @@ async def test_what_the_cloud_does_while_the_catch_up_reads_is_applied_after_it(
     assert await texts(canvas, done[1]) == ["its answer"]
     for run in runs:
         assert await texts(canvas, run.id) == ["first answer"]
+
+
+async def test_a_catch_up_in_the_background_is_waited_for_by_idle_and_a_failed_one_leaves_the_live_path_working(
+        cloud: FakeCloud, app: Crouter, desk: Desk, feed: ChangeFeed, canvas: Canvas) -> None:
+    runs = [await a_run(cloud, app) for _ in range(2)]
+    follower = RunFollower(desk, feed, bridge=RunBridge(canvas))
+    await follower.start(background=True)  # returns before the runs that exist are read
+    await follower.idle()  # waits for the catch-up, then for what it queued
+    for run in runs:
+        assert await texts(canvas, run.id) == ["first answer"]
+    await follower.stop()
+
+    read = desk.read_events
+
+    async def broken(run_id: str, after: int = 0, upto: int | None = None) -> list[dict[str, object]]:
+        raise RuntimeError("the store is gone")
+
+    desk.read_events = broken  # type: ignore[method-assign]
+    later = await a_run(cloud, app)  # the canvas lacks it: the catch-up would read it
+    again = RunFollower(desk, feed, bridge=RunBridge(canvas))
+    await again.start(background=True)
+    await again.idle()
+    assert [e for e in again.errors if e.startswith("catch-up: RuntimeError: the store is gone")]
+    desk.read_events = read  # type: ignore[method-assign]
+    later.reply("a live answer", chunks=1)  # the live path still applies what the feed gives
+    await again.idle()
+    await again.stop()
+    assert "a live answer" in await texts(canvas, later.id)
