@@ -205,10 +205,10 @@ def test_replay_inspect_opens_the_end_state_in_time_mode_over_the_steps(
             app = make_app(Settings(path=folder, seed=False, clock=FakeClock()), look_back=True)
             async with app.run_test(size=(160, 48)) as pilot:
                 await ready(pilot)
-                for _ in range(200):  # the window opens in time mode once its workspace is open
-                    if isinstance(app.screen, TimeScreen) and app.screen.banner:
+                for _ in range(1500):  # the window opens in time mode once its workspace and history are open
+                    if isinstance(app.screen, TimeScreen) and app.screen.banner:  # (bounded; a loaded machine is slow)
                         break
-                    await settle(pilot, 1)
+                    await pilot.pause(0.02)
                 screen = app.screen
                 assert isinstance(screen, TimeScreen)
                 now = screen.banner
