@@ -19,7 +19,11 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
-__all__ = ["Change", "ChangeFeed", "RunEvents"]
+__all__ = ["Change", "ChangeFeed", "RunEvents", "RELAYED_SOURCES"]
+
+RELAYED_SOURCES = frozenset({"canvas", "insights", "okf", "outbox"})
+"""The sources of the changes a window attached to a served workspace relays to the others (through the
+server's change stream); the server does not send one back to the window that relayed it."""
 
 
 @dataclass(frozen=True, slots=True)

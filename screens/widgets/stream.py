@@ -293,9 +293,7 @@ class EventStream(ScrollView, can_focus=True):
             self._mark += len(lines)
         if self._mark_rows is not None:
             self._mark_rows = (self._mark_rows[0] + len(rows), self._mark_rows[1] + len(rows))
-        widest = max(map(cell_len, rows)) if not self.wrap or not self._wrap_width else self._wrap_width
-        self._width = max(self._width, widest)
-        self.virtual_size = Size(self._width, len(self._rows))
+        self._resize_to(rows)
         self.scroll_to(y=self.scroll_offset.y + len(rows), animate=False, immediate=True, force=True)
         self.refresh()
 
@@ -308,10 +306,14 @@ class EventStream(ScrollView, can_focus=True):
         rows = self._layout(lines)
         self._written.extend(lines)
         self._rows.extend(rows)
+        self._resize_to(rows)
+        self.refresh()
+
+    def _resize_to(self, rows: list[str]) -> None:
+        """The list's virtual size after ``rows`` were added (as wide as the widest row, or the wrap width)."""
         widest = max(map(cell_len, rows)) if not self.wrap or not self._wrap_width else self._wrap_width
         self._width = max(self._width, widest)
         self.virtual_size = Size(self._width, len(self._rows))
-        self.refresh()
 
     def drop(self, count: int, *, end: bool) -> None:
         """Let the first (or, with ``end``, the last) ``count`` written lines go, with their rows."""
@@ -446,9 +448,7 @@ class EventStream(ScrollView, can_focus=True):
             if self._mark_rows is not None:
                 start, end = self._mark_rows[0] - dropped, self._mark_rows[1] - dropped
                 self._mark_rows = (start, end) if start >= 0 else None
-        widest = max(map(cell_len, rows)) if not self.wrap or not self._wrap_width else self._wrap_width
-        self._width = max(self._width, widest)
-        self.virtual_size = Size(self._width, len(self._rows))
+        self._resize_to(rows)
         if at_end and not self.paused and not self.is_vertical_scrollbar_grabbed:
             if laid_anew:
                 self._follow_to_end()

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from ..changes import Change, ChangeFeed
+from ..changes import RELAYED_SOURCES, Change, ChangeFeed
 from ..clock import Clock
 from ..desk import Desk, OperatorError, RunMirror
 from ..errors import ServiceError
@@ -41,7 +41,7 @@ Dto = dict[str, object]
 """A run, an event or a person as the control API answers it (a JSON object)."""
 
 
-RELAYED = frozenset({"canvas", "insights", "okf", "outbox"})
+RELAYED = RELAYED_SOURCES
 """The sources whose changes a window relays to the others (through the server's change stream)."""
 CAUGHT_UP = "attach.caught_up"
 """The kind of the marker a window publishes through the server and waits for on its stream

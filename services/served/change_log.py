@@ -24,7 +24,7 @@ from collections import deque
 
 from collections.abc import Sequence
 
-from ..changes import Change, ChangeFeed, RunEvents
+from ..changes import RELAYED_SOURCES, Change, ChangeFeed, RunEvents
 from ..wire import event_line_name
 
 __all__ = ["ChangeLog", "ChangeListener", "CHANGE_LOG_SIZE"]
@@ -96,7 +96,7 @@ class ChangeLog:
             self._ring.append((self._last, entry))
             while len(self._ring) > max(self.size, 0):
                 self._ring.popleft()
-            origin = change.data.get("origin") if change.source in _RELAYED_BACK_NOT else None
+            origin = change.data.get("origin") if change.source in RELAYED_SOURCES else None
             for listener in self._listeners:  # under the lock: every listener sees the log's order
                 assert isinstance(entry, bytes)
                 if origin is None or origin != listener.origin:
@@ -180,8 +180,6 @@ class ChangeLog:
 
 _Entry = bytes | Change | tuple[RunEvents, int]
 """A ring entry: a frame, a change not encoded yet, or the place of one in a run's burst."""
-_RELAYED_BACK_NOT = frozenset({"canvas", "insights", "okf", "outbox"})
-"""The sources of the changes windows relay: one is not sent back to the window that relayed it."""
 _APPEND_ONLY = frozenset({"run.event"})
 """Changes whose payload is never changed after it is published (a run's appended event): these
 may wait in the log unencoded until a listener asks for them."""

@@ -6,7 +6,6 @@ operator scrolls to it. What every reader answers is the same as in the window t
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from screens.widgets.stream import EventStream
 from services.desk import FED_BUDGET, FED_TAIL, seq_of
 from services.workspace import Settings, Workspace
+from tests.attach.test_two_windows import until
 from tests.ui.conftest import ready, settle, show_run
 from workbench.app import make_app
 
@@ -80,14 +80,6 @@ async def test_attaching_reads_no_whole_log_and_every_whole_run_reader_gets_the_
 
 def stream_of(app: Any) -> EventStream:
     return app.main.query_one("#runs-stream", EventStream)
-
-
-async def until(pilot: Any, condition: Callable[[], bool], rounds: int = 400) -> bool:
-    for _ in range(rounds):
-        if condition():
-            return True
-        await pilot.pause(0.02)
-    return condition()
 
 
 def held_size(ws: Workspace, stream: EventStream) -> int:
