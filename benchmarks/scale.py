@@ -16,7 +16,9 @@ The figures, one function each (``FIGURES``):
 - ``pause``: while that window attaches, another client calls ``GET /people`` over and over: the
   worst and the median latency it sees (the pause a big attach makes everyone else wait).
 - ``follower``: the attaching window is the workspace's follower (a headless server): its catch-up
-  of every run into the fresh canvas, as changes applied per second.
+  of every run into the fresh canvas, as the canvas changes it applied per second (the events it
+  records: text deltas and activity are not), and as the workspace's history it carried per second
+  (every event it covered, deltas included: the unit the first figures of this catch-up counted in).
 - ``relaunch``: the window opened again over the caught-up canvas: its attach (time, memory added:
   a window on a workspace in use), the follower's catch-up time (reading where the canvas is) and
   the changes it applies (aim: none).
@@ -289,6 +291,7 @@ def figure_attach_and_pause(folder: Path, figures: Figures, context: dict[str, A
         if answer.get("applied") is not None:
             figures.values["follower_applied"] = answer["applied"]
             figures.values["follower_rate"] = answer["applied"] / total if total else 0.0
+        figures.values["follower_history_rate"] = figures.events / total if total else 0.0
 
 
 def figure_relaunch(folder: Path, figures: Figures, context: dict[str, Any]) -> None:
@@ -343,6 +346,7 @@ ROWS: list[tuple[str, str, str, str]] = [
     ("pause_calls", "another client's calls answered during the attach", "calls", ""),
     ("follower_rate", "follower catch-up into a fresh canvas", "changes/s", ""),
     ("follower_applied", "changes it applied", "changes", ""),
+    ("follower_history_rate", "the history it carried (every event, deltas too)", "events/s", ""),
     ("follower_s", "its catch-up time", "s", ""),
     ("relaunch_s", "relaunch catch-up over a caught-up canvas", "s", "no canvas work"),
     ("relaunch_applied", "changes the relaunch applied", "changes", "0"),

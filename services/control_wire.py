@@ -150,6 +150,8 @@ EVENTS_PAGE = 1000
 """How many of a run's events ``GET /runs/{id}/events`` answers when ``limit`` is not given."""
 MAX_EVENTS_PAGE = 10_000
 """The most events one ``GET /runs/{id}/events`` answers."""
+MAX_EXCLUDED = 32
+"""How many event types one ``GET /runs/{id}/events`` may leave out (``?exclude=``)."""
 _OBJ = {"type": "object"}
 _ID = {"type": "object", "required": ["id"], "properties": {"id": {"type": "string"}}}
 _PERSON = {"type": "object", "required": ["id", "grant"], "properties": {"id": {"type": "string"}}}
@@ -193,8 +195,8 @@ CONTROL_ROUTES: tuple[ControlRoute, ...] = (
                  answer={"type": "object", "required": ["runs"], "properties": {"runs": {"type": "array"}}}),
     ControlRoute("runs.get", "GET", "/runs/{run_id}", "One run with its events (?events=0 without)", answer=_RUN),
     ControlRoute("runs.events", "GET", "/runs/{run_id}/events",
-                 "A page of a run's events: after < seq <= upto, oldest first, at most limit "
-                 "(?after=0, ?upto=, ?limit=1000, at most 10000)",
+                 "A page of a run's events: after < seq <= upto, oldest first, at most limit, none of the "
+                 "types exclude names (?after=0, ?upto=, ?limit=1000, at most 10000, ?exclude=type,type)",
                  answer={"type": "object", "required": ["run_id", "events", "seq", "first_seq", "more"],
                          "properties": {"events": {"type": "array"}, "more": {"type": "boolean"}}}),
     ControlRoute("runs.message", "POST", "/runs/{run_id}/message", "Send a message as the app (through the SDK)",

@@ -269,10 +269,13 @@ class RunFollower:
                     put(Change("cloud", "run.event", run_id, {"event": event}))
                 elif uncaptured:
                     put(Change("cloud", "run.event", run_id, {"event": event, _CAPTURE_ONLY: True}))
-            if not waiting and events:  # nothing up to its last event waits to be captured: not looked at again
+            # the events were read to the newest (the quiet ones left out): nothing up to the run's
+            # sequence number as read, or the last event, waits to be captured: not looked at again
+            last = max(run.seq, seq_of(events[-1]) if events else 0)
+            if not waiting and last:
                 for key in self._capture_keys(run):
-                    if self._captured.get(key, 0) < seq_of(events[-1]):
-                        self._captured[key] = seq_of(events[-1])
+                    if self._captured.get(key, 0) < last:
+                        self._captured[key] = last
                         looked = True
         return looked
 
@@ -285,7 +288,7 @@ class RunFollower:
         async def one(run_id: str, after: int) -> None:
             async with gate:
                 try:
-                    found[run_id] = await self.desk.read_events(run_id, after)
+                    found[run_id] = await self.desk.read_events(run_id, after, exclude=_QUIET)
                 except OperatorError:
                     pass
 
@@ -370,9 +373,12 @@ class RunFollower:
         items: list[_Item] = []
         made: list[tuple[Change, _Item | None]] = []
         touched: dict[str, None] = {}
+        # the batch's events are checked for text to repair at once (one scan, not one per event)
+        clean = self.bridge is not None and self.bridge.clean(
+            [c.data["event"] for c in batch if c.kind == "run.event" and not c.data.get(_CAPTURE_ONLY)])
         for change in batch:
             try:
-                item = self._item(change, touched)
+                item = self._item(change, touched, clean)
             except Exception as exc:  # a change the bridge cannot take: nothing of it is applied
                 self._failed(f"{change.kind} {change.id}", change.id, exc)
                 continue
@@ -396,8 +402,9 @@ class RunFollower:
             except Exception as exc:  # one bad change never stops the follower
                 self._failed(f"{change.kind} {change.id}", change.id, exc)
 
-    def _item(self, change: Change, touched: dict[str, None]) -> _Item | None:
-        """The canvas step of one change (None when it has none)."""
+    def _item(self, change: Change, touched: dict[str, None], clean: bool = False) -> _Item | None:
+        """The canvas step of one change (None when it has none; ``clean``: the batch's events hold no
+        text to repair)."""
         if change.kind == "run.started":
             try:
                 return self._run_item(change.id)
@@ -411,7 +418,7 @@ class RunFollower:
         label = f"{change.kind} {change.id}"
         if change.kind == "run.deleted":
             return _Item(label, change.id, self.bridge.deleted_step(change.id))
-        event = self.bridge.prepare_event(change.data["event"])
+        event = self.bridge.prepare_event(change.data["event"], clean=clean)
         item = _Item(label, change.id, None, event=event)
         touched[change.id] = None
         return item
@@ -503,10 +510,10 @@ class RunFollower:
                 return
             # the turn's own events: the newest before its completion, the whole log only when the
             # turn started before them
-            events = await self.desk.read_events(run_id, max(0, seq - TURN_WINDOW), seq)
+            events = await self.desk.read_events(run_id, max(0, seq - TURN_WINDOW), seq, exclude=_QUIET)
             entry = event.get("entry_id")
             if not any(e["type"] == "node.turn.started" and e.get("entry_id") == entry for e in events):
-                events = await self.desk.read_events(run_id, 0, seq)
+                events = await self.desk.read_events(run_id, 0, seq, exclude=_QUIET)
         except OperatorError:  # the cloud does not know the run
             return
         messages = turn_messages(events, event)

@@ -161,8 +161,7 @@ class Canvas:
                     send_changes(session, self._channel, self.listener.origin if self.listener else "", tx.changes)
             return result, tx.changes
         result, changes = await asyncio.to_thread(run)
-        for change in changes:
-            self.changes.publish(change)
+        self.changes.publish_many(changes)  # one burst: a subscriber that takes batches is called once
         self.receivers.poke()
         return result
 

@@ -14,7 +14,7 @@ What the store promises the log: every event older than the tail's first one is 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any, Protocol, overload
 
 __all__ = ["EventLog", "EventSource", "events_between", "PAGE"]
@@ -28,9 +28,11 @@ Event = dict[str, Any]
 class EventSource(Protocol):
     """Where a log's older events are stored (a served cloud's ``cloud.db``)."""
 
-    def read(self, after: int, before: int | None, limit: int | None, offset: int = 0) -> list[Event]:
+    def read(self, after: int, before: int | None, limit: int | None, offset: int = 0, *,
+             exclude: Collection[str] = ()) -> list[Event]:
         """The stored events with ``after < seq < before`` (``before`` None: no upper bound) in seq
-        order, skipping ``offset`` of them and taking at most ``limit``."""
+        order, leaving out those whose ``type`` is in ``exclude``, skipping ``offset`` of them and
+        taking at most ``limit``."""
         ...
 
     def count(self, after: int, before: int | None) -> int:
@@ -70,9 +72,12 @@ class EventLog(Sequence[Event]):
         """The seq of the tail's first event (every older one is stored); None for an empty tail."""
         return self._tail[0]["seq"] if self._tail else None
 
-    def _stored(self, after: int, before: int | None, limit: int | None, offset: int = 0) -> list[Event]:
+    def _stored(self, after: int, before: int | None, limit: int | None, offset: int = 0, *,
+                exclude: Collection[str] = ()) -> list[Event]:
         if self.source is None:
             raise LookupError("this run's older events are not held in memory and the log has no store")
+        if exclude:
+            return self.source.read(max(after, self.floor), before, limit, offset, exclude=exclude)
         return self.source.read(max(after, self.floor), before, limit, offset)
 
     @overload
@@ -122,21 +127,25 @@ class EventLog(Sequence[Event]):
     def __reversed__(self) -> Iterator[Event]:
         return reversed(list(self))
 
-    def between(self, after: int, upto: int | None = None, limit: int | None = None) -> list[Event]:
+    def between(self, after: int, upto: int | None = None, limit: int | None = None, *,
+                exclude: Collection[str] = ()) -> list[Event]:
         """The events with ``after < seq <= upto`` (``upto`` None: every later one), oldest first,
-        at most ``limit``: from memory when the tail holds them all, the older part from the store."""
+        at most ``limit``, leaving out those whose ``type`` is in ``exclude``: from memory when the
+        tail holds them all, the older part from the store (which leaves them out as it reads)."""
         tail = self._tail
         boundary = self._boundary()
         out: list[Event] = []
         if self._older and (boundary is None or after + 1 < boundary):
             before = boundary if upto is None else (upto + 1 if boundary is None else min(boundary, upto + 1))
-            out = self._stored(after, before, limit)
+            out = self._stored(after, before, limit, exclude=exclude)
             if limit is not None and len(out) >= limit:
                 return out
-            if out:
-                after = out[-1]["seq"]
+            if boundary is not None:  # every stored event before the tail was looked at
+                after = max(after, boundary - 1)
         start = bisect.bisect_right(tail, after, key=_seq)
         stop = len(tail) if upto is None else bisect.bisect_right(tail, upto, key=_seq)
+        if exclude:
+            return out + _kept(tail[start:stop], exclude, None if limit is None else limit - len(out))
         if limit is not None:
             stop = min(stop, start + limit - len(out))
         out.extend(tail[start:stop])
@@ -185,17 +194,32 @@ def _seq(event: Event) -> int:
     return event["seq"]
 
 
+def _kept(events: Iterable[Event], exclude: Collection[str], limit: int | None) -> list[Event]:
+    """``events`` without those whose ``type`` is in ``exclude``, at most ``limit`` of them."""
+    out: list[Event] = []
+    if limit is not None and limit <= 0:
+        return out
+    for event in events:
+        if event.get("type") not in exclude:
+            out.append(event)
+            if limit is not None and len(out) >= limit:
+                break
+    return out
+
+
 def events_between(events: Sequence[Event], after: int, upto: int | None = None,
-                   limit: int | None = None) -> list[Event]:
+                   limit: int | None = None, *, exclude: Collection[str] = ()) -> list[Event]:
     """``EventLog.between`` of any run's events (a plain list: an embedded cloud's run)."""
     if isinstance(events, EventLog):
-        return events.between(after, upto, limit)
+        return events.between(after, upto, limit, exclude=exclude)
     out = []
     for event in events:  # as a stream always read a list: each event after the last one taken
         seq = event["seq"]
         if seq > after and (upto is None or seq <= upto):
-            out.append(event)
             after = seq
+            if exclude and event.get("type") in exclude:
+                continue
+            out.append(event)
             if limit is not None and len(out) >= limit:
                 break
     return out

@@ -23,7 +23,7 @@ from __future__ import annotations
 import uuid
 from collections import deque
 from contextvars import ContextVar
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Protocol
 from urllib.parse import quote
 
@@ -146,18 +146,21 @@ class Desk:
         events its mirror holds (``holds`` says whether that is the whole log; ``read_detail`` reads it)."""
         return run_detail(self._dto(run_id), self.mirror.events(run_id) if events else ())
 
-    async def read_events(self, run_id: str, after: int = 0, upto: int | None = None) -> list[dict[str, Any]]:
+    async def read_events(self, run_id: str, after: int = 0, upto: int | None = None, *,
+                          exclude: Collection[str] = ()) -> list[dict[str, Any]]:
         """The run's events with ``after < seq <= upto`` (``upto`` None: to the newest), as read models,
-        oldest first: whatever a reader needs of a run, the whole log included. What the mirror holds is
-        answered from it; the rest is read from the cloud a page at a time and not kept (a window holds
-        only the newest events of the runs it shows). ``OperatorError`` for a run the cloud does not know."""
+        oldest first, none of the types in ``exclude`` (a reader that needs no text deltas reads none):
+        whatever a reader needs of a run, the whole log included. What the mirror holds is answered from
+        it; the rest is read from the cloud a page at a time and not kept (a window holds only the
+        newest events of the runs it shows; the server leaves out the excluded types as it reads).
+        ``OperatorError`` for a run the cloud does not know."""
         from ..served.errors import ControlError
 
         mirror = self.mirror
         lo = mirror.held_from(run_id)
         if mirror.source is not None or (lo is not None and lo <= after):
             self._dto(run_id)
-            events = mirror.since(run_id, after)
+            events = mirror.since(run_id, after, exclude=exclude)
             return events if upto is None else [e for e in events if seq_of(e) <= upto]
         end = upto if lo is None or (upto is not None and upto <= lo) else lo  # the rest is held
         out: list[dict[str, Any]] = []
@@ -165,6 +168,8 @@ class Desk:
             params: dict[str, Any] = {"after": after, "limit": PAGE_EVENTS}
             if end is not None:
                 params["upto"] = end
+            if exclude:
+                params["exclude"] = ",".join(sorted(exclude))
             try:
                 page = await self.control.call("GET", f"/runs/{_q(run_id)}/events", params=params)
             except ControlError as exc:
@@ -175,8 +180,8 @@ class Desk:
                 break
             after = seq_of(events[-1])
         if end is not None and end != upto:  # the newest part from the mirror (what the stream added too)
-            top = seq_of(out[-1]) if out else after
-            out.extend(e for e in mirror.since(run_id, top) if upto is None or seq_of(e) <= upto)
+            top = max(seq_of(out[-1]) if out else after, end)
+            out.extend(e for e in mirror.since(run_id, top, exclude=exclude) if upto is None or seq_of(e) <= upto)
         return out
 
     async def read_detail(self, run_id: str) -> RunDetail:

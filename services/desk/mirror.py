@@ -27,8 +27,8 @@ from __future__ import annotations
 import threading
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from ..times import parse_time
 
@@ -53,6 +53,21 @@ SOURCE_BUDGET = 200_000
 
 LogSource = Callable[[str], Sequence[Mapping[str, object]]]
 """A run's whole event log, as the wire has it, read live (an empty sequence for a run it does not know)."""
+_E = TypeVar("_E", bound=Mapping[str, object])
+
+
+def _kept(events: Sequence[_E], exclude: Collection[str]) -> list[_E]:
+    """``events`` without those whose ``type`` is in ``exclude`` (a new list either way)."""
+    if not exclude:
+        return list(events)
+    return [event for event in events if event.get("type") not in exclude]
+
+
+def _same(held: Mapping[str, object] | None, event: Mapping[str, object]) -> bool:
+    """Whether ``event`` is the event ``held`` was when it was read: the same object, or (a stored
+    log's older events are read back as new objects each time) the same sequence number and id."""
+    return held is event or (held is not None and held.get("seq") == event.get("seq")
+                             and held.get("id") == event.get("id"))
 
 
 def seq_of(event: Mapping[str, object]) -> int:
@@ -355,7 +370,7 @@ class RunMirror:
         with self._lock:
             log.settle()
             done = log.seen
-            if done > len(events) or (done and (log.first is not events[0] or log.last is not events[done - 1])):
+            if done > len(events) or (done and not (_same(log.first, events[0]) and _same(log.last, events[done - 1]))):
                 log.fill_tail(events, self.tail)  # cut at its start, or read afresh: convert again
             elif done < len(events):
                 more = events[done:]
@@ -368,19 +383,24 @@ class RunMirror:
             return held
         return tuple(converted_all(events[:older])) + held
 
-    def since(self, run_id: str, seq: int) -> list[dict[str, object]]:
-        """The run's events after ``seq`` (each ``at`` in seconds), oldest first; only those are read
-        (over a live source, those older than the held ones are converted for this answer)."""
+    def since(self, run_id: str, seq: int, *, exclude: Collection[str] = ()) -> list[dict[str, object]]:
+        """The run's events after ``seq`` (each ``at`` in seconds), oldest first, none of the types in
+        ``exclude``; only those are read (over a live source, those older than the held ones are
+        converted for this answer: a store-backed log leaves out the excluded ones as it reads)."""
         log = self._log(run_id)
         events = log.events
         if self.source is not None and seq < log.lo:
             source = self.source(run_id)
-            start = bisect_right(source, seq, key=seq_of)
-            stop = bisect_right(source, log.lo, key=seq_of)
-            return converted_all(source[start:stop]) + list(events)
+            between = getattr(source, "between", None)  # a store-backed log reads a range by seq
+            if between is not None:
+                older = between(seq, log.lo, exclude=exclude)
+            else:
+                older = source[bisect_right(source, seq, key=seq_of):bisect_right(source, log.lo, key=seq_of)]
+                older = _kept(older, exclude)
+            return converted_all(older) + _kept(events, exclude)
         if not events or seq_of(events[-1]) <= seq:
             return []
-        return events[bisect_right(events, seq, key=seq_of):]  # a log's sequence numbers only grow
+        return _kept(events[bisect_right(events, seq, key=seq_of):], exclude)  # a log's sequence numbers only grow
 
     def forget(self, run_id: str | None = None) -> None:
         """Drop one run's log (or every one): over a live source, the next read takes it again."""

@@ -296,9 +296,10 @@ class ControlApp:
         return run_dto(self._fake_run(run_id), events=query.get("events") not in ("0", "false"))
 
     async def _run_events(self, body: dict[str, object], query: dict[str, str], run_id: str) -> Answer:
-        """A page of the run's events (``after < seq <= upto``, oldest first, at most ``limit``), read
-        from memory or the store as far as it reaches: what a window reads of a run it shows, never
-        the whole log at once. ``more`` says whether events after the page's last one remain."""
+        """A page of the run's events (``after < seq <= upto``, oldest first, at most ``limit``; none of
+        the types ``exclude`` names), read from memory or the store as far as it reaches: what a
+        window reads of a run it shows, never the whole log at once. ``more`` says whether events
+        after the page's last one remain."""
         from ..cloud.event_log import events_between
         from ..control_wire import EVENTS_PAGE, MAX_EVENTS_PAGE
 
@@ -309,7 +310,7 @@ class ControlApp:
         if limit < 1 or limit > MAX_EVENTS_PAGE:
             raise ControlError(400, "invalid_request", f"limit is from 1 to {MAX_EVENTS_PAGE}, not {limit}",
                                param="limit")
-        events = events_between(run.events, after, upto, limit)
+        events = events_between(run.events, after, upto, limit, exclude=_types(query, "exclude"))
         last = events[-1]["seq"] if events else (after if upto is None else max(after, upto))
         end = run.seq if upto is None else min(upto, run.seq)
         return {"run_id": run.id, "events": events, "seq": run.seq, "first_seq": run.first_seq,
@@ -604,6 +605,19 @@ async def _send(send: Send, status: int, body: bytes, *, content_type: bytes | N
         headers.append((b"content-type", content_type))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def _types(query: dict[str, str], name: str) -> frozenset[str]:
+    """A query parameter naming event types, comma-separated (none when absent), or a 400 naming it."""
+    from ..control_wire import MAX_EXCLUDED
+
+    raw = query.get(name) or ""
+    kinds = [kind.strip() for kind in raw.split(",")] if raw else []
+    if len(kinds) > MAX_EXCLUDED or any(not kind or len(kind) > 200 for kind in kinds):
+        raise ControlError(400, "invalid_request",
+                           f"{name} names at most {MAX_EXCLUDED} event types, comma-separated, none empty",
+                           param=name)
+    return frozenset(kinds)
 
 
 def _whole(query: dict[str, str], name: str, default: int | None) -> Any:

@@ -12,6 +12,7 @@ import pytest
 
 from screens.widgets.stream import EventStream
 from services.desk import FED_BUDGET, FED_TAIL, seq_of
+from services.desk.mirror import SOURCE_TAIL
 from services.workspace import Settings, Workspace
 from tests.attach.test_two_windows import until
 from tests.ui.conftest import ready, settle, show_run
@@ -93,6 +94,30 @@ def held_size(ws: Workspace, stream: EventStream) -> int:
             size += sys.getsizeof(event) + sum(sys.getsizeof(v) for v in event.values())
     size += sum(sys.getsizeof(line) for line in stream.shown) + sum(sys.getsizeof(row) for row in stream.lines)
     return size
+
+
+async def test_a_reader_that_needs_no_deltas_reads_none_in_the_serving_and_the_attached_window(served: Any) -> None:
+    run_id = await long_run(served, 25_000)  # more than the serving window holds converted (SOURCE_TAIL)
+    owner = served.desk
+    quiet = frozenset({"node.output_text.delta"})
+    everything = [(seq_of(e), e["type"]) for e in await owner.read_events(run_id)]
+    expected = [(seq, kind) for seq, kind in everything if kind not in quiet]
+    assert len(everything) > SOURCE_TAIL and 6 <= len(expected) < 20
+    assert owner.mirror._runs[run_id].lo > 0  # the oldest events are read from the store, not held
+    ws = await Workspace.open(served.path)
+    try:
+        assert ws.attached is not None
+        for desk in (owner, ws.desk):
+            whole = await desk.read_events(run_id, exclude=quiet)
+            assert [(seq_of(e), e["type"]) for e in whole] == expected
+            assert all(isinstance(e["at"], float) for e in whole)
+            upto = expected[-2][0]
+            part = await desk.read_events(run_id, 10, upto, exclude=quiet)
+            assert [(seq_of(e), e["type"]) for e in part] == [(s, k) for s, k in expected if 10 < s <= upto]
+            newest = await desk.read_events(run_id, everything[-40][0], exclude=quiet)  # from the held part alone
+            assert [(seq_of(e), e["type"]) for e in newest] == [(s, k) for s, k in expected if s > everything[-40][0]]
+    finally:
+        await ws.close()
 
 
 async def test_scrolling_a_100k_event_run_from_end_to_start_and_back_keeps_the_window_bounded(served: Any) -> None:

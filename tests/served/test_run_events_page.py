@@ -1,6 +1,6 @@
-"""``GET /runs/{id}/events``: a page of a run's log (``after < seq <= upto``, at most ``limit``), read
-from memory or the store as far as it reaches, so a window reads what it shows and never a whole log
-at once; a bad parameter is a 400 that names it, an unknown run a 404."""
+"""``GET /runs/{id}/events``: a page of a run's log (``after < seq <= upto``, at most ``limit``, none of
+the types ``exclude`` names), read from memory or the store as far as it reaches, so a window reads
+what it shows and never a whole log at once; a bad parameter is a 400 that names it, an unknown run a 404."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import httpx
 
 from services.clock import FakeClock
 from services.cloud import FakeCloud
-from services.control_wire import EVENTS_PAGE, MAX_EVENTS_PAGE
+from services.control_wire import EVENTS_PAGE, MAX_EVENTS_PAGE, MAX_EXCLUDED
 from services.sdk import MemoryConnectionStore
 from services.served.asgi import CONTROL_PREFIX, CloudApp
 from services.served.control import ControlApp
@@ -72,6 +72,49 @@ async def test_pages_walk_a_stored_log_exactly_and_say_when_more_remain(tmp_path
         await store.close()
 
 
+async def test_excluded_types_are_left_out_of_stored_and_held_events_and_pages_count_what_is_answered(
+        tmp_path: Path) -> None:
+    cloud, store, run_id = await _stored_cloud(tmp_path / "cloud.db", 40)
+    try:
+        fake = cloud.runs.get(run_id)
+        # steps among the deltas: in the store, and in the tail still held in memory
+        for round_ in range(3):
+            fake.emit_many([("custom.step", {"step": round_})] + [("node.output_text.delta", {"delta": "x"})] * 30)
+            await store.flush()
+        fake.emit_many([("custom.step", {"step": 3}), ("node.activity", {"activity": "thinking"})])
+        assert fake.events.in_memory < len(fake.events)
+        whole = list(fake.events)
+        quiet = {"node.output_text.delta", "node.activity"}
+        wanted = [e for e in whole if e["type"] not in quiet]
+        app = ControlApp(cloud, "t", change_log=False)
+        exclude = ",".join(sorted(quiet))
+        answer = (await _get(app, f"/runs/{run_id}/events", {"exclude": exclude})).json()
+        assert answer["events"] == wanted and answer["more"] is False and answer["seq"] == whole[-1]["seq"]
+        assert [e["type"] for e in answer["events"]].count("custom.step") == 4
+
+        walked: list[dict[str, Any]] = []  # pages of two: a limit counts the events answered
+        after = 0
+        while True:
+            page = (await _get(app, f"/runs/{run_id}/events",
+                               {"after": after, "limit": 2, "exclude": exclude})).json()
+            walked.extend(page["events"])
+            assert len(page["events"]) <= 2
+            if not page["more"]:
+                break
+            after = page["events"][-1]["seq"]
+        assert walked == wanted
+        ranged = (await _get(app, f"/runs/{run_id}/events", {"after": wanted[1]["seq"], "upto": wanted[-2]["seq"],
+                                                            "exclude": exclude})).json()
+        assert ranged["events"] == wanted[2:-1]
+        nothing_left = (await _get(app, f"/runs/{run_id}/events", {"after": wanted[-1]["seq"],
+                                                                  "exclude": exclude})).json()
+        assert nothing_left["events"] == [] and nothing_left["more"] is False
+        unfiltered = (await _get(app, f"/runs/{run_id}/events", {"limit": MAX_EVENTS_PAGE, "exclude": ""})).json()
+        assert unfiltered["events"] == whole
+    finally:
+        await store.close()
+
+
 async def test_an_expired_start_is_not_answered_and_first_seq_says_where_the_log_starts(tmp_path: Path) -> None:
     cloud, store, run_id = await _stored_cloud(tmp_path / "cloud.db", 300)
     try:
@@ -90,7 +133,9 @@ async def test_a_bad_parameter_is_a_400_that_names_it_and_an_unknown_run_a_404()
     app = ControlApp(cloud, "t", change_log=False)
     for params, name in (({"after": "-1"}, "after"), ({"after": "1.5"}, "after"), ({"upto": "x"}, "upto"),
                          ({"limit": "0"}, "limit"), ({"limit": str(MAX_EVENTS_PAGE + 1)}, "limit"),
-                         ({"after": "9" * 40}, "after")):
+                         ({"after": "9" * 40}, "after"), ({"exclude": "a,,b"}, "exclude"),
+                         ({"exclude": ","}, "exclude"),
+                         ({"exclude": ",".join(f"t{n}" for n in range(MAX_EXCLUDED + 1))}, "exclude")):
         answer = await _get(app, f"/runs/{run.id}/events", params)
         assert answer.status_code == 400, params
         error = answer.json()["error"]
@@ -99,3 +144,8 @@ async def test_a_bad_parameter_is_a_400_that_names_it_and_an_unknown_run_a_404()
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "run_not_found"
     fine = (await _get(app, f"/runs/{run.id}/events", {"after": "", "limit": str(MAX_EVENTS_PAGE)})).json()
     assert fine["events"] == list(cloud.runs.get(run.id).events)
+    # a run held only in memory (no store) leaves out the excluded types too
+    cloud.runs.get(run.id).emit_many([("node.output_text.delta", {"delta": "x"}), ("custom.step", {"step": 1})])
+    kept = (await _get(app, f"/runs/{run.id}/events", {"exclude": "node.output_text.delta"})).json()
+    assert kept["events"] == [e for e in cloud.runs.get(run.id).events if e["type"] != "node.output_text.delta"]
+    assert kept["events"][-1]["type"] == "custom.step"

@@ -4,7 +4,12 @@ it says exactly how far back each run is held (``held_from``, ``covers``)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from sqlalchemy import event as sa_event
+
 from services.desk import RunMirror, seq_of
+from tests.served.test_run_events_page import _stored_cloud
 
 
 def _events(first: int, last: int) -> list[dict[str, object]]:
@@ -80,3 +85,36 @@ def test_over_a_live_source_a_long_log_keeps_its_newest_events_converted_and_ans
     held = mirror._runs["run_a"].events
     assert len(held) <= 120 and seq_of(held[-1]) == 1_500  # what stays converted is the tail, not the log
     assert mirror.events("run_a")[-1] is held[-1]  # the held read models are answered as they are
+
+
+async def test_over_a_stored_log_a_whole_read_again_keeps_the_held_events_and_reads_only_the_older_part(
+        tmp_path: Path) -> None:
+    """A serving window's run whose older events are in ``cloud.db``: each read of them gives new
+    objects, yet the mirror knows the log is the one it read (the same first and last events), so a
+    second whole read converts nothing held again and reads the store for the older part alone."""
+    cloud, store, run_id = await _stored_cloud(tmp_path / "cloud.db", 3_000)
+    try:
+        log = cloud.runs.get(run_id).events
+        assert log.in_memory < 100  # the rest is stored
+        mirror = RunMirror(source=lambda run: cloud.runs.get(run).events, tail=500)
+        first = mirror.events(run_id)
+        assert [seq_of(e) for e in first] == list(range(1, 3_001))
+        statements: list[str] = []
+
+        def seen(_conn: object, _cursor: object, sql: str, *_: object) -> None:
+            statements.append(sql)
+
+        sa_event.listen(store.engine, "before_cursor_execute", seen)
+        try:
+            again = mirror.events(run_id)
+        finally:
+            sa_event.remove(store.engine, "before_cursor_execute", seen)
+        assert again == first and again[-1] is first[-1]  # the held read models, not converted again
+        assert len(statements) <= 3, statements  # its first event, its last one read, and the older part
+        cloud.runs.get(run_id).emit("custom.step", {"step": 1})  # the log grows: only the new event is converted
+        grown = mirror.events(run_id)
+        assert seq_of(grown[-1]) == 3_001 and grown[-2] is first[-1]
+        cloud.runs.get(run_id).expire_events(100)  # cut at its start: read afresh
+        assert seq_of(mirror.events(run_id)[0]) == 101
+    finally:
+        await store.close()

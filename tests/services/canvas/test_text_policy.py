@@ -199,7 +199,10 @@ async def test_bad_run_text_is_repaired_and_flagged_by_the_bridge(canvas: Canvas
     assert flags[0].data == {"in": "node.output_text.done", "seq": 2}
 
 
-async def test_the_follower_carries_runs_with_bad_text_into_the_canvas(canvas: Canvas) -> None:
+@pytest.mark.parametrize("caught_up", [False, True], ids=["live", "caught-up"])
+async def test_the_follower_carries_runs_with_bad_text_into_the_canvas(canvas: Canvas, caught_up: bool) -> None:
+    """Live, one change after another; caught up, the bad text among clean events of one batch (whose
+    text is checked at once, then each event's again when the batch's check finds some)."""
     feed = ChangeFeed()
     cloud = FakeCloud(client_id="doppel", changes=feed)
     store = MemoryConnectionStore()
@@ -210,7 +213,8 @@ async def test_the_follower_carries_runs_with_bad_text_into_the_canvas(canvas: C
     client = await oauth.client("user:o1")
     desk = embedded_desk(cloud, ControlApp(cloud, "", change_log=False), feed, clock=cloud.clock)
     follower = RunFollower(desk, feed, bridge=RunBridge(canvas))
-    await follower.start()
+    if not caught_up:
+        await follower.start()
     try:
         run = await client.runs.start(prompt="hello")
         fake = cloud.runs.get(run.id)
@@ -218,6 +222,8 @@ async def test_the_follower_carries_runs_with_bad_text_into_the_canvas(canvas: C
         fake.emit("node.message.received", {"message": {"id": "m9", "text": "nul\x00 and \udc80"}, "start_turn": False})
         fake.emit("run.renamed", {"name": "renamed \udfff"})
         fake.reply("after the bad text, still followed")
+        if caught_up:
+            await follower.start()
         await follower.idle()
     finally:
         await follower.stop()
