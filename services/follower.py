@@ -121,6 +121,11 @@ class _Item:
     failed: bool = False
     event: PreparedEvent | None = None
     """The event of a ``run.event`` change (a batch's events are applied in bulk)."""
+    started: bool = False
+    """A ``run.started`` change's run step: applied before the batch's events (a run's node is made
+    before any event of it; another run's events do not depend on it)."""
+    run: dict[str, object] | None = None
+    """The run as its step reads it (the batch's started runs are applied in bulk)."""
 
 
 class RunFollower:
@@ -407,7 +412,10 @@ class RunFollower:
         text to repair)."""
         if change.kind == "run.started":
             try:
-                return self._run_item(change.id)
+                item = self._run_item(change.id)
+                if item is not None:
+                    item.started = True
+                return item
             except Exception as exc:  # named as the run, as a run read again after its events is
                 self._failed(f"run {change.id}", change.id, exc)
                 return None
@@ -433,7 +441,8 @@ class RunFollower:
             return None
         if run.deleted:
             return None
-        return _Item(f"run {run_id}", run_id, self.bridge.run_step(bridge_run(run), view=False))
+        dto = bridge_run(run)
+        return _Item(f"run {run_id}", run_id, self.bridge.run_step(dto, view=False), run=dto)
 
     async def _write(self, items: list[_Item]) -> None:
         """Apply ``items`` in one canvas transaction; when it fails, each again alone (order kept)."""
@@ -453,11 +462,18 @@ class RunFollower:
                 self._failed(item.label, item.id, exc)
 
     def _bulk(self, items: list[_Item]) -> list[BridgeStep]:
-        """The steps of ``items`` with each run of consecutive events made one ``events_step``."""
+        """The steps of ``items``: the runs started first (one ``runs_step``: the nodes the canvas
+        lacks made by table), then the rest in order, each run of consecutive events made one
+        ``events_step`` (so a catch-up's batch, a run started then its events for run after run, is
+        written as its runs' nodes and then one step of events: each run's own changes stay in their
+        order)."""
         assert self.bridge is not None
-        steps: list[BridgeStep] = []
+        started = [item.run for item in items if item.started and item.run is not None]
+        steps: list[BridgeStep] = [self.bridge.runs_step(started)] if started else []
         events: list[PreparedEvent] = []
         for item in items:
+            if item.started:
+                continue
             if item.event is not None:
                 events.append(item.event)
                 continue

@@ -25,17 +25,17 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import select
+from sqlalchemy import Table, select
 from sqlalchemy.orm import Session
 
 from services.text import clip, has_bad_text, repair_value, run_title
 
 from .errors import CanvasError
-from .events import FORKED_FROM, EventBatch, add_edge, publish_event
-from .models import EdgeRow, InboxRow, NodeRow, ObjectRow
-from .names import NODE_STATUSES, check_node_kind
+from .events import COMMON_LEVELS, FORKED_FROM, EventBatch, add_edge, publish_event
+from .models import EdgeRow, EventRow, InboxRow, NodeRow, ObjectRow
+from .names import NODE_STATUSES, check_handle, check_node_kind
 from .nodes import configure_node, node_view, spawn_node
 from .objects import Tx, ensure_owner, find_object, get_row
 from .service import Canvas
@@ -204,6 +204,20 @@ class RunPosition:
 
 
 @dataclass(frozen=True)
+class _PreparedRun:
+    """A run DTO read for the bridge (``RunBridge._prepare_run``): its text repaired, its fields checked."""
+
+    run: Mapping[str, Any]
+    run_id: str
+    user_id: str
+    pending: list[Mapping[str, Any]]
+    bad: list[str]
+    """The fields whose text was repaired."""
+    bad_messages: list[bool]
+    """For each pending message, whether its text was repaired."""
+
+
+@dataclass(frozen=True)
 class PreparedEvent:
     """A run event read for the bridge (``RunBridge.prepare_event``): its text repaired, its fields checked."""
 
@@ -271,43 +285,124 @@ class RunBridge:
     def run_step(self, run: Mapping[str, Any], *, view: bool = True) -> Callable[[Tx], NodeView | None]:
         """The step of ``apply_run`` (a ``BridgeInputError`` for a DTO it cannot take, before any write);
         without ``view`` it answers None instead of reading the node's view back."""
+        prepared = self._prepare_run(run)
+
+        def apply(tx: Tx) -> NodeView | None:
+            return self._apply_run(tx, prepared, view=view)
+        return apply
+
+    def runs_step(self, runs: Sequence[Mapping[str, Any]]) -> BridgeStep:
+        """The steps of ``run_step`` (without views) for many runs, in one: the root nodes the canvas
+        lacks are made by table (their objects, node rows and ``created`` events a statement each, with
+        the fields and changes ``spawn_node`` gives each), then each run is applied as ``run_step``
+        applies it, in order. A ``BridgeInputError`` for a DTO it cannot take, before any write."""
+        prepared = [self._prepare_run(run) for run in runs]
+
+        def apply(tx: Tx) -> None:
+            made = self._make_roots(tx, prepared)
+            batch = EventBatch(tx.session)  # the nodes' ``configured`` events, by table
+            for one in prepared:
+                self._apply_run(tx, one, view=False, made=made, batch=batch)
+            batch.flush()
+            tx.session.flush()
+        return apply
+
+    @staticmethod
+    def _prepare_run(run: Mapping[str, Any]) -> _PreparedRun:
         raw = run
         run, _ = _repaired(run)
         run_id = _field(run, "id", str, "run")
         user_id = _field(run, "user_id", str, f"run {run_id!r}")
-        status = run.get("status")
         pending = run.get("pending") or []
         if not isinstance(pending, list) or not all(isinstance(m, Mapping) for m in pending):
             raise BridgeInputError(f"the run {run_id!r} has a 'pending' that is not a list of message objects")
         bad = [key for key in ("name", "activity", "outcome") if raw.get(key) != run.get(key)]
         raw_pending = raw.get("pending") or []
         bad_messages = [i < len(raw_pending) and raw_pending[i] != message for i, message in enumerate(pending)]
+        return _PreparedRun(run, run_id, user_id, pending, bad, bad_messages)
 
-        def apply(tx: Tx) -> NodeView | None:
-            found = _object(tx.session, run_id)
-            person = _person(tx, user_id)
-            node = self._root(tx, run_id, owner_id=person.id, run=run, found=found)
-            if node.owner_id is None:
-                node.owner_id = person.id
-            outcome = outcome_name(run.get("outcome"))
-            activity = run.get("activity") if isinstance(run.get("activity"), str) else None
-            fields: dict[str, Any] = {"status": status_of(status, outcome), "activity": activity,
-                                      "outcome": outcome}
-            if run.get("name"):
-                fields["name"] = str(run["name"])
-            row = _node_row(tx.session, node.id)
-            before = {"name": node.name, "activity": row.activity, "outcome": row.outcome}
-            configure_node(tx, node, fields)
-            self._link_fork(tx, node, run.get("params"))
-            after = {"name": node.name, "activity": row.activity, "outcome": row.outcome}
-            stored = [key for key in bad if found is None or before[key] != after[key]]
-            for message, fixed in zip(pending, bad_messages, strict=True):
-                if _file_message(tx, node, message, row.turn_active) and fixed:
-                    stored.append(f"message {message.get('id')}")
-            if stored:
-                _flag_repaired(tx, node, "run " + ", ".join(stored))
-            return node_view(tx.session, node) if view else None
-        return apply
+    def _apply_run(self, tx: Tx, prepared: _PreparedRun, *, view: bool, made: Collection[str] = (),
+                   batch: EventBatch | None = None) -> NodeView | None:
+        """A run DTO applied to its root node (``made``: the roots this unit of work has just made, as
+        new to it as a node ``_root`` makes; ``batch``: where its ``configured`` event is queued, written
+        before anything else of it is)."""
+        run, run_id = prepared.run, prepared.run_id
+        found = _object(tx.session, run_id)
+        new = found is None or run_id in made
+        person = _person(tx, prepared.user_id)
+        node = self._root(tx, run_id, owner_id=person.id, run=run, found=found)
+        if node.owner_id is None:
+            node.owner_id = person.id
+        outcome = outcome_name(run.get("outcome"))
+        activity = run.get("activity") if isinstance(run.get("activity"), str) else None
+        fields: dict[str, Any] = {"status": status_of(run.get("status"), outcome), "activity": activity,
+                                  "outcome": outcome}
+        if run.get("name"):
+            fields["name"] = str(run["name"])
+        row = _node_row(tx.session, node.id)
+        before = {"name": node.name, "activity": row.activity, "outcome": row.outcome}
+        configure_node(tx, node, fields, batch=batch)
+        params = run.get("params")
+        if batch is not None and (prepared.pending or prepared.bad or (isinstance(params, Mapping)
+                                                                         and params.get("forked_from"))):
+            batch.flush()  # what follows writes events of its own: the node's journal keeps its order
+        self._link_fork(tx, node, params)
+        after = {"name": node.name, "activity": row.activity, "outcome": row.outcome}
+        stored = [key for key in prepared.bad if new or before[key] != after[key]]
+        for message, fixed in zip(prepared.pending, prepared.bad_messages, strict=True):
+            if _file_message(tx, node, message, row.turn_active) and fixed:
+                stored.append(f"message {message.get('id')}")
+        if stored:
+            _flag_repaired(tx, node, "run " + ", ".join(stored))
+        return node_view(tx.session, node) if view else None
+
+    def _make_roots(self, tx: Tx, runs: Sequence[_PreparedRun]) -> set[str]:
+        """The root nodes of ``runs`` the canvas lacks, made by table; their ids."""
+        session = tx.session
+        held = _held(session)
+        wanted = sorted({one.run_id for one in runs} - held.objects.keys())
+        for start in range(0, len(wanted), _IDS_AT_ONCE):
+            chunk = wanted[start:start + _IDS_AT_ONCE]
+            held.objects.update((o.id, o) for o in session.execute(select(ObjectRow).where(ObjectRow.id.in_(chunk))).scalars())
+        objects: list[dict[str, Any]] = []
+        nodes: list[dict[str, Any]] = []
+        events: list[dict[str, Any]] = []
+        made: dict[str, None] = {}
+        for one in runs:
+            run_id, run = one.run_id, one.run
+            if run_id in held.objects or run_id in made:
+                continue
+            params = run.get("params") or {}
+            kind = params.get("kind") if isinstance(params, Mapping) and isinstance(params.get("kind"), str) else self.kind
+            check_node_kind(kind)
+            check_handle(run_id, "node id")
+            name = str(run_title(run.get("name"), params.get("prompt") if isinstance(params, Mapping) else "", run_id))
+            owner = _person(tx, one.user_id).id
+            status = status_of(run.get("status"), outcome_name(run.get("outcome")))
+            objects.append({"id": run_id, "type": "node", "kind": kind, "name": name, "handle": run_id,
+                            "owner_id": owner, "privacy": "public", "status": status, "created_at": tx.now,
+                            "updated_at": tx.now})
+            nodes.append({"object_id": run_id, "kind": kind, "mode": "base", "lifecycle": "terminal", "profile": None,
+                          "parent_id": None, "activity": None, "outcome": None, "turn_active": False,
+                          "wake_pending": False, "wakes": 0, "last_seq": 0})
+            events.append({"object_id": run_id, "type": "created", "level": COMMON_LEVELS["created"], "actor_id": None,
+                           "at": tx.now, "data": "{}"})
+            made[run_id] = None
+        if not made:
+            return set()
+        session.flush()  # what the session holds is written before the rows beside it
+        session.execute(cast(Table, ObjectRow.__table__).insert(), objects)
+        session.execute(cast(Table, NodeRow.__table__).insert(), nodes)
+        session.execute(cast(Table, EventRow.__table__).insert(), events)  # a new object has no watcher
+        for row in objects:
+            tx.change("object.created", row["id"], type="node", name=row["name"])
+        ids = list(made)
+        for start in range(0, len(ids), _IDS_AT_ONCE):
+            chunk = ids[start:start + _IDS_AT_ONCE]
+            held.objects.update((o.id, o) for o in session.execute(select(ObjectRow).where(ObjectRow.id.in_(chunk))).scalars())
+            held.nodes.update((n.object_id, n) for n in session.execute(
+                select(NodeRow).where(NodeRow.object_id.in_(chunk))).scalars())
+        return set(made)
 
     def _link_fork(self, tx: Tx, node: ObjectRow, params: object) -> None:
         """A fork's ``forked-from`` edge to its parent's node and its ``run.forked`` event, once (nothing
@@ -383,6 +478,7 @@ class RunBridge:
                     select(ObjectRow).where(ObjectRow.id.in_(chunk))).scalars())
                 nodes.update((n.object_id, n) for n in tx.session.execute(
                     select(NodeRow).where(NodeRow.object_id.in_(chunk))).scalars())
+            last: dict[str, tuple[NodeRow, int]] = {}  # each node's newest event seq applied in this step
             for prepared in events:
                 run_id, node_id = prepared.run_id, prepared.node_id
                 root = objects.get(run_id)
@@ -404,14 +500,17 @@ class RunBridge:
                 row = nodes.get(node.id)
                 if row is None:
                     row = nodes[node.id] = _node_row(tx.session, node.id)
-                if prepared.seq <= row.last_seq:
+                top = last.get(node.id)
+                if prepared.seq <= (row.last_seq if top is None else top[1]):
                     continue
-                row.last_seq = prepared.seq
+                last[node.id] = (row, prepared.seq)  # written on the row once, at the end
                 if prepared.type not in _QUIET:
                     self._apply(tx, node, row, prepared.type, prepared.event, prepared.repaired, batch)
                 if prepared.repaired:
                     batch.flush()
                     _flag_repaired(tx, node, prepared.type, prepared.seq)
+            for row, seq in last.values():
+                row.last_seq = seq
             batch.flush()
             tx.session.flush()
         return apply
@@ -501,9 +600,10 @@ class RunBridge:
             data["name"] = event["name"]
         elif type_ == "run.interrupted":
             row.turn_active, status = False, "idle"
-        if status is not None and status in NODE_STATUSES:
+        if status is not None and status in NODE_STATUSES and node.status != status:
             node.status = status
-        node.updated_at = tx.now
+        if node.updated_at != tx.now:  # set once per unit of work (setting a row's field is not free)
+            node.updated_at = tx.now
         if batch is None:
             tx.session.flush()
             publish_event(tx.session, node, type_, tx.now, level=level, data=data, summary=summary)

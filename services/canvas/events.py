@@ -190,7 +190,7 @@ def publish_event(session: Session, obj: ObjectRow, type_: str, at: float, *, le
     ``watched=False`` says ``obj`` was created in this unit of work, so nobody watches it yet."""
     level = check_level(level if level is not None else COMMON_LEVELS.get(type_, 3))
     event = EventRow(object_id=obj.id, type=type_, level=level, actor_id=actor_id, at=at,
-                     data=json.dumps(data or {}, sort_keys=True, default=str))
+                     data=_encoded(data or {}))
     session.add(event)
     session.flush()
     delivered: list[str] = []
@@ -214,6 +214,10 @@ def publish_event(session: Session, obj: ObjectRow, type_: str, at: float, *, le
     return event, delivered
 
 
+_encoded = json.JSONEncoder(sort_keys=True, default=str).encode
+"""An event's data as stored: ``json.dumps(data, sort_keys=True, default=str)``, its encoder made once."""
+
+
 class EventBatch:
     """``publish_event`` for many events of one unit of work, by table: ``add`` queues an event and
     ``flush`` writes every queued event in one statement (their ids in the order added), then every
@@ -231,7 +235,7 @@ class EventBatch:
     def add(self, obj: ObjectRow, type_: str, at: float, *, level: int, data: Mapping[str, object],
             summary: str) -> None:
         """Queue an event on ``obj`` as it is now (its name, privacy and owner when it is delivered)."""
-        self._queued.append((obj, type_, check_level(level), json.dumps(data, sort_keys=True, default=str), summary,
+        self._queued.append((obj, type_, check_level(level), _encoded(data), summary,
                              obj.privacy, obj.owner_id, obj.name))
         self._at = at
 

@@ -19,7 +19,7 @@ from services.text import clip
 from .counters import inbox_counts
 from .eligibility import OPERATOR, Access
 from .errors import CanvasError, DocumentInvalidError, NameTakenError
-from .events import add_edge, ensure_watch, hidden_entry_filters, publish_event
+from .events import COMMON_LEVELS, EventBatch, add_edge, ensure_watch, hidden_entry_filters, publish_event
 from .models import InboxRow, JobRow, NodeRow, ObjectRow
 from .names import NODE_LIFECYCLES, NODE_MODES, NODE_STATUSES, check_handle, check_node_kind
 from .objects import Tx, create_object, get_row, new_id, summary_of
@@ -80,9 +80,11 @@ def spawn_node(tx: Tx, *, node_id: str | None, name: str | None, owner_id: str |
 
 
 def configure_node(tx: Tx, node: ObjectRow, changes: Mapping[str, str | None], *,
-                   actor_id: str | None = None) -> NodeRow:
+                   actor_id: str | None = None, batch: EventBatch | None = None) -> NodeRow:
     """Change a node's kind, mode, lifecycle, profile, status, activity or outcome; publishes
-    ``configured``. The fields come as one mapping, so none can collide with a parameter's name."""
+    ``configured``. The fields come as one mapping, so none can collide with a parameter's name.
+    With ``batch`` (and no actor) the event is queued on it and the fields are written with the
+    unit of work's next flush (a writer configuring many nodes writes them by table)."""
     fields = dict(changes)
     allowed = {"kind", "mode", "lifecycle", "profile", "status", "activity", "outcome", "name"}
     unknown = set(fields) - allowed
@@ -114,10 +116,15 @@ def configure_node(tx: Tx, node: ObjectRow, changes: Mapping[str, str | None], *
             changed[key] = value
     if changed:
         node.updated_at = tx.now
-        tx.session.flush()
         level = 6 if changed.get("status") in ("dead", "canceled", "waiting_on_user") else None
-        publish_event(tx.session, node, "configured", tx.now, level=level, actor_id=actor_id, data=changed,
-                      summary=f"{node.name}: " + ", ".join(f"{k}={v}" for k, v in changed.items()))
+        summary = f"{node.name}: " + ", ".join(f"{k}={v}" for k, v in changed.items())
+        if batch is not None and actor_id is None:
+            batch.add(node, "configured", tx.now, level=COMMON_LEVELS["configured"] if level is None else level,
+                      data=changed, summary=summary)
+        else:
+            tx.session.flush()
+            publish_event(tx.session, node, "configured", tx.now, level=level, actor_id=actor_id, data=changed,
+                          summary=summary)
         tx.change("node.updated", node.id, **changed)
     return row
 

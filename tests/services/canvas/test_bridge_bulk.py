@@ -167,3 +167,78 @@ async def test_a_run_of_events_is_written_a_statement_per_table(canvas: Canvas) 
     await bridge.apply_steps([bridge.events_step([bridge.prepare_event(step) for step in steps])])
     assert len((await canvas.inbox("user:o2", limit=500)).items) == 400
     assert statements.count("events") <= 2 and statements.count("inbox") <= 2  # PostgreSQL: in pages of rows
+
+
+def by_node(canvas: Canvas) -> dict[str, Any]:
+    """Each object's row, node row, events, inbox entries, edges and watches, by its id (without the
+    row ids: runs made by table are numbered in a different order across runs, never within one)."""
+    with canvas.engine.connect() as conn:
+        named = dict(conn.execute(text("SELECT id, name FROM objects WHERE type = 'document'")).all())
+
+        def rows(sql: str) -> list[tuple[Any, ...]]:
+            return [tuple(named.get(value, value) for value in row) for row in conn.execute(text(sql))]
+
+        return {
+            "objects": sorted(rows("SELECT id, type, kind, name, handle, owner_id, privacy, status, created_at, "
+                                   "updated_at FROM objects WHERE type <> 'document'")),
+            "nodes": sorted(rows("SELECT * FROM nodes")),
+            "events": rows("SELECT object_id, type, level, actor_id, at, data FROM events ORDER BY object_id, id"),
+            "inbox": rows("SELECT owner_id, kind, object_id, object_name, event_type, level, summary, body, ref "
+                          "FROM inbox ORDER BY owner_id, id"),
+            "edges": sorted(rows("SELECT src_id, dst_id, kind FROM edges")),
+            "watches": sorted(rows("SELECT watcher_id, object_id, pattern, min_level FROM watches")),
+            "object_counts": sorted(rows("SELECT * FROM object_counts")),
+            "inbox_counts": sorted(rows("SELECT * FROM inbox_counts")),
+        }
+
+
+def per_object(changes: list[Change]) -> dict[str, list[tuple[str, Any]]]:
+    out: dict[str, list[tuple[str, Any]]] = {}
+    for change in changes:
+        out.setdefault(change.id, []).append((change.kind, change.data))
+    return out
+
+
+async def test_runs_in_bulk_leave_each_node_as_applying_them_one_by_one_does(canvases) -> None:
+    """``runs_step`` (a catch-up's started runs): the nodes the canvas lacks made by table, then each
+    run applied; every node ends with the same row, journal, inbox, edges and watches, and the same
+    changes are published for it, in its order, as ``run_step`` run after run gives."""
+    (one, one_changes), (bulk, bulk_changes) = canvases
+    for canvas in (one, bulk):
+        await prepare(canvas, ["run_a", "run_b", "run_c"])  # existing nodes: a watched one, a private one, a fork
+    one_changes.clear()
+    bulk_changes.clear()
+    runs = [
+        dto("run_a", status="settled", activity=None, outcome={"outcome": "result"}),  # exists, watched
+        dto("run_b", activity="reading"),  # exists, private, watched by one who may not read it
+        dto("run_new1"),
+        dto("run_new2", status="settled", activity=None, outcome={"outcome": "runtime_error"}, name="named \ud800 run",
+            user_id="user:o9"),  # a new person, text to repair
+        dto("run_new3", status="waiting_on_user", params={"prompt": "a fork", "kind": "general",
+                                                          "forked_from": "run_a", "forked_at_turn": 2},
+            pending=[{"id": "m1", "text": "waiting \x00 here"}, {"id": "m2", "text": "and this"}]),
+        dto("run_new4", status="idle", activity=None, params={"prompt": "forked from one made just now",
+                                                              "forked_from": "run_new1"}),
+        dto("run_new1", activity="writing"),  # the same run twice in one batch
+    ]
+    live = RunBridge(one)
+    for run in runs:
+        await live.apply_run(run)
+    bridge = RunBridge(bulk)
+    await bridge.apply_steps([bridge.runs_step(runs)])
+
+    expected, got = by_node(one), by_node(bulk)
+    assert len(expected["events"]) > 20 and expected["inbox"]
+    for table in expected:
+        assert got[table] == expected[table], table
+    assert per_object(bulk_changes) == per_object(one_changes)
+
+
+async def test_runs_in_bulk_refuse_a_bad_run_before_any_write(canvas: Canvas) -> None:
+    bridge = RunBridge(canvas)
+    with pytest.raises(Exception, match="pending"):
+        bridge.runs_step([dto("run_fine"), dto("run_bad", pending="not a list")])
+    step = bridge.runs_step([dto("run_fine"), dto("bad id with spaces")])
+    with pytest.raises(Exception, match="not a valid handle"):
+        await bridge.apply_steps([step])
+    assert await canvas.count_objects(type="node") == 0  # nothing of the step was written
