@@ -57,9 +57,10 @@ _E = TypeVar("_E", bound=Mapping[str, object])
 
 
 def _kept(events: Sequence[_E], exclude: Collection[str]) -> list[_E]:
-    """``events`` without those whose ``type`` is in ``exclude`` (a new list either way)."""
+    """``events`` without those whose ``type`` is in ``exclude`` (``events`` itself, when it is a list
+    and nothing is excluded: callers pass a slice or a list they concatenate)."""
     if not exclude:
-        return list(events)
+        return events if isinstance(events, list) else list(events)
     return [event for event in events if event.get("type") not in exclude]
 
 
