@@ -121,11 +121,8 @@ class _Item:
     failed: bool = False
     event: PreparedEvent | None = None
     """The event of a ``run.event`` change (a batch's events are applied in bulk)."""
-    started: bool = False
-    """A ``run.started`` change's run step: applied before the batch's events (a run's node is made
-    before any event of it; another run's events do not depend on it)."""
     run: dict[str, object] | None = None
-    """The run as its step reads it (the batch's started runs are applied in bulk)."""
+    """The run as its step reads it (a batch's runs and events are applied in bulk)."""
 
 
 class RunFollower:
@@ -412,10 +409,7 @@ class RunFollower:
         text to repair)."""
         if change.kind == "run.started":
             try:
-                item = self._run_item(change.id)
-                if item is not None:
-                    item.started = True
-                return item
+                return self._run_item(change.id)
             except Exception as exc:  # named as the run, as a run read again after its events is
                 self._failed(f"run {change.id}", change.id, exc)
                 return None
@@ -462,27 +456,25 @@ class RunFollower:
                 self._failed(item.label, item.id, exc)
 
     def _bulk(self, items: list[_Item]) -> list[BridgeStep]:
-        """The steps of ``items``: the runs started first (one ``runs_step``: the nodes the canvas
-        lacks made by table), then the rest in order, each run of consecutive events made one
-        ``events_step`` (so a catch-up's batch, a run started then its events for run after run, is
-        written as its runs' nodes and then one step of events: each run's own changes stay in their
-        order)."""
+        """The steps of ``items``, in order: each stretch of runs and events one ``batch_step`` (the
+        nodes it lacks made, the events and the inbox entries written, by table), anything else (a
+        run deleted) a step of its own."""
         assert self.bridge is not None
-        started = [item.run for item in items if item.started and item.run is not None]
-        steps: list[BridgeStep] = [self.bridge.runs_step(started)] if started else []
-        events: list[PreparedEvent] = []
+        steps: list[BridgeStep] = []
+        stretch: list[Mapping[str, object] | PreparedEvent] = []
         for item in items:
-            if item.started:
-                continue
             if item.event is not None:
-                events.append(item.event)
+                stretch.append(item.event)
                 continue
-            if events:
-                steps.append(self.bridge.events_step(events))
-                events = []
+            if item.run is not None:
+                stretch.append(item.run)
+                continue
+            if stretch:
+                steps.append(self.bridge.batch_step(stretch))
+                stretch = []
             steps.append(self._step(item))
-        if events:
-            steps.append(self.bridge.events_step(events))
+        if stretch:
+            steps.append(self.bridge.batch_step(stretch))
         return steps
 
     def _step(self, item: _Item) -> BridgeStep:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from sqlalchemy import Table, select
@@ -34,7 +34,7 @@ from services.text import clip, has_bad_text, repair_value, run_title
 
 from .errors import CanvasError
 from .events import COMMON_LEVELS, FORKED_FROM, EventBatch, add_edge, publish_event
-from .models import EdgeRow, EventRow, InboxRow, NodeRow, ObjectRow
+from .models import EdgeRow, InboxRow, NodeRow, ObjectRow
 from .names import NODE_STATUSES, check_handle, check_node_kind
 from .nodes import configure_node, node_view, spawn_node
 from .objects import Tx, ensure_owner, find_object, get_row
@@ -233,6 +233,34 @@ _IDS_AT_ONCE = 500
 """How many ids one ``IN (...)`` of ``positions`` names (well under SQLite's bound on parameters)."""
 
 
+@dataclass
+class _Applying:
+    """What one ``batch_step`` carries from item to item: its unit of work, the batch its events are
+    queued on, the rows held, and each node's newest event applied."""
+
+    tx: Tx
+    batch: EventBatch
+    held: _Held
+    last: dict[str, tuple[NodeRow, int]] = field(default_factory=dict)
+
+    def read_nodes(self, ids: Collection[str]) -> None:
+        """The objects and node rows of ``ids`` not held yet, read at once."""
+        objects, nodes, session = self.held.objects, self.held.nodes, self.tx.session
+        wanted = sorted(set(ids) - objects.keys())
+        for start in range(0, len(wanted), _IDS_AT_ONCE):
+            chunk = wanted[start:start + _IDS_AT_ONCE]
+            objects.update((o.id, o) for o in session.execute(select(ObjectRow).where(ObjectRow.id.in_(chunk))).scalars())
+            nodes.update((n.object_id, n) for n in session.execute(
+                select(NodeRow).where(NodeRow.object_id.in_(chunk))).scalars())
+
+    def finish(self) -> None:
+        """Each node's newest event seq on its row, the queued events written, the rows flushed."""
+        for row, seq in self.last.values():
+            row.last_seq = seq
+        self.batch.flush()
+        self.tx.session.flush()
+
+
 class RunBridge:
     """Follows runs into the canvas: ``apply_run`` for run DTOs, ``apply_event`` for run events."""
 
@@ -292,19 +320,37 @@ class RunBridge:
         return apply
 
     def runs_step(self, runs: Sequence[Mapping[str, Any]]) -> BridgeStep:
-        """The steps of ``run_step`` (without views) for many runs, in one: the root nodes the canvas
-        lacks are made by table (their objects, node rows and ``created`` events a statement each, with
-        the fields and changes ``spawn_node`` gives each), then each run is applied as ``run_step``
-        applies it, in order. A ``BridgeInputError`` for a DTO it cannot take, before any write."""
-        prepared = [self._prepare_run(run) for run in runs]
+        """The steps of ``run_step`` (without views) for many runs, in one (``batch_step``)."""
+        return self.batch_step(runs)
+
+    def batch_step(self, items: Sequence[Mapping[str, Any] | PreparedEvent]) -> BridgeStep:
+        """One step applying ``items`` in order, by table: a run DTO as ``run_step`` applies it (without
+        its view), a ``PreparedEvent`` as ``event_step`` does. The root nodes the canvas lacks are made
+        first, their objects and node rows a statement per table (numbered in the order of ``items``);
+        each run's ``created`` and ``configured`` events and every event's record are queued on one
+        ``EventBatch`` in their turn, so the events, the inbox entries and the changes published come
+        in the order applying the items one by one gives. A ``BridgeInputError`` for a DTO it cannot
+        take, before any write."""
+        prepared = [item if isinstance(item, PreparedEvent) else self._prepare_run(item) for item in items]
 
         def apply(tx: Tx) -> None:
-            made = self._make_roots(tx, prepared)
-            batch = EventBatch(tx.session)  # the nodes' ``configured`` events, by table
+            runs = [one for one in prepared if isinstance(one, _PreparedRun)]
+            events = [one for one in prepared if isinstance(one, PreparedEvent)]
+            made = self._make_roots(tx, runs) if runs else {}
+            state = _Applying(tx, EventBatch(tx.session), _held(tx.session))
+            if events:
+                state.read_nodes({e.run_id for e in events} | {e.node_id for e in events})
             for one in prepared:
-                self._apply_run(tx, one, view=False, made=made, batch=batch)
-            batch.flush()
-            tx.session.flush()
+                if isinstance(one, PreparedEvent):
+                    self._event_into(state, one)
+                    continue
+                node = made.pop(one.run_id, None)
+                if node is not None:  # made above: its ``created`` event and change in its turn
+                    state.batch.add(node, "created", tx.now, level=COMMON_LEVELS["created"], data={},
+                                    summary=f"{node.name}: created")
+                    tx.change("object.created", node.id, type="node", name=node.name)
+                self._apply_run(tx, one, view=False, made=() if node is None else (node.id,), batch=state.batch)
+            state.finish()
         return apply
 
     @staticmethod
@@ -356,8 +402,9 @@ class RunBridge:
             _flag_repaired(tx, node, "run " + ", ".join(stored))
         return node_view(tx.session, node) if view else None
 
-    def _make_roots(self, tx: Tx, runs: Sequence[_PreparedRun]) -> set[str]:
-        """The root nodes of ``runs`` the canvas lacks, made by table; their ids."""
+    def _make_roots(self, tx: Tx, runs: Sequence[_PreparedRun]) -> dict[str, ObjectRow]:
+        """The root nodes of ``runs`` the canvas lacks, their objects and node rows made by table in
+        the order of ``runs`` (their ``created`` events and changes are the caller's, in their turn)."""
         session = tx.session
         held = _held(session)
         wanted = sorted({one.run_id for one in runs} - held.objects.keys())
@@ -366,12 +413,12 @@ class RunBridge:
             held.objects.update((o.id, o) for o in session.execute(select(ObjectRow).where(ObjectRow.id.in_(chunk))).scalars())
         objects: list[dict[str, Any]] = []
         nodes: list[dict[str, Any]] = []
-        events: list[dict[str, Any]] = []
-        made: dict[str, None] = {}
+        making: set[str] = set()
         for one in runs:
             run_id, run = one.run_id, one.run
-            if run_id in held.objects or run_id in made:
+            if run_id in held.objects or run_id in making:
                 continue
+            making.add(run_id)
             params = run.get("params") or {}
             kind = params.get("kind") if isinstance(params, Mapping) and isinstance(params.get("kind"), str) else self.kind
             check_node_kind(kind)
@@ -385,24 +432,18 @@ class RunBridge:
             nodes.append({"object_id": run_id, "kind": kind, "mode": "base", "lifecycle": "terminal", "profile": None,
                           "parent_id": None, "activity": None, "outcome": None, "turn_active": False,
                           "wake_pending": False, "wakes": 0, "last_seq": 0})
-            events.append({"object_id": run_id, "type": "created", "level": COMMON_LEVELS["created"], "actor_id": None,
-                           "at": tx.now, "data": "{}"})
-            made[run_id] = None
-        if not made:
-            return set()
+        if not objects:
+            return {}
         session.flush()  # what the session holds is written before the rows beside it
         session.execute(cast(Table, ObjectRow.__table__).insert(), objects)
         session.execute(cast(Table, NodeRow.__table__).insert(), nodes)
-        session.execute(cast(Table, EventRow.__table__).insert(), events)  # a new object has no watcher
-        for row in objects:
-            tx.change("object.created", row["id"], type="node", name=row["name"])
-        ids = list(made)
+        ids = [row["id"] for row in objects]
         for start in range(0, len(ids), _IDS_AT_ONCE):
             chunk = ids[start:start + _IDS_AT_ONCE]
             held.objects.update((o.id, o) for o in session.execute(select(ObjectRow).where(ObjectRow.id.in_(chunk))).scalars())
             held.nodes.update((n.object_id, n) for n in session.execute(
                 select(NodeRow).where(NodeRow.object_id.in_(chunk))).scalars())
-        return set(made)
+        return {run_id: held.objects[run_id] for run_id in ids}
 
     def _link_fork(self, tx: Tx, node: ObjectRow, params: object) -> None:
         """A fork's ``forked-from`` edge to its parent's node and its ``run.forked`` event, once (nothing
@@ -466,54 +507,40 @@ class RunBridge:
         are written in a statement each (``EventBatch``), and each node's row is updated once, at
         the end. What needs a statement of its own (a node spawned, a message filed, repaired text
         flagged) is written in its turn, after the events before it, so the rows, their ids and the
-        changes published are those applying the events one by one gives."""
-        def apply(tx: Tx) -> None:
-            batch = EventBatch(tx.session)
-            held = _held(tx.session)
-            objects, nodes = held.objects, held.nodes
-            wanted = sorted(({e.run_id for e in events} | {e.node_id for e in events}) - objects.keys())
-            for start in range(0, len(wanted), _IDS_AT_ONCE):
-                chunk = wanted[start:start + _IDS_AT_ONCE]
-                objects.update((o.id, o) for o in tx.session.execute(
-                    select(ObjectRow).where(ObjectRow.id.in_(chunk))).scalars())
-                nodes.update((n.object_id, n) for n in tx.session.execute(
-                    select(NodeRow).where(NodeRow.object_id.in_(chunk))).scalars())
-            last: dict[str, tuple[NodeRow, int]] = {}  # each node's newest event seq applied in this step
-            for prepared in events:
-                run_id, node_id = prepared.run_id, prepared.node_id
-                root = objects.get(run_id)
-                if root is None:
-                    batch.reset()  # a node is made: what came before it is written first
-                    root = self._root(tx, run_id, owner_id=None)
-                elif root.type != "node":
-                    raise BridgeInputError(f"the run id {run_id!r} names a {root.type}, not a node")
-                node = root
-                if node_id != run_id:
-                    found = objects.get(node_id)
-                    if found is None:
-                        batch.reset()  # the root watches its new child: the watches are read again
-                        found = _spawn(tx, node_id=node_id, name=node_id, owner_id=root.owner_id, kind=self.kind,
-                                       parent=root)
-                    node = found
-                    if node.type != "node":
-                        raise BridgeInputError(f"the node id {node_id!r} names a {node.type}, not a node")
-                row = nodes.get(node.id)
-                if row is None:
-                    row = nodes[node.id] = _node_row(tx.session, node.id)
-                top = last.get(node.id)
-                if prepared.seq <= (row.last_seq if top is None else top[1]):
-                    continue
-                last[node.id] = (row, prepared.seq)  # written on the row once, at the end
-                if prepared.type not in _QUIET:
-                    self._apply(tx, node, row, prepared.type, prepared.event, prepared.repaired, batch)
-                if prepared.repaired:
-                    batch.flush()
-                    _flag_repaired(tx, node, prepared.type, prepared.seq)
-            for row, seq in last.values():
-                row.last_seq = seq
+        changes published are those applying the events one by one gives (``batch_step``)."""
+        return self.batch_step(events)
+
+    def _event_into(self, state: _Applying, prepared: PreparedEvent) -> None:
+        """One event of a ``batch_step``, applied as ``event_step`` applies it, its record queued."""
+        tx, batch, objects = state.tx, state.batch, state.held.objects
+        run_id, node_id = prepared.run_id, prepared.node_id
+        root = objects.get(run_id)
+        if root is None:
+            batch.reset()  # a node is made: what came before it is written first
+            root = self._root(tx, run_id, owner_id=None)
+        elif root.type != "node":
+            raise BridgeInputError(f"the run id {run_id!r} names a {root.type}, not a node")
+        node = root
+        if node_id != run_id:
+            found = objects.get(node_id)
+            if found is None:
+                batch.reset()  # the root watches its new child: the watches are read again
+                found = _spawn(tx, node_id=node_id, name=node_id, owner_id=root.owner_id, kind=self.kind, parent=root)
+            node = found
+            if node.type != "node":
+                raise BridgeInputError(f"the node id {node_id!r} names a {node.type}, not a node")
+        row = state.held.nodes.get(node.id)
+        if row is None:
+            row = state.held.nodes[node.id] = _node_row(tx.session, node.id)
+        top = state.last.get(node.id)
+        if prepared.seq <= (row.last_seq if top is None else top[1]):
+            return
+        state.last[node.id] = (row, prepared.seq)  # written on the row once, at the end
+        if prepared.type not in _QUIET:
+            self._apply(tx, node, row, prepared.type, prepared.event, prepared.repaired, batch)
+        if prepared.repaired:
             batch.flush()
-            tx.session.flush()
-        return apply
+            _flag_repaired(tx, node, prepared.type, prepared.seq)
 
     def event_step(self, event: Mapping[str, Any] | PreparedEvent) -> Callable[[Tx], NodeView]:
         """The step of ``apply_event`` (a ``BridgeInputError`` for an event it cannot take, before any write)."""

@@ -232,6 +232,56 @@ async def test_runs_in_bulk_leave_each_node_as_applying_them_one_by_one_does(can
     for table in expected:
         assert got[table] == expected[table], table
     assert per_object(bulk_changes) == per_object(one_changes)
+    assert in_order(bulk) == in_order(one)  # the events and inbox entries in the order they were written
+    people = {"user:o9"}  # a person the step makes is made with the nodes, before the runs are applied
+    assert [(c.kind, c.id, c.data) for c in bulk_changes if c.id not in people] == [
+        (c.kind, c.id, c.data) for c in one_changes if c.id not in people]
+
+
+def in_order(canvas: Canvas) -> dict[str, list[tuple[Any, ...]]]:
+    """The events and inbox entries as written (by id), without their ids (documents by name)."""
+    with canvas.engine.connect() as conn:
+        named = dict(conn.execute(text("SELECT id, name FROM objects WHERE type = 'document'")).all())
+
+        def rows(sql: str) -> list[tuple[Any, ...]]:
+            return [tuple(named.get(value, value) for value in row) for row in conn.execute(text(sql))]
+
+        return {"events": rows("SELECT object_id, type, level, actor_id, at, data FROM events ORDER BY id"),
+                "inbox": rows("SELECT owner_id, kind, object_id, object_name, event_type, level, summary, body, ref "
+                              "FROM inbox ORDER BY id")}
+
+
+async def test_a_stretch_of_runs_and_events_in_one_step_leaves_the_canvas_as_one_by_one_does(canvases) -> None:
+    """``batch_step`` as the follower's catch-up gives it: a run started, its events, the next run,
+    its events, and each run read again at the end; the same rows, in the same order."""
+    (one, one_changes), (bulk, bulk_changes) = canvases
+    for canvas in (one, bulk):
+        await prepare(canvas, ["run_a", "run_b", "run_c"])
+    one_changes.clear()
+    bulk_changes.clear()
+    fresh = ["run_x", "run_y"]
+    items: list[Any] = []
+    for run_id in fresh:
+        items.append(dto(run_id, pending=[{"id": f"p_{run_id}", "text": f"pending for {run_id}"}]))
+        items += history(run_id)
+    items += history("run_a")[:8]
+    items += finals(fresh + ["run_a"])
+
+    live = RunBridge(one)
+    for item in items:
+        if "seq" in item:
+            await live.apply_event(item)
+        else:
+            await live.apply_run(item)
+    bridge = RunBridge(bulk)
+    await bridge.apply_steps([bridge.batch_step([bridge.prepare_event(i) if "seq" in i else i for i in items])])
+
+    expected, got = by_node(one), by_node(bulk)
+    assert len(expected["events"]) > 60 and len(expected["inbox"]) > 10
+    for table in expected:
+        assert got[table] == expected[table], table
+    assert in_order(bulk) == in_order(one)
+    assert [(c.kind, c.id, c.data) for c in bulk_changes] == [(c.kind, c.id, c.data) for c in one_changes]
 
 
 async def test_runs_in_bulk_refuse_a_bad_run_before_any_write(canvas: Canvas) -> None:
