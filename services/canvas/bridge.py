@@ -319,10 +319,6 @@ class RunBridge:
             return self._apply_run(tx, prepared, view=view)
         return apply
 
-    def runs_step(self, runs: Sequence[Mapping[str, Any]]) -> BridgeStep:
-        """The steps of ``run_step`` (without views) for many runs, in one (``batch_step``)."""
-        return self.batch_step(runs)
-
     def batch_step(self, items: Sequence[Mapping[str, Any] | PreparedEvent]) -> BridgeStep:
         """One step applying ``items`` in order, by table: a run DTO as ``run_step`` applies it (without
         its view), a ``PreparedEvent`` as ``event_step`` does. The root nodes the canvas lacks are made

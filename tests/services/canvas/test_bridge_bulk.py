@@ -1,7 +1,8 @@
-"""The run bridge's bulk step (``events_step``, what the follower's catch-up writes with) leaves the
-canvas exactly as applying the same events one by one does (the live path): the same nodes, events,
-inbox entries, edges, watches and counters, row for row and id for id, and the same changes published,
-on both engines; and it writes a batch's events and inbox entries in a statement each."""
+"""The run bridge's bulk step (``batch_step``, what the follower's catch-up writes with) leaves the
+canvas exactly as applying the same runs and events one by one does (the live path): the same nodes,
+events, inbox entries, edges, watches and counters, row for row and id for id (a stretch of runs: in
+the same order), and the same changes published, on both engines; and it writes a batch's events and
+inbox entries in a statement each."""
 
 from __future__ import annotations
 
@@ -200,9 +201,9 @@ def per_object(changes: list[Change]) -> dict[str, list[tuple[str, Any]]]:
 
 
 async def test_runs_in_bulk_leave_each_node_as_applying_them_one_by_one_does(canvases) -> None:
-    """``runs_step`` (a catch-up's started runs): the nodes the canvas lacks made by table, then each
-    run applied; every node ends with the same row, journal, inbox, edges and watches, and the same
-    changes are published for it, in its order, as ``run_step`` run after run gives."""
+    """``batch_step`` of runs alone: the nodes the canvas lacks made by table, then each run applied;
+    every node ends with the same row, journal, inbox, edges and watches, and the same changes are
+    published for it, in its order, as ``run_step`` run after run gives."""
     (one, one_changes), (bulk, bulk_changes) = canvases
     for canvas in (one, bulk):
         await prepare(canvas, ["run_a", "run_b", "run_c"])  # existing nodes: a watched one, a private one, a fork
@@ -225,7 +226,7 @@ async def test_runs_in_bulk_leave_each_node_as_applying_them_one_by_one_does(can
     for run in runs:
         await live.apply_run(run)
     bridge = RunBridge(bulk)
-    await bridge.apply_steps([bridge.runs_step(runs)])
+    await bridge.apply_steps([bridge.batch_step(runs)])
 
     expected, got = by_node(one), by_node(bulk)
     assert len(expected["events"]) > 20 and expected["inbox"]
@@ -287,8 +288,8 @@ async def test_a_stretch_of_runs_and_events_in_one_step_leaves_the_canvas_as_one
 async def test_runs_in_bulk_refuse_a_bad_run_before_any_write(canvas: Canvas) -> None:
     bridge = RunBridge(canvas)
     with pytest.raises(Exception, match="pending"):
-        bridge.runs_step([dto("run_fine"), dto("run_bad", pending="not a list")])
-    step = bridge.runs_step([dto("run_fine"), dto("bad id with spaces")])
+        bridge.batch_step([dto("run_fine"), dto("run_bad", pending="not a list")])
+    step = bridge.batch_step([dto("run_fine"), dto("bad id with spaces")])
     with pytest.raises(Exception, match="not a valid handle"):
         await bridge.apply_steps([step])
     assert await canvas.count_objects(type="node") == 0  # nothing of the step was written
