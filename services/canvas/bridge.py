@@ -244,12 +244,16 @@ class _Applying:
     last: dict[str, tuple[NodeRow, int]] = field(default_factory=dict)
 
     def read_nodes(self, ids: Collection[str]) -> None:
-        """The objects and node rows of ``ids`` not held yet, read at once."""
+        """The objects and node rows of ``ids`` not held yet, read at once (an id the canvas does not
+        hold stays missing from ``held.objects``)."""
         objects, nodes, session = self.held.objects, self.held.nodes, self.tx.session
         wanted = sorted(set(ids) - objects.keys())
         for start in range(0, len(wanted), _IDS_AT_ONCE):
             chunk = wanted[start:start + _IDS_AT_ONCE]
             objects.update((o.id, o) for o in session.execute(select(ObjectRow).where(ObjectRow.id.in_(chunk))).scalars())
+        rows = sorted(set(ids) & objects.keys() - nodes.keys())
+        for start in range(0, len(rows), _IDS_AT_ONCE):
+            chunk = rows[start:start + _IDS_AT_ONCE]
             nodes.update((n.object_id, n) for n in session.execute(
                 select(NodeRow).where(NodeRow.object_id.in_(chunk))).scalars())
 
@@ -331,11 +335,10 @@ class RunBridge:
 
         def apply(tx: Tx) -> None:
             runs = [one for one in prepared if isinstance(one, _PreparedRun)]
-            events = [one for one in prepared if isinstance(one, PreparedEvent)]
-            made = self._make_roots(tx, runs) if runs else {}
             state = _Applying(tx, EventBatch(tx.session), _held(tx.session))
-            if events:
-                state.read_nodes({e.run_id for e in events} | {e.node_id for e in events})
+            state.read_nodes({one.run_id for one in runs} | {e.run_id for e in prepared if isinstance(e, PreparedEvent)}
+                             | {e.node_id for e in prepared if isinstance(e, PreparedEvent)})
+            made = self._make_roots(tx, runs) if runs else {}
             for one in prepared:
                 if isinstance(one, PreparedEvent):
                     self._event_into(state, one)
@@ -399,14 +402,11 @@ class RunBridge:
         return node_view(tx.session, node) if view else None
 
     def _make_roots(self, tx: Tx, runs: Sequence[_PreparedRun]) -> dict[str, ObjectRow]:
-        """The root nodes of ``runs`` the canvas lacks, their objects and node rows made by table in
-        the order of ``runs`` (their ``created`` events and changes are the caller's, in their turn)."""
+        """The root nodes of ``runs`` the canvas lacks (the caller has read what it holds of them:
+        ``_Applying.read_nodes``), their objects and node rows made by table in the order of ``runs``
+        (their ``created`` events and changes are the caller's, in their turn)."""
         session = tx.session
         held = _held(session)
-        wanted = sorted({one.run_id for one in runs} - held.objects.keys())
-        for start in range(0, len(wanted), _IDS_AT_ONCE):
-            chunk = wanted[start:start + _IDS_AT_ONCE]
-            held.objects.update((o.id, o) for o in session.execute(select(ObjectRow).where(ObjectRow.id.in_(chunk))).scalars())
         objects: list[dict[str, Any]] = []
         nodes: list[dict[str, Any]] = []
         making: set[str] = set()
