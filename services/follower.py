@@ -12,10 +12,10 @@ change, and applies them from one background task, in order, a queued batch at a
 
 - the canvas ``RunBridge`` keeps one node per run (and per child node) with statuses, inbox entries
   for pending messages and events with levels; text deltas are skipped (the bridge records none).
-  A batch is applied in one canvas transaction, each run of consecutive events as one bulk step
-  (``RunBridge.events_step``: the batch's events, inbox entries and node rows written a statement
-  per table, not per event); when it fails, its changes are applied again one by one, each in its
-  own, so that one bad change is recorded and the rest are applied;
+  A batch is applied in one canvas transaction, its runs and events as one bulk step
+  (``RunBridge.batch_step``: the nodes it lacks, the events, inbox entries and node rows written a
+  statement per table, not per change, in their order); when it fails, its changes are applied
+  again one by one, each in its own, so that one bad change is recorded and the rest are applied;
 - each completed root turn is captured into the memory outbox (the turn's input as the person's
   message, its text as the assistant's), and, when a harvest is attached, as an OKF run record.
 

@@ -112,8 +112,9 @@ Run notices: ``POST <run_notice.url>`` with ``Authorization: Bearer <token>`` an
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any, Literal, TypeVar, get_args
 from urllib.parse import SplitResult, urlsplit
 
 __all__ = [
@@ -376,3 +377,23 @@ def event_line_name(name: object) -> str:
         if len(_NAMES) < 4096:
             _NAMES[name] = line
     return line
+
+
+_E = TypeVar("_E", bound=Mapping[str, Any])
+
+
+def events_without(events: Sequence[_E], exclude: Collection[str], limit: int | None = None) -> list[_E]:
+    """A run's ``events`` without those whose ``type`` is in ``exclude`` (the types a reader leaves
+    out: ``GET /runs/{id}/events?exclude=``), at most ``limit`` of them; ``events`` itself when it is
+    a list and there is nothing to leave out or cut (callers pass a slice, or a list they only read)."""
+    if not exclude and isinstance(events, list) and (limit is None or limit >= len(events)):
+        return events
+    out: list[_E] = []
+    if limit is not None and limit <= 0:
+        return out
+    for event in events:
+        if event.get("type") not in exclude:
+            out.append(event)
+            if limit is not None and len(out) >= limit:
+                break
+    return out

@@ -3,8 +3,9 @@
 The cloud calls ``apply_run(run_dto)`` for every run it creates or changes and
 ``apply_event(event)`` for every event it appends (shapes as in ``services.wire``); a follower with
 many to apply makes each a step (``run_step``, ``event_step``, ``deleted_step``) and applies them in
-one transaction (``apply_steps``); a run of events is one step (``events_step``) that writes them by
-table, as ``event_step`` would have written each (the same rows, in the same order). The run's
+one transaction (``apply_steps``); a stretch of runs and events is one step (``batch_step``;
+``events_step`` for events alone) that writes them by table, as ``run_step`` and ``event_step``
+would have written each (the same rows, in the same order). The run's
 root node has the run id, is named by the run's title (``run_title``: its name, else its prompt) and owned by the run's person (``user_id``); an event whose
 ``node_id`` differs from the run id creates or updates a child node with a ``spawned`` edge from
 the root. A fork (a run whose params name ``forked_from``) gets a ``forked-from`` edge from its node to
@@ -336,8 +337,8 @@ class RunBridge:
         def apply(tx: Tx) -> None:
             runs = [one for one in prepared if isinstance(one, _PreparedRun)]
             state = _Applying(tx, EventBatch(tx.session), _held(tx.session))
-            state.read_nodes({one.run_id for one in runs} | {e.run_id for e in prepared if isinstance(e, PreparedEvent)}
-                             | {e.node_id for e in prepared if isinstance(e, PreparedEvent)})
+            state.read_nodes({one.run_id for one in prepared} | {one.node_id for one in prepared
+                                                                  if isinstance(one, PreparedEvent)})
             made = self._make_roots(tx, runs) if runs else {}
             for one in prepared:
                 if isinstance(one, PreparedEvent):

@@ -17,6 +17,8 @@ import bisect
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any, Protocol, overload
 
+from ..wire import events_without
+
 __all__ = ["EventLog", "EventSource", "events_between", "PAGE"]
 
 PAGE = 512
@@ -76,9 +78,7 @@ class EventLog(Sequence[Event]):
                 exclude: Collection[str] = ()) -> list[Event]:
         if self.source is None:
             raise LookupError("this run's older events are not held in memory and the log has no store")
-        if exclude:
-            return self.source.read(max(after, self.floor), before, limit, offset, exclude=exclude)
-        return self.source.read(max(after, self.floor), before, limit, offset)
+        return self.source.read(max(after, self.floor), before, limit, offset, exclude=exclude)
 
     @overload
     def __getitem__(self, index: int) -> Event: ...
@@ -145,7 +145,7 @@ class EventLog(Sequence[Event]):
         start = bisect.bisect_right(tail, after, key=_seq)
         stop = len(tail) if upto is None else bisect.bisect_right(tail, upto, key=_seq)
         if exclude:
-            return out + _kept(tail[start:stop], exclude, None if limit is None else limit - len(out))
+            return out + events_without(tail[start:stop], exclude, None if limit is None else limit - len(out))
         if limit is not None:
             stop = min(stop, start + limit - len(out))
         out.extend(tail[start:stop])
@@ -192,19 +192,6 @@ class EventLog(Sequence[Event]):
 
 def _seq(event: Event) -> int:
     return event["seq"]
-
-
-def _kept(events: Iterable[Event], exclude: Collection[str], limit: int | None) -> list[Event]:
-    """``events`` without those whose ``type`` is in ``exclude``, at most ``limit`` of them."""
-    out: list[Event] = []
-    if limit is not None and limit <= 0:
-        return out
-    for event in events:
-        if event.get("type") not in exclude:
-            out.append(event)
-            if limit is not None and len(out) >= limit:
-                break
-    return out
 
 
 def events_between(events: Sequence[Event], after: int, upto: int | None = None,

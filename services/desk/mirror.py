@@ -28,9 +28,10 @@ import threading
 from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from ..times import parse_time
+from ..wire import events_without
 
 from ..changes import RunEvents
 
@@ -53,17 +54,6 @@ SOURCE_BUDGET = 200_000
 
 LogSource = Callable[[str], Sequence[Mapping[str, object]]]
 """A run's whole event log, as the wire has it, read live (an empty sequence for a run it does not know)."""
-_E = TypeVar("_E", bound=Mapping[str, object])
-
-
-def _kept(events: Sequence[_E], exclude: Collection[str]) -> list[_E]:
-    """``events`` without those whose ``type`` is in ``exclude`` (``events`` itself, when it is a list
-    and nothing is excluded: callers pass a slice or a list they concatenate)."""
-    if not exclude:
-        return events if isinstance(events, list) else list(events)
-    return [event for event in events if event.get("type") not in exclude]
-
-
 def _same(held: Mapping[str, object] | None, event: Mapping[str, object]) -> bool:
     """Whether ``event`` is the event ``held`` was when it was read: the same object, or (a stored
     log's older events are read back as new objects each time) the same sequence number and id."""
@@ -392,16 +382,18 @@ class RunMirror:
         events = log.events
         if self.source is not None and seq < log.lo:
             source = self.source(run_id)
-            between = getattr(source, "between", None)  # a store-backed log reads a range by seq
+            # a store-backed log reads a range by seq, its store leaving out the excluded types
+            between = getattr(source, "between", None)
+            older: Sequence[Mapping[str, object]]
             if between is not None:
                 older = between(seq, log.lo, exclude=exclude)
             else:
-                older = source[bisect_right(source, seq, key=seq_of):bisect_right(source, log.lo, key=seq_of)]
-                older = _kept(older, exclude)
-            return converted_all(older) + _kept(events, exclude)
+                older = events_without(source[bisect_right(source, seq, key=seq_of):bisect_right(source, log.lo, key=seq_of)],
+                             exclude)
+            return converted_all(older) + events_without(events, exclude)
         if not events or seq_of(events[-1]) <= seq:
             return []
-        return _kept(events[bisect_right(events, seq, key=seq_of):], exclude)  # a log's sequence numbers only grow
+        return events_without(events[bisect_right(events, seq, key=seq_of):], exclude)  # a log's sequence numbers only grow
 
     def forget(self, run_id: str | None = None) -> None:
         """Drop one run's log (or every one): over a live source, the next read takes it again."""
