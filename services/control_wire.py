@@ -27,6 +27,7 @@ __all__ = [
     "CONTROL_ROUTES",
     "CHANGE_FIELDS",
     "MAX_CHANGES",
+    "MAX_RUNS_READ",
     "object_schema",
     "RUN_ACTIONS",
     "GRANT_ACTIONS",
@@ -151,7 +152,9 @@ EVENTS_PAGE = 1000
 MAX_EVENTS_PAGE = 10_000
 """The most events one ``GET /runs/{id}/events`` answers."""
 MAX_EXCLUDED = 32
-"""How many event types one ``GET /runs/{id}/events`` may leave out (``?exclude=``)."""
+"""How many event types one ``GET /runs/{id}/events`` (or ``POST /runs/events``) may leave out (``exclude``)."""
+MAX_RUNS_READ = 256
+"""How many runs one ``POST /runs/events`` reads the events of."""
 _OBJ = {"type": "object"}
 _ID = {"type": "object", "required": ["id"], "properties": {"id": {"type": "string"}}}
 _PERSON = {"type": "object", "required": ["id", "grant"], "properties": {"id": {"type": "string"}}}
@@ -199,6 +202,21 @@ CONTROL_ROUTES: tuple[ControlRoute, ...] = (
                  "types exclude names (?after=0, ?upto=, ?limit=1000, at most 10000, ?exclude=type,type)",
                  answer={"type": "object", "required": ["run_id", "events", "seq", "first_seq", "more"],
                          "properties": {"events": {"type": "array"}, "more": {"type": "boolean"}}}),
+    ControlRoute("runs.events_many", "POST", "/runs/events",
+                 "Pages of several runs' events in one read, in the order asked: each run's after < seq <= "
+                 "upto, oldest first, none of the types exclude names, at most limit events in all "
+                 "(1000 when not given, at most 10000); a run past the limit answers an empty page with "
+                 "more, a run the cloud does not know is named in missing",
+                 body=(Field("runs", "array", required=True, max_items=MAX_RUNS_READ,
+                             items=(Field("run_id", "string", required=True),
+                                    Field("after", "integer", description="the events after this seq (0)"),
+                                    Field("upto", "integer", nullable=True,
+                                          description="the events up to this seq (to the newest)")),
+                             description="the runs, each with where to read from"),
+                       Field("exclude", "array", max_items=MAX_EXCLUDED, description="event types left out"),
+                       Field("limit", "integer", description="the most events the answer holds, in all")),
+                 answer={"type": "object", "required": ["runs", "missing"],
+                         "properties": {"runs": {"type": "array"}, "missing": {"type": "array"}}}),
     ControlRoute("runs.message", "POST", "/runs/{run_id}/message", "Send a message as the app (through the SDK)",
                  body=(Field("text", "string", required=True), Field("start_turn", "boolean")), answer=_OBJ),
     ControlRoute("runs.cancel", "POST", "/runs/{run_id}/cancel", "Cancel a run as the app (through the SDK)",

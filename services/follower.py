@@ -52,8 +52,6 @@ Message = dict[str, str]
 
 TURN_WINDOW = 2000
 """How many events before a turn's completion are read first to find its start (then, the whole log)."""
-CATCH_UP_READS = 4
-"""How many runs' events a catch-up reads at once."""
 CATCH_UP_CHUNK = 64
 """How many runs' events a catch-up holds at a time (read, placed, queued, then let go)."""
 _QUIET = frozenset({"node.output_text.delta", "node.activity"})
@@ -282,20 +280,10 @@ class RunFollower:
         return looked
 
     async def _read_all(self, wanted: Mapping[str, int]) -> dict[str, Sequence[Event]]:
-        """Each wanted run's events after its sequence number, a few runs read at once (a window
-        attached to a server waits on each read's round trip); a run the cloud no longer knows is left out."""
-        found: dict[str, Sequence[Event]] = {}
-        gate = asyncio.Semaphore(CATCH_UP_READS)
-
-        async def one(run_id: str, after: int) -> None:
-            async with gate:
-                try:
-                    found[run_id] = await self.desk.read_events(run_id, after, exclude=_QUIET)
-                except OperatorError:
-                    pass
-
-        await asyncio.gather(*(one(run_id, after) for run_id, after in wanted.items()))
-        return found
+        """Each wanted run's events after its sequence number, the runs read together (a window
+        attached to a server asks for many runs' events a request: ``Desk.read_events_many``); a run
+        the cloud no longer knows is left out."""
+        return dict(await self.desk.read_events_many(wanted, exclude=_QUIET))
 
     def _capture_keys(self, run: RunDetail) -> list[str]:
         """The keys of ``_captured`` that say how far the captures of ``run`` are made (none when this

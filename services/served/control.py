@@ -108,6 +108,7 @@ class ControlApp:
             "runs.list": self._runs,
             "runs.get": self._run,
             "runs.events": self._run_events,
+            "runs.events_many": self._runs_events,
             "runs.message": self.app_actions.message,
             "runs.cancel": self.app_actions.cancel,
             "runs.action": self._run_action,
@@ -300,21 +301,48 @@ class ControlApp:
         the types ``exclude`` names), read from memory or the store as far as it reaches: what a
         window reads of a run it shows, never the whole log at once. ``more`` says whether events
         after the page's last one remain."""
-        from ..cloud.event_log import events_between
-        from ..control_wire import EVENTS_PAGE, MAX_EVENTS_PAGE
+        from ..control_wire import EVENTS_PAGE
 
-        run = self._fake_run(run_id)
-        after = _whole(query, "after", 0)
-        upto = _whole(query, "upto", None)
-        limit = _whole(query, "limit", EVENTS_PAGE)
-        if limit < 1 or limit > MAX_EVENTS_PAGE:
-            raise ControlError(400, "invalid_request", f"limit is from 1 to {MAX_EVENTS_PAGE}, not {limit}",
-                               param="limit")
-        events = events_between(run.events, after, upto, limit, exclude=_types(query, "exclude"))
-        last = events[-1]["seq"] if events else (after if upto is None else max(after, upto))
-        end = run.seq if upto is None else min(upto, run.seq)
-        return {"run_id": run.id, "events": events, "seq": run.seq, "first_seq": run.first_seq,
-                "more": len(events) >= limit and last < end}
+        limit = _limit(_whole(query, "limit", EVENTS_PAGE))
+        return _events_page(self._fake_run(run_id), _whole(query, "after", 0), _whole(query, "upto", None),
+                            limit, _types(query, "exclude"))
+
+    async def _runs_events(self, body: dict[str, Any], query: dict[str, str]) -> Answer:
+        """Pages of several runs' events in one read (``POST /runs/events``), in the order asked: each
+        run's page as ``GET /runs/{id}/events`` answers it, with at most ``limit`` events in all. A
+        run the limit leaves nothing for answers an empty page whose ``more`` says whether it has events
+        in its range; a run the cloud does not know is named in ``missing``. What a reader of many
+        runs (a catch-up) asks in one round trip instead of one a run."""
+        from ..control_wire import EVENTS_PAGE
+
+        asked = body["runs"]
+        asked_limit = body.get("limit")
+        limit = _limit(EVENTS_PAGE if asked_limit is None else int(asked_limit))
+        exclude = body.get("exclude") or []
+        if any(not isinstance(kind, str) or not kind or len(kind) > 200 for kind in exclude):
+            raise ControlError(400, "invalid_request", "exclude holds event types: strings, none empty",
+                               param="exclude")
+        for index, item in enumerate(asked):
+            for name in ("after", "upto"):
+                value = item.get(name)
+                if value is not None and (value < 0 or value >= 10 ** 18):
+                    raise ControlError(400, "invalid_request", f"runs[{index}].{name} is a whole number of zero "
+                                       f"or more, not {value}", param=f"runs[{index}].{name}")
+        kinds = frozenset(exclude)
+        pages: list[Answer] = []
+        missing: list[str] = []
+        left = limit
+        for item in asked:
+            run = self.cloud.state.runs.get(item["run_id"])
+            if run is None:
+                missing.append(item["run_id"])
+                continue
+            after, upto = item.get("after") or 0, item.get("upto")
+            page = _events_page(run, after, upto, left, kinds)  # left 0: empty, more if the range holds any
+            events = page["events"]
+            left -= len(events) if isinstance(events, list) else 0
+            pages.append(page)
+        return {"runs": pages, "missing": missing}
 
     async def _run_action(self, body: dict[str, Any], query: dict[str, str], run_id: str, action: str) -> Answer:
         run = self._fake_run(run_id)
@@ -605,6 +633,29 @@ async def _send(send: Send, status: int, body: bytes, *, content_type: bytes | N
         headers.append((b"content-type", content_type))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def _limit(limit: int) -> int:
+    """A page's ``limit`` as asked (from 1 to ``MAX_EVENTS_PAGE``), or a 400 naming it."""
+    from ..control_wire import MAX_EVENTS_PAGE
+
+    if limit < 1 or limit > MAX_EVENTS_PAGE:
+        raise ControlError(400, "invalid_request", f"limit is from 1 to {MAX_EVENTS_PAGE}, not {limit}",
+                           param="limit")
+    return limit
+
+
+def _events_page(run: "FakeRun", after: int, upto: int | None, limit: int, exclude: frozenset[str]) -> Answer:
+    """A page of ``run``'s events: ``after < seq <= upto``, oldest first, at most ``limit`` (0: none,
+    ``more`` then says whether the range holds any), none of the types in ``exclude``; ``more`` says
+    whether events after the page's last one remain."""
+    from ..cloud.event_log import events_between
+
+    events = events_between(run.events, after, upto, limit, exclude=exclude) if limit else []
+    last = events[-1]["seq"] if events else (after if upto is None else max(after, upto))
+    end = run.seq if upto is None else min(upto, run.seq)
+    more = (len(events) >= limit and last < end) if limit else after < end
+    return {"run_id": run.id, "events": events, "seq": run.seq, "first_seq": run.first_seq, "more": more}
 
 
 def _types(query: dict[str, str], name: str) -> frozenset[str]:

@@ -120,6 +120,42 @@ async def test_a_reader_that_needs_no_deltas_reads_none_in_the_serving_and_the_a
         await ws.close()
 
 
+async def test_many_runs_are_read_a_few_requests_at_a_time_and_each_as_read_alone(served: Any) -> None:
+    long_id = await long_run(served, 12_000)  # more than a page, and more than the mirror holds of it
+    short = [await long_run(served, 5) for _ in range(6)]
+    owner = served.desk
+    quiet = frozenset({"node.output_text.delta"})
+    ws = await Workspace.open(served.path)
+    try:
+        assert ws.attached is not None
+        desk = ws.desk
+        assert desk.mirror.held_from(long_id) not in (None, 0)  # its newest events held, the rest not
+        desk.mirror.forget(short[0])  # one short run not held at all
+        calls: list[tuple[str, str]] = []
+        call = desk.control.call
+
+        async def counted(method: str, path: str, *args: Any, **kwargs: Any) -> Any:
+            calls.append((method, path))
+            return await call(method, path, *args, **kwargs)
+
+        desk.control.call = counted  # type: ignore[method-assign]
+        wanted = {long_id: 0, **{run_id: 2 * n for n, run_id in enumerate(short)}, "run_missing": 0}
+        for exclude in (frozenset(), quiet):
+            calls.clear()
+            found = await desk.read_events_many(wanted, exclude=exclude)
+            assert set(found) == set(wanted) - {"run_missing"}  # an unknown run is left out
+            for run_id, after in wanted.items():
+                if run_id in found:
+                    alone = await owner.read_events(run_id, after, exclude=exclude)
+                    assert [(seq_of(e), e["type"]) for e in found[run_id]] == [(seq_of(e), e["type"]) for e in alone]
+                    assert all(isinstance(e["at"], float) for e in found[run_id])
+            reads = [path for method, path in calls if method == "POST"]
+            assert set(reads) == {"/runs/events"} and calls == [("POST", "/runs/events")] * len(reads)
+            assert len(reads) == (3 if not exclude else 1)  # 12,000 events 5,000 a request; a few without deltas
+    finally:
+        await ws.close()
+
+
 async def test_scrolling_a_100k_event_run_from_end_to_start_and_back_keeps_the_window_bounded(served: Any) -> None:
     run_id = await long_run(served, 100_000)
     total = served.desk.detail(run_id, events=False).seq
