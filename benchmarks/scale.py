@@ -6,6 +6,8 @@ measures only those figures (the workspaces are built all the same). Each worksp
 app builds one: ``workbench serve`` in a subprocess on a fresh folder, runs started through the
 control API as the app (``POST /people/{user}/runs``) and their events emitted in batches of 1,000
 (``POST /runs/{id}/emit``), 1,000 events a run: 90% text deltas, the rest text and step events.
+``--per-run 10`` builds the same history as ten times as many runs of 10 events (9 deltas and a step):
+the figures a workspace of many short runs costs (the runs list, a run's node and read each).
 
 The figures, one function each (``FIGURES``):
 
@@ -189,8 +191,15 @@ class Server:
 
 
 def batch() -> list[dict[str, Any]]:
-    """One run's events: per 100, 90 text deltas, a text and nine steps."""
+    """One run's events (``PER_RUN``): per 100, 90 text deltas, a text and nine steps; in a run of fewer
+    than 100, per 10, nine deltas and a step."""
     events: list[dict[str, Any]] = []
+    if PER_RUN < 100:
+        for block in range(PER_RUN // 10):
+            entry = f"e{block}"
+            events += [{"type": "node.output_text.delta", "fields": {"delta": "some streamed text, ", "entry_id": entry}}] * 9
+            events.append({"type": "custom.step", "fields": {"step": block, "entry_id": entry}})
+        return events
     for turn in range(PER_RUN // 100):
         entry = f"e{turn}"
         events += [{"type": "node.output_text.delta", "fields": {"delta": "some streamed text, ", "entry_id": entry}}] * 90
@@ -394,7 +403,13 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000", help="events per workspace, comma-separated")
     parser.add_argument("--huge", action="store_true", help="add a workspace of 1,000,000 events (long)")
     parser.add_argument("--only", default=",".join(FIGURES), help=f"figures to measure, of {', '.join(FIGURES)}")
+    parser.add_argument("--per-run", type=int, default=PER_RUN,
+                        help="events per run: 1000 (the default) or a multiple of 100; 10 for many short runs")
     args = parser.parse_args()
+    global PER_RUN
+    if args.per_run != 10 and (args.per_run < 100 or args.per_run % 100):
+        parser.error("--per-run is 10, or a multiple of 100")
+    PER_RUN = args.per_run
     sizes = sorted({int(s) for s in args.sizes.split(",") if s} | ({1_000_000} if args.huge else set()))
     only = {name.strip() for name in args.only.split(",") if name.strip()}
     unknown = only - set(FIGURES)
@@ -402,7 +417,7 @@ def main() -> None:
         parser.error(f"no figure {', '.join(sorted(unknown))}; one of {', '.join(FIGURES)}")
     results = []
     for events in sizes:
-        print(f"{events:,} events:", flush=True)
+        print(f"{events:,} events ({events // PER_RUN:,} runs of {PER_RUN:,}):", flush=True)
         figures = measure(events, only)
         results.append(figures)
         for key, label, unit, aim in ROWS:
