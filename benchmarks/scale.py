@@ -399,6 +399,7 @@ def measure(events: int, only: set[str]) -> Figures:
 
 
 def main() -> None:
+    global PER_RUN
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000", help="events per workspace, comma-separated")
     parser.add_argument("--huge", action="store_true", help="add a workspace of 1,000,000 events (long)")
@@ -406,7 +407,6 @@ def main() -> None:
     parser.add_argument("--per-run", type=int, default=PER_RUN,
                         help="events per run: 1000 (the default) or a multiple of 100; 10 for many short runs")
     args = parser.parse_args()
-    global PER_RUN
     if args.per_run != 10 and (args.per_run < 100 or args.per_run % 100):
         parser.error("--per-run is 10, or a multiple of 100")
     PER_RUN = args.per_run
