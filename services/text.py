@@ -187,6 +187,19 @@ def has_bad_text(value: str) -> bool:
     return _BAD_STORED.search(value) is not None
 
 
+def json_clean(value: object) -> bool:
+    """Whether every string of a JSON-like value is storable as it is (``repair_value`` would change
+    nothing), in one scan of its JSON text; False also for a value that is not JSON-like (then walk
+    it with ``repair_value``)."""
+    import json
+
+    try:
+        flat = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return False
+    return "\\u0000" not in flat and not has_bad_text(flat)
+
+
 def repair_value(value: V) -> tuple[V, bool]:
     """``repair_text`` over every string (keys included) of a JSON-like value (a repaired mapping
     comes back as a plain ``dict``, a repaired sequence as its own type)."""

@@ -23,7 +23,6 @@ node gets a ``text.repaired`` event saying what was changed, where the operator 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -31,7 +30,7 @@ from typing import Any, cast
 from sqlalchemy import Table, select
 from sqlalchemy.orm import Session
 
-from services.text import clip, has_bad_text, repair_value, run_title
+from services.text import clip, json_clean, repair_value, run_title
 
 from .errors import CanvasError
 from .events import COMMON_LEVELS, FORKED_FROM, EventBatch, add_edge, publish_event
@@ -79,11 +78,7 @@ def _repaired(data: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool]:
     Clean data (most of it) is found so by one scan of its JSON text and comes back as it is."""
     if not isinstance(data, Mapping):
         return data, False
-    try:
-        flat = json.dumps(data, ensure_ascii=False)
-    except (TypeError, ValueError):  # not JSON-like: walked below
-        flat = None
-    if flat is not None and "\\u0000" not in flat and not has_bad_text(flat):
+    if json_clean(data):  # not JSON-like: walked below
         return data, False
     fixed, changed = repair_value(dict(data))
     return fixed, changed
@@ -480,11 +475,7 @@ class RunBridge:
     def clean(events: Sequence[Mapping[str, Any]]) -> bool:
         """Whether every string of ``events`` is storable as it is (one scan of their JSON text): a
         caller preparing many events checks them at once and passes ``clean`` to ``prepare_event``."""
-        try:
-            flat = json.dumps(events, ensure_ascii=False)
-        except (TypeError, ValueError):  # not JSON-like: each is walked on its own
-            return False
-        return "\\u0000" not in flat and not has_bad_text(flat)
+        return json_clean(events)  # not JSON-like: False, and each is walked on its own
 
     @staticmethod
     def prepare_event(event: Mapping[str, Any], *, clean: bool = False) -> PreparedEvent:

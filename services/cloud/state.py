@@ -21,10 +21,10 @@ import itertools
 import logging
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import ServiceError
-from ..text import repair_value
+from ..text import json_clean, repair_value
 from .keys import SigningKey
 from .host import CloudHost
 from .runs import FakeRun, advance_entry_ids
@@ -146,12 +146,14 @@ def state_document(cloud: CloudHost, runs: list[dict[str, object]]) -> dict[str,
 
 
 def import_state(cloud: CloudHost, doc: object, *,
-                 histories: "list[tuple[list[str], int]] | None" = None) -> None:
+                 histories: "list[tuple[list[str], int]] | None" = None, owned: bool = False) -> None:
     """Replace the state of ``cloud`` with ``doc`` (open streams end; nothing changes on a bad doc).
 
     ``histories``: for a document whose runs come without their events (a store that reads them
-    back on demand), each run's ``run_history`` in the document's order."""
-    key, serial, jwk, users, runs, keys, refresh = _build(cloud, doc)
+    back on demand), each run's ``run_history`` in the document's order. ``owned``: the caller made
+    ``doc`` for this call alone and keeps no part of it (a store's read), so the cloud takes its
+    values as they are instead of copies."""
+    key, serial, jwk, users, runs, keys, refresh = _build(cloud, doc, owned=owned)
     if histories is None:
         histories = [run_history(run.events) for run in runs]
     elif len(histories) != len(runs):
@@ -277,7 +279,7 @@ def _shown(value: object) -> str:
     return "a list" if isinstance(value, list) else "an object"
 
 
-def _build(cloud: CloudHost, document: object) -> tuple[Any, ...]:
+def _build(cloud: CloudHost, document: object, *, owned: bool = False) -> tuple[Any, ...]:
     doc = document
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise CloudStateError(f"not a workbench cloud state (its format must be {FORMAT!r})")
@@ -286,7 +288,9 @@ def _build(cloud: CloudHost, document: object) -> tuple[Any, ...]:
     problem = state_problem(doc)
     if problem is not None:
         raise CloudStateError(f"the cloud state is malformed: {problem}")
-    doc, repaired = repair_value(document)  # text written by an older server: repaired, as captured turns are
+    # text written by an older server: repaired, as captured turns are (clean text checked in one scan)
+    doc, repaired = (document, False) if json_clean(document) else repair_value(document)
+    copied = _as_is if owned else copy.deepcopy
     if repaired:
         logging.getLogger(__name__).warning("the cloud state held text that is not valid Unicode: repaired (U+FFFD)")
     try:
@@ -309,17 +313,17 @@ def _build(cloud: CloudHost, document: object) -> tuple[Any, ...]:
             user.refresh_token = item.get("refresh_token")
             user.superseded = {str(t) for t in item.get("superseded", [])}
             user.family_revoked = bool(item.get("family_revoked", False))
-            user.memory.documents = {str(d["name"]): copy.deepcopy(d) for d in item.get("memory", [])}
+            user.memory.documents = {str(d["name"]): copied(d) for d in item.get("memory", [])}
             users[user.id] = user
         runs: list[FakeRun] = []
         for item in doc.get("runs", []):
-            fields = {name: copy.deepcopy(item[name]) for name in _RUN_FIELDS if name in item}
+            fields = {name: copied(item[name]) for name in _RUN_FIELDS if name in item}
             run = FakeRun(cloud, **fields)  # type: ignore[arg-type]
             events = item.get("events", [])
             if not isinstance(events, list) or not all(isinstance(e, dict) and isinstance(e.get("seq"), int)
                                                        for e in events):
                 raise TypeError(f"the events of run {run.id} must be objects with a seq")
-            run.events = copy.deepcopy(events)
+            run.events = copied(events)
             if not isinstance(run.id, str) or not isinstance(run.user_id, str) or not isinstance(run.params, dict):
                 raise TypeError("a run needs a string id and user_id and an object of params")
             runs.append(run)
@@ -327,11 +331,19 @@ def _build(cloud: CloudHost, document: object) -> tuple[Any, ...]:
         for item in doc.get("idempotency", []):
             owner = (str(item["user_id"]), str(item["key"]))
             keys[owner] = Keyed(str(item["op"]), str(item["fingerprint"]), item.get("run_id"),
-                                 int(item["status"]), copy.deepcopy(item["body"]))
+                                 int(item["status"]), copied(item["body"]))
         refresh = {str(k): str(v) for k, v in dict(doc.get("refresh_tokens", {})).items()}
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CloudStateError(f"the cloud state is malformed: {type(exc).__name__}: {exc}") from None
     return key, serial, jwk, users, runs, keys, refresh
+
+
+T = TypeVar("T")
+
+
+def _as_is(value: T) -> T:
+    """A value taken as it is (an owned document's: nobody else holds it)."""
+    return value
 
 
 def run_history(events: Iterable[dict[str, Any]]) -> tuple[list[str], int]:

@@ -313,7 +313,7 @@ class CloudStore:
             ) from None
         if heads is not None:
             doc, extras = heads
-            import_state(cloud, doc, histories=[(questions, top) for _, _, questions, top in extras])
+            import_state(cloud, doc, histories=[(questions, top) for _, _, questions, top in extras], owned=True)
             for run, (gen, held, _, _) in zip(run_log(cloud), extras, strict=True):
                 run.events = EventLog(keep=self.keep_events, source=_StoredEvents(self.engine, run.id, gen),
                                       older=held, floor=run.first_seq - 1)

@@ -78,3 +78,34 @@ async def test_every_part_sees_the_one_state_object_across_an_import() -> None:
     async with target.crouter("user:o1") as client:
         assert (await client.grant.get())["state"] == "active"
     assert state.key.claims_of(token) is not None  # the imported key verifies what the source signed
+
+
+async def test_an_imported_document_is_copied_unless_the_caller_hands_it_over() -> None:
+    source = FakeCloud("app")
+    await source.connect(MemoryConnectionStore(), "user:o1")
+    run = await source.crouter("user:o1").runs.start(prompt="first")
+    source.runs.get(run.id).emit("custom.note", {"text": "kept"})
+    doc = export_state(source)
+    copied = FakeCloud("app")
+    import_state(copied, doc)
+    doc["runs"][0]["params"]["prompt"] = "changed after the import"
+    doc["runs"][0]["events"][-1]["text"] = "changed too"
+    imported = copied.runs.get(run.id)
+    assert imported.params["prompt"] == "first" and imported.events[-1]["text"] == "kept"  # the caller's doc is its own
+
+    handed = export_state(source)
+    owned = FakeCloud("app")
+    import_state(owned, handed, owned=True)  # a store's read: nobody else holds it, its values are taken as they are
+    assert owned.runs.get(run.id).params is handed["runs"][0]["params"]
+    assert [e["seq"] for e in owned.runs.get(run.id).events] == [e["seq"] for e in source.runs.get(run.id).events]
+
+
+def test_json_clean_finds_every_string_repair_would_change_in_one_scan() -> None:
+    from services.text import json_clean, repair_value
+
+    for value in ({"a": ["x", {"b": "fine é 😀"}]}, [], "a \\ backslash", {"k": 1.5, "n": None}):
+        assert json_clean(value) and repair_value(value) == (value, False)
+    assert repair_value("\\u0000 written as text")[1] is False  # json_clean may send it to the walk: nothing changes
+    for value in ({"a": "nul \x00 in it"}, ["lone \ud800 surrogate"], {"key \udc00": 1}, [[["deep \x00"]]]):
+        assert not json_clean(value) and repair_value(value)[1]
+    assert not json_clean({"not json": object()})  # walked instead
