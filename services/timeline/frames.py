@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ServiceError
@@ -61,24 +61,36 @@ def _inverse(seconds: float) -> str:
     return f"{1e11 - seconds:022.6f}"
 
 
+_SCALARS = (str, int, float, bool, type(None))
+_FIELDS: dict[type, tuple[str, ...]] = {}
+"""The field names of a view's dataclass, read once."""
+
+
 def run_version(view: RunView, seq: int) -> Version:
     """A run as the runs pane lists it, with its last event's ``seq`` (its stream's length then)."""
-    return Version("run", view.id, plain({**asdict(view), "seq": seq}), sort=_inverse(view.created_at) + view.id)
+    names = _FIELDS.get(type(view))
+    if names is None:
+        names = _FIELDS[type(view)] = tuple(f.name for f in fields(view))
+    value: dict[str, Any] = {name: getattr(view, name) for name in names}
+    value["seq"] = seq
+    if not all(type(item) in _SCALARS for item in value.values()):  # a view's fields are scalars: as JSON reads them
+        value = plain(value)
+    return Version("run", view.id, value, sort=_inverse(view.created_at) + view.id)
 
 
 def run_versions(desk: Desk, ids: Iterable[str] | None = None) -> list[Version]:
-    """The runs ``ids`` name (None: every run, deleted ones included); an unknown id is a run gone."""
+    """The runs ``ids`` name (None: every run, deleted ones included); an unknown id is a run gone.
+    A run's ``seq`` is its view's ``events`` (both its last event's sequence number)."""
     if ids is None:
-        return [run_version(v, desk.detail(v.id, events=False).seq) for v in desk.runs(include_deleted=True)]
+        return [run_version(v, v.events) for v in desk.runs(include_deleted=True)]
     out = []
     for run_id in ids:
         try:
             view = desk.view(run_id)
-            seq = desk.detail(run_id, events=False).seq
         except (ServiceError, LookupError):  # the run is not known (any more): it has no row
             out.append(Version("run", run_id, None))
             continue
-        out.append(run_version(view, seq))
+        out.append(run_version(view, view.events))
     return out
 
 
