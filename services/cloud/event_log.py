@@ -169,13 +169,15 @@ class EventLog(Sequence[Event]):
     def extend(self, events: Iterable[Event]) -> None:
         self._tail.extend(events)
 
-    def release(self, written: int) -> None:
+    def release(self, written: int, keep: int | None = None) -> None:
         """The store has written every event up to seq ``written``: keep only ``keep`` of those
-        (and every later one) in memory."""
+        (the log's own ``keep`` when None; 0: none, a run the store let go of) and every later one in
+        memory."""
         tail = self._tail
-        if self.source is None or len(tail) <= self.keep:
+        keep = self.keep if keep is None else keep
+        if self.source is None or len(tail) <= keep:
             return
-        drop = min(len(tail) - self.keep, bisect.bisect_right(tail, written, key=_seq))
+        drop = min(len(tail) - keep, bisect.bisect_right(tail, written, key=_seq))
         if drop > 0:
             del tail[:drop]
             self._older += drop

@@ -27,8 +27,9 @@ from __future__ import annotations
 import asyncio
 import json
 import json.encoder
+from collections import OrderedDict
 from pathlib import Path
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from sqlalchemy import delete, select
@@ -79,6 +80,9 @@ AUTOFLUSH_S = 0.1
 KEEP_EVENTS = 256
 """How many written events of each run a served cloud keeps in memory (its newest): older ones
 are read from ``cloud.db`` when a read asks for them (``CloudStore(keep_events=...)``)."""
+HOLD_EVENTS = 32_768
+"""How many written events a served cloud keeps in memory in all, whatever the number of runs: past
+it, the runs written least recently keep none (``CloudStore(hold_events=...)``)."""
 _STORE_FIELD = "_store"
 """A stored run row's own field (not part of the state document): ``held`` (how many events the
 run holds), ``questions`` (the ids of the questions it opened) and ``top_entry`` (its highest turn
@@ -204,11 +208,20 @@ class _Marks:
 class CloudStore:
     """The durable state of one cloud in one SQLite file."""
 
-    def __init__(self, path: Path, *, keep_events: int = KEEP_EVENTS) -> None:
-        if isinstance(keep_events, bool) or not isinstance(keep_events, int) or keep_events < 0:
-            raise ValueError(f"keep_events must be zero or more events, not {keep_events!r}")
+    def __init__(self, path: Path, *, keep_events: int = KEEP_EVENTS, hold_events: int = HOLD_EVENTS) -> None:
+        for name, value in (("keep_events", keep_events), ("hold_events", hold_events)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be zero or more events, not {value!r}")
         self.keep_events = keep_events
         """How many written events of each run stay in memory (``KEEP_EVENTS``)."""
+        self.hold_events = hold_events
+        """How many written events stay in memory in all (``HOLD_EVENTS``): the runs written least
+        recently let go of theirs first."""
+        self._warm: OrderedDict[int, tuple["FakeRun", int]] = OrderedDict()
+        """The runs whose logs hold written events in memory, least recently written first: each with
+        how many events its log held when last counted."""
+        self._warm_events = 0
+        """How many events the logs of ``_warm`` held when last counted."""
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -403,6 +416,9 @@ class CloudStore:
                                             floor=first_seq - 1)
             log.source = _StoredEvents(self.engine, run.id, gen)
             log.release(seq)
+        self._warm.clear()
+        self._warm_events = 0
+        self._hold(runs)
         self._ordinal = len(runs)
         self._users = marks.users
         self._keys = marks.keys
@@ -452,9 +468,39 @@ class CloudStore:
                     for run, seq in batch["release"]:
                         if isinstance(run.events, EventLog):
                             run.events.release(seq)
+                    self._hold(run for run, _ in batch["release"])
             except (OSError, SQLAlchemyError) as exc:
                 raise StoreWriteError(f"cannot write the cloud state {self.path}: {_reason(exc)}") from None
             self._done = upto
+
+    def _hold(self, written: Iterable["FakeRun"]) -> None:
+        """Count the events the logs of ``written`` (just written, newest last) hold in memory, then let
+        the runs written least recently go of theirs until at most ``hold_events`` are held in all
+        (what they let go of is stored: a read takes it from there)."""
+        warm = self._warm
+        for run in written:
+            log = run.events
+            if not isinstance(log, EventLog):
+                continue
+            before = warm.pop(id(run), None)
+            if before is not None:
+                self._warm_events -= before[1]
+            if log.in_memory:
+                warm[id(run)] = (run, log.in_memory)
+                self._warm_events += log.in_memory
+        unwritten: list[tuple["FakeRun", int]] = []
+        while self._warm_events > self.hold_events and warm:
+            _, (run, counted) = warm.popitem(last=False)
+            self._warm_events -= counted
+            seen = self._runs.get(id(run))
+            if seen is not None and isinstance(run.events, EventLog):
+                run.events.release(seen.seq, keep=0)
+                if run.events.in_memory:  # events not written yet stay: counted again, still the coldest
+                    unwritten.append((run, run.events.in_memory))
+        for run, left in reversed(unwritten):
+            warm[id(run)] = (run, left)
+            warm.move_to_end(id(run), last=False)
+            self._warm_events += left
 
     @property
     def broken(self) -> bool:

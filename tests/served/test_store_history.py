@@ -140,3 +140,58 @@ async def test_the_events_a_run_holds_in_memory_stay_under_the_bound_while_a_pro
     assert kinds == ["stream_gap", *range(3001, 6001)]
     await client.aclose()
     await store.close()
+
+
+async def test_the_events_held_in_memory_in_all_stay_under_a_bound_however_many_runs_are_written(
+    tmp_path: Path,
+) -> None:
+    hold = 50
+    cloud = FakeCloud("app", issuer=URL, runtime_url=URL)
+    store = CloudStore(tmp_path / "cloud.db", keep_events=KEEP, hold_events=hold)
+    await store.load(cloud)
+    await cloud.connect(MemoryConnectionStore(), "user:a", scopes=["crtr:llm"])
+    client = cloud.crouter("user:a")
+    runs = []
+    most = 0
+    for index in range(30):  # 30 runs of 12 events: 360 written, each run under its own KEEP
+        run = await client.runs.start(prompt=f"run {index}")
+        fake = cloud.runs.get(run.id)
+        fake.emit_many([("custom.step", {"n": n}) for n in range(12)])
+        runs.append(fake)
+        await store.flush()
+        most = max(most, sum(r.events.in_memory for r in runs))
+    assert most <= hold  # the bound is over every run, not each
+    assert runs[-1].events.in_memory == 12 and runs[0].events.in_memory == 0  # the newest kept, the oldest let go
+    # a run that let go of its events reads them back from the store, and keeps the new ones it is given
+    cold = runs[0]
+    assert [e["seq"] for e in cold.events] == list(range(1, 13)) and cold.events[5]["n"] == 5
+    cold.emit("custom.step", {"n": 12})
+    assert cold.events.in_memory == 1  # not written yet: held whatever the bound
+    stream = client.runs.events(cold.id, after=3)
+    seen = []
+    async for item in stream:
+        seen.append(item.seq)
+        if item.seq == 13:
+            break
+    await stream.aclose()
+    assert seen == list(range(4, 14))
+    await store.flush()  # written now: the run is the newest written, and others let go for it
+    assert sum(r.events.in_memory for r in runs) <= hold and cold.events.in_memory >= 1
+    assert [e["seq"] for e in cold.events] == list(range(1, 14))
+    exported = export_state(cloud)
+    assert all(len(r["events"]) == 12 + (r["id"] == cold.id) for r in exported["runs"])
+    await client.aclose()
+    await store.close()
+    again = FakeCloud("app", issuer=URL, runtime_url=URL)  # a restart reads every event back as it was
+    reopened = CloudStore(tmp_path / "cloud.db", hold_events=hold)
+    assert await reopened.load(again)
+    assert [[e["seq"] for e in again.runs.get(r.id).events] for r in runs] == [[e["seq"] for e in r.events] for r in runs]
+    await reopened.close()
+
+
+def test_a_bad_bound_is_refused(tmp_path: Path) -> None:
+    import pytest
+
+    for bad in (-1, True, 2.5):
+        with pytest.raises(ValueError, match="hold_events"):
+            CloudStore(tmp_path / "cloud.db", hold_events=bad)  # type: ignore[arg-type]
