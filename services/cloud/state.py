@@ -146,14 +146,16 @@ def state_document(cloud: CloudHost, runs: list[dict[str, object]]) -> dict[str,
 
 
 def import_state(cloud: CloudHost, doc: object, *,
-                 histories: "list[tuple[list[str], int]] | None" = None, owned: bool = False) -> None:
+                 histories: "list[tuple[list[str], int]] | None" = None, owned: bool = False,
+                 clean: bool = False) -> None:
     """Replace the state of ``cloud`` with ``doc`` (open streams end; nothing changes on a bad doc).
 
     ``histories``: for a document whose runs come without their events (a store that reads them
     back on demand), each run's ``run_history`` in the document's order. ``owned``: the caller made
     ``doc`` for this call alone and keeps no part of it (a store's read), so the cloud takes its
-    values as they are instead of copies."""
-    key, serial, jwk, users, runs, keys, refresh = _build(cloud, doc, owned=owned)
+    values as they are instead of copies. ``clean``: the caller found no text in ``doc`` for
+    ``repair_value`` to change (a store that checked its rows' text as it read them)."""
+    key, serial, jwk, users, runs, keys, refresh = _build(cloud, doc, owned=owned, clean=clean)
     if histories is None:
         histories = [run_history(run.events) for run in runs]
     elif len(histories) != len(runs):
@@ -279,7 +281,7 @@ def _shown(value: object) -> str:
     return "a list" if isinstance(value, list) else "an object"
 
 
-def _build(cloud: CloudHost, document: object, *, owned: bool = False) -> tuple[Any, ...]:
+def _build(cloud: CloudHost, document: object, *, owned: bool = False, clean: bool = False) -> tuple[Any, ...]:
     doc = document
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise CloudStateError(f"not a workbench cloud state (its format must be {FORMAT!r})")
@@ -289,7 +291,7 @@ def _build(cloud: CloudHost, document: object, *, owned: bool = False) -> tuple[
     if problem is not None:
         raise CloudStateError(f"the cloud state is malformed: {problem}")
     # text written by an older server: repaired, as captured turns are (clean text checked in one scan)
-    doc, repaired = (document, False) if json_clean(document) else repair_value(document)
+    doc, repaired = (document, False) if clean or json_clean(document) else repair_value(document)
     copied = _as_is if owned else copy.deepcopy
     if repaired:
         logging.getLogger(__name__).warning("the cloud state held text that is not valid Unicode: repaired (U+FFFD)")

@@ -38,7 +38,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..changes import Change, RunEvents
 from ..files import read_json
-from ..text import repair_value
+from ..text import json_clean, repair_value
 from ..cloud.event_log import EventLog, events_between
 from ..cloud.keys import SigningKey
 from ..cloud.state import (
@@ -258,22 +258,34 @@ class CloudStore:
         heads = self._stored_heads(events=True)
         return heads[0] if heads is not None else None
 
-    def _stored_heads(self, *, events: bool = False) -> tuple[dict[str, Any], list[tuple[int, int, list[str], int]]] | None:
+    def _stored_heads(self, *, events: bool = False) -> tuple[dict[str, Any], list[tuple[int, int, list[str], int]], bool] | None:
         """The stored state as a ``state`` document whose runs come without their events (with
-        ``events``: with them), and for each run ``(gen, held, question ids, top entry)``; None
-        when nothing is stored yet. A run row from before rows kept their ``_store`` field is
-        given one here, from its events, once."""
+        ``events``: with them), for each run ``(gen, held, question ids, top entry)``, and whether
+        every row's text was clean as stored (no NUL or surrogate escaped in its JSON: nothing for
+        ``repair_value`` to change; an emoji's escaped pair counts as not clean, and its row is
+        then checked string by string); None when nothing is stored yet. A run row from before rows kept
+        their ``_store`` field is given one here, from its events, once."""
+        clean = True
+
+        def parsed(text: str) -> Any:
+            nonlocal clean
+            # a NUL or a surrogate reaches a string only as a JSON escape (SQLite's text is UTF-8, and
+            # json.loads refuses a raw control character in a string)
+            if clean and ("\\u0000" in text or "\\ud" in text or "\\uD" in text):
+                clean = False
+            return json.loads(text)
+
         with self.engine.connect() as conn:
-            meta = {row.key: json.loads(row.value) for row in conn.execute(select(META))}
+            meta = {row.key: parsed(row.value) for row in conn.execute(select(META))}
             if "signing_key" not in meta:
                 return None
-            users = sorted((json.loads(row.data) for row in conn.execute(select(USERS))),
+            users = sorted((parsed(row.data) for row in conn.execute(select(USERS))),
                            key=lambda u: u["id"])
             runs = []
             extras = []
             upgraded = []
             for row in conn.execute(select(RUNS).order_by(RUNS.c.ordinal)):
-                record = json.loads(row.data)
+                record = parsed(row.data)
                 own = record.pop(_STORE_FIELD, None)
                 first = int(record.get("first_seq", 1))
                 if events or not isinstance(own, dict):
@@ -281,6 +293,7 @@ class CloudStore:
                         first - 1, None, None)
                     if events:
                         record["events"] = held_events
+                        clean = False  # read as objects: checked by the import, not here
                     if not isinstance(own, dict):
                         questions, top = run_history(held_events)
                         own = {"held": len(held_events), "questions": questions, "top_entry": top}
@@ -288,9 +301,10 @@ class CloudStore:
                 extras.append((int(row.gen), int(own["held"]), [str(q) for q in own["questions"]],
                                int(own["top_entry"])))
                 runs.append(record)
-            keys = sorted((json.loads(row.data) for row in conn.execute(select(KEYS))),
+            keys = sorted((parsed(row.data) for row in conn.execute(select(KEYS))),
                           key=lambda k: (k["user_id"], k["key"]))
             refresh = {row.token: row.user_id for row in conn.execute(select(REFRESH))}
+        clean = clean and json_clean(refresh)
         if upgraded and not events:
             with self.engine.begin() as conn:
                 for run_id, gen, data in upgraded:
@@ -304,7 +318,7 @@ class CloudStore:
             "idempotency": keys,
             "refresh_tokens": refresh,
         }
-        return doc, extras
+        return doc, extras, clean
 
     def stored_meta(self, key: str) -> Any:
         """One stored setting (e.g. ``served_url``), or None."""
@@ -325,8 +339,9 @@ class CloudStore:
                 "or import an export with --import"
             ) from None
         if heads is not None:
-            doc, extras = heads
-            import_state(cloud, doc, histories=[(questions, top) for _, _, questions, top in extras], owned=True)
+            doc, extras, clean = heads
+            import_state(cloud, doc, histories=[(questions, top) for _, _, questions, top in extras], owned=True,
+                         clean=clean)
             for run, (gen, held, _, _) in zip(run_log(cloud), extras, strict=True):
                 run.events = EventLog(keep=self.keep_events, source=_StoredEvents(self.engine, run.id, gen),
                                       older=held, floor=run.first_seq - 1)
