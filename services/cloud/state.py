@@ -226,7 +226,40 @@ _JSON_TYPES: dict[str, type | tuple[type, ...]] = {"string": str, "integer": int
 
 def state_problem(doc: object) -> str | None:
     """The first field of ``doc`` that does not fit ``STATE_SCHEMA`` and why, or None."""
-    return _misfit(STATE_SCHEMA, doc, "")
+    if _fits(STATE_SCHEMA, doc):  # checked without naming anything; a misfit is then walked for its name
+        return None
+    return _misfit(STATE_SCHEMA, doc, "") or "the document does not fit"
+
+
+_FIELDS: dict[int, tuple[dict[str, Schema], tuple[tuple[str, bool, Schema], ...]]] = {}
+"""Each object schema (kept, so its id is never another's) and its fields as ``(name, required,
+shape)``, by the schema's id: read once."""
+
+
+def _fits(schema: Schema, value: object) -> bool:
+    """Whether ``value`` fits ``schema`` (``_misfit`` finds no problem), without building any message."""
+    if isinstance(schema, str):
+        if schema == "any":
+            return True
+        if not isinstance(value, _JSON_TYPES[schema]):
+            return False
+        return not (isinstance(value, bool) and schema in _NUM)
+    if isinstance(schema, tuple):
+        return any(_fits(option, value) for option in schema)
+    if isinstance(schema, list):
+        return isinstance(value, list) and all(_fits(schema[0], item) for item in value)
+    if not isinstance(value, dict):
+        return False
+    known = _FIELDS.get(id(schema))
+    if known is None or known[0] is not schema:
+        known = _FIELDS[id(schema)] = (schema, tuple((k.rstrip("?"), not k.endswith("?"), v) for k, v in schema.items()))
+    for name, required, inner in known[1]:
+        if name in value:
+            if not _fits(inner, value[name]):
+                return False
+        elif required:
+            return False
+    return True
 
 
 def _misfit(schema: Schema, value: object, where: str) -> str | None:
