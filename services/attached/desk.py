@@ -79,7 +79,7 @@ class StreamBook:
         self.mirror = mirror
         """Where each run's events are held, as read models."""
         self.runs: dict[str, Dto] = {}
-        """Each run's DTO, by id, without its events."""
+        """Each run's DTO, by id, without its events or the messages it was sent."""
         self.persons: dict[str, Dto] = {}
         """Each person's DTO, by id."""
 
@@ -99,6 +99,9 @@ class StreamBook:
         """Keep a run as an answer showed it (its events too, when the answer carries them)."""
         run = dict(dto)
         events = run.pop("events", None)
+        # every message the run was ever sent: read by no one from the book (a run's messages are its
+        # events), and it grows with the run's history
+        run.pop("messages", None)
         run_id = str(run["id"])
         if events is not None and not isinstance(events, list):  # refused before anything is kept
             raise TypeError(f"the events of run {run_id} are {type(events).__name__}, not a list")

@@ -6,6 +6,7 @@ operator scrolls to it. What every reader answers is the same as in the window t
 from __future__ import annotations
 
 import sys
+from dataclasses import asdict
 from typing import Any
 
 import pytest
@@ -152,6 +153,40 @@ async def test_many_runs_are_read_a_few_requests_at_a_time_and_each_as_read_alon
             reads = [path for method, path in calls if method == "POST"]
             assert set(reads) == {"/runs/events"} and calls == [("POST", "/runs/events")] * len(reads)
             assert len(reads) == (3 if not exclude else 1)  # 12,000 events 5,000 a request; a few without deltas
+    finally:
+        await ws.close()
+
+
+def _same_model(mine: Any, theirs: Any) -> None:
+    """Two read models alike, their times within the millisecond the wire carries them to."""
+    a, b = asdict(mine), asdict(theirs)
+    for key in ("created_at", "updated_at"):
+        assert abs(a.pop(key) - b.pop(key)) < 0.002, key
+    assert a == b
+
+
+async def test_the_book_holds_no_run_s_sent_messages_and_every_read_model_is_the_same(served: Any) -> None:
+    run_id = await served.desk.start_run("user:ada", "a chatty one")
+    assert served.cloud is not None
+    fake = served.cloud.runs.get(run_id)
+    for n in range(20):
+        await served.desk.send_message(run_id, f"message {n} " + "words " * 50, start_turn=False)
+        fake.reply(f"answer {n}", chunks=1)
+    assert len(fake.messages) == 20  # every one kept by the run, with its text
+    ws = await Workspace.open(served.path)
+    try:
+        assert ws.attached is not None
+        desk = ws.desk
+        dto = desk.book.run_dto(run_id)
+        assert dto is not None and "messages" not in dto  # the history of what it was sent: not held
+        assert all("messages" not in d for d in desk.book.run_dtos())
+        _same_model(desk.view(run_id), served.desk.view(run_id))
+        _same_model(desk.detail(run_id, events=False), served.desk.detail(run_id, events=False))
+        assert [(t.number, t.text) for t in await desk.read_turns(run_id)] == [
+            (t.number, t.text) for t in served.desk.turns(run_id)]
+        await desk.reply(run_id, "one more")  # an action's answer is kept the same way
+        dto = desk.book.run_dto(run_id)
+        assert dto is not None and "messages" not in dto
     finally:
         await ws.close()
 
