@@ -314,3 +314,19 @@ async def test_a_catch_up_in_the_background_is_waited_for_by_idle_and_a_failed_o
     await again.idle()
     await again.stop()
     assert "a live answer" in await texts(canvas, later.id)
+
+
+async def test_a_relaunch_finds_a_run_with_text_to_repair_current_and_writes_nothing(
+        cloud: FakeCloud, app: Crouter, desk: Desk, feed: ChangeFeed, canvas: Canvas) -> None:
+    runs = [await a_run(cloud, app) for _ in range(3)]
+    runs[1].set_activity("thinking \udc00 hard")  # the node holds it repaired (U+FFFD)
+    runs[1].name = "split \ud83d name"
+    for _ in range(2):
+        follower = RunFollower(desk, feed, bridge=RunBridge(canvas))
+        seen = commits(canvas)
+        await follower.start()
+        await follower.idle()
+        await follower.stop()
+        assert list(follower.errors) == []
+    assert seen == [] and follower.applied == 0  # the second launch: the run's node is current, once repaired
+    assert (await canvas.get(runs[1].id)).name == "split \ufffd name"
