@@ -280,8 +280,13 @@ class Recorder:
     async def _poll(self) -> None:
         while True:
             await asyncio.sleep(_POLL_S)
+            # its own task, shielded: ``stop`` cancels this loop, never a step half made (a call taken
+            # off the queue and not written, or a line written and not counted); ``stop`` waits for it
+            flush = asyncio.ensure_future(self.flush_calls())
+            self._tasks.add(flush)
+            flush.add_done_callback(self._tasks.discard)
             try:
-                await self.flush_calls()
+                await asyncio.shield(flush)
             except Exception:  # a write that failed now is tried again at the next poll or at stop
                 continue
 
