@@ -7,17 +7,23 @@ current from the server's change stream, reading each run a batch touches once).
 follows arrive on its ``ChangeFeed``.
 
 At launch it resumes where the canvas is (``_catch_up``): only what the canvas lacks of each run is
-queued, so a relaunch over a caught-up canvas writes nothing. Then it listens to the cloud's ``Change`` feed (run started, event appended, run deleted), queues each
+queued, so a relaunch over a caught-up canvas writes nothing. The runs are read a chunk at a time
+(``CATCH_UP_CHUNK`` runs, ``CATCH_UP_EVENTS`` of history), many runs a request; in the background
+each chunk is applied while the next is read, in transactions of up to ``CATCH_UP_BATCH`` changes,
+and what the feed gives meanwhile waits until the whole catch-up is applied. Then it listens to the cloud's ``Change`` feed (run started, event appended, run deleted), queues each
 change, and applies them from one background task, in order, a queued batch at a time:
 
 - the canvas ``RunBridge`` keeps one node per run (and per child node) with statuses, inbox entries
   for pending messages and events with levels; text deltas are skipped (the bridge records none).
   A batch is applied in one canvas transaction, its runs and events as one bulk step
   (``RunBridge.batch_step``: the nodes it lacks, the events, inbox entries and node rows written a
-  statement per table, not per change, in their order); when it fails, its changes are applied
-  again one by one, each in its own, so that one bad change is recorded and the rest are applied;
+  statement per table, not per change, in their order; each node's events publish one
+  ``node.updated`` a transaction: ``coalesce``); when it fails, its changes are applied again one by
+  one, each in its own, so that one bad change is recorded and the rest are applied;
 - each completed root turn is captured into the memory outbox (the turn's input as the person's
-  message, its text as the assistant's), and, when a harvest is attached, as an OKF run record.
+  message, its text as the assistant's), and, when a harvest is attached, as an OKF run record. The
+  captures are made in order, from a task of their own, once their batch is written: the next batch
+  does not wait for them (``idle`` does).
 
 A failure applying one change is recorded in ``errors`` and published; it never stops the rest.
 The last captured turn of each run is kept in ``state_path`` (atomic writes), so re-opening a
@@ -52,11 +58,19 @@ Message = dict[str, str]
 
 TURN_WINDOW = 2000
 """How many events before a turn's completion are read first to find its start (then, the whole log)."""
-CATCH_UP_CHUNK = 64
-"""How many runs' events a catch-up holds at a time (read, placed, queued, then let go)."""
+CATCH_UP_CHUNK = 256
+"""How many runs' events a catch-up holds at a time, at most (read, placed, queued, then let go)."""
+CATCH_UP_EVENTS = 20_000
+"""How much history a catch-up chunk covers, at most, in events (deltas too; a longer run is a chunk
+of its own): what it holds stays bounded however long the runs are."""
+CATCH_UP_BATCH = 5000
+"""How many caught-up changes one canvas transaction applies, at most (a live batch: ``_BATCH``):
+each transaction costs its watchers a read of what it changed, so fewer, larger ones are cheaper."""
 _QUIET = frozenset({"node.output_text.delta", "node.activity"})
 """Event types the follower never applies (the run's node takes its activity from the run itself)."""
 _BATCH = 500
+_CAPTURED = frozenset({"node.turn.completed", "node.settled"})
+"""The event types of a root node that ``_capture`` captures (a turn, a settle)."""
 _CAPTURE_ONLY = "_capture_only"
 """Marks a caught-up change queued for its capture alone: the canvas already holds its event."""
 
@@ -107,6 +121,24 @@ def bridge_run(run: RunDetail) -> dict[str, object]:
             "last_turn_error": run.last_turn_error}
 
 
+def _chunks(wanted: Mapping[str, int], seqs: Mapping[str, int]) -> list[dict[str, int]]:
+    """``wanted`` (each run's seq to read after) in chunks of at most ``CATCH_UP_CHUNK`` runs covering
+    at most ``CATCH_UP_EVENTS`` events of history (by each run's newest seq), in order."""
+    chunks: list[dict[str, int]] = []
+    chunk: dict[str, int] = {}
+    covered = 0
+    for run_id, after in wanted.items():
+        size = max(0, seqs.get(run_id, 0) - after)
+        if chunk and (len(chunk) >= CATCH_UP_CHUNK or covered + size > CATCH_UP_EVENTS):
+            chunks.append(chunk)
+            chunk, covered = {}, 0
+        chunk[run_id] = after
+        covered += size
+    if chunk:
+        chunks.append(chunk)
+    return chunks
+
+
 @dataclass
 class _Item:
     """One thing of a batch to apply to the canvas: its step, and what names it when it fails."""
@@ -152,6 +184,9 @@ class RunFollower:
         self._task: asyncio.Task[None] | None = None
         self._unsubscribe: Callable[[], None] | None = None
         self._busy = False
+        self._captures: deque[Change] = deque()
+        """Changes whose turn or settle is to be captured, in order (``_capture_all``)."""
+        self._capturing: asyncio.Task[None] | None = None
         self.applied = 0
         """How many changes this follower has applied (each queued change, once its batch is written)."""
         self.catch_up_s: float | None = None
@@ -192,13 +227,47 @@ class RunFollower:
         self.catch_up_s = time.perf_counter() - began
 
     async def _catch_up_then_drain(self) -> None:
+        """The catch-up in the background: each chunk of runs it reads is applied while the next is
+        read (the server reads, this process writes), and what the feed gives meanwhile waits in the
+        queue until the last of it is applied."""
+        began = time.perf_counter()
+        caught: asyncio.Queue[Change | None] = asyncio.Queue()
+        applying = asyncio.get_running_loop().create_task(self._drain_caught(caught))
         try:
-            await self._catch_up_queued()
+            await self._catch_up(caught.put_nowait)
+            self.catch_up_s = time.perf_counter() - began
         except Exception as exc:  # recorded and published; what the feed gives is still applied
             self._failed("catch-up", "", exc)
         finally:
-            self._catching = False
+            caught.put_nowait(None)
+            try:
+                await applying
+            finally:
+                self._catching = False
         await self._drain()
+
+    async def _drain_caught(self, caught: asyncio.Queue[Change | None]) -> None:
+        """Apply what the catch-up queues on ``caught``, a batch at a time, until its end (None)."""
+        while True:
+            first = await caught.get()
+            if first is None:
+                return
+            batch = [first]
+            end = False
+            while len(batch) < CATCH_UP_BATCH and not caught.empty():
+                change = caught.get_nowait()
+                if change is None:
+                    end = True
+                    break
+                batch.append(change)
+            self._busy = True
+            try:
+                await self._apply(batch)
+                self.applied += len(batch)
+            finally:
+                self._busy = False
+            if end:
+                return
 
     async def _catch_up(self, put: Callable[[Change], None]) -> None:
         """Queue what the canvas and the captures lack of the runs that exist, and only that.
@@ -235,9 +304,7 @@ class RunFollower:
                 continue  # the canvas holds it all, and nothing of it waits to be captured
             wanted[run_id] = after
         looked = False
-        order = list(wanted)
-        for start in range(0, len(order), CATCH_UP_CHUNK):  # a chunk of runs' events held at a time
-            chunk = {run_id: wanted[run_id] for run_id in order[start:start + CATCH_UP_CHUNK]}
+        for chunk in _chunks(wanted, {run_id: details[run_id].seq for run_id in wanted}):
             read = await self._read_all(chunk)
             runs = {run_id: (details[run_id], read[run_id]) for run_id in chunk if run_id in read}
             if self.bridge is not None:
@@ -309,17 +376,20 @@ class RunFollower:
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        for task in (self._task, self._capturing):
+            if task is not None:
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+        self._task = self._capturing = None
+        self._captures.clear()
 
     async def idle(self) -> None:
         """Wait until every queued change has been applied."""
-        while self._catching or not self._queue.empty() or self._busy:
+        while (self._catching or not self._queue.empty() or self._busy or self._captures
+               or (self._capturing is not None and not self._capturing.done())):
             await asyncio.sleep(0.005)
 
     def _on_change(self, change: Change) -> None:
@@ -387,10 +457,23 @@ class RunFollower:
         for change, item in made:
             if change.kind != "run.event" or (item is not None and item.failed):
                 continue
+            event = change.data["event"]
+            if event.get("node_id") == event.get("run_id") and event.get("type") in _CAPTURED:
+                self._captures.append(change)
+        if self._captures and (self._capturing is None or self._capturing.done()):
+            self._capturing = asyncio.get_running_loop().create_task(self._capture_all())
+
+    async def _capture_all(self) -> None:
+        """Capture the queued turns and settles, in order, beside the canvas writes: a capture reads
+        the turn's events and writes the outbox, and the next batch need not wait for it."""
+        while self._captures:
+            change = self._captures[0]
             try:
                 await self._capture(change)
             except Exception as exc:  # one bad change never stops the follower
                 self._failed(f"{change.kind} {change.id}", change.id, exc)
+            finally:
+                self._captures.popleft()
 
     def _item(self, change: Change, touched: dict[str, None], clean: bool = False) -> _Item | None:
         """The canvas step of one change (None when it has none; ``clean``: the batch's events hold no
@@ -445,8 +528,8 @@ class RunFollower:
 
     def _bulk(self, items: list[_Item]) -> list[BridgeStep]:
         """The steps of ``items``, in order: each stretch of runs and events one ``batch_step`` (the
-        nodes it lacks made, the events and the inbox entries written, by table), anything else (a
-        run deleted) a step of its own."""
+        nodes it lacks made, the events and the inbox entries written, by table, each node's events
+        announced in one ``node.updated``), anything else (a run deleted) a step of its own."""
         assert self.bridge is not None
         steps: list[BridgeStep] = []
         stretch: list[Mapping[str, object] | PreparedEvent] = []
@@ -458,11 +541,11 @@ class RunFollower:
                 stretch.append(item.run)
                 continue
             if stretch:
-                steps.append(self.bridge.batch_step(stretch))
+                steps.append(self.bridge.batch_step(stretch, coalesce=True))
                 stretch = []
             steps.append(self._step(item))
         if stretch:
-            steps.append(self.bridge.batch_step(stretch))
+            steps.append(self.bridge.batch_step(stretch, coalesce=True))
         return steps
 
     def _step(self, item: _Item) -> BridgeStep:

@@ -238,6 +238,8 @@ class _Applying:
     batch: EventBatch
     held: _Held
     last: dict[str, tuple[NodeRow, int]] = field(default_factory=dict)
+    updated: dict[str, dict[str, Any]] | None = None
+    """With ``coalesce``: each node's ``node.updated`` change for its events, published once at the end."""
 
     def read_nodes(self, ids: Collection[str]) -> None:
         """The objects and node rows of ``ids`` not held yet, read at once (an id the canvas does not
@@ -254,11 +256,14 @@ class _Applying:
                 select(NodeRow).where(NodeRow.object_id.in_(chunk))).scalars())
 
     def finish(self) -> None:
-        """Each node's newest event seq on its row, the queued events written, the rows flushed."""
+        """Each node's newest event seq on its row, the queued events written, the rows flushed (and,
+        coalesced, each node's ``node.updated`` published, in the order of their last events)."""
         for row, seq in self.last.values():
             row.last_seq = seq
         self.batch.flush()
         self.tx.session.flush()
+        for node_id, data in (self.updated or {}).items():
+            self.tx.change("node.updated", node_id, **data)
 
 
 class RunBridge:
@@ -319,19 +324,25 @@ class RunBridge:
             return self._apply_run(tx, prepared, view=view)
         return apply
 
-    def batch_step(self, items: Sequence[Mapping[str, Any] | PreparedEvent]) -> BridgeStep:
+    def batch_step(self, items: Sequence[Mapping[str, Any] | PreparedEvent], *, coalesce: bool = False) -> BridgeStep:
         """One step applying ``items`` in order, by table: a run DTO as ``run_step`` applies it (without
         its view), a ``PreparedEvent`` as ``event_step`` does. The root nodes the canvas lacks are made
         first, their objects and node rows a statement per table (numbered in the order of ``items``);
         each run's ``created`` and ``configured`` events and every event's record are queued on one
         ``EventBatch`` in their turn, so the events, the inbox entries and the changes published come
         in the order applying the items one by one gives. A ``BridgeInputError`` for a DTO it cannot
-        take, before any write."""
+        take, before any write.
+
+        With ``coalesce`` the rows are the same, but each node's events publish one ``node.updated``
+        between them, at the end: the node's status then, and its newest event's type and seq. A unit
+        of work commits whole, at one time, so no reader could have seen the node between two of its
+        events; a follower carrying thousands of events then sends its watchers (the panes, the other
+        windows, the time history) a change a node, not one an event."""
         prepared = [item if isinstance(item, PreparedEvent) else self._prepare_run(item) for item in items]
 
         def apply(tx: Tx) -> None:
             runs = [one for one in prepared if isinstance(one, _PreparedRun)]
-            state = _Applying(tx, EventBatch(tx.session), _held(tx.session))
+            state = _Applying(tx, EventBatch(tx.session), _held(tx.session), updated={} if coalesce else None)
             state.read_nodes({one.run_id for one in prepared} | {one.node_id for one in prepared
                                                                   if isinstance(one, PreparedEvent)})
             made = self._make_roots(tx, runs) if runs else {}
@@ -525,7 +536,7 @@ class RunBridge:
             return
         state.last[node.id] = (row, prepared.seq)  # written on the row once, at the end
         if prepared.type not in _QUIET:
-            self._apply(tx, node, row, prepared.type, prepared.event, prepared.repaired, batch)
+            self._apply(tx, node, row, prepared.type, prepared.event, prepared.repaired, batch, state.updated)
         if prepared.repaired:
             batch.flush()
             _flag_repaired(tx, node, prepared.type, prepared.seq)
@@ -557,8 +568,10 @@ class RunBridge:
         return apply
 
     def _apply(self, tx: Tx, node: ObjectRow, row: NodeRow, type_: str, event: Mapping[str, Any],
-               repaired: bool = False, batch: EventBatch | None = None) -> None:
-        """Apply one event to its node and record it: published now, or queued on ``batch``."""
+               repaired: bool = False, batch: EventBatch | None = None,
+               updated: dict[str, dict[str, Any]] | None = None) -> None:
+        """Apply one event to its node and record it: published now, or queued on ``batch`` (its
+        ``node.updated`` kept in ``updated``, when given, to be published once for the node)."""
         level = EVENT_LEVELS.get(type_, 3)
         summary = f"{node.name}: {type_}"
         data: dict[str, Any] = {"seq": event.get("seq"), "event_id": event.get("id")}
@@ -624,7 +637,11 @@ class RunBridge:
             publish_event(tx.session, node, type_, tx.now, level=level, data=data, summary=summary)
         else:
             batch.add(node, type_, tx.now, level=level, data=data, summary=summary)
-        tx.change("node.updated", node.id, status=node.status, event=type_, seq=event.get("seq"))
+        if updated is None:
+            tx.change("node.updated", node.id, status=node.status, event=type_, seq=event.get("seq"))
+        else:  # the newest last: moved to the end
+            updated.pop(node.id, None)
+            updated[node.id] = {"status": node.status, "event": type_, "seq": event.get("seq")}
 
 
 def _positions(session: Session, runs: Mapping[str, tuple[Mapping[str, Any], Collection[str]]]) -> dict[str, RunPosition]:

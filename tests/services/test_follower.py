@@ -5,6 +5,7 @@ across a re-open."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -330,3 +331,43 @@ async def test_a_relaunch_finds_a_run_with_text_to_repair_current_and_writes_not
         assert list(follower.errors) == []
     assert seen == [] and follower.applied == 0  # the second launch: the run's node is current, once repaired
     assert (await canvas.get(runs[1].id)).name == "split \ufffd name"
+
+
+async def test_a_catch_up_in_chunks_applies_each_while_the_next_is_read_and_what_comes_meanwhile_after_it_all(
+        cloud: FakeCloud, app: Crouter, desk: Desk, feed: ChangeFeed, canvas: Canvas,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A background catch-up reads a chunk of runs at a time and applies each chunk while it reads
+    the next; an event the cloud gives meanwhile, of a run not read yet, waits until the whole
+    catch-up is applied: the canvas holds every event of every run, once, in order."""
+    import services.follower as follower_module
+
+    monkeypatch.setattr(follower_module, "CATCH_UP_CHUNK", 1)  # a run a chunk
+    runs = [await a_run(cloud, app) for _ in range(4)]
+    for run in runs:
+        run.emit_many([("custom.step", {"step": step}) for step in range(50)])
+    read = desk.read_events
+    follower = RunFollower(desk, feed, bridge=RunBridge(canvas))
+    applied_before: list[int] = []
+
+    async def read_while_the_cloud_moves(run_id: str, after: int = 0, upto: int | None = None, *,
+                                         exclude: frozenset[str] = frozenset()) -> list[dict[str, object]]:
+        if run_id == runs[2].id and not applied_before:  # the first chunks are being applied; the last run moves on
+            for _ in range(2000):  # a catch-up that applied nothing before its end never gets past this
+                if follower.applied:
+                    break
+                await asyncio.sleep(0.005)
+            applied_before.append(follower.applied)
+            runs[3].emit("custom.step", {"step": "live"})
+        return await read(run_id, after, upto, exclude=exclude)
+
+    desk.read_events = read_while_the_cloud_moves  # type: ignore[method-assign]
+    await follower.start(background=True)
+    await follower.idle()
+    await follower.stop()
+    assert list(follower.errors) == []
+    assert applied_before and applied_before[0] > 0  # a chunk was applied while a later one was read
+    for run in runs:
+        seqs = [e.data["seq"] for e in reversed(await canvas.events(run.id, limit=500))
+                if e.type == "custom.step"]
+        assert len(seqs) == (51 if run is runs[3] else 50) and seqs == sorted(seqs)
+        assert await texts(canvas, run.id) == ["first answer"]

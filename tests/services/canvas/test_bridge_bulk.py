@@ -293,3 +293,47 @@ async def test_runs_in_bulk_refuse_a_bad_run_before_any_write(canvas: Canvas) ->
     with pytest.raises(Exception, match="not a valid handle"):
         await bridge.apply_steps([step])
     assert await canvas.count_objects(type="node") == 0  # nothing of the step was written
+
+
+def event_updates(changes: list[Change]) -> list[Change]:
+    """The ``node.updated`` changes an event publishes (a node's status, its event and seq)."""
+    return [c for c in changes if c.kind == "node.updated" and "event" in c.data]
+
+
+async def test_a_coalesced_step_writes_the_same_rows_and_names_each_node_once_with_its_newest_event(canvases) -> None:
+    """``batch_step(coalesce=True)``, as the follower writes: the rows are those of applying the items
+    one by one, every other change is published as then, in its order, and each node's events
+    publish one ``node.updated`` at the end, the one its newest event publishes one by one."""
+    (one, one_changes), (bulk, bulk_changes) = canvases
+    for canvas in (one, bulk):
+        await prepare(canvas, ["run_a", "run_b", "run_c"])
+    one_changes.clear()
+    bulk_changes.clear()
+    items: list[Any] = []
+    for run_id in ["run_x", "run_y"]:
+        items.append(dto(run_id))
+        items += history(run_id)
+    items += history("run_a")[:8]
+    items += finals(["run_x", "run_y", "run_a"])
+
+    live = RunBridge(one)
+    for item in items:
+        if "seq" in item:
+            await live.apply_event(item)
+        else:
+            await live.apply_run(item)
+    bridge = RunBridge(bulk)
+    await bridge.apply_steps([bridge.batch_step([bridge.prepare_event(i) if "seq" in i else i for i in items],
+                                                coalesce=True)])
+
+    expected, got = by_node(one), by_node(bulk)
+    for table in expected:
+        assert got[table] == expected[table], table
+    assert in_order(bulk) == in_order(one)
+    coalesced = event_updates(bulk_changes)
+    newest = {c.id: c.data for c in event_updates(one_changes)}  # each node's last one
+    assert len(event_updates(one_changes)) > 3 * len(newest)  # many events a node, one change a node
+    assert sorted(c.id for c in coalesced) == sorted(newest) and {c.id: c.data for c in coalesced} == newest
+    others = [c for c in one_changes if c not in event_updates(one_changes)]
+    assert [(c.kind, c.id, c.data) for c in bulk_changes if c not in coalesced] == [
+        (c.kind, c.id, c.data) for c in others]
