@@ -187,6 +187,7 @@ class RunFollower:
         self._captures: deque[Change] = deque()
         """Changes whose turn or settle is to be captured, in order (``_capture_all``)."""
         self._capturing: asyncio.Task[None] | None = None
+        self._saving = asyncio.Lock()
         self.applied = 0
         """How many changes this follower has applied (each queued change, once its batch is written)."""
         self.catch_up_s: float | None = None
@@ -618,8 +619,11 @@ class RunFollower:
         await self._save_state()
 
     async def _save_state(self) -> None:
-        if self.state_path is not None:
-            await asyncio.to_thread(atomic_write_json, self.state_path, {"captured": self._captured})
+        if self.state_path is None:
+            return
+        async with self._saving:  # one write at a time, each of the state as it is when its turn comes
+            # a copy taken here: the catch-up and the captures change ``_captured`` while it is written
+            await asyncio.to_thread(atomic_write_json, self.state_path, {"captured": dict(self._captured)})
 
     def _load_state(self) -> dict[str, int]:
         if self.state_path is None or not self.state_path.exists():

@@ -214,8 +214,19 @@ def publish_event(session: Session, obj: ObjectRow, type_: str, at: float, *, le
     return event, delivered
 
 
-_encoded = json.JSONEncoder(sort_keys=True, default=str).encode
-"""An event's data as stored: ``json.dumps(data, sort_keys=True, default=str)``, its encoder made once."""
+_encoder = json.JSONEncoder(sort_keys=True, default=str)
+_encode_dict = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+    None, str, json.encoder.encode_basestring_ascii, None, ": ", ", ", True, False, True)
+"""The C half of ``_encoder``, made once (``JSONEncoder.encode`` makes it again for every value);
+without circular-reference markers (a marker left by a failed call would refuse a later value): data
+is plain JSON data or a run event's fields, and a cycle would end in a ``RecursionError``."""
+
+
+def _encoded(data: Mapping[str, object]) -> str:
+    """An event's data as stored: ``json.dumps(data, sort_keys=True, default=str)``."""
+    if type(data) is dict and _encode_dict is not None:
+        return "".join(_encode_dict(data, 0))
+    return _encoder.encode(data)
 
 
 class EventBatch:
@@ -227,7 +238,9 @@ class EventBatch:
 
     def __init__(self, session: Session) -> None:
         self.session = session
-        self._queued: list[tuple[ObjectRow, str, int, str, str, str, str | None, str]] = []
+        self._queued: list[tuple[ObjectRow, str, str, int, str, str, str, str | None, str]] = []
+        """Each event queued: its object, the object's id, type, level, data (JSON), summary, and the
+        object's privacy, owner and name as they were (each column read once, when queued)."""
         self._watches: dict[str, list[WatchRow]] = {}
         self._hears: dict[tuple[str, str], bool] = {}
         self._at = 0.0
@@ -235,7 +248,7 @@ class EventBatch:
     def add(self, obj: ObjectRow, type_: str, at: float, *, level: int, data: Mapping[str, object],
             summary: str) -> None:
         """Queue an event on ``obj`` as it is now (its name, privacy and owner when it is delivered)."""
-        self._queued.append((obj, type_, check_level(level), _encoded(data), summary,
+        self._queued.append((obj, obj.id, type_, check_level(level), _encoded(data), summary,
                              obj.privacy, obj.owner_id, obj.name))
         self._at = at
 
@@ -246,7 +259,7 @@ class EventBatch:
             return
         queued, self._queued = self._queued, []
         s, at = self.session, self._at
-        missing = sorted({obj.id for obj, *_ in queued} - set(self._watches))
+        missing = sorted({item[1] for item in queued} - set(self._watches))
         for part in range(0, len(missing), 500):
             chunk = missing[part:part + 500]
             for object_id in chunk:
@@ -254,24 +267,26 @@ class EventBatch:
             for watch in s.execute(select(WatchRow).where(WatchRow.object_id.in_(chunk)).order_by(WatchRow.id)).scalars():
                 self._watches[watch.object_id].append(watch)
         heard: list[list[str]] = []  # each event's watchers to deliver it to, in the order publish_event takes them
-        for obj, type_, level, _data, _summary, privacy, owner_id, _name in queued:
+        watches = self._watches
+        for obj, obj_id, type_, level, _data, _summary, privacy, owner_id, _name in queued:
+            watching = watches[obj_id]
+            if not watching:
+                heard.append([])
+                continue
             guarded = privacy != "public" and owner_id is not None
-            heard.append([w.watcher_id for w in self._watches[obj.id]
+            heard.append([w.watcher_id for w in watching
                           if level >= w.min_level and pattern_matches(w.pattern, type_)
                           and (not guarded or self._may_hear(w.watcher_id, obj))])
         events = cast(Table, EventRow.__table__)
-        rows = [{"object_id": obj.id, "type": type_, "level": level, "actor_id": None, "at": at, "data": data}
-                for obj, type_, level, data, *_ in queued]
+        rows = [(obj_id, type_, level, None, at, data) for _obj, obj_id, type_, level, data, *_ in queued]
         if not any(heard):
-            s.execute(events.insert(), rows)
+            _insert(s, events, _EVENT_COLUMNS, rows)
             return
-        ids = _inserted_ids(s, events, rows)
-        inbox = [{"owner_id": watcher, "kind": "event", "event_id": event_id, "object_id": obj.id, "object_name": name,
-                  "event_type": type_, "level": level, "actor_id": None, "at": at, "summary": summary, "body": None,
-                  "read_at": None, "ref": None}
-                 for event_id, (obj, type_, level, _data, summary, _privacy, _owner, name), watchers
+        ids = _inserted_ids(s, events, _EVENT_COLUMNS, rows)
+        inbox = [(watcher, "event", event_id, obj_id, name, type_, level, None, at, summary, None, None, None)
+                 for event_id, (_obj, obj_id, type_, level, _data, summary, _privacy, _owner, name), watchers
                  in zip(ids, queued, heard, strict=True) for watcher in watchers]
-        s.execute(cast(Table, InboxRow.__table__).insert(), inbox)
+        _insert(s, cast(Table, InboxRow.__table__), _INBOX_COLUMNS, inbox)
 
     def _may_hear(self, watcher_id: str, obj: ObjectRow) -> bool:
         key = (watcher_id, obj.id)
@@ -286,16 +301,35 @@ class EventBatch:
         self._hears.clear()
 
 
-def _inserted_ids(session: Session, table: Table, rows: list[dict[str, object]]) -> list[int]:
+_EVENT_COLUMNS = ("object_id", "type", "level", "actor_id", "at", "data")
+_INBOX_COLUMNS = ("owner_id", "kind", "event_id", "object_id", "object_name", "event_type", "level", "actor_id",
+                  "at", "summary", "body", "read_at", "ref")
+
+
+def _insert(session: Session, table: Table, columns: tuple[str, ...], rows: list[tuple[object, ...]]) -> None:
+    """Insert ``rows`` (values in the order of ``columns``) into ``table`` in one ``executemany``. On
+    SQLite the statement goes to the driver as it is: building each row's parameters through the
+    compiled statement costs more than the insert (the values are plain: text, numbers, None)."""
+    if not rows:
+        return
+    if session.get_bind().dialect.name != "sqlite":
+        session.execute(table.insert(), [dict(zip(columns, row, strict=True)) for row in rows])
+        return
+    session.connection().exec_driver_sql(
+        f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", rows)
+
+
+def _inserted_ids(session: Session, table: Table, columns: tuple[str, ...], rows: list[tuple[object, ...]]) -> list[int]:
     """Insert ``rows`` into ``table`` and answer their ids, in the order of ``rows``. PostgreSQL
     answers them from ``RETURNING`` (multi-row statements, sorted to the rows' order); SQLite, which
     gives the same statement one row at a time, takes the batch in one ``executemany`` and reads them
     back: its write transaction is the only writer and an id is the highest one plus one, so the rows
     are those above the highest id before, in order."""
     if session.get_bind().dialect.name == "postgresql":
-        return list(session.execute(table.insert().returning(table.c.id, sort_by_parameter_order=True), rows).scalars())
+        return list(session.execute(table.insert().returning(table.c.id, sort_by_parameter_order=True),
+                                    [dict(zip(columns, row, strict=True)) for row in rows]).scalars())
     before = session.execute(select(func.max(table.c.id))).scalar() or 0
-    session.execute(table.insert(), rows)
+    _insert(session, table, columns, rows)
     ids = list(session.execute(select(table.c.id).where(table.c.id > before).order_by(table.c.id)).scalars())
     if len(ids) != len(rows):
         raise RuntimeError(f"{table.name}: {len(rows)} rows inserted, {len(ids)} read back")

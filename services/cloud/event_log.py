@@ -132,14 +132,33 @@ class EventLog(Sequence[Event]):
         """The events with ``after < seq <= upto`` (``upto`` None: every later one), oldest first,
         at most ``limit``, leaving out those whose ``type`` is in ``exclude``: from memory when the
         tail holds them all, the older part from the store (which leaves them out as it reads)."""
+        part = self.stored_part(after, upto)
+        stored = self._stored(part[0], part[1], limit, exclude=exclude) if part is not None else []
+        return self.joined(stored, after, upto, limit, exclude=exclude)
+
+    def stored_part(self, after: int, upto: int | None = None) -> tuple[int, int | None] | None:
+        """The seqs ``between(after, upto)`` reads from the store, as ``(after, before)`` (``after <
+        seq < before``; before None: no bound), or None when the tail holds all of them: a reader of
+        many runs reads their stored parts together, then ``joined`` each."""
+        boundary = self._boundary()
+        if not (self._older and (boundary is None or after + 1 < boundary)):
+            return None
+        if self.source is None:
+            raise LookupError("this run's older events are not held in memory and the log has no store")
+        before = boundary if upto is None else (upto + 1 if boundary is None else min(boundary, upto + 1))
+        return max(after, self.floor), before
+
+    def joined(self, stored: list[Event], after: int, upto: int | None = None, limit: int | None = None, *,
+               exclude: Collection[str] = ()) -> list[Event]:
+        """``between(after, upto, limit, exclude=)`` given what it reads from the store (``stored``: the
+        events of ``stored_part``, as many as ``limit`` allows, none of the types in ``exclude``; read
+        with no await since ``stored_part`` was asked, so the tail is the one it was asked of)."""
         tail = self._tail
         boundary = self._boundary()
-        out: list[Event] = []
+        out = stored
         if self._older and (boundary is None or after + 1 < boundary):
-            before = boundary if upto is None else (upto + 1 if boundary is None else min(boundary, upto + 1))
-            out = self._stored(after, before, limit, exclude=exclude)
             if limit is not None and len(out) >= limit:
-                return out
+                return out[:limit]
             if boundary is not None:  # every stored event before the tail was looked at
                 after = max(after, boundary - 1)
         start = bisect.bisect_right(tail, after, key=_seq)

@@ -189,6 +189,67 @@ class _StoredEvents:
 
 
 _E_RUN, _E_GEN, _E_SEQ, _E_DATA = (EVENTS.c.run_id.name, EVENTS.c.gen.name, EVENTS.c.seq.name, EVENTS.c.data.name)
+_RUNS_A_READ = 256
+"""How many runs' ranges one statement of ``read_stored_many`` reads (five parameters each)."""
+
+
+def stored_source(log: object) -> "_StoredEvents | None":
+    """The store an ``EventLog``'s older events are in, when it is a served cloud's (else None)."""
+    source = getattr(log, "source", None)
+    return source if isinstance(source, _StoredEvents) else None
+
+
+def read_stored_many(parts: "list[tuple[_StoredEvents, int, int | None]]", limit: int | None, *,
+                     exclude: Collection[str] = ()) -> list[list[dict[str, Any]]]:
+    """Many runs' stored events at once, a list for each of ``parts`` (its run's store, and the range
+    ``after < seq < before`` to read), in that order: the first ``limit`` events of them all, read
+    run after run (what ``_StoredEvents.read`` of each in turn, sharing the limit, gives), leaving out
+    the types ``exclude`` names. One statement walks the ``(run_id, gen, seq)`` key for each range,
+    instead of a connection and a statement a run."""
+    answer: list[list[dict[str, Any]]] = [[] for _ in parts]
+    kinds = sorted(exclude)
+    left = limit
+    by_engine: dict[int, Any] = {}
+    for source, _, _ in parts:
+        by_engine.setdefault(id(source.engine), source.engine)
+    if len(by_engine) != 1:  # not one store: each read on its own
+        for index, (source, after, before) in enumerate(parts):
+            if left is not None and left <= 0:
+                break
+            answer[index] = source.read(after, before, left, exclude=exclude)
+            left = None if left is None else left - len(answer[index])
+        return answer
+    engine = next(iter(by_engine.values()))
+    repair = all(source.repair for source, _, _ in parts)
+    with engine.connect() as conn:
+        for start in range(0, len(parts), _RUNS_A_READ):
+            if left is not None and left <= 0:
+                break
+            chunk = parts[start:start + _RUNS_A_READ]
+            params: list[object] = []
+            for offset, (source, after, before) in enumerate(chunk):
+                params += [start + offset, source.run_id, source.gen, after, _NO_BOUND if before is None else before]
+            where = ""
+            if kinds:
+                where = f" AND IFNULL(json_extract(e.{_E_DATA}, '$.type'), '') NOT IN ({', '.join('?' * len(kinds))})"
+                params += kinds
+            sql = (f"WITH w(o, r, g, a, b) AS (VALUES {', '.join(['(?, ?, ?, ?, ?)'] * len(chunk))}) "
+                   f"SELECT w.o, e.{_E_DATA} FROM w JOIN {EVENTS.name} AS e ON e.{_E_RUN} = w.r AND e.{_E_GEN} = w.g "
+                   f"AND e.{_E_SEQ} > w.a AND e.{_E_SEQ} < w.b{where} ORDER BY w.o, e.{_E_SEQ}")
+            if left is not None:
+                sql += " LIMIT ?"
+                params.append(left)
+            rows = conn.exec_driver_sql(sql, tuple(params)).fetchall()
+            load = _loaded_event if repair else json.loads
+            for index, data in rows:
+                answer[index].append(load(data))
+            if left is not None:
+                left -= len(rows)
+    return answer
+
+
+_NO_BOUND = 2 ** 62
+"""An upper bound no seq reaches (a range with no ``before``)."""
 
 
 class _Marks:

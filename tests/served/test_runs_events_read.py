@@ -141,3 +141,45 @@ async def test_a_bad_body_is_a_400_that_names_the_field() -> None:
         assert error["code"] == "invalid_request" and error["param"] == name and name in error["message"], (body, error)
     fine = (await _post(app, {"runs": [one] * MAX_RUNS_READ, "limit": MAX_EVENTS_PAGE})).json()
     assert len(fine["runs"]) == MAX_RUNS_READ and fine["runs"][0]["events"] == list(cloud.runs.get(run.id).events)
+
+
+async def test_one_read_of_many_stored_runs_answers_what_each_runs_own_read_gives(tmp_path: Path) -> None:
+    """The stored parts of every run asked are read in one statement: each page is what that run's
+    own read (``EventLog.between``) answers with the limit left, for ranges inside the store, across
+    its edge and inside the tail held in memory, with and without types left out; the same run asked
+    twice answers twice, and a store letting go of runs' tails (``hold_events``) changes nothing."""
+    from services.cloud.event_log import events_between
+
+    cloud = FakeCloud("app", issuer=URL, runtime_url=URL, clock=FakeClock(1_800_000_000.0))
+    store = CloudStore(tmp_path / "cloud.db", keep_events=8, hold_events=40)
+    await store.load(cloud)
+    try:
+        await cloud.connect(MemoryConnectionStore(), "user:a", scopes=["crtr:llm"])
+        ids = []
+        for index in range(6):
+            run = await cloud.crouter("user:a").runs.start(prompt=f"run {index}")
+            fake = cloud.runs.get(run.id)
+            for step in range(5 + 7 * index):
+                fake.emit_many([("custom.step", {"step": step}), ("node.output_text.delta", {"delta": "x"})])
+            await store.flush()
+            ids.append(run.id)
+        cloud.runs.get(ids[-1]).emit("custom.step", {"step": "not written yet"})
+        app = ControlApp(cloud, "t", change_log=False)
+        asked = [{"run_id": ids[0]}, {"run_id": ids[1], "after": 3}, {"run_id": ids[2], "after": 2, "upto": 9},
+                 {"run_id": ids[3], "upto": 40}, {"run_id": ids[1], "after": 20}, {"run_id": ids[4], "after": 30},
+                 {"run_id": ids[5], "after": 60}, {"run_id": ids[5]}]
+        for exclude in ([], QUIET):
+            for limit in (1, 7, 25, 60, 1000):
+                answer = (await _post(app, {"runs": asked, "exclude": exclude, "limit": limit})).json()
+                left = limit
+                for item, page in zip(asked, answer["runs"], strict=True):
+                    run = cloud.runs.get(item["run_id"])
+                    after, upto = item.get("after", 0), item.get("upto")
+                    want = events_between(run.events, after, upto, left, exclude=exclude) if left else []
+                    assert page["run_id"] == run.id and page["events"] == want, (item, exclude, limit)
+                    left -= len(want)
+                assert answer["missing"] == []
+        held = [cloud.runs.get(run_id).events.in_memory for run_id in ids]
+        assert 0 in held and any(held)  # some runs' tails let go of, some held
+    finally:
+        await store.close()
