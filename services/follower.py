@@ -235,16 +235,21 @@ class RunFollower:
         caught: asyncio.Queue[Change | None] = asyncio.Queue()
         applying = asyncio.get_running_loop().create_task(self._drain_caught(caught))
         try:
-            await self._catch_up(caught.put_nowait)
-            self.catch_up_s = time.perf_counter() - began
-        except Exception as exc:  # recorded and published; what the feed gives is still applied
-            self._failed("catch-up", "", exc)
-        finally:
+            try:
+                await self._catch_up(caught.put_nowait)
+                self.catch_up_s = time.perf_counter() - began
+            except Exception as exc:  # recorded and published; what the feed gives is still applied
+                self._failed("catch-up", "", exc)
             caught.put_nowait(None)
             try:
-                await applying
-            finally:
-                self._catching = False
+                await asyncio.shield(applying)
+            except Exception as exc:  # a batch that failed past its changes' own records
+                self._failed("catch-up", "", exc)
+        except asyncio.CancelledError:  # stopped: what the catch-up queued is dropped with the rest
+            applying.cancel()
+            raise
+        finally:
+            self._catching = False
         await self._drain()
 
     async def _drain_caught(self, caught: asyncio.Queue[Change | None]) -> None:

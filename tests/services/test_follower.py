@@ -371,3 +371,32 @@ async def test_a_catch_up_in_chunks_applies_each_while_the_next_is_read_and_what
                 if e.type == "custom.step"]
         assert len(seqs) == (51 if run is runs[3] else 50) and seqs == sorted(seqs)
         assert await texts(canvas, run.id) == ["first answer"]
+
+
+async def test_stopping_a_catch_up_in_the_background_leaves_no_task_behind(
+        cloud: FakeCloud, app: Crouter, desk: Desk, feed: ChangeFeed, canvas: Canvas,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``stop`` while a background catch-up reads a later chunk (an earlier one queued to apply):
+    the catch-up and what applies its chunks both end, and the follower stops at once."""
+    import services.follower as follower_module
+
+    monkeypatch.setattr(follower_module, "CATCH_UP_CHUNK", 1)
+    runs = [await a_run(cloud, app) for _ in range(3)]
+    read = desk.read_events
+    reading = asyncio.Event()
+
+    async def stuck_on_the_last(run_id: str, after: int = 0, upto: int | None = None, *,
+                                exclude: frozenset[str] = frozenset()) -> list[dict[str, object]]:
+        if run_id == runs[2].id:
+            reading.set()
+            await asyncio.Event().wait()  # never answers
+        return await read(run_id, after, upto, exclude=exclude)
+
+    desk.read_events = stuck_on_the_last  # type: ignore[method-assign]
+    before = asyncio.all_tasks()
+    follower = RunFollower(desk, feed, bridge=RunBridge(canvas))
+    await follower.start(background=True)
+    await asyncio.wait_for(reading.wait(), 10)
+    await asyncio.wait_for(follower.stop(), 10)
+    await asyncio.sleep(0)
+    assert {t for t in asyncio.all_tasks() - before if not t.done()} == set()
