@@ -238,8 +238,9 @@ class _Applying:
     batch: EventBatch
     held: _Held
     last: dict[str, tuple[NodeRow, int]] = field(default_factory=dict)
-    updated: dict[str, dict[str, Any]] | None = None
-    """With ``coalesce``: each node's ``node.updated`` change for its events, published once at the end."""
+    updated: dict[str, tuple[str, str, Any]] | None = None
+    """With ``coalesce``: each node's ``node.updated`` for its events (its status, its newest event's
+    type and seq), published once at the end."""
 
     def read_nodes(self, ids: Collection[str]) -> None:
         """The objects and node rows of ``ids`` not held yet, read at once (an id the canvas does not
@@ -262,8 +263,8 @@ class _Applying:
             row.last_seq = seq
         self.batch.flush()
         self.tx.session.flush()
-        for node_id, data in (self.updated or {}).items():
-            self.tx.change("node.updated", node_id, **data)
+        for node_id, (status, type_, seq) in (self.updated or {}).items():
+            self.tx.change("node.updated", node_id, status=status, event=type_, seq=seq)
 
 
 class RunBridge:
@@ -494,6 +495,11 @@ class RunBridge:
         ``BridgeInputError`` for an event the bridge cannot take); ``clean``: its text is known to be
         storable (``clean``), so it is not scanned again."""
         event, repaired = (event, False) if clean else _repaired(event)
+        if type(event) is dict:  # the usual event, its fields read at once (the checks below name a bad one)
+            run_id, node_id, type_, seq = event.get("run_id"), event.get("node_id"), event.get("type"), event.get("seq")
+            if (type(run_id) is str and run_id and type(node_id) is str and node_id and type(type_) is str and type_
+                    and type(seq) is int):
+                return PreparedEvent(event, repaired, run_id, node_id, type_, seq)
         run_id = _field(event, "run_id", str, "event")
         node_id = _field(event, "node_id", str, f"event of run {run_id!r}")
         type_ = _field(event, "type", str, f"event of run {run_id!r}")
@@ -528,13 +534,14 @@ class RunBridge:
             node = found
             if node.type != "node":
                 raise BridgeInputError(f"the node id {node_id!r} names a {node.type}, not a node")
-        row = state.held.nodes.get(node.id)
+        # the node's id is ``node_id`` (objects are held by their ids): read from no row
+        row = state.held.nodes.get(node_id)
         if row is None:
-            row = state.held.nodes[node.id] = _node_row(tx.session, node.id)
-        top = state.last.get(node.id)
+            row = state.held.nodes[node_id] = _node_row(tx.session, node_id)
+        top = state.last.get(node_id)
         if prepared.seq <= (row.last_seq if top is None else top[1]):
             return
-        state.last[node.id] = (row, prepared.seq)  # written on the row once, at the end
+        state.last[node_id] = (row, prepared.seq)  # written on the row once, at the end
         if prepared.type not in _QUIET:
             self._apply(tx, node, row, prepared.type, prepared.event, prepared.repaired, batch, state.updated)
         if prepared.repaired:
@@ -569,7 +576,7 @@ class RunBridge:
 
     def _apply(self, tx: Tx, node: ObjectRow, row: NodeRow, type_: str, event: Mapping[str, Any],
                repaired: bool = False, batch: EventBatch | None = None,
-               updated: dict[str, dict[str, Any]] | None = None) -> None:
+               updated: dict[str, tuple[str, str, Any]] | None = None) -> None:
         """Apply one event to its node and record it: published now, or queued on ``batch`` (its
         ``node.updated`` kept in ``updated``, when given, to be published once for the node)."""
         level = EVENT_LEVELS.get(type_, 3)
@@ -640,8 +647,9 @@ class RunBridge:
         if updated is None:
             tx.change("node.updated", node.id, status=node.status, event=type_, seq=event.get("seq"))
         else:  # the newest last: moved to the end
-            updated.pop(node.id, None)
-            updated[node.id] = {"status": node.status, "event": type_, "seq": event.get("seq")}
+            node_id = node.id
+            updated.pop(node_id, None)
+            updated[node_id] = (node.status, type_, event.get("seq"))
 
 
 def _positions(session: Session, runs: Mapping[str, tuple[Mapping[str, Any], Collection[str]]]) -> dict[str, RunPosition]:
