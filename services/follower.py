@@ -17,9 +17,9 @@ change, and applies them from one background task, in order, a queued batch at a
   for pending messages and events with levels; text deltas are skipped (the bridge records none).
   A batch is applied in one canvas transaction, its runs and events as one bulk step
   (``RunBridge.batch_step``: the nodes it lacks, the events, inbox entries and node rows written a
-  statement per table, not per change, in their order; each node's events publish one
-  ``node.updated`` a transaction: ``coalesce``); when it fails, its changes are applied again one by
-  one, each in its own, so that one bad change is recorded and the rest are applied;
+  statement per table, not per change, in their order; in a background catch-up each node's events
+  publish one ``node.updated`` a transaction: ``coalesce``); when it fails, its changes are applied
+  again one by one, each in its own, so that one bad change is recorded and the rest are applied;
 - each completed root turn is captured into the memory outbox (the turn's input as the person's
   message, its text as the assistant's), and, when a harvest is attached, as an OKF run record. The
   captures are made in order, from a task of their own, once their batch is written: the next batch
@@ -268,7 +268,7 @@ class RunFollower:
                 batch.append(change)
             self._busy = True
             try:
-                await self._apply(batch)
+                await self._apply(batch, coalesce=True)
                 self.applied += len(batch)
             finally:
                 self._busy = False
@@ -433,9 +433,10 @@ class RunFollower:
             finally:
                 self._busy = False
 
-    async def _apply(self, batch: list[Change]) -> None:
+    async def _apply(self, batch: list[Change], *, coalesce: bool = False) -> None:
         """Apply a batch: every change's canvas step and then each run it touched read again, in one
-        transaction, then the captures of the turns and settles it carries, in order."""
+        transaction, then the captures of the turns and settles it carries, in order (``coalesce``: a
+        catch-up's batch, each node's events announced once: ``RunBridge.batch_step``)."""
         items: list[_Item] = []
         made: list[tuple[Change, _Item | None]] = []
         touched: dict[str, None] = {}
@@ -459,7 +460,7 @@ class RunFollower:
                 continue
             if synced is not None:
                 items.append(synced)
-        await self._write(items)
+        await self._write(items, coalesce=coalesce)
         for change, item in made:
             if change.kind != "run.event" or (item is not None and item.failed):
                 continue
@@ -515,13 +516,13 @@ class RunFollower:
         dto = bridge_run(run)
         return _Item(f"run {run_id}", run_id, self.bridge.run_step(dto, view=False), run=dto)
 
-    async def _write(self, items: list[_Item]) -> None:
+    async def _write(self, items: list[_Item], *, coalesce: bool = False) -> None:
         """Apply ``items`` in one canvas transaction; when it fails, each again alone (order kept)."""
         if not items or self.bridge is None:
             return
         if len(items) > 1:
             try:
-                await self.bridge.apply_steps(self._bulk(items))
+                await self.bridge.apply_steps(self._bulk(items, coalesce=coalesce))
                 return
             except Exception:  # found again below, step by step, and recorded there
                 pass
@@ -532,10 +533,11 @@ class RunFollower:
                 item.failed = True
                 self._failed(item.label, item.id, exc)
 
-    def _bulk(self, items: list[_Item]) -> list[BridgeStep]:
+    def _bulk(self, items: list[_Item], *, coalesce: bool = False) -> list[BridgeStep]:
         """The steps of ``items``, in order: each stretch of runs and events one ``batch_step`` (the
-        nodes it lacks made, the events and the inbox entries written, by table, each node's events
-        announced in one ``node.updated``), anything else (a run deleted) a step of its own."""
+        nodes it lacks made, the events and the inbox entries written, by table; with ``coalesce``
+        each node's events announced in one ``node.updated``), anything else (a run deleted) a step of
+        its own."""
         assert self.bridge is not None
         steps: list[BridgeStep] = []
         stretch: list[Mapping[str, object] | PreparedEvent] = []
@@ -547,11 +549,11 @@ class RunFollower:
                 stretch.append(item.run)
                 continue
             if stretch:
-                steps.append(self.bridge.batch_step(stretch, coalesce=True))
+                steps.append(self.bridge.batch_step(stretch, coalesce=coalesce))
                 stretch = []
             steps.append(self._step(item))
         if stretch:
-            steps.append(self.bridge.batch_step(stretch, coalesce=True))
+            steps.append(self.bridge.batch_step(stretch, coalesce=coalesce))
         return steps
 
     def _step(self, item: _Item) -> BridgeStep:

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import hmac
 import itertools
 import json
@@ -146,7 +147,11 @@ class ControlApp:
         except OSError as exc:
             await send_envelope(send, storage_full(exc))
             return
-        status, answer = await self.dispatch(method, path, raw, query)
+        marked = _ENCODED.set(True)  # this answer goes out as JSON text: stored events need no parse
+        try:
+            status, answer = await self.dispatch(method, path, raw, query)
+        finally:
+            _ENCODED.reset(marked)
         if self.store is not None:
             try:
                 await self.store.flush()
@@ -154,7 +159,7 @@ class ControlApp:
                 if method != "GET":  # a read promises nothing new: it is answered from memory
                     await send_envelope(send, storage_full(exc))
                     return
-        await _send(send, status, json.dumps(answer).encode())
+        await _send(send, status, _encode(answer).encode())
 
     def _large_read(self, path: str, query: dict[str, str]) -> Iterator[str] | None:
         """The answer to a read that may be large (``GET /runs``, ``GET /runs/{id}``, ``GET /state``)
@@ -304,8 +309,8 @@ class ControlApp:
         from ..control_wire import EVENTS_PAGE
 
         limit = _limit(_whole(query, "limit", EVENTS_PAGE))
-        return _events_page(self._fake_run(run_id), _whole(query, "after", 0), _whole(query, "upto", None),
-                            limit, _types(query, "exclude"))
+        found = [(self._fake_run(run_id), _whole(query, "after", 0), _whole(query, "upto", None))]
+        return _pages(found, limit, _types(query, "exclude"))[0]
 
     async def _runs_events(self, body: dict[str, Any], query: dict[str, str]) -> Answer:
         """Pages of several runs' events in one read (``POST /runs/events``), in the order asked: each
@@ -328,8 +333,6 @@ class ControlApp:
                 if value is not None and (value < 0 or value >= 10 ** 18):
                     raise ControlError(400, "invalid_request", f"runs[{index}].{name} is a whole number of zero "
                                        f"or more, not {value}", param=f"runs[{index}].{name}")
-        from .persist import read_stored_many, stored_source
-
         kinds = frozenset(exclude)
         found: list[tuple[FakeRun, int, int | None]] = []
         missing: list[str] = []
@@ -339,27 +342,8 @@ class ControlApp:
                 missing.append(item["run_id"])
             else:
                 found.append((run, item.get("after") or 0, item.get("upto")))
-        # the parts of the runs' ranges a store holds, read in one statement (no await until joined)
-        parts: list[tuple[Any, int, int | None]] = []
-        reading: list[int] = []
-        for index, (run, after, upto) in enumerate(found):
-            source = stored_source(run.events)
-            part = run.events.stored_part(after, upto) if source is not None else None  # type: ignore[attr-defined]
-            if part is not None:
-                reading.append(index)
-                parts.append((source, part[0], part[1]))
-        stored = dict(zip(reading, read_stored_many(parts, limit, exclude=kinds), strict=True)) if parts else {}
-        pages: list[Answer] = []
-        left = limit
-        for index, (run, after, upto) in enumerate(found):
-            events = None
-            if index in stored:
-                events = run.events.joined(stored[index][:left], after, upto, left, exclude=kinds) if left else []  # type: ignore[attr-defined]
-            page = _events_page(run, after, upto, left, kinds, events)  # left 0: empty, more if the range holds any
-            held = page["events"]
-            left -= len(held) if isinstance(held, list) else 0
-            pages.append(page)
-        return {"runs": pages, "missing": missing}
+        pages = _pages(found, limit, kinds)
+        return _Spliced({"runs": pages, "missing": missing}) if _ENCODED.get() else {"runs": pages, "missing": missing}
 
     async def _run_action(self, body: dict[str, Any], query: dict[str, str], run_id: str, action: str) -> Answer:
         run = self._fake_run(run_id)
@@ -662,6 +646,64 @@ def _limit(limit: int) -> int:
     return limit
 
 
+_ENCODED: contextvars.ContextVar[bool] = contextvars.ContextVar("control_encoded_events", default=False)
+"""Set while the control API answers over HTTP: a page's stored events may be carried as the JSON
+text the store holds (``EncodedEvent``), never parsed; an in-process caller gets them parsed."""
+
+
+class _Spliced(dict):  # type: ignore[type-arg]
+    """An answer, or a page of one, holding events carried as their stored JSON text (``_encode``)."""
+
+
+class _Events(list):  # type: ignore[type-arg]
+    """A page's events, some as their stored JSON text (``EncodedEvent``), the rest as dicts."""
+
+
+def _encode(value: object) -> str:
+    """``json.dumps(value)``, each ``EncodedEvent`` of a spliced answer carried as its text."""
+    from .persist import EncodedEvent
+
+    if isinstance(value, _Events):
+        return "[" + ", ".join(e.text if isinstance(e, EncodedEvent) else json.dumps(e) for e in value) + "]"
+    if isinstance(value, _Spliced):
+        return "{" + ", ".join(json.dumps(key) + ": " + _encode(item) for key, item in value.items()) + "}"
+    if isinstance(value, list) and any(isinstance(item, _Spliced) for item in value):
+        return "[" + ", ".join(_encode(item) for item in value) + "]"
+    return json.dumps(value)
+
+
+def _pages(found: "list[tuple[FakeRun, int, int | None]]", limit: int, kinds: frozenset[str]) -> list[Answer]:
+    """Each of ``found``'s pages (its run, and its range ``after < seq <= upto``) as ``_events_page``
+    answers it, with at most ``limit`` events in all, in order: the parts of the ranges a store holds
+    are read in one statement (and, over HTTP, carried as the stored text), then each joined to what
+    its run holds in memory (no await in between: the logs are those the parts were asked of)."""
+    from .persist import read_stored_many, stored_source
+
+    encoded = _ENCODED.get()
+    parts: list[tuple[Any, int, int | None]] = []
+    reading: list[int] = []
+    for index, (run, after, upto) in enumerate(found):
+        source = stored_source(run.events)
+        part = run.events.stored_part(after, upto) if source is not None else None  # type: ignore[attr-defined]
+        if part is not None:
+            reading.append(index)
+            parts.append((source, part[0], part[1]))
+    stored = dict(zip(reading, read_stored_many(parts, limit, exclude=kinds, encoded=encoded), strict=True)) if parts else {}
+    pages: list[Answer] = []
+    left = limit
+    for index, (run, after, upto) in enumerate(found):
+        events = None
+        if index in stored:
+            events = run.events.joined(stored[index][:left], after, upto, left, exclude=kinds) if left else []  # type: ignore[attr-defined]
+        page = _events_page(run, after, upto, left, kinds, events)  # left 0: empty, more if the range holds any
+        held = page["events"]
+        left -= len(held) if isinstance(held, list) else 0
+        if encoded and index in stored:
+            page = _Spliced(page, events=_Events(held if isinstance(held, list) else []))
+        pages.append(page)
+    return pages
+
+
 def _events_page(run: "FakeRun", after: int, upto: int | None, limit: int, exclude: frozenset[str],
                  events: list[dict[str, Any]] | None = None) -> Answer:
     """A page of ``run``'s events: ``after < seq <= upto``, oldest first, at most ``limit`` (0: none,
@@ -671,10 +713,15 @@ def _events_page(run: "FakeRun", after: int, upto: int | None, limit: int, exclu
 
     if events is None:
         events = events_between(run.events, after, upto, limit, exclude=exclude) if limit else []
-    last = events[-1]["seq"] if events else (after if upto is None else max(after, upto))
+    last = _seq(events[-1]) if events else (after if upto is None else max(after, upto))
     end = run.seq if upto is None else min(upto, run.seq)
     more = (len(events) >= limit and last < end) if limit else after < end
     return {"run_id": run.id, "events": events, "seq": run.seq, "first_seq": run.first_seq, "more": more}
+
+
+def _seq(event: Any) -> int:
+    """An event's seq, whether parsed or carried as its stored text (``EncodedEvent``)."""
+    return int(event[0] if isinstance(event, tuple) else event["seq"])
 
 
 def _types(query: dict[str, str], name: str) -> frozenset[str]:

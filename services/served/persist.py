@@ -30,7 +30,7 @@ import json.encoder
 from collections import OrderedDict
 from pathlib import Path
 from collections.abc import Callable, Collection, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 from sqlalchemy import delete, select
 from sqlalchemy.dialects.sqlite import insert
@@ -199,26 +199,43 @@ def stored_source(log: object) -> "_StoredEvents | None":
     return source if isinstance(source, _StoredEvents) else None
 
 
+class EncodedEvent(NamedTuple):
+    """A stored event as the JSON text an answer carries (``read_stored_many(encoded=True)``): the
+    stored text itself, or, for text an older server stored that no answer could carry, its repair."""
+
+    seq: int
+    text: str
+
+
+def _encoded_event(seq: int, data: str) -> EncodedEvent:
+    if "\\ud" in data or "\\u0000" in data:  # as ``_loaded_event``: repaired, then encoded again
+        return EncodedEvent(seq, _dump(_loaded_event(data)))
+    return EncodedEvent(seq, data)
+
+
 def read_stored_many(parts: "list[tuple[_StoredEvents, int, int | None]]", limit: int | None, *,
-                     exclude: Collection[str] = ()) -> list[list[dict[str, Any]]]:
+                     exclude: Collection[str] = (), encoded: bool = False) -> list[list[Any]]:
     """Many runs' stored events at once, a list for each of ``parts`` (its run's store, and the range
     ``after < seq < before`` to read), in that order: the first ``limit`` events of them all, read
     run after run (what ``_StoredEvents.read`` of each in turn, sharing the limit, gives), leaving out
     the types ``exclude`` names. One statement walks the ``(run_id, gen, seq)`` key for each range,
-    instead of a connection and a statement a run."""
-    answer: list[list[dict[str, Any]]] = [[] for _ in parts]
+    instead of a connection and a statement a run. With ``encoded`` each event is an ``EncodedEvent``
+    (its JSON text, for an answer to carry as it is), not a dict: nothing is parsed."""
+    answer: list[list[Any]] = [[] for _ in parts]
     kinds = sorted(exclude)
     left = limit
     by_engine: dict[int, Any] = {}
     for source, _, _ in parts:
         by_engine.setdefault(id(source.engine), source.engine)
-    if len(by_engine) != 1:  # not one store: each read on its own
+    if len(by_engine) != 1 and not encoded:  # not one store: each read on its own
         for index, (source, after, before) in enumerate(parts):
             if left is not None and left <= 0:
                 break
             answer[index] = source.read(after, before, left, exclude=exclude)
             left = None if left is None else left - len(answer[index])
         return answer
+    if len(by_engine) != 1:
+        raise ValueError("an encoded read takes the runs of one store")
     engine = next(iter(by_engine.values()))
     repair = all(source.repair for source, _, _ in parts)
     with engine.connect() as conn:
@@ -234,15 +251,19 @@ def read_stored_many(parts: "list[tuple[_StoredEvents, int, int | None]]", limit
                 where = f" AND IFNULL(json_extract(e.{_E_DATA}, '$.type'), '') NOT IN ({', '.join('?' * len(kinds))})"
                 params += kinds
             sql = (f"WITH w(o, r, g, a, b) AS (VALUES {', '.join(['(?, ?, ?, ?, ?)'] * len(chunk))}) "
-                   f"SELECT w.o, e.{_E_DATA} FROM w JOIN {EVENTS.name} AS e ON e.{_E_RUN} = w.r AND e.{_E_GEN} = w.g "
-                   f"AND e.{_E_SEQ} > w.a AND e.{_E_SEQ} < w.b{where} ORDER BY w.o, e.{_E_SEQ}")
+                   f"SELECT w.o, e.{_E_SEQ}, e.{_E_DATA} FROM w JOIN {EVENTS.name} AS e ON e.{_E_RUN} = w.r "
+                   f"AND e.{_E_GEN} = w.g AND e.{_E_SEQ} > w.a AND e.{_E_SEQ} < w.b{where} ORDER BY w.o, e.{_E_SEQ}")
             if left is not None:
                 sql += " LIMIT ?"
                 params.append(left)
             rows = conn.exec_driver_sql(sql, tuple(params)).fetchall()
-            load = _loaded_event if repair else json.loads
-            for index, data in rows:
-                answer[index].append(load(data))
+            if encoded:
+                for index, seq, data in rows:
+                    answer[index].append(_encoded_event(seq, data) if repair else EncodedEvent(seq, data))
+            else:
+                load = _loaded_event if repair else json.loads
+                for index, _, data in rows:
+                    answer[index].append(load(data))
             if left is not None:
                 left -= len(rows)
     return answer

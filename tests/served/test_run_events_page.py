@@ -149,3 +149,31 @@ async def test_a_bad_parameter_is_a_400_that_names_it_and_an_unknown_run_a_404()
     kept = (await _get(app, f"/runs/{run.id}/events", {"exclude": "node.output_text.delta"})).json()
     assert kept["events"] == [e for e in cloud.runs.get(run.id).events if e["type"] != "node.output_text.delta"]
     assert kept["events"][-1]["type"] == "custom.step"
+
+
+async def test_stored_events_go_out_as_stored_and_text_an_older_server_kept_goes_out_repaired(tmp_path: Path) -> None:
+    """Over HTTP a page carries each stored event as the text the store holds (nothing parsed and
+    encoded again): the answer reads as the run's events do in process, and an event whose stored
+    text holds a lone surrogate or a NUL (kept by an older server) goes out repaired, never as an
+    escape a client would refuse. In process (the serving window's desk) the same read answers dicts."""
+    cloud, store, run_id = await _stored_cloud(tmp_path / "cloud.db", 60)
+    try:
+        fake = cloud.runs.get(run_id)
+        fake.reply("hi \ud800 and \x00", chunks=1)  # scripted in process: no served route takes it
+        fake.emit_many([("node.output_text.delta", {"delta": "after"})] * 40)
+        await store.flush()
+        assert fake.events.in_memory < len(fake.events)
+        app = ControlApp(cloud, "t", change_log=False)
+        answer = await _get(app, f"/runs/{run_id}/events", {"after": 0, "limit": 5000})
+        assert "\\ud800" not in answer.text and "\\u0000" not in answer.text
+        events = answer.json()["events"]
+        assert [e["seq"] for e in events] == [e["seq"] for e in fake.events]
+        done = [e for e in events if e["type"] == "node.output_text.done"]
+        assert done and done[0]["text"] == "hi \ufffd and "
+        plain = [e for e in events if e["type"] == "node.output_text.delta"]
+        assert plain == [e for e in fake.events if e["type"] == "node.output_text.delta"]
+        status, direct = await app.dispatch("GET", f"/runs/{run_id}/events", b"", {"limit": "5000"})
+        assert status == 200 and all(isinstance(e, dict) for e in direct["events"])
+        assert direct["events"] == events
+    finally:
+        await store.close()
