@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -73,6 +73,8 @@ _CAPTURED = frozenset({"node.turn.completed", "node.settled"})
 """The event types of a root node that ``_capture`` captures (a turn, a settle)."""
 _CAPTURE_ONLY = "_capture_only"
 """Marks a caught-up change queued for its capture alone: the canvas already holds its event."""
+_CLEAN = "_clean"
+"""Marks a caught-up change whose event came in an answer with no suspect escape: storable as it is."""
 
 
 def _object(value: object) -> Mapping[str, object]:
@@ -311,22 +313,26 @@ class RunFollower:
             wanted[run_id] = after
         looked = False
         for chunk in _chunks(wanted, {run_id: details[run_id].seq for run_id in wanted}):
-            read = await self._read_all(chunk)
+            clean: set[str] = set()
+            read = await self._read_all(chunk, clean)
             runs = {run_id: (details[run_id], read[run_id]) for run_id in chunk if run_id in read}
             if self.bridge is not None:
                 positions = {**positions, **await self.bridge.positions({
                     run_id: (bridge_run(run), {str(e.get("node_id")) for e in events})
                     for run_id, (run, events) in runs.items()})}
-            looked = self._queue_missing(runs, positions, put) or looked
+            looked = self._queue_missing(runs, positions, put, clean) or looked
         if looked:
             await self._save_state()
 
     def _queue_missing(self, runs: Mapping[str, tuple[RunDetail, Sequence[Event]]],
-                       positions: Mapping[str, RunPosition], put: Callable[[Change], None]) -> bool:
+                       positions: Mapping[str, RunPosition], put: Callable[[Change], None],
+                       clean: Collection[str] = ()) -> bool:
         """``put`` what the canvas and the captures lack of ``runs`` (each with its events after where
-        it was read from); True when a run was marked as looked at through its last event."""
+        it was read from; ``clean``: the runs whose events hold only storable text); True when a run
+        was marked as looked at through its last event."""
         looked = False
         for run_id, (run, events) in runs.items():
+            marks = {_CLEAN: True} if run_id in clean else {}
             position = positions.get(run_id)
             held = position.held if position is not None else 0
             if self.bridge is not None and not run.deleted and (position is None or not position.current):
@@ -339,7 +345,7 @@ class RunFollower:
                 uncaptured = run.user_id not in self.ignore_users and self._uncaptured(run_id, event)
                 waiting = waiting or uncaptured
                 if canvas:
-                    put(Change("cloud", "run.event", run_id, {"event": event}))
+                    put(Change("cloud", "run.event", run_id, {"event": event, **marks}))
                 elif uncaptured:
                     put(Change("cloud", "run.event", run_id, {"event": event, _CAPTURE_ONLY: True}))
             # the events were read to the newest (the quiet ones left out): nothing up to the run's
@@ -352,11 +358,11 @@ class RunFollower:
                         looked = True
         return looked
 
-    async def _read_all(self, wanted: Mapping[str, int]) -> dict[str, Sequence[Event]]:
+    async def _read_all(self, wanted: Mapping[str, int], clean: set[str] | None = None) -> dict[str, Sequence[Event]]:
         """Each wanted run's events after its sequence number, the runs read together (a window
         attached to a server asks for many runs' events a request: ``Desk.read_events_many``); a run
-        the cloud no longer knows is left out."""
-        return dict(await self.desk.read_events_many(wanted, exclude=_QUIET))
+        the cloud no longer knows is left out. ``clean`` gets the runs whose text needs no scan."""
+        return dict(await self.desk.read_events_many(wanted, exclude=_QUIET, clean=clean))
 
     def _capture_keys(self, run: RunDetail) -> list[str]:
         """The keys of ``_captured`` that say how far the captures of ``run`` are made (none when this
@@ -442,7 +448,8 @@ class RunFollower:
         touched: dict[str, None] = {}
         # the batch's events are checked for text to repair at once (one scan, not one per event)
         clean = self.bridge is not None and self.bridge.clean(
-            [c.data["event"] for c in batch if c.kind == "run.event" and not c.data.get(_CAPTURE_ONLY)])
+            [c.data["event"] for c in batch if c.kind == "run.event" and not c.data.get(_CAPTURE_ONLY)
+             and not c.data.get(_CLEAN)])  # a caught-up event read in a spotless answer: not scanned again
         for change in batch:
             try:
                 item = self._item(change, touched, clean)

@@ -75,11 +75,27 @@ class RemoteCloud:
             raise ControlError(503, "not_served", f"{folder} is not being served (no live serve.json)")
         return cls(info["url"], info["token"], timeout=timeout)
 
+    checks_text = True
+    """``call(..., checked=True)`` says whether an answer's text needs a scan (``Desk.read_events_many``)."""
+
     async def call(self, method: str, path: str, body: object = None,
                    params: Mapping[str, str | int | float | bool | None] | None = None, *,
-                   content: bytes | None = None) -> Any:
+                   content: bytes | None = None, checked: bool = False) -> Any:
         """One control call; its JSON answer (``ControlError`` when refused). ``content`` is a body
-        already encoded as JSON, sent instead of ``body``."""
+        already encoded as JSON, sent instead of ``body``. With ``checked``: the answer, and whether
+        every string of it is storable as it is (its JSON text holds no escape of a NUL or of a
+        surrogate: JSON carries them no other way, and a text it carries whole is valid UTF-8), so a
+        reader need not scan what it parsed (an emoji's escaped pair counts as suspect)."""
+        response = await self._answered(method, path, body, params, content=content)
+        if not checked:
+            return response.json()
+        raw = response.content
+        return response.json(), b"\\u0000" not in raw and b"\\ud" not in raw and b"\\uD" not in raw
+
+    async def _answered(self, method: str, path: str, body: object = None,
+                        params: Mapping[str, str | int | float | bool | None] | None = None, *,
+                        content: bytes | None = None) -> httpx.Response:
+        """The response to one control call (``ControlError`` when refused or unanswered)."""
         try:
             if content is None:
                 response = await self._http.request(method, path, json=body, params=params)
@@ -94,7 +110,7 @@ class RemoteCloud:
             except ValueError:
                 error = {}
             raise ControlError(response.status_code, str(error.get("code", "refused")), str(error.get("message", "")))
-        return response.json()
+        return response
 
     # -- the seed's surface ------------------------------------------------------------------
 

@@ -185,13 +185,15 @@ class Desk:
             out.extend(e for e in mirror.since(run_id, top, exclude=exclude) if upto is None or seq_of(e) <= upto)
         return out
 
-    async def read_events_many(self, wanted: Mapping[str, int], *,
-                               exclude: Collection[str] = ()) -> dict[str, list[dict[str, Any]]]:
+    async def read_events_many(self, wanted: Mapping[str, int], *, exclude: Collection[str] = (),
+                               clean: set[str] | None = None) -> dict[str, list[dict[str, Any]]]:
         """Each wanted run's events after its sequence number (``read_events`` of each, to the newest,
         none of the types in ``exclude``), by run id; a run the cloud does not know is left out. What
         the mirror holds is answered from it; a window attached to a server reads the rest of every
         run together, several runs a request (``POST /runs/events``), not one round trip a run: a
-        reader of many runs (a catch-up) waits on a few requests, not on one for each."""
+        reader of many runs (a catch-up) waits on a few requests, not on one for each. ``clean``, when
+        given, gets the runs whose events all came in answers whose text holds no escaped NUL or
+        surrogate (``RemoteCloud.call(checked=True)``): every string of them is storable as it is."""
         from ..control_wire import MAX_RUNS_READ
         from ..served.errors import ControlError
 
@@ -219,13 +221,20 @@ class Desk:
             if lo is not None:
                 ends[run_id] = asked[run_id]["upto"] = lo
         kinds = sorted(exclude)
+        checks = bool(getattr(self.control, "checks_text", False))  # a server's client: it tells a spotless answer
+        spotless = set(asked) - ends.keys()  # read from the cloud alone, in answers with no suspect escape
         while asked:
             batch = list(asked.values())[:MAX_RUNS_READ]
+            body = {"runs": batch, "exclude": kinds, "limit": PAGE_EVENTS}
             try:
-                answer = await self.control.call("POST", "/runs/events", {
-                    "runs": batch, "exclude": kinds, "limit": PAGE_EVENTS})
+                if checks:
+                    answer, checked_clean = await self.control.call("POST", "/runs/events", body, checked=True)  # type: ignore[call-arg]
+                else:
+                    answer, checked_clean = await self.control.call("POST", "/runs/events", body), False
             except ControlError as exc:
                 raise OperatorError(exc.message or "the runs' events could not be read") from None
+            if not checked_clean:
+                spotless.difference_update(str(item["run_id"]) for item in batch)
             moved = False
             for run_id in answer.get("missing") or ():
                 found.pop(str(run_id), None)
@@ -247,6 +256,8 @@ class Desk:
         for run_id, end in ends.items():  # the newest part from the mirror (what the stream added too)
             if run_id in found:
                 found[run_id].extend(mirror.since(run_id, end, exclude=exclude))
+        if clean is not None:
+            clean.update(run_id for run_id in spotless if run_id in found)
         return found
 
     async def read_detail(self, run_id: str) -> RunDetail:

@@ -247,3 +247,38 @@ async def test_scrolling_a_100k_event_run_from_end_to_start_and_back_keeps_the_w
 def seq_of_line(line: str) -> int:
     """The event's sequence number a raw line starts with."""
     return int(line.split()[0])
+
+
+async def test_many_runs_read_say_which_runs_text_needs_no_scan(served: Any) -> None:
+    """``read_events_many(clean=)`` names the runs whose events all came in answers with no escape of
+    a NUL or a surrogate (storable as they are, not scanned again): a run with an emoji (an escaped
+    pair on the wire) and one whose newest events came from the mirror are not named."""
+    plain = [await long_run(served, 5) for _ in range(2)]
+    assert served.cloud is not None
+    emoji = await long_run(served, 5)
+    served.cloud.runs.get(emoji).emit("node.output_text.done", {"text": "done \U0001f600"})
+    held = await long_run(served, 5)
+    ws = await Workspace.open(served.path)
+    try:
+        assert ws.attached is not None
+        desk = ws.desk
+        for run_id in (*plain, emoji):
+            desk.mirror.forget(run_id)  # read from the server alone
+        desk.mirror.forget(held)
+        await desk.hold_tail(held, 4)  # its newest events from the mirror, the older ones from the server
+        assert desk.mirror.held_from(held) not in (None, 0)
+        clean: set[str] = set()
+        found = await desk.read_events_many({run_id: 0 for run_id in plain}, clean=clean)
+        assert set(found) == clean == set(plain)
+        wanted = {run_id: 0 for run_id in (*plain, held)}
+        clean = set()
+        found = await desk.read_events_many(wanted, clean=clean)
+        assert set(found) == set(wanted) and clean == set(plain)  # the held run's newest part: the mirror's
+        wanted = {run_id: 0 for run_id in (*plain, emoji)}
+        clean = set()
+        found = await desk.read_events_many(wanted, clean=clean)
+        assert set(found) == set(wanted) and clean == set()  # one answer, an escaped pair in it: all scanned
+        texts = [e.get("text") for e in found[emoji] if e["type"] == "node.output_text.done"]
+        assert "done \U0001f600" in texts  # read whole, only not vouched for
+    finally:
+        await ws.close()
