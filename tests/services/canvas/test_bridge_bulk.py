@@ -239,6 +239,15 @@ async def test_runs_in_bulk_leave_each_node_as_applying_them_one_by_one_does(can
         (c.kind, c.id, c.data) for c in one_changes if c.id not in people]
 
 
+async def one_by_one(bridge: RunBridge, items: list[Any]) -> None:
+    """``items`` (run DTOs and events) applied as the live path applies them, one at a time."""
+    for item in items:
+        if "seq" in item:
+            await bridge.apply_event(item)
+        else:
+            await bridge.apply_run(item)
+
+
 def in_order(canvas: Canvas) -> dict[str, list[tuple[Any, ...]]]:
     """The events and inbox entries as written (by id), without their ids (documents by name)."""
     with canvas.engine.connect() as conn:
@@ -268,12 +277,7 @@ async def test_a_stretch_of_runs_and_events_in_one_step_leaves_the_canvas_as_one
     items += history("run_a")[:8]
     items += finals(fresh + ["run_a"])
 
-    live = RunBridge(one)
-    for item in items:
-        if "seq" in item:
-            await live.apply_event(item)
-        else:
-            await live.apply_run(item)
+    await one_by_one(RunBridge(one), items)
     bridge = RunBridge(bulk)
     await bridge.apply_steps([bridge.batch_step([bridge.prepare_event(i) if "seq" in i else i for i in items])])
 
@@ -316,12 +320,7 @@ async def test_a_coalesced_step_writes_the_same_rows_and_names_each_node_once_wi
     items += history("run_a")[:8]
     items += finals(["run_x", "run_y", "run_a"])
 
-    live = RunBridge(one)
-    for item in items:
-        if "seq" in item:
-            await live.apply_event(item)
-        else:
-            await live.apply_run(item)
+    await one_by_one(RunBridge(one), items)
     bridge = RunBridge(bulk)
     await bridge.apply_steps([bridge.batch_step([bridge.prepare_event(i) if "seq" in i else i for i in items],
                                                 coalesce=True)])
