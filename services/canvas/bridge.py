@@ -33,7 +33,7 @@ from sqlalchemy.orm import Session
 from services.text import clip, json_clean, repair_value, run_title
 
 from .errors import CanvasError
-from .events import COMMON_LEVELS, FORKED_FROM, EventBatch, add_edge, publish_event
+from .events import COMMON_LEVELS, FORKED_FROM, EventBatch, add_edge, insert_rows, publish_event
 from .models import EdgeRow, InboxRow, NodeRow, ObjectRow
 from .names import NODE_STATUSES, check_handle, check_node_kind
 from .nodes import configure_node, node_view, spawn_node
@@ -225,6 +225,10 @@ class PreparedEvent:
     seq: int
 
 
+_OBJECT_COLUMNS = ("id", "type", "kind", "name", "handle", "owner_id", "privacy", "status", "created_at", "updated_at")
+_NODE_COLUMNS = ("object_id", "kind", "mode", "lifecycle", "profile", "parent_id", "activity", "outcome",
+                 "turn_active", "wake_pending", "wakes", "last_seq")
+"""The columns of a root node's object and node rows as ``_make_roots`` writes them (every one but ``pk``)."""
 _IDS_AT_ONCE = 500
 """How many ids one ``IN (...)`` of ``positions`` names (well under SQLite's bound on parameters)."""
 
@@ -394,7 +398,7 @@ class RunBridge:
             fields["name"] = str(run["name"])
         row = _node_row(tx.session, node.id)
         before = {"name": node.name, "activity": row.activity, "outcome": row.outcome}
-        configure_node(tx, node, fields, batch=batch)
+        configure_node(tx, node, fields, batch=batch, row=row)
         params = run.get("params")
         if batch is not None and (prepared.pending or prepared.bad or (isinstance(params, Mapping)
                                                                          and params.get("forked_from"))):
@@ -415,8 +419,8 @@ class RunBridge:
         (their ``created`` events and changes are the caller's, in their turn)."""
         session = tx.session
         held = _held(session)
-        objects: list[dict[str, Any]] = []
-        nodes: list[dict[str, Any]] = []
+        objects: list[tuple[Any, ...]] = []
+        nodes: list[tuple[Any, ...]] = []
         making: set[str] = set()
         for one in runs:
             run_id, run = one.run_id, one.run
@@ -430,18 +434,14 @@ class RunBridge:
             name = str(run_title(run.get("name"), params.get("prompt") if isinstance(params, Mapping) else "", run_id))
             owner = _person(tx, one.user_id).id
             status = status_of(run.get("status"), outcome_name(run.get("outcome")))
-            objects.append({"id": run_id, "type": "node", "kind": kind, "name": name, "handle": run_id,
-                            "owner_id": owner, "privacy": "public", "status": status, "created_at": tx.now,
-                            "updated_at": tx.now})
-            nodes.append({"object_id": run_id, "kind": kind, "mode": "base", "lifecycle": "terminal", "profile": None,
-                          "parent_id": None, "activity": None, "outcome": None, "turn_active": False,
-                          "wake_pending": False, "wakes": 0, "last_seq": 0})
+            objects.append((run_id, "node", kind, name, run_id, owner, "public", status, tx.now, tx.now))
+            nodes.append((run_id, kind, "base", "terminal", None, None, None, None, False, False, 0, 0))
         if not objects:
             return {}
         session.flush()  # what the session holds is written before the rows beside it
-        session.execute(cast(Table, ObjectRow.__table__).insert(), objects)
-        session.execute(cast(Table, NodeRow.__table__).insert(), nodes)
-        ids = [row["id"] for row in objects]
+        insert_rows(session, cast(Table, ObjectRow.__table__), _OBJECT_COLUMNS, objects)
+        insert_rows(session, cast(Table, NodeRow.__table__), _NODE_COLUMNS, nodes)
+        ids = [row[0] for row in objects]
         for start in range(0, len(ids), _IDS_AT_ONCE):
             chunk = ids[start:start + _IDS_AT_ONCE]
             held.objects.update((o.id, o) for o in session.execute(select(ObjectRow).where(ObjectRow.id.in_(chunk))).scalars())

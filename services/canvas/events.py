@@ -280,13 +280,13 @@ class EventBatch:
         events = cast(Table, EventRow.__table__)
         rows = [(obj_id, type_, level, None, at, data) for _obj, obj_id, type_, level, data, *_ in queued]
         if not any(heard):
-            _insert(s, events, _EVENT_COLUMNS, rows)
+            insert_rows(s, events, _EVENT_COLUMNS, rows)
             return
         ids = _inserted_ids(s, events, _EVENT_COLUMNS, rows)
         inbox = [(watcher, "event", event_id, obj_id, name, type_, level, None, at, summary, None, None, None)
                  for event_id, (_obj, obj_id, type_, level, _data, summary, _privacy, _owner, name), watchers
                  in zip(ids, queued, heard, strict=True) for watcher in watchers]
-        _insert(s, cast(Table, InboxRow.__table__), _INBOX_COLUMNS, inbox)
+        insert_rows(s, cast(Table, InboxRow.__table__), _INBOX_COLUMNS, inbox)
 
     def _may_hear(self, watcher_id: str, obj: ObjectRow) -> bool:
         key = (watcher_id, obj.id)
@@ -306,7 +306,7 @@ _INBOX_COLUMNS = ("owner_id", "kind", "event_id", "object_id", "object_name", "e
                   "at", "summary", "body", "read_at", "ref")
 
 
-def _insert(session: Session, table: Table, columns: tuple[str, ...], rows: list[tuple[object, ...]]) -> None:
+def insert_rows(session: Session, table: Table, columns: tuple[str, ...], rows: list[tuple[object, ...]]) -> None:
     """Insert ``rows`` (values in the order of ``columns``) into ``table`` in one ``executemany``. On
     SQLite the statement goes to the driver as it is: building each row's parameters through the
     compiled statement costs more than the insert (the values are plain: text, numbers, None)."""
@@ -329,7 +329,7 @@ def _inserted_ids(session: Session, table: Table, columns: tuple[str, ...], rows
         return list(session.execute(table.insert().returning(table.c.id, sort_by_parameter_order=True),
                                     [dict(zip(columns, row, strict=True)) for row in rows]).scalars())
     before = session.execute(select(func.max(table.c.id))).scalar() or 0
-    _insert(session, table, columns, rows)
+    insert_rows(session, table, columns, rows)
     ids = list(session.execute(select(table.c.id).where(table.c.id > before).order_by(table.c.id)).scalars())
     if len(ids) != len(rows):
         raise RuntimeError(f"{table.name}: {len(rows)} rows inserted, {len(ids)} read back")

@@ -80,11 +80,13 @@ def spawn_node(tx: Tx, *, node_id: str | None, name: str | None, owner_id: str |
 
 
 def configure_node(tx: Tx, node: ObjectRow, changes: Mapping[str, str | None], *,
-                   actor_id: str | None = None, batch: EventBatch | None = None) -> NodeRow:
+                   actor_id: str | None = None, batch: EventBatch | None = None,
+                   row: NodeRow | None = None) -> NodeRow:
     """Change a node's kind, mode, lifecycle, profile, status, activity or outcome; publishes
     ``configured``. The fields come as one mapping, so none can collide with a parameter's name.
     With ``batch`` (and no actor) the event is queued on it and the fields are written with the
-    unit of work's next flush (a writer configuring many nodes writes them by table)."""
+    unit of work's next flush (a writer configuring many nodes writes them by table). ``row``: the
+    node's row, when the caller holds it already (else it is looked up)."""
     fields = dict(changes)
     allowed = {"kind", "mode", "lifecycle", "profile", "status", "activity", "outcome", "name"}
     unknown = set(fields) - allowed
@@ -95,8 +97,9 @@ def configure_node(tx: Tx, node: ObjectRow, changes: Mapping[str, str | None], *
     _check_shape(fields.get("mode"), fields.get("lifecycle"), fields.get("status"))
     if fields.get("profile"):
         fields["profile"] = resolve_profile(tx.session, fields["profile"])
-    row = tx.session.get(NodeRow, node.id) or tx.session.execute(
-        select(NodeRow).where(NodeRow.object_id == node.id)).scalar_one()
+    if row is None or row.object_id != node.id:
+        row = tx.session.get(NodeRow, node.id) or tx.session.execute(
+            select(NodeRow).where(NodeRow.object_id == node.id)).scalar_one()
     changed: dict[str, str | None] = {}
     for key, value in fields.items():
         if key == "status":
