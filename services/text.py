@@ -37,6 +37,7 @@ from typing import TypeVar, cast
 V = TypeVar("V")
 
 __all__ = [
+    "json_text_suspect",
     "run_title",
     "distinct_titles",
     "sanitize",
@@ -185,6 +186,19 @@ def repair_text(value: str) -> tuple[str, bool]:
 def has_bad_text(value: str) -> bool:
     """Whether ``repair_text`` would change ``value`` (a NUL or a surrogate in it)."""
     return _BAD_STORED.search(value) is not None
+
+
+_ESCAPES = ("\\u0000", "\\ud", "\\uD")
+_ESCAPES_BYTES = tuple(mark.encode() for mark in _ESCAPES)
+
+
+def json_text_suspect(text: str | bytes) -> bool:
+    """Whether JSON text may decode to a string holding a NUL or a surrogate. JSON carries them only
+    as an escape (its text is UTF-8, and a raw control character in a string is refused), so text with
+    none of these escapes decodes to storable strings only. An emoji's escaped pair counts as suspect:
+    what it decodes to is then checked string by string (``has_bad_text``, ``repair_value``)."""
+    marks: tuple[str, ...] | tuple[bytes, ...] = _ESCAPES_BYTES if isinstance(text, bytes) else _ESCAPES
+    return any(mark in text for mark in marks)  # type: ignore[operator]
 
 
 def json_clean(value: object) -> bool:

@@ -39,6 +39,7 @@ from ..changes import Change
 from ..served.asgi import CONTROL_PREFIX
 from ..served.errors import ControlError
 from ..cloud.errors import Answer, CloudError
+from ..text import json_text_suspect
 
 if TYPE_CHECKING:
     from ..sdk.http import OpenStream
@@ -89,8 +90,7 @@ class RemoteCloud:
         response = await self._answered(method, path, body, params, content=content)
         if not checked:
             return response.json()
-        raw = response.content
-        return response.json(), b"\\u0000" not in raw and b"\\ud" not in raw and b"\\uD" not in raw
+        return response.json(), not json_text_suspect(response.content)
 
     async def _answered(self, method: str, path: str, body: object = None,
                         params: Mapping[str, str | int | float | bool | None] | None = None, *,

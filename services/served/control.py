@@ -343,7 +343,7 @@ class ControlApp:
             else:
                 found.append((run, item.get("after") or 0, item.get("upto")))
         pages = _pages(found, limit, kinds)
-        return _Spliced({"runs": pages, "missing": missing}) if _ENCODED.get() else {"runs": pages, "missing": missing}
+        return _Spliced({"runs": pages, "missing": missing})  # its pages may carry stored text (``_encode``)
 
     async def _run_action(self, body: dict[str, Any], query: dict[str, str], run_id: str, action: str) -> Answer:
         run = self._fake_run(run_id)
@@ -688,7 +688,7 @@ def _pages(found: "list[tuple[FakeRun, int, int | None]]", limit: int, kinds: fr
         if part is not None:
             reading.append(index)
             parts.append((source, part[0], part[1]))
-    stored = dict(zip(reading, read_stored_many(parts, limit, exclude=kinds, encoded=encoded), strict=True)) if parts else {}
+    stored = dict(zip(reading, read_stored_many(parts, limit, exclude=kinds, encoded=encoded), strict=True))
     pages: list[Answer] = []
     left = limit
     for index, (run, after, upto) in enumerate(found):

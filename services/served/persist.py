@@ -38,7 +38,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..changes import Change, RunEvents
 from ..files import read_json
-from ..text import json_clean, repair_value
+from ..text import json_clean, json_text_suspect, repair_value
 from ..cloud.event_log import EventLog, events_between
 from ..cloud.keys import SigningKey
 from ..cloud.state import (
@@ -170,7 +170,7 @@ class _StoredEvents:
         where, params = self._where(after, before)
         if exclude:  # left out by the database, each row's type read from its JSON: never loaded here
             kinds = sorted(exclude)
-            where += f" AND IFNULL(json_extract({_E_DATA}, '$.type'), '') NOT IN ({', '.join('?' * len(kinds))})"
+            where += _excluding(_E_DATA, kinds)
             params += kinds
         sql = f"SELECT {_E_DATA} FROM {EVENTS.name} {where} ORDER BY {_E_SEQ}"
         if limit is not None or offset:
@@ -189,6 +189,12 @@ class _StoredEvents:
 
 
 _E_RUN, _E_GEN, _E_SEQ, _E_DATA = (EVENTS.c.run_id.name, EVENTS.c.gen.name, EVENTS.c.seq.name, EVENTS.c.data.name)
+def _excluding(data: str, kinds: Sequence[str]) -> str:
+    """The condition leaving out the stored events whose ``type`` is one of ``kinds`` (one parameter
+    each), read from the JSON in the column ``data``."""
+    return f" AND IFNULL(json_extract({data}, '$.type'), '') NOT IN ({', '.join('?' * len(kinds))})"
+
+
 _RUNS_A_READ = 256
 """How many runs' ranges one statement of ``read_stored_many`` reads (five parameters each)."""
 
@@ -208,7 +214,7 @@ class EncodedEvent(NamedTuple):
 
 
 def _encoded_event(seq: int, data: str) -> EncodedEvent:
-    if "\\ud" in data or "\\u0000" in data:  # as ``_loaded_event``: repaired, then encoded again
+    if json_text_suspect(data):  # as ``_loaded_event``: repaired, then encoded again
         return EncodedEvent(seq, _dump(_loaded_event(data)))
     return EncodedEvent(seq, data)
 
@@ -219,24 +225,18 @@ def read_stored_many(parts: "list[tuple[_StoredEvents, int, int | None]]", limit
     ``after < seq < before`` to read), in that order: the first ``limit`` events of them all, read
     run after run (what ``_StoredEvents.read`` of each in turn, sharing the limit, gives), leaving out
     the types ``exclude`` names. One statement walks the ``(run_id, gen, seq)`` key for each range,
-    instead of a connection and a statement a run. With ``encoded`` each event is an ``EncodedEvent``
-    (its JSON text, for an answer to carry as it is), not a dict: nothing is parsed."""
+    instead of a connection and a statement a run (``parts`` of one store: a cloud's). With ``encoded``
+    each event is an ``EncodedEvent`` (its JSON text, for an answer to carry as it is), not a dict:
+    nothing is parsed."""
     answer: list[list[Any]] = [[] for _ in parts]
     kinds = sorted(exclude)
     left = limit
-    by_engine: dict[int, Any] = {}
-    for source, _, _ in parts:
-        by_engine.setdefault(id(source.engine), source.engine)
-    if len(by_engine) != 1 and not encoded:  # not one store: each read on its own
-        for index, (source, after, before) in enumerate(parts):
-            if left is not None and left <= 0:
-                break
-            answer[index] = source.read(after, before, left, exclude=exclude)
-            left = None if left is None else left - len(answer[index])
+    engines = {id(source.engine): source.engine for source, _, _ in parts}
+    if len(engines) > 1:
+        raise ValueError("one read takes the runs of one store")
+    if not engines:
         return answer
-    if len(by_engine) != 1:
-        raise ValueError("an encoded read takes the runs of one store")
-    engine = next(iter(by_engine.values()))
+    engine = next(iter(engines.values()))
     repair = all(source.repair for source, _, _ in parts)
     with engine.connect() as conn:
         for start in range(0, len(parts), _RUNS_A_READ):
@@ -246,10 +246,8 @@ def read_stored_many(parts: "list[tuple[_StoredEvents, int, int | None]]", limit
             params: list[object] = []
             for offset, (source, after, before) in enumerate(chunk):
                 params += [start + offset, source.run_id, source.gen, after, _NO_BOUND if before is None else before]
-            where = ""
-            if kinds:
-                where = f" AND IFNULL(json_extract(e.{_E_DATA}, '$.type'), '') NOT IN ({', '.join('?' * len(kinds))})"
-                params += kinds
+            where = _excluding(f"e.{_E_DATA}", kinds) if kinds else ""
+            params += kinds
             sql = (f"WITH w(o, r, g, a, b) AS (VALUES {', '.join(['(?, ?, ?, ?, ?)'] * len(chunk))}) "
                    f"SELECT w.o, e.{_E_SEQ}, e.{_E_DATA} FROM w JOIN {EVENTS.name} AS e ON e.{_E_RUN} = w.r "
                    f"AND e.{_E_GEN} = w.g AND e.{_E_SEQ} > w.a AND e.{_E_SEQ} < w.b{where} ORDER BY w.o, e.{_E_SEQ}")
@@ -353,7 +351,7 @@ class CloudStore:
             nonlocal clean
             # a NUL or a surrogate reaches a string only as a JSON escape (SQLite's text is UTF-8, and
             # json.loads refuses a raw control character in a string)
-            if clean and ("\\u0000" in text or "\\ud" in text or "\\uD" in text):
+            if clean and json_text_suspect(text):
                 clean = False
             return json.loads(text)
 
@@ -792,7 +790,7 @@ def _loaded_event(data: str) -> dict[str, Any]:
     surrogate, NUL; rows hold ASCII escapes, so only a ``\\u`` escape can be one) is repaired,
     as ``import_state`` repairs a loaded state."""
     event = json.loads(data)
-    if "\\ud" in data or "\\u0000" in data:
+    if json_text_suspect(data):
         event = repair_value(event)[0]
     return event
 
