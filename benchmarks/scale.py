@@ -11,6 +11,8 @@ the figures a workspace of many short runs costs (the runs list, a run's node an
 
 The figures, one function each (``FIGURES``):
 
+- the build itself: events/s, and the time one more run (its start and its events) takes over the
+  last tenth of the runs: what a run costs a server that already holds the others (aim: flat).
 - ``restart``: the server stopped and started again on the workspace: seconds to ``serving``, and
   its memory (RSS) then.
 - ``attach``: a window attaching (``Workspace.open`` on the folder, in a subprocess): seconds until
@@ -208,16 +210,24 @@ def batch() -> list[dict[str, Any]]:
     return events
 
 
-async def build(server: Server, events: int) -> float:
-    """``events`` events in runs of ``PER_RUN``, made as an app makes them; answers events/s."""
+async def build(server: Server, events: int) -> tuple[float, float]:
+    """``events`` events in runs of ``PER_RUN``, made as an app makes them; answers events/s, and the
+    seconds a run took (its start and its events) over the last tenth of the runs (what one more run
+    costs a workspace that already holds the rest)."""
     body = {"events": batch()}
+    runs = events // PER_RUN
+    last = runs - max(1, runs // 10)
     began = time.perf_counter()
+    late = began
     async with server.client() as control:
-        for number in range(events // PER_RUN):
+        for number in range(runs):
+            if number == last:
+                late = time.perf_counter()
             started = (await control.post(f"/people/{PERSON}/runs", json={"prompt": f"run {number}"})).json()
             answer = await control.post(f"/runs/{started['run_id']}/emit", json=body)
             answer.raise_for_status()
-    return events / (time.perf_counter() - began)
+    done = time.perf_counter()
+    return events / (done - began), (done - late) / (runs - last)
 
 
 @dataclass
@@ -346,6 +356,7 @@ FIGURES = ("restart", "attach", "pause", "follower", "relaunch", "stream")
 ROWS: list[tuple[str, str, str, str]] = [
     # (value key, label, unit, aim)
     ("build_rate", "build through the control API", "events/s", ""),
+    ("run_s", "one more run (start, emit), the build's last tenth", "ms", "flat"),
     ("restart_s", "server restart to `serving`", "s", ""),
     ("server_rss", "server memory after start", "MiB", ""),
     ("attach_s", "window attach (Workspace.open)", "s", ""),
@@ -382,7 +393,7 @@ def measure(events: int, only: set[str]) -> Figures:
         folder = Path(scratch) / "ws"
         context: dict[str, Any] = {"server": Server(folder)}
         try:
-            figures.values["build_rate"] = asyncio.run(build(context["server"], events))
+            figures.values["build_rate"], figures.values["run_s"] = asyncio.run(build(context["server"], events))
             print(f"  built {events:,} events ({figures.values['build_rate']:,.0f} events/s)", flush=True)
             if "restart" in only:
                 figure_restart(folder, figures, context)

@@ -61,6 +61,54 @@ class Keyed:
     body: dict[str, Any]
 
 
+class KeyWindow(dict[tuple[str, str], Keyed]):
+    """The idempotency keys (``CloudState.idempotency``), by ``(user id, Idempotency-Key)``: a dict that
+    notes every key set or dropped since its store last took them (``take_touched``), so the store
+    writes what changed without comparing every key it holds."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.touched: set[tuple[str, str]] = set(self)
+
+    def take_touched(self) -> set[tuple[str, str]]:
+        """The keys set or dropped since the last call (each present or gone now)."""
+        touched, self.touched = self.touched, set()
+        return touched
+
+    def __setitem__(self, key: tuple[str, str], value: Keyed) -> None:
+        super().__setitem__(key, value)
+        self.touched.add(key)
+
+    def __delitem__(self, key: tuple[str, str]) -> None:
+        super().__delitem__(key)
+        self.touched.add(key)
+
+    def pop(self, key: tuple[str, str], *default: Any) -> Any:
+        self.touched.add(key)
+        return super().pop(key, *default)
+
+    def popitem(self) -> tuple[tuple[str, str], Keyed]:
+        item = super().popitem()
+        self.touched.add(item[0])
+        return item
+
+    def setdefault(self, key: tuple[str, str], default: Keyed) -> Keyed:
+        self.touched.add(key)
+        return super().setdefault(key, default)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def __ior__(self, other: Any) -> "KeyWindow":  # type: ignore[override,misc]
+        self.update(other)
+        return self
+
+    def clear(self) -> None:
+        self.touched.update(self)
+        super().clear()
+
+
 class StateHost(Protocol):
     """The options the shared state reads of its cloud (``FakeCloud`` is one)."""
 
@@ -111,7 +159,7 @@ class CloudState:
     """The run that opened each question, by question id."""
     refresh_tokens: dict[str, str] = field(default_factory=dict)
     """Every refresh token issued, to the id of its person."""
-    idempotency: dict[tuple[str, str], Keyed] = field(default_factory=dict)
+    idempotency: KeyWindow = field(default_factory=KeyWindow)
     """The answer of each ``(user id, Idempotency-Key)``."""
     ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
     """The serial of the next id ``new_id`` makes."""

@@ -28,7 +28,7 @@ from ..text import json_clean, repair_value
 from .keys import SigningKey
 from .host import CloudHost
 from .runs import FakeRun, advance_entry_ids
-from .shared import Keyed
+from .shared import Keyed, KeyWindow
 from .users import FakeUser
 
 __all__ = [
@@ -362,7 +362,7 @@ def _build(cloud: CloudHost, document: object, *, owned: bool = False, clean: bo
             if not isinstance(run.id, str) or not isinstance(run.user_id, str) or not isinstance(run.params, dict):
                 raise TypeError("a run needs a string id and user_id and an object of params")
             runs.append(run)
-        keys = {}
+        keys = KeyWindow()
         for item in doc.get("idempotency", []):
             owner = (str(item["user_id"]), str(item["key"]))
             keys[owner] = Keyed(str(item["op"]), str(item["fingerprint"]), item.get("run_id"),

@@ -41,6 +41,7 @@ from ..files import read_json
 from ..text import json_clean, json_text_suspect, repair_value
 from ..cloud.event_log import EventLog, events_between
 from ..cloud.keys import SigningKey
+from ..cloud.shared import Keyed, KeyWindow
 from ..cloud.state import (
     FORMAT,
     VERSION,
@@ -317,6 +318,8 @@ class CloudStore:
         self._done = 0
         self._dirty_runs: dict[int, "FakeRun"] = {}
         self._runs: dict[int, _Seen] = {}
+        self._gens: dict[str, int] = {}
+        """How many runs of each id the store numbered (the next one of that id is that generation)."""
         self._ordinal = 0
         self._users: dict[str, tuple[object, ...]] = {}
         self._keys: set[tuple[str, str]] = set()
@@ -499,10 +502,12 @@ class CloudStore:
         """What ``marks`` saw counts as written (the whole state was just loaded or written): each
         run's log reads its older events from the store from now on and keeps only a tail."""
         self._runs.clear()
+        self._gens.clear()
         runs = [run for run, *_ in marks.runs]
         for (run, seq, first_seq, deleted), gen, (questions, top) in zip(
                 marks.runs, run_generations(runs), histories, strict=True):
             seen = self._runs[id(run)] = _Seen(run, gen)
+            self._gens[run.id] = gen + 1
             seen.seq, seen.first_seq, seen.deleted = seq, first_seq, deleted
             seen.questions, seen.top_entry = list(questions), top
             log = run.events
@@ -527,6 +532,7 @@ class CloudStore:
     def _mark_unwritten(self, cloud: "FakeCloud") -> None:
         """Nothing of ``cloud`` is stored yet: the next flush writes all of it."""
         self._runs.clear()
+        self._gens.clear()
         self._ordinal = 0
         self._users, self._keys, self._refresh, self._meta = {}, set(), set(), {}
         self._key = None
@@ -629,20 +635,9 @@ class CloudStore:
                 batch["users"].append({"id": uid, "data": _dump(user_record(user))})
         if self._dirty_runs:
             dirty, self._dirty_runs = self._dirty_runs, {}
-            changed = list(dirty.values())
-            if any(id(run) not in self._runs for run in changed):  # new runs are numbered in start order
-                position = {id(run): i for i, run in enumerate(run_log(cloud))}
-                changed.sort(key=lambda run: position.get(id(run), 0))
-            for run in changed:
+            for run in _start_order(dirty.values(), self._runs, state.run_log):
                 self._collect_run(cloud, run, batch)
-            keys = state.idempotency
-            if set(keys) != self._keys:
-                current = set(keys)
-                for owner in current - self._keys:
-                    batch["keys"].append({"user_id": owner[0], "key": owner[1],
-                                          "data": _dump(key_record(owner, keys[owner]))})
-                batch["unkeys"].extend(self._keys - current)
-                self._keys = current
+            self._collect_keys(state.idempotency, batch)
         if len(state.refresh_tokens) != len(self._refresh):
             for token, uid in state.refresh_tokens.items():
                 if token not in self._refresh:
@@ -650,10 +645,25 @@ class CloudStore:
                     batch["refresh"].append({"token": token, "user_id": uid})
         return batch if any(batch.values()) else None
 
+    def _collect_keys(self, keys: dict[tuple[str, str], Keyed], batch: "_Batch") -> None:
+        """The idempotency keys set or dropped since the last flush (those a ``KeyWindow`` noted, or
+        every key of a plain dict, compared)."""
+        touched = keys.take_touched() if isinstance(keys, KeyWindow) else set(keys) | self._keys
+        for owner in touched:
+            if owner in keys:
+                if owner not in self._keys:
+                    self._keys.add(owner)
+                    batch["keys"].append({"user_id": owner[0], "key": owner[1],
+                                          "data": _dump(key_record(owner, keys[owner]))})
+            elif owner in self._keys:
+                self._keys.discard(owner)
+                batch["unkeys"].append(owner)
+
     def _collect_run(self, cloud: "FakeCloud", run: "FakeRun", batch: "_Batch") -> None:
         seen = self._runs.get(id(run))
         if seen is None or seen.run is not run:
-            gen = sum(1 for other in self._runs.values() if other.run.id == run.id)
+            gen = self._gens.get(run.id, 0)
+            self._gens[run.id] = gen + 1
             seen = self._runs[id(run)] = _Seen(run, gen)
             self._ordinal += 1
             batch["wipe"].append((run.id, gen))
@@ -777,6 +787,27 @@ class CloudStore:
             await asyncio.gather(task, return_exceptions=True)
         self.cloud = None
         self.engine.dispose()
+
+
+def _start_order(changed: Iterable["FakeRun"], numbered: dict[int, _Seen], log: "list[FakeRun]") -> "list[FakeRun]":
+    """``changed`` with the runs the store has not numbered yet last, in start order (their order in
+    ``log``): they are found from its end, where a new run is, not by numbering the whole log."""
+    old: list["FakeRun"] = []
+    new: dict[int, "FakeRun"] = {}
+    for run in changed:
+        if id(run) in numbered and numbered[id(run)].run is run:
+            old.append(run)
+        else:
+            new[id(run)] = run
+    if not new:
+        return old
+    found: list["FakeRun"] = []
+    for run in reversed(log):
+        if id(run) in new:
+            found.append(new.pop(id(run)))
+            if not new:
+                break
+    return [*new.values(), *old, *reversed(found)]  # (a run not in the log first, as before)
 
 
 def _reason(exc: BaseException) -> str:

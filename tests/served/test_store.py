@@ -72,6 +72,92 @@ async def test_a_deleted_run_id_started_again_keeps_both_runs_apart(tmp_path: Pa
     await store.close()
 
 
+async def test_a_run_id_started_a_third_time_after_a_reopen_is_a_third_run(tmp_path: Path) -> None:
+    # the store numbers a run id's generations as it goes and from what it loaded, not by counting
+    path = tmp_path / "cloud.db"
+    cloud = FakeCloud("app", issuer=URL, runtime_url=URL)
+    store = CloudStore(path)
+    await store.load(cloud)
+    await cloud.connect(MemoryConnectionStore(), "user:a")
+    client = cloud.crouter("user:a")
+    for prompt in ("first", "second"):
+        if cloud.runs.get("run_same") if "run_same" in cloud.state.runs else None:
+            cloud.runs.get("run_same").delete()
+        await client.runs.start(prompt=prompt, id="run_same")
+        cloud.runs.get("run_same").reply(f"{prompt} answer")
+        await store.flush()
+    await client.aclose()
+    await store.close()
+    again, store = await _reopened(path)
+    await again.connect(MemoryConnectionStore(), "user:a")
+    client = again.crouter("user:a")
+    again.runs.get("run_same").delete()
+    await client.runs.start(prompt="other", id="run_other")  # a new run and a new generation in one flush
+    await client.runs.start(prompt="third", id="run_same")
+    again.runs.get("run_same").reply("third answer")
+    again.runs.get("run_other").reply("other answer")
+    await store.flush()
+    await client.aclose()
+    reopened, other = await _reopened(path)
+    assert export_state(reopened) == export_state(again)
+    assert [r.params["prompt"] for r in reopened.runs.all] == ["first", "second", "other", "third"]
+    assert [r.events[-1].get("text") for r in reopened.runs.all if r.events] == [
+        r.events[-1].get("text") for r in again.runs.all if r.events]
+    await other.close()
+    await store.close()
+
+
+async def test_the_idempotency_window_reads_back_as_it_was_after_keys_are_trimmed_and_dropped(tmp_path: Path) -> None:
+    from services.cloud.limits import Limits
+
+    path = tmp_path / "cloud.db"
+    cloud = FakeCloud("app", issuer=URL, runtime_url=URL)
+    cloud.limits = Limits(idempotency_keys=8)
+    store = CloudStore(path)
+    await store.load(cloud)
+    await cloud.connect(MemoryConnectionStore(), "user:a")
+    client = cloud.crouter("user:a")
+    started = []
+    for number in range(12):  # past 8 + 8 // 8 keys the oldest are trimmed, between two flushes
+        started.append(await client.runs.start(prompt=f"p{number}", idempotency_key=f"k{number}"))
+        if number % 3 == 0:
+            await store.flush()
+    cloud.runs.get(started[-1].id).delete()  # its key is dropped with it
+    await store.flush()
+    await client.runs.start(prompt="after", idempotency_key="k-after")
+    await store.flush()
+    await client.aclose()
+    assert ("user:a", "k11") not in cloud.state.idempotency and ("user:a", "k0") not in cloud.state.idempotency
+    reopened, other = await _reopened(path)
+    assert sorted(reopened.state.idempotency) == sorted(cloud.state.idempotency)
+    assert export_state(reopened)["idempotency"] == export_state(cloud)["idempotency"]
+    with sqlite3.connect(path) as db:
+        assert sorted(db.execute("SELECT user_id, key FROM cloud_idempotency")) == sorted(cloud.state.idempotency)
+    await other.close()
+    await store.close()
+
+
+def test_the_idempotency_window_notes_every_key_set_or_dropped() -> None:
+    from services.cloud.shared import Keyed, KeyWindow
+
+    def keyed() -> Keyed:
+        return Keyed("run.start", "f", None, 200, {})
+
+    keys = KeyWindow({("u", "a"): keyed()})
+    assert keys.take_touched() == {("u", "a")} and keys.take_touched() == set()
+    keys[("u", "b")] = keyed()
+    del keys[("u", "a")]
+    keys.update({("u", "c"): keyed()})
+    keys |= {("u", "d"): keyed()}
+    keys.setdefault(("u", "e"), keyed())
+    keys.pop(("u", "b"))
+    assert keys.pop(("u", "x"), None) is None
+    assert keys.take_touched() == {("u", k) for k in "abcdex"}
+    keys.popitem()
+    keys.clear()
+    assert keys.take_touched() == {("u", k) for k in "cde"} and not keys
+
+
 async def test_a_failed_commit_is_raised_and_the_next_flush_writes_everything(tmp_path: Path, monkeypatch) -> None:
     cloud = FakeCloud("app", issuer=URL, runtime_url=URL)
     store = CloudStore(tmp_path / "cloud.db")
