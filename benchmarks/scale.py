@@ -26,6 +26,9 @@ The figures, one function each (``FIGURES``):
 - ``relaunch``: the window opened again over the caught-up canvas: its attach (time, memory added:
   a window on a workspace in use), the follower's catch-up time (reading where the canvas is) and
   the changes it applies (aim: none).
+- ``list``: the app (headless) opened on the folder: the time until its runs list is filled, the
+  list drawn again whole (median of 5: what a new run or a status change costs it), and a run
+  another client starts until its row is drawn (median of 5).
 - ``stream``: one more run of 100,000 events; a window attached to the folder selects it by a key
   (from the row next to it): the time until its stream draws the run's newest events.
 
@@ -144,6 +147,49 @@ asyncio.run(main())
 """
 """A window in its own process, attached to the served folder: a key selects the big run; the time
 until its stream draws the run's newest events (its last screen), median and worst of a few rounds."""
+LIST = r"""
+import asyncio, json, statistics, sys, time
+from pathlib import Path
+
+async def main():
+    import httpx
+    from workbench.app import make_app
+    from services.workspace import Settings
+    folder = Path(sys.argv[1])
+    began = time.perf_counter()
+    app = make_app(Settings(path=folder))
+    async with app.run_test(size=(160, 50)) as pilot:
+        while app.workspace is None or app.main.workspace is None:
+            await pilot.pause(0.01)
+        await pilot.press("3")
+        pane = app.main.pane("runs")
+        while pane.workspace is None or not pane._order:
+            await pilot.pause(0.01)
+        filled = time.perf_counter() - began
+        reloads = []
+        for _ in range(5):
+            pane.forget_drawn()  # the whole list drawn again, as a new run or a status change draws it
+            t = time.perf_counter()
+            pane.reload()
+            await pilot.pause()
+            reloads.append(time.perf_counter() - t)
+        info = json.loads((folder / "serve.json").read_text())
+        news = []
+        async with httpx.AsyncClient(base_url=info["url"] + "/_workbench/v1",
+                                     headers={"Authorization": f"Bearer {info['token']}"}) as control:
+            for number in range(5):
+                t = time.perf_counter()
+                run_id = (await control.post("/people/user:ada/runs", json={"prompt": f"new {number}"})).json()["run_id"]
+                while run_id not in pane._order:
+                    await pilot.pause(0.002)
+                news.append(time.perf_counter() - t)
+        print(json.dumps({"list_filled_s": filled, "list_reload_s": statistics.median(reloads),
+                          "list_new_s": statistics.median(news), "list_rows": len(pane._order)}), flush=True)
+
+asyncio.run(main())
+"""
+"""A window (the app, headless) attached to the folder: the time until its runs list is filled, a
+whole redraw of the list (median of 5), and a run started by another client until its row is drawn."""
 BIG = 100_000
 """The events of the one big run the ``stream`` figure selects."""
 
@@ -350,7 +396,18 @@ def figure_stream(folder: Path, figures: Figures, context: dict[str, Any]) -> No
     figures.values["stream_worst_s"] = answer["stream_worst_s"]
 
 
-FIGURES = ("restart", "attach", "pause", "follower", "relaunch", "stream")
+def figure_list(folder: Path, figures: Figures, context: dict[str, Any]) -> None:
+    """The app's runs list over the folder: filled, redrawn whole, and a new run's row drawn."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", LIST, str(folder)], cwd=ROOT, env=env, text=True,
+                         capture_output=True, timeout=1800)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"the list window did not report: {out.stderr[-2000:]}")
+    figures.values.update(json.loads(lines[-1]))
+
+
+FIGURES = ("restart", "attach", "pause", "follower", "relaunch", "list", "stream")
 """Every figure's name, for ``--only``."""
 
 ROWS: list[tuple[str, str, str, str]] = [
@@ -372,6 +429,10 @@ ROWS: list[tuple[str, str, str, str]] = [
     ("relaunch_applied", "changes the relaunch applied", "changes", "0"),
     ("reattach_s", "window attach over a caught-up canvas", "s", "< 1.5 s at 1M"),
     ("reattach_rss", "memory that window adds", "MiB", "< 100 MiB at 1M"),
+    ("list_filled_s", "the app's runs list filled, from launch", "s", ""),
+    ("list_reload_s", "the runs list drawn again whole, median", "ms", "flat"),
+    ("list_new_s", "another client's new run -> its row drawn, median", "ms", "flat"),
+    ("list_rows", "rows the runs list's table holds", "rows", ""),
     ("stream_s", "key -> a 100k-event run's stream drawn, median", "ms", "< 100 ms"),
     ("stream_worst_s", "the same, worst of 5", "ms", ""),
 ]
@@ -402,6 +463,8 @@ def measure(events: int, only: set[str]) -> Figures:
                 figure_attach_and_pause(folder, figures, context, wait_follower=bool(only & {"follower", "relaunch"}))
             if "relaunch" in only:
                 figure_relaunch(folder, figures, context)
+            if "list" in only:
+                figure_list(folder, figures, context)
             if "stream" in only:
                 figure_stream(folder, figures, context)
         finally:

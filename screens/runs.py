@@ -22,6 +22,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.message import Message
 from textual.coordinate import Coordinate
 from textual.timer import Timer
 from textual.widgets import DataTable, Label, Static
@@ -51,12 +52,40 @@ DRAWN = 12_000
 
 __all__ = ["RunsPane"]
 
+
+class RunTable(FitTable):
+    """The runs list's table: it holds a window of the listed runs (``ROWS``), so its first and last
+    rows (``ctrl+home``, ``ctrl+end``) are asked of the pane, which knows the whole list."""
+
+    class Reach(Message):
+        """The operator asked for the list's first (``last`` False) or last run."""
+
+        def __init__(self, table: "RunTable", last: bool) -> None:
+            super().__init__()
+            self.table = table
+            self.last = last
+
+        @property
+        def control(self) -> "RunTable":
+            return self.table
+
+    def action_scroll_top(self) -> None:
+        self.post_message(self.Reach(self, False))
+
+    def action_scroll_bottom(self) -> None:
+        self.post_message(self.Reach(self, True))
+
 TURN_CODES: tuple[str, ...] = get_args(TurnErrorCode)
 """The codes a failed turn may carry (the wire's)."""
 SETTLE_KINDS: tuple[str, ...] = get_args(Outcome)
 """How a run may settle (the wire's outcomes)."""
 Row = tuple[Text, Text, Text, Text, Text, Text]
 """A run's cells in the list: glyph, title, status, age, person, activity."""
+ROWS = 160
+"""The most runs the list holds as table rows at once: a window of the listed runs around the cursor
+(moved as the cursor nears its edge), so a workspace of many runs costs the list what it shows."""
+EDGE = 16
+"""The window moves (centred on the cursor) when the cursor comes this near an edge it has runs beyond."""
 FRAME_HZ = 60
 """How often run events given by the change feed are applied (once a frame, in one batch)."""
 _DIGITS = re.compile("[0-9]").sub
@@ -132,6 +161,13 @@ class RunsPane(Pane):
         """Raw events (True) or the assembled conversation (False)."""
         self._table_rows: dict[str, Row] = {}
         self._order: list[str] = []
+        """The ids of the runs the table holds, in list order (a window of ``_listed``)."""
+        self._listed: dict[str, RunView] = {}
+        """Every run the list shows (filtered, newest first), of which the table holds ``_order``."""
+        self._ids: list[str] = []
+        """``_listed``'s ids, in list order."""
+        self._top = 0
+        """The index in ``_ids`` of the table's first row."""
         self._seq = 0
         """The last event of the selected run drawn in the stream."""
         self._touched: set[str] = set()
@@ -168,7 +204,7 @@ class RunsPane(Pane):
 
     def compose_body(self) -> ComposeResult:
         # the title second, sized to the room left: the columns after status show only while they fit whole
-        table = FitTable(id="runs-table", flex=1, keep=3, cursor_type="row", zebra_stripes=True)
+        table = RunTable(id="runs-table", flex=1, keep=3, cursor_type="row", zebra_stripes=True)
         table.add_columns("", "run", "status", "age", "person", "activity")
         yield table
         yield Static("", id="run-info", markup=False)
@@ -186,10 +222,12 @@ class RunsPane(Pane):
         now = self.workspace.settings.clock.time() if self.workspace is not None else 0.0
         query = self.current_query()
         views, needle = query.filter(views), query.needle
-        rows = {v.id: self._row(v, now, needle) for v in views}
+        self._listed = {v.id: v for v in views}
+        self._ids = [v.id for v in views]
         # the harvest judge's runs may be listed (A), but a person's run is what opens first
         self._preferred = next((v.id for v in views if not v.system), None)
-        self._show_rows(rows)
+        self._top = self._window_top(self.selected if self.selected in self._listed else self._preferred)
+        self._show_rows(self._window_rows(now, needle))
         waiting = sum(1 for v in views if v.status == "waiting_on_user")
         shown = len(views) - (system if self.show_system else 0)
         self.count_label = (counted(shown, "run") + (f" · {waiting} waiting on user" if waiting else "")
@@ -208,6 +246,63 @@ class RunsPane(Pane):
             highlight(safe_text(v.user_id, 60), needle),
             cell_text(v.activity or "", 24),
         )
+
+    def _window_top(self, run_id: str | None) -> int:
+        """Where the table's window of ``_ids`` starts so that it holds ``run_id``: where it is now when
+        it holds the run already, else centred on it; the top when the run is not listed."""
+        count = len(self._ids)
+        if count <= ROWS or run_id is None or run_id not in self._listed:
+            return 0
+        top = min(self._top, count - ROWS)
+        index = self._ids.index(run_id)
+        if top <= index < top + ROWS:
+            return top
+        return max(0, min(index - ROWS // 2, count - ROWS))
+
+    def _window_rows(self, now: float, needle: str) -> dict[str, Row]:
+        """The cells of the runs in the table's window (only those are drawn)."""
+        listed = self._listed
+        return {run_id: self._row(listed[run_id], now, needle) for run_id in self._ids[self._top:self._top + ROWS]}
+
+    def _move_window(self, run_id: str) -> None:
+        """Centre the table's window on ``run_id`` (listed), keeping its row where it is on screen."""
+        table = self.query_one("#runs-table", DataTable)
+        count = len(self._ids)
+        index = self._ids.index(run_id)
+        top = max(0, min(index - ROWS // 2, count - ROWS))
+        if top == self._top:
+            return
+        on_screen = table.cursor_row - round(table.scroll_y)
+        self._top = top
+        now = self.workspace.settings.clock.time() if self.workspace is not None else 0.0
+        rows = self._window_rows(now, self.current_query().needle)
+        order = list(rows)
+        table.clear()
+        for key, cells in rows.items():
+            table.add_row(*cells, key=key)
+        self._table_rows, self._order = rows, order
+        row = order.index(run_id)
+        table.move_cursor(row=row, scroll=False)
+        # once the table has measured its new rows (when idle): the run's row where it was on screen
+        table.call_after_refresh(table.scroll_to, y=max(0, row - on_screen), animate=False)
+
+    def _near_edge(self, run_id: str) -> bool:
+        """Whether ``run_id``'s row is near an edge of the table's window with listed runs beyond it."""
+        if len(self._ids) <= ROWS or run_id not in self._table_rows:
+            return False
+        row = self._order.index(run_id)
+        return (row < EDGE and self._top > 0) or (row >= len(self._order) - EDGE
+                                                   and self._top + len(self._order) < len(self._ids))
+
+    def _jump_to_end(self, last: bool) -> None:
+        """The cursor to the first (or last) listed run, wherever the table's window is."""
+        if not self._ids:
+            return
+        run_id = self._ids[-1 if last else 0]
+        if run_id not in self._table_rows:
+            self._move_window(run_id)
+        table = self.query_one("#runs-table", DataTable)
+        table.move_cursor(row=self._order.index(run_id))
 
     def forget_drawn(self) -> None:
         self._table_rows, self._order = {}, []
@@ -248,7 +343,14 @@ class RunsPane(Pane):
     @on(DataTable.RowHighlighted, "#runs-table")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.row_key.value is not None and is_current(event):
-            self._select(str(event.row_key.value))
+            run_id = str(event.row_key.value)
+            if self._near_edge(run_id):
+                self._move_window(run_id)
+            self._select(run_id)
+
+    @on(RunTable.Reach, "#runs-table")
+    def _reached(self, event: "RunTable.Reach") -> None:
+        self._jump_to_end(event.last)
 
     # -- the stream --------------------------------------------------------------------------
 
@@ -453,6 +555,18 @@ class RunsPane(Pane):
         for run_id in run_ids:
             old = self._table_rows.get(run_id)
             if old is None:
+                listed = self._listed.get(run_id)
+                if listed is not None:  # listed outside the table's window: only a new status or match counts
+                    try:
+                        view = self.desk.view(run_id)
+                    except ServiceError:
+                        self.request_reload()
+                        return False
+                    if view.status != listed.status or (match is not None and not match(view)):
+                        self.request_reload()
+                        return False
+                    self._listed[run_id] = view
+                    continue
                 if (match is None or self._matches_now(run_id, match)) and not self._hidden(run_id):
                     self.request_reload()
                     return False
@@ -466,6 +580,7 @@ class RunsPane(Pane):
             if cells[2] != old[2] or (match is not None and not match(view)):
                 self.request_reload()
                 return False
+            self._listed[run_id] = view
             row = self._order.index(run_id)
             for col, (cell, before) in enumerate(zip(cells, old)):
                 if cell != before:
@@ -924,6 +1039,8 @@ class RunsPane(Pane):
         if self._hidden(key):
             self.show_system = True  # a jump to the judge's run lists the system runs (as A would)
         self.reload()
+        if key in self._listed and key not in self._table_rows:
+            self._move_window(key)
         if key in self._order:
             self.query_one("#runs-table", DataTable).move_cursor(row=self._order.index(key))
             self._select(key)

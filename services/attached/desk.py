@@ -74,6 +74,10 @@ class StreamBook:
     change stream (``RunBook``). It keeps no event log: the runs' events go to the window's
     ``RunMirror`` (fed: the window's one copy of them), as read and as the stream carries them."""
 
+    keeps_dtos = True
+    """A run's DTO is replaced when the run changes, never edited in place (a reader may keep what it
+    made of one while the book holds it: ``Desk``'s list views)."""
+
     def __init__(self, remote: RemoteCloud, mirror: RunMirror) -> None:
         self.remote = remote
         self.mirror = mirror

@@ -114,6 +114,9 @@ class Desk:
         """This window's tag (on idempotency keys, and on the changes an attached window relays)."""
         self.mirror = mirror
         """This window's runs' events as read models, converted once (the panes and the follower read them)."""
+        self._views: dict[str, tuple[Mapping[str, Any], RunView]] = {}
+        """Each run's list view, with the DTO it was made of: made again only when the book holds a
+        new DTO for the run (a book that makes its DTOs afresh on each read is never answered from it)."""
 
     # -- life -------------------------------------------------------------------------------
 
@@ -138,8 +141,25 @@ class Desk:
 
     def runs(self, *, include_deleted: bool = False) -> list[RunView]:
         """Every run, newest first."""
-        views = [run_view(d) for d in self.book.run_dtos() if include_deleted or not d.get("deleted")]
+        dtos = list(self.book.run_dtos())
+        views = [self._view_of(d) for d in dtos if include_deleted or not d.get("deleted")]
+        if len(self._views) > len(dtos) + 64:  # runs the book no longer holds (a whole read again)
+            held = {d["id"] for d in dtos}
+            self._views = {run_id: kept for run_id, kept in self._views.items() if run_id in held}
         return sorted(views, key=lambda v: v.created_at, reverse=True)
+
+    def _view_of(self, dto: Mapping[str, Any]) -> RunView:
+        """``run_view(dto)``, kept while the book holds the same DTO object (it replaces a run's DTO
+        when the run changes, never edits it in place)."""
+        if not getattr(self.book, "keeps_dtos", False):
+            return run_view(dto)
+        run_id = dto["id"]
+        held = self._views.get(run_id)
+        if held is not None and held[0] is dto:
+            return held[1]
+        view = run_view(dto)
+        self._views[run_id] = (dto, view)
+        return view
 
     def detail(self, run_id: str, *, events: bool = True) -> RunDetail:
         """The run and its event log, as a frozen snapshot (``events=False``: without its log, for a
@@ -301,7 +321,7 @@ class Desk:
 
     def view(self, run_id: str) -> RunView:
         """One run as the runs pane lists it (``OperatorError`` when unknown)."""
-        return run_view(self._dto(run_id))
+        return self._view_of(self._dto(run_id))
 
     def events_since(self, run_id: str, seq: int) -> list[dict[str, Any]]:
         """The run's events after ``seq``, as read models (only those are read: what a pane applies)."""

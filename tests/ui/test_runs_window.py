@@ -1,0 +1,120 @@
+"""The runs list holds a window of its runs as table rows, not every run: a workspace of many runs
+costs the list what it shows. The cursor still walks every run, the ends and a jump reach any run,
+and a run outside the window still changes the list's counts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import screens.runs as runs_module
+from screens.widgets.fit_table import FitTable
+from tests.ui.conftest import ready, settle
+
+ROWS = 30
+EDGE = 4
+MORE = 90
+"""Runs started beside the sample world's: three windows' worth."""
+
+
+@pytest.fixture(autouse=True)
+def small_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runs_module, "ROWS", ROWS)
+    monkeypatch.setattr(runs_module, "EDGE", EDGE)
+
+
+async def _many(pilot: Any) -> tuple[Any, Any, FitTable]:
+    ws = await ready(pilot)
+    client = ws.cloud.crouter("user:ada")
+    for number in range(MORE):
+        await client.runs.start(prompt=f"many {number}")
+    await client.aclose()
+    pane = pilot.app.main.pane("runs")
+    await pilot.press("3")
+    pane.reload()
+    await settle(pilot)
+    table = pane.query_one("#runs-table", FitTable)
+    table.focus()
+    await settle(pilot)
+    return ws, pane, table
+
+
+def _on_screen(pane: Any, table: FitTable) -> None:
+    """The selected run is the cursor's row, and that row is on screen."""
+    assert pane._order[table.cursor_row] == pane.selected
+    assert 0 <= table.cursor_row - round(table.scroll_y) < table.scrollable_content_region.height
+
+
+async def test_the_cursor_walks_every_run_through_a_window_of_rows(app: Any) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        ws, pane, table = await _many(pilot)
+        listed = [v.id for v in ws.desk.runs() if not v.system]
+        assert pane._ids == listed and len(listed) > 3 * ROWS
+        assert table.row_count == ROWS  # the table holds a window, the count names them all
+        assert pane.count_label.startswith(f"{len(listed)} runs")
+        await pilot.press("ctrl+home")
+        await settle(pilot)
+        assert pane.selected == listed[0]
+        for index in range(1, len(listed)):
+            await pilot.press("down")
+            assert pane.selected == listed[index]
+            _on_screen(pane, table)
+            assert table.row_count == ROWS
+        await pilot.press("down")  # past the last run: it stays
+        assert pane.selected == listed[-1]
+        for index in range(len(listed) - 2, -1, -1):
+            await pilot.press("up")
+            assert pane.selected == listed[index]
+            _on_screen(pane, table)
+        await settle(pilot)
+        assert pane._order == listed[:ROWS] and table.cursor_row == 0 and round(table.scroll_y) == 0
+
+
+async def test_the_ends_and_a_jump_reach_runs_outside_the_window(app: Any) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        ws, pane, table = await _many(pilot)
+        listed = pane._ids
+        await pilot.press("ctrl+end")
+        await settle(pilot)
+        assert pane.selected == listed[-1] and pane._order[-1] == listed[-1]
+        _on_screen(pane, table)
+        await pilot.press("ctrl+home")
+        await settle(pilot)
+        assert pane.selected == listed[0] and pane._top == 0
+        middle = listed[len(listed) // 2]
+        assert middle not in pane._order
+        pane.select_key(middle)  # a jump (the palette, a link) to a run no row holds
+        await settle(pilot)
+        assert pane.selected == middle
+        _on_screen(pane, table)
+        for _ in range(3):
+            await pilot.press("pagedown")
+        await settle(pilot)
+        _on_screen(pane, table)
+        assert listed.index(pane.selected) > listed.index(middle)
+
+
+async def test_a_run_outside_the_window_still_changes_the_counts_and_a_new_run_keeps_the_cursor(app: Any) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        ws, pane, table = await _many(pilot)
+        await pilot.press("ctrl+home")
+        await settle(pilot)
+        far = pane._ids[-1]
+        assert far not in pane._order
+        waiting = ws.desk.waiting_on_user()
+        ws.cloud.runs.get(far).ask(title="far away?")
+        await settle(pilot)
+        assert f"{waiting + 1} waiting on user" in pane.count_label
+        assert pane._listed[far].status == "waiting_on_user"
+        pane.select_key(far)
+        await settle(pilot)
+        assert pane._table_rows[far][2].plain == "waiting on user"
+        before = len(pane._ids)
+        client = ws.cloud.crouter("user:ada")
+        await client.runs.start(prompt="one more")
+        await client.aclose()
+        await settle(pilot)
+        assert len(pane._ids) == before + 1 and pane.count_label.startswith(f"{before + 1} runs")
+        assert pane.selected == far  # a new run at the top moves no cursor
+        _on_screen(pane, table)
