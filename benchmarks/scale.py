@@ -166,6 +166,10 @@ async def main():
         while pane.workspace is None or not pane._order:
             await pilot.pause(0.01)
         filled = time.perf_counter() - began
+        follower = getattr(app.workspace, "follower", None)
+        if follower is not None:
+            await follower.idle()  # the window's own catch-up done: what follows measures the list alone
+        await pilot.pause(1.0)
         reloads = []
         for _ in range(5):
             pane.forget_drawn()  # the whole list drawn again, as a new run or a status change draws it
