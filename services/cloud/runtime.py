@@ -119,12 +119,12 @@ class RuntimeOps:
                 f"Idempotency-Key {key!r} was used for a different request",
                 param="Idempotency-Key",
             )
-        return httpx.Response(stored.status, json=copy.deepcopy(stored.body))
+        return httpx.Response(stored.status, json=stored.body)
 
     def _remember(self, req: Request, fingerprint: str, run_id: str, status: int, body: dict[str, Any]) -> None:
         if req.idempotency_key:
             keys = self.state.idempotency
-            keys[(req.user.id, req.idempotency_key)] = Keyed(req.op, fingerprint, run_id, status, copy.deepcopy(body))
+            keys[(req.user.id, req.idempotency_key)] = Keyed(req.op, fingerprint, run_id, status, body)
             cap = self.cloud.limits.idempotency_keys
             if len(keys) > cap + cap // 8:  # a window, trimmed in batches: the oldest keys go
                 for owner in list(itertools.islice(keys, len(keys) - cap)):

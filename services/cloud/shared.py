@@ -21,6 +21,7 @@ import asyncio
 import hashlib
 import inspect
 import itertools
+import json
 import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -50,15 +51,42 @@ class ResponderError:
     error: BaseException
 
 
-@dataclass
 class Keyed:
-    """What an ``Idempotency-Key`` answered: a replay with the same request gets the same answer."""
+    """What an ``Idempotency-Key`` answered: a replay with the same request gets the same answer.
 
-    op: str
-    fingerprint: str
-    run_id: str | None
-    status: int
-    body: dict[str, Any]
+    The answer's body is kept as its JSON text (a run's DTO as an object takes four times the memory,
+    and a cloud keeps up to ``Limits.idempotency_keys`` of them); ``body`` reads a fresh copy."""
+
+    __slots__ = ("op", "fingerprint", "run_id", "status", "_body")
+
+    def __init__(self, op: str, fingerprint: str, run_id: str | None, status: int, body: dict[str, Any]) -> None:
+        self.op = op
+        self.fingerprint = fingerprint
+        self.run_id = run_id
+        self.status = status
+        self._body = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+
+    @property
+    def body_text(self) -> str:
+        """The answer's body as JSON text (as kept)."""
+        return self._body
+
+    @property
+    def body(self) -> dict[str, Any]:
+        """The answer's body, a new object on each read (the caller may change it)."""
+        value: dict[str, Any] = json.loads(self._body)
+        return value
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Keyed):
+            return NotImplemented
+        return (self.op, self.fingerprint, self.run_id, self.status, self.body_text) == (
+            other.op, other.fingerprint, other.run_id, other.status, other.body_text)
+
+    __hash__ = None  # type: ignore[assignment]  # (as the dataclass it replaces: compared, not hashed)
+
+    def __repr__(self) -> str:
+        return f"Keyed(op={self.op!r}, run_id={self.run_id!r}, status={self.status})"
 
 
 class KeyWindow(dict[tuple[str, str], Keyed]):

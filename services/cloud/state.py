@@ -116,7 +116,7 @@ def key_record(owner: tuple[str, str], keyed: Keyed) -> dict[str, object]:
         "fingerprint": keyed.fingerprint,
         "run_id": keyed.run_id,
         "status": keyed.status,
-        "body": copy.deepcopy(keyed.body),
+        "body": keyed.body,
     }
 
 
@@ -366,7 +366,7 @@ def _build(cloud: CloudHost, document: object, *, owned: bool = False, clean: bo
         for item in doc.get("idempotency", []):
             owner = (str(item["user_id"]), str(item["key"]))
             keys[owner] = Keyed(str(item["op"]), str(item["fingerprint"]), item.get("run_id"),
-                                 int(item["status"]), copied(item["body"]))
+                                 int(item["status"]), item["body"])
         refresh = {str(k): str(v) for k, v in dict(doc.get("refresh_tokens", {})).items()}
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CloudStateError(f"the cloud state is malformed: {type(exc).__name__}: {exc}") from None

@@ -242,3 +242,16 @@ async def test_a_change_no_client_is_sent_is_committed_anyway(tmp_path: Path) ->
     reader.engine.dispose()
     await client.aclose()
     await store.close()
+
+
+def test_an_idempotent_answer_is_kept_as_text_and_read_as_a_new_object_each_time() -> None:
+    from services.cloud.shared import Keyed
+
+    body = {"id": "run_1", "params": {"prompt": "caf\u00e9 \ud800"}, "pending": []}
+    keyed = Keyed("run.start", "f", "run_1", 200, body)
+    body["params"]["prompt"] = "changed after"  # what the cloud answered stays what it was
+    first = keyed.body
+    assert first == {"id": "run_1", "params": {"prompt": "caf\u00e9 \ud800"}, "pending": []}
+    first["pending"].append("x")
+    assert keyed.body["pending"] == [] and keyed.body is not keyed.body
+    assert keyed == Keyed("run.start", "f", "run_1", 200, keyed.body) != Keyed("run.start", "g", "run_1", 200, {})
