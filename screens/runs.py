@@ -86,6 +86,8 @@ ROWS = 160
 (moved as the cursor nears its edge), so a workspace of many runs costs the list what it shows."""
 EDGE = 16
 """The window moves (centred on the cursor) when the cursor comes this near an edge it has runs beyond."""
+PALETTE_RUNS = 40
+"""The most runs the command palette is offered for one query (the best matches, newest first)."""
 FRAME_HZ = 60
 """How often run events given by the change feed are applied (once a frame, in one batch)."""
 _DIGITS = re.compile("[0-9]").sub
@@ -1029,9 +1031,29 @@ class RunsPane(Pane):
         return actions
 
     async def palette_items(self) -> list[tuple[str, str]]:
+        return await self.palette_search("")
+
+    async def palette_search(self, query: str) -> list[tuple[str, str]]:
+        """The runs the palette offers for ``query``, at most ``PALETTE_RUNS``: those whose entry holds
+        the query whole first, then those holding its letters in order (what the palette's fuzzy match
+        takes), newest first in each; with no query, the newest runs. A workspace of many runs gives
+        the palette a page to score, not every run on each key."""
         if self.workspace is None:
             return []
-        return [(f"run {v.name or v.prompt} · {v.user_id} · {v.id}", v.id) for v in self.desk.runs()]
+        needle = query.lower()
+        loose = re.compile(".*?".join(re.escape(char) for char in needle), re.S) if needle else None
+        whole: list[tuple[str, str]] = []
+        near: list[tuple[str, str]] = []
+        for v in self.desk.runs():
+            label = f"run {v.name or v.prompt} · {v.user_id} · {v.id}"
+            entry = f"go to {label}".lower()  # as the palette lists it, and matches it
+            if needle in entry:
+                whole.append((label, v.id))
+                if len(whole) >= PALETTE_RUNS:
+                    break
+            elif loose is not None and len(near) < PALETTE_RUNS and loose.search(entry):
+                near.append((label, v.id))
+        return (whole + near)[:PALETTE_RUNS]
 
     def select_key(self, key: str) -> None:
         if self.filter_text:

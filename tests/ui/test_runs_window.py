@@ -4,24 +4,27 @@ and a run outside the window still changes the list's counts."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
 import screens.runs as runs_module
 from screens.widgets.fit_table import FitTable
-from tests.ui.conftest import ready, settle
+from tests.ui.conftest import ready, settle, type_text
 
 ROWS = 30
 EDGE = 4
 MORE = 90
 """Runs started beside the sample world's: three windows' worth."""
+PALETTE = 10
 
 
 @pytest.fixture(autouse=True)
 def small_window(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(runs_module, "ROWS", ROWS)
     monkeypatch.setattr(runs_module, "EDGE", EDGE)
+    monkeypatch.setattr(runs_module, "PALETTE_RUNS", PALETTE)
 
 
 async def _many(pilot: Any) -> tuple[Any, Any, FitTable]:
@@ -117,4 +120,27 @@ async def test_a_run_outside_the_window_still_changes_the_counts_and_a_new_run_k
         await settle(pilot)
         assert len(pane._ids) == before + 1 and pane.count_label.startswith(f"{before + 1} runs")
         assert pane.selected == far  # a new run at the top moves no cursor
+        _on_screen(pane, table)
+
+
+async def test_the_palette_is_offered_a_page_of_runs_and_jumps_to_any(app: Any) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        ws, pane, table = await _many(pilot)
+        newest = [v.id for v in ws.desk.runs()][:PALETTE]
+        assert [key for _label, key in await pane.palette_search("")] == newest
+        found = await pane.palette_search("many 7")  # the query whole: many 7 and many 70 ... 79, as listed
+        assert [label.split(" · ")[0] for label, _ in found] == [
+            f"run {v.prompt}" for v in ws.desk.runs() if "many 7" in v.prompt][:PALETTE]
+        loose = await pane.palette_search("mny 8")  # its letters in order, as the palette's fuzzy match takes them
+        assert 0 < len(loose) <= PALETTE
+        assert all(re.search("m.*n.*y.* .*8", f"go to {label}".lower()) for label, _ in loose)
+        assert await pane.palette_search("no such run at all") == []
+        old = ws.desk.view(next(run_id for run_id in reversed(pane._ids) if run_id not in pane._order))
+        await pilot.press("ctrl+p")
+        await settle(pilot)
+        await type_text(pilot, old.id)
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert pane.selected == old.id
         _on_screen(pane, table)
