@@ -20,7 +20,7 @@ import copy
 import itertools
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from ..errors import ServiceError
@@ -231,35 +231,79 @@ def state_problem(doc: object) -> str | None:
     return _misfit(STATE_SCHEMA, doc, "") or "the document does not fit"
 
 
-_FIELDS: dict[int, tuple[dict[str, Schema], tuple[tuple[str, bool, Schema], ...]]] = {}
-"""Each object schema (kept, so its id is never another's) and its fields as ``(name, required,
-shape)``, by the schema's id: read once."""
+Check = Callable[[object], bool]
+_CHECKS: dict[int, tuple[Schema, Check]] = {}
+"""Each schema (kept, so its id is never another's) and the check ``_fits`` made of it: made once."""
 
 
 def _fits(schema: Schema, value: object) -> bool:
     """Whether ``value`` fits ``schema`` (``_misfit`` finds no problem), without building any message."""
-    if isinstance(schema, str):
-        if schema == "any":
-            return True
-        if not isinstance(value, _JSON_TYPES[schema]):
-            return False
-        return not (isinstance(value, bool) and schema in _NUM)
+    return _check_of(schema)(value)
+
+
+def _check_of(schema: Schema) -> Check:
+    """The check of ``schema``: a function made once that walks a value with nothing left to decide
+    about the schema (a field of a plain type is one ``isinstance``)."""
+    held = _CHECKS.get(id(schema))
+    if held is not None and held[0] is schema:
+        return held[1]
+    check = _made_check(schema)
+    _CHECKS[id(schema)] = (schema, check)
+    return check
+
+
+def _plain(schema: Schema) -> tuple[tuple[type, ...], bool] | None:
+    """For a type name or alternatives of type names: the Python types that fit, and whether a bool
+    must be refused (JSON's numbers are not its booleans, though Python's bool is an int); else None."""
+    names = schema if isinstance(schema, tuple) else (schema,)
+    if not all(isinstance(name, str) for name in names):
+        return None
+    if "any" in names:
+        return (object,), False
+    types: list[type] = []
+    for name in names:
+        found = _JSON_TYPES[name]  # type: ignore[index]
+        types.extend(found if isinstance(found, tuple) else (found,))
+    return tuple(types), any(name in _NUM for name in names) and "boolean" not in names
+
+
+def _made_check(schema: Schema) -> Check:
+    plain = _plain(schema)
+    if plain is not None:
+        types, no_bool = plain
+        if types == (object,):
+            return lambda value: True
+        if no_bool:
+            return lambda value: isinstance(value, types) and not isinstance(value, bool)
+        return lambda value: isinstance(value, types)
     if isinstance(schema, tuple):
-        return any(_fits(option, value) for option in schema)
+        options = [_check_of(option) for option in schema]
+        return lambda value: any(option(value) for option in options)
     if isinstance(schema, list):
-        return isinstance(value, list) and all(_fits(schema[0], item) for item in value)
-    if not isinstance(value, dict):
-        return False
-    known = _FIELDS.get(id(schema))
-    if known is None or known[0] is not schema:
-        known = _FIELDS[id(schema)] = (schema, tuple((k.rstrip("?"), not k.endswith("?"), v) for k, v in schema.items()))
-    for name, required, inner in known[1]:
-        if name in value:
-            if not _fits(inner, value[name]):
-                return False
-        elif required:
+        item = _check_of(schema[0])
+        return lambda value: isinstance(value, list) and all(map(item, value))
+    assert isinstance(schema, dict)
+    fields = []
+    for key, inner in schema.items():
+        shape = _plain(inner)
+        fields.append((key.rstrip("?"), not key.endswith("?"), shape[0] if shape else None,
+                       shape[1] if shape else False, None if shape else _check_of(inner)))
+
+    def check(value: object) -> bool:
+        if not isinstance(value, dict):
             return False
-    return True
+        for name, required, types, no_bool, inner in fields:
+            if name in value:
+                item = value[name]
+                if inner is None:
+                    if not isinstance(item, types) or (no_bool and isinstance(item, bool)):  # type: ignore[arg-type]
+                        return False
+                elif not inner(item):
+                    return False
+            elif required:
+                return False
+        return True
+    return check
 
 
 def _misfit(schema: Schema, value: object, where: str) -> str | None:
