@@ -52,6 +52,26 @@ DRAWN = 12_000
 
 __all__ = ["RunsPane"]
 
+TURN_CODES: tuple[str, ...] = get_args(TurnErrorCode)
+"""The codes a failed turn may carry (the wire's)."""
+SETTLE_KINDS: tuple[str, ...] = get_args(Outcome)
+"""How a run may settle (the wire's outcomes)."""
+Row = tuple[Text, Text, Text, Text, Text, Text]
+"""A run's cells in the list: glyph, title, status, age, person, activity."""
+ROWS = 160
+"""The most runs the list holds as table rows at once: a window of the listed runs around the cursor
+(moved as the cursor nears its edge), so a workspace of many runs costs the list what it shows."""
+EDGE = 16
+"""The window moves (centred on the cursor) when the cursor comes this near an edge it has runs beyond."""
+PALETTE_RUNS = 40
+"""The most runs the command palette is offered for one query (the best matches, newest first)."""
+FRAME_HZ = 60
+"""How often run events given by the change feed are applied (once a frame, in one batch)."""
+_DIGITS = re.compile("[0-9]").sub
+"""Replaces each digit (the info line's counts change while its run streams; its shape does not)."""
+INFO_EVERY = 0.25
+"""Seconds between redraws of the info line while its run streams (a redraw lays the pane out again)."""
+
 
 class RunTable(FitTable):
     """The runs list's table: it holds a window of the listed runs (``ROWS``), so its first and last
@@ -74,26 +94,6 @@ class RunTable(FitTable):
 
     def action_scroll_bottom(self) -> None:
         self.post_message(self.Reach(self, True))
-
-TURN_CODES: tuple[str, ...] = get_args(TurnErrorCode)
-"""The codes a failed turn may carry (the wire's)."""
-SETTLE_KINDS: tuple[str, ...] = get_args(Outcome)
-"""How a run may settle (the wire's outcomes)."""
-Row = tuple[Text, Text, Text, Text, Text, Text]
-"""A run's cells in the list: glyph, title, status, age, person, activity."""
-ROWS = 160
-"""The most runs the list holds as table rows at once: a window of the listed runs around the cursor
-(moved as the cursor nears its edge), so a workspace of many runs costs the list what it shows."""
-EDGE = 16
-"""The window moves (centred on the cursor) when the cursor comes this near an edge it has runs beyond."""
-PALETTE_RUNS = 40
-"""The most runs the command palette is offered for one query (the best matches, newest first)."""
-FRAME_HZ = 60
-"""How often run events given by the change feed are applied (once a frame, in one batch)."""
-_DIGITS = re.compile("[0-9]").sub
-"""Replaces each digit (the info line's counts change while its run streams; its shape does not)."""
-INFO_EVERY = 0.25
-"""Seconds between redraws of the info line while its run streams (a redraw lays the pane out again)."""
 
 
 class RunsPane(Pane):
