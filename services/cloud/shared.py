@@ -90,38 +90,45 @@ class Keyed:
 
 
 class KeyWindow(dict[tuple[str, str], Keyed]):
-    """The idempotency keys (``CloudState.idempotency``), by ``(user id, Idempotency-Key)``: a dict that
-    notes every key set or dropped since its store last took them (``take_touched``), so the store
-    writes what changed without comparing every key it holds."""
+    """The idempotency keys (``CloudState.idempotency``), by ``(user id, Idempotency-Key)``, oldest
+    first: a dict that notes every key set or dropped since its store last took them
+    (``take_touched``), so the store writes what changed without comparing every key it holds."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.touched: set[tuple[str, str]] = set(self)
+        self.touched: dict[tuple[str, str], None] = dict.fromkeys(self)
+        """The keys set or dropped since the last ``take_touched``, the one touched last at the end."""
 
-    def take_touched(self) -> set[tuple[str, str]]:
-        """The keys set or dropped since the last call (each present or gone now)."""
-        touched, self.touched = self.touched, set()
-        return touched
+    def take_touched(self) -> list[tuple[str, str]]:
+        """The keys set or dropped since the last call (each present or gone now), in the order they
+        were last touched: the keys set are in the order the window holds them."""
+        touched, self.touched = self.touched, {}
+        return list(touched)
+
+    def _touch(self, key: tuple[str, str]) -> None:
+        self.touched.pop(key, None)
+        self.touched[key] = None
 
     def __setitem__(self, key: tuple[str, str], value: Keyed) -> None:
         super().__setitem__(key, value)
-        self.touched.add(key)
+        self._touch(key)
 
     def __delitem__(self, key: tuple[str, str]) -> None:
         super().__delitem__(key)
-        self.touched.add(key)
+        self._touch(key)
 
     def pop(self, key: tuple[str, str], *default: Any) -> Any:
-        self.touched.add(key)
+        self._touch(key)
         return super().pop(key, *default)
 
     def popitem(self) -> tuple[tuple[str, str], Keyed]:
         item = super().popitem()
-        self.touched.add(item[0])
+        self._touch(item[0])
         return item
 
     def setdefault(self, key: tuple[str, str], default: Keyed) -> Keyed:
-        self.touched.add(key)
+        if key not in self:
+            self._touch(key)
         return super().setdefault(key, default)
 
     def update(self, *args: Any, **kwargs: Any) -> None:
@@ -133,7 +140,8 @@ class KeyWindow(dict[tuple[str, str], Keyed]):
         return self
 
     def clear(self) -> None:
-        self.touched.update(self)
+        for key in self:
+            self._touch(key)
         super().clear()
 
 

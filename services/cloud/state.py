@@ -140,7 +140,8 @@ def state_document(cloud: CloudHost, runs: list[dict[str, object]]) -> dict[str,
         "meta": meta_record(cloud),
         "users": [user_record(state.users[uid]) for uid in sorted(state.users)],
         "runs": runs,
-        "idempotency": [key_record(owner, state.idempotency[owner]) for owner in sorted(state.idempotency)],
+        # oldest first, as the window trims them: a state read back trims the same keys
+        "idempotency": [key_record(owner, keyed) for owner, keyed in state.idempotency.items()],
         "refresh_tokens": dict(state.refresh_tokens),
     }
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, literal_column, select
 from sqlalchemy.dialects.sqlite import insert
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -384,8 +384,8 @@ class CloudStore:
                 extras.append((int(row.gen), int(own["held"]), [str(q) for q in own["questions"]],
                                int(own["top_entry"])))
                 runs.append(record)
-            keys = sorted((parsed(row.data) for row in conn.execute(select(KEYS))),
-                          key=lambda k: (k["user_id"], k["key"]))
+            # in the order they were written, the oldest first (the idempotency window trims by age)
+            keys = [parsed(row.data) for row in conn.execute(select(KEYS).order_by(literal_column("rowid")))]
             refresh = {row.token: row.user_id for row in conn.execute(select(REFRESH))}
         clean = clean and json_clean(refresh)
         if upgraded and not events:
@@ -647,8 +647,9 @@ class CloudStore:
 
     def _collect_keys(self, keys: dict[tuple[str, str], Keyed], batch: "_Batch") -> None:
         """The idempotency keys set or dropped since the last flush (those a ``KeyWindow`` noted, or
-        every key of a plain dict, compared)."""
-        touched = keys.take_touched() if isinstance(keys, KeyWindow) else set(keys) | self._keys
+        every key of a plain dict, compared), new ones written in the window's order (oldest first:
+        read back in the order written, the window trims the same keys after a restart)."""
+        touched = keys.take_touched() if isinstance(keys, KeyWindow) else [*keys, *(self._keys - keys.keys())]
         for owner in touched:
             if owner in keys:
                 if owner not in self._keys:

@@ -144,7 +144,7 @@ def test_the_idempotency_window_notes_every_key_set_or_dropped() -> None:
         return Keyed("run.start", "f", None, 200, {})
 
     keys = KeyWindow({("u", "a"): keyed()})
-    assert keys.take_touched() == {("u", "a")} and keys.take_touched() == set()
+    assert keys.take_touched() == [("u", "a")] and keys.take_touched() == []
     keys[("u", "b")] = keyed()
     del keys[("u", "a")]
     keys.update({("u", "c"): keyed()})
@@ -152,10 +152,10 @@ def test_the_idempotency_window_notes_every_key_set_or_dropped() -> None:
     keys.setdefault(("u", "e"), keyed())
     keys.pop(("u", "b"))
     assert keys.pop(("u", "x"), None) is None
-    assert keys.take_touched() == {("u", k) for k in "abcdex"}
+    assert set(keys.take_touched()) == {("u", k) for k in "abcdex"}
     keys.popitem()
     keys.clear()
-    assert keys.take_touched() == {("u", k) for k in "cde"} and not keys
+    assert set(keys.take_touched()) == {("u", k) for k in "cde"} and not keys
 
 
 async def test_a_failed_commit_is_raised_and_the_next_flush_writes_everything(tmp_path: Path, monkeypatch) -> None:
@@ -255,3 +255,42 @@ def test_an_idempotent_answer_is_kept_as_text_and_read_as_a_new_object_each_time
     first["pending"].append("x")
     assert keyed.body["pending"] == [] and keyed.body is not keyed.body
     assert keyed == Keyed("run.start", "f", "run_1", 200, keyed.body) != Keyed("run.start", "g", "run_1", 200, {})
+
+
+async def test_after_a_restart_the_idempotency_window_trims_its_oldest_keys_not_the_first_by_name(tmp_path: Path) -> None:
+    from services.cloud.limits import Limits
+
+    path = tmp_path / "cloud.db"
+    cloud = FakeCloud("app", issuer=URL, runtime_url=URL)
+    cloud.limits = Limits(idempotency_keys=8)
+    store = CloudStore(path)
+    await store.load(cloud)
+    await cloud.connect(MemoryConnectionStore(), "user:a")
+    client = cloud.crouter("user:a")
+    made = {}
+    for name in ("z", "y", "x", "b", "a"):  # the newest keys first by name: a is the last made
+        made[name] = (await client.runs.start(prompt=name, idempotency_key=name)).id
+        await store.flush()
+    for name in ("q", "p"):  # two in one flush: written in the order they were made
+        made[name] = (await client.runs.start(prompt=name, idempotency_key=name)).id
+    await store.flush()
+    await client.aclose()
+    await store.close()
+    assert [key for _, key in cloud.state.idempotency] == ["z", "y", "x", "b", "a", "q", "p"]
+    again, store = await _reopened(path)
+    again.limits = Limits(idempotency_keys=8)
+    assert [key for _, key in again.state.idempotency] == ["z", "y", "x", "b", "a", "q", "p"]
+    await again.connect(MemoryConnectionStore(), "user:a")
+    client = again.crouter("user:a")
+    for name in ("n", "m", "l"):  # past 8 + 8 // 8 keys: the two oldest go (z and y), not a and b
+        await client.runs.start(prompt=name, idempotency_key=name)
+    assert [key for _, key in again.state.idempotency] == ["x", "b", "a", "q", "p", "n", "m", "l"]
+    replayed = await client.runs.start(prompt="a", idempotency_key="a")  # a retry of a key made before the restart
+    assert replayed.id == made["a"]
+    await store.flush()
+    await client.aclose()
+    reopened, other = await _reopened(path)
+    assert [key for _, key in reopened.state.idempotency] == ["x", "b", "a", "q", "p", "n", "m", "l"]
+    assert export_state(reopened)["idempotency"] == export_state(again)["idempotency"]
+    await other.close()
+    await store.close()
