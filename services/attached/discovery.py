@@ -19,6 +19,9 @@ __all__ = ["AttachError", "ServerInfo", "find_server", "PROBE_TIMEOUT_S"]
 
 PROBE_TIMEOUT_S = 2.0
 """How long a server named in ``serve.json`` has to answer before it counts as gone."""
+BUSY_WAIT_S = 10.0
+"""How long a window waits for a live server that takes its connection but is slow to answer (busy
+writing a long run, on a loaded machine) before it says the server does not answer."""
 
 
 class AttachError(ServiceError):
@@ -36,6 +39,8 @@ class ServerInfo:
 
 async def find_server(folder: Path) -> ServerInfo | None:
     """The live, answering server of ``folder``; a stale ``serve.json`` is removed and None answered."""
+    import httpx
+
     from .client import ControlError, RemoteCloud
     from ..files import FileLock
     from ..served.server import SERVE_FILE, SERVE_LOCK, live_serve_info, read_serve_info
@@ -45,14 +50,18 @@ async def find_server(folder: Path) -> ServerInfo | None:
     if info is None:
         return None
     if live_serve_info(folder) is not None:
-        remote = RemoteCloud(info["url"], info["token"], timeout=PROBE_TIMEOUT_S)
-        try:
-            await remote.call("GET", "/people")
-            return ServerInfo(info["url"], int(info["pid"]), info["token"])
-        except ControlError:
-            pass
-        finally:
-            await remote.aclose()
+        # a connection taken but not answered in time is a busy server: asked once more, waiting longer,
+        # while its process lives (a refused connection or an error answer is not waited for)
+        for timeout in (PROBE_TIMEOUT_S, BUSY_WAIT_S):
+            remote = RemoteCloud(info["url"], info["token"], timeout=timeout)
+            try:
+                await remote.call("GET", "/people")
+                return ServerInfo(info["url"], int(info["pid"]), info["token"])
+            except ControlError as exc:
+                if not isinstance(exc.__cause__, httpx.TimeoutException) or live_serve_info(folder) is None:
+                    break
+            finally:
+                await remote.aclose()
     lock = FileLock(folder / SERVE_LOCK)
     if not lock.try_acquire():
         raise AttachError(
