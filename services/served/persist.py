@@ -41,7 +41,7 @@ from ..files import read_json
 from ..text import json_clean, json_text_suspect, repair_value
 from ..cloud.event_log import EventLog, events_between
 from ..cloud.keys import SigningKey
-from ..cloud.shared import Keyed, KeyWindow
+from ..cloud.shared import KeyWindow
 from ..cloud.state import (
     FORMAT,
     VERSION,
@@ -645,11 +645,11 @@ class CloudStore:
                     batch["refresh"].append({"token": token, "user_id": uid})
         return batch if any(batch.values()) else None
 
-    def _collect_keys(self, keys: dict[tuple[str, str], Keyed], batch: "_Batch") -> None:
-        """The idempotency keys set or dropped since the last flush (those a ``KeyWindow`` noted, or
-        every key of a plain dict, compared), new ones written in the window's order (oldest first:
-        read back in the order written, the window trims the same keys after a restart)."""
-        touched = keys.take_touched() if isinstance(keys, KeyWindow) else [*keys, *(self._keys - keys.keys())]
+    def _collect_keys(self, keys: KeyWindow, batch: "_Batch") -> None:
+        """The idempotency keys set or dropped since the last flush (as the window noted them), new
+        ones written in the window's order (oldest first: read back in the order written, the window
+        trims the same keys after a restart)."""
+        touched = keys.take_touched()
         for owner in touched:
             if owner in keys:
                 if owner not in self._keys:

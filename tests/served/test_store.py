@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -107,16 +108,21 @@ async def test_a_run_id_started_a_third_time_after_a_reopen_is_a_third_run(tmp_p
     await store.close()
 
 
-async def test_the_idempotency_window_reads_back_as_it_was_after_keys_are_trimmed_and_dropped(tmp_path: Path) -> None:
+async def _keyed_cloud(path: Path) -> tuple[FakeCloud, CloudStore, Any]:
+    """A stored cloud whose idempotency window keeps 8 keys, and a client of user:a on it."""
     from services.cloud.limits import Limits
 
-    path = tmp_path / "cloud.db"
     cloud = FakeCloud("app", issuer=URL, runtime_url=URL)
     cloud.limits = Limits(idempotency_keys=8)
     store = CloudStore(path)
     await store.load(cloud)
     await cloud.connect(MemoryConnectionStore(), "user:a")
-    client = cloud.crouter("user:a")
+    return cloud, store, cloud.crouter("user:a")
+
+
+async def test_the_idempotency_window_reads_back_as_it_was_after_keys_are_trimmed_and_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "cloud.db"
+    cloud, store, client = await _keyed_cloud(path)
     started = []
     for number in range(12):  # past 8 + 8 // 8 keys the oldest are trimmed, between two flushes
         started.append(await client.runs.start(prompt=f"p{number}", idempotency_key=f"k{number}"))
@@ -258,15 +264,8 @@ def test_an_idempotent_answer_is_kept_as_text_and_read_as_a_new_object_each_time
 
 
 async def test_after_a_restart_the_idempotency_window_trims_its_oldest_keys_not_the_first_by_name(tmp_path: Path) -> None:
-    from services.cloud.limits import Limits
-
     path = tmp_path / "cloud.db"
-    cloud = FakeCloud("app", issuer=URL, runtime_url=URL)
-    cloud.limits = Limits(idempotency_keys=8)
-    store = CloudStore(path)
-    await store.load(cloud)
-    await cloud.connect(MemoryConnectionStore(), "user:a")
-    client = cloud.crouter("user:a")
+    cloud, store, client = await _keyed_cloud(path)
     made = {}
     for name in ("z", "y", "x", "b", "a"):  # the newest keys first by name: a is the last made
         made[name] = (await client.runs.start(prompt=name, idempotency_key=name)).id
@@ -278,7 +277,7 @@ async def test_after_a_restart_the_idempotency_window_trims_its_oldest_keys_not_
     await store.close()
     assert [key for _, key in cloud.state.idempotency] == ["z", "y", "x", "b", "a", "q", "p"]
     again, store = await _reopened(path)
-    again.limits = Limits(idempotency_keys=8)
+    again.limits = cloud.limits
     assert [key for _, key in again.state.idempotency] == ["z", "y", "x", "b", "a", "q", "p"]
     await again.connect(MemoryConnectionStore(), "user:a")
     client = again.crouter("user:a")
