@@ -243,7 +243,7 @@ class FakeCloud:
     def reset(self) -> None:
         """Clear runs, calls, intercepts, responders, memory, idempotency keys and notices; keep grants."""
         state = self.state
-        for run in list(state.runs.values()):
+        for run in list(state.runs.held()):
             for stream in list(run.streams):
                 stream.close()
         for task in list(state.tasks):

@@ -260,17 +260,18 @@ class RuntimeOps:
         return self._run(req).to_wire()  # encoded by the transport before anything runs again
 
     async def run_list(self, req: Request) -> Answer:
-        runs = [r for r in req.user.runs.all if not r.deleted]
+        # chosen by what each run's slot knows; only those answered are read (a stored one as a copy)
+        slots = [s for s in self.state.run_log.slots if s.user_id == req.user.id and not s.is_deleted]
         status = req.query.get("status")
         if status:
-            runs = [r for r in runs if r.status == status]
+            slots = [s for s in slots if s.run_status == status]
         limit = req.query.get("limit")
         if limit is not None:
             count = decimal_int(limit)
             if count is None or count < 0:
                 raise _invalid("limit must be a non-negative integer", "limit")
-            runs = runs[-count:] if count else []
-        return {"runs": [r.to_dto() for r in runs]}
+            slots = slots[-count:] if count else []
+        return {"runs": [r.to_dto() for r in self.state.runs.copies(slots)]}
 
     async def run_events(self, req: Request) -> httpx.Response:
         run = self._run(req)

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from ..changes import Change, ChangeFeed, RunEvents
 from ..clock import Clock
 from ..wire import ACCESS_TOKEN_TYPE
+from .book import QuestionBook, RunBook, RunLog
 from .errors import CloudError
 from .event_log import EventLog
 from .failures import Failures
@@ -187,11 +188,10 @@ class CloudState:
     """The client's public key, pinned from its first valid assertion."""
     users: dict[str, FakeUser] = field(default_factory=dict)
     """Every person, by id, in the order the cloud met them."""
-    runs: dict[str, FakeRun] = field(default_factory=dict)
-    """The current run of each id (a deleted one until its id is started again)."""
-    run_log: list[FakeRun] = field(default_factory=list)
-    """Every run in start order, deleted ones kept (``runs.all``)."""
-    questions: dict[str, FakeRun] = field(default_factory=dict)
+    runs: RunBook = field(default_factory=RunBook)
+    """The current run of each id (a deleted one until its id is started again); a served cloud's
+    store reads a settled or deleted run back when it is asked for (``book.RunBook``)."""
+    questions: QuestionBook = field(default_factory=QuestionBook)
     """The run that opened each question, by question id."""
     refresh_tokens: dict[str, str] = field(default_factory=dict)
     """Every refresh token issued, to the id of its person."""
@@ -215,6 +215,12 @@ class CloudState:
     event_log: Callable[[], EventLog] | None = None
     """Makes each new run's event log; None: a plain list holding every event (an embedded cloud).
     A served cloud's store sets it: its logs keep a bounded tail in memory and read the rest back."""
+
+    @property
+    def run_log(self) -> RunLog:
+        """Every run in start order, deleted ones kept (``runs.all``); ``run_log.slots`` without
+        reading any back."""
+        return self.runs.log
 
     # -- ids and tokens ------------------------------------------------------------------------
 
@@ -260,8 +266,7 @@ class CloudState:
         run = FakeRun(cloud, run_id, user_id, params, key, name, created_at=now, updated_at=now)
         if self.event_log is not None:
             run.events = self.event_log()
-        self.runs[run_id] = run
-        self.run_log.append(run)
+        self.runs.add(run)
         cloud.changes.announce("cloud", "run.started", run_id, user_id=user_id)
         return run
 
@@ -345,7 +350,7 @@ class CloudState:
     def grant_revoked(self, user: FakeUser, code: str) -> None:
         """End every open stream of the person's runs with a ``grant_revoked`` error frame."""
         envelope = CloudError(401, "grant_revoked", f"the grant was revoked ({code})").to_dict()
-        for run in self.runs.values():
+        for run in self.runs.held():  # (a run only stored has no stream open)
             if run.user_id != user.id:
                 continue
             for stream in list(run.streams):

@@ -20,13 +20,14 @@ import copy
 import itertools
 import logging
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from ..errors import ServiceError
 from ..text import json_clean, repair_value
 from .keys import SigningKey
 from .host import CloudHost
+from .book import READ_BACK, RunSlot
 from .runs import FakeRun, advance_entry_ids
 from .shared import Keyed, KeyWindow
 from .users import FakeUser
@@ -39,6 +40,7 @@ __all__ = [
     "state_document",
     "import_state",
     "run_log",
+    "each_run",
     "user_record",
     "run_record",
     "key_record",
@@ -48,6 +50,9 @@ __all__ = [
     "STATE_SCHEMA",
     "run_history",
     "note_history",
+    "run_from_record",
+    "run_ids",
+    "id_serial",
 ]
 
 FORMAT = "workbench-cloud-state"
@@ -66,8 +71,16 @@ class CloudStateError(ServiceError):
 
 
 def run_log(cloud: CloudHost) -> list[FakeRun]:
-    """Every run in start order, deleted ones kept."""
+    """Every run in start order, deleted ones kept (a served cloud's stored ones read back and held)."""
     return list(cloud.state.run_log)
+
+
+def each_run(cloud: CloudHost) -> Iterator[FakeRun]:
+    """Every run in start order for one read (an export): a stored one read back as a copy nobody
+    holds, ``READ_BACK`` at a time, so reading them all holds no more of them than that."""
+    slots = list(cloud.state.run_log.slots)
+    for start in range(0, len(slots), READ_BACK):
+        yield from cloud.state.runs.copies(slots[start:start + READ_BACK])
 
 
 def run_generations(runs: list[FakeRun]) -> list[int]:
@@ -123,7 +136,7 @@ def key_record(owner: tuple[str, str], keyed: Keyed) -> dict[str, object]:
 def export_state(cloud: CloudHost) -> dict[str, Any]:
     """The whole state of ``cloud`` as one JSON document."""
     runs = []
-    for run in run_log(cloud):
+    for run in each_run(cloud):
         record = run_record(run)
         record["events"] = copy.deepcopy(list(run.events))
         runs.append(record)
@@ -148,21 +161,37 @@ def state_document(cloud: CloudHost, runs: list[dict[str, object]]) -> dict[str,
 
 def import_state(cloud: CloudHost, doc: object, *,
                  histories: "list[tuple[list[str], int]] | None" = None, owned: bool = False,
-                 clean: bool = False) -> None:
+                 clean: bool = False, stored: "list[RunSlot | None] | None" = None,
+                 stored_top: tuple[int, int] = (0, 0)) -> None:
     """Replace the state of ``cloud`` with ``doc`` (open streams end; nothing changes on a bad doc).
 
     ``histories``: for a document whose runs come without their events (a store that reads them
     back on demand), each run's ``run_history`` in the document's order. ``owned``: the caller made
     ``doc`` for this call alone and keeps no part of it (a store's read), so the cloud takes its
     values as they are instead of copies. ``clean``: the caller found no text in ``doc`` for
-    ``repair_value`` to change (a store that checked its rows' text as it read them)."""
+    ``repair_value`` to change (a store that checked its rows' text as it read them). ``stored``:
+    every run in start order, where a ``RunSlot`` is a run left in the store (read back when asked
+    for) and None takes the document's next run; ``stored_top`` is then the highest id serial and
+    turn entry number of the runs left there."""
     key, serial, jwk, users, runs, keys, refresh = _build(cloud, doc, owned=owned, clean=clean)
     if histories is None:
         histories = [run_history(run.events) for run in runs]
     elif len(histories) != len(runs):
         raise CloudStateError(f"the cloud state is malformed: {len(histories)} run histories for {len(runs)} runs")
+    slots: list[RunSlot]
+    if stored is None:
+        slots = [RunSlot(run.id, run.user_id, run=run) for run in runs]
+    else:
+        built = iter(runs)
+        try:
+            slots = [RunSlot((run := next(built)).id, run.user_id, run=run) if slot is None else slot
+                     for slot in stored]
+        except StopIteration:
+            raise CloudStateError("the cloud state is malformed: fewer runs than their places") from None
+        if next(built, None) is not None:
+            raise CloudStateError("the cloud state is malformed: more runs than their places")
     state = cloud.state
-    for run in run_log(cloud):
+    for run in list(state.runs.held()):
         for stream in list(run.streams):
             stream.close()
     # responders are code: they stay with the person (and go with one the document does not hold)
@@ -171,11 +200,8 @@ def import_state(cloud: CloudHost, doc: object, *,
     state.token_serial = serial
     state.client_jwk = jwk
     state.users = users
-    state.runs = {}
-    state.run_log = list(runs)
-    for run in runs:
-        state.runs[run.id] = run
-    state.questions = {}
+    state.runs.restore(slots)
+    state.questions.clear()
     for run, (question_ids, _) in zip(runs, histories, strict=True):
         for question_id in question_ids:
             state.questions[question_id] = run
@@ -184,7 +210,8 @@ def import_state(cloud: CloudHost, doc: object, *,
     state.idempotency = keys
     state.refresh_tokens = refresh
     state.ids = itertools.count(1)
-    note_history(cloud, runs, [q for ids, _ in histories for q in ids], max((e for _, e in histories), default=0))
+    note_history(cloud, runs, [q for ids, _ in histories for q in ids],
+                 max([stored_top[1], *(e for _, e in histories)]), serial=stored_top[0])
 
 
 # The shape of a state document, checked whole before anything is replaced: a type name (or a
@@ -395,18 +422,7 @@ def _build(cloud: CloudHost, document: object, *, owned: bool = False, clean: bo
             user.family_revoked = bool(item.get("family_revoked", False))
             user.memory.documents = {str(d["name"]): copied(d) for d in item.get("memory", [])}
             users[user.id] = user
-        runs: list[FakeRun] = []
-        for item in doc.get("runs", []):
-            fields = {name: copied(item[name]) for name in _RUN_FIELDS if name in item}
-            run = FakeRun(cloud, **fields)  # type: ignore[arg-type]
-            events = item.get("events", [])
-            if not isinstance(events, list) or not all(isinstance(e, dict) and isinstance(e.get("seq"), int)
-                                                       for e in events):
-                raise TypeError(f"the events of run {run.id} must be objects with a seq")
-            run.events = copied(events)
-            if not isinstance(run.id, str) or not isinstance(run.user_id, str) or not isinstance(run.params, dict):
-                raise TypeError("a run needs a string id and user_id and an object of params")
-            runs.append(run)
+        runs = [_run_of(cloud, item, copied) for item in doc.get("runs", [])]
         keys = KeyWindow()
         for item in doc.get("idempotency", []):
             owner = (str(item["user_id"]), str(item["key"]))
@@ -418,7 +434,49 @@ def _build(cloud: CloudHost, document: object, *, owned: bool = False, clean: bo
     return key, serial, jwk, users, runs, keys, refresh
 
 
+def _run_of(cloud: CloudHost, item: dict[str, Any], copied: Callable[[Any], Any]) -> FakeRun:
+    fields = {name: copied(item[name]) for name in _RUN_FIELDS if name in item}
+    run = FakeRun(cloud, **fields)  # type: ignore[arg-type]
+    events = item.get("events", [])
+    if not isinstance(events, list) or not all(isinstance(e, dict) and isinstance(e.get("seq"), int)
+                                               for e in events):
+        raise TypeError(f"the events of run {run.id} must be objects with a seq")
+    run.events = copied(events)
+    if not isinstance(run.id, str) or not isinstance(run.user_id, str) or not isinstance(run.params, dict):
+        raise TypeError("a run needs a string id and user_id and an object of params")
+    return run
+
+
+def run_from_record(cloud: CloudHost, record: object) -> FakeRun:
+    """The run a stored record (``run_record``, without events) holds, taken as it is (the caller
+    made it for this call); ``CloudStateError`` naming the first field that does not fit."""
+    if not _fits(_RUN_SCHEMA, record):
+        raise CloudStateError(f"the stored run is malformed: {_misfit(_RUN_SCHEMA, record, 'run') or 'not a run'}")
+    assert isinstance(record, dict)
+    if not json_clean(record):
+        record = repair_value(record)[0]
+    try:
+        return _run_of(cloud, record, _as_is)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CloudStateError(f"the stored run is malformed: {type(exc).__name__}: {exc}") from None
+
+
 T = TypeVar("T")
+
+
+def run_ids(run: FakeRun) -> Iterable[str]:
+    """The ids a run made: its own and its messages'."""
+    return itertools.chain((run.id,), (str(m.get("id", "")) for m in run.messages))
+
+
+def id_serial(*ids: Iterable[str]) -> int:
+    """The highest serial among ``ids`` (``<prefix>_<serial><6 hex>``), 0 when none has one."""
+    top = 0
+    for value in itertools.chain(*ids):
+        found = _SERIAL.search(str(value))
+        if found:
+            top = max(top, int(found.group(1)))
+    return top
 
 
 def _as_is(value: T) -> T:
@@ -442,16 +500,12 @@ def run_history(events: Iterable[dict[str, Any]]) -> tuple[list[str], int]:
     return questions, entry
 
 
-def note_history(cloud: CloudHost, runs: list[FakeRun], question_ids: Iterable[str], top_entry: int) -> None:
-    """New ids continue after the highest of ``runs``' ids, their messages' and ``question_ids``;
-    new turn entries after ``e<top_entry>`` (a cloud loaded without its runs' events is told them)."""
-    ids = itertools.chain.from_iterable(itertools.chain((run.id,), (m.get("id", "") for m in run.messages))
-                                        for run in runs)
-    top = 0
-    for value in itertools.chain(ids, question_ids):
-        found = _SERIAL.search(str(value))
-        if found:
-            top = max(top, int(found.group(1)))
+def note_history(cloud: CloudHost, runs: list[FakeRun], question_ids: Iterable[str], top_entry: int, *,
+                 serial: int = 0) -> None:
+    """New ids continue after the highest of ``runs``' ids, their messages' and ``question_ids``
+    (and ``serial``: that of runs not read); new turn entries after ``e<top_entry>`` (a cloud loaded
+    without its runs' events is told them)."""
+    top = max(serial, id_serial(itertools.chain.from_iterable(run_ids(run) for run in runs), question_ids))
     current = next(cloud.state.ids)
     cloud.state.ids = itertools.count(max(current, top + 1))
     advance_entry_ids(top_entry)

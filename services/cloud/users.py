@@ -11,6 +11,7 @@ from ..clock import Clock, iso
 from ..wire import REFUSAL_CODES
 from .records import UNSET, CallRecord
 from .runs import FakeRun, Responder
+from .book import RunBook, RunLog
 
 __all__ = ["FakeUser", "FakeGrant", "FakeMemory", "FakeRuns", "UNSET", "PeopleHost", "PeopleLedger"]
 
@@ -22,10 +23,10 @@ class PeopleLedger(Protocol):
     """The cloud-wide responder."""
 
     @property
-    def runs(self) -> dict[str, FakeRun]: ...
+    def runs(self) -> RunBook: ...
 
     @property
-    def run_log(self) -> list[FakeRun]: ...
+    def run_log(self) -> RunLog: ...
 
     @property
     def user_responders(self) -> dict[str, Responder | None]: ...
@@ -68,8 +69,10 @@ class FakeRuns:
     @property
     def all(self) -> list[FakeRun]:
         """Every run in start order; a deleted run stays (``deleted`` set), even when its id was reused."""
-        runs = self._cloud.state.run_log
-        return [r for r in runs if self._user_id is None or r.user_id == self._user_id]
+        log = self._cloud.state.run_log
+        if self._user_id is None:
+            return list(log)
+        return self._cloud.state.runs.held_runs([s for s in log.slots if s.user_id == self._user_id])
 
     def get(self, run_id: str) -> FakeRun:
         """The current run with this id (the newest one when a deleted run's id was started again;

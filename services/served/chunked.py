@@ -18,13 +18,15 @@ through the change stream it opened first, as before.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from ..text import json_text_suspect, repair_value
 from .dtos import run_dto
 
 if TYPE_CHECKING:
     from ..cloud.cloud import FakeCloud
+    from ..cloud.book import RunSlot
     from ..cloud.runs import FakeRun
 
 __all__ = ["CHUNK_BYTES", "EVENT_SLICE", "runs_answer", "run_answer", "state_answer", "chunks"]
@@ -62,14 +64,38 @@ def _run(run: "FakeRun", events: bool) -> Iterator[str]:
     yield from _with_events(dto, list(run.events))  # a copy of the list: the events held now
 
 
-def runs_answer(runs: Iterable["FakeRun"], *, events: bool) -> Iterator[str]:
-    """``{"runs": [...]}`` as ``GET /runs`` answers it, a run (or a slice of its events) at a time."""
+def runs_answer(cloud: "FakeCloud", user: str | None, *, events: bool,
+                stored: "Callable[[Sequence[RunSlot]], list[str | None]] | None" = None) -> Iterator[str]:
+    """``{"runs": [...]}`` as ``GET /runs`` answers it (``user``'s runs, or every run), a run (or a
+    slice of its events) at a time, ``READ_BACK`` runs read at once. A run only stored is sent as
+    ``stored`` gives its entry (the store's text, not read back) or, with ``events`` or without such
+    a text, read back as a copy for this answer alone: listing a workspace holds none of its runs."""
+    from ..cloud.book import READ_BACK
+
+    slots = [slot for slot in cloud.state.run_log.slots if user is None or slot.user_id == user]
     yield '{"runs": ['
-    for index, run in enumerate(runs):
-        if index:
-            yield ", "
-        yield from _run(run, events)
+    for start in range(0, len(slots), READ_BACK):
+        chunk = slots[start:start + READ_BACK]
+        waiting = [slot for slot in chunk if slot.run is None]
+        texts = dict(zip(map(id, waiting), stored(waiting), strict=True)) if waiting and stored and not events else {}
+        copied = iter(cloud.state.runs.copies([slot for slot in waiting if texts.get(id(slot)) is None]))
+        for index, slot in enumerate(chunk):
+            if start or index:
+                yield ", "
+            text = texts.get(id(slot))
+            if text is not None:
+                yield _sendable(text)
+            else:
+                yield from _run(slot.run if slot.run is not None else next(copied), events)
     yield "]}"
+
+
+def _sendable(text: str) -> str:
+    """A stored entry as an answer carries it: text an older server stored that no answer could carry
+    (a lone surrogate, NUL) repaired, as a run read back is."""
+    if not json_text_suspect(text):
+        return text
+    return json.dumps(repair_value(json.loads(text))[0])
 
 
 def run_answer(run: "FakeRun", *, events: bool) -> Iterator[str]:
@@ -80,9 +106,9 @@ def run_answer(run: "FakeRun", *, events: bool) -> Iterator[str]:
 def state_answer(cloud: "FakeCloud") -> Iterator[str]:
     """``export_state(cloud)`` as JSON, a run (or a slice of its events) at a time; everything but
     the runs is read at the start."""
-    from ..cloud.state import run_log, run_record, state_document
+    from ..cloud.state import each_run, run_record, state_document
 
-    runs = run_log(cloud)
+    runs = each_run(cloud)
     document = state_document(cloud, [])
     yield "{"
     for index, (key, value) in enumerate(document.items()):

@@ -165,18 +165,14 @@ class ControlApp:
         """The answer to a read that may be large (``GET /runs``, ``GET /runs/{id}``, ``GET /state``)
         as pieces of JSON encoded as they are asked for (``chunked.py``); None for any other call, and
         for one ``dispatch`` refuses (an unknown run), which it answers as usual."""
-        from ..cloud.state import run_log
-
         matched = match_control("GET", path)
         if matched is None:
             return None
         route, params = matched
         if route.name == "runs.list":
-            user = query.get("user")
-            runs = [r for r in run_log(self.cloud) if user is None or r.user_id == user]
-            return runs_answer(runs, events=query.get("events") in ("1", "true"))
+            return self._runs_answer(query)
         if route.name == "runs.get":
-            run = self.cloud.state.runs.get(params["run_id"])
+            run = self.cloud.state.runs.peek(params["run_id"])
             return None if run is None else run_answer(run, events=query.get("events") not in ("0", "false"))
         if route.name == "state.export":
             return state_answer(self.cloud)
@@ -285,21 +281,26 @@ class ControlApp:
 
     # -- runs --------------------------------------------------------------------------------
 
+    def _runs_answer(self, query: dict[str, str]) -> Iterator[str]:
+        """``GET /runs`` in pieces (``chunked.runs_answer``): a stored run's entry as the store keeps it."""
+        return runs_answer(self.cloud, query.get("user"), events=query.get("events") in ("1", "true"),
+                           stored=self.store.stored_dtos if self.store is not None else None)
+
     async def _runs(self, body: dict[str, object], query: dict[str, str]) -> Answer:
-        from ..cloud.state import run_log
+        answer: Answer = json.loads("".join(self._runs_answer(query)))
+        return answer
 
-        user = query.get("user")
-        events = query.get("events") in ("1", "true")
-        return {"runs": [run_dto(r, events=events) for r in run_log(self.cloud) if user is None or r.user_id == user]}
-
-    def _fake_run(self, run_id: str) -> "FakeRun":
-        run = self.cloud.state.runs.get(run_id)
+    def _fake_run(self, run_id: str, *, hold: bool = True) -> "FakeRun":
+        """The run of ``run_id``; without ``hold``, a run only stored is read back as a copy for one
+        read (a read of a run holds nothing)."""
+        runs = self.cloud.state.runs
+        run = runs.get(run_id) if hold else runs.peek(run_id)
         if run is None:
             raise ControlError(404, "run_not_found", f"no run {run_id}")
         return run
 
     async def _run(self, body: dict[str, object], query: dict[str, str], run_id: str) -> Answer:
-        return run_dto(self._fake_run(run_id), events=query.get("events") not in ("0", "false"))
+        return run_dto(self._fake_run(run_id, hold=False), events=query.get("events") not in ("0", "false"))
 
     async def _run_events(self, body: dict[str, object], query: dict[str, str], run_id: str) -> Answer:
         """A page of the run's events (``after < seq <= upto``, oldest first, at most ``limit``; none of
@@ -309,7 +310,7 @@ class ControlApp:
         from ..control_wire import EVENTS_PAGE
 
         limit = _limit(_whole(query, "limit", EVENTS_PAGE))
-        found = [(self._fake_run(run_id), _whole(query, "after", 0), _whole(query, "upto", None))]
+        found = [(self._fake_run(run_id, hold=False), _whole(query, "after", 0), _whole(query, "upto", None))]
         return _pages(found, limit, _types(query, "exclude"))[0]
 
     async def _runs_events(self, body: dict[str, Any], query: dict[str, str]) -> Answer:
@@ -336,12 +337,14 @@ class ControlApp:
         kinds = frozenset(exclude)
         found: list[tuple[FakeRun, int, int | None]] = []
         missing: list[str] = []
-        for item in asked:
-            run = self.cloud.state.runs.get(item["run_id"])
-            if run is None:
+        runs = self.cloud.state.runs
+        slots = [runs.slot(item["run_id"]) for item in asked]
+        read = iter(runs.copies([slot for slot in slots if slot is not None]))  # read, never held
+        for item, slot in zip(asked, slots, strict=True):
+            if slot is None:
                 missing.append(item["run_id"])
             else:
-                found.append((run, item.get("after") or 0, item.get("upto")))
+                found.append((next(read), item.get("after") or 0, item.get("upto")))
         pages = _pages(found, limit, kinds)
         return _Spliced({"runs": pages, "missing": missing})  # its pages may carry stored text (``_encode``)
 

@@ -39,6 +39,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from ..changes import Change, RunEvents
 from ..files import read_json
 from ..text import json_clean, json_text_suspect, repair_value
+from ..cloud.book import READ_BACK, RunSlot
 from ..cloud.event_log import EventLog, events_between
 from ..cloud.keys import SigningKey
 from ..cloud.shared import KeyWindow
@@ -47,12 +48,13 @@ from ..cloud.state import (
     VERSION,
     CloudStateError,
     export_state,
+    id_serial,
     import_state,
     key_record,
     meta_record,
-    run_generations,
+    run_from_record,
     run_history,
-    run_log,
+    run_ids,
     run_record,
     user_record,
 )
@@ -61,6 +63,7 @@ from .tables import (
     EXPORTED_META,
     KEYS,
     META,
+    QUESTIONS,
     REFRESH,
     RUNS,
     USERS,
@@ -126,6 +129,8 @@ class _Batch(TypedDict):
     keys: list[dict[str, str]]
     unkeys: list[tuple[str, str]]
     refresh: list[dict[str, str]]
+    questions: list[dict[str, str | int]]
+    """``cloud_question`` rows: each question a run opened, and that run (its id and generation)."""
     release: list[tuple["FakeRun", int]]
     """``(run, seq)``: once the batch is committed, the run's log may let go of events up to ``seq``."""
 
@@ -133,7 +138,7 @@ class _Batch(TypedDict):
 class _Seen:
     """What the store last wrote of one run object."""
 
-    __slots__ = ("run", "gen", "seq", "first_seq", "deleted", "questions", "top_entry")
+    __slots__ = ("run", "gen", "seq", "first_seq", "deleted", "questions", "top_entry", "serial", "messages")
 
     def __init__(self, run: "FakeRun", gen: int) -> None:
         self.run = run
@@ -143,6 +148,9 @@ class _Seen:
         self.deleted: bool | None = None
         self.questions: list[str] = []
         self.top_entry = 0
+        self.serial = 0
+        """The highest id serial of the run's own id, its questions and its first ``messages`` messages."""
+        self.messages = 0
 
 
 class _StoredEvents:
@@ -278,7 +286,11 @@ class _Marks:
 
     def __init__(self, cloud: "FakeCloud") -> None:
         state = cloud.state
-        self.runs = [(run, run.seq, run.first_seq, run.deleted) for run in run_log(cloud)]
+        slots = state.run_log.slots
+        self.places = [place for place, slot in enumerate(slots) if slot.run is not None]
+        """Where each run held is in start order (a run only stored was written before)."""
+        self.runs = [(run, run.seq, run.first_seq, run.deleted)
+                     for run in (slots[place].run for place in self.places) if run is not None]
         self.users = {uid: _fingerprint(user) for uid, user in state.users.items()}
         self.keys = set(state.idempotency)
         self.refresh = set(state.refresh_tokens)
@@ -318,8 +330,6 @@ class CloudStore:
         self._done = 0
         self._dirty_runs: dict[int, "FakeRun"] = {}
         self._runs: dict[int, _Seen] = {}
-        self._gens: dict[str, int] = {}
-        """How many runs of each id the store numbered (the next one of that id is that generation)."""
         self._ordinal = 0
         self._users: dict[str, tuple[object, ...]] = {}
         self._keys: set[tuple[str, str]] = set()
@@ -412,30 +422,198 @@ class CloudStore:
     async def load(self, cloud: "FakeCloud") -> bool:
         """Put the stored state into ``cloud`` and follow it from now on; True when state was stored.
 
-        What is read is the state without the runs' events (people, keys, runs' records): each
-        run's events stay in the store and its log reads them back when asked (``EventLog``)."""
+        What is read is the state without its runs: people, settings, idempotency keys, and for each
+        run its place in start order (``RunSlot``: id, person, generation, status). A run is read
+        back from the store when something asks for it (``_read_back``), its events when its log is
+        read (``EventLog``): the load costs what the idempotency window and the people hold, not
+        the runs the workspace ever held."""
         try:
-            heads = await asyncio.to_thread(self._stored_heads)
+            heads = await asyncio.to_thread(self._load_heads)
         except (SQLAlchemyError, ValueError, KeyError, TypeError) as exc:
             raise CloudStateError(
                 f"cannot read the cloud state {self.path}: {_reason(exc)}; move it aside to start afresh, "
                 "or import an export with --import"
             ) from None
         if heads is not None:
-            doc, extras, clean = heads
-            import_state(cloud, doc, histories=[(questions, top) for _, _, questions, top in extras], owned=True,
-                         clean=clean)
-            for run, (gen, held, _, _) in zip(run_log(cloud), extras, strict=True):
-                run.events = EventLog(keep=self.keep_events, source=_StoredEvents(self.engine, run.id, gen),
-                                      older=held, floor=run.first_seq - 1)
+            doc, slots, top, ordinal, clean = heads
+            import_state(cloud, doc, histories=[], owned=True, clean=clean, stored=list(slots), stored_top=top)
+            self._ordinal = ordinal
         self.loaded = heads is not None
         self.attach(cloud)
         if heads is None:
             self._mark_unwritten(cloud)
             await self.flush()
         else:
-            self._apply(_Marks(cloud), [(q, top) for _, _, q, top in heads[1]])
+            self._apply(_Marks(cloud), [])
         return heads is not None
+
+    def _load_heads(self) -> tuple[dict[str, Any], list[RunSlot], tuple[int, int], int, bool] | None:
+        """The stored state as a ``state`` document without runs, every run's ``RunSlot`` in start
+        order, the highest id serial and turn entry number of them all, the highest ordinal, and
+        whether every row's text was clean as stored (see ``_stored_heads``); None when nothing is
+        stored yet. Rows written before ``cloud_run`` had its columns are read whole once, and their
+        columns (and questions) written."""
+        clean = True
+
+        def parsed(text: str) -> Any:
+            nonlocal clean
+            if clean and json_text_suspect(text):
+                clean = False
+            return json.loads(text)
+
+        with self.engine.connect() as conn:
+            meta = {row.key: parsed(row.value) for row in conn.execute(select(META))}
+            if "signing_key" not in meta:
+                return None
+            users = sorted((parsed(row.data) for row in conn.execute(select(USERS))), key=lambda u: u["id"])
+            old = conn.exec_driver_sql(f"SELECT 1 FROM {RUNS.name} WHERE user_id IS NULL LIMIT 1").first()
+        if old is not None:
+            self._fill_columns()
+        with self.engine.connect() as conn:
+            slots: list[RunSlot] = []
+            serial = top_entry = ordinal = 0
+            rows = conn.exec_driver_sql(
+                f"SELECT ordinal, run_id, gen, user_id, status, deleted, serial, top_entry FROM {RUNS.name} "
+                "ORDER BY ordinal")
+            for place, run_id, gen, user_id, status, deleted, run_serial, run_top in rows:
+                slots.append(RunSlot(run_id, user_id, gen=gen, deleted=bool(deleted), status=status))
+                serial = max(serial, run_serial or 0)
+                top_entry = max(top_entry, run_top or 0)
+                ordinal = max(ordinal, place)
+            # in the order they were written, the oldest first (the idempotency window trims by age)
+            keys = [parsed(row.data) for row in conn.execute(select(KEYS).order_by(literal_column("rowid")))]
+            refresh = {row.token: row.user_id for row in conn.execute(select(REFRESH))}
+        clean = clean and json_clean(refresh)
+        doc = {
+            "format": FORMAT,
+            "version": VERSION,
+            "meta": {k: meta[k] for k in EXPORTED_META if k in meta},
+            "users": users,
+            "runs": [],
+            "idempotency": keys,
+            "refresh_tokens": refresh,
+        }
+        return doc, slots, (serial, top_entry), ordinal, clean
+
+    def _fill_columns(self) -> None:
+        """Give the run rows written before ``cloud_run`` had its columns (``user_id`` ...) their
+        columns, ``dto`` and questions, from their records (and their events, when a row is older
+        still and has no ``_store`` field), in one transaction."""
+        with self.engine.connect() as conn:
+            rows = conn.exec_driver_sql(
+                f"SELECT run_id, gen, data FROM {RUNS.name} WHERE user_id IS NULL").fetchall()
+        probe: Any = None  # (a run built only to be described: it needs no cloud)
+        updates: list[dict[str, Any]] = []
+        questions: list[dict[str, str | int]] = []
+        for run_id, gen, data in rows:
+            record = json.loads(data)
+            own = record.pop(_STORE_FIELD, None)
+            run = run_from_record(probe, dict(record))
+            if not isinstance(own, dict):
+                held = _StoredEvents(self.engine, run_id, gen, repair=False).read(int(record.get("first_seq", 1)) - 1,
+                                                                                  None, None)
+                asked, top = run_history(held)
+                own = {"held": len(held), "questions": asked, "top_entry": top}
+            asked = [str(q) for q in own["questions"]]
+            opened = (run.question or {}).get("id")
+            if isinstance(opened, str) and opened not in asked:
+                asked.append(opened)
+            run.events = []
+            updates.append({"r": run_id, "g": gen, "data": _dump({**record, _STORE_FIELD: own}),
+                            **_run_columns(run, id_serial(run_ids(run), asked), int(own["top_entry"]))})
+            questions += [{"question_id": q, "run_id": run_id, "gen": gen} for q in asked]
+        with self.engine.begin() as conn:
+            runs = RUNS
+            for row in updates:
+                conn.execute(runs.update().where(runs.c.run_id == row["r"], runs.c.gen == row["g"])
+                             .values(**{k: v for k, v in row.items() if k not in ("r", "g")}))
+            if questions:
+                conn.execute(insert(QUESTIONS).prefix_with("OR REPLACE"), questions)
+
+    def _read_back(self, slots: list[RunSlot], hold: bool) -> list["FakeRun"]:
+        """The runs of stored ``slots`` read back (``RunBook.loader``): with ``hold``, followed from
+        now on (the next change of one is written as that run's, not as a new one) and their questions
+        known; else copies for one read. ``CloudStateError`` when a row is missing or malformed."""
+        cloud = self.cloud
+        if cloud is None:
+            raise CloudStateError(f"the cloud state {self.path} is closed")
+        texts: dict[tuple[str, int], str] = {}
+        with self.engine.connect() as conn:
+            for start in range(0, len(slots), READ_BACK):
+                chunk = slots[start:start + READ_BACK]
+                params: list[object] = []
+                for slot in chunk:
+                    params += [slot.id, slot.gen]
+                pairs = ", ".join(["(?, ?)"] * len(chunk))
+                sql = (f"WITH w(r, g) AS (VALUES {pairs}) SELECT c.run_id, c.gen, c.data FROM w JOIN "
+                       f"{RUNS.name} AS c ON c.run_id = w.r AND c.gen = w.g")
+                texts.update({(run_id, gen): data for run_id, gen, data in conn.exec_driver_sql(sql, tuple(params))})
+        runs = []
+        for slot in slots:
+            data = texts.get((slot.id, slot.gen or 0))
+            if data is None:
+                raise CloudStateError(f"run {slot.id} is not in the cloud state {self.path}")
+            try:
+                record = json.loads(data)
+            except ValueError as exc:
+                raise CloudStateError(f"the stored run {slot.id} is not JSON: {exc}") from None
+            own = record.pop(_STORE_FIELD, None) if isinstance(record, dict) else None
+            run = run_from_record(cloud, record)
+            if not isinstance(own, dict):
+                own = {"held": None, "questions": [], "top_entry": 0}
+            gen = slot.gen or 0
+            held = own.get("held")
+            source = _StoredEvents(self.engine, run.id, gen)
+            if not isinstance(held, int) or isinstance(held, bool):
+                held = source.count(run.first_seq - 1, None)
+            run.events = EventLog(keep=self.keep_events, source=source, older=held, floor=run.first_seq - 1)
+            if hold:
+                seen = self._runs[id(run)] = _Seen(run, gen)
+                seen.seq, seen.first_seq, seen.deleted = run.seq, run.first_seq, run.deleted
+                seen.questions = [str(q) for q in own.get("questions", [])]
+                seen.top_entry = int(own.get("top_entry", 0))
+                seen.serial, seen.messages = id_serial(run_ids(run), seen.questions), len(run.messages)
+                for question_id in seen.questions:
+                    cloud.state.questions.setdefault(question_id, run)
+                opened = (run.question or {}).get("id")
+                if isinstance(opened, str):
+                    cloud.state.questions.setdefault(opened, run)
+            runs.append(run)
+        return runs
+
+    def _find_question(self, question_id: str) -> "FakeRun | None":
+        """The run that opened ``question_id`` when it is a stored run's (``QuestionBook.finder``):
+        read back and held from now on."""
+        cloud = self.cloud
+        if cloud is None:
+            return None
+        with self.engine.connect() as conn:
+            row = conn.execute(select(QUESTIONS.c.run_id, QUESTIONS.c.gen)
+                               .where(QUESTIONS.c.question_id == question_id)).first()
+        if row is None:
+            return None
+        slot = cloud.state.runs.slot(row.run_id)
+        while slot is not None and slot.gen != row.gen:
+            slot = slot.prev
+        if slot is None:
+            return None
+        return cloud.state.runs.held_runs([slot])[0]
+
+    def stored_dtos(self, slots: Sequence[RunSlot]) -> list[str | None]:
+        """For each of ``slots`` (stored ones), its ``GET /runs`` entry as stored (``run_dto`` without
+        events, as JSON), or None when the row has none."""
+        found: dict[tuple[str, int], str | None] = {}
+        with self.engine.connect() as conn:
+            for start in range(0, len(slots), READ_BACK):
+                chunk = slots[start:start + READ_BACK]
+                params: list[object] = []
+                for slot in chunk:
+                    params += [slot.id, slot.gen]
+                pairs = ", ".join(["(?, ?)"] * len(chunk))
+                sql = (f"WITH w(r, g) AS (VALUES {pairs}) SELECT c.run_id, c.gen, c.dto FROM w JOIN "
+                       f"{RUNS.name} AS c ON c.run_id = w.r AND c.gen = w.g")
+                found.update({(run_id, gen): dto for run_id, gen, dto in conn.exec_driver_sql(sql, tuple(params))})
+        return [found.get((slot.id, slot.gen or 0)) for slot in slots]
 
     def attach(self, cloud: "FakeCloud") -> None:
         """Follow ``cloud``'s changes (``load`` does it); its new runs' logs keep a bounded tail."""
@@ -443,6 +621,8 @@ class CloudStore:
             self._unsubscribe()
         self.cloud = cloud
         cloud.state.event_log = self._new_log
+        cloud.state.runs.loader = self._read_back
+        cloud.state.questions.finder = self._find_question
         self._unsubscribe = cloud.changes.subscribe(self._on_change, many=self._on_changes)
 
     def _new_log(self) -> EventLog:
@@ -500,16 +680,18 @@ class CloudStore:
 
     def _apply(self, marks: _Marks, histories: list[tuple[list[str], int]]) -> None:
         """What ``marks`` saw counts as written (the whole state was just loaded or written): each
-        run's log reads its older events from the store from now on and keeps only a tail."""
+        held run's log reads its older events from the store from now on and keeps only a tail.
+        ``histories``: each held run's ``run_history``, in ``marks.runs``' order."""
         self._runs.clear()
-        self._gens.clear()
         runs = [run for run, *_ in marks.runs]
-        for (run, seq, first_seq, deleted), gen, (questions, top) in zip(
-                marks.runs, run_generations(runs), histories, strict=True):
+        book = self.cloud.state.runs if self.cloud is not None else None
+        for (run, seq, first_seq, deleted), (questions, top) in zip(marks.runs, histories, strict=True):
+            slot = book.slot_of(run) if book is not None else None
+            gen = slot.gen if slot is not None and slot.gen is not None else 0
             seen = self._runs[id(run)] = _Seen(run, gen)
-            self._gens[run.id] = gen + 1
             seen.seq, seen.first_seq, seen.deleted = seq, first_seq, deleted
             seen.questions, seen.top_entry = list(questions), top
+            seen.serial, seen.messages = id_serial(run_ids(run), questions), len(run.messages)
             log = run.events
             if not isinstance(log, EventLog):  # (in seq order, as the store reads them)
                 log = run.events = EventLog(sorted(log, key=_event_seq), keep=self.keep_events,
@@ -519,7 +701,6 @@ class CloudStore:
         self._warm.clear()
         self._warm_events = 0
         self._hold(runs)
-        self._ordinal = len(runs)
         self._users = marks.users
         self._keys = marks.keys
         self._refresh = marks.refresh
@@ -530,16 +711,26 @@ class CloudStore:
                             if written.get(key) != (run.seq, run.first_seq, run.deleted)}
 
     def _mark_unwritten(self, cloud: "FakeCloud") -> None:
-        """Nothing of ``cloud`` is stored yet: the next flush writes all of it."""
+        """Nothing of ``cloud`` is stored yet: the next flush writes all of it (every run is held)."""
         self._runs.clear()
-        self._gens.clear()
         self._ordinal = 0
         self._users, self._keys, self._refresh, self._meta = {}, set(), set(), {}
         self._key = None
-        for run in run_log(cloud):
+        runs = list(cloud.state.run_log)
+        for run in runs:
             if not isinstance(run.events, EventLog):
                 run.events = EventLog(run.events, keep=self.keep_events, floor=run.first_seq - 1)
-        self._dirty_runs = {id(run): run for run in run_log(cloud)}
+        self._dirty_runs = {id(run): run for run in runs}
+
+    def _rewritten(self, cloud: "FakeCloud", marks: _Marks, histories: list[tuple[list[str], int]]) -> None:
+        """Every run was just written again in start order (``_write_all``): each slot's generation
+        is its place among its id's runs, and the held runs' histories are applied."""
+        counted: dict[str, int] = {}
+        for slot in cloud.state.run_log.slots:
+            slot.gen = counted.get(slot.id, 0)
+            counted[slot.id] = slot.gen + 1
+        self._ordinal = len(histories)
+        self._apply(marks, [histories[place] for place in marks.places])
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -557,7 +748,7 @@ class CloudStore:
             try:
                 if self._broken:  # a failed write left the rows behind the marks: write the whole state
                     doc, marks = export_state(cloud), _Marks(cloud)
-                    self._apply(marks, await asyncio.to_thread(self._write_all, doc))
+                    self._rewritten(cloud, marks, await asyncio.to_thread(self._write_all, doc))
                     self._broken = False
                 batch = self._collect(cloud)
                 if batch is not None:
@@ -621,7 +812,7 @@ class CloudStore:
     def _collect(self, cloud: "FakeCloud") -> "_Batch | None":
         """What changed since the last flush, as rows (taken on the loop, written in a thread)."""
         batch: _Batch = {"meta": [], "users": [], "runs": [], "events": [], "wipe": [],
-                         "keys": [], "unkeys": [], "refresh": [], "release": []}
+                         "keys": [], "unkeys": [], "refresh": [], "questions": [], "release": []}
         for key, value in self._cheap_meta(cloud).items():
             text = _dump(value)
             if self._meta.get(key) != text:
@@ -635,7 +826,7 @@ class CloudStore:
                 batch["users"].append({"id": uid, "data": _dump(user_record(user))})
         if self._dirty_runs:
             dirty, self._dirty_runs = self._dirty_runs, {}
-            for run in _start_order(dirty.values(), self._runs, state.run_log):
+            for run in _start_order(dirty.values(), self._runs, state.run_log.slots):
                 self._collect_run(cloud, run, batch)
             self._collect_keys(state.idempotency, batch)
         if len(state.refresh_tokens) != len(self._refresh):
@@ -663,14 +854,20 @@ class CloudStore:
     def _collect_run(self, cloud: "FakeCloud", run: "FakeRun", batch: "_Batch") -> None:
         seen = self._runs.get(id(run))
         if seen is None or seen.run is not run:
-            gen = self._gens.get(run.id, 0)
-            self._gens[run.id] = gen + 1
+            slot = cloud.state.runs.slot_of(run)
+            if slot is None:  # no longer one of the cloud's runs (a reset): nothing to keep
+                return
+            gen, earlier = 0, slot.prev  # its place among the runs of its id
+            while earlier is not None:
+                gen, earlier = gen + 1, earlier.prev
+            slot.gen = gen
             seen = self._runs[id(run)] = _Seen(run, gen)
             self._ordinal += 1
             batch["wipe"].append((run.id, gen))
             ordinal = self._ordinal
             if isinstance(run.events, EventLog):
                 run.events.source = _StoredEvents(self.engine, run.id, gen)
+            seen.serial = id_serial((run.id,))
         else:
             ordinal = None
         if seen.seq == run.seq and seen.deleted == run.deleted and seen.first_seq == run.first_seq:
@@ -680,10 +877,16 @@ class CloudStore:
             questions, top = run_history(new)
             seen.questions += questions
             seen.top_entry = max(seen.top_entry, top)
+            batch["questions"] += [{"question_id": q, "run_id": run.id, "gen": seen.gen} for q in questions]
+            seen.serial = max(seen.serial, id_serial(questions))
         batch["events"].extend((run.id, seen.gen, e) for e in new)
+        if len(run.messages) > seen.messages:
+            seen.serial = max(seen.serial, id_serial(str(m.get("id", "")) for m in run.messages[seen.messages:]))
+            seen.messages = len(run.messages)
         record = run_record(run)
         record[_STORE_FIELD] = {"held": len(run.events), "questions": seen.questions, "top_entry": seen.top_entry}
-        batch["runs"].append({"run_id": run.id, "gen": seen.gen, "ordinal": ordinal, "data": _dump(record)})
+        batch["runs"].append({"run_id": run.id, "gen": seen.gen, "ordinal": ordinal, "data": _dump(record),
+                              **_run_columns(run, seen.serial, seen.top_entry)})
         batch["release"].append((run, run.seq))
         seen.seq, seen.first_seq, seen.deleted = run.seq, run.first_seq, run.deleted
 
@@ -708,9 +911,11 @@ class CloudStore:
                 runs = RUNS
                 if row["ordinal"] is None:
                     conn.execute(runs.update().where(runs.c.run_id == row["run_id"], runs.c.gen == row["gen"])
-                                 .values(data=row["data"]))
+                                 .values({k: v for k, v in row.items() if k not in _ROW_KEY}))
                 else:
                     conn.execute(insert(runs).prefix_with("OR REPLACE"), [row])
+            if batch["questions"]:
+                conn.execute(insert(QUESTIONS).prefix_with("OR REPLACE"), batch["questions"])
             if batch["keys"]:
                 conn.execute(insert(KEYS).prefix_with("OR REPLACE"), batch["keys"])
             keys = KEYS
@@ -732,7 +937,7 @@ class CloudStore:
         """Replace every stored row with ``doc``; each run's ``run_history``, in order."""
         histories = []
         with self.engine.begin() as conn:
-            for table in (USERS, RUNS, EVENTS, KEYS, REFRESH):
+            for table in (USERS, RUNS, EVENTS, KEYS, REFRESH, QUESTIONS):
                 conn.execute(delete(table))
             meta = META
             conn.execute(delete(meta).where(meta.c.key.in_(EXPORTED_META)))
@@ -749,8 +954,18 @@ class CloudStore:
                 questions, top = run_history(run["events"])
                 histories.append((questions, top))
                 record[_STORE_FIELD] = {"held": len(run["events"]), "questions": questions, "top_entry": top}
+                nobody: Any = None  # (a run built only to be described: it needs no cloud)
+                described = run_from_record(nobody, {k: v for k, v in record.items() if k != _STORE_FIELD})
+                asked = list(questions)
+                opened = (described.question or {}).get("id")
+                if isinstance(opened, str) and opened not in asked:
+                    asked.append(opened)
                 conn.execute(insert(RUNS),
-                             [{"run_id": run["id"], "gen": gen, "ordinal": ordinal, "data": _dump(record)}])
+                             [{"run_id": run["id"], "gen": gen, "ordinal": ordinal, "data": _dump(record),
+                               **_run_columns(described, id_serial(run_ids(described), asked), top)}])
+                if asked:
+                    conn.execute(insert(QUESTIONS).prefix_with("OR REPLACE"),
+                                 [{"question_id": q, "run_id": run["id"], "gen": gen} for q in asked])
                 if run["events"]:
                     conn.execute(insert(EVENTS),
                                  [{"run_id": run["id"], "gen": gen, "seq": e["seq"], "data": _dump(e)}
@@ -768,7 +983,7 @@ class CloudStore:
         async with self._lock:
             import_state(cloud, doc)  # raises CloudStateError before anything changes
             clean, marks = export_state(cloud), _Marks(cloud)
-            self._apply(marks, await asyncio.to_thread(self._write_all, clean))
+            self._rewritten(cloud, marks, await asyncio.to_thread(self._write_all, clean))
 
     def import_document(self, doc: Any, client_id: str) -> None:
         """Replace the stored state with ``doc`` (no cloud attached: before serving)."""
@@ -790,9 +1005,9 @@ class CloudStore:
         self.engine.dispose()
 
 
-def _start_order(changed: Iterable["FakeRun"], numbered: dict[int, _Seen], log: "list[FakeRun]") -> "list[FakeRun]":
+def _start_order(changed: Iterable["FakeRun"], numbered: dict[int, _Seen], slots: "list[RunSlot]") -> "list[FakeRun]":
     """``changed`` with the runs the store has not numbered yet last, in start order (their order in
-    ``log``): they are found from its end, where a new run is, not by numbering the whole log."""
+    ``slots``): they are found from its end, where a new run is, not by numbering the whole log."""
     old: list["FakeRun"] = []
     new: dict[int, "FakeRun"] = {}
     for run in changed:
@@ -803,12 +1018,26 @@ def _start_order(changed: Iterable["FakeRun"], numbered: dict[int, _Seen], log: 
     if not new:
         return old
     found: list["FakeRun"] = []
-    for run in reversed(log):
-        if id(run) in new:
-            found.append(new.pop(id(run)))
+    for slot in reversed(slots):
+        held = slot.run
+        if held is not None and id(held) in new:
+            found.append(new.pop(id(held)))
             if not new:
                 break
     return [*new.values(), *old, *reversed(found)]  # (a run not in the log first, as before)
+
+
+_ROW_KEY = ("run_id", "gen", "ordinal")
+
+
+def _run_columns(run: "FakeRun", serial: int, top_entry: int) -> dict[str, Any]:
+    """What a run's row holds besides its record: what a load reads of it, and its ``GET /runs``
+    entry (a run only stored has no stream open)."""
+    dto = run.to_wire()  # a new dict sharing the run's values: encoded here at once, never kept
+    dto.update(deleted=run.deleted, idempotency_key=run.idempotency_key, turns=run.turns, seq=run.seq,
+               first_seq=run.first_seq, streams=0)  # as ``run_dto`` without events
+    return {"user_id": run.user_id, "status": run.status, "deleted": run.deleted, "serial": serial,
+            "top_entry": top_entry, "dto": _dump(dto)}
 
 
 def _reason(exc: BaseException) -> str:

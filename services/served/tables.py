@@ -15,7 +15,7 @@ from sqlmodel import Field, SQLModel
 
 __all__ = [
     "CloudMetaRow", "CloudUserRow", "CloudRunRow", "CloudEventRow", "CloudKeyRow", "CloudRefreshRow",
-    "META", "USERS", "RUNS", "EVENTS", "KEYS", "REFRESH", "EXPORTED_META", "make_engine", "private_file",
+    "CloudQuestionRow", "META", "USERS", "RUNS", "EVENTS", "KEYS", "REFRESH", "QUESTIONS", "EXPORTED_META", "make_engine", "private_file",
 ]
 
 
@@ -43,6 +43,17 @@ class CloudRunRow(SQLModel, table=True):
     gen: int = Field(primary_key=True)
     ordinal: int
     data: str
+    user_id: str | None = None
+    """What a load reads without ``data`` (None in a row written before these columns: read from
+    ``data`` once, then written): the run's person, status, whether it is deleted, the highest id
+    serial it made and its highest turn entry number."""
+    status: str | None = None
+    deleted: bool | None = None
+    serial: int | None = None
+    top_entry: int | None = None
+    dto: str | None = None
+    """A settled or deleted run's ``GET /runs`` entry as JSON (``dtos.run_dto`` without events), so
+    a list of runs never read back sends it as it is; None for a run still going."""
 
 
 class CloudEventRow(SQLModel, table=True):
@@ -64,6 +75,15 @@ class CloudKeyRow(SQLModel, table=True):
     data: str
 
 
+class CloudQuestionRow(SQLModel, table=True):
+    """The run (one generation of its id) that opened a question: found without reading the run."""
+
+    __tablename__ = "cloud_question"
+    question_id: str = Field(primary_key=True)
+    run_id: str
+    gen: int
+
+
 class CloudRefreshRow(SQLModel, table=True):
     """One refresh token the directory issued, and its person."""
 
@@ -72,13 +92,16 @@ class CloudRefreshRow(SQLModel, table=True):
     user_id: str
 
 
-_TABLES = [CloudMetaRow, CloudUserRow, CloudRunRow, CloudEventRow, CloudKeyRow, CloudRefreshRow]
+_TABLES = [CloudMetaRow, CloudUserRow, CloudRunRow, CloudEventRow, CloudKeyRow, CloudRefreshRow, CloudQuestionRow]
 META: Table = CloudMetaRow.__table__  # type: ignore[attr-defined]
 USERS: Table = CloudUserRow.__table__  # type: ignore[attr-defined]
 RUNS: Table = CloudRunRow.__table__  # type: ignore[attr-defined]
 EVENTS: Table = CloudEventRow.__table__  # type: ignore[attr-defined]
 KEYS: Table = CloudKeyRow.__table__  # type: ignore[attr-defined]
 REFRESH: Table = CloudRefreshRow.__table__  # type: ignore[attr-defined]
+QUESTIONS: Table = CloudQuestionRow.__table__  # type: ignore[attr-defined]
+_RUN_COLUMNS = ("user_id TEXT", "status TEXT", "deleted BOOLEAN", "serial INTEGER", "top_entry INTEGER", "dto TEXT")
+"""The columns ``cloud_run`` gained after its first version (``make_engine`` adds them to an older file)."""
 EXPORTED_META = ("client_id", "signing_key", "token_serial", "client_jwk")
 
 
@@ -102,5 +125,13 @@ def make_engine(path: Path) -> Engine:
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
 
-    SQLModel.metadata.create_all(engine, tables=[META, USERS, RUNS, EVENTS, KEYS, REFRESH])
+    SQLModel.metadata.create_all(engine, tables=[META, USERS, RUNS, EVENTS, KEYS, REFRESH, QUESTIONS])
+    with engine.begin() as conn:
+        have = {row[1] for row in conn.exec_driver_sql(f"PRAGMA table_info({RUNS.name})")}
+        for column in _RUN_COLUMNS:
+            if column.split()[0] not in have:  # a file from before: its rows fill them at the next load
+                conn.exec_driver_sql(f"ALTER TABLE {RUNS.name} ADD COLUMN {column}")
+        # what a load reads of every run, in start order, read from this index alone
+        conn.exec_driver_sql(f"CREATE INDEX IF NOT EXISTS {RUNS.name}_heads ON {RUNS.name} "
+                             "(ordinal, run_id, gen, user_id, status, deleted, serial, top_entry)")
     return engine
