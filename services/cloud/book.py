@@ -16,6 +16,8 @@ run that opened each question, the ones of runs not read back found through the 
 
 from __future__ import annotations
 
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, overload
 
@@ -31,7 +33,7 @@ READ_BACK = 256
 class RunSlot:
     """One run in start order: the ``FakeRun`` once held (``run``), else what the store told of it."""
 
-    __slots__ = ("id", "user_id", "gen", "deleted", "status", "run", "prev")
+    __slots__ = ("id", "user_id", "gen", "deleted", "status", "run", "prev", "ref")
 
     def __init__(self, run_id: str, user_id: str, *, gen: int | None = None, deleted: bool = False,
                  status: str = "running", run: "FakeRun | None" = None, prev: "RunSlot | None" = None) -> None:
@@ -45,6 +47,9 @@ class RunSlot:
         """The run, once held; None while it is only stored."""
         self.prev = prev
         """The slot this id had before this run started under it (a deleted run), if any."""
+        self.ref: "weakref.ref[FakeRun] | None" = None
+        """The run it held before the book let go of it (``release``): while anything still holds that
+        run, reading the slot holds it again, so a run is never two objects at once."""
 
     @property
     def is_deleted(self) -> bool:
@@ -136,18 +141,24 @@ class RunBook(Mapping[str, "FakeRun"]):
         self.loader: Loader | None = None
         """Reads stored slots back (a served cloud's store sets it); without one every run is held."""
         self.log = RunLog(self)
+        self._recent: OrderedDict[RunSlot, None] = OrderedDict()
+        """The slots of held runs, the one read or started least recently first (``release``)."""
 
     # -- reading --------------------------------------------------------------------------------
 
     def __getitem__(self, run_id: str) -> "FakeRun":
-        slot = self._current[run_id]
-        return slot.run if slot.run is not None else self.held_runs([slot])[0]
+        return self._read(self._current[run_id])
 
     def get(self, run_id: str, default: "FakeRun | None" = None) -> "FakeRun | None":  # type: ignore[override]
         slot = self._current.get(run_id)
-        if slot is None:
-            return default
-        return slot.run if slot.run is not None else self.held_runs([slot])[0]
+        return default if slot is None else self._read(slot)
+
+    def _read(self, slot: RunSlot) -> "FakeRun":
+        run = slot.run
+        if run is None:
+            return self.held_runs([slot])[0]
+        self._recent.move_to_end(slot)
+        return run
 
     def __contains__(self, run_id: object) -> bool:
         return run_id in self._current
@@ -173,18 +184,28 @@ class RunBook(Mapping[str, "FakeRun"]):
 
     def held(self) -> Iterator["FakeRun"]:
         """The runs held in memory (a stored one has no stream open and nothing unwritten)."""
-        return (slot.run for slot in list(self._slots) if slot.run is not None)
+        return (slot.run for slot in list(self._recent) if slot.run is not None)
 
     def held_runs(self, slots: Sequence[RunSlot]) -> "list[FakeRun]":
         """The runs of ``slots``, the stored ones read back (and held from now on)."""
+        for slot in slots:
+            alive = slot.ref() if slot.ref is not None and slot.run is None else None
+            if alive is not None:  # let go of, but still held by someone: the same run again
+                self._hold(slot, alive)
         stored = [slot for slot in slots if slot.run is None]
         if stored:
             if self.loader is None:
                 raise KeyError(f"run {stored[0].id} is stored and this cloud has no store to read it from")
             for run, slot in zip(self.loader(stored, True), stored, strict=True):
-                slot.run = run
-                self._of[id(run)] = slot
+                self._hold(slot, run)
+        for slot in slots:
+            self._recent.move_to_end(slot)
         return [slot.run for slot in slots]  # type: ignore[misc]
+
+    def _hold(self, slot: RunSlot, run: "FakeRun") -> None:
+        slot.run, slot.ref = run, None
+        self._of[id(run)] = slot
+        self._recent[slot] = None
 
     def peek(self, run_id: str) -> "FakeRun | None":
         """The current run of ``run_id`` for one read: held as it is, else a copy read back (not
@@ -197,11 +218,43 @@ class RunBook(Mapping[str, "FakeRun"]):
     def copies(self, slots: Sequence[RunSlot]) -> "list[FakeRun]":
         """The runs of ``slots`` for one read: held ones as they are, stored ones read back as copies
         nobody holds (an export reads every run without holding them all)."""
-        stored = [slot for slot in slots if slot.run is None]
+        alive = {id(slot): slot.ref() for slot in slots if slot.run is None and slot.ref is not None}
+        stored = [slot for slot in slots if slot.run is None and alive.get(id(slot)) is None]
         read = iter(self.loader(stored, False) if stored and self.loader is not None else [])
         if stored and self.loader is None:
             raise KeyError(f"run {stored[0].id} is stored and this cloud has no store to read it from")
-        return [slot.run if slot.run is not None else next(read) for slot in slots]
+        return [slot.run if slot.run is not None else alive.get(id(slot)) or next(read) for slot in slots]
+
+    def release(self, keep: int, busy: Callable[["FakeRun"], bool]) -> "list[FakeRun]":
+        """Let go of the runs read or started least recently until at most ``keep`` are held, leaving
+        those ``busy`` says are in use (a stream open, something unwritten): a run let go of is read
+        back from the store when asked for again (the same object while anything still holds it).
+        Only a cloud with a ``loader`` lets go of any. Returns the runs let go of."""
+        if self.loader is None or len(self._recent) <= keep:
+            return []
+        gone: list["FakeRun"] = []
+        kept: list[RunSlot] = []
+        while len(self._recent) - len(kept) > keep and self._recent:
+            slot, _ = self._recent.popitem(last=False)
+            run = slot.run
+            if run is None:
+                continue
+            if busy(run):
+                kept.append(slot)
+                continue
+            slot.user_id, slot.deleted, slot.status = run.user_id, run.deleted, run.status
+            slot.run, slot.ref = None, weakref.ref(run)
+            self._of.pop(id(run), None)
+            gone.append(run)
+        for slot in reversed(kept):  # still the oldest: looked at first next time
+            self._recent[slot] = None
+            self._recent.move_to_end(slot, last=False)
+        return gone
+
+    @property
+    def held_count(self) -> int:
+        """How many runs are held."""
+        return len(self._recent)
 
     # -- changing -------------------------------------------------------------------------------
 
@@ -211,6 +264,7 @@ class RunBook(Mapping[str, "FakeRun"]):
         self._slots.append(slot)
         self._current[run.id] = slot
         self._of[id(run)] = slot
+        self._recent[slot] = None
         return slot
 
     def restore(self, slots: list[RunSlot]) -> None:
@@ -221,12 +275,14 @@ class RunBook(Mapping[str, "FakeRun"]):
             self._current[slot.id] = slot
             if slot.run is not None:
                 self._of[id(slot.run)] = slot
+                self._recent[slot] = None
         self._slots = slots
 
     def clear(self) -> None:
         self._slots = []
         self._current = {}
         self._of = {}
+        self._recent = OrderedDict()
 
     def __repr__(self) -> str:
         held = sum(1 for slot in self._slots if slot.run is not None)
@@ -263,6 +319,13 @@ class QuestionBook(Mapping[str, "FakeRun"]):
 
     def setdefault(self, question_id: str, run: "FakeRun") -> "FakeRun":
         return self._held.setdefault(question_id, run)
+
+    def forget(self, run: "FakeRun", question_ids: Iterator[str] | list[str]) -> None:
+        """Let go of ``run`` for these questions (the book let go of the run: found again through
+        ``finder`` when asked for)."""
+        for question_id in question_ids:
+            if self._held.get(question_id) is run:
+                del self._held[question_id]
 
     def __iter__(self) -> Iterator[str]:
         """The questions of the runs held (a stored run's are found when asked for)."""

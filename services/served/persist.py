@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import json
 import json.encoder
+import weakref
 from collections import OrderedDict
 from pathlib import Path
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -87,6 +88,10 @@ are read from ``cloud.db`` when a read asks for them (``CloudStore(keep_events=.
 HOLD_EVENTS = 32_768
 """How many written events a served cloud keeps in memory in all, whatever the number of runs: past
 it, the runs written least recently keep none (``CloudStore(hold_events=...)``)."""
+HOLD_RUNS = 1_000
+"""How many runs a served cloud holds in memory after a flush, whatever the number it ever held:
+past it, those read or started least recently are let go of, but never one with a stream open or
+anything unwritten (``CloudStore(hold_runs=...)``)."""
 _STORE_FIELD = "_store"
 """A stored run row's own field (not part of the state document): ``held`` (how many events the
 run holds), ``questions`` (the ids of the questions it opened) and ``top_entry`` (its highest turn
@@ -138,10 +143,11 @@ class _Batch(TypedDict):
 class _Seen:
     """What the store last wrote of one run object."""
 
-    __slots__ = ("run", "gen", "seq", "first_seq", "deleted", "questions", "top_entry", "serial", "messages")
+    __slots__ = ("ref", "gen", "seq", "first_seq", "deleted", "questions", "top_entry", "serial", "messages")
 
-    def __init__(self, run: "FakeRun", gen: int) -> None:
-        self.run = run
+    def __init__(self, run: "FakeRun", gen: int, gone: "Callable[[weakref.ref[FakeRun]], None] | None" = None) -> None:
+        self.ref = weakref.ref(run, gone)
+        """The run (weakly: what the store saw of a run lives as long as the run)."""
         self.gen = gen
         self.seq = 0
         self.first_seq = 0
@@ -151,6 +157,10 @@ class _Seen:
         self.serial = 0
         """The highest id serial of the run's own id, its questions and its first ``messages`` messages."""
         self.messages = 0
+
+    @property
+    def run(self) -> "FakeRun | None":
+        return self.ref()
 
 
 class _StoredEvents:
@@ -301,12 +311,16 @@ class _Marks:
 class CloudStore:
     """The durable state of one cloud in one SQLite file."""
 
-    def __init__(self, path: Path, *, keep_events: int = KEEP_EVENTS, hold_events: int = HOLD_EVENTS) -> None:
-        for name, value in (("keep_events", keep_events), ("hold_events", hold_events)):
+    def __init__(self, path: Path, *, keep_events: int = KEEP_EVENTS, hold_events: int = HOLD_EVENTS,
+                 hold_runs: int = HOLD_RUNS) -> None:
+        for name, value in (("keep_events", keep_events), ("hold_events", hold_events), ("hold_runs", hold_runs)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be zero or more events, not {value!r}")
         self.keep_events = keep_events
         """How many written events of each run stay in memory (``KEEP_EVENTS``)."""
+        self.hold_runs = hold_runs
+        """How many runs stay held after a flush (``HOLD_RUNS``): past it, those read or started least
+        recently are let go of (read back when asked for again), but never one in use."""
         self.hold_events = hold_events
         """How many written events stay in memory in all (``HOLD_EVENTS``): the runs written least
         recently let go of theirs first."""
@@ -325,6 +339,8 @@ class CloudStore:
                 "or import an export with --import"
             ) from None
         self.cloud: "FakeCloud | None" = None
+        self._read_for: "FakeCloud | None" = None
+        """The cloud whose runs the store reads back: the one followed, kept after ``close``."""
         self._lock = asyncio.Lock()
         self._asked = 0
         self._done = 0
@@ -534,9 +550,9 @@ class CloudStore:
         """The runs of stored ``slots`` read back (``RunBook.loader``): with ``hold``, followed from
         now on (the next change of one is written as that run's, not as a new one) and their questions
         known; else copies for one read. ``CloudStateError`` when a row is missing or malformed."""
-        cloud = self.cloud
+        cloud = self._read_for  # (still read after ``close``: a cloud kept for inspection reads its runs)
         if cloud is None:
-            raise CloudStateError(f"the cloud state {self.path} is closed")
+            raise CloudStateError(f"the cloud state {self.path} follows no cloud")
         texts: dict[tuple[str, int], str] = {}
         with self.engine.connect() as conn:
             for start in range(0, len(slots), READ_BACK):
@@ -568,7 +584,7 @@ class CloudStore:
                 held = source.count(run.first_seq - 1, None)
             run.events = EventLog(keep=self.keep_events, source=source, older=held, floor=run.first_seq - 1)
             if hold:
-                seen = self._runs[id(run)] = _Seen(run, gen)
+                seen = self._see(run, gen)
                 seen.seq, seen.first_seq, seen.deleted = run.seq, run.first_seq, run.deleted
                 seen.questions = [str(q) for q in own.get("questions", [])]
                 seen.top_entry = int(own.get("top_entry", 0))
@@ -584,7 +600,7 @@ class CloudStore:
     def _find_question(self, question_id: str) -> "FakeRun | None":
         """The run that opened ``question_id`` when it is a stored run's (``QuestionBook.finder``):
         read back and held from now on."""
-        cloud = self.cloud
+        cloud = self._read_for
         if cloud is None:
             return None
         with self.engine.connect() as conn:
@@ -619,7 +635,7 @@ class CloudStore:
         """Follow ``cloud``'s changes (``load`` does it); its new runs' logs keep a bounded tail."""
         if self._unsubscribe is not None:
             self._unsubscribe()
-        self.cloud = cloud
+        self.cloud = self._read_for = cloud
         cloud.state.event_log = self._new_log
         cloud.state.runs.loader = self._read_back
         cloud.state.questions.finder = self._find_question
@@ -688,7 +704,7 @@ class CloudStore:
         for (run, seq, first_seq, deleted), (questions, top) in zip(marks.runs, histories, strict=True):
             slot = book.slot_of(run) if book is not None else None
             gen = slot.gen if slot is not None and slot.gen is not None else 0
-            seen = self._runs[id(run)] = _Seen(run, gen)
+            seen = self._see(run, gen)
             seen.seq, seen.first_seq, seen.deleted = seq, first_seq, deleted
             seen.questions, seen.top_entry = list(questions), top
             seen.serial, seen.messages = id_serial(run_ids(run), questions), len(run.messages)
@@ -732,6 +748,41 @@ class CloudStore:
         self._ordinal = len(histories)
         self._apply(marks, [histories[place] for place in marks.places])
 
+    def _see(self, run: "FakeRun", gen: int) -> _Seen:
+        """What the store saw of ``run`` (numbered ``gen``), noted from now on for as long as the run lives."""
+        key = id(run)
+
+        def gone(_: "weakref.ref[FakeRun]") -> None:
+            if self._runs.get(key) is seen:
+                del self._runs[key]
+
+        seen = self._runs[key] = _Seen(run, gen, gone)
+        return seen
+
+    def _busy(self, run: "FakeRun") -> bool:
+        """Whether ``run`` is in use: a stream open, a change not written, a responder running."""
+        seen = self._runs.get(id(run))
+        return bool(run.streams) or id(run) in self._dirty_runs or seen is None or seen.run is not run \
+            or (seen.seq, seen.first_seq, seen.deleted) != (run.seq, run.first_seq, run.deleted) \
+            or (self.cloud is not None and bool(self.cloud.state.tasks))
+
+    def _let_go(self, cloud: "FakeCloud") -> None:
+        """Hold at most ``hold_runs`` runs (``RunBook.release``); what the store kept of one it lets
+        go of (its events in memory, its questions) goes with it."""
+        state = cloud.state
+        for run in state.runs.release(self.hold_runs, self._busy):
+            warm = self._warm.pop(id(run), None)
+            if warm is not None:
+                self._warm_events -= warm[1]
+            seen = self._runs.get(id(run))
+            if isinstance(run.events, EventLog) and seen is not None:
+                run.events.release(seen.seq, keep=0)
+            asked = list(seen.questions) if seen is not None else []
+            opened = (run.question or {}).get("id")
+            if isinstance(opened, str):
+                asked.append(opened)
+            state.questions.forget(run, asked)
+
     # -- writing -----------------------------------------------------------------------------
 
     async def flush(self) -> None:
@@ -761,6 +812,7 @@ class CloudStore:
                         if isinstance(run.events, EventLog):
                             run.events.release(seq)
                     self._hold(run for run, _ in batch["release"])
+                self._let_go(cloud)
             except (OSError, SQLAlchemyError) as exc:
                 raise StoreWriteError(f"cannot write the cloud state {self.path}: {_reason(exc)}") from None
             self._done = upto
@@ -861,7 +913,7 @@ class CloudStore:
             while earlier is not None:
                 gen, earlier = gen + 1, earlier.prev
             slot.gen = gen
-            seen = self._runs[id(run)] = _Seen(run, gen)
+            seen = self._see(run, gen)
             self._ordinal += 1
             batch["wipe"].append((run.id, gen))
             ordinal = self._ordinal

@@ -201,3 +201,61 @@ async def test_a_malformed_stored_run_is_refused_by_name_when_read_and_the_other
     await store.close()
     with sqlite3.connect(tmp_path / "cloud.db") as db:  # nothing rewritten over it
         assert db.execute("SELECT data FROM cloud_run WHERE run_id = ?", (ids["talked"],)).fetchone() == broken
+
+
+async def test_past_hold_runs_the_runs_used_least_recently_are_let_go_and_read_back_as_themselves(tmp_path: Path) -> None:
+    import gc
+
+    cloud = FakeCloud("app", issuer=URL, runtime_url=URL)
+    store = CloudStore(tmp_path / "cloud.db", hold_runs=0)
+    await store.load(cloud)
+    await cloud.connect(MemoryConnectionStore(), "user:a", scopes=["crtr:llm"])
+    client = cloud.crouter("user:a")
+    started = [await client.runs.start(prompt=f"run {n}") for n in range(5)]
+    for run in started:
+        cloud.runs.get(run.id).reply(f"answer for {run.id}")
+    kept = cloud.runs.get(started[0].id)  # someone still holds the first run
+    streamed = cloud.runs.get(started[1].id)
+    stream = client.runs.events(started[1].id, after=streamed.seq - 1)
+    first = await stream.__anext__()  # a stream open on the second
+    assert first.seq == streamed.seq
+    del streamed
+    await store.flush()
+    held = {slot.id for slot in cloud.state.run_log.slots if slot.run is not None}
+    assert held == {started[1].id}  # none is kept but the one streamed
+    # still held by someone: the same run again, and its change is written as its own
+    assert cloud.runs.get(started[0].id) is kept
+    kept.reply("after it was let go of")
+    await store.flush()
+    # held by nobody: read back from the store, whole
+    gc.collect()
+    again = cloud.runs.get(started[2].id)
+    assert again.events[-2]["text"] == f"answer for {started[2].id}" and again.seq == len(again.events)
+    await stream.aclose()
+    await client.aclose()
+    await store.close()
+    cloud, store = await _reopened(tmp_path / "cloud.db")
+    with sqlite3.connect(tmp_path / "cloud.db") as db:
+        assert db.execute("SELECT count(*), max(gen) FROM cloud_run").fetchone() == (5, 0)
+    first_run = cloud.runs.get(started[0].id)
+    assert [e["seq"] for e in first_run.events] == list(range(1, first_run.seq + 1))
+    assert first_run.events[-2]["text"] == "after it was let go of"
+    await store.close()
+
+
+async def test_a_question_of_a_run_let_go_of_is_found_again(tmp_path: Path) -> None:
+    cloud = FakeCloud("app", issuer=URL, runtime_url=URL)
+    store = CloudStore(tmp_path / "cloud.db", hold_runs=0)
+    await store.load(cloud)
+    await cloud.connect(MemoryConnectionStore(), "user:a", scopes=["crtr:llm"])
+    client = cloud.crouter("user:a")
+    run = await client.runs.start(prompt="asks")
+    question_id = cloud.runs.get(run.id).ask(title="which?")
+    await store.flush()
+    assert cloud.state.run_log.slots[0].run is None and question_id not in list(cloud.state.questions)
+    answer = await client.questions.get(question_id)  # the app's read finds it through the store
+    assert answer["id"] == question_id and answer["status"] == "open"
+    found = cloud.state.questions[question_id]
+    assert found is cloud.runs.get(run.id) and found.question["id"] == question_id
+    await client.aclose()
+    await store.close()
