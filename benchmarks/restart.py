@@ -6,8 +6,9 @@ subprocess is given 1,000 runs through the SDK (``client.runs.start``, as an app
 their events through the control API (``emit_many``, one call per run), then stopped and started
 again on the same folder: the figures are the time from the process start to its ``serving`` line
 and the server's resident memory then (``VmRSS`` from ``/proc``; best of 3 restarts), with the
-ratio of each to the same figure at 10k events. A restart reads people, keys and the runs' records
-from ``cloud.db``, never their events (aim at 1M: under 2 s and 200 MiB, under 1.5x the 10k figures).
+ratio of each to the same figure at 10k events. A restart reads people, keys and, for each run, its
+id, person and status from one index of ``cloud.db``: no run's record and no event (aim at 1M: under
+2 s and 200 MiB, under 1.5x the 10k figures).
 """
 
 from __future__ import annotations

@@ -59,13 +59,6 @@ class RunSlot:
     def run_status(self) -> str:
         return self.run.status if self.run is not None else self.status
 
-    @property
-    def settled_or_deleted(self) -> bool:
-        run = self.run
-        if run is not None:
-            return run.deleted or run.settled
-        return self.deleted or self.status == "settled"
-
     def __repr__(self) -> str:
         held = "held" if self.run is not None else "stored"
         return f"RunSlot({self.id!r}, gen={self.gen}, {held})"
@@ -174,6 +167,15 @@ class RunBook(Mapping[str, "FakeRun"]):
         """Every run's slot in start order (nothing read back)."""
         return self._slots
 
+    def values(self) -> "list[FakeRun]":  # type: ignore[override]
+        """The current run of each id, stored ones read back (``READ_BACK`` at a time) and held."""
+        current = list(self._current.values())
+        return [run for start in range(0, len(current), READ_BACK)
+                for run in self.held_runs(current[start:start + READ_BACK])]
+
+    def items(self) -> "list[tuple[str, FakeRun]]":  # type: ignore[override]
+        return [(run.id, run) for run in self.values()]
+
     def slot(self, run_id: str) -> RunSlot | None:
         """The current slot of ``run_id`` (nothing read back)."""
         return self._current.get(run_id)
@@ -251,10 +253,6 @@ class RunBook(Mapping[str, "FakeRun"]):
             self._recent.move_to_end(slot, last=False)
         return gone
 
-    @property
-    def held_count(self) -> int:
-        """How many runs are held."""
-        return len(self._recent)
 
     # -- changing -------------------------------------------------------------------------------
 

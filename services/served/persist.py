@@ -362,72 +362,20 @@ class CloudStore:
     # -- loading -----------------------------------------------------------------------------
 
     def stored_state(self) -> dict[str, Any] | None:
-        """The stored state as a ``state`` document, every event included (an export), or None
-        when nothing is stored yet."""
-        heads = self._stored_heads(events=True)
-        return heads[0] if heads is not None else None
-
-    def _stored_heads(self, *, events: bool = False) -> tuple[dict[str, Any], list[tuple[int, int, list[str], int]], bool] | None:
-        """The stored state as a ``state`` document whose runs come without their events (with
-        ``events``: with them), for each run ``(gen, held, question ids, top entry)``, and whether
-        every row's text was clean as stored (no NUL or surrogate escaped in its JSON: nothing for
-        ``repair_value`` to change; an emoji's escaped pair counts as not clean, and its row is
-        then checked string by string); None when nothing is stored yet. A run row from before rows kept
-        their ``_store`` field is given one here, from its events, once."""
-        clean = True
-
-        def parsed(text: str) -> Any:
-            nonlocal clean
-            # a NUL or a surrogate reaches a string only as a JSON escape (SQLite's text is UTF-8, and
-            # json.loads refuses a raw control character in a string)
-            if clean and json_text_suspect(text):
-                clean = False
-            return json.loads(text)
-
+        """The stored state as a ``state`` document, every event included, read exactly as stored
+        (an export), or None when nothing is stored yet."""
         with self.engine.connect() as conn:
-            meta = {row.key: parsed(row.value) for row in conn.execute(select(META))}
-            if "signing_key" not in meta:
+            head = _read_head(conn, json.loads)
+            if head is None:
                 return None
-            users = sorted((parsed(row.data) for row in conn.execute(select(USERS))),
-                           key=lambda u: u["id"])
             runs = []
-            extras = []
-            upgraded = []
-            for row in conn.execute(select(RUNS).order_by(RUNS.c.ordinal)):
-                record = parsed(row.data)
-                own = record.pop(_STORE_FIELD, None)
-                first = int(record.get("first_seq", 1))
-                if events or not isinstance(own, dict):
-                    held_events = _StoredEvents(self.engine, row.run_id, row.gen, repair=False).read(
-                        first - 1, None, None)
-                    if events:
-                        record["events"] = held_events
-                        clean = False  # read as objects: checked by the import, not here
-                    if not isinstance(own, dict):
-                        questions, top = run_history(held_events)
-                        own = {"held": len(held_events), "questions": questions, "top_entry": top}
-                        upgraded.append((row.run_id, row.gen, _dump({**record, _STORE_FIELD: own})))
-                extras.append((int(row.gen), int(own["held"]), [str(q) for q in own["questions"]],
-                               int(own["top_entry"])))
+            for row in conn.execute(select(RUNS.c.run_id, RUNS.c.gen, RUNS.c.data).order_by(RUNS.c.ordinal)):
+                record = json.loads(row.data)
+                record.pop(_STORE_FIELD, None)
+                record["events"] = _StoredEvents(self.engine, row.run_id, row.gen, repair=False).read(
+                    int(record.get("first_seq", 1)) - 1, None, None)
                 runs.append(record)
-            # in the order they were written, the oldest first (the idempotency window trims by age)
-            keys = [parsed(row.data) for row in conn.execute(select(KEYS).order_by(literal_column("rowid")))]
-            refresh = {row.token: row.user_id for row in conn.execute(select(REFRESH))}
-        clean = clean and json_clean(refresh)
-        if upgraded and not events:
-            with self.engine.begin() as conn:
-                for run_id, gen, data in upgraded:
-                    conn.execute(RUNS.update().where(RUNS.c.run_id == run_id, RUNS.c.gen == gen).values(data=data))
-        doc = {
-            "format": FORMAT,
-            "version": VERSION,
-            "meta": {k: meta[k] for k in EXPORTED_META if k in meta},
-            "users": users,
-            "runs": runs,
-            "idempotency": keys,
-            "refresh_tokens": refresh,
-        }
-        return doc, extras, clean
+        return _document(head, runs)
 
     def stored_meta(self, key: str) -> Any:
         """One stored setting (e.g. ``served_url``), or None."""
@@ -466,22 +414,24 @@ class CloudStore:
     def _load_heads(self) -> tuple[dict[str, Any], list[RunSlot], tuple[int, int], int, bool] | None:
         """The stored state as a ``state`` document without runs, every run's ``RunSlot`` in start
         order, the highest id serial and turn entry number of them all, the highest ordinal, and
-        whether every row's text was clean as stored (see ``_stored_heads``); None when nothing is
-        stored yet. Rows written before ``cloud_run`` had its columns are read whole once, and their
-        columns (and questions) written."""
+        whether every row's text was clean as stored (no NUL or surrogate escaped in its JSON: nothing
+        for ``repair_value`` to change; an emoji's escaped pair counts as not clean, and its row is then
+        checked string by string); None when nothing is stored yet. Rows written before ``cloud_run``
+        had its columns are read whole once, and their columns (and questions) written."""
         clean = True
 
         def parsed(text: str) -> Any:
             nonlocal clean
+            # a NUL or a surrogate reaches a string only as a JSON escape (SQLite's text is UTF-8, and
+            # json.loads refuses a raw control character in a string)
             if clean and json_text_suspect(text):
                 clean = False
             return json.loads(text)
 
         with self.engine.connect() as conn:
-            meta = {row.key: parsed(row.value) for row in conn.execute(select(META))}
-            if "signing_key" not in meta:
+            head = _read_head(conn, parsed)
+            if head is None:
                 return None
-            users = sorted((parsed(row.data) for row in conn.execute(select(USERS))), key=lambda u: u["id"])
             old = conn.exec_driver_sql(f"SELECT 1 FROM {RUNS.name} WHERE user_id IS NULL LIMIT 1").first()
         if old is not None:
             self._fill_columns()
@@ -491,25 +441,15 @@ class CloudStore:
             rows = conn.exec_driver_sql(
                 f"SELECT ordinal, run_id, gen, user_id, status, deleted, serial, top_entry FROM {RUNS.name} "
                 "ORDER BY ordinal")
+            shared: dict[str, str] = {}  # one string for each person and status, not one a run
             for place, run_id, gen, user_id, status, deleted, run_serial, run_top in rows:
-                slots.append(RunSlot(run_id, user_id, gen=gen, deleted=bool(deleted), status=status))
+                slots.append(RunSlot(run_id, shared.setdefault(user_id, user_id), gen=gen, deleted=bool(deleted),
+                                     status=shared.setdefault(status, status)))
                 serial = max(serial, run_serial or 0)
                 top_entry = max(top_entry, run_top or 0)
                 ordinal = max(ordinal, place)
-            # in the order they were written, the oldest first (the idempotency window trims by age)
-            keys = [parsed(row.data) for row in conn.execute(select(KEYS).order_by(literal_column("rowid")))]
-            refresh = {row.token: row.user_id for row in conn.execute(select(REFRESH))}
-        clean = clean and json_clean(refresh)
-        doc = {
-            "format": FORMAT,
-            "version": VERSION,
-            "meta": {k: meta[k] for k in EXPORTED_META if k in meta},
-            "users": users,
-            "runs": [],
-            "idempotency": keys,
-            "refresh_tokens": refresh,
-        }
-        return doc, slots, (serial, top_entry), ordinal, clean
+        clean = clean and json_clean(head[3])
+        return _document(head, []), slots, (serial, top_entry), ordinal, clean
 
     def _fill_columns(self) -> None:
         """Give the run rows written before ``cloud_run`` had its columns (``user_id`` ...) their
@@ -530,11 +470,7 @@ class CloudStore:
                                                                                   None, None)
                 asked, top = run_history(held)
                 own = {"held": len(held), "questions": asked, "top_entry": top}
-            asked = [str(q) for q in own["questions"]]
-            opened = (run.question or {}).get("id")
-            if isinstance(opened, str) and opened not in asked:
-                asked.append(opened)
-            run.events = []
+            asked = _asked(own["questions"], run)
             updates.append({"r": run_id, "g": gen, "data": _dump({**record, _STORE_FIELD: own}),
                             **_run_columns(run, id_serial(run_ids(run), asked), int(own["top_entry"]))})
             questions += [{"question_id": q, "run_id": run_id, "gen": gen} for q in asked]
@@ -553,20 +489,9 @@ class CloudStore:
         cloud = self._read_for  # (still read after ``close``: a cloud kept for inspection reads its runs)
         if cloud is None:
             raise CloudStateError(f"the cloud state {self.path} follows no cloud")
-        texts: dict[tuple[str, int], str] = {}
-        with self.engine.connect() as conn:
-            for start in range(0, len(slots), READ_BACK):
-                chunk = slots[start:start + READ_BACK]
-                params: list[object] = []
-                for slot in chunk:
-                    params += [slot.id, slot.gen]
-                pairs = ", ".join(["(?, ?)"] * len(chunk))
-                sql = (f"WITH w(r, g) AS (VALUES {pairs}) SELECT c.run_id, c.gen, c.data FROM w JOIN "
-                       f"{RUNS.name} AS c ON c.run_id = w.r AND c.gen = w.g")
-                texts.update({(run_id, gen): data for run_id, gen, data in conn.exec_driver_sql(sql, tuple(params))})
+        texts = self._run_column(slots, "data")
         runs = []
-        for slot in slots:
-            data = texts.get((slot.id, slot.gen or 0))
+        for slot, data in zip(slots, texts, strict=True):
             if data is None:
                 raise CloudStateError(f"run {slot.id} is not in the cloud state {self.path}")
             try:
@@ -589,11 +514,8 @@ class CloudStore:
                 seen.questions = [str(q) for q in own.get("questions", [])]
                 seen.top_entry = int(own.get("top_entry", 0))
                 seen.serial, seen.messages = id_serial(run_ids(run), seen.questions), len(run.messages)
-                for question_id in seen.questions:
+                for question_id in _asked(seen.questions, run):
                     cloud.state.questions.setdefault(question_id, run)
-                opened = (run.question or {}).get("id")
-                if isinstance(opened, str):
-                    cloud.state.questions.setdefault(opened, run)
             runs.append(run)
         return runs
 
@@ -618,17 +540,22 @@ class CloudStore:
     def stored_dtos(self, slots: Sequence[RunSlot]) -> list[str | None]:
         """For each of ``slots`` (stored ones), its ``GET /runs`` entry as stored (``run_dto`` without
         events, as JSON), or None when the row has none."""
+        return self._run_column(slots, "dto")
+
+    def _run_column(self, slots: Sequence[RunSlot], column: str) -> list[str | None]:
+        """One column of each of ``slots``' rows (None for a row that is not there), ``READ_BACK``
+        rows a statement, each found by its key."""
         found: dict[tuple[str, int], str | None] = {}
         with self.engine.connect() as conn:
             for start in range(0, len(slots), READ_BACK):
                 chunk = slots[start:start + READ_BACK]
                 params: list[object] = []
                 for slot in chunk:
-                    params += [slot.id, slot.gen]
+                    params += [slot.id, slot.gen or 0]
                 pairs = ", ".join(["(?, ?)"] * len(chunk))
-                sql = (f"WITH w(r, g) AS (VALUES {pairs}) SELECT c.run_id, c.gen, c.dto FROM w JOIN "
+                sql = (f"WITH w(r, g) AS (VALUES {pairs}) SELECT c.run_id, c.gen, c.{column} FROM w JOIN "
                        f"{RUNS.name} AS c ON c.run_id = w.r AND c.gen = w.g")
-                found.update({(run_id, gen): dto for run_id, gen, dto in conn.exec_driver_sql(sql, tuple(params))})
+                found.update({(run_id, gen): value for run_id, gen, value in conn.exec_driver_sql(sql, tuple(params))})
         return [found.get((slot.id, slot.gen or 0)) for slot in slots]
 
     def attach(self, cloud: "FakeCloud") -> None:
@@ -697,8 +624,8 @@ class CloudStore:
     def _apply(self, marks: _Marks, histories: list[tuple[list[str], int]]) -> None:
         """What ``marks`` saw counts as written (the whole state was just loaded or written): each
         held run's log reads its older events from the store from now on and keeps only a tail.
-        ``histories``: each held run's ``run_history``, in ``marks.runs``' order."""
-        self._runs.clear()
+        ``histories``: each held run's ``run_history``, in ``marks.runs``' order. (What the store saw
+        of a run let go of, and still alive, stays: it is written as itself if it changes.)"""
         runs = [run for run, *_ in marks.runs]
         book = self.cloud.state.runs if self.cloud is not None else None
         for (run, seq, first_seq, deleted), (questions, top) in zip(marks.runs, histories, strict=True):
@@ -760,11 +687,11 @@ class CloudStore:
         return seen
 
     def _busy(self, run: "FakeRun") -> bool:
-        """Whether ``run`` is in use: a stream open, a change not written, a responder running."""
+        """Whether ``run`` is in use: a stream open, or a change not written. (One held elsewhere, by a
+        responder say, may be let go of: while it lives, reading its slot holds the same run again.)"""
         seen = self._runs.get(id(run))
         return bool(run.streams) or id(run) in self._dirty_runs or seen is None or seen.run is not run \
-            or (seen.seq, seen.first_seq, seen.deleted) != (run.seq, run.first_seq, run.deleted) \
-            or (self.cloud is not None and bool(self.cloud.state.tasks))
+            or (seen.seq, seen.first_seq, seen.deleted) != (run.seq, run.first_seq, run.deleted)
 
     def _let_go(self, cloud: "FakeCloud") -> None:
         """Hold at most ``hold_runs`` runs (``RunBook.release``); what the store kept of one it lets
@@ -777,11 +704,7 @@ class CloudStore:
             seen = self._runs.get(id(run))
             if isinstance(run.events, EventLog) and seen is not None:
                 run.events.release(seen.seq, keep=0)
-            asked = list(seen.questions) if seen is not None else []
-            opened = (run.question or {}).get("id")
-            if isinstance(opened, str):
-                asked.append(opened)
-            state.questions.forget(run, asked)
+            state.questions.forget(run, _asked(seen.questions if seen is not None else [], run))
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -1008,10 +931,7 @@ class CloudStore:
                 record[_STORE_FIELD] = {"held": len(run["events"]), "questions": questions, "top_entry": top}
                 nobody: Any = None  # (a run built only to be described: it needs no cloud)
                 described = run_from_record(nobody, {k: v for k, v in record.items() if k != _STORE_FIELD})
-                asked = list(questions)
-                opened = (described.question or {}).get("id")
-                if isinstance(opened, str) and opened not in asked:
-                    asked.append(opened)
+                asked = _asked(questions, described)
                 conn.execute(insert(RUNS),
                              [{"run_id": run["id"], "gen": gen, "ordinal": ordinal, "data": _dump(record),
                                **_run_columns(described, id_serial(run_ids(described), asked), top)}])
@@ -1082,6 +1002,15 @@ def _start_order(changed: Iterable["FakeRun"], numbered: dict[int, _Seen], slots
 _ROW_KEY = ("run_id", "gen", "ordinal")
 
 
+def _asked(questions: Iterable[object], run: "FakeRun") -> list[str]:
+    """The questions a run opened (from its events), and the one its record holds when not among them."""
+    asked = [str(q) for q in questions]
+    opened = (run.question or {}).get("id")
+    if isinstance(opened, str) and opened not in asked:
+        asked.append(opened)
+    return asked
+
+
 def _run_columns(run: "FakeRun", serial: int, top_entry: int) -> dict[str, Any]:
     """What a run's row holds besides its record: what a load reads of it, and its ``GET /runs``
     entry (a run only stored has no stream open)."""
@@ -1090,6 +1019,37 @@ def _run_columns(run: "FakeRun", serial: int, top_entry: int) -> dict[str, Any]:
                first_seq=run.first_seq, streams=0)  # as ``run_dto`` without events
     return {"user_id": run.user_id, "status": run.status, "deleted": run.deleted, "serial": serial,
             "top_entry": top_entry, "dto": _dump(dto)}
+
+
+_Head = tuple[dict[str, Any], list[Any], list[Any], dict[str, str]]
+"""What a stored state holds besides its runs: meta, people, idempotency keys, refresh tokens."""
+
+
+def _read_head(conn: Any, parsed: Callable[[str], Any]) -> _Head | None:
+    """The stored meta, people (by id), idempotency keys (in the order written, the oldest first:
+    the window trims by age) and refresh tokens, each row's JSON read by ``parsed``; None when
+    nothing is stored yet."""
+    meta = {row.key: parsed(row.value) for row in conn.execute(select(META))}
+    if "signing_key" not in meta:
+        return None
+    users = sorted((parsed(row.data) for row in conn.execute(select(USERS))), key=lambda u: u["id"])
+    keys = [parsed(row.data) for row in conn.execute(select(KEYS).order_by(literal_column("rowid")))]
+    refresh = {row.token: row.user_id for row in conn.execute(select(REFRESH))}
+    return meta, users, keys, refresh
+
+
+def _document(head: _Head, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """A ``state`` document of a stored head and ``runs``."""
+    meta, users, keys, refresh = head
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "meta": {k: meta[k] for k in EXPORTED_META if k in meta},
+        "users": users,
+        "runs": runs,
+        "idempotency": keys,
+        "refresh_tokens": refresh,
+    }
 
 
 def _reason(exc: BaseException) -> str:

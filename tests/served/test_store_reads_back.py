@@ -259,3 +259,36 @@ async def test_a_question_of_a_run_let_go_of_is_found_again(tmp_path: Path) -> N
     assert found is cloud.runs.get(run.id) and found.question["id"] == question_id
     await client.aclose()
     await store.close()
+
+
+async def test_a_responder_replying_on_a_run_let_go_of_writes_the_reply_as_that_runs(tmp_path: Path) -> None:
+    import asyncio
+
+    cloud = FakeCloud("app", issuer=URL, runtime_url=URL)
+    store = CloudStore(tmp_path / "cloud.db", hold_runs=0)
+    await store.load(cloud)
+    await cloud.connect(MemoryConnectionStore(), "user:a", scopes=["crtr:llm"])
+    go = asyncio.Event()
+
+    async def slow(ctx: Any) -> None:
+        await go.wait()
+        ctx.run.reply("late reply")
+
+    cloud.runs.respond(slow)
+    client = cloud.crouter("user:a")
+    run = await client.runs.start(prompt="wait for it")
+    await store.flush()
+    assert cloud.state.run_log.slots[-1].run is None  # written, so let go of, while the responder waits
+    go.set()
+    await cloud.settle_tasks()
+    assert cloud.runs.get(run.id).events[-2]["text"] == "late reply"
+    await store.flush()
+    await client.aclose()
+    await store.close()
+    cloud, store = await _reopened(tmp_path / "cloud.db")
+    with sqlite3.connect(tmp_path / "cloud.db") as db:
+        assert db.execute("SELECT count(*), max(gen), max(ordinal) FROM cloud_run").fetchone() == (1, 0, 1)
+    again = cloud.runs.get(run.id)
+    assert again.events[-2]["text"] == "late reply"
+    assert [e["seq"] for e in again.events] == list(range(1, again.seq + 1))
+    await store.close()
