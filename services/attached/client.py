@@ -96,14 +96,21 @@ class RemoteCloud:
                         params: Mapping[str, str | int | float | bool | None] | None = None, *,
                         content: bytes | None = None) -> httpx.Response:
         """The response to one control call (``ControlError`` when refused or unanswered)."""
-        try:
-            if content is None:
-                response = await self._http.request(method, path, json=body, params=params)
-            else:
-                response = await self._http.request(method, path, content=content, params=params,
-                                                    headers={"Content-Type": "application/json"})
-        except httpx.TransportError as exc:
-            raise ControlError(503, "unreachable", f"{self.url} did not answer ({type(exc).__name__})") from exc
+        for attempt in (1, 2):
+            try:
+                if content is None:
+                    response = await self._http.request(method, path, json=body, params=params)
+                else:
+                    response = await self._http.request(method, path, content=content, params=params,
+                                                        headers={"Content-Type": "application/json"})
+                break
+            except httpx.RemoteProtocolError as exc:
+                # a kept-alive connection the server closed as it was reused: a read is asked again once
+                if method == "GET" and attempt == 1:
+                    continue
+                raise ControlError(503, "unreachable", f"{self.url} did not answer ({type(exc).__name__})") from exc
+            except httpx.TransportError as exc:
+                raise ControlError(503, "unreachable", f"{self.url} did not answer ({type(exc).__name__})") from exc
         if response.status_code >= 300:
             try:
                 error = response.json().get("error", {})
