@@ -16,7 +16,8 @@ The figures, one function each (``FIGURES``):
 - ``restart``: the server stopped and started again on the workspace: seconds to ``serving``, and
   its memory (RSS) then.
 - ``attach``: a window attaching (``Workspace.open`` on the folder, in a subprocess): seconds until
-  it returns, and the memory it adds to its process (RSS after the open less RSS before).
+  it returns, the memory it adds to its process (RSS after the open less RSS before), and the
+  server's memory after it (the attach lists every run; the server holds none of them for it).
 - ``pause``: while that window attaches, another client calls ``GET /people`` over and over: the
   worst and the median latency it sees (the pause a big attach makes everyone else wait).
 - ``follower``: the attaching window is the workspace's follower (a headless server): its catch-up
@@ -349,6 +350,7 @@ def figure_attach_and_pause(folder: Path, figures: Figures, context: dict[str, A
     answer = window(folder, wait_follower=wait_follower, during=latencies(context["server"]))
     figures.values["attach_s"] = answer["attach_s"]
     figures.values["attach_rss"] = answer["attach_rss"]
+    figures.values["server_rss_attached"] = rss_of(context["server"].proc.pid)
     seen = answer["during"]
     if seen:
         figures.values["pause_worst_s"] = max(seen)
@@ -422,6 +424,7 @@ ROWS: list[tuple[str, str, str, str]] = [
     ("server_rss", "server memory after start", "MiB", ""),
     ("attach_s", "window attach (Workspace.open)", "s", ""),
     ("attach_rss", "memory the window adds", "MiB", ""),
+    ("server_rss_attached", "server memory after that attach (it read every run)", "MiB", "< 200 MiB"),
     ("pause_worst_s", "another client's worst latency during an attach", "ms", "< 50 ms at 100k, flat"),
     ("pause_median_s", "another client's median latency during an attach", "ms", ""),
     ("pause_calls", "another client's calls answered during the attach", "calls", ""),
