@@ -194,6 +194,8 @@ class RunBook(Mapping[str, "FakeRun"]):
             alive = slot.ref() if slot.ref is not None and slot.run is None else None
             if alive is not None:  # let go of, but still held by someone: the same run again
                 self._hold(slot, alive)
+            elif slot.ref is not None:
+                slot.ref = None  # (gone: read back from the store below)
         stored = [slot for slot in slots if slot.run is None]
         if stored:
             if self.loader is None:
