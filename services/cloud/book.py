@@ -1,11 +1,12 @@
 """``RunBook``: every run of one cloud, by id and in start order, some of them only in a store.
 
 An embedded cloud holds every run it started as a ``FakeRun``. A served cloud's store reads back,
-at start, only the runs still going; a settled or deleted run stays a ``RunSlot`` (its id, person,
-generation and status) until something asks for it by id or walks the runs, when the store's
-``loader`` reads it from ``cloud.db`` and it is held from then on. So a restart costs what is live,
-not every run the workspace ever held, and a run read back is the same object on every read (what
-one caller changes, the next one sees).
+at start, no run: each is a ``RunSlot`` (its id, person, generation and status) until something
+asks for it by id or walks the runs, when the store's ``loader`` reads it from ``cloud.db`` and it
+is held from then on. After each write the store lets go of the runs used least recently past a
+bound (``release``), never one in use. So a restart costs nothing per run but its slot, and a run
+read back is the same object on every read while anything holds it (what one caller changes, the
+next one sees).
 
 ``CloudState.runs`` is the book (a mapping of run id to the current run of that id: ``get``, ``[]``,
 ``in``); ``CloudState.run_log`` is its ``log``, the runs in start order, deleted ones kept. What

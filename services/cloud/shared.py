@@ -190,7 +190,7 @@ class CloudState:
     """Every person, by id, in the order the cloud met them."""
     runs: RunBook = field(default_factory=RunBook)
     """The current run of each id (a deleted one until its id is started again); a served cloud's
-    store reads a settled or deleted run back when it is asked for (``book.RunBook``)."""
+    store holds only some of them and reads the others back when asked for (``book.RunBook``)."""
     questions: QuestionBook = field(default_factory=QuestionBook)
     """The run that opened each question, by question id."""
     refresh_tokens: dict[str, str] = field(default_factory=dict)

@@ -45,7 +45,6 @@ __all__ = [
     "run_record",
     "key_record",
     "meta_record",
-    "run_generations",
     "state_problem",
     "STATE_SCHEMA",
     "run_history",
@@ -81,16 +80,6 @@ def each_run(cloud: CloudHost) -> Iterator[FakeRun]:
     slots = list(cloud.state.run_log.slots)
     for start in range(0, len(slots), READ_BACK):
         yield from cloud.state.runs.copies(slots[start:start + READ_BACK])
-
-
-def run_generations(runs: list[FakeRun]) -> list[int]:
-    """For each run, how many earlier runs had the same id (a deleted run's id may start again)."""
-    seen: dict[str, int] = {}
-    out = []
-    for run in runs:
-        out.append(seen.get(run.id, 0))
-        seen[run.id] = out[-1] + 1
-    return out
 
 
 def meta_record(cloud: CloudHost) -> dict[str, object]:

@@ -52,8 +52,8 @@ class CloudRunRow(SQLModel, table=True):
     serial: int | None = None
     top_entry: int | None = None
     dto: str | None = None
-    """A settled or deleted run's ``GET /runs`` entry as JSON (``dtos.run_dto`` without events), so
-    a list of runs never read back sends it as it is; None for a run still going."""
+    """The run's ``GET /runs`` entry as JSON (``dtos.run_dto`` without events, no stream open), so a
+    list sends a run not held as it is, without reading it back."""
 
 
 class CloudEventRow(SQLModel, table=True):
