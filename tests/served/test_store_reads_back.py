@@ -203,14 +203,19 @@ async def test_a_malformed_stored_run_is_refused_by_name_when_read_and_the_other
         assert db.execute("SELECT data FROM cloud_run WHERE run_id = ?", (ids["talked"],)).fetchone() == broken
 
 
-async def test_past_hold_runs_the_runs_used_least_recently_are_let_go_and_read_back_as_themselves(tmp_path: Path) -> None:
-    import gc
-
+async def _holding_none(tmp_path: Path) -> tuple[FakeCloud, CloudStore, Any]:
+    """A new stored cloud that lets go of every run it may after each write, and an app's client."""
     cloud = FakeCloud("app", issuer=URL, runtime_url=URL)
     store = CloudStore(tmp_path / "cloud.db", hold_runs=0)
     await store.load(cloud)
     await cloud.connect(MemoryConnectionStore(), "user:a", scopes=["crtr:llm"])
-    client = cloud.crouter("user:a")
+    return cloud, store, cloud.crouter("user:a")
+
+
+async def test_past_hold_runs_the_runs_used_least_recently_are_let_go_and_read_back_as_themselves(tmp_path: Path) -> None:
+    import gc
+
+    cloud, store, client = await _holding_none(tmp_path)
     started = [await client.runs.start(prompt=f"run {n}") for n in range(5)]
     for run in started:
         cloud.runs.get(run.id).reply(f"answer for {run.id}")
@@ -244,11 +249,7 @@ async def test_past_hold_runs_the_runs_used_least_recently_are_let_go_and_read_b
 
 
 async def test_a_question_of_a_run_let_go_of_is_found_again(tmp_path: Path) -> None:
-    cloud = FakeCloud("app", issuer=URL, runtime_url=URL)
-    store = CloudStore(tmp_path / "cloud.db", hold_runs=0)
-    await store.load(cloud)
-    await cloud.connect(MemoryConnectionStore(), "user:a", scopes=["crtr:llm"])
-    client = cloud.crouter("user:a")
+    cloud, store, client = await _holding_none(tmp_path)
     run = await client.runs.start(prompt="asks")
     question_id = cloud.runs.get(run.id).ask(title="which?")
     await store.flush()
@@ -264,10 +265,7 @@ async def test_a_question_of_a_run_let_go_of_is_found_again(tmp_path: Path) -> N
 async def test_a_responder_replying_on_a_run_let_go_of_writes_the_reply_as_that_runs(tmp_path: Path) -> None:
     import asyncio
 
-    cloud = FakeCloud("app", issuer=URL, runtime_url=URL)
-    store = CloudStore(tmp_path / "cloud.db", hold_runs=0)
-    await store.load(cloud)
-    await cloud.connect(MemoryConnectionStore(), "user:a", scopes=["crtr:llm"])
+    cloud, store, client = await _holding_none(tmp_path)
     go = asyncio.Event()
 
     async def slow(ctx: Any) -> None:
@@ -275,7 +273,6 @@ async def test_a_responder_replying_on_a_run_let_go_of_writes_the_reply_as_that_
         ctx.run.reply("late reply")
 
     cloud.runs.respond(slow)
-    client = cloud.crouter("user:a")
     run = await client.runs.start(prompt="wait for it")
     await store.flush()
     assert cloud.state.run_log.slots[-1].run is None  # written, so let go of, while the responder waits
