@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 
 from .changes import Change, ChangeFeed, RunEvents
 from .clock import iso
-from .desk import Desk, OperatorError, RunDetail, seq_of
+from .desk import Desk, OperatorError, RunDetail, run_seq, seq_of
 from .files import CorruptFileError, atomic_write_json, read_json
 
 if TYPE_CHECKING:
@@ -121,6 +121,28 @@ def bridge_run(run: RunDetail) -> dict[str, object]:
     return {"id": run.id, "user_id": run.user_id, "name": run.name, "status": run.status, "activity": run.activity,
             "params": run.params, "outcome": run.outcome, "pending": list(run.pending), "question": run.question,
             "last_turn_error": run.last_turn_error}
+
+
+@dataclass(frozen=True, slots=True)
+class _Head:
+    """A run as the catch-up weighs it, read from the book's DTO as it is (nothing copied: read only)."""
+
+    id: str
+    user_id: str
+    seq: int
+    deleted: bool
+    wire: Mapping[str, object]
+    """The DTO's fields the canvas ``RunBridge`` reads (``bridge_run``'s, its status ``deleted`` for a
+    deleted run), the values the book's own."""
+
+
+def _head(dto: Mapping[str, object]) -> _Head:
+    deleted = bool(dto.get("deleted"))
+    wire = {"id": dto["id"], "user_id": dto["user_id"], "name": dto.get("name"),
+            "status": "deleted" if deleted else dto["status"], "activity": dto.get("activity"),
+            "params": dto.get("params") or {}, "outcome": dto.get("outcome"), "pending": dto.get("pending") or [],
+            "question": dto.get("question"), "last_turn_error": dto.get("last_turn_error")}
+    return _Head(str(dto["id"]), str(dto["user_id"]), run_seq(dto), deleted, wire)
 
 
 def _chunks(wanted: Mapping[str, int], seqs: Mapping[str, int]) -> list[dict[str, int]]:
@@ -287,18 +309,15 @@ class RunFollower:
         ignores (text deltas, activity) are never queued. A completed turn or a settle not yet captured
         (``follower.json``: a capture that failed is tried again at each launch) is queued for its
         capture alone, however far the canvas is."""
-        details: dict[str, RunDetail] = {}
-        for run_id in self.desk.run_ids():
-            try:
-                details[run_id] = self.desk.detail(run_id, events=False)
-            except OperatorError:
-                continue
+        # each run as the book holds it, nothing copied or converted (a window over many runs reads
+        # them all here): what the canvas's position and the captures are weighed by
+        details = {head.id: head for head in map(_head, self.desk.book.run_dtos())}
         # where the canvas is, first by each run's root node alone: only the events after that are
         # read (from the mirror, or a window's server), and a child node holding a later event is
         # named by one of them, so the second read gives each run's true position
         positions: Mapping[str, RunPosition] = {}
         if self.bridge is not None:
-            positions = await self.bridge.positions({run_id: (bridge_run(run), ()) for run_id, run in details.items()})
+            positions = await self.bridge.positions({run_id: (run.wire, ()) for run_id, run in details.items()})
         wanted: dict[str, int] = {}
         for run_id, run in details.items():
             position = positions.get(run_id)
@@ -318,13 +337,13 @@ class RunFollower:
             runs = {run_id: (details[run_id], read[run_id]) for run_id in chunk if run_id in read}
             if self.bridge is not None:
                 positions = {**positions, **await self.bridge.positions({
-                    run_id: (bridge_run(run), {str(e.get("node_id")) for e in events})
+                    run_id: (run.wire, {str(e.get("node_id")) for e in events})
                     for run_id, (run, events) in runs.items()})}
             looked = self._queue_missing(runs, positions, put, clean) or looked
         if looked:
             await self._save_state()
 
-    def _queue_missing(self, runs: Mapping[str, tuple[RunDetail, Sequence[Event]]],
+    def _queue_missing(self, runs: Mapping[str, tuple["_Head", Sequence[Event]]],
                        positions: Mapping[str, RunPosition], put: Callable[[Change], None],
                        clean: Collection[str] = ()) -> bool:
         """``put`` what the canvas and the captures lack of ``runs`` (each with its events after where
@@ -364,7 +383,7 @@ class RunFollower:
         the cloud no longer knows is left out. ``clean`` gets the runs whose text needs no scan."""
         return dict(await self.desk.read_events_many(wanted, exclude=_QUIET, clean=clean))
 
-    def _capture_keys(self, run: RunDetail) -> list[str]:
+    def _capture_keys(self, run: "RunDetail | _Head") -> list[str]:
         """The keys of ``_captured`` that say how far the captures of ``run`` are made (none when this
         follower captures nothing of it)."""
         if run.user_id in self.ignore_users:

@@ -27,6 +27,8 @@ def time_or_none(value: object) -> float | None:
     """A wire time (ISO-8601 string, or seconds) as seconds since the epoch; None when absent or unusable.
 
     An ISO string without a zone is taken as UTC (the stores write UTC only)."""
+    if type(value) is float:  # the common case, first (NaN fails both comparisons, infinities one)
+        return value if 0.0 <= value <= LATEST_TIME else None
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):

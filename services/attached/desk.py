@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import sys
 import threading
 import uuid
 from collections import deque
@@ -32,6 +34,7 @@ from ..changes import RELAYED_SOURCES, Change, ChangeFeed
 from ..clock import Clock
 from ..desk import Desk, OperatorError, RunMirror
 from ..errors import ServiceError
+from ..times import parse_time, time_or_none
 from .discovery import ServerInfo
 from .client import ControlError, RemoteCloud, change_json
 
@@ -61,6 +64,15 @@ BATCH_BYTES = 256 * 1024
 1 MiB unless ``--max-body`` says otherwise; a batch refused as too large is sent again in halves)."""
 
 
+UNKEPT = ("messages", "idempotency_key")
+"""A run DTO's fields the book does not keep, read by no one from it: every message the run was ever
+sent (its messages are its events, and the list grows with its history) and the app's idempotency key."""
+TIMES = ("created_at", "updated_at")
+"""A run DTO's times, kept as seconds (a window over many runs holds one float each, not a string)."""
+SHARED = ("user_id", "status", "activity")
+"""A run DTO's strings that many runs share, each kept once (interned)."""
+
+
 class _Queued(NamedTuple):
     """A change waiting to be relayed: as sent, as made, and who waits for it to be sent (a marker)."""
 
@@ -83,7 +95,7 @@ class StreamBook:
         self.mirror = mirror
         """Where each run's events are held, as read models."""
         self.runs: dict[str, Dto] = {}
-        """Each run's DTO, by id, without its events or the messages it was sent."""
+        """Each run's DTO, by id, without its events or what ``UNKEPT`` names; its times as seconds."""
         self.persons: dict[str, Dto] = {}
         """Each person's DTO, by id."""
 
@@ -99,13 +111,21 @@ class StreamBook:
     def person(self, user_id: str) -> Dto | None:
         return self.persons.get(user_id)
 
-    def absorb_run(self, dto: Mapping[str, object]) -> None:
-        """Keep a run as an answer showed it (its events too, when the answer carries them)."""
-        run = dict(dto)
+    def absorb_run(self, dto: Mapping[str, object], *, owned: bool = False) -> None:
+        """Keep a run as an answer showed it (its events too, when the answer carries them); an
+        ``owned`` DTO (a list's, read here and held by nobody else) is kept as it is, not copied."""
+        run = dto if owned and isinstance(dto, dict) else dict(dto)
         events = run.pop("events", None)
-        # every message the run was ever sent: read by no one from the book (a run's messages are its
-        # events), and it grows with the run's history
-        run.pop("messages", None)
+        for key in UNKEPT:
+            run.pop(key, None)
+        for key in TIMES:  # as seconds (what every reader makes of them), when they are usable times
+            seconds = time_or_none(run.get(key))
+            if seconds is not None:
+                run[key] = seconds
+        for key in SHARED:
+            value = run.get(key)
+            if type(value) is str:
+                run[key] = sys.intern(value)
         run_id = str(run["id"])
         if events is not None and not isinstance(events, list):  # refused before anything is kept
             raise TypeError(f"the events of run {run_id} are {type(events).__name__}, not a list")
@@ -127,7 +147,7 @@ class StreamBook:
             self.runs = {}
             self.mirror.forget()
         for dto in answer["runs"]:
-            self.absorb_run(dto)
+            self.absorb_run(dto, owned=True)
         self.persons = {p["id"]: p for p in people}
 
     async def refresh_people(self) -> None:
@@ -176,8 +196,8 @@ class ServedDesk(Desk):
         runs (``PRELOAD_RUNS``, each its newest ``PRELOAD_EVENTS``): what the panes show first is
         held when they draw, and the rest of every run is read when it is shown."""
         await self.stream_book.load(full=full)
-        newest = sorted(self.stream_book.runs.values(), key=lambda d: str(d.get("created_at") or ""), reverse=True)
-        wanted = [str(d["id"]) for d in newest if not d.get("deleted")][:PRELOAD_RUNS]
+        live = (d for d in self.stream_book.runs.values() if not d.get("deleted"))
+        wanted = [str(d["id"]) for d in heapq.nlargest(PRELOAD_RUNS, live, key=lambda d: parse_time(d.get("created_at")))]
         gate = asyncio.Semaphore(4)
 
         async def tail(run_id: str) -> None:
@@ -480,7 +500,7 @@ class ServedDesk(Desk):
         for run_id in runs:
             try:
                 dto = await self.remote.call("GET", f"/runs/{_q(run_id)}", params={"events": "0"})
-                self.stream_book.absorb_run(dto)
+                self.stream_book.absorb_run(dto, owned=True)
             except ServiceError as exc:
                 self.errors.append(f"run {run_id}: {exc}")
         if people:

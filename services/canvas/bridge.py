@@ -652,6 +652,19 @@ class RunBridge:
             updated[node_id] = (node.status, type_, event.get("seq"))
 
 
+def _shows(root: tuple[str | None, str, int, str | None, str | None], run_id: str, run: Mapping[str, Any],
+           filed: set[tuple[str, str]]) -> bool:
+    """Whether the root node's row (``_positions``' columns) shows the run as ``run`` says."""
+    pending = run.get("pending") or []
+    outcome = outcome_name(run.get("outcome"))
+    activity = run.get("activity") if isinstance(run.get("activity"), str) else None
+    status, name, _, row_activity, row_outcome = root
+    return (status == status_of(run.get("status"), outcome) and row_activity == activity
+            and row_outcome == outcome and (not run.get("name") or name == str(run["name"]))
+            and all(isinstance(m, Mapping) and m.get("id") is not None
+                    and (run_id, str(m["id"])) in filed for m in pending))
+
+
 def _positions(session: Session, runs: Mapping[str, tuple[Mapping[str, Any], Collection[str]]]) -> dict[str, RunPosition]:
     nodes: dict[str, tuple[str | None, str, int, str | None, str | None]] = {}
     wanted = sorted({*runs, *(node_id for _, node_ids in runs.values() for node_id in node_ids)})
@@ -673,14 +686,8 @@ def _positions(session: Session, runs: Mapping[str, tuple[Mapping[str, Any], Col
         if root is None:
             continue
         held = max([root[2], *(nodes[n][2] for n in node_ids if n in nodes)])
-        run, _ = _repaired(dto)
-        pending = run.get("pending") or []
-        outcome = outcome_name(run.get("outcome"))
-        activity = run.get("activity") if isinstance(run.get("activity"), str) else None
-        status, name, _, row_activity, row_outcome = root
-        current = (status == status_of(run.get("status"), outcome) and row_activity == activity
-                   and row_outcome == outcome and (not run.get("name") or name == str(run["name"]))
-                   and all(isinstance(m, Mapping) and m.get("id") is not None
-                           and (run_id, str(m["id"])) in filed for m in pending))
+        # the DTO as it is first: the node's text is stored repaired, so a DTO whose text it equals
+        # needed no repair (most of them: scanning each for what to repair costs more than comparing)
+        current = _shows(root, run_id, dto, filed) or _shows(root, run_id, _repaired(dto)[0], filed)
         answer[run_id] = RunPosition(held, current)
     return answer

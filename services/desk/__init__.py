@@ -15,7 +15,7 @@ from .desk import OPERATOR, SETTLE_CHOICES, ControlClient, Desk, RunBook, event_
 from .models import JUDGE_USER, SYSTEM_USERS, is_system, CaptureFailure, GrantView, OperatorAction, OperatorError, RefusalRecord, RunDetail, RunView
 from .mirror import FED_BUDGET, FED_KEEP, FED_TAIL, RunMirror, seq_of, wire_seq
 from .forks import Lineage, Turn, fork_history, fork_name, lineage, turns_of
-from .views import grant_view, run_detail, run_view
+from .views import grant_view, run_detail, run_seq, run_view
 
 if TYPE_CHECKING:
     from ..canvas import Canvas
@@ -54,6 +54,7 @@ __all__ = [
     "lineage",
     "seq_of",
     "wire_seq",
+    "run_seq",
     "run_view",
     "run_detail",
     "grant_view",

@@ -16,7 +16,7 @@ from ..times import parse_time
 from .forks import lineage
 from .models import GrantView, RunDetail, RunView
 
-__all__ = ["run_view", "run_detail", "grant_view"]
+__all__ = ["run_view", "run_detail", "run_seq", "grant_view"]
 
 
 def _question(question: object) -> dict[str, object] | None:
@@ -25,7 +25,8 @@ def _question(question: object) -> dict[str, object] | None:
     return {**question, "created_at": parse_time(question.get("created_at"))} if "created_at" in question else question
 
 
-def _seq(dto: Mapping[str, Any]) -> int:
+def run_seq(dto: Mapping[str, Any]) -> int:
+    """A run DTO's newest event's sequence number (``seq``, or an older wire's ``last_event_id``)."""
     return int(dto.get("seq", dto.get("last_event_id", 0)) or 0)
 
 
@@ -39,7 +40,7 @@ def run_view(dto: Mapping[str, Any]) -> RunView:
         status="deleted" if dto.get("deleted") else dto["status"], activity=dto.get("activity"),
         prompt=str((dto.get("params") or {}).get("prompt", "")),
         created_at=parse_time(dto.get("created_at")), updated_at=parse_time(dto.get("updated_at")),
-        events=_seq(dto), pending=len(dto.get("pending") or ()),
+        events=run_seq(dto), pending=len(dto.get("pending") or ()),
         outcome=outcome.get("outcome") if isinstance(outcome, dict) else None,
         question=(dto.get("question") or {}).get("title"),
         last_turn_error=f"{error['code']}: {error['message']}" if error else None,
@@ -57,7 +58,7 @@ def run_detail(dto: Mapping[str, Any], events: tuple[dict[str, object], ...]) ->
         created_at=parse_time(dto.get("created_at")), updated_at=parse_time(dto.get("updated_at")),
         deleted=bool(dto.get("deleted")), params=copy.deepcopy(dict(dto.get("params") or {})),
         events=events,
-        settled=dto["status"] == "settled", seq=_seq(dto), activity=dto.get("activity"),
+        settled=dto["status"] == "settled", seq=run_seq(dto), activity=dto.get("activity"),
         pending=tuple(copy.deepcopy(list(dto.get("pending") or ()))),
         question=_question(copy.deepcopy(dto.get("question"))),
         last_turn_error=copy.deepcopy(dto.get("last_turn_error")), outcome=copy.deepcopy(dto.get("outcome")),

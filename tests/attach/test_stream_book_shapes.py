@@ -67,3 +67,27 @@ async def test_a_read_older_than_the_stream_keeps_the_events_the_stream_carried_
     assert book.mirror.last_seq("run_1") == 3
     book.append_event("run_1", {"seq": 3, "type": "c"})  # carried again: held once
     assert [e["seq"] for e in book.mirror.since("run_1", 1)] == [2, 3]
+
+
+async def test_a_run_is_kept_with_its_times_as_seconds_and_without_what_no_reader_reads(book: StreamBook) -> None:
+    """A window over many runs holds one DTO each: the times as the seconds every reader makes of them,
+    the strings runs share once, and neither the messages nor the app's idempotency key."""
+    from services.desk import run_view
+
+    dto = {"id": "run_1", "user_id": "user:o1", "status": "idle", "activity": None, "params": {"prompt": "hi"},
+           "created_at": "2026-12-01T00:00:00.000Z", "updated_at": "2026-12-01T00:00:01.500Z",
+           "idempotency_key": "k" * 32, "messages": [{"id": "m1", "text": "hi"}], "seq": 3}
+    before = run_view(dto)
+    book.absorb_run(dto)
+    kept = book.run_dto("run_1")
+    assert kept is not None and kept is not dto and "messages" in dto  # the caller's DTO is not changed
+    assert kept["created_at"] == 1796083200.0 and kept["updated_at"] == 1796083201.5
+    assert "messages" not in kept and "idempotency_key" not in kept
+    assert run_view(kept) == before  # every view reads the same
+    again = {"id": "run_2", "user_id": "".join(["user:", "o1"]), "status": "".join(["id", "le"]),
+             "created_at": "not a time", "updated_at": 1e300}
+    book.absorb_run(again, owned=True)  # a list's DTO, read and held by nobody else: kept as it is
+    assert book.run_dto("run_2") is again
+    assert again["user_id"] is kept["user_id"] and again["status"] is kept["status"]  # held once
+    assert again["created_at"] == "not a time" and again["updated_at"] == 1e300  # unusable: left as they were
+    assert run_view(again).created_at == 0.0 and run_view(again).updated_at == 0.0
