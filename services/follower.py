@@ -38,7 +38,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from .changes import Change, ChangeFeed, RunEvents
 from .clock import iso
@@ -66,6 +66,8 @@ of its own): what it holds stays bounded however long the runs are."""
 CATCH_UP_BATCH = 5000
 """How many caught-up changes one canvas transaction applies, at most (a live batch: ``_BATCH``):
 each transaction costs its watchers a read of what it changed, so fewer, larger ones are cheaper."""
+HEADS_AT_ONCE = 5000
+"""How many runs a catch-up weighs between two turns of the loop (a window over many runs stays live)."""
 _QUIET = frozenset({"node.output_text.delta", "node.activity"})
 """Event types the follower never applies (the run's node takes its activity from the run itself)."""
 _BATCH = 500
@@ -123,26 +125,23 @@ def bridge_run(run: RunDetail) -> dict[str, object]:
             "last_turn_error": run.last_turn_error}
 
 
-@dataclass(frozen=True, slots=True)
-class _Head:
-    """A run as the catch-up weighs it, read from the book's DTO as it is (nothing copied: read only)."""
+class _Head(NamedTuple):
+    """A run as the catch-up weighs it: its id, person, newest seq and deleted flag, and its DTO as the
+    book holds it (read only, never copied: a window over many runs weighs them all), as the canvas's
+    ``RunBridge.positions`` reads a run (a deleted run's status read as ``deleted``, as ``bridge_run``
+    gives it)."""
 
     id: str
     user_id: str
     seq: int
     deleted: bool
     wire: Mapping[str, object]
-    """The DTO's fields the canvas ``RunBridge`` reads (``bridge_run``'s, its status ``deleted`` for a
-    deleted run), the values the book's own."""
 
 
 def _head(dto: Mapping[str, object]) -> _Head:
     deleted = bool(dto.get("deleted"))
-    wire = {"id": dto["id"], "user_id": dto["user_id"], "name": dto.get("name"),
-            "status": "deleted" if deleted else dto["status"], "activity": dto.get("activity"),
-            "params": dto.get("params") or {}, "outcome": dto.get("outcome"), "pending": dto.get("pending") or [],
-            "question": dto.get("question"), "last_turn_error": dto.get("last_turn_error")}
-    return _Head(str(dto["id"]), str(dto["user_id"]), run_seq(dto), deleted, wire)
+    return _Head(str(dto["id"]), str(dto["user_id"]), run_seq(dto), deleted,
+                 {**dto, "status": "deleted"} if deleted else dto)
 
 
 def _chunks(wanted: Mapping[str, int], seqs: Mapping[str, int]) -> list[dict[str, int]]:
@@ -311,7 +310,13 @@ class RunFollower:
         capture alone, however far the canvas is."""
         # each run as the book holds it, nothing copied or converted (a window over many runs reads
         # them all here): what the canvas's position and the captures are weighed by
-        details = {head.id: head for head in map(_head, self.desk.book.run_dtos())}
+        dtos = list(self.desk.book.run_dtos())
+        details: dict[str, _Head] = {}
+        for start in range(0, len(dtos), HEADS_AT_ONCE):  # the loop runs between two slices
+            if start:
+                await asyncio.sleep(0)
+            details.update((head.id, head) for head in map(_head, dtos[start:start + HEADS_AT_ONCE]))
+        del dtos
         # where the canvas is, first by each run's root node alone: only the events after that are
         # read (from the mirror, or a window's server), and a child node holding a later event is
         # named by one of them, so the second read gives each run's true position
@@ -319,7 +324,9 @@ class RunFollower:
         if self.bridge is not None:
             positions = await self.bridge.positions({run_id: (run.wire, ()) for run_id, run in details.items()})
         wanted: dict[str, int] = {}
-        for run_id, run in details.items():
+        for count, (run_id, run) in enumerate(list(details.items()), start=1):
+            if count % HEADS_AT_ONCE == 0:
+                await asyncio.sleep(0)
             position = positions.get(run_id)
             if self.bridge is not None:  # the canvas lacks what its nodes do not hold (all of a run it lacks)
                 after = position.held if position is not None else 0

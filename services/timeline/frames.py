@@ -46,7 +46,7 @@ KINDS = ("run", "grant", "object", "edge", "inbox", "judgment", "memory")
 INBOX_KEPT = 200
 """How many of an owner's newest inbox entries the history keeps (the inbox pane shows as many)."""
 PAGE = 2000
-"""Objects and edges read at once while a whole canvas is walked."""
+"""Runs, objects and edges read at once while every run and a whole canvas are walked."""
 
 Frame = dict[str, dict[str, dict[str, Any]]]
 
@@ -214,12 +214,16 @@ async def frame_versions(desk: Desk, canvas: Canvas | None, okf: Harvest | None,
 
 async def frame_batches(desk: Desk, canvas: Canvas | None, okf: Harvest | None, insights: InsightReviews | None,
                         outbox: MemoryOutbox | None) -> AsyncIterator[list[Version]]:
-    """Every item of every kind now, a batch at a time: the runs, grants, judgments and memory counts
-    first, then the canvas's objects and edges ``PAGE`` at a time, then the inboxes (what the history's
-    baseline records without holding a whole canvas at once)."""
-    small = run_versions(desk) + grant_versions(desk) + await judgment_versions(okf, insights, ())
+    """Every item of every kind now, a batch at a time: the grants, judgments and memory counts first,
+    then the runs, the canvas's objects and its edges ``PAGE`` at a time, then the inboxes (what the
+    history's baseline records without holding every run or a whole canvas at once, the loop free
+    between two batches)."""
+    small = grant_versions(desk) + await judgment_versions(okf, insights, ())
     memory = await memory_version(outbox)
     yield small + ([memory] if memory.value is not None else [])
+    ids = desk.run_ids()
+    for start in range(0, len(ids), PAGE):
+        yield run_versions(desk, ids[start:start + PAGE])
     if canvas is None:
         return
     after = 0
