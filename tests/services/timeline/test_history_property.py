@@ -168,3 +168,37 @@ async def test_an_attached_window_reads_back_exactly(seed: int, tmp_path: Path) 
             await window.close()
     finally:
         await served.close()
+
+
+@pytest.mark.parametrize("attached", [False, True], ids=["embedded", "attached"])
+async def test_a_baseline_over_more_runs_than_a_page_holds_every_run(attached: bool, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A window's history starts from every run as it is, read a page of runs at a time (``PAGE``):
+    with pages of one or two, the moment a window's history opened shows each run, deleted ones too,
+    as the desk reads it."""
+    import services.timeline.frames as frames
+
+    monkeypatch.setattr(frames, "PAGE", 2 if attached else 1)
+    first = await Workspace.open(settings=Settings(path=tmp_path / "ws", serve_port=0 if attached else None))
+    try:
+        if attached:  # a served cloud keeps its runs: one more than two pages, one of them deleted
+            for number in range(3):
+                await first.desk.start_run("user:ada", f"one more {number}")
+            await first.desk.delete_run(first.desk.run_ids()[-1])
+        window = await Workspace.open(settings=Settings(path=tmp_path / "ws")) if attached else first
+        try:
+            assert window.timeline is not None and (window.attached is not None) == attached
+            frame = await quiet(window)
+            store = window.timeline.store
+            opened = max(m.id for m in store.moments(0, 100_000) if m.kind == "history.opened")
+            ids = window.desk.run_ids()
+            assert len(ids) > 2 * frames.PAGE
+            assert any(v.deleted for v in window.desk.runs(include_deleted=True)) == attached
+            assert set(frame_at(store, opened)["run"]) == set(ids)
+            assert frame_at(store, opened)["run"] == frame["run"]
+            assert window.timeline.errors == []
+        finally:
+            if attached:
+                await window.close()
+    finally:
+        await first.close()
