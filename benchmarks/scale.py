@@ -170,6 +170,9 @@ async def main():
         follower = getattr(app.workspace, "follower", None)
         if follower is not None:
             await follower.idle()  # the window's own catch-up done: what follows measures the list alone
+        timeline = getattr(app.workspace, "timeline", None)
+        if timeline is not None:
+            await timeline.settled()  # and the baseline of its history (every run, the whole canvas) recorded
         await pilot.pause(1.0)
         reloads = []
         for _ in range(5):

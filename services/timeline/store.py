@@ -104,8 +104,12 @@ class Version:
     """A second one (an edge's target)."""
 
 
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+"""A version's value as the history keeps it (made once: a baseline encodes every run and object)."""
+
+
 def _dumps(value: dict[str, Any]) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _ENCODER.encode(value)
 
 
 def _loads(text: str) -> dict[str, Any]:
