@@ -111,6 +111,9 @@ class RemoteCloud:
                 raise ControlError(503, "unreachable", f"{self.url} did not answer ({type(exc).__name__})") from exc
             except httpx.TransportError as exc:
                 raise ControlError(503, "unreachable", f"{self.url} did not answer ({type(exc).__name__})") from exc
+        # httpx binds a response and its stream to each other: read whole, the answer (a list of every
+        # run is tens of MB) would stay until the cyclic collector next ran; unbound, it goes once read
+        response.stream = httpx.ByteStream(b"")
         if response.status_code >= 300:
             try:
                 error = response.json().get("error", {})
