@@ -92,9 +92,9 @@ WINDOW_GC_THRESHOLD = (10_000, 10, 10)
 """The cyclic garbage collector's thresholds while a workspace is open in this process (Python's
 defaults: 700, 10, 10; a served cloud's own are ``SERVE_GC_THRESHOLD``). A window holds every run's
 list entry and, in a catch-up, tens of thousands of changes in flight: at the defaults those were
-walked again and again, and the catch-up of 100,000 runs into a fresh canvas spent 20 s of its 60 in
+walked again and again, and the catch-up of 100,000 runs into a fresh canvas spent 17 s of its 55 in
 the collector (55 walks of everything held, 0.2-0.3 s each, the window frozen meanwhile); with a young
-generation of 10,000 allocations, 6 s and 8 walks. Cycles are still collected, within 10,000
+generation of 10,000 allocations, 7-9 s and 8 walks. Cycles are still collected, within 10,000
 allocations."""
 
 
