@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from .changes import Change, ChangeFeed, RunEvents
 from .clock import iso
+from .collector import collecting_less
 from .desk import Desk, OperatorError, RunDetail, run_seq, seq_of
 from .files import CorruptFileError, atomic_write_json, read_json
 
@@ -243,7 +244,8 @@ class RunFollower:
         while not self._queue.empty():
             live.append(self._queue.get_nowait())
         caught: list[Change] = []
-        await self._catch_up(caught.append)
+        with collecting_less():
+            await self._catch_up(caught.append)
         while not self._queue.empty():
             live.append(self._queue.get_nowait())
         for change in (*caught, *live):
@@ -254,25 +256,26 @@ class RunFollower:
         """The catch-up in the background: each chunk of runs it reads is applied while the next is
         read (the server reads, this process writes), and what the feed gives meanwhile waits in the
         queue until the last of it is applied."""
-        began = time.perf_counter()
-        caught: asyncio.Queue[Change | None] = asyncio.Queue()
-        applying = asyncio.get_running_loop().create_task(self._drain_caught(caught))
-        try:
+        with collecting_less():  # the catch-up's burst of medium-lived objects, walked less often
+            began = time.perf_counter()
+            caught: asyncio.Queue[Change | None] = asyncio.Queue()
+            applying = asyncio.get_running_loop().create_task(self._drain_caught(caught))
             try:
-                await self._catch_up(caught.put_nowait)
-                self.catch_up_s = time.perf_counter() - began
-            except Exception as exc:  # recorded and published; what the feed gives is still applied
-                self._failed("catch-up", "", exc)
-            caught.put_nowait(None)
-            try:
-                await asyncio.shield(applying)
-            except Exception as exc:  # a batch that failed past its changes' own records
-                self._failed("catch-up", "", exc)
-        except asyncio.CancelledError:  # stopped: what the catch-up queued is dropped with the rest
-            applying.cancel()
-            raise
-        finally:
-            self._catching = False
+                try:
+                    await self._catch_up(caught.put_nowait)
+                    self.catch_up_s = time.perf_counter() - began
+                except Exception as exc:  # recorded and published; what the feed gives is still applied
+                    self._failed("catch-up", "", exc)
+                caught.put_nowait(None)
+                try:
+                    await asyncio.shield(applying)
+                except Exception as exc:  # a batch that failed past its changes' own records
+                    self._failed("catch-up", "", exc)
+            except asyncio.CancelledError:  # stopped: what the catch-up queued is dropped with the rest
+                applying.cancel()
+                raise
+            finally:
+                self._catching = False
         await self._drain()
 
     async def _drain_caught(self, caught: asyncio.Queue[Change | None]) -> None:

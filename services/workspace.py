@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 import asyncio
-import gc
 import hashlib
 import os
 import tempfile
@@ -86,43 +85,6 @@ FOLLOWER_LOCK = "follower.lock"
 """Held by the one process that carries a served workspace's runs into its canvas."""
 MEMORY_DB = "honcho.db"
 """The embedded memory service's state, under the workspace's ``memory/`` (SQLite)."""
-
-
-WINDOW_GC_THRESHOLD = (10_000, 10, 10)
-"""The cyclic garbage collector's thresholds while a workspace is open in this process (Python's
-defaults: 700, 10, 10; a served cloud's own are ``SERVE_GC_THRESHOLD``). A window holds every run's
-list entry and, in a catch-up, tens of thousands of changes in flight: at the defaults those were
-walked again and again, and the catch-up of 100,000 runs into a fresh canvas spent 17 s of its 55 in
-the collector (55 walks of everything held, 0.2-0.3 s each, the window frozen meanwhile); with a young
-generation of 10,000 allocations, 7-9 s and 8 walks. Cycles are still collected, within 10,000
-allocations."""
-
-
-class _Collector:
-    """``WINDOW_GC_THRESHOLD`` while at least one workspace is open in the process; the thresholds
-    found before the first one, after the last one closes (thresholds set higher, or a collector
-    turned off, are left as they are)."""
-
-    def __init__(self) -> None:
-        self.held = 0
-        self.before: tuple[int, int, int] | None = None
-
-    def hold(self) -> None:
-        if self.held == 0:
-            found = gc.get_threshold()
-            self.before = found if 0 < found[0] < WINDOW_GC_THRESHOLD[0] else None
-            if self.before is not None:
-                gc.set_threshold(*WINDOW_GC_THRESHOLD)
-        self.held += 1
-
-    def release(self) -> None:
-        self.held -= 1
-        if self.held == 0 and self.before is not None:
-            gc.set_threshold(*self.before)
-            self.before = None
-
-
-_COLLECTOR = _Collector()
 
 
 async def together(*steps: Coroutine[object, object, object]) -> None:
@@ -196,8 +158,6 @@ class Workspace:
         it, so the world's judgments come in the same order whatever finishes first."""
         self._knowledge_seeded.set()
         self._captures: dict[tuple[str, str], CaptureFailure] = {}
-        self._collector_held = False
-        """True from ``open`` until ``close``: the process's collector keeps ``WINDOW_GC_THRESHOLD``."""
         self.feed.subscribe(self._track_capture, many=self._track_captures)
 
     @classmethod
@@ -208,8 +168,6 @@ class Workspace:
         elif path is not None:
             settings = Settings(**{**settings.__dict__, "path": Path(path)})
         workspace = cls(settings)
-        workspace._collector_held = True
-        _COLLECTOR.hold()
         try:
             await workspace._start()
         except Exception as exc:
@@ -636,9 +594,6 @@ class Workspace:
 
     async def close(self) -> None:
         """Stop every service and release the folder."""
-        if self._collector_held:
-            self._collector_held = False
-            _COLLECTOR.release()
         if self._desk is not None:
             await self._desk.stop()
         if self.follower is not None:

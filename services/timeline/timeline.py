@@ -30,6 +30,7 @@ from ..changes import Change, ChangeFeed, RunEvents
 from ..clock import Clock
 from ..desk.mirror import seq_of
 from ..desk.models import JUDGE_USER
+from ..collector import collecting_less
 from .frames import (KINDS, edge_versions, frame_batches, frame_versions, grant_versions, inbox_versions,
                      judgment_versions, memory_version, object_versions, run_versions)
 from .store import TimeStore, Version
@@ -156,7 +157,8 @@ class Timeline:
 
     async def _run(self) -> None:
         try:
-            await self._baseline()
+            with collecting_less():  # a version of every item, each alive until its batch is recorded
+                await self._baseline()
         except Exception as exc:  # the history starts later; the window goes on
             log.exception("history baseline")
             self.errors.append(f"recording where things stand: {exc}")
