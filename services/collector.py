@@ -3,7 +3,7 @@
 A window's catch-up holds every run's list entry and tens of thousands of changes in flight; at
 Python's thresholds (700, 10, 10) the collector promoted them again and again and walked everything
 held: the catch-up of 100,000 runs into a fresh canvas spent 17 s of its 55 in 55 full walks (0.2-0.3 s
-each, the window frozen). With a young generation of 10,000 allocations it spends 7-9 s in 8. Held for
+each, the window frozen). With a young generation of 10,000 allocations it spends about 7 s in 13. Held for
 the whole life of a window, that pace made a burst of the panes' own (a diff of two long runs) slower
 in one launch out of two, so it is held only while a burst runs: a follower's catch-up, a history's
 baseline. A served cloud keeps its own thresholds (``SERVE_GC_THRESHOLD``) for as long as it serves.
