@@ -120,18 +120,29 @@ async def test_a_tab_is_a_window_on_the_served_cloud_and_its_keys_act_there(serv
         await shoot(page, artifacts, "4-approved")
 
 
+async def _navigated(page: Any, url: str) -> Any:
+    """``page.goto(url)``, once more when Chromium met a kept-alive connection closed under it
+    (``net::ERR_EMPTY_RESPONSE``, seen about once in twenty loaded runs): an answer is what is checked."""
+    try:
+        return await page.goto(url)
+    except Exception as exc:  # Playwright's Error
+        if "ERR_EMPTY_RESPONSE" not in str(exc):
+            raise
+    return await page.goto(url)
+
+
 async def test_without_the_token_or_from_another_origin_nothing_opens(tmp_path: Path, artifacts: Path) -> None:
     folder = tmp_path / "ws"
     async with workbench_web("--workspace", str(folder)) as web, browser(tmp_path / "profile") as context:
         page = await context.new_page()
         for url in (web.base + "/", web.base + "/?token=wrong" + web.token[5:], web.base + "/?token="):
-            answer = await page.goto(url)
+            answer = await _navigated(page, url)
             assert answer.status == 403, url
             assert "needs its key" in await page.inner_text("body")
             assert "token=" in await page.inner_text("body")  # it says how to get in
         await shoot(page, artifacts, "no-token")
         for asset in ("/static/js/textual.js", "/static/css/xterm.css", f"/ws/{web.token[:-1]}x"):
-            assert (await page.goto(web.base + asset)).status == 403, asset
+            assert (await _navigated(page, web.base + asset)).status == 403, asset
 
         # a page of another origin that knows the token still cannot open a window: its websocket is refused
         await page.route("http://evil.example/", lambda route: route.fulfill(
