@@ -28,6 +28,8 @@ __all__ = [
     "CHANGE_FIELDS",
     "MAX_CHANGES",
     "MAX_RUNS_READ",
+    "RUNS_PAGE",
+    "MAX_RUNS_PAGE",
     "object_schema",
     "RUN_ACTIONS",
     "GRANT_ACTIONS",
@@ -155,6 +157,10 @@ MAX_EXCLUDED = 32
 """How many event types one ``GET /runs/{id}/events`` (or ``POST /runs/events``) may leave out (``exclude``)."""
 MAX_RUNS_READ = 256
 """How many runs one ``POST /runs/events`` reads the events of."""
+RUNS_PAGE = 1000
+"""How many runs a page of ``GET /runs`` (``?limit=``) holds when ``limit`` is empty."""
+MAX_RUNS_PAGE = 10_000
+"""The most runs one page of ``GET /runs`` holds."""
 _OBJ = {"type": "object"}
 _ID = {"type": "object", "required": ["id"], "properties": {"id": {"type": "string"}}}
 _PERSON = {"type": "object", "required": ["id", "grant"], "properties": {"id": {"type": "string"}}}
@@ -194,7 +200,12 @@ CONTROL_ROUTES: tuple[ControlRoute, ...] = (
                  open_body=True, answer=_OBJ),
     ControlRoute("people.reconnect", "POST", "/people/{user}/reconnect",
                  "Sign the person in again for the app's side", open_body=True),
-    ControlRoute("runs.list", "GET", "/runs", "Every run (?user=, ?events=1)",
+    ControlRoute("runs.list", "GET", "/runs",
+                 "Every run in start order (?user=, ?events=1); or a page of them (?limit=, at most 10000): "
+                 "the newest limit runs before the position before (to the newest when not given), with "
+                 "total (how many runs there are) and from (the position of the page's first run); live=1 "
+                 "adds the runs before the page that are neither settled nor deleted (live) and, by person, "
+                 "how many runs before the page are settled and not deleted (settled_before)",
                  answer={"type": "object", "required": ["runs"], "properties": {"runs": {"type": "array"}}}),
     ControlRoute("runs.get", "GET", "/runs/{run_id}", "One run with its events (?events=0 without)", answer=_RUN),
     ControlRoute("runs.events", "GET", "/runs/{run_id}/events",

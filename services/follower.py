@@ -311,6 +311,7 @@ class RunFollower:
         ignores (text deltas, activity) are never queued. A completed turn or a settle not yet captured
         (``follower.json``: a capture that failed is tried again at each launch) is queued for its
         capture alone, however far the canvas is."""
+        await self.desk.all_runs_read()  # a window over many runs reads the older ones behind its panes
         # each run as the book holds it, nothing copied or converted (a window over many runs reads
         # them all here): what the canvas's position and the captures are weighed by
         dtos = list(self.desk.book.run_dtos())

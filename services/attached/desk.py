@@ -53,6 +53,14 @@ CAUGHT_UP_S = 10.0
 """How long ``caught_up`` waits for its marker to come back."""
 NOT_PEOPLE = frozenset({"failure.armed"})
 """The cloud's changes that leave the people as they were (every other one reads them again)."""
+FIRST_RUNS = 1000
+"""How many of the newest runs a window reads when it attaches, with every live run (neither settled
+nor deleted): what the panes draw first. The older runs are read behind them, ``OLDER_RUNS`` at a
+time, so a window over many runs opens in the time its newest take."""
+OLDER_RUNS = 5000
+"""How many older runs one read behind the panes asks for."""
+RUNS_READ = "attach.runs_read"
+"""The change a window announces once it has read every run (the lists redraw whole)."""
 PRELOAD_RUNS = 16
 """How many of the newest runs have their newest events read when a window attaches (or reloads)."""
 PRELOAD_EVENTS = 2000
@@ -98,6 +106,17 @@ class StreamBook:
         """Each run's DTO, by id, without its events or what ``UNKEPT`` names; its times as seconds."""
         self.persons: dict[str, Dto] = {}
         """Each person's DTO, by id."""
+        self.unread = 0
+        """How many runs are not read yet (0: every run is held)."""
+        self._before = 0
+        """Where the runs not read yet end: the start-order position of the oldest page read."""
+        self._settled_before: dict[str, int] = {}
+        """While runs are unread: by person, how many runs before the first page read were settled and
+        not deleted then (the live ones were read with it)."""
+        self._counted: set[str] = set()
+        """While runs are unread: the runs read since from before that page (``_settled_before`` counts them)."""
+        self._ranges: list[tuple[int, list[str]]] = []
+        """While runs are unread: each page read, as its first position and its runs' ids in start order."""
 
     def run_dtos(self) -> list[Dto]:
         return list(self.runs.values())
@@ -137,18 +156,83 @@ class StreamBook:
         """An event the change stream carried (one already held is skipped)."""
         self.mirror.append(run_id, event)
 
-    async def load(self, *, full: bool = False) -> None:
+    async def load(self, *, full: bool = False, first: int | None = None) -> None:
         """Read every run (without its events: the newest runs' tails are read next, the rest when
-        shown) and every person; ``full`` also forgets runs the server no longer has."""
-        answer = await self.remote.call("GET", "/runs")
+        shown) and every person; ``full`` also forgets runs the server no longer has. With ``first``,
+        only the newest ``first`` runs and every live one are read (``unread`` says how many older
+        runs remain: ``read_older`` reads them)."""
+        params = {"limit": first, "live": 1} if first is not None else None
+        answer = await self.remote.call("GET", "/runs", params=params)
         people = await self.remote.people()
         # swapped in one step, after both reads: nobody sees the runs of the new read beside the old people
         if full:
             self.runs = {}
             self.mirror.forget()
-        for dto in answer["runs"]:
+        page = answer["runs"]
+        low = answer.get("from") if first is not None else 0
+        before = low if type(low) is int and low > 0 else 0  # a server that answers every run: none
+        live = (answer.get("live") or []) if before else []
+        for dto in live:  # older than the page: start order kept
+            self.absorb_run(dto, owned=True)
+        for dto in page:
             self.absorb_run(dto, owned=True)
         self.persons = {p["id"]: p for p in people}
+        self.unread = max(0, before - len(live)) if before else 0
+        before = before if self.unread else 0  # every older run is live, and read with the page
+        self._before, self._counted = before, set()
+        settled = answer.get("settled_before") if before else None
+        self._settled_before = {str(k): v for k, v in settled.items() if type(v) is int} if isinstance(settled, dict) else {}
+        self._ranges = [(before, [str(dto["id"]) for dto in page])] if before else []
+
+    async def read_older(self, count: int) -> bool:
+        """Read the ``count`` runs before the oldest read (a run held already was read since, newer,
+        and is kept); True while older runs remain. Once every run is read, the book holds them in
+        start order, as a whole read does."""
+        if not self._before:
+            return False
+        answer = await self.remote.call("GET", "/runs", params={"limit": count, "before": self._before})
+        low = answer.get("from")
+        ids: list[str] = []
+        for dto in answer["runs"]:
+            run_id = str(dto["id"])
+            ids.append(run_id)
+            if run_id not in self.runs:
+                self.absorb_run(dto, owned=True)
+                self._counted.add(run_id)
+                self.unread = max(0, self.unread - 1)
+        # a position that does not go down would be read forever: what the server answers ends it
+        low = low if type(low) is int and 0 <= low < self._before else 0
+        self._ranges.append((low, ids))
+        self._before = low
+        if not low:
+            self.unread = 0
+            self._in_start_order()
+        return bool(low)
+
+    def _in_start_order(self) -> None:
+        """Every run read: hold them in start order (the pages' order, then runs started since)."""
+        ordered: dict[str, Dto] = {}
+        runs = self.runs
+        for _, ids in sorted(self._ranges, key=lambda r: r[0]):
+            for run_id in ids:
+                dto = runs.get(run_id)
+                if dto is not None and run_id not in ordered:
+                    ordered[run_id] = dto
+        for run_id, dto in runs.items():
+            ordered.setdefault(run_id, dto)
+        self.runs = ordered
+        self._ranges, self._counted, self._settled_before = [], set(), {}
+
+    def runs_by_person(self) -> dict[str, int]:
+        """How many runs each person has that are not deleted: counted over every run held, and while
+        older runs are unread, with the server's count of their settled ones (the live ones are held)."""
+        counts = dict(self._settled_before)
+        counted = self._counted
+        for run_id, dto in self.runs.items():
+            if not dto.get("deleted") and run_id not in counted:
+                user = str(dto["user_id"])
+                counts[user] = counts.get(user, 0) + 1
+        return counts
 
     async def refresh_people(self) -> None:
         people = await self.remote.people()
@@ -188,14 +272,17 @@ class ServedDesk(Desk):
         self._connection: "asyncio.Future[None] | None" = None
         self._markers: dict[str, asyncio.Future[None]] = {}
         """The ``caught_up`` markers sent and not yet seen on the stream, by id."""
+        self._older: asyncio.Task[None] | None = None
+        """Reads the runs older than those read at attach, behind the panes (None once none remain)."""
 
     # -- following the server ------------------------------------------------------------------
 
-    async def load(self, *, full: bool = False) -> None:
-        """Read every run and every person from the server, then the newest events of the newest
-        runs (``PRELOAD_RUNS``, each its newest ``PRELOAD_EVENTS``): what the panes show first is
-        held when they draw, and the rest of every run is read when it is shown."""
-        await self.stream_book.load(full=full)
+    async def load(self, *, full: bool = False, first: int | None = None) -> None:
+        """Read every run (with ``first``: the newest ``first`` and every live one) and every person
+        from the server, then the newest events of the newest runs (``PRELOAD_RUNS``, each its newest
+        ``PRELOAD_EVENTS``): what the panes show first is held when they draw, and the rest of every
+        run is read when it is shown."""
+        await self.stream_book.load(full=full, first=first)
         live = (d for d in self.stream_book.runs.values() if not d.get("deleted"))
         wanted = [str(d["id"]) for d in heapq.nlargest(PRELOAD_RUNS, live, key=lambda d: parse_time(d.get("created_at")))]
         gate = asyncio.Semaphore(4)
@@ -240,7 +327,38 @@ class ServedDesk(Desk):
         if waiter not in done:
             waiter.cancel()
             raise OperatorError(f"the change stream of {self.remote.url} did not open")
-        await self.load()  # anything that changed before the subscription took is read again
+        # anything that changed before the subscription took is read again; the newest runs first,
+        # the older ones behind the panes
+        await self.load(first=FIRST_RUNS)
+        if self.stream_book.unread:
+            self._older = loop.create_task(self._read_older())
+
+    async def _read_older(self) -> None:
+        """Read the runs older than those read at attach, ``OLDER_RUNS`` at a time, until none
+        remain (a read that fails is tried again while the window stays); then announce it."""
+        from ..collector import collecting_less
+
+        book = self.stream_book
+        with collecting_less():  # a burst of runs read, each held from then on
+            while True:
+                try:
+                    if not await book.read_older(OLDER_RUNS):
+                        break
+                except ServiceError as exc:
+                    self.errors.append(f"reading the older runs: {exc}")
+                    await asyncio.sleep(max(self.reconnect_s, 0.1))
+        self.changes.announce("workspace", RUNS_READ, self.remote.url)
+
+    def unread_runs(self) -> int:
+        return self.stream_book.unread
+
+    async def all_runs_read(self) -> None:
+        task = self._older
+        if task is not None and not task.done():
+            await asyncio.shield(task)
+
+    def runs_by_person(self) -> dict[str, int]:
+        return self.stream_book.runs_by_person()
 
     async def caught_up(self, timeout: float = CAUGHT_UP_S) -> bool:
         """Wait until every change the server published before now is in the book and the mirror: a
@@ -248,6 +366,13 @@ class ServedDesk(Desk):
         relays before it) and, the stream keeping the server's order, once it comes back everything
         before it has been applied. False (and the reason kept in ``errors``) when the marker cannot
         be sent or does not come back in time."""
+        older = self._older
+        if older is not None and not older.done():  # every run is read before anything is said caught up
+            try:
+                await asyncio.wait_for(asyncio.shield(older), timeout)
+            except asyncio.TimeoutError:
+                self.errors.append(f"catching up with {self.remote.url}: the older runs were not read in time")
+                return False
         token = uuid.uuid4().hex
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
@@ -350,11 +475,12 @@ class ServedDesk(Desk):
         while self._sender is not None and not self._sender.done():  # what is queued is sent first
             with contextlib.suppress(Exception):
                 await self._sender
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-            self._task = None
+        for task in (self._older, self._task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        self._older = self._task = None
         await self.drop_stream()  # the connection closes before the window goes
 
     async def _follow(self) -> None:
@@ -447,6 +573,7 @@ class ServedDesk(Desk):
         """After a ``reset``: read everything again, then publish what changed meanwhile once (each
         new run, each event not seen before, each deletion), so the panes and the follower miss
         nothing; the shared stores' panes are told to read again (``attach.reloaded``)."""
+        await self.all_runs_read()  # what changed is weighed against every run, read once each
         book = self.stream_book
         # how far this window has seen each run: what its stream carried (the mirror's newest), or
         # for a run the mirror let go, the run as last read

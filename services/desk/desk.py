@@ -133,6 +133,15 @@ class Desk:
         see what an action left behind (a recording's observation) calls it first."""
         return True
 
+    def unread_runs(self) -> int:
+        """How many runs the window has not read yet (a window attached to a server over many runs
+        reads the newest first and the older ones behind its panes); 0 once it holds every run."""
+        return 0
+
+    async def all_runs_read(self) -> None:
+        """Wait until the window holds every run (``unread_runs`` is 0): a reader of all runs (the
+        follower's catch-up, the history's baseline) waits for it first."""
+
     # -- views -----------------------------------------------------------------------------
 
     def run_ids(self) -> list[str]:
@@ -329,9 +338,13 @@ class Desk:
 
     def grants(self) -> list[GrantView]:
         """Every known person's grant, by person id."""
-        counts = live_runs_by_person(self.book.run_dtos())
+        counts = self.runs_by_person()
         views = (grant_view(p, counts.get(p["id"], 0)) for p in sorted(self.book.people(), key=lambda p: p["id"]))
         return [v for v in views if v is not None]
+
+    def runs_by_person(self) -> dict[str, int]:
+        """How many runs each person has that are not deleted (what a grant's line counts)."""
+        return live_runs_by_person(self.book.run_dtos())
 
     def log(self, run_id: str) -> list[OperatorAction]:
         """The actions taken on a run, oldest first."""

@@ -65,14 +65,17 @@ def _run(run: "FakeRun", events: bool) -> Iterator[str]:
 
 
 def runs_answer(cloud: "FakeCloud", user: str | None, *, events: bool,
-                stored: "Callable[[Sequence[RunSlot]], list[str | None]] | None" = None) -> Iterator[str]:
-    """``{"runs": [...]}`` as ``GET /runs`` answers it (``user``'s runs, or every run), a run (or a
-    slice of its events) at a time, ``READ_BACK`` runs read at once. A run only stored is sent as
-    ``stored`` gives its entry (the store's text, not read back) or, with ``events`` or without such
-    a text, read back as a copy for this answer alone: listing a workspace holds none of its runs."""
+                stored: "Callable[[Sequence[RunSlot]], list[str | None]] | None" = None,
+                slots: "Sequence[RunSlot] | None" = None) -> Iterator[str]:
+    """``{"runs": [...]}`` as ``GET /runs`` answers it (``user``'s runs, or every run; or the runs
+    of ``slots``), a run (or a slice of its events) at a time, ``READ_BACK`` runs read at once. A run
+    only stored is sent as ``stored`` gives its entry (the store's text, not read back) or, with
+    ``events`` or without such a text, read back as a copy for this answer alone: listing a workspace
+    holds none of its runs."""
     from ..cloud.book import READ_BACK
 
-    slots = [slot for slot in cloud.state.run_log.slots if user is None or slot.user_id == user]
+    if slots is None:
+        slots = [slot for slot in cloud.state.run_log.slots if user is None or slot.user_id == user]
     yield '{"runs": ['
     for start in range(0, len(slots), READ_BACK):
         chunk = slots[start:start + READ_BACK]

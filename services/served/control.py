@@ -63,6 +63,7 @@ from .errors import ControlError
 if TYPE_CHECKING:
     from .asgi import CloudApp
     from ..cloud.cloud import FakeCloud
+    from ..cloud.book import RunSlot
     from ..cloud.failures import Gate
     from ..cloud.runs import FakeRun
     from ..cloud.users import FakeUser
@@ -169,7 +170,7 @@ class ControlApp:
         if matched is None:
             return None
         route, params = matched
-        if route.name == "runs.list":
+        if route.name == "runs.list" and not _paged(query):
             return self._runs_answer(query)
         if route.name == "runs.get":
             run = self.cloud.state.runs.peek(params["run_id"])
@@ -287,7 +288,50 @@ class ControlApp:
                            stored=self.store.stored_dtos if self.store is not None else None)
 
     async def _runs(self, body: dict[str, object], query: dict[str, str]) -> Answer:
+        if _paged(query):
+            return self._runs_page(query)
         answer: Answer = json.loads("".join(self._runs_answer(query)))
+        return answer
+
+    def _runs_page(self, query: dict[str, str]) -> Answer:
+        """A page of ``GET /runs``: the newest ``limit`` runs before the position ``before`` (to the
+        newest when not given), in start order, with ``total`` and ``from`` (the page's first
+        position); ``live=1`` adds the runs before the page that are neither settled nor deleted
+        (``live``) and, by person, how many runs before it are settled and not deleted
+        (``settled_before``): with the page, what a window counts a person's runs by before it has
+        read the rest."""
+        from ..control_wire import MAX_RUNS_PAGE, RUNS_PAGE
+
+        limit = _whole(query, "limit", RUNS_PAGE)
+        if limit < 1 or limit > MAX_RUNS_PAGE:
+            raise ControlError(400, "invalid_request", f"limit is from 1 to {MAX_RUNS_PAGE}, not {limit}",
+                               param="limit")
+        user = query.get("user")
+        slots = [slot for slot in self.cloud.state.run_log.slots if user is None or slot.user_id == user]
+        total = len(slots)
+        high = min(_whole(query, "before", total), total)
+        low = max(0, high - limit)
+        events = query.get("events") in ("1", "true")
+        stored = self.store.stored_dtos if self.store is not None else None
+
+        def listed(chosen: "list[RunSlot]") -> list[Answer]:
+            runs: list[Answer] = json.loads("".join(runs_answer(self.cloud, None, events=events, stored=stored,
+                                                                slots=chosen)))["runs"]
+            return runs
+
+        answer: Answer = {"runs": listed(slots[low:high]), "total": total, "from": low}
+        if query.get("live") in ("1", "true"):
+            live: "list[RunSlot]" = []
+            settled: dict[str, int] = {}
+            for slot in slots[:low]:
+                if slot.is_deleted:
+                    continue
+                if slot.run_status == "settled":
+                    settled[slot.user_id] = settled.get(slot.user_id, 0) + 1
+                else:
+                    live.append(slot)
+            answer["live"] = listed(live)
+            answer["settled_before"] = settled
         return answer
 
     def _fake_run(self, run_id: str, *, hold: bool = True) -> "FakeRun":
@@ -738,6 +782,11 @@ def _types(query: dict[str, str], name: str) -> frozenset[str]:
                            f"{name} names at most {MAX_EXCLUDED} event types, comma-separated, none empty",
                            param=name)
     return frozenset(kinds)
+
+
+def _paged(query: dict[str, str]) -> bool:
+    """Whether a ``GET /runs`` asks for a page (``limit``, ``before`` or ``live``), not every run."""
+    return "limit" in query or "before" in query or "live" in query
 
 
 def _whole(query: dict[str, str], name: str, default: int | None) -> Any:

@@ -1,0 +1,194 @@
+"""A window attached to a workspace of many runs opens on the newest ones and every live one, and
+reads the older ones behind its panes: what it holds is then every run in start order, as a whole
+read holds them; a person's runs are counted right before and after; a run read since the window
+opened is not replaced by an older page; every reader of all runs (the follower's catch-up, the
+history's baseline, a recording's ``caught_up``) waits until every run is read."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import services.attached.desk as attached_desk
+from services.attached.client import RemoteCloud
+from services.cloud import FakeCloud
+from services.sdk import MemoryConnectionStore
+from services.served.server import CloudServer, bind_socket, origin_url
+from services.attached.desk import StreamBook
+from services.desk import RunMirror
+from services.desk.views import live_runs_by_person
+from services.workspace import Settings, Workspace
+from tests.attach.test_two_windows import until
+from tests.ui.conftest import ready
+from workbench.app import make_app
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> Any:
+    """A served workspace of the sample world's runs and 30 more: every third settled, two deleted,
+    the rest left live (the oldest of them waiting on its person)."""
+    workspace = await Workspace.open(settings=Settings(path=tmp_path / "ws", serve_port=0))
+    desk = workspace.desk
+    made = [await desk.start_run("user:ada" if n % 2 else "user:grace", f"run {n}") for n in range(30)]
+    for n, run_id in enumerate(made):
+        if n % 3 == 0:
+            await desk.settle(run_id, "result", f"done {n}")
+    await desk.delete_run(made[4])
+    await desk.delete_run(made[10])
+    await desk.ask(made[1], "which one?")
+    yield workspace
+    await workspace.close()
+
+
+def _owner_counts(served: Workspace) -> dict[str, int]:
+    return live_runs_by_person(served.desk.book.run_dtos())
+
+
+async def test_the_book_reads_the_newest_first_then_the_older_a_page_at_a_time(served: Workspace) -> None:
+    owner = served.desk
+    every = owner.run_ids()
+    assert len(every) > 30
+    async with RemoteCloud.from_workspace(served.path) as remote:
+        book = StreamBook(remote, RunMirror())
+        await book.load(first=6)
+        held = list(book.runs)
+        live_before = [run_id for run_id in every[:-6] if not owner.book.run_dto(run_id).get("deleted")
+                       and owner.book.run_dto(run_id)["status"] != "settled"]
+        assert held == live_before + every[-6:]  # the live ones before the page, then the page: start order
+        assert book.unread == len(every) - 6 - len(live_before)  # the live ones are held
+        assert book.runs_by_person() == _owner_counts(served)  # the rest counted by the server
+        waiting = next(run_id for run_id in held[:len(live_before)]
+                       if book.runs[run_id]["status"] == "waiting_on_user")
+        kept = book.runs[waiting]
+        pages = 0
+        while await book.read_older(7):
+            pages += 1
+            assert book.runs_by_person() == _owner_counts(served)
+            assert 0 <= book.unread < len(every) - 6 - len(live_before)
+        assert pages == (len(every) - 6 - 1) // 7 and book.unread == 0
+        assert list(book.runs) == every  # every run, in start order, as a whole read holds them
+        assert book.runs[waiting] is kept  # held already: the page's copy is not taken over it
+        assert book.runs_by_person() == _owner_counts(served)
+        assert not await book.read_older(7)  # nothing more to read
+
+        whole = StreamBook(remote, RunMirror())
+        await whole.load()
+        assert whole.runs == book.runs and whole.unread == 0
+        few = StreamBook(remote, RunMirror())
+        await few.load(first=len(every))  # one page holds them all: nothing left to read
+        assert few.unread == 0 and few.runs == book.runs
+
+
+async def test_a_window_over_many_runs_holds_them_all_once_read_and_its_readers_wait_for_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(attached_desk, "FIRST_RUNS", 5)
+    monkeypatch.setattr(attached_desk, "OLDER_RUNS", 3)
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    sock = bind_socket("127.0.0.1", 0)
+    url = origin_url(*sock.getsockname()[:2])
+    cloud = FakeCloud("app", issuer=url, runtime_url=url)
+    server = CloudServer(cloud, sock, folder=folder)  # as `workbench serve` does: the window follows
+    await server.start()
+    for user in ("user:a", "user:b"):
+        await cloud.connect(MemoryConnectionStore(), user, scopes=["crtr:llm"])
+    for n in range(30):
+        run = cloud.runs.get((await cloud.crouter("user:a" if n % 2 else "user:b").runs.start(prompt=f"run {n}")).id)
+        run.reply(f"answer {n}")
+        if n % 3 == 0:
+            run.settle(result=f"done {n}")
+        if n in (4, 10):
+            run.delete()
+    async with RemoteCloud(server.url, server.token) as remote:
+        truth = StreamBook(remote, RunMirror())
+        await truth.load()  # every run, read whole
+    # the reads of older runs wait on the wire until let through: the window works with the newest meanwhile
+    gate = asyncio.Event()
+    real = httpx.AsyncHTTPTransport.handle_async_request
+
+    async def held(transport: httpx.AsyncHTTPTransport, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/runs") and "before" in request.url.params:
+            await gate.wait()
+        return await real(transport, request)
+
+    monkeypatch.setattr(httpx.AsyncHTTPTransport, "handle_async_request", held)
+    ws = await Workspace.open(folder)
+    try:
+        desk = ws.desk
+        assert ws.attached is not None and ws.follower is not None
+        live = [run_id for run_id, dto in truth.runs.items() if not dto["deleted"] and dto["status"] != "settled"]
+        every = list(truth.runs)
+        assert desk.run_ids() == [r for r in every[:-5] if r in live] + every[-5:]  # the newest, the live
+        assert desk.unread_runs() == len(truth.runs) - len(desk.run_ids()) > 0
+        counts = live_runs_by_person(truth.runs.values())
+        assert {g.user_id: g.runs for g in desk.grants()} == counts  # counted right while the rest is unread
+        caught = asyncio.ensure_future(desk.caught_up())
+        await asyncio.sleep(0.3)  # the follower and the history would have read a partial book by now
+        assert not caught.done()
+        gate.set()
+        assert await caught
+        assert desk.unread_runs() == 0
+        assert desk.run_ids() == list(truth.runs)
+        assert {v.id for v in desk.runs(include_deleted=True)} == set(truth.runs)
+        assert {g.user_id: g.runs for g in desk.grants()} == live_runs_by_person(truth.runs.values())
+        assert await desk.caught_up()
+
+        # the follower's catch-up weighed every run: each one is on the canvas
+        await ws.follower.idle()
+        assert ws.canvas is not None
+        nodes = {n.id for n in (await ws.canvas.list_objects(type="node", limit=500)).items}
+        assert nodes == set(truth.runs)  # a deleted run's node is kept, marked
+        assert list(ws.follower.errors) == []
+
+        # the history's baseline holds every run, the oldest included
+        assert ws.timeline is not None
+        await ws.timeline.settled()
+        assert set(ws.timeline.store.every("run")) == set(truth.runs)
+
+        # a run started now is listed with the rest, newest first
+        new = (await cloud.crouter("user:a").runs.start(prompt="one more")).id
+        await desk.caught_up()
+        assert desk.runs()[0].id == new and desk.run_ids() == [*truth.runs, new]
+    finally:
+        await ws.close()
+        await server.stop()
+
+
+async def test_the_runs_list_says_it_reads_the_older_runs_and_lists_them_once_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(attached_desk, "FIRST_RUNS", 4)
+    monkeypatch.setattr(attached_desk, "OLDER_RUNS", 10)
+    served = await Workspace.open(settings=Settings(path=tmp_path / "ws", serve_port=0))
+    try:
+        for n in range(12):
+            await served.desk.start_run("user:ada", f"run {n}")
+        total = len([v for v in served.desk.runs() if not v.system])
+        gate = asyncio.Event()
+        real = httpx.AsyncHTTPTransport.handle_async_request
+
+        async def held(transport: httpx.AsyncHTTPTransport, request: httpx.Request) -> httpx.Response:
+            if request.url.path.endswith("/runs") and "before" in request.url.params:
+                await gate.wait()
+            return await real(transport, request)
+
+        monkeypatch.setattr(httpx.AsyncHTTPTransport, "handle_async_request", held)
+        app = make_app(Settings(path=served.path))
+        async with app.run_test(size=(120, 40)) as pilot:
+            ws = await ready(pilot)
+            await pilot.press("3")
+            pane = app.main.pane("runs")
+            unread = ws.desk.unread_runs()
+            assert unread > 0
+            assert await until(pilot, lambda: f"reading {unread} older" in pane.count_label), pane.count_label
+            shown = int(pane.count_label.split()[0])
+            assert shown + unread == total  # the newest and every live one; the rest being read
+            gate.set()
+            assert await until(pilot, lambda: "older" not in pane.count_label), pane.count_label
+            assert pane.count_label.startswith(f"{total} runs")
+            assert app.errors == []
+    finally:
+        await served.close()
