@@ -203,9 +203,9 @@ CONTROL_ROUTES: tuple[ControlRoute, ...] = (
     ControlRoute("runs.list", "GET", "/runs",
                  "Every run in start order (?user=, ?events=1); or a page of them (?limit=, at most 10000): "
                  "the newest limit runs before the position before (to the newest when not given), with "
-                 "total (how many runs there are) and from (the position of the page's first run); live=1 "
-                 "adds the runs before the page that are neither settled nor deleted (live) and, by person, "
-                 "how many runs before the page are settled and not deleted (settled_before)",
+                 "total (how many runs there are) and from (the position of the page's first run); counts=1 "
+                 "adds counts_before: the runs before the page that are not deleted, counted by person "
+                 "(people) and by status (statuses)",
                  answer={"type": "object", "required": ["runs"], "properties": {"runs": {"type": "array"}}}),
     ControlRoute("runs.get", "GET", "/runs/{run_id}", "One run with its events (?events=0 without)", answer=_RUN),
     ControlRoute("runs.events", "GET", "/runs/{run_id}/events",

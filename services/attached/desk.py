@@ -54,9 +54,9 @@ CAUGHT_UP_S = 10.0
 NOT_PEOPLE = frozenset({"failure.armed"})
 """The cloud's changes that leave the people as they were (every other one reads them again)."""
 FIRST_RUNS = 1000
-"""How many of the newest runs a window reads when it attaches, with every live run (neither settled
-nor deleted): what the panes draw first. The older runs are read behind them, ``OLDER_RUNS`` at a
-time, so a window over many runs opens in the time its newest take."""
+"""How many of the newest runs a window reads when it attaches (with what the older ones count): what
+the panes draw first. The older runs are read behind them, ``OLDER_RUNS`` at a time, so a window over
+many runs opens in the time its newest take."""
 OLDER_RUNS = 5000
 """How many older runs one read behind the panes asks for."""
 RUNS_READ = "attach.runs_read"
@@ -110,13 +110,17 @@ class StreamBook:
         """How many runs are not read yet (0: every run is held)."""
         self._before = 0
         """Where the runs not read yet end: the start-order position of the oldest page read."""
-        self._settled_before: dict[str, int] = {}
-        """While runs are unread: by person, how many runs before the first page read were settled and
-        not deleted then (the live ones were read with it)."""
+        self._people_before: dict[str, int] = {}
+        """While runs are unread: by person, the runs before the first page read that were not deleted then."""
+        self._statuses_before: dict[str, int] = {}
+        """While runs are unread: by status, the runs before the first page read that were not deleted then."""
         self._counted: set[str] = set()
-        """While runs are unread: the runs read since from before that page (``_settled_before`` counts them)."""
+        """While runs are unread: the runs of the pages read since, before that page (the counts above hold them)."""
         self._ranges: list[tuple[int, list[str]]] = []
         """While runs are unread: each page read, as its first position and its runs' ids in start order."""
+        self._floor_time = 0.0
+        """While runs are unread: when the oldest run of the first page started (a run read since that
+        started before it is one of the older runs, which the counts above hold)."""
 
     def run_dtos(self) -> list[Dto]:
         return list(self.runs.values())
@@ -148,6 +152,10 @@ class StreamBook:
         run_id = str(run["id"])
         if events is not None and not isinstance(events, list):  # refused before anything is kept
             raise TypeError(f"the events of run {run_id} are {type(events).__name__}, not a list")
+        if self._before and run_id not in self.runs:  # older runs unread: one of them, counted by the server?
+            started = run.get("created_at")
+            if type(started) is float and started < self._floor_time:
+                self._counted.add(run_id)
         self.runs[run_id] = run
         if events is not None:
             self.mirror.hold(run_id, events)
@@ -159,9 +167,9 @@ class StreamBook:
     async def load(self, *, full: bool = False, first: int | None = None) -> None:
         """Read every run (without its events: the newest runs' tails are read next, the rest when
         shown) and every person; ``full`` also forgets runs the server no longer has. With ``first``,
-        only the newest ``first`` runs and every live one are read (``unread`` says how many older
-        runs remain: ``read_older`` reads them)."""
-        params = {"limit": first, "live": 1} if first is not None else None
+        only the newest ``first`` runs are read, with what the older ones count (``unread`` says how
+        many remain: ``read_older`` reads them)."""
+        params = {"limit": first, "counts": 1} if first is not None else None
         answer = await self.remote.call("GET", "/runs", params=params)
         people = await self.remote.people()
         # swapped in one step, after both reads: nobody sees the runs of the new read beside the old people
@@ -169,20 +177,21 @@ class StreamBook:
             self.runs = {}
             self.mirror.forget()
         page = answer["runs"]
-        low = answer.get("from") if first is not None else 0
-        before = low if type(low) is int and low > 0 else 0  # a server that answers every run: none
-        live = (answer.get("live") or []) if before else []
-        for dto in live:  # older than the page: start order kept
-            self.absorb_run(dto, owned=True)
         for dto in page:
             self.absorb_run(dto, owned=True)
         self.persons = {p["id"]: p for p in people}
-        self.unread = max(0, before - len(live)) if before else 0
-        before = before if self.unread else 0  # every older run is live, and read with the page
-        self._before, self._counted = before, set()
-        settled = answer.get("settled_before") if before else None
-        self._settled_before = {str(k): v for k, v in settled.items() if type(v) is int} if isinstance(settled, dict) else {}
+        low = answer.get("from") if first is not None else 0
+        before = low if type(low) is int and low > 0 else 0  # a server that answers every run: none
+        counts = answer.get("counts_before") if before else None
+        counts = counts if isinstance(counts, dict) else {}
+        self.unread = self._before = before
+        self._people_before = _counts(counts.get("people"))
+        self._statuses_before = _counts(counts.get("statuses"))
+        self._counted = set()
         self._ranges = [(before, [str(dto["id"]) for dto in page])] if before else []
+        times = [t for t in (self.runs[run_id].get("created_at") for run_id in self._ranges[0][1])
+                 if type(t) is float] if before else []
+        self._floor_time = min(times, default=0.0)
 
     async def read_older(self, count: int) -> bool:
         """Read the ``count`` runs before the oldest read (a run held already was read since, newer,
@@ -198,14 +207,12 @@ class StreamBook:
             ids.append(run_id)
             if run_id not in self.runs:
                 self.absorb_run(dto, owned=True)
-                self._counted.add(run_id)
-                self.unread = max(0, self.unread - 1)
+        self._counted.update(ids)  # before the first page: the server's counts hold them
         # a position that does not go down would be read forever: what the server answers ends it
         low = low if type(low) is int and 0 <= low < self._before else 0
         self._ranges.append((low, ids))
-        self._before = low
+        self.unread = self._before = low
         if not low:
-            self.unread = 0
             self._in_start_order()
         return bool(low)
 
@@ -221,17 +228,24 @@ class StreamBook:
         for run_id, dto in runs.items():
             ordered.setdefault(run_id, dto)
         self.runs = ordered
-        self._ranges, self._counted, self._settled_before = [], set(), {}
+        self._ranges, self._counted, self._people_before, self._statuses_before = [], set(), {}, {}
 
     def runs_by_person(self) -> dict[str, int]:
-        """How many runs each person has that are not deleted: counted over every run held, and while
-        older runs are unread, with the server's count of their settled ones (the live ones are held)."""
-        counts = dict(self._settled_before)
+        """How many runs each person has that are not deleted: counted over the runs held and, while
+        older runs are unread, with what the server counted of them."""
+        return self._counted_by("user_id", self._people_before)
+
+    def runs_by_status(self) -> dict[str, int]:
+        """How many runs have each status, deleted ones left out (counted as ``runs_by_person``)."""
+        return self._counted_by("status", self._statuses_before)
+
+    def _counted_by(self, field: str, before: dict[str, int]) -> dict[str, int]:
+        counts = dict(before)
         counted = self._counted
         for run_id, dto in self.runs.items():
             if not dto.get("deleted") and run_id not in counted:
-                user = str(dto["user_id"])
-                counts[user] = counts.get(user, 0) + 1
+                key = str(dto[field])
+                counts[key] = counts.get(key, 0) + 1
         return counts
 
     async def refresh_people(self) -> None:
@@ -278,7 +292,7 @@ class ServedDesk(Desk):
     # -- following the server ------------------------------------------------------------------
 
     async def load(self, *, full: bool = False, first: int | None = None) -> None:
-        """Read every run (with ``first``: the newest ``first`` and every live one) and every person
+        """Read every run (with ``first``: the newest ``first``, and what the older ones count) and every person
         from the server, then the newest events of the newest runs (``PRELOAD_RUNS``, each its newest
         ``PRELOAD_EVENTS``): what the panes show first is held when they draw, and the rest of every
         run is read when it is shown."""
@@ -359,6 +373,9 @@ class ServedDesk(Desk):
 
     def runs_by_person(self) -> dict[str, int]:
         return self.stream_book.runs_by_person()
+
+    def waiting_on_user(self) -> int:
+        return self.stream_book.runs_by_status().get("waiting_on_user", 0)
 
     async def caught_up(self, timeout: float = CAUGHT_UP_S) -> bool:
         """Wait until every change the server published before now is in the book and the mirror: a
@@ -651,6 +668,13 @@ def _q(value: str) -> str:
     from urllib.parse import quote
 
     return quote(value, safe="")
+
+
+def _counts(value: object) -> dict[str, int]:
+    """An answer's counts by name (what is not a whole number left out)."""
+    if not isinstance(value, dict):
+        return {}
+    return {str(key): count for key, count in value.items() if type(count) is int and count >= 0}
 
 
 def _int(value: object) -> int:

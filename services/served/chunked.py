@@ -66,12 +66,12 @@ def _run(run: "FakeRun", events: bool) -> Iterator[str]:
 
 def runs_answer(cloud: "FakeCloud", user: str | None, *, events: bool,
                 stored: "Callable[[Sequence[RunSlot]], list[str | None]] | None" = None,
-                slots: "Sequence[RunSlot] | None" = None) -> Iterator[str]:
+                slots: "Sequence[RunSlot] | None" = None, extra: "dict[str, object] | None" = None) -> Iterator[str]:
     """``{"runs": [...]}`` as ``GET /runs`` answers it (``user``'s runs, or every run; or the runs
     of ``slots``), a run (or a slice of its events) at a time, ``READ_BACK`` runs read at once. A run
     only stored is sent as ``stored`` gives its entry (the store's text, not read back) or, with
     ``events`` or without such a text, read back as a copy for this answer alone: listing a workspace
-    holds none of its runs."""
+    holds none of its runs. ``extra``'s members follow ``runs`` in the answer."""
     from ..cloud.book import READ_BACK
 
     if slots is None:
@@ -90,7 +90,7 @@ def runs_answer(cloud: "FakeCloud", user: str | None, *, events: bool,
                 yield _sendable(text)
             else:
                 yield from _run(slot.run if slot.run is not None else next(copied), events)
-    yield "]}"
+    yield "]" + "".join(f", {json.dumps(key)}: {json.dumps(value)}" for key, value in (extra or {}).items()) + "}"
 
 
 def _sendable(text: str) -> str:

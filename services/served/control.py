@@ -63,7 +63,6 @@ from .errors import ControlError
 if TYPE_CHECKING:
     from .asgi import CloudApp
     from ..cloud.cloud import FakeCloud
-    from ..cloud.book import RunSlot
     from ..cloud.failures import Gate
     from ..cloud.runs import FakeRun
     from ..cloud.users import FakeUser
@@ -170,8 +169,11 @@ class ControlApp:
         if matched is None:
             return None
         route, params = matched
-        if route.name == "runs.list" and not _paged(query):
-            return self._runs_answer(query)
+        if route.name == "runs.list":
+            try:
+                return self._runs_answer(query)
+            except ControlError:  # a page asked wrongly: answered (refused) as usual
+                return None
         if route.name == "runs.get":
             run = self.cloud.state.runs.peek(params["run_id"])
             return None if run is None else run_answer(run, events=query.get("events") not in ("0", "false"))
@@ -283,55 +285,44 @@ class ControlApp:
     # -- runs --------------------------------------------------------------------------------
 
     def _runs_answer(self, query: dict[str, str]) -> Iterator[str]:
-        """``GET /runs`` in pieces (``chunked.runs_answer``): a stored run's entry as the store keeps it."""
-        return runs_answer(self.cloud, query.get("user"), events=query.get("events") in ("1", "true"),
-                           stored=self.store.stored_dtos if self.store is not None else None)
-
-    async def _runs(self, body: dict[str, object], query: dict[str, str]) -> Answer:
-        if _paged(query):
-            return self._runs_page(query)
-        answer: Answer = json.loads("".join(self._runs_answer(query)))
-        return answer
-
-    def _runs_page(self, query: dict[str, str]) -> Answer:
-        """A page of ``GET /runs``: the newest ``limit`` runs before the position ``before`` (to the
-        newest when not given), in start order, with ``total`` and ``from`` (the page's first
-        position); ``live=1`` adds the runs before the page that are neither settled nor deleted
-        (``live``) and, by person, how many runs before it are settled and not deleted
-        (``settled_before``): with the page, what a window counts a person's runs by before it has
-        read the rest."""
+        """``GET /runs`` in pieces (``chunked.runs_answer``): a stored run's entry as the store keeps
+        it. A page (``limit``, ``before``, ``counts``): the newest ``limit`` runs before the position
+        ``before`` (to the newest when not given), in start order, with ``total`` and ``from`` (the
+        page's first position); ``counts=1`` adds what the runs before the page count
+        (``counts_before``: by person and by status, the runs not deleted), what a window counts by
+        before it has read them. ``ControlError`` (at once, not as the pieces are asked for) for a
+        page asked wrongly."""
         from ..control_wire import MAX_RUNS_PAGE, RUNS_PAGE
 
+        user = query.get("user")
+        stored = self.store.stored_dtos if self.store is not None else None
+        events = query.get("events") in ("1", "true")
+        if not _paged(query):
+            return runs_answer(self.cloud, user, events=events, stored=stored)
         limit = _whole(query, "limit", RUNS_PAGE)
         if limit < 1 or limit > MAX_RUNS_PAGE:
             raise ControlError(400, "invalid_request", f"limit is from 1 to {MAX_RUNS_PAGE}, not {limit}",
                                param="limit")
-        user = query.get("user")
-        slots = [slot for slot in self.cloud.state.run_log.slots if user is None or slot.user_id == user]
+        slots = self.cloud.state.run_log.slots
+        if user is not None:
+            slots = [slot for slot in slots if slot.user_id == user]
         total = len(slots)
         high = min(_whole(query, "before", total), total)
         low = max(0, high - limit)
-        events = query.get("events") in ("1", "true")
-        stored = self.store.stored_dtos if self.store is not None else None
-
-        def listed(chosen: "list[RunSlot]") -> list[Answer]:
-            runs: list[Answer] = json.loads("".join(runs_answer(self.cloud, None, events=events, stored=stored,
-                                                                slots=chosen)))["runs"]
-            return runs
-
-        answer: Answer = {"runs": listed(slots[low:high]), "total": total, "from": low}
-        if query.get("live") in ("1", "true"):
-            live: "list[RunSlot]" = []
-            settled: dict[str, int] = {}
+        extra: dict[str, object] = {"total": total, "from": low}
+        if query.get("counts") in ("1", "true"):
+            people: dict[str, int] = {}
+            statuses: dict[str, int] = {}
             for slot in slots[:low]:
-                if slot.is_deleted:
-                    continue
-                if slot.run_status == "settled":
-                    settled[slot.user_id] = settled.get(slot.user_id, 0) + 1
-                else:
-                    live.append(slot)
-            answer["live"] = listed(live)
-            answer["settled_before"] = settled
+                if not slot.is_deleted:
+                    people[slot.user_id] = people.get(slot.user_id, 0) + 1
+                    status = slot.run_status
+                    statuses[status] = statuses.get(status, 0) + 1
+            extra["counts_before"] = {"people": people, "statuses": statuses}
+        return runs_answer(self.cloud, None, events=events, stored=stored, slots=slots[low:high], extra=extra)
+
+    async def _runs(self, body: dict[str, object], query: dict[str, str]) -> Answer:
+        answer: Answer = json.loads("".join(self._runs_answer(query)))
         return answer
 
     def _fake_run(self, run_id: str, *, hold: bool = True) -> "FakeRun":
@@ -785,8 +776,8 @@ def _types(query: dict[str, str], name: str) -> frozenset[str]:
 
 
 def _paged(query: dict[str, str]) -> bool:
-    """Whether a ``GET /runs`` asks for a page (``limit``, ``before`` or ``live``), not every run."""
-    return "limit" in query or "before" in query or "live" in query
+    """Whether a ``GET /runs`` asks for a page (``limit``, ``before`` or ``counts``), not every run."""
+    return "limit" in query or "before" in query or "counts" in query
 
 
 def _whole(query: dict[str, str], name: str, default: int | None) -> Any:

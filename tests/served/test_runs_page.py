@@ -1,6 +1,6 @@
 """``GET /runs?limit=``: a page of the runs in start order (the newest before ``before``), with how
-many runs there are and where the page starts; ``live=1`` adds the live runs before the page and, by
-person, how many runs before it are settled and not deleted. Stored runs are read as the store keeps
+many runs there are and where the page starts; ``counts=1`` adds what the runs before the page count,
+by person and by status (deleted ones left out). Stored runs are read as the store keeps
 them; every run appears in exactly one page; a bad parameter is a 400 that names it."""
 
 from __future__ import annotations
@@ -59,21 +59,22 @@ async def test_pages_walk_every_run_once_in_start_order_with_counts_of_the_rest(
         every = (await _get(app, "/runs")).json()["runs"]
         assert len(every) == 25 and [r["params"]["prompt"] for r in every] == [f"run {n}" for n in range(25)]
 
-        first = (await _get(app, "/runs", {"limit": 10, "live": 1})).json()
+        first = (await _get(app, "/runs", {"limit": 10, "counts": 1})).json()
         assert first["total"] == 25 and first["from"] == 15
         assert first["runs"] == every[15:]  # the newest ten, in start order, as the whole list has them
-        older = every[:15]
-        assert first["live"] == [r for r in older if not r["deleted"] and r["status"] != "settled"]
-        settled: dict[str, int] = {}
-        for r in older:
-            if not r["deleted"] and r["status"] == "settled":
-                settled[r["user_id"]] = settled.get(r["user_id"], 0) + 1
-        assert first["settled_before"] == settled and sum(settled.values()) == 5
+        people: dict[str, int] = {}
+        statuses: dict[str, int] = {}
+        for r in every[:15]:
+            if not r["deleted"]:
+                people[r["user_id"]] = people.get(r["user_id"], 0) + 1
+                statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+        assert first["counts_before"] == {"people": people, "statuses": statuses}
+        assert sum(people.values()) == 13 and statuses["settled"] == 5
 
         walked, before = list(first["runs"]), first["from"]
         while before:
             page = (await _get(app, "/runs", {"limit": 4, "before": before})).json()
-            assert page["total"] == 25 and "live" not in page and len(page["runs"]) <= 4
+            assert page["total"] == 25 and "counts_before" not in page and len(page["runs"]) <= 4
             walked[:0] = page["runs"]
             before = page["from"]
         assert walked == every  # each run once, in start order
