@@ -232,10 +232,11 @@ class RunsPane(Pane):
         self._show_rows(self._window_rows(now, needle))
         waiting = sum(1 for v in views if v.status == "waiting_on_user")
         shown = len(views) - (system if self.show_system else 0)
-        unread = desk.unread_runs()  # a window over many runs reads the older ones behind its panes
+        unread = desk.unread_runs()  # a window over many runs reads the older ones behind its panes (the
+        # list is drawn again once they are all read: a count here would stand still meanwhile)
         self.count_label = (counted(shown, "run") + (f" · {waiting} waiting on user" if waiting else "")
                             + (f" · {counted(system, 'system run')}{' shown' if self.show_system else ''}" if system else "")
-                            + (f" · reading {unread} older" if unread else ""))
+                            + (" · reading the older runs" if unread else ""))
         if self.selected is not None:
             self._update_stream()
         self._show_info()
