@@ -195,3 +195,30 @@ async def test_the_runs_list_says_it_reads_the_older_runs_and_lists_them_once_re
             assert app.errors == []
     finally:
         await served.close()
+
+
+async def test_a_page_of_older_runs_that_fails_is_read_again_and_the_window_says_why(
+        served: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(attached_desk, "FIRST_RUNS", 5)
+    monkeypatch.setattr(attached_desk, "OLDER_RUNS", 8)
+    failed: list[str] = []
+    real = httpx.AsyncHTTPTransport.handle_async_request
+
+    async def flaky(transport: httpx.AsyncHTTPTransport, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/runs") and "before" in request.url.params and not failed:
+            failed.append(str(request.url))
+            raise httpx.ConnectError("the server went away for a moment", request=request)
+        return await real(transport, request)
+
+    monkeypatch.setattr(httpx.AsyncHTTPTransport, "handle_async_request", flaky)
+    ws = await Workspace.open(served.path)
+    try:
+        desk = ws.desk
+        assert isinstance(desk, attached_desk.ServedDesk)
+        desk.reconnect_s = 0.01
+        await desk.all_runs_read()
+        assert failed and desk.unread_runs() == 0
+        assert desk.run_ids() == served.desk.run_ids()  # nothing lost, nothing twice
+        assert any("reading the older runs" in line and "did not answer" in line for line in desk.errors), desk.errors
+    finally:
+        await ws.close()
