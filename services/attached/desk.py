@@ -368,8 +368,15 @@ class ServedDesk(Desk):
 
     async def all_runs_read(self) -> None:
         task = self._older
-        if task is not None and not task.done():
+        if task is None or task.done():
+            return
+        try:
             await asyncio.shield(task)
+        except asyncio.CancelledError:
+            reader = asyncio.current_task()
+            if not task.cancelled() or (reader is not None and reader.cancelling()):
+                raise  # this reader itself was cancelled
+            # the window is closing (``stop``): its readers go on with what is held, and stop with it
 
     def runs_by_person(self) -> dict[str, int]:
         return self.stream_book.runs_by_person()

@@ -44,6 +44,20 @@ async def served(tmp_path: Path) -> Any:
     await workspace.close()
 
 
+def hold_older_pages(monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
+    """The reads of older runs (``GET /runs?before=``) wait on the wire until the event is set."""
+    gate = asyncio.Event()
+    real = httpx.AsyncHTTPTransport.handle_async_request
+
+    async def held(transport: httpx.AsyncHTTPTransport, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/runs") and "before" in request.url.params:
+            await gate.wait()
+        return await real(transport, request)
+
+    monkeypatch.setattr(httpx.AsyncHTTPTransport, "handle_async_request", held)
+    return gate
+
+
 def _owner_counts(served: Workspace) -> dict[str, int]:
     return live_runs_by_person(served.desk.book.run_dtos())
 
@@ -110,16 +124,7 @@ async def test_a_window_over_many_runs_holds_them_all_once_read_and_its_readers_
     async with RemoteCloud(server.url, server.token) as remote:
         truth = StreamBook(remote, RunMirror())
         await truth.load()  # every run, read whole
-    # the reads of older runs wait on the wire until let through: the window works with the newest meanwhile
-    gate = asyncio.Event()
-    real = httpx.AsyncHTTPTransport.handle_async_request
-
-    async def held(transport: httpx.AsyncHTTPTransport, request: httpx.Request) -> httpx.Response:
-        if request.url.path.endswith("/runs") and "before" in request.url.params:
-            await gate.wait()
-        return await real(transport, request)
-
-    monkeypatch.setattr(httpx.AsyncHTTPTransport, "handle_async_request", held)
+    gate = hold_older_pages(monkeypatch)  # the window works with the newest meanwhile
     ws = await Workspace.open(folder)
     try:
         desk = ws.desk
@@ -170,15 +175,7 @@ async def test_the_runs_list_says_it_reads_the_older_runs_and_lists_them_once_re
         for n in range(12):
             await served.desk.start_run("user:ada", f"run {n}")
         total = len([v for v in served.desk.runs() if not v.system])
-        gate = asyncio.Event()
-        real = httpx.AsyncHTTPTransport.handle_async_request
-
-        async def held(transport: httpx.AsyncHTTPTransport, request: httpx.Request) -> httpx.Response:
-            if request.url.path.endswith("/runs") and "before" in request.url.params:
-                await gate.wait()
-            return await real(transport, request)
-
-        monkeypatch.setattr(httpx.AsyncHTTPTransport, "handle_async_request", held)
+        gate = hold_older_pages(monkeypatch)
         app = make_app(Settings(path=served.path))
         async with app.run_test(size=(120, 40)) as pilot:
             ws = await ready(pilot)
@@ -222,3 +219,17 @@ async def test_a_page_of_older_runs_that_fails_is_read_again_and_the_window_says
         assert any("reading the older runs" in line and "did not answer" in line for line in desk.errors), desk.errors
     finally:
         await ws.close()
+
+
+async def test_a_window_closes_at_once_while_it_reads_the_older_runs(
+        served: Workspace, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(attached_desk, "FIRST_RUNS", 5)
+    hold_older_pages(monkeypatch)  # never let through
+    ws = await Workspace.open(served.path)
+    desk = ws.desk
+    assert desk.unread_runs() > 0
+    waiting = asyncio.ensure_future(desk.caught_up(timeout=0.2))
+    assert not await waiting  # not caught up: the older runs are not read, and it says so
+    assert any("older runs were not read in time" in line for line in desk.errors)
+    await asyncio.wait_for(ws.close(), 10)  # the follower, the history and the reads stop with it
+    assert desk.unread_runs() > 0
