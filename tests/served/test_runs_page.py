@@ -8,25 +8,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from services.clock import FakeClock
 from services.cloud import FakeCloud
 from services.control_wire import MAX_RUNS_PAGE
 from services.sdk import MemoryConnectionStore
-from services.served.asgi import CONTROL_PREFIX, CloudApp
 from services.served.control import ControlApp
 from services.served.persist import CloudStore
+from tests.served.test_run_events_page import URL, _get
 
-URL = "http://127.0.0.1:9"
-
-
-async def _get(app: ControlApp, path: str, params: dict[str, Any] | None = None) -> httpx.Response:
-    transport = httpx.ASGITransport(app=CloudApp(app.cloud, control=app))
-    async with httpx.AsyncClient(transport=transport, base_url=app.cloud.issuer + CONTROL_PREFIX,
-                                 headers={"Authorization": "Bearer t"}) as client:
-        return await client.get(path, params=params)
 
 
 async def _cloud(path: Path) -> tuple[FakeCloud, CloudStore]:
