@@ -292,10 +292,10 @@ class ServedDesk(Desk):
     # -- following the server ------------------------------------------------------------------
 
     async def load(self, *, full: bool = False, first: int | None = None) -> None:
-        """Read every run (with ``first``: the newest ``first``, and what the older ones count) and every person
-        from the server, then the newest events of the newest runs (``PRELOAD_RUNS``, each its newest
-        ``PRELOAD_EVENTS``): what the panes show first is held when they draw, and the rest of every
-        run is read when it is shown."""
+        """Read every run (with ``first``: the newest ``first``, and what the older ones count) and
+        every person from the server, then the newest events of the newest runs (``PRELOAD_RUNS``,
+        each its newest ``PRELOAD_EVENTS``): what the panes show first is held when they draw, and the
+        rest of every run is read when it is shown."""
         await self.stream_book.load(full=full, first=first)
         live = (d for d in self.stream_book.runs.values() if not d.get("deleted"))
         wanted = [str(d["id"]) for d in heapq.nlargest(PRELOAD_RUNS, live, key=lambda d: parse_time(d.get("created_at")))]
@@ -390,13 +390,11 @@ class ServedDesk(Desk):
         relays before it) and, the stream keeping the server's order, once it comes back everything
         before it has been applied. False (and the reason kept in ``errors``) when the marker cannot
         be sent or does not come back in time."""
-        older = self._older
-        if older is not None and not older.done():  # every run is read before anything is said caught up
-            try:
-                await asyncio.wait_for(asyncio.shield(older), timeout)
-            except asyncio.TimeoutError:
-                self.errors.append(f"catching up with {self.remote.url}: the older runs were not read in time")
-                return False
+        try:  # every run is read before anything is said caught up
+            await asyncio.wait_for(self.all_runs_read(), timeout)
+        except asyncio.TimeoutError:
+            self.errors.append(f"catching up with {self.remote.url}: the older runs were not read in time")
+            return False
         token = uuid.uuid4().hex
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
