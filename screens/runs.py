@@ -30,7 +30,7 @@ from textual.widgets import DataTable, Label, Static
 from services.changes import Change
 from services.errors import ServiceError
 from services.wire import Outcome, TurnErrorCode
-from services.desk import OperatorAction, RefusalRecord, RunDetail, RunView, lineage, seq_of
+from services.desk import SYSTEM_USERS, OperatorAction, RefusalRecord, RunDetail, RunView, lineage, seq_of
 
 from .diff import DiffScreen
 from .dialogs import ConfirmDialog, DetailDialog, Field
@@ -217,17 +217,17 @@ class RunsPane(Pane):
 
     def reload(self) -> None:
         desk = self.desk
-        views = desk.runs()
-        system = sum(1 for v in views if v.system)
-        if not self.show_system:
-            views = [v for v in views if not v.system]
+        everything = desk.runs()
+        people = [v for v in everything if v.user_id not in SYSTEM_USERS]  # one pass: a list of many runs
+        system = len(everything) - len(people)
+        views = everything if self.show_system else people
         now = self.workspace.settings.clock.time() if self.workspace is not None else 0.0
         query = self.current_query()
         views, needle = query.filter(views), query.needle
-        self._listed = {v.id: v for v in views}
         self._ids = [v.id for v in views]
+        self._listed = dict(zip(self._ids, views))
         # the harvest judge's runs may be listed (A), but a person's run is what opens first
-        self._preferred = next((v.id for v in views if not v.system), None)
+        self._preferred = next((v.id for v in views if v.user_id not in SYSTEM_USERS), None)
         self._top = self._window_top(self.selected if self.selected in self._listed else self._preferred)
         self._show_rows(self._window_rows(now, needle))
         waiting = sum(1 for v in views if v.status == "waiting_on_user")

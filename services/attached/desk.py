@@ -121,6 +121,10 @@ class StreamBook:
         self._floor_time = 0.0
         """While runs are unread: when the oldest run of the first page started (a run read since that
         started before it is one of the older runs, which the counts above hold)."""
+        self._by_person: dict[str, int] = {}
+        self._by_status: dict[str, int] = {}
+        """The runs held that are not deleted (nor in ``_counted``), by person and by status: kept as
+        each run is taken in, so a count is not a walk over every run on each change."""
 
     def run_dtos(self) -> list[Dto]:
         return list(self.runs.values())
@@ -152,11 +156,16 @@ class StreamBook:
         run_id = str(run["id"])
         if events is not None and not isinstance(events, list):  # refused before anything is kept
             raise TypeError(f"the events of run {run_id} are {type(events).__name__}, not a list")
-        if self._before and run_id not in self.runs:  # older runs unread: one of them, counted by the server?
+        runs = self.runs
+        old = runs.get(run_id)
+        if old is not None:
+            self._tally(old, -1)
+        elif self._before:  # older runs unread: one of them, counted by the server?
             started = run.get("created_at")
             if type(started) is float and started < self._floor_time:
                 self._counted.add(run_id)
-        self.runs[run_id] = run
+        runs[run_id] = run
+        self._tally(run, 1)
         if events is not None:
             self.mirror.hold(run_id, events)
 
@@ -176,6 +185,8 @@ class StreamBook:
         if full:
             self.runs = {}
             self.mirror.forget()
+        self.unread = self._before = 0  # the page is taken in whole, then what it says of the rest
+        self._counted = set()
         page = answer["runs"]
         for dto in page:
             self.absorb_run(dto, owned=True)
@@ -187,11 +198,11 @@ class StreamBook:
         self.unread = self._before = before
         self._people_before = _counts(counts.get("people"))
         self._statuses_before = _counts(counts.get("statuses"))
-        self._counted = set()
         self._ranges = [(before, [str(dto["id"]) for dto in page])] if before else []
         times = [t for t in (self.runs[run_id].get("created_at") for run_id in self._ranges[0][1])
                  if type(t) is float] if before else []
         self._floor_time = min(times, default=0.0)
+        self._recount()
 
     async def read_older(self, count: int) -> bool:
         """Read the ``count`` runs before the oldest read (a run held already was read since, newer,
@@ -202,12 +213,17 @@ class StreamBook:
         answer = await self.remote.call("GET", "/runs", params={"limit": count, "before": self._before})
         low = answer.get("from")
         ids: list[str] = []
+        counted = self._counted
         for dto in answer["runs"]:
             run_id = str(dto["id"])
             ids.append(run_id)
-            if run_id not in self.runs:
+            held = self.runs.get(run_id)
+            if run_id not in counted:  # before the first page: the server's counts hold it
+                if held is not None:
+                    self._tally(held, -1)
+                counted.add(run_id)
+            if held is None:
                 self.absorb_run(dto, owned=True)
-        self._counted.update(ids)  # before the first page: the server's counts hold them
         # a position that does not go down would be read forever: what the server answers ends it
         low = low if type(low) is int and 0 <= low < self._before else 0
         self._ranges.append((low, ids))
@@ -229,6 +245,7 @@ class StreamBook:
             ordered.setdefault(run_id, dto)
         self.runs = ordered
         self._ranges, self._counted, self._people_before, self._statuses_before = [], set(), {}, {}
+        self._recount()
 
     def runs_by_person(self) -> dict[str, int]:
         """How many runs each person has that are not deleted: counted over the runs held and, while
@@ -241,12 +258,24 @@ class StreamBook:
 
     def _counted_by(self, field: str, before: dict[str, int]) -> dict[str, int]:
         counts = dict(before)
-        counted = self._counted
-        for run_id, dto in self.runs.items():
-            if not dto.get("deleted") and run_id not in counted:
-                key = str(dto[field])
-                counts[key] = counts.get(key, 0) + 1
+        for key, count in (self._by_person if field == "user_id" else self._by_status).items():
+            if count:
+                counts[key] = counts.get(key, 0) + count
         return counts
+
+    def _tally(self, dto: Mapping[str, object], sign: int) -> None:
+        """Count a run held in (``sign`` 1) or out (-1) of the counts by person and by status."""
+        if dto.get("deleted") or str(dto["id"]) in self._counted:
+            return
+        for counts, key in ((self._by_person, dto.get("user_id")), (self._by_status, dto.get("status"))):
+            if isinstance(key, str):
+                counts[key] = counts.get(key, 0) + sign
+
+    def _recount(self) -> None:
+        """The counts by person and by status, counted again over every run held."""
+        self._by_person, self._by_status = {}, {}
+        for dto in self.runs.values():
+            self._tally(dto, 1)
 
     async def refresh_people(self) -> None:
         people = await self.remote.people()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import uuid
 from collections import deque
+from operator import attrgetter
 from contextvars import ContextVar
 from collections.abc import Collection, Mapping
 from typing import Any, Protocol
@@ -44,6 +45,8 @@ PAGE_EVENTS = 5000
 """How many events one read of runs' logs from the cloud asks for (``GET /runs/{id}/events``, ``POST
 /runs/events``)."""
 
+_CREATED = attrgetter("created_at")
+"""A run view's start time (the runs list's order, newest first)."""
 SETTLE_CHOICES = OUTCOMES
 """How the operator may settle a run: every ``services.wire.Outcome``."""
 OPERATOR = "operator"
@@ -151,11 +154,24 @@ class Desk:
     def runs(self, *, include_deleted: bool = False) -> list[RunView]:
         """Every run, newest first."""
         dtos = list(self.book.run_dtos())
-        views = [self._view_of(d) for d in dtos if include_deleted or not d.get("deleted")]
-        if len(self._views) > len(dtos) + 64:  # runs the book no longer holds (a whole read again)
-            held = {d["id"] for d in dtos}
-            self._views = {run_id: kept for run_id, kept in self._views.items() if run_id in held}
-        return sorted(views, key=lambda v: v.created_at, reverse=True)
+        if not getattr(self.book, "keeps_dtos", False):
+            views = [run_view(d) for d in dtos if include_deleted or not d.get("deleted")]
+        else:  # ``_view_of`` inlined: a window over many runs lists each of them on every redraw
+            cache = self._views
+            views = []
+            append = views.append
+            for dto in dtos:
+                if not include_deleted and dto.get("deleted"):
+                    continue
+                held = cache.get(dto["id"])
+                if held is None or held[0] is not dto:
+                    held = cache[dto["id"]] = (dto, run_view(dto))
+                append(held[1])
+            if len(cache) > len(dtos) + 64:  # runs the book no longer holds (a whole read again)
+                kept = {d["id"] for d in dtos}
+                self._views = {run_id: pair for run_id, pair in cache.items() if run_id in kept}
+        views.sort(key=_CREATED, reverse=True)
+        return views
 
     def _view_of(self, dto: Mapping[str, Any]) -> RunView:
         """``run_view(dto)``, kept while the book holds the same DTO object (it replaces a run's DTO

@@ -233,3 +233,22 @@ async def test_a_window_closes_at_once_while_it_reads_the_older_runs(
     assert any("older runs were not read in time" in line for line in desk.errors)
     await asyncio.wait_for(ws.close(), 10)  # the follower, the history and the reads stop with it
     assert desk.unread_runs() > 0
+
+
+def test_the_counts_kept_as_runs_come_in_are_the_counts_of_every_run_held() -> None:
+    import random
+
+    rng = random.Random(7)
+    book = StreamBook(None, RunMirror())  # type: ignore[arg-type]  # nothing read: runs taken in as answers give them
+    for step in range(3000):
+        run_id = f"run_{rng.randrange(200)}"
+        book.absorb_run({"id": run_id, "user_id": rng.choice(["user:a", "user:b", "user:c"]),
+                         "status": rng.choice(["running", "idle", "waiting_on_user", "settled"]),
+                         "deleted": rng.random() < 0.2, "created_at": float(step)}, owned=True)
+        if step % 100 == 0:
+            held = [d for d in book.runs.values() if not d["deleted"]]
+            assert book.runs_by_person() == live_runs_by_person(book.runs.values())
+            statuses: dict[str, int] = {}
+            for d in held:
+                statuses[str(d["status"])] = statuses.get(str(d["status"]), 0) + 1
+            assert {k: v for k, v in book.runs_by_status().items() if v} == statuses
