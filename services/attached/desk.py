@@ -57,7 +57,7 @@ FIRST_RUNS = 1000
 """How many of the newest runs a window reads when it attaches (with what the older ones count): what
 the panes draw first. The older runs are read behind them, ``OLDER_RUNS`` at a time, so a window over
 many runs opens in the time its newest take."""
-OLDER_RUNS = 5000
+OLDER_RUNS = 2000
 """How many older runs one read behind the panes asks for."""
 RUNS_READ = "attach.runs_read"
 """The change a window announces once it has read every run (the lists redraw whole)."""
