@@ -58,6 +58,8 @@ SETTLE_KINDS: tuple[str, ...] = get_args(Outcome)
 """How a run may settle (the wire's outcomes)."""
 Row = tuple[Text, Text, Text, Text, Text, Text]
 """A run's cells in the list: glyph, title, status, age, person, activity."""
+WAITING = "waiting_on_user"
+"""The status of a run waiting on its person (the list's title counts them)."""
 ROWS = 160
 """The most runs the list holds as table rows at once: a window of the listed runs around the cursor
 (moved as the cursor nears its edge), so a workspace of many runs costs the list what it shows."""
@@ -172,6 +174,8 @@ class RunsPane(Pane):
         """The index in ``_ids`` of the table's first row."""
         self._seq = 0
         """The last event of the selected run drawn in the stream."""
+        self._counts = (0, 0, 0)
+        """The title's counts as last drawn: runs listed (system runs apart), waiting on their person, system runs."""
         self._touched: set[str] = set()
         """Runs whose events arrived since the last frame."""
         self._frame: Timer | None = None
@@ -230,16 +234,28 @@ class RunsPane(Pane):
         self._preferred = next((v.id for v in views if v.user_id not in SYSTEM_USERS), None)
         self._top = self._window_top(self.selected if self.selected in self._listed else self._preferred)
         self._show_rows(self._window_rows(now, needle))
-        waiting = sum(1 for v in views if v.status == "waiting_on_user")
-        shown = len(views) - (system if self.show_system else 0)
-        unread = desk.unread_runs()  # a window over many runs reads the older ones behind its panes (the
+        waiting = sum(1 for v in views if v.status == WAITING)
+        self._counts = (len(views) - (system if self.show_system else 0), waiting, system)
+        self._show_count()
+        if self.selected is not None:
+            self._update_stream()
+        self._show_info()
+
+    def _show_count(self) -> None:
+        """The title's counts: the runs listed, those waiting on their person, the system runs."""
+        shown, waiting, system = self._counts
+        unread = self.desk.unread_runs()  # a window over many runs reads the older ones behind its panes (the
         # list is drawn again once they are all read: a count here would stand still meanwhile)
         self.count_label = (counted(shown, "run") + (f" · {waiting} waiting on user" if waiting else "")
                             + (f" · {counted(system, 'system run')}{' shown' if self.show_system else ''}" if system else "")
                             + (" · reading the older runs" if unread else ""))
-        if self.selected is not None:
-            self._update_stream()
-        self._show_info()
+
+    def _restatus(self, before: RunView, after: RunView) -> None:
+        """A listed run's new status, taken in place: only the waiting count can change with it (the
+        list's order is by start time, and the filter was asked again)."""
+        shown, waiting, system = self._counts
+        self._counts = (shown, waiting + (after.status == WAITING) - (before.status == WAITING), system)
+        self._show_count()
 
     def _row(self, v: RunView, now: float, needle: str) -> Row:
         label = ("system · " if v.system else "") + (f"{v.name} — {v.prompt}" if v.name else v.prompt)
@@ -552,7 +568,7 @@ class RunsPane(Pane):
 
     def _refresh_rows(self, run_ids: set[str]) -> bool:
         """Redraw the rows of ``run_ids``; False (after asking for a whole reload) when one is new or
-        changed status. Returns True when only cells changed."""
+        the filter no longer keeps it. Returns True when only cells (and the counts) changed."""
         table = self.query_one("#runs-table", DataTable)
         now = self.workspace.settings.clock.time() if self.workspace is not None else 0.0
         query = self.current_query()
@@ -567,9 +583,11 @@ class RunsPane(Pane):
                     except ServiceError:
                         self.request_reload()
                         return False
-                    if view.status != listed.status or (match is not None and not match(view)):
+                    if match is not None and not match(view):
                         self.request_reload()
                         return False
+                    if view.status != listed.status:
+                        self._restatus(listed, view)
                     self._listed[run_id] = view
                     continue
                 if (match is None or self._matches_now(run_id, match)) and not self._hidden(run_id):
@@ -582,9 +600,11 @@ class RunsPane(Pane):
                 self.request_reload()
                 return False
             cells = self._row(view, now, needle)
-            if cells[2] != old[2] or (match is not None and not match(view)):
+            if match is not None and not match(view):
                 self.request_reload()
                 return False
+            if view.status != self._listed[run_id].status:
+                self._restatus(self._listed[run_id], view)
             self._listed[run_id] = view
             row = self._order.index(run_id)
             for col, (cell, before) in enumerate(zip(cells, old)):

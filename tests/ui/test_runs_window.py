@@ -144,3 +144,49 @@ async def test_the_palette_is_offered_a_page_of_runs_and_jumps_to_any(app: Any) 
         await settle(pilot)
         assert pane.selected == old.id
         _on_screen(pane, table)
+
+
+async def test_a_status_changed_in_place_draws_what_a_whole_redraw_draws(app: Any) -> None:
+    """A run's new status is taken into its row and the title's counts where it is, inside the table's
+    window or beyond it, and what is drawn is what the list made again whole would draw; a run the
+    filter no longer keeps makes it again."""
+    async with app.run_test(size=(120, 40)) as pilot:
+        ws, pane, table = await _many(pilot)
+
+        def drawn() -> tuple[Any, ...]:
+            rows = {key: tuple(cell.plain if hasattr(cell, "plain") else str(cell) for cell in cells)
+                    for key, cells in pane._table_rows.items()}
+            return pane.count_label, list(pane._ids), rows, pane.selected
+
+        inside, beyond = pane._order[2], pane._ids[-1]
+        assert beyond not in pane._table_rows
+        reloads = 0
+        whole = pane.reload
+
+        def counted_reload() -> None:
+            nonlocal reloads
+            reloads += 1
+            whole()
+
+        pane.reload = counted_reload  # type: ignore[method-assign]
+        waiting = pane.count_label
+        for run_id in (inside, beyond):  # as the runtime does it, not an operator's action
+            ws.cloud.runs.get(run_id).ask(title="which one?")
+            await settle(pilot)
+        ws.cloud.runs.get(beyond).settle(result="done")
+        await settle(pilot)
+        assert reloads == 0  # each status was taken in place
+        assert pane.count_label != waiting and ws.desk.view(beyond).status == "settled"
+        in_place = drawn()
+        pane.forget_drawn()
+        whole()
+        await settle(pilot)
+        assert drawn() == in_place
+
+        pane.filter_text = "status:waiting"
+        await settle(pilot)
+        kept = list(pane._ids)
+        assert inside in kept
+        ws.cloud.runs.get(inside).settle(result="done asking")
+        await settle(pilot)
+        assert reloads > 0 and inside not in pane._ids and len(pane._ids) == len(kept) - 1
