@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import re
 import time
+from bisect import bisect_right
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import get_args
 
 from rich.text import Text
@@ -177,6 +178,8 @@ class RunsPane(Pane):
         self._counts = (0, 0, 0)
         """The title's counts as last drawn: runs listed (system runs apart), waiting on their person, system runs."""
         self._touched: set[str] = set()
+        self._started: set[str] = set()
+        """Runs started since the last frame (taken into the list in place when no filter is typed)."""
         """Runs whose events arrived since the last frame."""
         self._frame: Timer | None = None
         """Applies the events given since the last frame (runs only while some wait)."""
@@ -221,6 +224,7 @@ class RunsPane(Pane):
 
     def reload(self) -> None:
         desk = self.desk
+        self._started.clear()  # counted below with every other run
         everything = desk.runs()
         people = [v for v in everything if v.user_id not in SYSTEM_USERS]  # one pass: a list of many runs
         system = len(everything) - len(people)
@@ -549,6 +553,7 @@ class RunsPane(Pane):
         """One frame's worth of given run events: the selected run's new lines, and the rows of the
         runs that changed (a status change redraws the whole list, since its counts change)."""
         touched, self._touched = self._touched, set()
+        started, self._started = self._started, set()
         if self.workspace is None or not self.built:
             return
         if self.selected in touched:
@@ -558,7 +563,7 @@ class RunsPane(Pane):
                 self.query_one("#runs-stream", EventStream).extend(lines)
         if self._reload_queued:
             return  # a whole reload is on its way: it redraws the rows and the info line
-        if self._refresh_rows(touched) and self.selected in touched:
+        if self._refresh_rows(touched, started) and self.selected in touched:
             self._info_due = True
         if self._info_due:
             if time.monotonic() - self._info_at >= INFO_EVERY:
@@ -566,9 +571,10 @@ class RunsPane(Pane):
             elif self._frame is not None:
                 self._frame.resume()  # drawn on a later frame, with whatever arrives meanwhile
 
-    def _refresh_rows(self, run_ids: set[str]) -> bool:
-        """Redraw the rows of ``run_ids``; False (after asking for a whole reload) when one is new or
-        the filter no longer keeps it. Returns True when only cells (and the counts) changed."""
+    def _refresh_rows(self, run_ids: set[str], started: Collection[str] = ()) -> bool:
+        """Redraw the rows of ``run_ids``; a run among ``started`` is taken into the list in place
+        while no filter is typed. False (after asking for a whole reload) when a run is new otherwise,
+        or the filter no longer keeps one. Returns True when only rows (and the counts) changed."""
         table = self.query_one("#runs-table", DataTable)
         now = self.workspace.settings.clock.time() if self.workspace is not None else 0.0
         query = self.current_query()
@@ -589,6 +595,13 @@ class RunsPane(Pane):
                     if view.status != listed.status:
                         self._restatus(listed, view)
                     self._listed[run_id] = view
+                    continue
+                if run_id in started and match is None:
+                    try:
+                        self._insert(self.desk.view(run_id), now, needle)
+                    except ServiceError:
+                        self.request_reload()
+                        return False
                     continue
                 if (match is None or self._matches_now(run_id, match)) and not self._hidden(run_id):
                     self.request_reload()
@@ -612,6 +625,31 @@ class RunsPane(Pane):
                     table.update_cell_at(Coordinate(row, col), cell)
             self._table_rows[run_id] = cells
         return True
+
+    def _insert(self, view: RunView, now: float, needle: str) -> None:
+        """A new run taken into the list where a whole redraw would put it (newest first; among runs
+        started in the same instant, after them), and into the title's counts; the table's rows are
+        drawn again only when it falls among them."""
+        shown, waiting, system = self._counts
+        hidden = view.user_id in SYSTEM_USERS
+        if hidden:
+            system += 1
+        if hidden and not self.show_system:
+            self._counts = (shown, waiting, system)
+            self._show_count()
+            return
+        listed, ids = self._listed, self._ids
+        at = bisect_right(ids, -view.created_at, key=lambda run_id: -listed[run_id].created_at)
+        ids.insert(at, view.id)
+        listed[view.id] = view
+        self._counts = (shown + (not hidden), waiting + (view.status == WAITING), system)
+        if not hidden and (self._preferred is None or at <= ids.index(self._preferred)):
+            self._preferred = view.id
+        if at < self._top:
+            self._top += 1  # the same runs stay in the table's window
+        elif at <= self._top + ROWS:
+            self._show_rows(self._window_rows(now, needle))
+        self._show_count()
 
     def _hidden(self, run_id: str) -> bool:
         """Whether the run is a system run the list hides now (its events redraw nothing)."""
@@ -1101,6 +1139,9 @@ class RunsPane(Pane):
         for c in changes:
             if c.kind == "run.event" and c.source == "cloud":
                 touched.add(c.id)
+            elif c.kind == "run.started" and c.source == "cloud" and c.id is not None:
+                touched.add(c.id)
+                self._started.add(c.id)
             elif c.source in self.sources:
                 self.request_reload()
         if touched and self._frame is not None:

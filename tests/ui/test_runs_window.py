@@ -190,3 +190,63 @@ async def test_a_status_changed_in_place_draws_what_a_whole_redraw_draws(app: An
         ws.cloud.runs.get(inside).settle(result="done asking")
         await settle(pilot)
         assert reloads > 0 and inside not in pane._ids and len(pane._ids) == len(kept) - 1
+
+
+async def test_a_run_started_elsewhere_is_taken_in_where_a_whole_redraw_puts_it(app: Any) -> None:
+    """Runs another client starts are listed in place (no whole redraw) where the list made again
+    would put them, the table's rows drawn again only when one falls among them; with a filter typed
+    the list is made again."""
+    async with app.run_test(size=(120, 40)) as pilot:
+        ws, pane, table = await _many(pilot)
+
+        def drawn() -> tuple[Any, ...]:
+            rows = {key: tuple(cell.plain if hasattr(cell, "plain") else str(cell) for cell in cells)
+                    for key, cells in pane._table_rows.items()}
+            return pane.count_label, list(pane._ids), rows, pane.selected, pane._top
+
+        reloads = 0
+        whole = pane.reload
+
+        def counted_reload() -> None:
+            nonlocal reloads
+            reloads += 1
+            whole()
+
+        pane.reload = counted_reload  # type: ignore[method-assign]
+        client = ws.cloud.crouter("user:grace")
+        before = len(pane._ids)
+        started = []
+        for n in range(3):
+            ws.settings.clock.advance(1.0)  # each started after every run listed
+            started.append((await client.runs.start(prompt=f"elsewhere {n}")).id)
+        await settle(pilot)
+        assert reloads == 0 and pane._ids[:3] == started[::-1] and len(pane._ids) == before + 3
+        in_place = drawn()
+        pane.forget_drawn()
+        whole()
+        await settle(pilot)
+        assert drawn() == in_place
+
+        await pilot.press("ctrl+end")  # the table's window at the far end: a new run is not among its rows
+        await settle(pilot)
+        far = drawn()
+        ws.settings.clock.advance(1.0)
+        newest = (await client.runs.start(prompt="while far")).id
+        await settle(pilot)
+        assert reloads == 0 and pane._ids[0] == newest and pane._top == far[4] + 1
+        assert pane._table_rows.keys() == far[2].keys()  # the same rows, none drawn again
+        in_place = drawn()
+        pane.forget_drawn()
+        whole()
+        await settle(pilot)
+        again = drawn()  # the same runs in the same rows (their ages drawn at another now)
+        assert (again[0], again[1], list(again[2]), again[3]) == (in_place[0], in_place[1], list(in_place[2]), in_place[3])
+
+        pane.filter_text = "elsewhere"
+        await settle(pilot)
+        reloads = 0
+        ws.settings.clock.advance(1.0)
+        await client.runs.start(prompt="elsewhere again")
+        await settle(pilot)
+        assert reloads == 1 and len(pane._ids) == 4
+        await client.aclose()
