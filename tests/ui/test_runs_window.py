@@ -146,6 +146,25 @@ async def test_the_palette_is_offered_a_page_of_runs_and_jumps_to_any(app: Any) 
         _on_screen(pane, table)
 
 
+def _drawn(pane: Any) -> tuple[Any, ...]:
+    """What the list shows: its title, its runs in order, the table's rows (as text), the selection, the window's top."""
+    rows = {key: tuple(cell.plain if hasattr(cell, "plain") else str(cell) for cell in cells)
+            for key, cells in pane._table_rows.items()}
+    return pane.count_label, list(pane._ids), rows, pane.selected, pane._top
+
+
+def _count_reloads(pane: Any) -> list[None]:
+    """Each whole redraw of the list from here on, as an item of the list answered."""
+    whole, seen = pane.reload, []
+
+    def counted() -> None:
+        seen.append(None)
+        whole()
+
+    pane.reload = counted
+    return seen
+
+
 async def test_a_status_changed_in_place_draws_what_a_whole_redraw_draws(app: Any) -> None:
     """A run's new status is taken into its row and the title's counts where it is, inside the table's
     window or beyond it, and what is drawn is what the list made again whole would draw; a run the
@@ -153,35 +172,22 @@ async def test_a_status_changed_in_place_draws_what_a_whole_redraw_draws(app: An
     async with app.run_test(size=(120, 40)) as pilot:
         ws, pane, table = await _many(pilot)
 
-        def drawn() -> tuple[Any, ...]:
-            rows = {key: tuple(cell.plain if hasattr(cell, "plain") else str(cell) for cell in cells)
-                    for key, cells in pane._table_rows.items()}
-            return pane.count_label, list(pane._ids), rows, pane.selected
-
         inside, beyond = pane._order[2], pane._ids[-1]
         assert beyond not in pane._table_rows
-        reloads = 0
-        whole = pane.reload
-
-        def counted_reload() -> None:
-            nonlocal reloads
-            reloads += 1
-            whole()
-
-        pane.reload = counted_reload  # type: ignore[method-assign]
+        whole, reloads = pane.reload, _count_reloads(pane)
         waiting = pane.count_label
         for run_id in (inside, beyond):  # as the runtime does it, not an operator's action
             ws.cloud.runs.get(run_id).ask(title="which one?")
             await settle(pilot)
         ws.cloud.runs.get(beyond).settle(result="done")
         await settle(pilot)
-        assert reloads == 0  # each status was taken in place
+        assert not reloads  # each status was taken in place
         assert pane.count_label != waiting and ws.desk.view(beyond).status == "settled"
-        in_place = drawn()
+        in_place = _drawn(pane)
         pane.forget_drawn()
         whole()
         await settle(pilot)
-        assert drawn() == in_place
+        assert _drawn(pane) == in_place
 
         pane.filter_text = "status:waiting"
         await settle(pilot)
@@ -189,7 +195,7 @@ async def test_a_status_changed_in_place_draws_what_a_whole_redraw_draws(app: An
         assert inside in kept
         ws.cloud.runs.get(inside).settle(result="done asking")
         await settle(pilot)
-        assert reloads > 0 and inside not in pane._ids and len(pane._ids) == len(kept) - 1
+        assert reloads and inside not in pane._ids and len(pane._ids) == len(kept) - 1
 
 
 async def test_a_run_started_elsewhere_is_taken_in_where_a_whole_redraw_puts_it(app: Any) -> None:
@@ -199,20 +205,7 @@ async def test_a_run_started_elsewhere_is_taken_in_where_a_whole_redraw_puts_it(
     async with app.run_test(size=(120, 40)) as pilot:
         ws, pane, table = await _many(pilot)
 
-        def drawn() -> tuple[Any, ...]:
-            rows = {key: tuple(cell.plain if hasattr(cell, "plain") else str(cell) for cell in cells)
-                    for key, cells in pane._table_rows.items()}
-            return pane.count_label, list(pane._ids), rows, pane.selected, pane._top
-
-        reloads = 0
-        whole = pane.reload
-
-        def counted_reload() -> None:
-            nonlocal reloads
-            reloads += 1
-            whole()
-
-        pane.reload = counted_reload  # type: ignore[method-assign]
+        whole, reloads = pane.reload, _count_reloads(pane)
         client = ws.cloud.crouter("user:grace")
         before = len(pane._ids)
         started = []
@@ -220,33 +213,33 @@ async def test_a_run_started_elsewhere_is_taken_in_where_a_whole_redraw_puts_it(
             ws.settings.clock.advance(1.0)  # each started after every run listed
             started.append((await client.runs.start(prompt=f"elsewhere {n}")).id)
         await settle(pilot)
-        assert reloads == 0 and pane._ids[:3] == started[::-1] and len(pane._ids) == before + 3
-        in_place = drawn()
+        assert not reloads and pane._ids[:3] == started[::-1] and len(pane._ids) == before + 3
+        in_place = _drawn(pane)
         pane.forget_drawn()
         whole()
         await settle(pilot)
-        assert drawn() == in_place
+        assert _drawn(pane) == in_place
 
         await pilot.press("ctrl+end")  # the table's window at the far end: a new run is not among its rows
         await settle(pilot)
-        far = drawn()
+        far = _drawn(pane)
         ws.settings.clock.advance(1.0)
         newest = (await client.runs.start(prompt="while far")).id
         await settle(pilot)
-        assert reloads == 0 and pane._ids[0] == newest and pane._top == far[4] + 1
+        assert not reloads and pane._ids[0] == newest and pane._top == far[4] + 1
         assert pane._table_rows.keys() == far[2].keys()  # the same rows, none drawn again
-        in_place = drawn()
+        in_place = _drawn(pane)
         pane.forget_drawn()
         whole()
         await settle(pilot)
-        again = drawn()  # the same runs in the same rows (their ages drawn at another now)
+        again = _drawn(pane)  # the same runs in the same rows (their ages drawn at another now)
         assert (again[0], again[1], list(again[2]), again[3]) == (in_place[0], in_place[1], list(in_place[2]), in_place[3])
 
         pane.filter_text = "elsewhere"
         await settle(pilot)
-        reloads = 0
+        reloads.clear()
         ws.settings.clock.advance(1.0)
         await client.runs.start(prompt="elsewhere again")
         await settle(pilot)
-        assert reloads == 1 and len(pane._ids) == 4
+        assert len(reloads) == 1 and len(pane._ids) == 4
         await client.aclose()
