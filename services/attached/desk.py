@@ -107,9 +107,8 @@ class StreamBook:
         self.persons: dict[str, Dto] = {}
         """Each person's DTO, by id."""
         self.unread = 0
-        """How many runs are not read yet (0: every run is held)."""
-        self._before = 0
-        """Where the runs not read yet end: the start-order position of the oldest page read."""
+        """How many runs are not read yet (0: every run is held): they are those before the start-order
+        position of the oldest page read, which is this number."""
         self._people_before: dict[str, int] = {}
         """While runs are unread: by person, the runs before the first page read that were not deleted then."""
         self._statuses_before: dict[str, int] = {}
@@ -160,7 +159,7 @@ class StreamBook:
         old = runs.get(run_id)
         if old is not None:
             self._tally(old, -1)
-        elif self._before:  # older runs unread: one of them, counted by the server?
+        elif self.unread:  # older runs unread: one of them, counted by the server?
             started = run.get("created_at")
             if type(started) is float and started < self._floor_time:
                 self._counted.add(run_id)
@@ -185,7 +184,7 @@ class StreamBook:
         if full:
             self.runs = {}
             self.mirror.forget()
-        self.unread = self._before = 0  # the page is taken in whole, then what it says of the rest
+        self.unread = 0  # the page is taken in whole, then what it says of the rest
         self._counted = set()
         page = answer["runs"]
         for dto in page:
@@ -195,7 +194,7 @@ class StreamBook:
         before = low if type(low) is int and low > 0 else 0  # a server that answers every run: none
         counts = answer.get("counts_before") if before else None
         counts = counts if isinstance(counts, dict) else {}
-        self.unread = self._before = before
+        self.unread = before
         self._people_before = _counts(counts.get("people"))
         self._statuses_before = _counts(counts.get("statuses"))
         self._ranges = [(before, [str(dto["id"]) for dto in page])] if before else []
@@ -208,9 +207,9 @@ class StreamBook:
         """Read the ``count`` runs before the oldest read (a run held already was read since, newer,
         and is kept); True while older runs remain. Once every run is read, the book holds them in
         start order, as a whole read does."""
-        if not self._before:
+        if not self.unread:
             return False
-        answer = await self.remote.call("GET", "/runs", params={"limit": count, "before": self._before})
+        answer = await self.remote.call("GET", "/runs", params={"limit": count, "before": self.unread})
         low = answer.get("from")
         ids: list[str] = []
         counted = self._counted
@@ -225,9 +224,9 @@ class StreamBook:
             if held is None:
                 self.absorb_run(dto, owned=True)
         # a position that does not go down would be read forever: what the server answers ends it
-        low = low if type(low) is int and 0 <= low < self._before else 0
+        low = low if type(low) is int and 0 <= low < self.unread else 0
         self._ranges.append((low, ids))
-        self.unread = self._before = low
+        self.unread = low
         if not low:
             self._in_start_order()
         return bool(low)

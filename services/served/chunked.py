@@ -64,18 +64,16 @@ def _run(run: "FakeRun", events: bool) -> Iterator[str]:
     yield from _with_events(dto, list(run.events))  # a copy of the list: the events held now
 
 
-def runs_answer(cloud: "FakeCloud", user: str | None, *, events: bool,
+def runs_answer(cloud: "FakeCloud", slots: "Sequence[RunSlot]", *, events: bool,
                 stored: "Callable[[Sequence[RunSlot]], list[str | None]] | None" = None,
-                slots: "Sequence[RunSlot] | None" = None, extra: "dict[str, object] | None" = None) -> Iterator[str]:
-    """``{"runs": [...]}`` as ``GET /runs`` answers it (``user``'s runs, or every run; or the runs
-    of ``slots``), a run (or a slice of its events) at a time, ``READ_BACK`` runs read at once. A run
-    only stored is sent as ``stored`` gives its entry (the store's text, not read back) or, with
-    ``events`` or without such a text, read back as a copy for this answer alone: listing a workspace
-    holds none of its runs. ``extra``'s members follow ``runs`` in the answer."""
+                extra: "dict[str, object] | None" = None) -> Iterator[str]:
+    """``{"runs": [...]}`` as ``GET /runs`` answers it, the runs of ``slots`` (in start order), a run
+    (or a slice of its events) at a time, ``READ_BACK`` runs read at once. A run only stored is sent
+    as ``stored`` gives its entry (the store's text, not read back) or, with ``events`` or without such
+    a text, read back as a copy for this answer alone: listing a workspace holds none of its runs.
+    ``extra``'s members follow ``runs`` in the answer (a page's ``total``, ``from``, counts)."""
     from ..cloud.book import READ_BACK
 
-    if slots is None:
-        slots = [slot for slot in cloud.state.run_log.slots if user is None or slot.user_id == user]
     yield '{"runs": ['
     for start in range(0, len(slots), READ_BACK):
         chunk = slots[start:start + READ_BACK]

@@ -297,15 +297,15 @@ class ControlApp:
         user = query.get("user")
         stored = self.store.stored_dtos if self.store is not None else None
         events = query.get("events") in ("1", "true")
+        slots = self.cloud.state.run_log.slots
+        if user is not None:
+            slots = [slot for slot in slots if slot.user_id == user]
         if not _paged(query):
-            return runs_answer(self.cloud, user, events=events, stored=stored)
+            return runs_answer(self.cloud, list(slots), events=events, stored=stored)
         limit = _whole(query, "limit", RUNS_PAGE)
         if limit < 1 or limit > MAX_RUNS_PAGE:
             raise ControlError(400, "invalid_request", f"limit is from 1 to {MAX_RUNS_PAGE}, not {limit}",
                                param="limit")
-        slots = self.cloud.state.run_log.slots
-        if user is not None:
-            slots = [slot for slot in slots if slot.user_id == user]
         total = len(slots)
         high = min(_whole(query, "before", total), total)
         low = max(0, high - limit)
@@ -319,7 +319,7 @@ class ControlApp:
                     status = slot.run_status
                     statuses[status] = statuses.get(status, 0) + 1
             extra["counts_before"] = {"people": people, "statuses": statuses}
-        return runs_answer(self.cloud, None, events=events, stored=stored, slots=slots[low:high], extra=extra)
+        return runs_answer(self.cloud, slots[low:high], events=events, stored=stored, extra=extra)
 
     async def _runs(self, body: dict[str, object], query: dict[str, str]) -> Answer:
         answer: Answer = json.loads("".join(self._runs_answer(query)))
