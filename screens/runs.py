@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection
 from typing import get_args
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
@@ -31,7 +31,7 @@ from textual.widgets import DataTable, Label, Static
 from services.changes import Change
 from services.errors import ServiceError
 from services.wire import Outcome, TurnErrorCode
-from services.desk import SYSTEM_USERS, OperatorAction, RefusalRecord, RunDetail, RunView, lineage, seq_of
+from services.desk import SYSTEM_USERS, OperatorAction, RefusalRecord, RunDetail, RunView, lineage, run_view, seq_of
 
 from .diff import DiffScreen
 from .dialogs import ConfirmDialog, DetailDialog, Field
@@ -68,6 +68,9 @@ EDGE = 16
 """The window moves (centred on the cursor) when the cursor comes this near an edge it has runs beyond."""
 PALETTE_RUNS = 40
 """The most runs the command palette is offered for one query (the best matches, newest first)."""
+FOUND_HELD = 2000
+"""The most older runs (those a window over many runs does not hold) one filter takes into the list:
+the newest that match; a filter that matches more says so (narrow it to list the rest)."""
 FRAME_HZ = 60
 """How often run events given by the change feed are applied (once a frame, in one batch)."""
 _DIGITS = re.compile("[0-9]").sub
@@ -210,6 +213,12 @@ class RunsPane(Pane):
         operator scrolled, or the window drawn first (its ``upto`` grows as events arrive)."""
         self._turns_before = 0
         """The selected run's root turns before the events the stream draws (the turn cursor counts them)."""
+        self._searched: str | None = None
+        """The filter whose search of the older runs (those the window does not hold) ran or runs."""
+        self._search = ""
+        """That search: ``"running"``, ``"more"`` (it stopped at ``FOUND_HELD`` matches) or done (empty)."""
+        self._reading = False
+        """A page of older runs is being read (the list was scrolled to its end)."""
 
     def compose_body(self) -> ComposeResult:
         # the title second, sized to the room left: the columns after status show only while they fit whole
@@ -240,19 +249,83 @@ class RunsPane(Pane):
         self._show_rows(self._window_rows(now, needle))
         waiting = sum(1 for v in views if v.status == WAITING)
         self._counts = (len(views) - (system if self.show_system else 0), waiting, system)
+        if query.empty:
+            self._searched, self._search = None, ""
+            self.workers.cancel_group(self, "older-search")
+        elif self._searched != self._good_filter and desk.unread_runs():
+            self._searched, self._search = self._good_filter, "running"
+            self._search_older(self._good_filter)
         self._show_count()
         if self.selected is not None:
             self._update_stream()
         self._show_info()
 
     def _show_count(self) -> None:
-        """The title's counts: the runs listed, those waiting on their person, the system runs."""
+        """The title's counts: the runs listed, those waiting on their person, the system runs; in a
+        window over many runs, the older runs it does not hold (read as the list scrolls to its end),
+        or the filter's search of them."""
         shown, waiting, system = self._counts
-        unread = self.desk.unread_runs()  # a window over many runs reads the older ones behind its panes (the
-        # list is drawn again once they are all read: a count here would stand still meanwhile)
+        unread = self.desk.unread_runs()
+        older = ""
+        if unread and self._searched is not None:
+            older = {"running": " · searching the older runs",
+                     "more": f" · the newest {FOUND_HELD} older matches listed: narrow the filter for the rest"
+                     }.get(self._search, "")
+        elif unread:
+            older = f" · {unread:,} older runs, read as the list scrolls down"
         self.count_label = (counted(shown, "run") + (f" · {waiting} waiting on user" if waiting else "")
                             + (f" · {counted(system, 'system run')}{' shown' if self.show_system else ''}" if system else "")
-                            + (" · reading the older runs" if unread else ""))
+                            + older)
+
+    @work(group="older-search", exclusive=True, exit_on_error=False)
+    async def _search_older(self, text: str) -> None:
+        """The filter ``text`` over the older runs the window does not hold, a page at a time: the
+        newest ``FOUND_HELD`` that match are held and listed (the list drawn again after each page
+        that found some); the title says so meanwhile."""
+        found = 0
+        try:
+            async for page in self.desk.run_pages(held=False):
+                if self._searched != text or not self.is_mounted:
+                    return
+                query = self.current_query()
+                keep = {v.id for v in query.filter([run_view(dto) for dto in page if not dto.get("deleted")])}
+                if keep:
+                    taken = [dto for dto in page if dto["id"] in keep][:FOUND_HELD - found]
+                    self.desk.hold_runs(taken)
+                    found += len(taken)
+                    self.request_reload()
+                    if found >= FOUND_HELD:
+                        self._search = "more"
+                        return
+            self._search = ""
+        except ServiceError as exc:
+            self._search = ""
+            self.say((f"The older runs could not be searched: {exc}", "warning"))
+        finally:
+            if self._searched == text and self.is_mounted:
+                self._show_count()
+
+    @work(group="older-runs", exit_on_error=False)
+    async def _read_older(self) -> None:
+        """The next page of older runs (the list scrolled to its end), held and listed (``_reading``
+        is set by the caller, at once: one page is read at a time)."""
+        try:
+            took = await self.desk.read_older_runs()
+        except ServiceError as exc:
+            self.say((f"The older runs could not be read: {exc}", "warning"))
+            return
+        finally:
+            self._reading = False
+        if took or not self.desk.unread_runs():
+            self.request_reload()
+
+    def _near_end(self, run_id: str) -> None:
+        """Read the next older runs when ``run_id`` is near the end of the list and older ones remain
+        (no filter typed: a filter searches them)."""
+        if (not self._reading and self.desk.unread_runs() and not self._good_filter.strip()
+                and run_id in self._listed and self._ids.index(run_id) >= len(self._ids) - EDGE):
+            self._reading = True
+            self._read_older()
 
     def _restatus(self, before: RunView, after: RunView) -> None:
         """A listed run's new status, taken in place: only the waiting count can change with it (the
@@ -328,6 +401,8 @@ class RunsPane(Pane):
             self._move_window(run_id)
         table = self.query_one("#runs-table", DataTable)
         table.move_cursor(row=self._order.index(run_id))
+        if last:
+            self._near_end(run_id)
 
     def forget_drawn(self) -> None:
         self._table_rows, self._order = {}, []
@@ -372,6 +447,7 @@ class RunsPane(Pane):
             if self._near_edge(run_id):
                 self._move_window(run_id)
             self._select(run_id)
+            self._near_end(run_id)
 
     @on(RunTable.Reach, "#runs-table")
     def _reached(self, event: "RunTable.Reach") -> None:
@@ -1098,25 +1174,43 @@ class RunsPane(Pane):
         """The runs the palette offers for ``query``, at most ``PALETTE_RUNS``: those whose entry holds
         the query whole first, then those holding its letters in order (what the palette's fuzzy match
         takes), newest first in each; with no query, the newest runs. A workspace of many runs gives
-        the palette a page to score, not every run on each key."""
+        the palette a page to score, not every run on each key; in a window over many runs, the older
+        runs it does not hold are searched a page at a time until the query is answered whole."""
         if self.workspace is None:
             return []
         needle = query.lower()
         loose = re.compile(".*?".join(re.escape(char) for char in needle), re.S) if needle else None
         whole: list[tuple[str, str]] = []
         near: list[tuple[str, str]] = []
-        for v in self.desk.runs():
-            label = f"run {v.name or v.prompt} · {v.user_id} · {v.id}"
-            entry = f"go to {label}".lower()  # as the palette lists it, and matches it
-            if needle in entry:
-                whole.append((label, v.id))
-                if len(whole) >= PALETTE_RUNS:
-                    break
-            elif loose is not None and len(near) < PALETTE_RUNS and loose.search(entry):
-                near.append((label, v.id))
+
+        def offer(views: list[RunView]) -> bool:
+            """Score ``views`` (newest first); True once the palette has its fill of whole matches."""
+            for v in views:
+                label = f"run {v.name or v.prompt} · {v.user_id} · {v.id}"
+                entry = f"go to {label}".lower()  # as the palette lists it, and matches it
+                if needle in entry:
+                    whole.append((label, v.id))
+                    if len(whole) >= PALETTE_RUNS:
+                        return True
+                elif loose is not None and len(near) < PALETTE_RUNS and loose.search(entry):
+                    near.append((label, v.id))
+            return False
+
+        if not offer(self.desk.runs()) and needle and self.desk.unread_runs():
+            try:
+                async for page in self.desk.run_pages(held=False):
+                    views = sorted((run_view(dto) for dto in page if not dto.get("deleted")),
+                                   key=lambda v: v.created_at, reverse=True)
+                    if offer(views):
+                        break
+            except ServiceError as exc:  # what the held runs gave is offered
+                self.say((f"The older runs could not be searched: {exc}", "warning"))
         return (whole + near)[:PALETTE_RUNS]
 
     def select_key(self, key: str) -> None:
+        if not self.desk.has_run(key):  # an older run the window does not hold: read first
+            self._read_then_select(key)
+            return
         if self.filter_text:
             self.clear_filter()
         if self._hidden(key):
@@ -1127,6 +1221,19 @@ class RunsPane(Pane):
         if key in self._order:
             self.query_one("#runs-table", DataTable).move_cursor(row=self._order.index(key))
             self._select(key)
+
+    @work(group="older-jump", exclusive=True, exit_on_error=False)
+    async def _read_then_select(self, key: str) -> None:
+        """A jump to a run the window does not hold: read it, then select it (or say it is unknown)."""
+        try:
+            known = await self.desk.hold_run(key)
+        except ServiceError as exc:
+            self.say((f"Run {safe(key, 80)} could not be read: {exc}", "warning"))
+            return
+        if known:
+            self.select_key(key)
+        else:
+            self.say((f"There is no run {safe(key, 80)}.", "warning"))
 
     def selection_label(self) -> str:
         return self._run_title(self.selected) if self.selected else ""

@@ -126,6 +126,10 @@ def bridge_run(run: RunDetail) -> dict[str, object]:
             "last_turn_error": run.last_turn_error}
 
 
+_LET_GO = "follower.let_go"
+"""The marker a catch-up in the foreground queues behind its changes: once it is reached, the runs held
+for the catch-up are let go."""
+
 class _Head(NamedTuple):
     """A run as the catch-up weighs it: its id, person, newest seq and deleted flag, and its DTO as the
     book holds it (read only, never copied: a window over many runs weighs them all), as the canvas's
@@ -219,6 +223,9 @@ class RunFollower:
         self.background = False
         """The last start's catch-up reads after ``start`` returned."""
         self._catching = False
+        self._lent: list[str] = []
+        """Runs the desk holds for the catch-up only (a window over many runs holds only some): let go
+        once what the catch-up queued is applied and captured."""
 
     async def start(self, *, catch_up: bool = True, background: bool = False) -> None:
         """Start following; with ``catch_up`` the runs that already exist are applied first. With
@@ -251,6 +258,8 @@ class RunFollower:
         for change in (*caught, *live):
             self._queue.put_nowait(change)
         self.catch_up_s = time.perf_counter() - began
+        if self._lent:  # applied by the drain, after which they are let go
+            self._queue.put_nowait(Change("workspace", _LET_GO, ""))
 
     async def _catch_up_then_drain(self) -> None:
         """The catch-up in the background: each chunk of runs it reads is applied while the next is
@@ -271,6 +280,7 @@ class RunFollower:
                     await asyncio.shield(applying)
                 except Exception as exc:  # a batch that failed past its changes' own records
                     self._failed("catch-up", "", exc)
+                await self._let_go_lent()
             except asyncio.CancelledError:  # stopped: what the catch-up queued is dropped with the rest
                 applying.cancel()
                 raise
@@ -304,23 +314,29 @@ class RunFollower:
     async def _catch_up(self, put: Callable[[Change], None]) -> None:
         """Queue what the canvas and the captures lack of the runs that exist, and only that.
 
-        The canvas says how far it holds each run (``RunBridge.positions``, one read): a run whose
+        The canvas says how far it holds each run (``RunBridge.positions``, one read a page): a run whose
         nodes hold its events up to the last one the follower applies, and whose node shows the run as
         it is, queues nothing; any other run queues its ``run.started`` (when its node is missing or
         not current) and the events after the highest ``seq`` its nodes hold. Events the live path
         ignores (text deltas, activity) are never queued. A completed turn or a settle not yet captured
         (``follower.json``: a capture that failed is tried again at each launch) is queued for its
         capture alone, however far the canvas is."""
-        await self.desk.all_runs_read()  # a window over many runs reads the older ones behind its panes
-        # each run as the book holds it, nothing copied or converted (a window over many runs reads
-        # them all here): what the canvas's position and the captures are weighed by
-        dtos = list(self.desk.book.run_dtos())
+        looked = False
+        # every run a page at a time, each as the desk reads it (a window over many runs holds only
+        # some: the others are read here a page at a time, and held only when the canvas lacks them)
+        async for page in self.desk.run_pages():
+            looked = await self._catch_up_page(page, put) or looked
+        if looked:
+            await self._save_state()
+
+    async def _catch_up_page(self, dtos: Sequence[Mapping[str, object]], put: Callable[[Change], None]) -> bool:
+        """Queue what the canvas and the captures lack of a page of runs (``_catch_up``); True when
+        a run was marked as looked at through its last event."""
         details: dict[str, _Head] = {}
         for start in range(0, len(dtos), HEADS_AT_ONCE):  # the loop runs between two slices
             if start:
                 await asyncio.sleep(0)
             details.update((head.id, head) for head in map(_head, dtos[start:start + HEADS_AT_ONCE]))
-        del dtos
         # where the canvas is, first by each run's root node alone: only the events after that are
         # read (from the mirror, or a window's server), and a child node holding a later event is
         # named by one of them, so the second read gives each run's true position
@@ -341,6 +357,8 @@ class RunFollower:
             if after >= run.seq and (self.bridge is None or (position is not None and position.current)):
                 continue  # the canvas holds it all, and nothing of it waits to be captured
             wanted[run_id] = after
+        if wanted:  # the runs queued are read from the desk when applied: it holds them until then
+            self._lent += self.desk.hold_runs([dto for dto in dtos if str(dto["id"]) in wanted], lent=True)
         looked = False
         for chunk in _chunks(wanted, {run_id: details[run_id].seq for run_id in wanted}):
             clean: set[str] = set()
@@ -351,8 +369,7 @@ class RunFollower:
                     run_id: (run.wire, {str(e.get("node_id")) for e in events})
                     for run_id, (run, events) in runs.items()})}
             looked = self._queue_missing(runs, positions, put, clean) or looked
-        if looked:
-            await self._save_state()
+        return looked
 
     def _queue_missing(self, runs: Mapping[str, tuple["_Head", Sequence[Event]]],
                        positions: Mapping[str, RunPosition], put: Callable[[Change], None],
@@ -428,6 +445,14 @@ class RunFollower:
         self._task = self._capturing = None
         self._captures.clear()
 
+    async def _let_go_lent(self) -> None:
+        """Let go of the runs held for the catch-up, once their captures are made (those still
+        waiting read them)."""
+        while self._captures or (self._capturing is not None and not self._capturing.done()):
+            await asyncio.sleep(0.05)
+        lent, self._lent = self._lent, []
+        self.desk.let_go(lent)
+
     async def idle(self) -> None:
         """Wait until every queued change has been applied."""
         while (self._catching or not self._queue.empty() or self._busy or self._captures
@@ -464,8 +489,14 @@ class RunFollower:
                 batch = [first]
                 while len(batch) < _BATCH and not self._queue.empty():
                     batch.append(self._queue.get_nowait())
-                await self._apply(batch)
-                self.applied += len(batch)
+                let_go = [c for c in batch if c.kind == _LET_GO and c.source == "workspace"]
+                if let_go:  # the catch-up's runs are applied: the desk lets go of those held for it
+                    batch = [c for c in batch if not (c.kind == _LET_GO and c.source == "workspace")]
+                if batch:
+                    await self._apply(batch)
+                    self.applied += len(batch)
+                if let_go:
+                    await self._let_go_lent()
             finally:
                 self._busy = False
 

@@ -26,9 +26,9 @@ import sys
 import threading
 import uuid
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..changes import RELAYED_SOURCES, Change, ChangeFeed
 from ..clock import Clock
@@ -54,13 +54,13 @@ CAUGHT_UP_S = 10.0
 NOT_PEOPLE = frozenset({"failure.armed"})
 """The cloud's changes that leave the people as they were (every other one reads them again)."""
 FIRST_RUNS = 1000
-"""How many of the newest runs a window reads when it attaches (with what the older ones count): what
-the panes draw first. The older runs are read behind them, ``OLDER_RUNS`` at a time, so a window over
-many runs opens in the time its newest take."""
+"""How many of the newest runs a window reads and holds when it attaches (with what the older ones
+count): what the panes draw. An older run is read when something shows it (the runs list scrolled to
+it, a filter or a search that finds it, a jump to it, the change stream naming it), so a window over
+many runs opens in the time its newest take and holds what it shows, not every run."""
 OLDER_RUNS = 2000
-"""How many older runs one read behind the panes asks for."""
-RUNS_READ = "attach.runs_read"
-"""The change a window announces once it has read every run (the lists redraw whole)."""
+"""How many older runs one read asks for (a page of the runs list scrolled past its end, a page a
+reader of every run walks)."""
 PRELOAD_RUNS = 16
 """How many of the newest runs have their newest events read when a window attaches (or reloads)."""
 PRELOAD_EVENTS = 2000
@@ -79,6 +79,8 @@ TIMES = ("created_at", "updated_at")
 """A run DTO's times, kept as seconds (a window over many runs holds one float each, not a string)."""
 SHARED = ("user_id", "status", "activity")
 """A run DTO's strings that many runs share, each kept once (interned)."""
+COUNTED = ("user_id", "status", "deleted")
+"""A run DTO's fields the counts by person and by status read."""
 
 
 class _Queued(NamedTuple):
@@ -120,12 +122,22 @@ class StreamBook:
         self._floor_time = 0.0
         """While runs are unread: when the oldest run of the first page started (a run read since that
         started before it is one of the older runs, which the counts above hold)."""
+        self._base = 0
+        """While runs are unread: the start-order position of the first page read (the counts above
+        count the runs before it)."""
+        self._lent: set[str] = set()
+        """Older runs held for a reader that lets them go when done (``lend``, ``let_go``): the
+        follower's catch-up carrying them into the canvas. Read for anything else, a run is kept."""
         self._by_person: dict[str, int] = {}
         self._by_status: dict[str, int] = {}
         """The runs held that are not deleted (nor in ``_counted``), by person and by status: kept as
         each run is taken in, so a count is not a walk over every run on each change."""
 
     def run_dtos(self) -> list[Dto]:
+        """The runs held, in the order read (not those lent to a reader: nothing lists them)."""
+        if self._lent:
+            lent = self._lent
+            return [dto for run_id, dto in self.runs.items() if run_id not in lent]
         return list(self.runs.values())
 
     def run_dto(self, run_id: str) -> Dto | None:
@@ -137,31 +149,25 @@ class StreamBook:
     def person(self, user_id: str) -> Dto | None:
         return self.persons.get(user_id)
 
-    def absorb_run(self, dto: Mapping[str, object], *, owned: bool = False) -> None:
+    def absorb_run(self, dto: Mapping[str, object], *, owned: bool = False, older: bool = False) -> None:
         """Keep a run as an answer showed it (its events too, when the answer carries them); an
-        ``owned`` DTO (a list's, read here and held by nobody else) is kept as it is, not copied."""
+        ``owned`` DTO (a list's, read here and held by nobody else) is kept as it is, not copied.
+        ``older``: one of the runs before the first page read (a page of them showed it)."""
         run = dto if owned and isinstance(dto, dict) else dict(dto)
         events = run.pop("events", None)
-        for key in UNKEPT:
-            run.pop(key, None)
-        for key in TIMES:  # as seconds (what every reader makes of them), when they are usable times
-            seconds = time_or_none(run.get(key))
-            if seconds is not None:
-                run[key] = seconds
-        for key in SHARED:
-            value = run.get(key)
-            if type(value) is str:
-                run[key] = sys.intern(value)
+        _kept(run)
         run_id = str(run["id"])
         if events is not None and not isinstance(events, list):  # refused before anything is kept
             raise TypeError(f"the events of run {run_id} are {type(events).__name__}, not a list")
         runs = self.runs
         old = runs.get(run_id)
+        self._lent.discard(run_id)
         if old is not None:
             self._tally(old, -1)
-        elif self.unread:  # older runs unread: one of them, counted by the server?
+        elif self.unread:  # older runs unread: one of them, counted by the server? (every run of the
+            # first page is held: one not held that started when the oldest of them did is older)
             started = run.get("created_at")
-            if type(started) is float and started < self._floor_time:
+            if older or (type(started) is float and started <= self._floor_time):
                 self._counted.add(run_id)
         runs[run_id] = run
         self._tally(run, 1)
@@ -185,7 +191,7 @@ class StreamBook:
             self.runs = {}
             self.mirror.forget()
         self.unread = 0  # the page is taken in whole, then what it says of the rest
-        self._counted = set()
+        self._counted, self._lent = set(), set()
         page = answer["runs"]
         for dto in page:
             self.absorb_run(dto, owned=True)
@@ -197,6 +203,7 @@ class StreamBook:
         self.unread = before
         self._people_before = _counts(counts.get("people"))
         self._statuses_before = _counts(counts.get("statuses"))
+        self._base = before
         self._ranges = [(before, [str(dto["id"]) for dto in page])] if before else []
         times = [t for t in (self.runs[run_id].get("created_at") for run_id in self._ranges[0][1])
                  if type(t) is float] if before else []
@@ -216,6 +223,7 @@ class StreamBook:
         for dto in answer["runs"]:
             run_id = str(dto["id"])
             ids.append(run_id)
+            self._lent.discard(run_id)  # listed from now on
             held = self.runs.get(run_id)
             if run_id not in counted:  # before the first page: the server's counts hold it
                 if held is not None:
@@ -244,7 +252,93 @@ class StreamBook:
             ordered.setdefault(run_id, dto)
         self.runs = ordered
         self._ranges, self._counted, self._people_before, self._statuses_before = [], set(), {}, {}
+        self._base, self._lent = 0, set()
         self._recount()
+
+    def lend(self, dtos: Sequence[Mapping[str, object]]) -> list[str]:
+        """Hold the runs of ``dtos`` not held yet for a reader that lets them go when done
+        (``let_go``); the ids of those taken in."""
+        taken = []
+        for dto in dtos:
+            run_id = str(dto["id"])
+            if run_id not in self.runs:
+                self.absorb_run(dto, older=True)
+                if run_id in self._counted:  # one of the older runs (once every run is read, all are kept)
+                    self._lent.add(run_id)
+                    taken.append(run_id)
+        return taken
+
+    def is_lent(self, run_id: str) -> bool:
+        """Whether the run is held only for a reader (``lend``): nothing lists it."""
+        return run_id in self._lent
+
+    def keep(self, run_id: str) -> bool:
+        """Keep a run held (one lent to a reader stays once something shows it); False when not held."""
+        self._lent.discard(run_id)
+        return run_id in self.runs
+
+    def let_go(self, run_ids: Sequence[str]) -> None:
+        """Let go of runs ``lend`` took in that nothing else read since (the server's counts hold
+        them, so the counts stay as they are)."""
+        for run_id in run_ids:
+            if run_id in self._lent:
+                self._lent.discard(run_id)
+                self._counted.discard(run_id)
+                self.runs.pop(run_id, None)
+                self.mirror.forget(run_id)
+
+    def counted_apart(self, run_id: str) -> bool:
+        """Whether the run is held and one of the older runs the server's counts hold: a change of
+        its status, person or deletion is counted by reading those counts again (``recount``)."""
+        return run_id in self._counted
+
+    async def recount(self) -> None:
+        """Read again what the server counts of the runs before the first page read (a run among them
+        changed): by person and by status, the runs not deleted."""
+        base = self._base
+        if not base or not self.unread:
+            return
+        answer = await self.remote.call("GET", "/runs", params={"limit": 1, "before": base, "counts": 1})
+        counts = answer.get("counts_before")
+        counts = counts if isinstance(counts, dict) else {}
+        people, statuses = _counts(counts.get("people")), _counts(counts.get("statuses"))
+        for dto in answer["runs"]:  # the page's one run, the last before the first page: counted too
+            if not dto.get("deleted"):
+                for tally, key in ((people, dto.get("user_id")), (statuses, dto.get("status"))):
+                    if isinstance(key, str):
+                        tally[key] = tally.get(key, 0) + 1
+        if self._base == base and self.unread:  # no whole read meanwhile
+            self._people_before, self._statuses_before = people, statuses
+
+    async def pages(self, count: int, *, held: bool = True) -> AsyncIterator[list[Dto]]:
+        """Every run a page at a time, as the book keeps a DTO (the runs held first, as held; then the
+        older ones, ``count`` at a time from the server, newest page first, none of them held):
+        what a reader of every run walks without the window holding them all. ``held=False``: only
+        the runs not held."""
+        runs = self.runs
+        seen = set(runs) if held else set()  # as they are now: a run held while this walks is read below
+        before = self.unread
+        if held:
+            snapshot = list(runs.values())
+            for start in range(0, len(snapshot), count):
+                yield snapshot[start:start + count]
+            del snapshot
+        while before > 0:
+            answer = await self.remote.call("GET", "/runs", params={"limit": count, "before": before})
+            page: list[Dto] = []
+            for dto in answer["runs"]:
+                run_id = str(dto["id"])
+                if run_id in seen:
+                    continue
+                now = self.runs.get(run_id)  # read since: as held (it is newer)
+                if now is None:
+                    page.append(_kept(dto))
+                elif held or run_id in self._lent:  # one lent to a reader is not held for the window
+                    page.append(now)
+            if page:
+                yield page
+            low = answer.get("from")
+            before = low if type(low) is int and 0 <= low < before else 0
 
     def runs_by_person(self) -> dict[str, int]:
         """How many runs each person has that are not deleted: counted over the runs held and, while
@@ -314,8 +408,6 @@ class ServedDesk(Desk):
         self._connection: "asyncio.Future[None] | None" = None
         self._markers: dict[str, asyncio.Future[None]] = {}
         """The ``caught_up`` markers sent and not yet seen on the stream, by id."""
-        self._older: asyncio.Task[None] | None = None
-        """Reads the runs older than those read at attach, behind the panes (None once none remain)."""
 
     # -- following the server ------------------------------------------------------------------
 
@@ -369,42 +461,57 @@ class ServedDesk(Desk):
         if waiter not in done:
             waiter.cancel()
             raise OperatorError(f"the change stream of {self.remote.url} did not open")
-        # anything that changed before the subscription took is read again; the newest runs first,
-        # the older ones behind the panes
+        # anything that changed before the subscription took is read again: the newest runs, and what
+        # the older ones count (each of those is read when something shows it)
         await self.load(first=FIRST_RUNS)
-        if self.stream_book.unread:
-            self._older = loop.create_task(self._read_older())
-
-    async def _read_older(self) -> None:
-        """Read the runs older than those read at attach, ``OLDER_RUNS`` at a time, until none
-        remain (a read that fails is tried again while the window stays); then announce it."""
-        from ..collector import collecting_less
-
-        book = self.stream_book
-        with collecting_less():  # a burst of runs read, each held from then on
-            while True:
-                try:
-                    if not await book.read_older(OLDER_RUNS):
-                        break
-                except ServiceError as exc:
-                    self.errors.append(f"reading the older runs: {exc}")
-                    await asyncio.sleep(max(self.reconnect_s, 0.1))
-        self.changes.announce("workspace", RUNS_READ, self.remote.url)
 
     def unread_runs(self) -> int:
         return self.stream_book.unread
 
-    async def all_runs_read(self) -> None:
-        task = self._older
-        if task is None or task.done():
-            return
+    async def read_older_runs(self, count: int | None = None) -> int:
+        from ..collector import collecting_less
+
+        book = self.stream_book
+        held = len(book.runs)
+        with collecting_less():  # a page of runs read, each held from then on
+            await book.read_older(count or OLDER_RUNS)
+        return len(book.runs) - held
+
+    def has_run(self, run_id: str) -> bool:
+        book = self.stream_book
+        return run_id in book.runs and not book.is_lent(run_id)
+
+    async def hold_run(self, run_id: str) -> bool:
+        if self.stream_book.keep(run_id):
+            return True
         try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError:
-            reader = asyncio.current_task()
-            if not task.cancelled() or (reader is not None and reader.cancelling()):
-                raise  # this reader itself was cancelled
-            # the window is closing (``stop``): its readers go on with what is held, and stop with it
+            dto = await self.remote.call("GET", f"/runs/{_q(run_id)}", params={"events": "0"})
+        except ControlError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        if run_id not in self.stream_book.runs:  # the change stream may have read it meanwhile (newer)
+            self.stream_book.absorb_run(dto, owned=True)
+        return True
+
+    def hold_runs(self, dtos: Sequence[Mapping[str, object]], *, lent: bool = False) -> list[str]:
+        book = self.stream_book
+        if lent:
+            return book.lend(dtos)
+        taken = []
+        for dto in dtos:
+            run_id = str(dto["id"])
+            if not book.keep(run_id):
+                book.absorb_run(dto, older=True)
+                taken.append(run_id)
+        return taken
+
+    def let_go(self, run_ids: Sequence[str]) -> None:
+        self.stream_book.let_go(run_ids)
+
+    async def run_pages(self, *, held: bool = True) -> AsyncIterator[list[Mapping[str, Any]]]:
+        async for page in self.stream_book.pages(OLDER_RUNS, held=held):
+            yield list(page)
 
     def runs_by_person(self) -> dict[str, int]:
         return self.stream_book.runs_by_person()
@@ -418,11 +525,6 @@ class ServedDesk(Desk):
         relays before it) and, the stream keeping the server's order, once it comes back everything
         before it has been applied. False (and the reason kept in ``errors``) when the marker cannot
         be sent or does not come back in time."""
-        try:  # every run is read before anything is said caught up
-            await asyncio.wait_for(self.all_runs_read(), timeout)
-        except asyncio.TimeoutError:
-            self.errors.append(f"catching up with {self.remote.url}: the older runs were not read in time")
-            return False
         token = uuid.uuid4().hex
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
@@ -525,12 +627,12 @@ class ServedDesk(Desk):
         while self._sender is not None and not self._sender.done():  # what is queued is sent first
             with contextlib.suppress(Exception):
                 await self._sender
-        for task in (self._older, self._task):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-        self._older = self._task = None
+        task = self._task
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._task = None
         await self.drop_stream()  # the connection closes before the window goes
 
     async def _follow(self) -> None:
@@ -620,17 +722,18 @@ class ServedDesk(Desk):
                 self.last_event_id = batch.last_id
 
     async def _reload(self) -> None:
-        """After a ``reset``: read everything again, then publish what changed meanwhile once (each
-        new run, each event not seen before, each deletion), so the panes and the follower miss
-        nothing; the shared stores' panes are told to read again (``attach.reloaded``)."""
-        await self.all_runs_read()  # what changed is weighed against every run, read once each
+        """After a ``reset``: read the newest runs (and what the older ones count) and every person
+        again, then publish what changed meanwhile once (each new run, each event not seen before,
+        each deletion) of the runs held, so the panes and the follower miss nothing they show; the
+        shared stores' panes, and the follower (which weighs every run against the canvas), are told
+        to read again (``attach.reloaded``)."""
         book = self.stream_book
         # how far this window has seen each run: what its stream carried (the mirror's newest), or
         # for a run the mirror let go, the run as last read
         before = {run_id: (self.mirror.last_seq(run_id) if self.mirror.held_from(run_id) is not None
                            else _int(dto.get("seq")), bool(dto.get("deleted")))
                   for run_id, dto in book.runs.items()}
-        await self.load(full=True)
+        await self.load(full=True, first=FIRST_RUNS)
         mark = {"origin": "server"}  # never relayed back
         for run_id, dto in list(book.runs.items()):
             user = {"user_id": dto["user_id"], **mark}
@@ -674,12 +777,23 @@ class ServedDesk(Desk):
                 people = True
             elif change.kind not in NOT_PEOPLE:
                 people = True
+        book = self.stream_book
+        recount = False
         for run_id in runs:
             try:
                 dto = await self.remote.call("GET", f"/runs/{_q(run_id)}", params={"events": "0"})
-                self.stream_book.absorb_run(dto, owned=True)
+                old = book.runs.get(run_id)
+                book.absorb_run(dto, owned=True)
+                if book.counted_apart(run_id):  # counted by the server: counted again when that changed
+                    new = book.runs[run_id]
+                    recount = recount or old is None or any(old.get(k) != new.get(k) for k in COUNTED)
             except ServiceError as exc:
                 self.errors.append(f"run {run_id}: {exc}")
+        if recount:
+            try:
+                await book.recount()
+            except ServiceError as exc:
+                self.errors.append(f"counting the older runs: {exc}")
         if people:
             with contextlib.suppress(ServiceError):
                 await self.stream_book.refresh_people()
@@ -695,6 +809,22 @@ class ServedDesk(Desk):
             if origin is None:  # marked, so that this window never relays it back
                 change = Change(change.source, change.kind, change.id, {**change.data, "origin": "server"})
             self.changes.publish(change)
+
+
+def _kept(run: Dto) -> Dto:
+    """A run's DTO made as the book keeps it, in place: without what ``UNKEPT`` names, its times as
+    seconds, its shared strings interned."""
+    for key in UNKEPT:
+        run.pop(key, None)
+    for key in TIMES:  # as seconds (what every reader makes of them), when they are usable times
+        seconds = time_or_none(run.get(key))
+        if seconds is not None:
+            run[key] = seconds
+    for key in SHARED:
+        value = run.get(key)
+        if type(value) is str:
+            run[key] = sys.intern(value)
+    return run
 
 
 def _q(value: str) -> str:

@@ -24,7 +24,7 @@ import uuid
 from collections import deque
 from operator import attrgetter
 from contextvars import ContextVar
-from collections.abc import Collection, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from typing import Any, Protocol
 from urllib.parse import quote
 
@@ -47,6 +47,8 @@ PAGE_EVENTS = 5000
 
 _CREATED = attrgetter("created_at")
 """A run view's start time (the runs list's order, newest first)."""
+RUN_PAGE = 2000
+"""How many runs one page of ``Desk.run_pages`` holds."""
 SETTLE_CHOICES = OUTCOMES
 """How the operator may settle a run: every ``services.wire.Outcome``."""
 OPERATOR = "operator"
@@ -137,13 +139,42 @@ class Desk:
         return True
 
     def unread_runs(self) -> int:
-        """How many runs the window has not read yet (a window attached to a server over many runs
-        reads the newest first and the older ones behind its panes); 0 once it holds every run."""
+        """How many runs the window does not hold (a window attached to a server over many runs holds
+        the newest and reads an older one when something shows it); 0 when it holds every run."""
         return 0
 
-    async def all_runs_read(self) -> None:
-        """Wait until the window holds every run (``unread_runs`` is 0): a reader of all runs (the
-        follower's catch-up, the history's baseline) waits for it first."""
+    async def read_older_runs(self, count: int | None = None) -> int:
+        """Read and hold the next older runs not held (``count``, or a page): the runs list scrolled
+        past its end. How many were taken in (0: none remain)."""
+        return 0
+
+    def has_run(self, run_id: str) -> bool:
+        """Whether the window holds the run (``view`` and ``detail`` answer it)."""
+        return self.book.run_dto(run_id) is not None
+
+    async def hold_run(self, run_id: str) -> bool:
+        """Hold the run, reading it when the window does not (a jump to a run not listed yet); False
+        when the cloud does not know it."""
+        return self.has_run(run_id)
+
+    def hold_runs(self, dtos: Sequence[Mapping[str, Any]], *, lent: bool = False) -> list[str]:
+        """Hold the runs of ``dtos`` (a page of ``run_pages``) that something is about to show or carry;
+        the ids of those taken in. ``lent``: for a reader that lets them go when done (``let_go``)."""
+        return []
+
+    def let_go(self, run_ids: Sequence[str]) -> None:
+        """Let go of runs ``hold_runs(lent=True)`` took in, unless read for anything else since."""
+
+    async def run_pages(self, *, held: bool = True) -> AsyncIterator[list[Mapping[str, Any]]]:
+        """Every run's DTO, a page at a time (deleted ones included; ``held=False``: only those the
+        window does not hold): what a reader of every run (the follower's catch-up, the history's
+        baseline, a filter over the runs not held) walks, the loop free between two pages, without
+        the window holding them all."""
+        if not held:
+            return
+        dtos = list(self.book.run_dtos())
+        for start in range(0, len(dtos), RUN_PAGE):
+            yield dtos[start:start + RUN_PAGE]
 
     # -- views -----------------------------------------------------------------------------
 

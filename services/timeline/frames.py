@@ -27,6 +27,7 @@ from dataclasses import asdict, fields
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
+from ..desk.views import run_view
 from ..errors import ServiceError
 from .store import Version
 
@@ -221,9 +222,8 @@ async def frame_batches(desk: Desk, canvas: Canvas | None, okf: Harvest | None, 
     small = grant_versions(desk) + await judgment_versions(okf, insights, ())
     memory = await memory_version(outbox)
     yield small + ([memory] if memory.value is not None else [])
-    ids = desk.run_ids()
-    for start in range(0, len(ids), PAGE):
-        yield run_versions(desk, ids[start:start + PAGE])
+    async for page in desk.run_pages():  # a window over many runs holds only some: the rest read a page at a time
+        yield [run_version(v, v.events) for v in map(run_view, page)]
     if canvas is None:
         return
     after = 0

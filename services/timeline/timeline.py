@@ -179,7 +179,6 @@ class Timeline:
         """Every item as it is now, at one ``history.opened`` moment, a batch at a time; what the history
         held and is gone now is closed at that moment. A canvas whose fingerprint is the one kept when
         the history last closed is not read again (nothing of it changed while no window kept it)."""
-        await self.desk.all_runs_read()  # a window over many runs reads the older ones behind its panes
         store = self.store
         canvas = self.canvas
         kinds = list(KINDS)

@@ -1,12 +1,11 @@
-"""A window attached to a workspace of many runs opens on the newest ones, and reads the older ones
-behind its panes: what it holds is then every run in start order, as a whole
-read holds them; a person's runs are counted right before and after; a run read since the window
-opened is not replaced by an older page; every reader of all runs (the follower's catch-up, the
-history's baseline, a recording's ``caught_up``) waits until every run is read."""
+"""A window attached to a workspace of many runs holds the newest ones and what it shows: an older run
+is read when the runs list scrolls to it, a filter or the palette finds it, a jump names it or the
+change stream does; the counts (by person, by status) are right throughout, read again from the server
+when an older run changes; every reader of all runs (the follower's catch-up, the history's baseline)
+walks them a page at a time, and what the follower held to carry them is let go once carried."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -44,20 +43,6 @@ async def served(tmp_path: Path) -> Any:
     await workspace.close()
 
 
-def hold_older_pages(monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
-    """The reads of older runs (``GET /runs?before=``) wait on the wire until the event is set."""
-    gate = asyncio.Event()
-    real = httpx.AsyncHTTPTransport.handle_async_request
-
-    async def held(transport: httpx.AsyncHTTPTransport, request: httpx.Request) -> httpx.Response:
-        if request.url.path.endswith("/runs") and "before" in request.url.params:
-            await gate.wait()
-        return await real(transport, request)
-
-    monkeypatch.setattr(httpx.AsyncHTTPTransport, "handle_async_request", held)
-    return gate
-
-
 def _owner_counts(served: Workspace) -> dict[str, int]:
     return live_runs_by_person(served.desk.book.run_dtos())
 
@@ -76,6 +61,12 @@ async def test_the_book_reads_the_newest_first_then_the_older_a_page_at_a_time(s
             assert book.runs_by_status().get("waiting_on_user") == owner.waiting_on_user() > 0
 
         counted()
+        # a reader of every run walks them a page at a time; the book holds no more than it did
+        walked = [str(dto["id"]) async for page in book.pages(4) for dto in page]
+        assert sorted(walked) == sorted(every) and len(walked) == len(every)
+        older = [str(dto["id"]) async for page in book.pages(4, held=False) for dto in page]
+        assert sorted(older) == sorted(every[:-6])
+        assert list(book.runs) == every[-6:]
         # a run the change stream names is read at once, whatever its age: a page does not replace it
         oldest = every[0]
         book.absorb_run(await remote.call("GET", f"/runs/{oldest}", params={"events": "0"}), owned=True)
@@ -99,11 +90,9 @@ async def test_the_book_reads_the_newest_first_then_the_older_a_page_at_a_time(s
         assert few.unread == 0 and few.runs == book.runs
 
 
-async def test_a_window_over_many_runs_holds_them_all_once_read_and_its_readers_wait_for_them(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(attached_desk, "FIRST_RUNS", 5)
-    monkeypatch.setattr(attached_desk, "OLDER_RUNS", 3)
-    folder = tmp_path / "ws"
+async def _served_many(folder: Path) -> tuple[CloudServer, FakeCloud]:
+    """A headless server of 30 runs (as ``workbench serve`` runs one): every third settled, two deleted,
+    the second waiting on its person, the first with the prompt ``needle-old``."""
     folder.mkdir()
     sock = bind_socket("127.0.0.1", 0)
     url = origin_url(*sock.getsockname()[:2])
@@ -113,7 +102,8 @@ async def test_a_window_over_many_runs_holds_them_all_once_read_and_its_readers_
     for user in ("user:a", "user:b"):
         await cloud.connect(MemoryConnectionStore(), user, scopes=["crtr:llm"])
     for n in range(30):
-        run = cloud.runs.get((await cloud.crouter("user:a" if n % 2 else "user:b").runs.start(prompt=f"run {n}")).id)
+        prompt = "needle-old" if n == 0 else f"run {n}"
+        run = cloud.runs.get((await cloud.crouter("user:a" if n % 2 else "user:b").runs.start(prompt=prompt)).id)
         run.reply(f"answer {n}")
         if n % 3 == 0:
             run.settle(result=f"done {n}")
@@ -121,118 +111,169 @@ async def test_a_window_over_many_runs_holds_them_all_once_read_and_its_readers_
             run.delete()
         if n == 1:
             run.ask(title="which one?")
+    return server, cloud
+
+
+async def _truth(server: CloudServer) -> dict[str, Any]:
     async with RemoteCloud(server.url, server.token) as remote:
-        truth = StreamBook(remote, RunMirror())
-        await truth.load()  # every run, read whole
-    gate = hold_older_pages(monkeypatch)  # the window works with the newest meanwhile
-    ws = await Workspace.open(folder)
+        whole = StreamBook(remote, RunMirror())
+        await whole.load()  # every run, read whole
+        return whole.runs
+
+
+def _waiting(runs: dict[str, Any]) -> int:
+    return sum(1 for d in runs.values() if d["status"] == "waiting_on_user" and not d["deleted"])
+
+
+async def test_a_window_over_many_runs_holds_the_newest_and_its_readers_walk_the_rest_a_page_at_a_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(attached_desk, "FIRST_RUNS", 5)
+    monkeypatch.setattr(attached_desk, "OLDER_RUNS", 3)
+    server, cloud = await _served_many(tmp_path / "ws")
+    truth = await _truth(server)
+    every = list(truth)
+    ws = await Workspace.open(tmp_path / "ws")
     try:
         desk = ws.desk
         assert ws.attached is not None and ws.follower is not None
-        assert desk.run_ids() == list(truth.runs)[-5:] and desk.unread_runs() == len(truth.runs) - 5
-        counts = live_runs_by_person(truth.runs.values())
-        assert {g.user_id: g.runs for g in desk.grants()} == counts  # counted right while the rest is unread
-        assert desk.waiting_on_user() == sum(1 for d in truth.runs.values()
-                                             if d["status"] == "waiting_on_user" and not d["deleted"]) > 0
-        caught = asyncio.ensure_future(desk.caught_up())
-        await asyncio.sleep(0.3)  # the follower and the history would have read a partial book by now
-        assert not caught.done()
-        gate.set()
-        assert await caught
-        assert desk.unread_runs() == 0
-        assert desk.run_ids() == list(truth.runs)
-        assert {v.id for v in desk.runs(include_deleted=True)} == set(truth.runs)
-        assert {g.user_id: g.runs for g in desk.grants()} == live_runs_by_person(truth.runs.values())
+        assert desk.run_ids() == every[-5:] and desk.unread_runs() == len(every) - 5
+        assert {g.user_id: g.runs for g in desk.grants()} == live_runs_by_person(truth.values())
+        assert desk.waiting_on_user() == _waiting(truth) > 0
         assert await desk.caught_up()
 
-        # the follower's catch-up weighed every run: each one is on the canvas
+        # the follower's catch-up carried every run into the canvas, and let go of what it held for it
         await ws.follower.idle()
         assert ws.canvas is not None
         nodes = {n.id for n in (await ws.canvas.list_objects(type="node", limit=500)).items}
-        assert nodes == set(truth.runs)  # a deleted run's node is kept, marked
+        assert nodes == set(truth)  # a deleted run's node is kept, marked
         assert list(ws.follower.errors) == []
-
+        assert desk.run_ids() == every[-5:]
         # the history's baseline holds every run, the oldest included
         assert ws.timeline is not None
         await ws.timeline.settled()
-        assert set(ws.timeline.store.every("run")) == set(truth.runs)
+        assert set(ws.timeline.store.every("run")) == set(truth)
 
-        # a run started now is listed with the rest, newest first
+        # an older run the window does not hold asks its person: held from then on, and counted
+        oldest_live = next(run_id for run_id in every if not truth[run_id]["deleted"]
+                           and truth[run_id]["status"] != "settled" and truth[run_id]["status"] != "waiting_on_user")
+        cloud.runs.get(oldest_live).ask(title="and now?")
+        assert await desk.caught_up()
+        assert desk.has_run(oldest_live) and desk.view(oldest_live).status == "waiting_on_user"
+        assert desk.waiting_on_user() == _waiting(truth) + 1
+        # one deleted: the counts by person lose it
+        cloud.runs.get(every[2]).delete()
+        assert await desk.caught_up()
+        after = await _truth(server)
+        assert {g.user_id: g.runs for g in desk.grants()} == live_runs_by_person(after.values())
+        assert desk.waiting_on_user() == _waiting(after)
+
+        # a jump to a run not held reads it; an unknown one is said unknown
+        assert not desk.has_run(every[5]) and await desk.hold_run(every[5]) and desk.view(every[5]).id == every[5]
+        assert not await desk.hold_run("run_nobody")
+        assert {g.user_id: g.runs for g in desk.grants()} == live_runs_by_person(after.values())
+
+        # a run started now is listed first
         new = (await cloud.crouter("user:a").runs.start(prompt="one more")).id
-        await desk.caught_up()
-        assert desk.runs()[0].id == new and desk.run_ids() == [*truth.runs, new]
+        assert await desk.caught_up()
+        assert desk.runs()[0].id == new
+        assert {g.user_id: g.runs for g in desk.grants()} == live_runs_by_person((await _truth(server)).values())
     finally:
         await ws.close()
         await server.stop()
 
 
-async def test_the_runs_list_says_it_reads_the_older_runs_and_lists_them_once_read(
+async def test_the_runs_list_reads_older_runs_as_it_scrolls_and_its_filter_palette_and_jumps_find_them(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(attached_desk, "FIRST_RUNS", 4)
-    monkeypatch.setattr(attached_desk, "OLDER_RUNS", 10)
-    served = await Workspace.open(settings=Settings(path=tmp_path / "ws", serve_port=0))
+    monkeypatch.setattr(attached_desk, "FIRST_RUNS", 20)
+    monkeypatch.setattr(attached_desk, "OLDER_RUNS", 4)
+    server, _ = await _served_many(tmp_path / "ws")
+    truth = await _truth(server)
+    every = list(truth)
+    live = [run_id for run_id in every if not truth[run_id]["deleted"]]
     try:
-        for n in range(12):
-            await served.desk.start_run("user:ada", f"run {n}")
-        total = len([v for v in served.desk.runs() if not v.system])
-        gate = hold_older_pages(monkeypatch)
-        app = make_app(Settings(path=served.path))
-        async with app.run_test(size=(120, 40)) as pilot:
+        app = make_app(Settings(path=tmp_path / "ws"))
+        async with app.run_test(size=(140, 40)) as pilot:
             ws = await ready(pilot)
             await pilot.press("3")
             pane = app.main.pane("runs")
-            unread = ws.desk.unread_runs()
-            assert unread > 0
-            assert await until(pilot, lambda: "reading the older runs" in pane.count_label), pane.count_label
-            shown = int(pane.count_label.split()[0])
-            assert shown == 4 and shown + unread == len(served.desk.run_ids())  # the newest; the rest being read
-            gate.set()
-            assert await until(pilot, lambda: "older" not in pane.count_label), pane.count_label
-            assert pane.count_label.startswith(f"{total} runs")
+            assert await until(pilot, lambda: "older runs, read as the list scrolls down" in pane.count_label)
+            assert pane.count_label.startswith("19 runs") and "10 older runs" in pane.count_label  # one deleted
+            assert ws.desk.unread_runs() == 10
+            # to the list's end: the older runs are read a page at a time while the cursor is near the end
+            pane.query_one("#runs-table").focus()
+            await pilot.press("ctrl+end")
+            assert await until(pilot, lambda: pane.count_label.startswith(f"{len(live)} runs")), pane.count_label
+            assert "older" not in pane.count_label and ws.desk.unread_runs() == 0
+            assert sorted(pane._ids) == sorted(live)  # each once, newest first
+            started = [pane._listed[run_id].created_at for run_id in pane._ids]
+            assert started == sorted(started, reverse=True)
+            assert app.errors == []
+
+        # a new window: a filter finds the oldest run, the palette too, and a jump reads the one it names
+        app = make_app(Settings(path=tmp_path / "ws"))
+        async with app.run_test(size=(140, 40)) as pilot:
+            ws = await ready(pilot)
+            await pilot.press("3")
+            pane = app.main.pane("runs")
+            assert await until(pilot, lambda: pane.count_label.startswith("19 runs"))
+            assert not ws.desk.has_run(every[0])
+            offered = await pane.palette_search("needle-old")
+            assert [key for _, key in offered] == [every[0]]
+            pane.apply_filter("needle")
+            assert await until(pilot, lambda: pane.count_label == "1 run"), pane.count_label
+            assert list(pane._listed) == [every[0]]
+            assert await until(pilot, lambda: pane.selected == every[0])
+            pane.clear_filter()
+            assert not ws.desk.has_run(every[6])
+            pane.select_key(every[6])
+            assert await until(pilot, lambda: pane.selected == every[6]), pane.selected
+            pane.select_key("run_nobody")
+            assert await until(pilot, lambda: any("There is no run run_nobody" in str(n.message)
+                                                  for n in app._notifications))
             assert app.errors == []
     finally:
-        await served.close()
+        await server.stop()
 
 
-async def test_a_page_of_older_runs_that_fails_is_read_again_and_the_window_says_why(
-        served: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(attached_desk, "FIRST_RUNS", 5)
-    monkeypatch.setattr(attached_desk, "OLDER_RUNS", 8)
+async def test_a_page_of_older_runs_that_fails_is_said_and_read_when_asked_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(attached_desk, "FIRST_RUNS", 20)
+    monkeypatch.setattr(attached_desk, "OLDER_RUNS", 3)
+    server, _ = await _served_many(tmp_path / "ws")
     failed: list[str] = []
     real = httpx.AsyncHTTPTransport.handle_async_request
 
+    armed: list[bool] = []
+
     async def flaky(transport: httpx.AsyncHTTPTransport, request: httpx.Request) -> httpx.Response:
-        if request.url.path.endswith("/runs") and "before" in request.url.params and not failed:
+        if request.url.path.endswith("/runs") and "before" in request.url.params and armed and not failed:
             failed.append(str(request.url))
             raise httpx.ConnectError("the server went away for a moment", request=request)
         return await real(transport, request)
 
     monkeypatch.setattr(httpx.AsyncHTTPTransport, "handle_async_request", flaky)
-    ws = await Workspace.open(served.path)
     try:
-        desk = ws.desk
-        assert isinstance(desk, attached_desk.ServedDesk)
-        desk.reconnect_s = 0.01
-        await desk.all_runs_read()
-        assert failed and desk.unread_runs() == 0
-        assert desk.run_ids() == served.desk.run_ids()  # nothing lost, nothing twice
-        assert any("reading the older runs" in line and "did not answer" in line for line in desk.errors), desk.errors
+        app = make_app(Settings(path=tmp_path / "ws"))
+        async with app.run_test(size=(140, 40)) as pilot:
+            ws = await ready(pilot)
+            await pilot.press("3")
+            pane = app.main.pane("runs")
+            assert await until(pilot, lambda: pane.count_label.startswith("19 runs"))
+            assert ws.follower is not None and ws.timeline is not None
+            await ws.follower.idle()  # their walks over every run are done: the next page read is the list's
+            await ws.timeline.settled()
+            held = ws.desk.run_ids()
+            armed.append(True)
+            pane.query_one("#runs-table").focus()
+            await pilot.press("ctrl+end")
+            assert await until(pilot, lambda: any("older runs could not be read" in str(n.message)
+                                                  for n in app._notifications))
+            assert failed and set(held) <= set(ws.desk.run_ids())  # nothing lost
+            await pilot.press("ctrl+home", "ctrl+end")  # asked again (a redraw near the end asks too): read
+            assert await until(pilot, lambda: pane.count_label.startswith("28 runs")), pane.count_label
+            assert ws.desk.unread_runs() == 0 and app.errors == []
     finally:
-        await ws.close()
-
-
-async def test_a_window_closes_at_once_while_it_reads_the_older_runs(
-        served: Workspace, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(attached_desk, "FIRST_RUNS", 5)
-    hold_older_pages(monkeypatch)  # never let through
-    ws = await Workspace.open(served.path)
-    desk = ws.desk
-    assert desk.unread_runs() > 0
-    waiting = asyncio.ensure_future(desk.caught_up(timeout=0.2))
-    assert not await waiting  # not caught up: the older runs are not read, and it says so
-    assert any("older runs were not read in time" in line for line in desk.errors)
-    await asyncio.wait_for(ws.close(), 10)  # the follower, the history and the reads stop with it
-    assert desk.unread_runs() > 0
+        await server.stop()
 
 
 def test_the_counts_kept_as_runs_come_in_are_the_counts_of_every_run_held() -> None:
