@@ -129,6 +129,11 @@ def bridge_run(run: RunDetail) -> dict[str, object]:
 _LET_GO = "follower.let_go"
 """The marker a catch-up in the foreground queues behind its changes: once it is reached, the runs held
 for the catch-up are let go."""
+_CATCH_UP = "follower.catch_up"
+"""The marker queued when a window over many runs read its runs again (``attach.reloaded``, after the
+server's ``reset``): once what came before it is applied, the catch-up runs again (the window published
+what changed of the runs it holds; the others are weighed against the canvas)."""
+_MARKERS = frozenset({_LET_GO, _CATCH_UP})
 
 class _Head(NamedTuple):
     """A run as the catch-up weighs it: its id, person, newest seq and deleted flag, and its DTO as the
@@ -445,6 +450,16 @@ class RunFollower:
         self._task = self._capturing = None
         self._captures.clear()
 
+    async def _catch_up_again(self) -> None:
+        """The catch-up once more, its changes queued behind what the feed gave meanwhile."""
+        try:
+            with collecting_less():
+                await self._catch_up(self._queue.put_nowait)
+        except Exception as exc:  # recorded and published; what the feed gives is still applied
+            self._failed("catch-up", "", exc)
+        if self._lent:
+            self._queue.put_nowait(Change("workspace", _LET_GO, ""))
+
     async def _let_go_lent(self) -> None:
         """Let go of the runs held for the catch-up, once their captures are made (those still
         waiting read them)."""
@@ -460,6 +475,10 @@ class RunFollower:
             await asyncio.sleep(0.005)
 
     def _on_change(self, change: Change) -> None:
+        if change.source == "workspace" and change.kind == "attach.reloaded":
+            if self.desk.unread_runs():  # the runs it does not hold may have changed unseen
+                self._queue.put_nowait(Change("workspace", _CATCH_UP, ""))
+            return
         if change.source != "cloud" or change.kind not in ("run.started", "run.event", "run.deleted"):
             return
         if change.kind == "run.event":
@@ -489,14 +508,22 @@ class RunFollower:
                 batch = [first]
                 while len(batch) < _BATCH and not self._queue.empty():
                     batch.append(self._queue.get_nowait())
-                let_go = [c for c in batch if c.kind == _LET_GO and c.source == "workspace"]
-                if let_go:  # the catch-up's runs are applied: the desk lets go of those held for it
-                    batch = [c for c in batch if not (c.kind == _LET_GO and c.source == "workspace")]
-                if batch:
-                    await self._apply(batch)
-                    self.applied += len(batch)
-                if let_go:
-                    await self._let_go_lent()
+                part: list[Change] = []
+                for change in batch:
+                    if change.source != "workspace" or change.kind not in _MARKERS:
+                        part.append(change)
+                        continue
+                    if part:  # what came before the marker is applied first
+                        await self._apply(part)
+                        self.applied += len(part)
+                        part = []
+                    if change.kind == _LET_GO:  # the catch-up's runs are applied: let go of those held for it
+                        await self._let_go_lent()
+                    else:
+                        await self._catch_up_again()
+                if part:
+                    await self._apply(part)
+                    self.applied += len(part)
             finally:
                 self._busy = False
 

@@ -6,6 +6,7 @@ walks them a page at a time, and what the follower held to carry them is let go 
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -293,3 +294,45 @@ def test_the_counts_kept_as_runs_come_in_are_the_counts_of_every_run_held() -> N
             for d in held:
                 statuses[str(d["status"])] = statuses.get(str(d["status"]), 0) + 1
             assert {k: v for k, v in book.runs_by_status().items() if v} == statuses
+
+
+async def test_after_a_reset_the_follower_weighs_the_runs_the_window_does_not_hold_against_the_canvas(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(attached_desk, "FIRST_RUNS", 5)
+    monkeypatch.setattr(attached_desk, "OLDER_RUNS", 4)
+    server, cloud = await _served_many(tmp_path / "ws")
+    truth = await _truth(server)
+    older = next(run_id for run_id in list(truth)[:20] if truth[run_id]["status"] not in ("settled", "waiting_on_user")
+                 and not truth[run_id]["deleted"])
+    ws = await Workspace.open(tmp_path / "ws")
+    try:
+        assert ws.follower is not None and ws.canvas is not None
+        await ws.follower.idle()
+        desk = ws.desk
+        assert isinstance(desk, attached_desk.ServedDesk) and not desk.has_run(older)
+        seen: list[Any] = []
+        ws.feed.subscribe(seen.append)
+        server.control.change_log.size = 3
+        assert await desk.caught_up()  # it holds a last event id
+        await desk.drop_stream()
+        run = cloud.runs.get(older)
+        for n in range(6):  # more than the server keeps: the window is told to read everything again
+            run.reply(f"while away {n}")
+        run.ask(title="still there?")
+        assert await until_loop(lambda: any(c.kind == "attach.reloaded" for c in seen))
+        assert desk.waiting_on_user() == _waiting(truth) + 1
+        await ws.follower.idle()
+        node = await ws.canvas.get(older)
+        assert node.status == "waiting_on_user", node
+        assert not desk.has_run(older) and list(ws.follower.errors) == []
+    finally:
+        await ws.close()
+        await server.stop()
+
+
+async def until_loop(condition: Any, rounds: int = 500) -> bool:
+    for _ in range(rounds):
+        if condition():
+            return True
+        await asyncio.sleep(0.01)
+    return condition()
