@@ -68,6 +68,8 @@ EDGE = 16
 """The window moves (centred on the cursor) when the cursor comes this near an edge it has runs beyond."""
 PALETTE_RUNS = 40
 """The most runs the command palette is offered for one query (the best matches, newest first)."""
+SEARCH_AFTER = 0.3
+"""Seconds a filter stays as typed before the older runs are searched for it."""
 FOUND_HELD = 2000
 """The most older runs (those a window over many runs does not hold) one filter takes into the list:
 the newest that match; a filter that matches more says so (narrow it to list the rest)."""
@@ -219,6 +221,8 @@ class RunsPane(Pane):
         """That search: ``"running"``, ``"more"`` (it stopped at ``FOUND_HELD`` matches) or done (empty)."""
         self._reading = False
         """A page of older runs is being read (the list was scrolled to its end)."""
+        self._found: list[str] = []
+        """The older runs the filter's search held (let go when the filter changes)."""
 
     def compose_body(self) -> ComposeResult:
         # the title second, sized to the room left: the columns after status show only while they fit whole
@@ -250,11 +254,17 @@ class RunsPane(Pane):
         waiting = sum(1 for v in views if v.status == WAITING)
         self._counts = (len(views) - (system if self.show_system else 0), waiting, system)
         if query.empty:
-            self._searched, self._search = None, ""
-            self.workers.cancel_group(self, "older-search")
+            if self._searched is not None:
+                self._searched, self._search = None, ""
+                self.workers.cancel_group(self, "older-search")
+                self._release_found()
         elif self._searched != self._good_filter and desk.unread_runs():
+            # searched once the filter stays as typed a moment (each key would search them all)
             self._searched, self._search = self._good_filter, "running"
-            self._search_older(self._good_filter)
+            self.workers.cancel_group(self, "older-search")
+            self._release_found()
+            text = self._good_filter
+            self.set_timer(SEARCH_AFTER, lambda: self._search_older(text) if self._searched == text else None)
         self._show_count()
         if self.selected is not None:
             self._update_stream()
@@ -291,7 +301,7 @@ class RunsPane(Pane):
                 keep = {v.id for v in query.filter([run_view(dto) for dto in page if not dto.get("deleted")])}
                 if keep:
                     taken = [dto for dto in page if dto["id"] in keep][:FOUND_HELD - found]
-                    self.desk.hold_runs(taken)
+                    self._found += self.desk.hold_runs(taken)
                     found += len(taken)
                     self.request_reload()
                     if found >= FOUND_HELD:
@@ -304,6 +314,11 @@ class RunsPane(Pane):
         finally:
             if self._searched == text and self.is_mounted:
                 self._show_count()
+
+    def _release_found(self) -> None:
+        """Let go of the older runs the last filter's search held (the selected run stays)."""
+        found, self._found = self._found, []
+        self.desk.release_runs([run_id for run_id in found if run_id != self.selected])
 
     @work(group="older-runs", exit_on_error=False)
     async def _read_older(self) -> None:

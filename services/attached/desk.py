@@ -287,6 +287,17 @@ class StreamBook:
                 self.runs.pop(run_id, None)
                 self.mirror.forget(run_id)
 
+    def release(self, run_ids: Sequence[str]) -> None:
+        """Let go of older runs a search held (a filter's matches, once it changes): those the server's
+        counts hold and no page read since holds (the counts stay as they are)."""
+        paged = {run_id for _, ids in self._ranges[1:] for run_id in ids}
+        for run_id in run_ids:
+            if run_id in self._counted and run_id not in paged:
+                self._counted.discard(run_id)
+                self._lent.discard(run_id)
+                self.runs.pop(run_id, None)
+                self.mirror.forget(run_id)
+
     def counted_apart(self, run_id: str) -> bool:
         """Whether the run is held and one of the older runs the server's counts hold: a change of
         its status, person or deletion is counted by reading those counts again (``recount``)."""
@@ -508,6 +519,9 @@ class ServedDesk(Desk):
 
     def let_go(self, run_ids: Sequence[str]) -> None:
         self.stream_book.let_go(run_ids)
+
+    def release_runs(self, run_ids: Sequence[str]) -> None:
+        self.stream_book.release(run_ids)
 
     async def run_pages(self, *, held: bool = True) -> AsyncIterator[list[Mapping[str, Any]]]:
         async for page in self.stream_book.pages(OLDER_RUNS, held=held):

@@ -165,6 +165,10 @@ class Desk:
     def let_go(self, run_ids: Sequence[str]) -> None:
         """Let go of runs ``hold_runs(lent=True)`` took in, unless read for anything else since."""
 
+    def release_runs(self, run_ids: Sequence[str]) -> None:
+        """Let go of older runs ``hold_runs`` took in for a search that is over (a filter changed),
+        unless a page of the runs list holds them."""
+
     async def run_pages(self, *, held: bool = True) -> AsyncIterator[list[Mapping[str, Any]]]:
         """Every run's DTO, a page at a time (deleted ones included; ``held=False``: only those the
         window does not hold): what a reader of every run (the follower's catch-up, the history's

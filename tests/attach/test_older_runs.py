@@ -224,6 +224,12 @@ async def test_the_runs_list_reads_older_runs_as_it_scrolls_and_its_filter_palet
             assert await until(pilot, lambda: pane.count_label == "1 run"), pane.count_label
             assert list(pane._listed) == [every[0]]
             assert await until(pilot, lambda: pane.selected == every[0])
+            # another filter: what the last one's search held is let go
+            pane.apply_filter("prompt:\"run 2\"")
+            assert await until(pilot, lambda: ws.desk.has_run(every[2]) and pane._search == ""), pane.count_label
+            assert every[2] in pane._listed and pane.selected != every[2]
+            pane.apply_filter("nothing-matches-this")
+            assert await until(pilot, lambda: not ws.desk.has_run(every[2]) and not ws.desk.has_run(every[0]))
             pane.clear_filter()
             assert not ws.desk.has_run(every[6])
             pane.select_key(every[6])
