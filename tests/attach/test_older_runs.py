@@ -91,9 +91,13 @@ async def test_the_book_reads_the_newest_first_then_the_older_a_page_at_a_time(s
         assert few.unread == 0 and few.runs == book.runs
 
 
-async def _served_many(folder: Path) -> tuple[CloudServer, FakeCloud]:
+async def _served_many(folder: Path, monkeypatch: pytest.MonkeyPatch, *, first: int,
+                       older: int) -> tuple[CloudServer, FakeCloud]:
     """A headless server of 30 runs (as ``workbench serve`` runs one): every third settled, two deleted,
-    the second waiting on its person, the first with the prompt ``needle-old``."""
+    the second waiting on its person, the first with the prompt ``needle-old``; a window attached to
+    it reads the newest ``first`` runs, and older ones ``older`` at a time."""
+    monkeypatch.setattr(attached_desk, "FIRST_RUNS", first)
+    monkeypatch.setattr(attached_desk, "OLDER_RUNS", older)
     folder.mkdir()
     sock = bind_socket("127.0.0.1", 0)
     url = origin_url(*sock.getsockname()[:2])
@@ -128,9 +132,7 @@ def _waiting(runs: dict[str, Any]) -> int:
 
 async def test_a_window_over_many_runs_holds_the_newest_and_its_readers_walk_the_rest_a_page_at_a_time(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(attached_desk, "FIRST_RUNS", 5)
-    monkeypatch.setattr(attached_desk, "OLDER_RUNS", 3)
-    server, cloud = await _served_many(tmp_path / "ws")
+    server, cloud = await _served_many(tmp_path / "ws", monkeypatch, first=5, older=3)
     truth = await _truth(server)
     every = list(truth)
     ws = await Workspace.open(tmp_path / "ws")
@@ -185,9 +187,7 @@ async def test_a_window_over_many_runs_holds_the_newest_and_its_readers_walk_the
 
 async def test_the_runs_list_reads_older_runs_as_it_scrolls_and_its_filter_palette_and_jumps_find_them(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(attached_desk, "FIRST_RUNS", 20)
-    monkeypatch.setattr(attached_desk, "OLDER_RUNS", 4)
-    server, _ = await _served_many(tmp_path / "ws")
+    server, _ = await _served_many(tmp_path / "ws", monkeypatch, first=20, older=4)
     truth = await _truth(server)
     every = list(truth)
     live = [run_id for run_id in every if not truth[run_id]["deleted"]]
@@ -244,9 +244,7 @@ async def test_the_runs_list_reads_older_runs_as_it_scrolls_and_its_filter_palet
 
 async def test_a_page_of_older_runs_that_fails_is_said_and_read_when_asked_again(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(attached_desk, "FIRST_RUNS", 20)
-    monkeypatch.setattr(attached_desk, "OLDER_RUNS", 3)
-    server, _ = await _served_many(tmp_path / "ws")
+    server, _ = await _served_many(tmp_path / "ws", monkeypatch, first=20, older=3)
     failed: list[str] = []
     real = httpx.AsyncHTTPTransport.handle_async_request
 
@@ -304,9 +302,7 @@ def test_the_counts_kept_as_runs_come_in_are_the_counts_of_every_run_held() -> N
 
 async def test_after_a_reset_the_follower_weighs_the_runs_the_window_does_not_hold_against_the_canvas(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(attached_desk, "FIRST_RUNS", 5)
-    monkeypatch.setattr(attached_desk, "OLDER_RUNS", 4)
-    server, cloud = await _served_many(tmp_path / "ws")
+    server, cloud = await _served_many(tmp_path / "ws", monkeypatch, first=5, older=4)
     truth = await _truth(server)
     older = next(run_id for run_id in list(truth)[:20] if truth[run_id]["status"] not in ("settled", "waiting_on_user")
                  and not truth[run_id]["deleted"])
