@@ -25,7 +25,7 @@ import heapq
 import sys
 import threading
 import uuid
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -61,6 +61,8 @@ many runs opens in the time its newest take and holds what it shows, not every r
 OLDER_RUNS = 2000
 """How many older runs one read asks for (a page of the runs list scrolled past its end, a page a
 reader of every run walks)."""
+SHARED_PAGES = 8
+"""How many pages of older runs read lately a walk over them keeps for the walks going on beside it."""
 PRELOAD_RUNS = 16
 """How many of the newest runs have their newest events read when a window attaches (or reloads)."""
 PRELOAD_EVENTS = 2000
@@ -125,6 +127,10 @@ class StreamBook:
         self._base = 0
         """While runs are unread: the start-order position of the first page read (the counts above
         count the runs before it)."""
+        self._walks = 0
+        """How many walks over the older runs (``pages``) go on now."""
+        self._shared: OrderedDict[tuple[int, int], asyncio.Future[tuple[list[Dto], int]]] = OrderedDict()
+        """The pages of older runs read lately, for the other walks going on at once (``_older_page``)."""
         self._lent: set[str] = set()
         """Older runs held for a reader that lets them go when done (``lend``, ``let_go``): the
         follower's catch-up carrying them into the canvas. Read for anything else, a run is kept."""
@@ -334,22 +340,56 @@ class StreamBook:
             for start in range(0, len(snapshot), count):
                 yield snapshot[start:start + count]
             del snapshot
-        while before > 0:
-            answer = await self.remote.call("GET", "/runs", params={"limit": count, "before": before})
-            page: list[Dto] = []
-            for dto in answer["runs"]:
-                run_id = str(dto["id"])
-                if run_id in seen:
-                    continue
-                now = self.runs.get(run_id)  # read since: as held (it is newer)
-                if now is None:
-                    page.append(_kept(dto))
-                elif held or run_id in self._lent:  # one lent to a reader is not held for the window
-                    page.append(now)
-            if page:
-                yield page
-            low = answer.get("from")
-            before = low if type(low) is int and 0 <= low < before else 0
+        self._walks += 1
+        try:
+            while before > 0:
+                read, low = await self._older_page(before, count)
+                page: list[Dto] = []
+                for dto in read:
+                    run_id = str(dto["id"])
+                    if run_id in seen:
+                        continue
+                    now = self.runs.get(run_id)  # read since: as held (it is newer)
+                    if now is None:
+                        page.append(dto)
+                    elif held or run_id in self._lent:  # one lent to a reader is not held for the window
+                        page.append(now)
+                if page:
+                    yield page
+                before = low if 0 <= low < before else 0
+        finally:
+            self._walks -= 1
+            if not self._walks:  # what was kept for a walk that stopped early
+                self._shared.clear()
+
+    async def _older_page(self, before: int, count: int) -> tuple[list[Dto], int]:
+        """The ``count`` runs before the position ``before`` as the book keeps a DTO (shared: nobody
+        edits them), and the position the page starts at (-1 when the server does not say). Read once
+        for the walks going on at once: the newest ``SHARED_PAGES`` pages read are kept for the others
+        while more than one walks (the follower's catch-up and the history's baseline walk together),
+        and a read on its way is waited for by a walk that asks for it meanwhile."""
+        key = (before, count)
+        read = self._shared.get(key)
+        if read is None:
+            read = asyncio.ensure_future(self._read_page(before, count))
+            read.add_done_callback(_retrieved)  # a walk that stopped waiting leaves its failure unread
+            self._shared[key] = read  # a walk beginning meanwhile waits for the same read
+            while len(self._shared) > SHARED_PAGES:
+                self._shared.popitem(last=False)
+        try:
+            page = await asyncio.shield(read)
+        except ServiceError:
+            if self._shared.get(key) is read:  # read again by the next walk that asks
+                del self._shared[key]
+            raise
+        if self._walks < 2:  # a walk alone keeps nothing
+            self._shared.pop(key, None)
+        return page
+
+    async def _read_page(self, before: int, count: int) -> tuple[list[Dto], int]:
+        answer = await self.remote.call("GET", "/runs", params={"limit": count, "before": before})
+        low = answer.get("from")
+        return [_kept(dto) for dto in answer["runs"]], low if type(low) is int else -1
 
     def runs_by_person(self) -> dict[str, int]:
         """How many runs each person has that are not deleted: counted over the runs held and, while
@@ -823,6 +863,12 @@ class ServedDesk(Desk):
             if origin is None:  # marked, so that this window never relays it back
                 change = Change(change.source, change.kind, change.id, {**change.data, "origin": "server"})
             self.changes.publish(change)
+
+
+def _retrieved(done: "asyncio.Future[Any]") -> None:
+    """A read's failure taken (whoever waits for it sees it; nobody need be waiting)."""
+    if not done.cancelled():
+        done.exception()
 
 
 def _kept(run: Dto) -> Dto:

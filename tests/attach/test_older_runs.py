@@ -91,6 +91,34 @@ async def test_the_book_reads_the_newest_first_then_the_older_a_page_at_a_time(s
         assert few.unread == 0 and few.runs == book.runs
 
 
+async def test_walks_over_the_older_runs_at_once_read_each_page_once(
+        served: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    every = served.desk.run_ids()
+    asked: list[str] = []
+    real = httpx.AsyncHTTPTransport.handle_async_request
+
+    async def counted(transport: httpx.AsyncHTTPTransport, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/runs") and "before" in request.url.params:
+            asked.append(request.url.params["before"])
+        return await real(transport, request)
+
+    monkeypatch.setattr(httpx.AsyncHTTPTransport, "handle_async_request", counted)
+    async with RemoteCloud.from_workspace(served.path) as remote:
+        book = StreamBook(remote, RunMirror())
+        await book.load(first=6)
+
+        async def walk() -> list[str]:
+            return [str(dto["id"]) async for page in book.pages(4) for dto in page]
+
+        first, second = await asyncio.gather(walk(), walk())
+        assert sorted(first) == sorted(second) == sorted(every)
+        pages = -(-(len(every) - 6) // 4)
+        assert len(asked) == pages and len(set(asked)) == pages  # each page read once, for both
+        asked.clear()
+        assert sorted(await walk()) == sorted(every)  # alone: read afresh, nothing kept
+        assert len(asked) == pages and not book._shared
+
+
 async def _served_many(folder: Path, monkeypatch: pytest.MonkeyPatch, *, first: int,
                        older: int) -> tuple[CloudServer, FakeCloud]:
     """A headless server of 30 runs (as ``workbench serve`` runs one): every third settled, two deleted,
