@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import time
 from bisect import bisect_right
+from contextlib import aclosing
 from collections import deque
 from collections.abc import Callable, Collection
 from typing import get_args
@@ -294,19 +295,20 @@ class RunsPane(Pane):
         that found some); the title says so meanwhile."""
         found = 0
         try:
-            async for page in self.desk.run_pages(held=False):
-                if self._searched != text or not self.is_mounted:
-                    return
-                query = self.current_query()
-                keep = {v.id for v in query.filter([run_view(dto) for dto in page if not dto.get("deleted")])}
-                if keep:
-                    taken = [dto for dto in page if dto["id"] in keep][:FOUND_HELD - found]
-                    self._found += self.desk.hold_runs(taken)
-                    found += len(taken)
-                    self.request_reload()
-                    if found >= FOUND_HELD:
-                        self._search = "more"
+            async with aclosing(self.desk.run_pages(held=False)) as pages:  # closed at once when it stops early
+                async for page in pages:
+                    if self._searched != text or not self.is_mounted:
                         return
+                    query = self.current_query()
+                    keep = {v.id for v in query.filter([run_view(dto) for dto in page if not dto.get("deleted")])}
+                    if keep:
+                        taken = [dto for dto in page if dto["id"] in keep][:FOUND_HELD - found]
+                        self._found += self.desk.hold_runs(taken)
+                        found += len(taken)
+                        self.request_reload()
+                        if found >= FOUND_HELD:
+                            self._search = "more"
+                            return
             self._search = ""
         except ServiceError as exc:
             self._search = ""
@@ -1213,11 +1215,12 @@ class RunsPane(Pane):
 
         if not offer(self.desk.runs()) and needle and self.desk.unread_runs():
             try:
-                async for page in self.desk.run_pages(held=False):
-                    views = sorted((run_view(dto) for dto in page if not dto.get("deleted")),
-                                   key=lambda v: v.created_at, reverse=True)
-                    if offer(views):
-                        break
+                async with aclosing(self.desk.run_pages(held=False)) as pages:  # closed at once on a break
+                    async for page in pages:
+                        views = sorted((run_view(dto) for dto in page if not dto.get("deleted")),
+                                       key=lambda v: v.created_at, reverse=True)
+                        if offer(views):
+                            break
             except ServiceError as exc:  # what the held runs gave is offered
                 self.say((f"The older runs could not be searched: {exc}", "warning"))
         return (whole + near)[:PALETTE_RUNS]

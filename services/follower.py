@@ -135,6 +135,7 @@ server's ``reset``): once what came before it is applied, the catch-up runs agai
 what changed of the runs it holds; the others are weighed against the canvas)."""
 _MARKERS = frozenset({_LET_GO, _CATCH_UP})
 
+
 class _Head(NamedTuple):
     """A run as the catch-up weighs it: its id, person, newest seq and deleted flag, and its DTO as the
     book holds it (read only, never copied: a window over many runs weighs them all), as the canvas's

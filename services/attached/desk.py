@@ -26,7 +26,7 @@ import sys
 import threading
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -118,7 +118,9 @@ class StreamBook:
         self._statuses_before: dict[str, int] = {}
         """While runs are unread: by status, the runs before the first page read that were not deleted then."""
         self._counted: set[str] = set()
-        """While runs are unread: the runs of the pages read since, before that page (the counts above hold them)."""
+        """While runs are unread: the runs held that are before the first page read (the counts above
+        hold them, as the server last counted them): read since by a page, a search, a jump, a reader or
+        the change stream."""
         self._ranges: list[tuple[int, list[str]]] = []
         """While runs are unread: each page read, as its first position and its runs' ids in start order."""
         self._floor_time = 0.0
@@ -261,17 +263,20 @@ class StreamBook:
         self._base, self._lent = 0, set()
         self._recount()
 
-    def lend(self, dtos: Sequence[Mapping[str, object]]) -> list[str]:
-        """Hold the runs of ``dtos`` not held yet for a reader that lets them go when done
-        (``let_go``); the ids of those taken in."""
+    def hold_older(self, dtos: Sequence[Mapping[str, object]], *, lent: bool = False) -> list[str]:
+        """Hold the runs of ``dtos`` (older runs a page showed) that are not held, or held only for a
+        reader; the ids of those taken in. ``lent``: for a reader that lets them go when done
+        (``let_go``), and nothing lists them meanwhile."""
         taken = []
         for dto in dtos:
             run_id = str(dto["id"])
-            if run_id not in self.runs:
-                self.absorb_run(dto, older=True)
-                if run_id in self._counted:  # one of the older runs (once every run is read, all are kept)
+            if lent and run_id in self.runs or not lent and self.keep(run_id):
+                continue
+            self.absorb_run(dto, older=True)
+            if run_id in self._counted:  # one of the older runs (once every run is read, all are kept)
+                if lent:
                     self._lent.add(run_id)
-                    taken.append(run_id)
+                taken.append(run_id)
         return taken
 
     def is_lent(self, run_id: str) -> bool:
@@ -284,21 +289,19 @@ class StreamBook:
         return run_id in self.runs
 
     def let_go(self, run_ids: Sequence[str]) -> None:
-        """Let go of runs ``lend`` took in that nothing else read since (the server's counts hold
-        them, so the counts stay as they are)."""
-        for run_id in run_ids:
-            if run_id in self._lent:
-                self._lent.discard(run_id)
-                self._counted.discard(run_id)
-                self.runs.pop(run_id, None)
-                self.mirror.forget(run_id)
+        """Let go of runs ``hold_older(lent=True)`` took in that nothing else read since."""
+        self._forget_older([run_id for run_id in run_ids if run_id in self._lent])
 
     def release(self, run_ids: Sequence[str]) -> None:
-        """Let go of older runs a search held (a filter's matches, once it changes): those the server's
-        counts hold and no page read since holds (the counts stay as they are)."""
-        paged = {run_id for _, ids in self._ranges[1:] for run_id in ids}
+        """Let go of older runs a search held (a filter's matches, once it changes), but those a page
+        of the runs list read since."""
+        paged = {run_id for _, ids in self._ranges for run_id in ids}
+        self._forget_older([run_id for run_id in run_ids if run_id not in paged])
+
+    def _forget_older(self, run_ids: Sequence[str]) -> None:
+        """Stop holding older runs (those the server's counts hold: the counts stay as they are)."""
         for run_id in run_ids:
-            if run_id in self._counted and run_id not in paged:
+            if run_id in self._counted:
                 self._counted.discard(run_id)
                 self._lent.discard(run_id)
                 self.runs.pop(run_id, None)
@@ -320,14 +323,11 @@ class StreamBook:
         counts = counts if isinstance(counts, dict) else {}
         people, statuses = _counts(counts.get("people")), _counts(counts.get("statuses"))
         for dto in answer["runs"]:  # the page's one run, the last before the first page: counted too
-            if not dto.get("deleted"):
-                for tally, key in ((people, dto.get("user_id")), (statuses, dto.get("status"))):
-                    if isinstance(key, str):
-                        tally[key] = tally.get(key, 0) + 1
+            _count_in(dto, people, statuses, 1)
         if self._base == base and self.unread:  # no whole read meanwhile
             self._people_before, self._statuses_before = people, statuses
 
-    async def pages(self, count: int, *, held: bool = True) -> AsyncIterator[list[Dto]]:
+    async def pages(self, count: int, *, held: bool = True) -> AsyncGenerator[list[Dto], None]:
         """Every run a page at a time, as the book keeps a DTO (the runs held first, as held; then the
         older ones, ``count`` at a time from the server, newest page first, none of them held):
         what a reader of every run walks without the window holding them all. ``held=False``: only
@@ -409,11 +409,8 @@ class StreamBook:
 
     def _tally(self, dto: Mapping[str, object], sign: int) -> None:
         """Count a run held in (``sign`` 1) or out (-1) of the counts by person and by status."""
-        if dto.get("deleted") or str(dto["id"]) in self._counted:
-            return
-        for counts, key in ((self._by_person, dto.get("user_id")), (self._by_status, dto.get("status"))):
-            if isinstance(key, str):
-                counts[key] = counts.get(key, 0) + sign
+        if str(dto["id"]) not in self._counted:
+            _count_in(dto, self._by_person, self._by_status, sign)
 
     def _recount(self) -> None:
         """The counts by person and by status, counted again over every run held."""
@@ -536,7 +533,7 @@ class ServedDesk(Desk):
         if self.stream_book.keep(run_id):
             return True
         try:
-            dto = await self.remote.call("GET", f"/runs/{_q(run_id)}", params={"events": "0"})
+            dto = await self._read_run(run_id)
         except ControlError as exc:
             if exc.status == 404:
                 return False
@@ -546,16 +543,12 @@ class ServedDesk(Desk):
         return True
 
     def hold_runs(self, dtos: Sequence[Mapping[str, object]], *, lent: bool = False) -> list[str]:
-        book = self.stream_book
-        if lent:
-            return book.lend(dtos)
-        taken = []
-        for dto in dtos:
-            run_id = str(dto["id"])
-            if not book.keep(run_id):
-                book.absorb_run(dto, older=True)
-                taken.append(run_id)
-        return taken
+        return self.stream_book.hold_older(dtos, lent=lent)
+
+    async def _read_run(self, run_id: str) -> Dto:
+        """The run as the server has it now, without its events."""
+        dto: Dto = await self.remote.call("GET", f"/runs/{_q(run_id)}", params={"events": "0"})
+        return dto
 
     def let_go(self, run_ids: Sequence[str]) -> None:
         self.stream_book.let_go(run_ids)
@@ -563,9 +556,10 @@ class ServedDesk(Desk):
     def release_runs(self, run_ids: Sequence[str]) -> None:
         self.stream_book.release(run_ids)
 
-    async def run_pages(self, *, held: bool = True) -> AsyncIterator[list[Mapping[str, Any]]]:
-        async for page in self.stream_book.pages(OLDER_RUNS, held=held):
-            yield list(page)
+    async def run_pages(self, *, held: bool = True) -> AsyncGenerator[list[Mapping[str, Any]], None]:
+        async with contextlib.aclosing(self.stream_book.pages(OLDER_RUNS, held=held)) as pages:
+            async for page in pages:  # closed with this walk (a search that stops early ends its walk)
+                yield list(page)
 
     def runs_by_person(self) -> dict[str, int]:
         return self.stream_book.runs_by_person()
@@ -835,7 +829,7 @@ class ServedDesk(Desk):
         recount = False
         for run_id in runs:
             try:
-                dto = await self.remote.call("GET", f"/runs/{_q(run_id)}", params={"events": "0"})
+                dto = await self._read_run(run_id)
                 old = book.runs.get(run_id)
                 book.absorb_run(dto, owned=True)
                 if book.counted_apart(run_id):  # counted by the server: counted again when that changed
@@ -863,6 +857,15 @@ class ServedDesk(Desk):
             if origin is None:  # marked, so that this window never relays it back
                 change = Change(change.source, change.kind, change.id, {**change.data, "origin": "server"})
             self.changes.publish(change)
+
+
+def _count_in(dto: Mapping[str, object], people: dict[str, int], statuses: dict[str, int], sign: int) -> None:
+    """Count a run (unless deleted) in (``sign`` 1) or out (-1) of counts by person and by status."""
+    if dto.get("deleted"):
+        return
+    for counts, key in ((people, dto.get("user_id")), (statuses, dto.get("status"))):
+        if isinstance(key, str):
+            counts[key] = counts.get(key, 0) + sign
 
 
 def _retrieved(done: "asyncio.Future[Any]") -> None:

@@ -24,7 +24,7 @@ import uuid
 from collections import deque
 from operator import attrgetter
 from contextvars import ContextVar
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from collections.abc import AsyncGenerator, Collection, Mapping, Sequence
 from typing import Any, Protocol
 from urllib.parse import quote
 
@@ -169,7 +169,7 @@ class Desk:
         """Let go of older runs ``hold_runs`` took in for a search that is over (a filter changed),
         unless a page of the runs list holds them."""
 
-    async def run_pages(self, *, held: bool = True) -> AsyncIterator[list[Mapping[str, Any]]]:
+    async def run_pages(self, *, held: bool = True) -> AsyncGenerator[list[Mapping[str, Any]], None]:
         """Every run's DTO, a page at a time (deleted ones included; ``held=False``: only those the
         window does not hold): what a reader of every run (the follower's catch-up, the history's
         baseline, a filter over the runs not held) walks, the loop free between two pages, without

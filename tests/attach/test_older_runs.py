@@ -7,6 +7,8 @@ walks them a page at a time, and what the follower held to carry them is let go 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +149,16 @@ async def _served_many(folder: Path, monkeypatch: pytest.MonkeyPatch, *, first: 
     return server, cloud
 
 
+@contextlib.asynccontextmanager
+async def _runs_list(folder: Path) -> AsyncIterator[tuple[Any, Any, Workspace, Any]]:
+    """The app over ``folder``, its runs list shown: the app, its pilot, its workspace, the runs pane."""
+    app = make_app(Settings(path=folder))
+    async with app.run_test(size=(140, 40)) as pilot:
+        ws = await ready(pilot)
+        await pilot.press("3")
+        yield app, pilot, ws, app.main.pane("runs")
+
+
 async def _truth(server: CloudServer) -> dict[str, Any]:
     async with RemoteCloud(server.url, server.token) as remote:
         whole = StreamBook(remote, RunMirror())
@@ -220,11 +232,7 @@ async def test_the_runs_list_reads_older_runs_as_it_scrolls_and_its_filter_palet
     every = list(truth)
     live = [run_id for run_id in every if not truth[run_id]["deleted"]]
     try:
-        app = make_app(Settings(path=tmp_path / "ws"))
-        async with app.run_test(size=(140, 40)) as pilot:
-            ws = await ready(pilot)
-            await pilot.press("3")
-            pane = app.main.pane("runs")
+        async with _runs_list(tmp_path / "ws") as (app, pilot, ws, pane):
             assert await until(pilot, lambda: "older runs, read as the list scrolls down" in pane.count_label)
             assert pane.count_label.startswith("19 runs") and "10 older runs" in pane.count_label  # one deleted
             assert ws.desk.unread_runs() == 10
@@ -239,11 +247,7 @@ async def test_the_runs_list_reads_older_runs_as_it_scrolls_and_its_filter_palet
             assert app.errors == []
 
         # a new window: a filter finds the oldest run, the palette too, and a jump reads the one it names
-        app = make_app(Settings(path=tmp_path / "ws"))
-        async with app.run_test(size=(140, 40)) as pilot:
-            ws = await ready(pilot)
-            await pilot.press("3")
-            pane = app.main.pane("runs")
+        async with _runs_list(tmp_path / "ws") as (app, pilot, ws, pane):
             assert await until(pilot, lambda: pane.count_label.startswith("19 runs"))
             assert not ws.desk.has_run(every[0])
             offered = await pane.palette_search("needle-old")
@@ -286,11 +290,7 @@ async def test_a_page_of_older_runs_that_fails_is_said_and_read_when_asked_again
 
     monkeypatch.setattr(httpx.AsyncHTTPTransport, "handle_async_request", flaky)
     try:
-        app = make_app(Settings(path=tmp_path / "ws"))
-        async with app.run_test(size=(140, 40)) as pilot:
-            ws = await ready(pilot)
-            await pilot.press("3")
-            pane = app.main.pane("runs")
+        async with _runs_list(tmp_path / "ws") as (app, pilot, ws, pane):
             assert await until(pilot, lambda: pane.count_label.startswith("19 runs"))
             assert ws.follower is not None and ws.timeline is not None
             await ws.follower.idle()  # their walks over every run are done: the next page read is the list's
