@@ -183,11 +183,12 @@ class Desk:
     # -- views -----------------------------------------------------------------------------
 
     def run_ids(self) -> list[str]:
-        """Every run's id, deleted ones included, in the order the runs started."""
+        """The id of every run the window holds, deleted ones included, in the order the runs started
+        (a window attached to a server over many runs holds the newest and what it showed since)."""
         return [str(dto["id"]) for dto in self.book.run_dtos()]
 
     def runs(self, *, include_deleted: bool = False) -> list[RunView]:
-        """Every run, newest first."""
+        """Every run the window holds (``run_ids``), newest first."""
         dtos = list(self.book.run_dtos())
         if not getattr(self.book, "keeps_dtos", False):
             views = [run_view(d) for d in dtos if include_deleted or not d.get("deleted")]
